@@ -1,0 +1,31 @@
+"""clgpu_delegate: an OpenCL GPU delegate for TensorFlow Lite and LiteRT.
+
+    delegate = clgpu_delegate.load()
+    interp = Interpreter(model_path="model.tflite", experimental_delegates=[delegate])
+"""
+
+from ._errors import (
+    BuildError,
+    ClgpuError,
+    NativeExtensionMissing,
+    NoDeviceError,
+    OpenCLError,
+)
+from .delegate import Delegate, load, plugin_path
+from .devices import Device, devices, select_device
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BuildError",
+    "ClgpuError",
+    "Delegate",
+    "Device",
+    "NativeExtensionMissing",
+    "NoDeviceError",
+    "OpenCLError",
+    "devices",
+    "load",
+    "plugin_path",
+    "select_device",
+]

@@ -1,0 +1,55 @@
+"""Command line: `python -m clgpu_delegate devices | inspect MODEL`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._errors import ClgpuError, NativeExtensionMissing
+
+
+def _cmd_devices(args: argparse.Namespace) -> int:
+    from .devices import devices, format_table
+
+    devs = devices(probe_fp16=not args.no_probe)
+    if not devs:
+        print("No OpenCL platform found. Install a GPU driver with OpenCL, or "
+              "apt-get install ocl-icd-libopencl1 pocl-opencl-icd for a CPU device.")
+        return 1
+    print(format_table(devs))
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .inspect import format_report, inspect_model
+
+    opts = dict(kv.split("=", 1) for kv in args.option)
+    print(format_report(inspect_model(args.model, runtime=args.runtime, device=args.device,
+                                      **opts)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m clgpu_delegate",
+                                     description="OpenCL GPU delegate for TFLite / LiteRT")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("devices", help="list OpenCL devices")
+    p.add_argument("--no-probe", action="store_true", help="skip the FP16 compile probe")
+    p.set_defaults(func=_cmd_devices)
+    p = sub.add_parser("inspect", help="show which nodes of a model would be delegated")
+    p.add_argument("model")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--runtime", choices=["tflite_runtime", "ai_edge_litert"], default=None)
+    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra delegate option")
+    p.set_defaults(func=_cmd_inspect)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ClgpuError, NativeExtensionMissing, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""Exception types raised by clgpu_delegate (the native core raises these too)."""
+
+
+class ClgpuError(RuntimeError):
+    """Base class of the delegate's runtime errors."""
+
+
+class NoDeviceError(ClgpuError):
+    """No OpenCL library, platform or matching device; the message says what to install."""
+
+
+class OpenCLError(ClgpuError):
+    """An OpenCL call failed; the message names the call and the OpenCL error."""
+
+
+class BuildError(OpenCLError):
+    """An OpenCL program failed to compile; the message holds the build log and options."""
+
+
+class NativeExtensionMissing(ImportError):
+    """The compiled extension clgpu_delegate._core is not built or cannot be loaded."""

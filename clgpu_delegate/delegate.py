@@ -1,0 +1,113 @@
+"""The public delegate object: what `Interpreter(experimental_delegates=[...])` takes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ._native import core
+from .devices import Device
+
+_PLUGIN_NAME = "libclgpu_delegate.so"
+
+
+def _option_string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class Delegate:
+    """An OpenCL GPU delegate instance. It owns the native TfLiteDelegate: keep it
+    alive as long as any interpreter that uses it (interpreters keep a reference)."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options: dict[str, str] = {k: _option_string(v) for k, v in options.items()}
+        self._native = core().Delegate(self.options)
+
+    # The only method the tflite_runtime / ai_edge_litert interpreters call.
+    def _get_native_delegate_pointer(self) -> int:
+        return int(self._native.pointer())
+
+    def close(self) -> None:
+        """Release the delegate now; interpreters using it keep their kernels' resources."""
+        self._native.close()
+
+    def __enter__(self) -> Delegate:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def device(self) -> Device:
+        return Device.from_dict(self._native.device())
+
+    def decisions(self) -> list[dict[str, Any]]:
+        """Per node of the last graph prepared: op, delegated or not, and why not."""
+        from .inspect import op_name
+
+        out = self._native.decisions()
+        for d in out:
+            d["op_name"] = d["op_name"] or op_name(d["op"])
+        return out
+
+    def delegated_nodes(self) -> list[int]:
+        """TFLite node indices claimed at the last Prepare."""
+        return [d["node"] for d in self._native.decisions() if d["delegated"]]
+
+    def partitions(self) -> list[list[int]]:
+        """Node indices of each delegated partition at the last Prepare."""
+        return [list(p) for p in self._native.partitions()]
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._native.stats())
+
+    def abi(self) -> dict[str, Any]:
+        """What the delegate observed of the host runtime's ABI at the last Prepare."""
+        return dict(self._native.abi())
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"clgpu_delegate.Delegate({opts})"
+
+
+def load(
+    *,
+    device: str | int = "auto",
+    precision: str = "fp32",
+    max_delegated_partitions: int = 0,
+    profiling: bool = False,
+    partitioning: str = "all",
+    **advanced: Any,
+) -> Delegate:
+    """Create a delegate for `Interpreter(..., experimental_delegates=[delegate])`.
+
+    device: "auto" (fastest GPU, else any OpenCL device), "gpu", "cpu", an index or a
+    name substring. precision: "fp32". max_delegated_partitions: 0 = no limit.
+    partitioning: "all" claims every supported node. Unknown options or values raise
+    ValueError; a missing device raises NoDeviceError.
+    """
+    options: dict[str, Any] = {
+        "device": device,
+        "precision": precision,
+        "max_delegated_partitions": max_delegated_partitions,
+        "profiling": profiling,
+        "partitioning": partitioning,
+        **advanced,
+    }
+    return Delegate(options)
+
+
+def plugin_path() -> str:
+    """Path of the Python-free plugin library, for `load_delegate(path, {...})` and
+    `benchmark_model --external_delegate_path`."""
+    env = os.environ.get("CLGPU_PLUGIN_PATH")
+    path = Path(env) if env else Path(__file__).resolve().parent / _PLUGIN_NAME
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} does not exist: the package was built without the plugin "
+            "(CMake option CLGPU_BUILD_PLUGIN=ON builds it)"
+        )
+    return str(path)

@@ -1,0 +1,71 @@
+"""OpenCL device discovery and selection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ._native import core
+
+
+@dataclass(frozen=True)
+class Device:
+    """One OpenCL device as the delegate sees it."""
+
+    index: int
+    platform: str
+    name: str
+    vendor: str
+    type: str  # "gpu", "cpu", "accelerator", "other"
+    opencl_version: str
+    opencl_c_version: str
+    driver_version: str
+    compute_units: int
+    max_clock_mhz: int
+    global_mem_bytes: int
+    local_mem_bytes: int
+    max_alloc_bytes: int
+    max_work_group_size: int
+    host_unified_memory: bool
+    fp16_advertised: bool
+    fp16: bool  # probed by compiling half arithmetic (NVIDIA does not advertise cl_khr_fp16)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Device:
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
+
+
+def devices(probe_fp16: bool = True) -> list[Device]:
+    """Every OpenCL device of every platform (empty if there is no platform).
+
+    Raises NoDeviceError if no OpenCL library can be loaded at all.
+    """
+    return [Device.from_dict(d) for d in core().devices(probe_fp16)]
+
+
+def select_device(spec: str | int = "auto") -> Device:
+    """The device `load(device=spec)` would use; NoDeviceError if none matches."""
+    return Device.from_dict(core().select_device(str(spec)))
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def format_table(devs: list[Device]) -> str:
+    """A plain-text table of devices (the `devices` command)."""
+    head = ["#", "type", "name", "platform", "OpenCL", "driver", "CUs", "MHz", "global",
+            "local", "max alloc", "unified", "fp16"]
+    rows = [
+        [str(d.index), d.type, d.name, d.platform, d.opencl_version, d.driver_version,
+         str(d.compute_units), str(d.max_clock_mhz), _gib(d.global_mem_bytes),
+         f"{d.local_mem_bytes // 1024} KiB", _gib(d.max_alloc_bytes),
+         "yes" if d.host_unified_memory else "no",
+         ("yes" if d.fp16 else "no") + ("" if d.fp16 == d.fp16_advertised else " (probed)")]
+        for d in devs
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in [head, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,21 @@
+// Prepended to every program: the storage type of activations/weights and the
+// load/store helpers, so each kernel is written once for fp32 and fp16 storage.
+// Arithmetic is always float; half is storage only (vload_half is core OpenCL).
+
+#ifdef STORAGE_HALF
+#define T half
+#define LOADF(p, i) vload_half((i), (p))
+#define STOREF(v, p, i) vstore_half((v), (i), (p))
+#define LOADF4(p, i4) vload_half4((i4), (p))
+#define STOREF4(v, p, i4) vstore_half4((v), (i4), (p))
+#else
+#define T float
+#define LOADF(p, i) ((p)[(i)])
+#define STOREF(v, p, i) ((p)[(i)] = (v))
+#define LOADF4(p, i4) vload4((i4), (p))
+#define STOREF4(v, p, i4) vstore4((v), (i4), (p))
+#endif
+
+// Fused activations are clamps: NONE (-inf, inf), RELU [0, inf), RELU6 [0, 6],
+// RELU_N1_TO_1 [-1, 1]. The host passes the bounds.
+#define ACTIVATE(x, lo, hi) fmin(fmax((x), (lo)), (hi))

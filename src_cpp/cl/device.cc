@@ -1,0 +1,169 @@
+#include "cl/device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+#include "cl/errors.h"
+#include "cl/objects.h"
+#include "common/error.h"
+#include "common/log.h"
+
+namespace clgpu {
+namespace {
+
+constexpr const char* kInstallHint =
+    "Install an OpenCL driver for your GPU (NVIDIA, AMD ROCm, Intel compute-runtime; on "
+    "Debian/Ubuntu also ocl-icd-libopencl1), or for a CPU device: "
+    "apt-get install ocl-icd-libopencl1 pocl-opencl-icd.";
+
+std::string PlatformString(cl_platform_id p, cl_platform_info what) {
+  size_t n = 0;
+  if (Cl().clGetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+  std::string s(n, '\0');
+  Cl().clGetPlatformInfo(p, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string DeviceString(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  if (Cl().clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+  std::string s(n, '\0');
+  Cl().clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  while (!s.empty() && (s.back() == '\0' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+template <typename T>
+T DeviceValue(cl_device_id d, cl_device_info what) {
+  T v{};
+  Cl().clGetDeviceInfo(d, what, sizeof(T), &v, nullptr);
+  return v;
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Higher is faster-looking: GPUs first, then by parallelism x clock.
+double Score(const DeviceInfo& d) {
+  double s = double(std::max(d.compute_units, 1)) * std::max(d.max_clock_mhz, 1);
+  return d.type == "gpu" ? 1e12 + s : s;
+}
+
+}  // namespace
+
+bool ProbeFp16(cl_platform_id platform, cl_device_id device) {
+  const ClApi& cl = Cl();
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                   reinterpret_cast<cl_context_properties>(platform), 0};
+  cl_int err = CL_SUCCESS;
+  Context ctx(cl.clCreateContext(props, 1, &device, nullptr, nullptr, &err));
+  if (err != CL_SUCCESS) return false;
+  const char* src =
+      "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+      "__kernel void probe(__global half* a) { half x = a[0]; half y = x * (half)2.0f + x;"
+      " a[get_global_id(0)] = y; }\n";
+  Program prog(cl.clCreateProgramWithSource(ctx.get(), 1, &src, nullptr, &err));
+  if (err != CL_SUCCESS) return false;
+  return cl.clBuildProgram(prog.get(), 1, &device, "", nullptr, nullptr) == CL_SUCCESS;
+}
+
+std::vector<DeviceInfo> ListDevices(bool probe_fp16) {
+  const ClApi& cl = Cl();
+  cl_uint np = 0;
+  cl_int err = cl.clGetPlatformIDs(0, nullptr, &np);
+  // The ICD loader reports "no platform" as CL_PLATFORM_NOT_FOUND_KHR (-1001).
+  if (err != CL_SUCCESS || np == 0) return {};
+  std::vector<cl_platform_id> platforms(np);
+  CheckCl(cl.clGetPlatformIDs(np, platforms.data(), nullptr), "clGetPlatformIDs");
+  std::vector<DeviceInfo> out;
+  for (cl_platform_id p : platforms) {
+    cl_uint nd = 0;
+    if (cl.clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0)
+      continue;
+    std::vector<cl_device_id> ids(nd);
+    CheckCl(cl.clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, ids.data(), nullptr), "clGetDeviceIDs");
+    for (cl_device_id id : ids) {
+      DeviceInfo d;
+      d.index = static_cast<int>(out.size());
+      d.platform_id = p;
+      d.id = id;
+      d.platform = PlatformString(p, CL_PLATFORM_NAME);
+      d.name = DeviceString(id, CL_DEVICE_NAME);
+      d.vendor = DeviceString(id, CL_DEVICE_VENDOR);
+      auto type = DeviceValue<cl_device_type>(id, CL_DEVICE_TYPE);
+      d.type = (type & CL_DEVICE_TYPE_GPU)           ? "gpu"
+               : (type & CL_DEVICE_TYPE_CPU)         ? "cpu"
+               : (type & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator"
+                                                     : "other";
+      d.version = DeviceString(id, CL_DEVICE_VERSION);
+      d.driver_version = DeviceString(id, CL_DRIVER_VERSION);
+      d.opencl_c_version = DeviceString(id, CL_DEVICE_OPENCL_C_VERSION);
+      d.compute_units = static_cast<int>(DeviceValue<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS));
+      d.max_clock_mhz = static_cast<int>(DeviceValue<cl_uint>(id, CL_DEVICE_MAX_CLOCK_FREQUENCY));
+      d.global_mem_bytes = DeviceValue<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
+      d.local_mem_bytes = DeviceValue<cl_ulong>(id, CL_DEVICE_LOCAL_MEM_SIZE);
+      d.max_alloc_bytes = DeviceValue<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+      d.max_work_group_size = DeviceValue<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+      // Deprecated in 2.0 but still answered by every driver we target.
+      d.host_unified_memory = DeviceValue<cl_bool>(id, CL_DEVICE_HOST_UNIFIED_MEMORY) != 0;
+      d.fp16_advertised = DeviceString(id, CL_DEVICE_EXTENSIONS).find("cl_khr_fp16") !=
+                          std::string::npos;
+      // The probe matters for GPUs (NVIDIA hides cl_khr_fp16). A CPU device that does
+      // not advertise it cannot compile half arithmetic, and PoCL would print the
+      // failed build to stderr, so it is not probed.
+      const bool probe = probe_fp16 && (d.type != "cpu" || d.fp16_advertised);
+      d.fp16 = probe ? ProbeFp16(p, id) : d.fp16_advertised;
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+DeviceInfo SelectDevice(const std::string& spec_in) {
+  std::vector<DeviceInfo> devices = ListDevices(/*probe_fp16=*/true);
+  if (devices.empty()) {
+    throw NoDeviceError(std::string("No OpenCL platform or device was found (library: ") +
+                        Cl().library_path + "). " + kInstallHint);
+  }
+  const std::string spec = Lower(spec_in.empty() ? "auto" : spec_in);
+  auto best = [&](auto pred) -> const DeviceInfo* {
+    const DeviceInfo* b = nullptr;
+    for (const auto& d : devices)
+      if (pred(d) && (!b || Score(d) > Score(*b))) b = &d;
+    return b;
+  };
+  const DeviceInfo* pick = nullptr;
+  if (spec == "auto") {
+    pick = best([](const DeviceInfo&) { return true; });
+    if (pick->type != "gpu") {
+      Log(LogLevel::kWarning, "no OpenCL GPU found; using " + pick->type + " device '" +
+                                  pick->name + "' (" + pick->platform +
+                                  "): expect CPU-like speed");
+    }
+  } else if (spec == "gpu" || spec == "cpu") {
+    pick = best([&](const DeviceInfo& d) { return d.type == spec; });
+  } else if (std::all_of(spec.begin(), spec.end(), ::isdigit)) {
+    size_t i = std::strtoul(spec.c_str(), nullptr, 10);
+    if (i < devices.size()) pick = &devices[i];
+  } else {
+    pick = best([&](const DeviceInfo& d) {
+      return Lower(d.name).find(spec) != std::string::npos ||
+             Lower(d.platform).find(spec) != std::string::npos;
+    });
+  }
+  if (!pick) {
+    std::string names;
+    for (const auto& d : devices)
+      names += "\n  " + std::to_string(d.index) + ": " + d.name + " (" + d.type + ", " +
+               d.platform + ")";
+    throw NoDeviceError("No OpenCL device matches device='" + spec_in + "'. Available:" + names +
+                        (spec == "gpu" ? std::string("\n") + kInstallHint : std::string()));
+  }
+  return *pick;
+}
+
+}  // namespace clgpu

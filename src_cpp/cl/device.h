@@ -1,0 +1,40 @@
+// OpenCL device discovery, the device record shown to users, FP16 probing and
+// the device-selection rule every part of the delegate uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cl/loader.h"
+
+namespace clgpu {
+
+struct DeviceInfo {
+  int index = -1;  // position in ListDevices(), stable within a process
+  std::string platform, name, vendor, type;  // type: "gpu", "cpu", "accelerator", "other"
+  std::string version, driver_version, opencl_c_version;
+  int compute_units = 0;
+  int max_clock_mhz = 0;
+  uint64_t global_mem_bytes = 0, local_mem_bytes = 0, max_alloc_bytes = 0;
+  size_t max_work_group_size = 0;
+  bool host_unified_memory = false;
+  bool fp16_advertised = false;  // cl_khr_fp16 in the extension string
+  bool fp16 = false;             // half arithmetic compiled (NVIDIA hides the extension)
+  cl_platform_id platform_id = nullptr;
+  cl_device_id id = nullptr;
+};
+
+// Every device of every platform. Throws NoDeviceError when no OpenCL library
+// loads; returns an empty list when the library has no platform.
+std::vector<DeviceInfo> ListDevices(bool probe_fp16 = true);
+
+// `spec`: "auto" (fastest-looking GPU, else any device with a warning that it is
+// not a GPU), "gpu", "cpu", a decimal index, or a case-insensitive substring of
+// the device or platform name. Throws NoDeviceError with an install hint.
+DeviceInfo SelectDevice(const std::string& spec);
+
+// Compiles a tiny half-arithmetic kernel; true if the device accepts it.
+bool ProbeFp16(cl_platform_id platform, cl_device_id device);
+
+}  // namespace clgpu

@@ -1,0 +1,101 @@
+#include "cl/environment.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "cl/errors.h"
+#include "cl/kernel_registry.h"
+#include "common/error.h"
+
+namespace clgpu {
+
+uint64_t HashBytes(const void* data, size_t n, uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::shared_ptr<Program> ProgramCache::Get(const std::string& file, const std::string& defines) {
+  return GetSource(file, KernelText("common") + "\n#line 1\n" + KernelText(file), defines);
+}
+
+std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
+                                                 const std::string& source,
+                                                 const std::string& options) {
+  char key_hash[40];
+  std::snprintf(key_hash, sizeof key_hash, "%016llx:%zu:",
+                static_cast<unsigned long long>(HashBytes(source.data(), source.size())),
+                source.size());
+  const std::string key = key_hash + options;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = programs_.find(key); it != programs_.end()) {
+    ++hits_;
+    return it->second;
+  }
+  const ClApi& cl = Cl();
+  const char* text = source.c_str();
+  size_t len = source.size();
+  cl_int err = CL_SUCCESS;
+  auto program = std::make_shared<Program>(cl.clCreateProgramWithSource(ctx_, 1, &text, &len, &err));
+  CheckCl(err, "clCreateProgramWithSource");
+  cl_device_id dev = device_.id;
+  const std::string opts = "-cl-std=CL1.2 " + options;
+  err = cl.clBuildProgram(program->get(), 1, &dev, opts.c_str(), nullptr, nullptr);
+  if (err != CL_SUCCESS) {
+    size_t n = 0;
+    cl.clGetProgramBuildInfo(program->get(), dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    if (n) cl.clGetProgramBuildInfo(program->get(), dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    throw BuildError(label, opts, log.empty() ? "(" + ClErrorName(err) + ", empty build log)" : log);
+  }
+  ++builds_;
+  programs_.emplace(key, program);
+  return program;
+}
+
+std::shared_ptr<Environment> Environment::ForDevice(const DeviceInfo& device) {
+  static std::mutex mutex;
+  static std::map<cl_device_id, std::weak_ptr<Environment>> live;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto env = live[device.id].lock()) return env;
+  auto env = std::make_shared<Environment>(device);
+  live[device.id] = env;
+  return env;
+}
+
+Environment::Environment(const DeviceInfo& device) : device_(device) {
+  cl_context_properties props[] = {
+      CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device_.platform_id), 0};
+  cl_int err = CL_SUCCESS;
+  cl_device_id id = device_.id;
+  context_ = Context(Cl().clCreateContext(props, 1, &id, nullptr, nullptr, &err));
+  CheckCl(err, "clCreateContext");
+  programs_ = std::make_unique<ProgramCache>(context_.get(), device_);
+}
+
+Queue Environment::CreateQueue(bool profiling) const {
+  cl_int err = CL_SUCCESS;
+  Queue q(Cl().clCreateCommandQueue(context_.get(), device_.id,
+                                    profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err));
+  CheckCl(err, "clCreateCommandQueue");
+  return q;
+}
+
+Buffer Environment::CreateBuffer(size_t bytes, cl_mem_flags flags) const {
+  cl_int err = CL_SUCCESS;
+  // Zero-byte buffers are invalid in OpenCL; tensors of size 0 still get a handle.
+  const size_t n = bytes ? bytes : 4;
+  cl_mem mem = Cl().clCreateBuffer(context_.get(), flags, n, nullptr, &err);
+  if (err != CL_SUCCESS) throw ClError("clCreateBuffer", err, std::to_string(n) + " bytes");
+  return Buffer(mem, bytes);
+}
+
+Kernel CreateKernel(const Program& program, const std::string& name) {
+  cl_int err = CL_SUCCESS;
+  Kernel k(Cl().clCreateKernel(program.get(), name.c_str(), &err));
+  if (err != CL_SUCCESS) throw ClError("clCreateKernel", err, name);
+  return k;
+}
+
+}  // namespace clgpu

@@ -1,0 +1,65 @@
+// The runtime's small concepts: an Environment (device + context, shared by all
+// delegates on that device) owning a ProgramCache; queues belong to their users.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cl/device.h"
+#include "cl/objects.h"
+
+namespace clgpu {
+
+// Built programs keyed by everything that changes the binary: source text (hash
+// + length), build options (which carry the -D defines) and the device.
+class ProgramCache {
+ public:
+  ProgramCache(cl_context ctx, const DeviceInfo& device) : ctx_(ctx), device_(device) {}
+
+  // kernels/<file>.cl with kernels/common.cl prepended, built with `defines`
+  // (e.g. "-DTILE_M=32 -DSTORAGE_HALF"). Throws BuildError with the log.
+  std::shared_ptr<Program> Get(const std::string& file, const std::string& defines);
+  // Any source text (tests, probes). `label` names it in errors.
+  std::shared_ptr<Program> GetSource(const std::string& label, const std::string& source,
+                                     const std::string& options);
+
+  int64_t builds() const { return builds_; }
+  int64_t hits() const { return hits_; }
+
+ private:
+  cl_context ctx_;
+  const DeviceInfo& device_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Program>> programs_;
+  int64_t builds_ = 0, hits_ = 0;
+};
+
+class Environment {
+ public:
+  // One environment per device per process, shared while anyone holds it.
+  static std::shared_ptr<Environment> ForDevice(const DeviceInfo& device);
+  explicit Environment(const DeviceInfo& device);
+
+  const DeviceInfo& device() const { return device_; }
+  cl_context context() const { return context_.get(); }
+  ProgramCache& programs() { return *programs_; }
+
+  Queue CreateQueue(bool profiling) const;
+  Buffer CreateBuffer(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE) const;
+
+ private:
+  DeviceInfo device_;
+  Context context_;
+  std::unique_ptr<ProgramCache> programs_;
+};
+
+// clCreateKernel with the error naming the kernel.
+Kernel CreateKernel(const Program& program, const std::string& name);
+
+// 64-bit FNV-1a, used in cache keys.
+uint64_t HashBytes(const void* data, size_t n, uint64_t seed = 1469598103934665603ull);
+
+}  // namespace clgpu

@@ -1,0 +1,49 @@
+// The one error mechanism inside src_cpp: exceptions derived from clgpu::Error.
+// They are translated only at the edges (TFLite C boundary, pybind11 module).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace clgpu {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// No usable OpenCL library, platform or device; the message says what to install.
+class NoDeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A failing OpenCL call: names the call and the error.
+class ClError : public Error {
+ public:
+  ClError(const std::string& call, int code, const std::string& detail = "");
+  int code() const { return code_; }
+  const std::string& call() const { return call_; }
+
+ private:
+  std::string call_;
+  int code_;
+};
+
+// A program that failed to compile: carries the kernel name, options and build log.
+class BuildError : public Error {
+ public:
+  BuildError(const std::string& program, const std::string& options, const std::string& log);
+  const std::string& log() const { return log_; }
+
+ private:
+  std::string log_;
+};
+
+// A bad delegate option (Python: ValueError; plugin: NULL + report_error).
+class OptionError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace clgpu

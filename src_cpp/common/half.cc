@@ -1,0 +1,47 @@
+#include "common/half.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace clgpu {
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN / inf
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504 -> inf
+  if (abs < 0x38800000u) {
+    // Subnormal half (or zero): scale into an integer count of 2^-24 units.
+    const float a = std::fabs(f) * 16777216.0f;
+    return sign | static_cast<uint16_t>(std::nearbyint(a));
+  }
+  // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
+  uint32_t h = ((abs >> 13) - (112u << 10));
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return sign | static_cast<uint16_t>(h);
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ffu;
+  float f;
+  if (exp == 0) {
+    f = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    f = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    f = std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= sign;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace clgpu

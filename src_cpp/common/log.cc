@@ -1,0 +1,53 @@
+#include "common/log.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef __ANDROID__
+#include <android/log.h>
+#endif
+
+namespace clgpu {
+namespace {
+
+LogLevel ThresholdFromEnv() {
+  const char* env = std::getenv("CLGPU_LOG");
+  if (!env) return LogLevel::kWarning;
+  if (!std::strcmp(env, "error")) return LogLevel::kError;
+  if (!std::strcmp(env, "info")) return LogLevel::kInfo;
+  if (!std::strcmp(env, "debug")) return LogLevel::kDebug;
+  return LogLevel::kWarning;
+}
+
+const char* Name(LogLevel level) {
+  switch (level) {
+    case LogLevel::kError: return "ERROR";
+    case LogLevel::kWarning: return "WARNING";
+    case LogLevel::kInfo: return "INFO";
+    case LogLevel::kDebug: return "DEBUG";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool LogEnabled(LogLevel level) {
+  static const LogLevel threshold = ThresholdFromEnv();
+  return static_cast<int>(level) <= static_cast<int>(threshold);
+}
+
+void Log(LogLevel level, const std::string& message) {
+  if (!LogEnabled(level)) return;
+#ifdef __ANDROID__
+  const int prio = level == LogLevel::kError     ? ANDROID_LOG_ERROR
+                   : level == LogLevel::kWarning ? ANDROID_LOG_WARN
+                   : level == LogLevel::kInfo    ? ANDROID_LOG_INFO
+                                                 : ANDROID_LOG_DEBUG;
+  __android_log_write(prio, "clgpu_delegate", message.c_str());
+#else
+  std::fprintf(stderr, "clgpu_delegate %s: %s\n", Name(level), message.c_str());
+#endif
+}
+
+}  // namespace clgpu

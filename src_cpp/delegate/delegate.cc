@@ -1,0 +1,276 @@
+#include "delegate/delegate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "ops/op.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+TfLiteStatus PrepareTrampoline(TfLiteContext* ctx, TfLiteDelegate* d) {
+  return DelegateCore::From(d)->Prepare(ctx);
+}
+
+// malloc'ed like the runtime's own arrays; freed by us after Replace.
+TfLiteIntArray* NewIntArray(const std::vector<int>& v) {
+  auto* a = static_cast<TfLiteIntArray*>(std::malloc(sizeof(int) * (1 + v.size())));
+  if (!a) throw std::bad_alloc();
+  a->size = static_cast<int>(v.size());
+  std::copy(v.begin(), v.end(), a->data);
+  return a;
+}
+
+std::string DescribeParams(const NodeInfo& n) {
+  char buf[160] = "";
+  if (!n.builtin_data) return "no params";
+  switch (n.op) {
+    case tfl::kConv2d: {
+      tfl::ConvParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      std::snprintf(buf, sizeof buf, "padding=%d stride=%d,%d act=%d dilation=%d,%d", p.padding,
+                    p.stride_width, p.stride_height, p.activation, p.dilation_width,
+                    p.dilation_height);
+      break;
+    }
+    case tfl::kDepthwiseConv2d: {
+      tfl::DepthwiseConvParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      std::snprintf(buf, sizeof buf, "padding=%d stride=%d,%d depth_multiplier=%d act=%d dilation=%d,%d",
+                    p.padding, p.stride_width, p.stride_height, p.depth_multiplier, p.activation,
+                    p.dilation_width, p.dilation_height);
+      break;
+    }
+    case tfl::kFullyConnected: {
+      tfl::FullyConnectedParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      std::snprintf(buf, sizeof buf, "act=%d weights_format=%d keep_num_dims=%d", p.activation,
+                    p.weights_format, int(p.keep_num_dims));
+      break;
+    }
+    case tfl::kAdd: {
+      int act;
+      std::memcpy(&act, n.builtin_data, sizeof act);
+      std::snprintf(buf, sizeof buf, "act=%d", act);
+      break;
+    }
+    default:
+      break;
+  }
+  return buf;
+}
+
+}  // namespace
+
+TfLiteDelegate* DelegateCore::Create(const Options& options) {
+  auto core = std::make_shared<DelegateCore>(options);
+  core->self_ = core;
+  return &core->tfl_;
+}
+
+void DelegateCore::Destroy(TfLiteDelegate* d) {
+  if (!d) return;
+  DelegateCore* core = From(d);
+  // Dropping the self-reference frees the core now, or when the last kernel goes.
+  std::shared_ptr<DelegateCore> keep = std::move(core->self_);
+}
+
+DelegateCore::DelegateCore(const Options& options) : options_(options) {
+  if (options_.fail_at == "create") throw NoDeviceError("injected failure at create (fail_at)");
+  env_ = Environment::ForDevice(SelectDevice(options_.device));
+  queue_ = env_->CreateQueue(options_.profiling);
+  tfl_.data_ = this;
+  tfl_.Prepare = PrepareTrampoline;
+  tfl_.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
+}
+
+std::vector<NodeDecision> DelegateCore::decisions() const {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  return decisions_;
+}
+std::vector<std::vector<int>> DelegateCore::partitions() const {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  return partitions_;
+}
+AbiObservation DelegateCore::abi() const {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  return abi_;
+}
+DelegateStats DelegateCore::stats() const {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  return stats_;
+}
+void DelegateCore::CountKernelCreated() {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  ++stats_.kernels_created;
+}
+void DelegateCore::CountInvoke() {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  ++stats_.invokes;
+}
+
+TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
+  try {
+    if (options_.fail_at == "prepare") throw Error("injected failure at Prepare (fail_at)");
+    TfLiteIntArray* plan_array = nullptr;
+    if (ctx->GetExecutionPlan(ctx, &plan_array) != kTfLiteOk || !plan_array)
+      throw Error("GetExecutionPlan failed");
+    const std::vector<int> plan(plan_array->data, plan_array->data + plan_array->size);
+
+    GraphView graph(ctx);
+    AbiObservation abi;
+    abi.tensors_size = ctx->tensors_size;
+    std::vector<NodeInfo> nodes;
+    TfLiteNode* prev = nullptr;
+    int prev_index = -1;
+    for (int index : plan) {
+      bool ok = false;
+      NodeInfo n = ReadNode(ctx, index, &ok);
+      if (!ok) continue;  // a node we cannot read is simply left alone
+      TfLiteNode* node = nullptr;
+      TfLiteRegistration* reg = nullptr;
+      ctx->GetNodeAndRegistration(ctx, index, &node, &reg);
+      abi.node_to_registration = reinterpret_cast<char*>(reg) - reinterpret_cast<char*>(node);
+      if (prev && index > prev_index)
+        abi.node_stride = (reinterpret_cast<char*>(node) - reinterpret_cast<char*>(prev)) /
+                          (index - prev_index);
+      prev = node;
+      prev_index = index;
+      ++abi.nodes_seen;
+      nodes.push_back(std::move(n));
+    }
+
+    // Weights stored as FLOAT16 constants behind DEQUANTIZE count as constants.
+    std::map<int, const NodeInfo*> producer;
+    for (const NodeInfo& n : nodes)
+      for (int t : n.outputs) producer[t] = &n;
+    std::vector<const NodeInfo*> dequantizes;
+    for (const NodeInfo& n : nodes) {
+      if (n.op != tfl::kDequantize || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+      const int src = n.inputs[0], out = n.outputs[0];
+      if (graph.valid_tensor(src) && graph.valid_tensor(out) && graph.type(src) == kTfLiteFloat16 &&
+          graph.type(out) == kTfLiteFloat32 && graph.IsConstant(src)) {
+        graph.AddFoldedDequantize(out, src);
+        dequantizes.push_back(&n);
+      }
+    }
+
+    std::vector<NodeDecision> decisions;
+    std::set<int> claimed;
+    for (const NodeInfo& n : nodes) {
+      NodeDecision d;
+      d.node = n.index;
+      d.op = n.op;
+      const OpHandler* h = FindOpHandler(n.op);
+      if (h) {
+        d.op_name = h->name;
+        try {
+          d.reason = h->check(graph, n);
+        } catch (const std::exception& e) {
+          d.reason = std::string("could not read the node: ") + e.what();
+        }
+        if (d.reason.empty()) {
+          abi.params_read.push_back("node " + std::to_string(n.index) + " " + h->name + " " +
+                                    DescribeParams(n));
+        }
+      } else if (n.op == tfl::kDequantize) {
+        d.op_name = "DEQUANTIZE";
+        d.reason = "only a constant FLOAT16 weight feeding a delegated op is claimed";
+      } else {
+        d.reason = "op not supported";
+      }
+      d.claimed = d.reason.empty();
+      if (d.claimed) claimed.insert(n.index);
+      decisions.push_back(std::move(d));
+    }
+    // A folded DEQUANTIZE goes to the device only when every consumer does;
+    // otherwise the CPU still needs its output (our kernels read the source).
+    for (const NodeInfo* dq : dequantizes) {
+      bool all = true, any = false;
+      for (const NodeInfo& n : nodes) {
+        if (std::find(n.inputs.begin(), n.inputs.end(), dq->outputs[0]) == n.inputs.end()) continue;
+        any = true;
+        all = all && claimed.count(n.index);
+      }
+      for (auto& d : decisions) {
+        if (d.node != dq->index) continue;
+        if (any && all) {
+          d.claimed = true;
+          d.reason.clear();
+          claimed.insert(dq->index);
+        } else {
+          d.reason = "its output is also read by an op that stays on the CPU";
+        }
+      }
+    }
+
+    std::vector<int> to_replace;
+    for (int index : plan)
+      if (claimed.count(index)) to_replace.push_back(index);
+
+    std::vector<std::vector<int>> parts;
+    if (!to_replace.empty()) {
+      TfLiteIntArray* nodes_array = NewIntArray(to_replace);
+      TfLiteDelegateParams* preview = nullptr;
+      int num_parts = 0;
+      if (ctx->PreviewDelegatePartitioning(ctx, nodes_array, &preview, &num_parts) == kTfLiteOk) {
+        for (int i = 0; i < num_parts; ++i) {
+          const TfLiteIntArray* p = preview[i].nodes_to_replace;
+          parts.emplace_back(p->data, p->data + p->size);
+        }
+      }
+      std::free(nodes_array);
+      if (options_.max_delegated_partitions > 0 &&
+          static_cast<int>(parts.size()) > options_.max_delegated_partitions) {
+        // Keep the largest partitions: fewer boundaries, most work per transfer.
+        std::stable_sort(parts.begin(), parts.end(),
+                         [](const auto& a, const auto& b) { return a.size() > b.size(); });
+        for (size_t i = options_.max_delegated_partitions; i < parts.size(); ++i) {
+          for (int node : parts[i]) {
+            claimed.erase(node);
+            for (auto& d : decisions)
+              if (d.node == node) {
+                d.claimed = false;
+                d.reason = "partition dropped by max_delegated_partitions=" +
+                           std::to_string(options_.max_delegated_partitions);
+              }
+          }
+        }
+        parts.resize(options_.max_delegated_partitions);
+        to_replace.clear();
+        for (int index : plan)
+          if (claimed.count(index)) to_replace.push_back(index);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> l(report_mutex_);
+      decisions_ = decisions;
+      partitions_ = parts;
+      abi_ = abi;
+      ++stats_.prepares;
+    }
+    if (to_replace.empty()) return kTfLiteOk;
+
+    TfLiteRegistrationPadded reg{};
+    reg.reg = PartitionKernelRegistration();
+    TfLiteIntArray* nodes_array = NewIntArray(to_replace);
+    current_graph_ = &graph;
+    const TfLiteStatus status =
+        ctx->ReplaceNodeSubsetsWithDelegateKernels(ctx, reg, nodes_array, &tfl_);
+    current_graph_ = nullptr;
+    std::free(nodes_array);
+    return status;
+  } catch (const std::exception& e) {
+    current_graph_ = nullptr;
+    ctx->ReportError(ctx, "clgpu_delegate: Prepare failed: %s", e.what());
+    return kTfLiteError;
+  }
+}
+
+}  // namespace clgpu

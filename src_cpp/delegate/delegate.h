@@ -1,0 +1,95 @@
+// The delegate object: decides which nodes to claim (Prepare) and owns the
+// backend state (device environment, queue) that its partition kernels share.
+//
+// Lifetime: the TfLiteDelegate struct lives inside DelegateCore. Destroy() drops
+// the owner's reference; kernels hold their own, so destroy may run before the
+// kernels are freed (interpreter shutdown with module-level globals) safely.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cl/environment.h"
+#include "delegate/options.h"
+#include "graph/graph.h"
+#include "tflite/abi.h"
+
+namespace clgpu {
+
+// Why each node was or was not delegated at the last Prepare.
+struct NodeDecision {
+  int node = -1;
+  int32_t op = -1;
+  std::string op_name;  // ours, or "" for ops we do not know (Python maps the code)
+  bool claimed = false;
+  std::string reason;   // empty when claimed
+};
+
+// What the delegate observed of the host runtime's ABI (layout test).
+struct AbiObservation {
+  size_t tensors_size = 0;
+  long node_to_registration = 0;  // bytes from a node to its registration
+  long node_stride = 0;           // bytes between consecutive node records
+  int nodes_seen = 0;
+  std::vector<std::string> params_read;  // "node 3 CONV_2D padding=1 stride=1,1 ..."
+};
+
+struct DelegateStats {
+  int prepares = 0;          // delegate Prepare calls
+  int kernels_created = 0;
+  int invokes = 0;
+};
+
+class DelegateCore {
+ public:
+  // Throws NoDeviceError / OptionError / ClError.
+  static TfLiteDelegate* Create(const Options& options);
+  static void Destroy(TfLiteDelegate* delegate);  // NULL-safe
+  static DelegateCore* From(TfLiteDelegate* d) { return static_cast<DelegateCore*>(d->data_); }
+
+  explicit DelegateCore(const Options& options);
+  TfLiteDelegate* tflite_delegate() { return &tfl_; }
+  // A reference for a partition kernel (valid until the kernel is freed).
+  std::shared_ptr<DelegateCore> shared() const { return self_; }
+  const Options& options() const { return options_; }
+  Environment& env() { return *env_; }
+  cl_command_queue queue() const { return queue_.get(); }
+  std::mutex& queue_mutex() { return queue_mutex_; }
+  std::string storage_defines() const { return ""; }
+
+  TfLiteStatus Prepare(TfLiteContext* ctx);
+
+  // Snapshot of the last Prepare (thread-safe copies).
+  std::vector<NodeDecision> decisions() const;
+  std::vector<std::vector<int>> partitions() const;
+  AbiObservation abi() const;
+  DelegateStats stats() const;
+  void CountKernelCreated();
+  void CountInvoke();
+
+  // Folded DEQUANTIZE outputs -> sources of the graph being prepared; read by
+  // kernel init, which runs inside Prepare on the same thread.
+  const GraphView* current_graph() const { return current_graph_; }
+
+ private:
+  Options options_;
+  std::shared_ptr<Environment> env_;
+  Queue queue_;
+  std::mutex queue_mutex_;
+  mutable std::mutex report_mutex_;
+  std::vector<NodeDecision> decisions_;
+  std::vector<std::vector<int>> partitions_;
+  AbiObservation abi_;
+  DelegateStats stats_;
+  const GraphView* current_graph_ = nullptr;
+  TfLiteDelegate tfl_{};
+  std::shared_ptr<DelegateCore> self_;  // the delegate struct's own reference
+};
+
+// The registration of our partition kernels (delegate/kernel.cc).
+TfLiteRegistration PartitionKernelRegistration();
+
+}  // namespace clgpu

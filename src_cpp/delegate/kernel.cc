@@ -1,0 +1,269 @@
+// The kernel of one delegated partition: built at init (ops, weights), planned
+// at prepare (shapes, device buffers, launches), run at invoke with one upload
+// per input, every kernel enqueued without host sync, and one read-back.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "delegate/delegate.h"
+#include "ops/op.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+class PartitionKernel {
+ public:
+  PartitionKernel(TfLiteContext* ctx, const TfLiteDelegateParams* params);
+  TfLiteStatus Prepare(TfLiteContext* ctx);
+  TfLiteStatus Invoke(TfLiteContext* ctx);
+
+ private:
+  enum class Kind { kInput, kConstant, kInternal, kOutput };
+  struct Value {
+    Kind kind = Kind::kInternal;
+    bool is_partition_output = false;
+    Shape shape;
+    Buffer buffer;
+    std::vector<float> constant;  // host copy for constants
+  };
+  void Plan(TfLiteContext* ctx);
+  OpContext MakeOpContext();
+
+  std::shared_ptr<DelegateCore> core_;
+  std::vector<std::unique_ptr<Op>> ops_;
+  std::map<int, Value> values_;
+  std::vector<int> uploads_, downloads_;  // tensor indices, in a fixed order
+  bool planned_ = false;
+};
+
+PartitionKernel::PartitionKernel(TfLiteContext* ctx, const TfLiteDelegateParams* params)
+    : core_(DelegateCore::From(params->delegate)->shared()) {
+  if (!core_) throw Error("the delegate was destroyed before its kernels were created");
+  const GraphView* graph = core_->current_graph();
+  if (!graph) throw Error("kernel init outside delegate Prepare");
+  if (core_->options().fail_at == "init") throw Error("injected failure at kernel init (fail_at)");
+  const std::set<int> outputs(params->output_tensors->data,
+                              params->output_tensors->data + params->output_tensors->size);
+  const std::set<int> inputs(params->input_tensors->data,
+                             params->input_tensors->data + params->input_tensors->size);
+  for (int i = 0; i < params->nodes_to_replace->size; ++i) {
+    bool ok = false;
+    NodeInfo node = ReadNode(ctx, params->nodes_to_replace->data[i], &ok);
+    if (!ok) throw Error("cannot read node " + std::to_string(params->nodes_to_replace->data[i]));
+    if (node.op == tfl::kDequantize) {
+      // A folded weight: its value is a constant of this partition.
+      Value& v = values_[node.outputs[0]];
+      v.kind = Kind::kConstant;
+      v.shape = graph->shape(node.outputs[0]);
+      v.constant = graph->ConstantFloats(node.outputs[0]);
+      v.is_partition_output = outputs.count(node.outputs[0]) != 0;
+      continue;
+    }
+    const OpHandler* h = FindOpHandler(node.op);
+    if (!h) throw Error("node " + std::to_string(node.index) + " is not ours");
+    ops_.push_back(h->create(*graph, node));
+    const Op& op = *ops_.back();
+    for (int t : op.inputs()) {
+      if (values_.count(t)) continue;
+      Value& v = values_[t];
+      if (graph->IsConstant(t)) {
+        v.kind = Kind::kConstant;
+        v.shape = graph->shape(t);
+        v.constant = graph->ConstantFloats(t);
+      } else if (inputs.count(t)) {
+        v.kind = Kind::kInput;
+      }
+    }
+    for (int t : op.outputs()) {
+      Value& v = values_[t];
+      v.is_partition_output = outputs.count(t) != 0;
+      v.kind = v.is_partition_output ? Kind::kOutput : Kind::kInternal;
+    }
+  }
+  for (auto& [t, v] : values_) {
+    if (v.kind == Kind::kInput) uploads_.push_back(t);
+    if (v.is_partition_output) downloads_.push_back(t);
+  }
+  core_->CountKernelCreated();
+}
+
+OpContext PartitionKernel::MakeOpContext() {
+  OpContext c{core_->env(), core_->queue(), core_->options(), core_->storage_defines(), 4};
+  return c;
+}
+
+void PartitionKernel::Plan(TfLiteContext* ctx) {
+  // Current shapes of the inputs decide everything else.
+  bool changed = !planned_;
+  for (int t : uploads_) {
+    const TfLiteTensor& x = ctx->tensors[t];
+    Shape s = x.dims ? Shape(x.dims->data, x.dims->data + x.dims->size) : Shape{};
+    if (x.type != kTfLiteFloat32) throw Error("partition input " + std::to_string(t) + " is not float32");
+    if (s != values_[t].shape) {
+      values_[t].shape = s;
+      changed = true;
+    }
+  }
+  if (!changed) return;
+  OpContext octx = MakeOpContext();
+  Environment& env = core_->env();
+  for (auto& [t, v] : values_) {
+    if (v.kind == Kind::kConstant && !v.buffer) v.buffer = UploadWeights(octx, v.constant);
+  }
+  std::vector<std::vector<Shape>> out_shapes(ops_.size());
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<Shape> in;
+    for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
+    out_shapes[i] = ops_[i]->InferShapes(in);
+    for (size_t j = 0; j < out_shapes[i].size(); ++j)
+      values_[ops_[i]->outputs()[j]].shape = out_shapes[i][j];
+  }
+  for (auto& [t, v] : values_) {
+    if (v.kind == Kind::kConstant) continue;
+    const size_t bytes = static_cast<size_t>(NumElements(v.shape)) * octx.storage_bytes;
+    if (!v.buffer || v.buffer.bytes() != bytes) v.buffer = env.CreateBuffer(bytes);
+  }
+  for (int t : downloads_) {
+    TfLiteTensor& x = ctx->tensors[t];
+    const Shape& s = values_[t].shape;
+    const Shape cur = x.dims ? Shape(x.dims->data, x.dims->data + x.dims->size) : Shape{};
+    if (cur != s) {
+      auto* dims = static_cast<TfLiteIntArray*>(std::malloc(sizeof(int) * (1 + s.size())));
+      if (!dims) throw std::bad_alloc();
+      dims->size = static_cast<int>(s.size());
+      std::copy(s.begin(), s.end(), dims->data);
+      // ResizeTensor takes ownership of dims and frees it with free().
+      if (ctx->ResizeTensor(ctx, &x, dims) != kTfLiteOk)
+        throw Error("ResizeTensor failed for tensor " + std::to_string(t));
+    }
+  }
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<Shape> in_shapes;
+    std::vector<cl_mem> in, out;
+    for (int t : ops_[i]->inputs()) {
+      in_shapes.push_back(values_.at(t).shape);
+      in.push_back(values_.at(t).buffer.get());
+    }
+    for (int t : ops_[i]->outputs()) out.push_back(values_.at(t).buffer.get());
+    ops_[i]->Prepare(octx, in_shapes, out_shapes[i], in, out);
+  }
+  planned_ = true;
+}
+
+TfLiteStatus PartitionKernel::Prepare(TfLiteContext* ctx) {
+  std::lock_guard<std::mutex> lock(core_->queue_mutex());
+  Plan(ctx);
+  return kTfLiteOk;
+}
+
+TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
+  std::lock_guard<std::mutex> lock(core_->queue_mutex());
+  Plan(ctx);  // no-op unless a dynamic input changed shape without a prepare
+  const ClApi& cl = Cl();
+  cl_command_queue q = core_->queue();
+  if (core_->options().fail_at == "invoke")
+    throw ClError("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, "injected failure (fail_at)");
+  for (int t : uploads_) {
+    const TfLiteTensor& x = ctx->tensors[t];
+    const Value& v = values_[t];
+    const size_t bytes = static_cast<size_t>(NumElements(v.shape)) * sizeof(float);
+    if (!bytes) continue;
+    if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
+    CheckCl(cl.clEnqueueWriteBuffer(q, v.buffer.get(), CL_FALSE, 0, bytes, x.data.raw_const, 0,
+                                    nullptr, nullptr),
+            "clEnqueueWriteBuffer");
+  }
+  for (const auto& op : ops_) {
+    bool empty = false;
+    for (int t : op->outputs()) empty = empty || NumElements(values_[t].shape) == 0;
+    if (empty) continue;
+    for (const Launch& l : op->launches()) {
+      const size_t* local = l.local[0] ? l.local : nullptr;
+      CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local, 0,
+                                        nullptr, nullptr),
+              "clEnqueueNDRangeKernel");
+    }
+  }
+  for (int t : downloads_) {
+    TfLiteTensor& x = ctx->tensors[t];
+    const Value& v = values_[t];
+    const size_t bytes = static_cast<size_t>(NumElements(v.shape)) * sizeof(float);
+    if (!bytes) continue;
+    if (!x.data.raw || x.bytes < bytes) throw Error("partition output has no buffer");
+    if (v.kind == Kind::kConstant) {
+      std::memcpy(x.data.raw, v.constant.data(), bytes);
+      continue;
+    }
+    CheckCl(cl.clEnqueueReadBuffer(q, v.buffer.get(), CL_FALSE, 0, bytes, x.data.raw, 0, nullptr,
+                                   nullptr),
+            "clEnqueueReadBuffer");
+  }
+  CheckCl(cl.clFinish(q), "clFinish");
+  core_->CountInvoke();
+  return kTfLiteOk;
+}
+
+// A kernel whose init failed: it reports the reason at prepare (init cannot).
+struct KernelHandle {
+  std::unique_ptr<PartitionKernel> kernel;
+  std::string init_error;
+};
+
+void* Init(TfLiteContext* ctx, const char* buffer, size_t) {
+  auto* h = new KernelHandle;
+  try {
+    h->kernel = std::make_unique<PartitionKernel>(
+        ctx, reinterpret_cast<const TfLiteDelegateParams*>(buffer));
+  } catch (const std::exception& e) {
+    h->init_error = e.what();
+  }
+  return h;
+}
+
+void Free(TfLiteContext*, void* buffer) { delete static_cast<KernelHandle*>(buffer); }
+
+template <typename F>
+TfLiteStatus Guard(TfLiteContext* ctx, TfLiteNode* node, const char* stage, F&& f) {
+  auto* h = static_cast<KernelHandle*>(node->user_data);
+  if (!h || !h->kernel) {
+    ctx->ReportError(ctx, "clgpu_delegate: kernel init failed: %s",
+                     h ? h->init_error.c_str() : "no kernel");
+    return kTfLiteError;
+  }
+  try {
+    return f(*h->kernel);
+  } catch (const std::exception& e) {
+    ctx->ReportError(ctx, "clgpu_delegate: %s failed: %s", stage, e.what());
+    return kTfLiteError;
+  }
+}
+
+TfLiteStatus PrepareKernel(TfLiteContext* ctx, TfLiteNode* node) {
+  return Guard(ctx, node, "prepare", [&](PartitionKernel& k) { return k.Prepare(ctx); });
+}
+
+TfLiteStatus InvokeKernel(TfLiteContext* ctx, TfLiteNode* node) {
+  return Guard(ctx, node, "invoke", [&](PartitionKernel& k) { return k.Invoke(ctx); });
+}
+
+}  // namespace
+
+TfLiteRegistration PartitionKernelRegistration() {
+  TfLiteRegistration r;
+  std::memset(&r, 0, sizeof r);
+  r.init = Init;
+  r.free = Free;
+  r.prepare = PrepareKernel;
+  r.invoke = InvokeKernel;
+  r.builtin_code = tfl::kDelegate;
+  r.custom_name = "CLGPU_DELEGATE";
+  r.version = 1;
+  return r;
+}
+
+}  // namespace clgpu

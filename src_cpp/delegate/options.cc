@@ -1,0 +1,88 @@
+#include "delegate/options.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "common/error.h"
+
+namespace clgpu {
+namespace {
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+void OneOf(const std::string& key, const std::string& value,
+           const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    throw OptionError("invalid value '" + value + "' for option '" + key +
+                      "'; valid values: " + Join(allowed));
+}
+
+bool ParseBool(const std::string& key, const std::string& v) {
+  if (v == "true" || v == "1" || v == "True" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "False" || v == "off") return false;
+  throw OptionError("invalid value '" + v + "' for option '" + key + "'; expected true or false");
+}
+
+int ParseNonNegativeInt(const std::string& key, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno || x < 0 || x > 1 << 30)
+    throw OptionError("invalid value '" + v + "' for option '" + key +
+                      "'; expected a non-negative integer");
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+const std::vector<std::string>& OptionKeys() {
+  static const std::vector<std::string> keys = {
+      "device", "precision", "max_delegated_partitions", "profiling", "partitioning",
+      "conv_algorithm", "runtime", "fail_at"};
+  return keys;
+}
+
+Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv) {
+  Options o;
+  for (const auto& [key, value] : kv) {
+    if (key == "device") {
+      if (value.empty()) throw OptionError("option 'device' must not be empty");
+      o.device = value;
+    } else if (key == "precision") {
+      OneOf(key, value, {"fp32"});
+      o.precision = value;
+    } else if (key == "max_delegated_partitions") {
+      o.max_delegated_partitions = ParseNonNegativeInt(key, value);
+    } else if (key == "profiling") {
+      o.profiling = ParseBool(key, value);
+    } else if (key == "partitioning") {
+      OneOf(key, value, {"all", "cost"});
+      o.partitioning = value;
+    } else if (key == "conv_algorithm") {
+      OneOf(key, value, {"auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4"});
+      o.conv_algorithm = value;
+    } else if (key == "runtime") {
+      o.runtime = value;
+    } else if (key == "fail_at") {
+      OneOf(key, value, {"", "create", "prepare", "init", "invoke", "read"});
+      o.fail_at = value;
+    } else {
+      throw OptionError("unknown option '" + key + "'; valid options: " + Join(OptionKeys()));
+    }
+  }
+  return o;
+}
+
+std::string DescribeOptions(const Options& o) {
+  return "device=" + o.device + ", precision=" + o.precision +
+         ", max_delegated_partitions=" + std::to_string(o.max_delegated_partitions) +
+         ", profiling=" + (o.profiling ? "true" : "false") + ", partitioning=" + o.partitioning +
+         ", conv_algorithm=" + o.conv_algorithm;
+}
+
+}  // namespace clgpu

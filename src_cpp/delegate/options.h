@@ -1,0 +1,35 @@
+// Delegate options: one parser for both paths (Python load() and the plugin's
+// key/value strings). Names follow TFLite's GPU delegate where the meaning is the same.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace clgpu {
+
+struct Options {
+  std::string device = "auto";         // auto | gpu | cpu | <index> | <name substring>
+  std::string precision = "fp32";      // fp32 (fp16/auto: see README status)
+  int max_delegated_partitions = 0;    // 0 = no limit; else keep the largest N
+  bool profiling = false;              // time every kernel and transfer with events
+  std::string partitioning = "all";    // all | cost
+  // Test and benchmark hook: force one convolution algorithm when it applies.
+  std::string conv_algorithm = "auto";
+  std::string runtime;                 // set by the Python shim: which interpreter package
+
+  // Test-only fault injection: create | prepare | init | invoke | read.
+  std::string fail_at;
+};
+
+// Throws OptionError naming the valid keys / values.
+Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv);
+
+// "key=value, ..." of the effective options (inspect, logs).
+std::string DescribeOptions(const Options& o);
+
+// The list of keys, for error messages and the Python layer.
+const std::vector<std::string>& OptionKeys();
+
+}  // namespace clgpu

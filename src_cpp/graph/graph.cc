@@ -1,0 +1,109 @@
+#include "graph/graph.h"
+
+#include <cstring>
+#include <limits>
+
+#include "common/error.h"
+#include "common/half.h"
+
+namespace clgpu {
+
+int64_t NumElements(const Shape& s) {
+  int64_t n = 1;
+  for (int d : s) n *= d;
+  return n;
+}
+
+std::string ShapeString(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+Shape GraphView::shape(int t) const {
+  const TfLiteIntArray* dims = tensor(t).dims;
+  if (!dims) return {};
+  return Shape(dims->data, dims->data + dims->size);
+}
+
+std::string GraphView::name(int t) const {
+  const char* n = tensor(t).name;
+  return n ? n : "#" + std::to_string(t);
+}
+
+bool GraphView::IsModelConstant(int t) const {
+  if (!valid_tensor(t)) return false;
+  const TfLiteTensor& x = tensor(t);
+  return (x.allocation_type == kTfLiteMmapRo || x.allocation_type == kTfLitePersistentRo) &&
+         x.data.raw != nullptr;
+}
+
+bool GraphView::IsConstant(int t) const {
+  if (auto it = folded_.find(t); it != folded_.end()) return IsModelConstant(it->second);
+  return IsModelConstant(t);
+}
+
+
+std::vector<float> GraphView::ConstantFloats(int t) const {
+  int src = t;
+  if (auto it = folded_.find(t); it != folded_.end()) src = it->second;
+  if (!IsModelConstant(src)) throw Error("tensor " + name(t) + " is not constant");
+  const TfLiteTensor& x = tensor(src);
+  const int64_t n = NumElements(shape(src));
+  std::vector<float> out(static_cast<size_t>(n));
+  if (x.type == kTfLiteFloat32 && x.bytes >= static_cast<size_t>(n) * 4) {
+    std::memcpy(out.data(), x.data.raw_const, n * 4);
+  } else if (x.type == kTfLiteFloat16 && x.bytes >= static_cast<size_t>(n) * 2) {
+    const auto* h = static_cast<const uint16_t*>(x.data.raw_const);
+    for (int64_t i = 0; i < n; ++i) out[i] = HalfToFloat(h[i]);
+  } else {
+    throw Error("tensor " + name(t) + " is not a float constant");
+  }
+  return out;
+}
+
+std::vector<int64_t> GraphView::ConstantInts(int t) const {
+  if (!IsModelConstant(t)) throw Error("tensor " + name(t) + " is not constant");
+  const TfLiteTensor& x = tensor(t);
+  const int64_t n = NumElements(shape(t));
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  if (x.type == kTfLiteInt32 && x.bytes >= static_cast<size_t>(n) * 4) {
+    const auto* p = static_cast<const int32_t*>(x.data.raw_const);
+    for (int64_t i = 0; i < n; ++i) out[i] = p[i];
+  } else if (x.type == kTfLiteInt64 && x.bytes >= static_cast<size_t>(n) * 8) {
+    const auto* p = static_cast<const int64_t*>(x.data.raw_const);
+    for (int64_t i = 0; i < n; ++i) out[i] = p[i];
+  } else {
+    throw Error("tensor " + name(t) + " is not an integer constant");
+  }
+  return out;
+}
+
+NodeInfo ReadNode(TfLiteContext* ctx, int node_index, bool* ok) {
+  NodeInfo info;
+  TfLiteNode* node = nullptr;
+  TfLiteRegistration* reg = nullptr;
+  *ok = ctx->GetNodeAndRegistration(ctx, node_index, &node, &reg) == kTfLiteOk && node && reg;
+  if (!*ok) return info;
+  info.index = node_index;
+  info.op = reg->builtin_code;
+  info.version = reg->version;
+  if (node->inputs) info.inputs.assign(node->inputs->data, node->inputs->data + node->inputs->size);
+  if (node->outputs)
+    info.outputs.assign(node->outputs->data, node->outputs->data + node->outputs->size);
+  info.builtin_data = node->builtin_data;
+  return info;
+}
+
+bool ActivationRange(int activation, float* lo, float* hi) {
+  const float inf = std::numeric_limits<float>::infinity();
+  switch (activation) {
+    case 0: *lo = -inf; *hi = inf; return true;   // NONE
+    case 1: *lo = 0.f; *hi = inf; return true;    // RELU
+    case 2: *lo = -1.f; *hi = 1.f; return true;   // RELU_N1_TO_1
+    case 3: *lo = 0.f; *hi = 6.f; return true;    // RELU6
+    default: return false;  // TANH, SIGN_BIT, SIGMOID: the CPU reference differs per op
+  }
+}
+
+}  // namespace clgpu

@@ -1,0 +1,65 @@
+// A read-only view of the TFLite graph used while claiming nodes (delegate
+// Prepare) and while building a partition (kernel init): node records, tensor
+// shapes, and constant data, including weights stored as FLOAT16 constants behind
+// a DEQUANTIZE node, which we fold into constants.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tflite/abi.h"
+
+namespace clgpu {
+
+using Shape = std::vector<int>;
+
+int64_t NumElements(const Shape& s);
+std::string ShapeString(const Shape& s);
+
+struct NodeInfo {
+  int index = -1;
+  int32_t op = -1;  // builtin code
+  int version = 0;
+  std::vector<int> inputs, outputs;  // tensor indices, -1 = absent optional input
+  const void* builtin_data = nullptr;
+};
+
+class GraphView {
+ public:
+  explicit GraphView(TfLiteContext* ctx) : ctx_(ctx) {}
+
+  TfLiteContext* context() const { return ctx_; }
+  bool valid_tensor(int t) const { return t >= 0 && static_cast<size_t>(t) < ctx_->tensors_size; }
+  const TfLiteTensor& tensor(int t) const { return ctx_->tensors[t]; }
+  Shape shape(int t) const;
+  TfLiteType type(int t) const { return tensor(t).type; }
+  std::string name(int t) const;
+
+  // Constant = model data that lives on the CPU (mmap'ed or persistent
+  // read-only), or the output of a DEQUANTIZE of such a FLOAT16 constant.
+  bool IsConstant(int t) const;
+  // Constant as float32 (float16 sources are widened). Throws Error otherwise.
+  std::vector<float> ConstantFloats(int t) const;
+  // Constant int32 / int64 tensor as int64 values (permutations, shapes).
+  std::vector<int64_t> ConstantInts(int t) const;
+
+  // Records a DEQUANTIZE node `out = dequantize(src)` whose source is a constant
+  // FLOAT16 tensor; its output then counts as a constant.
+  void AddFoldedDequantize(int out, int src) { folded_[out] = src; }
+  bool IsFoldedDequantizeOutput(int t) const { return folded_.count(t) != 0; }
+
+ private:
+  bool IsModelConstant(int t) const;
+  TfLiteContext* ctx_;
+  std::map<int, int> folded_;
+};
+
+// Copies what we need of a node (valid only during delegate Prepare / kernel init).
+NodeInfo ReadNode(TfLiteContext* ctx, int node_index, bool* ok);
+
+// Activation clamp bounds of a TFLite fused activation; false if not a clamp.
+bool ActivationRange(int activation, float* lo, float* hi);
+
+}  // namespace clgpu

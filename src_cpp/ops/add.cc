@@ -1,0 +1,125 @@
+// ADD: same-shape (vectorised) and NumPy-style broadcasting up to 6 dims.
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "ops/op.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int kMaxRank = 6;
+
+// Broadcast output shape, or throws.
+Shape BroadcastShape(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw Error("ADD shapes " + ShapeString(a) + " and " + ShapeString(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Strides of `s` aligned to `out`'s rank, 0 along broadcast axes.
+std::vector<int> BroadcastStrides(const Shape& s, const Shape& out) {
+  std::vector<int> strides(out.size(), 0);
+  int stride = 1;
+  for (int i = static_cast<int>(s.size()) - 1; i >= 0; --i) {
+    const size_t o = out.size() - s.size() + i;
+    strides[o] = s[i] == 1 ? 0 : stride;
+    stride *= s[i];
+  }
+  return strides;
+}
+
+class AddOp : public Op {
+ public:
+  AddOp(const NodeInfo& node, int activation)
+      : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}) {
+    ActivationRange(activation, &act_min_, &act_max_);
+  }
+  const char* type_name() const override { return "ADD"; }
+  std::string algorithm() const override { return same_ ? "elementwise" : "broadcast"; }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    return {BroadcastShape(in[0], in[1])};
+  }
+  double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
+    return static_cast<double>(NumElements(out[0]));
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+               const std::vector<cl_mem>& out) override {
+    const Shape& o = out_shapes[0];
+    const int total = static_cast<int>(NumElements(o));
+    same_ = NumElements(in_shapes[0]) == total && NumElements(in_shapes[1]) == total;
+    auto prog = ctx.env.programs().Get("add", ctx.storage_defines);
+    Launch l;
+    l.dims = 1;
+    if (same_) {
+      l.name = "add_same";
+      l.kernel = CreateKernel(*prog, l.name);
+      SetArgs(l.kernel, in[0], in[1], out[0], total, act_min_, act_max_);
+      l.global[0] = (total + 3) / 4;
+    } else {
+      std::vector<int> meta(o.begin(), o.end());
+      for (int i = 0; i < 2; ++i) {
+        auto st = BroadcastStrides(in_shapes[i], o);
+        meta.insert(meta.end(), st.begin(), st.end());
+      }
+      meta_ = UploadInts(ctx, meta);
+      l.name = "add_broadcast";
+      l.kernel = CreateKernel(*prog, l.name);
+      const int rank = static_cast<int>(o.size());
+      SetArgs(l.kernel, in[0], in[1], out[0], total, rank, meta_.get(), act_min_, act_max_);
+      l.global[0] = total;
+    }
+    launches_.clear();
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  float act_min_ = 0, act_max_ = 0;
+  bool same_ = true;
+  Buffer meta_;
+};
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  if (!node.builtin_data) return "missing ADD params";
+  if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  tfl::AddParams p;
+  std::memcpy(&p.activation, node.builtin_data, sizeof p.activation);
+  float lo, hi;
+  if (!ActivationRange(p.activation, &lo, &hi))
+    return "fused activation " + std::to_string(p.activation) + " is not supported";
+  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
+      !why.empty())
+    return why;
+  const Shape a = g.shape(node.inputs[0]), b = g.shape(node.inputs[1]);
+  if (a.size() > kMaxRank || b.size() > kMaxRank)
+    return "rank above " + std::to_string(kMaxRank);
+  try {
+    BroadcastShape(a, b);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
+  int activation = 0;
+  std::memcpy(&activation, node.builtin_data, sizeof activation);
+  return std::make_unique<AddOp>(node, activation);
+}
+
+}  // namespace
+
+extern const OpHandler kAddHandler = {tfl::kAdd, "ADD", Check, Create};
+
+}  // namespace clgpu

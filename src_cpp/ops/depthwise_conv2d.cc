@@ -1,0 +1,119 @@
+// DEPTHWISE_CONV_2D: claim check, shapes, weights and launches.
+#include <cstring>
+
+#include "common/error.h"
+#include "ops/conv_geometry.h"
+#include "ops/op.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+class DepthwiseConv2dOp : public Op {
+ public:
+  DepthwiseConv2dOp(const GraphView& g, const NodeInfo& node, const tfl::DepthwiseConvParams& p)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}), params_(p) {
+    filter_shape_ = g.shape(node.inputs[1]);
+    filter_ = g.ConstantFloats(node.inputs[1]);
+    if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
+      bias_ = g.ConstantFloats(node.inputs[2]);
+    } else {
+      bias_.assign(filter_shape_[3], 0.f);
+    }
+    ActivationRange(p.activation, &act_min_, &act_max_);
+  }
+
+  const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
+  std::string algorithm() const override { return "direct"; }
+
+  ConvGeometry Geometry(const Shape& in) const {
+    ConvGeometry g;
+    g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3];
+    g.oc = filter_shape_[3], g.kh = filter_shape_[1], g.kw = filter_shape_[2];
+    g.sh = params_.stride_height, g.sw = params_.stride_width;
+    g.dh = params_.dilation_height, g.dw = params_.dilation_width;
+    if (in.size() != 4 || g.c <= 0 || g.oc % g.c != 0)
+      throw Error("DEPTHWISE_CONV_2D input " + ShapeString(in) + " does not match filter " +
+                  ShapeString(filter_shape_));
+    if (!g.Compute(params_.padding))
+      throw Error("DEPTHWISE_CONV_2D output would be empty for input " + ShapeString(in));
+    return g;
+  }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    if (in[0].size() != 4) throw Error("DEPTHWISE_CONV_2D needs a 4-D input");
+    const ConvGeometry g = Geometry(in[0]);
+    return {{g.n, g.oh, g.ow, g.oc}};
+  }
+
+  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
+    const ConvGeometry g = Geometry(in[0]);
+    return 2.0 * g.n * g.oh * g.ow * g.oc * g.kh * g.kw;
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
+               const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+    const ConvGeometry g = Geometry(in_shapes[0]);
+    if (!filter_buf_) {
+      filter_buf_ = UploadWeights(ctx, filter_);
+      bias_buf_ = UploadFloat32(ctx, bias_);
+    }
+    auto prog = ctx.env.programs().Get("depthwise_conv2d", ctx.storage_defines);
+    Launch l;
+    l.name = "depthwise_conv2d";
+    l.kernel = CreateKernel(*prog, l.name);
+    const int m = g.oc / g.c;
+    SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), out[0], g.n, g.h, g.w, g.c,
+            g.oh, g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min_,
+            act_max_);
+    l.dims = 3;
+    l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
+    launches_.clear();
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  tfl::DepthwiseConvParams params_;
+  Shape filter_shape_;
+  std::vector<float> filter_, bias_;
+  float act_min_ = 0, act_max_ = 0;
+  Buffer filter_buf_, bias_buf_;
+};
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  if (!node.builtin_data) return "missing DEPTHWISE_CONV_2D params";
+  if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  tfl::DepthwiseConvParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  float lo, hi;
+  if (!ActivationRange(p.activation, &lo, &hi))
+    return "fused activation " + std::to_string(p.activation) + " is not supported";
+  if (p.padding != tfl::kPaddingSame && p.padding != tfl::kPaddingValid) return "unknown padding";
+  if (p.stride_width < 1 || p.stride_height < 1 || p.dilation_width < 1 || p.dilation_height < 1)
+    return "invalid stride or dilation";
+  std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};
+  const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
+  if (has_bias) tensors.push_back(node.inputs[2]);
+  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
+  if (!g.IsConstant(node.inputs[1])) return "filter is not constant";
+  if (has_bias && !g.IsConstant(node.inputs[2])) return "bias is not constant";
+  const Shape in = g.shape(node.inputs[0]), f = g.shape(node.inputs[1]);
+  if (in.size() != 4 || f.size() != 4 || f[0] != 1) return "input/filter must be 4-D, filter [1,KH,KW,C*M]";
+  if (in[3] <= 0 || f[3] % in[3] != 0) return "filter channels are not a multiple of input channels";
+  if (p.depth_multiplier != f[3] / in[3]) return "depth_multiplier does not match the filter";
+  if (has_bias && NumElements(g.shape(node.inputs[2])) != f[3]) return "bias size != channels";
+  return "";
+}
+
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  tfl::DepthwiseConvParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  return std::make_unique<DepthwiseConv2dOp>(g, node, p);
+}
+
+}  // namespace
+
+extern const OpHandler kDepthwiseConv2dHandler = {tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D",
+                                                  Check, Create};
+
+}  // namespace clgpu

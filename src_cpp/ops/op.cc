@@ -1,0 +1,51 @@
+#include "ops/op.h"
+
+#include <cstring>
+
+#include "common/error.h"
+#include "common/half.h"
+
+namespace clgpu {
+
+size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+namespace {
+Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes) {
+  Buffer buf = ctx.env.CreateBuffer(bytes, CL_MEM_READ_ONLY);
+  if (bytes) {
+    CheckCl(Cl().clEnqueueWriteBuffer(ctx.queue, buf.get(), CL_TRUE, 0, bytes, data, 0, nullptr,
+                                      nullptr),
+            "clEnqueueWriteBuffer(weights)");
+  }
+  return buf;
+}
+}  // namespace
+
+Buffer UploadWeights(OpContext& ctx, const std::vector<float>& data) {
+  if (ctx.storage_bytes == 2) {
+    std::vector<uint16_t> h(data.size());
+    for (size_t i = 0; i < data.size(); ++i) h[i] = FloatToHalf(data[i]);
+    return UploadBytes(ctx, h.data(), h.size() * 2);
+  }
+  return UploadFloat32(ctx, data);
+}
+
+Buffer UploadFloat32(OpContext& ctx, const std::vector<float>& data) {
+  return UploadBytes(ctx, data.data(), data.size() * sizeof(float));
+}
+
+Buffer UploadInts(OpContext& ctx, const std::vector<int>& data) {
+  return UploadBytes(ctx, data.data(), data.size() * sizeof(int));
+}
+
+std::string CheckFloatTensors(const GraphView& g, const std::vector<int>& tensors) {
+  for (int t : tensors) {
+    if (!g.valid_tensor(t)) return "tensor index " + std::to_string(t) + " is invalid";
+    if (g.type(t) != kTfLiteFloat32 && !g.IsFoldedDequantizeOutput(t))
+      return "tensor " + g.name(t) + " is not float32";
+    if (!g.tensor(t).dims) return "tensor " + g.name(t) + " has no shape";
+  }
+  return "";
+}
+
+}  // namespace clgpu

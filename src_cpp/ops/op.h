@@ -1,0 +1,98 @@
+// The contract of one op family: a "can I run this node?" check, and an Op object
+// that infers shapes, uploads its weights once and records its kernel launches.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cl/environment.h"
+#include "graph/graph.h"
+
+namespace clgpu {
+
+struct Options;
+
+// What an op may use while preparing: the device, the queue for weight uploads,
+// the options (precision, forced algorithms) and the build defines they imply.
+struct OpContext {
+  Environment& env;
+  cl_command_queue queue;
+  const Options& options;
+  std::string storage_defines;  // "" for fp32, "-DSTORAGE_HALF" for fp16 storage
+  size_t storage_bytes = 4;     // bytes per activation/weight element on the device
+};
+
+// One enqueue of one kernel.
+struct Launch {
+  Kernel kernel;
+  std::string name;  // kernel function name, for profiles
+  int dims = 1;
+  size_t global[3] = {1, 1, 1};
+  size_t local[3] = {0, 0, 0};  // all zero = let the driver choose
+};
+
+class Op {
+ public:
+  Op(const NodeInfo& node, std::vector<int> inputs, std::vector<int> outputs)
+      : node_index_(node.index), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+  virtual ~Op() = default;
+
+  virtual const char* type_name() const = 0;  // "CONV_2D"
+  virtual std::string algorithm() const { return "generic"; }
+  int node_index() const { return node_index_; }
+  // Activation tensors read from / written to device buffers (weights are private).
+  const std::vector<int>& inputs() const { return inputs_; }
+  const std::vector<int>& outputs() const { return outputs_; }
+
+  // Output shapes for these input shapes; throws Error if they are invalid.
+  virtual std::vector<Shape> InferShapes(const std::vector<Shape>& in) const = 0;
+  // (Re)creates the launches for these shapes and buffers. Weights are uploaded
+  // on the first call only.
+  virtual void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+                       const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+                       const std::vector<cl_mem>& out) = 0;
+  // Work estimate for profiles and the cost model.
+  virtual double Flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const = 0;
+
+  const std::vector<Launch>& launches() const { return launches_; }
+
+ protected:
+  std::vector<Launch> launches_;
+
+ private:
+  int node_index_;
+  std::vector<int> inputs_, outputs_;
+};
+
+struct OpHandler {
+  int32_t op;
+  const char* name;
+  // "" if this node can run on the device, else the reason it stays on the CPU.
+  std::string (*check)(const GraphView& graph, const NodeInfo& node);
+  std::unique_ptr<Op> (*create)(const GraphView& graph, const NodeInfo& node);
+};
+
+// All op families (ops/registry.cc); nullptr if `op` is not ours.
+const OpHandler* FindOpHandler(int32_t op);
+
+// --- helpers shared by the op files ---
+
+// Sets kernel arguments in order: cl_mem, int, float (any trivially copyable).
+template <typename... Args>
+void SetArgs(const Kernel& k, const Args&... args);
+
+// Uploads host floats into a new read-only buffer in the context's storage type.
+Buffer UploadWeights(OpContext& ctx, const std::vector<float>& data);
+// Uploads host floats as float32 regardless of storage (biases, small metadata).
+Buffer UploadFloat32(OpContext& ctx, const std::vector<float>& data);
+Buffer UploadInts(OpContext& ctx, const std::vector<int>& data);
+
+// Checks every tensor is float32 with a shape; "" or the reason.
+std::string CheckFloatTensors(const GraphView& g, const std::vector<int>& tensors);
+
+size_t RoundUp(size_t x, size_t m);
+
+}  // namespace clgpu
+
+#include "ops/op_inl.h"

@@ -1,0 +1,21 @@
+// Template definitions for ops/op.h.
+#pragma once
+
+#include "cl/errors.h"
+
+namespace clgpu {
+namespace detail {
+inline void SetArgsAt(const Kernel&, cl_uint) {}
+template <typename A, typename... Rest>
+void SetArgsAt(const Kernel& k, cl_uint i, const A& a, const Rest&... rest) {
+  CheckCl(Cl().clSetKernelArg(k.get(), i, sizeof(A), &a), "clSetKernelArg");
+  SetArgsAt(k, i + 1, rest...);
+}
+}  // namespace detail
+
+template <typename... Args>
+void SetArgs(const Kernel& k, const Args&... args) {
+  detail::SetArgsAt(k, 0, args...);
+}
+
+}  // namespace clgpu

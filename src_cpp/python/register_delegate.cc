@@ -1,0 +1,115 @@
+// _core.Delegate: owns one native TfLiteDelegate for the Python layer.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+
+#include "common/error.h"
+#include "delegate/delegate.h"
+#include "python/register.h"
+#include "tflite/abi.h"
+
+namespace py = pybind11;
+
+namespace clgpu::python {
+namespace {
+
+class PyDelegate {
+ public:
+  explicit PyDelegate(const std::map<std::string, std::string>& options) {
+    std::vector<std::pair<std::string, std::string>> kv(options.begin(), options.end());
+    Options parsed = ParseOptions(kv);
+    py::gil_scoped_release release;
+    delegate_ = DelegateCore::Create(parsed);
+  }
+  ~PyDelegate() { Close(); }
+  PyDelegate(const PyDelegate&) = delete;
+  PyDelegate& operator=(const PyDelegate&) = delete;
+
+  void Close() {
+    DelegateCore::Destroy(delegate_);
+    delegate_ = nullptr;
+  }
+  DelegateCore& core() const {
+    if (!delegate_) throw Error("the delegate was closed");
+    return *DelegateCore::From(delegate_);
+  }
+  uintptr_t pointer() const {
+    core();
+    return reinterpret_cast<uintptr_t>(delegate_);
+  }
+  bool closed() const { return delegate_ == nullptr; }
+
+ private:
+  TfLiteDelegate* delegate_ = nullptr;
+};
+
+py::list Decisions(const PyDelegate& d) {
+  py::list out;
+  for (const NodeDecision& n : d.core().decisions()) {
+    py::dict r;
+    r["node"] = n.node;
+    r["op"] = n.op;
+    r["op_name"] = n.op_name;
+    r["delegated"] = n.claimed;
+    r["reason"] = n.reason;
+    out.append(r);
+  }
+  return out;
+}
+
+py::dict Abi(const PyDelegate& d) {
+  AbiObservation a = d.core().abi();
+  py::dict r;
+  r["tensors_size"] = a.tensors_size;
+  r["node_to_registration"] = a.node_to_registration;
+  r["node_stride"] = a.node_stride;
+  r["nodes_seen"] = a.nodes_seen;
+  r["params_read"] = a.params_read;
+  return r;
+}
+
+py::dict Stats(const PyDelegate& d) {
+  DelegateStats s = d.core().stats();
+  py::dict r;
+  r["prepares"] = s.prepares;
+  r["kernels_created"] = s.kernels_created;
+  r["invokes"] = s.invokes;
+  r["programs_built"] = d.core().env().programs().builds();
+  r["program_cache_hits"] = d.core().env().programs().hits();
+  return r;
+}
+
+// Sizes and offsets our ABI header declares (the layout test compares them with
+// what the delegate observes inside each runtime).
+py::dict AbiLayout() {
+  py::dict r;
+  r["sizeof_tensor"] = sizeof(TfLiteTensor);
+  r["sizeof_node"] = sizeof(TfLiteNode);
+  r["sizeof_registration"] = sizeof(TfLiteRegistration);
+  r["sizeof_registration_passed"] = sizeof(TfLiteRegistrationPadded);
+  r["sizeof_delegate"] = sizeof(TfLiteDelegate);
+  r["sizeof_delegate_params"] = sizeof(TfLiteDelegateParams);
+  r["sizeof_context"] = sizeof(TfLiteContext);
+  r["offsetof_delegate_flags"] = offsetof(TfLiteDelegate, flags);
+  return r;
+}
+
+}  // namespace
+
+void RegisterDelegate(py::module_& m) {
+  py::class_<PyDelegate>(m, "Delegate")
+      .def(py::init<const std::map<std::string, std::string>&>(), py::arg("options"))
+      .def("pointer", &PyDelegate::pointer, "Address of the TfLiteDelegate.")
+      .def("close", &PyDelegate::Close, "Release the delegate (kernels keep what they use).")
+      .def_property_readonly("closed", &PyDelegate::closed)
+      .def("decisions", &Decisions)
+      .def("partitions", [](const PyDelegate& d) { return d.core().partitions(); })
+      .def("abi", &Abi)
+      .def("stats", &Stats)
+      .def("device", [](const PyDelegate& d) { return DeviceDict(d.core().env().device()); });
+  m.def("abi_layout", &AbiLayout);
+  m.def("option_keys", &OptionKeys);
+}
+
+}  // namespace clgpu::python

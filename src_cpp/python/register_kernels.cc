@@ -1,0 +1,118 @@
+// _core.KernelRunner: runs one kernel from kernels/ on numpy arrays. Used by the
+// kernel tests and the kernel benchmarks (bench_gemm, bench_conv2d), never by
+// the delegate itself.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <vector>
+
+#include "cl/environment.h"
+#include "cl/errors.h"
+#include "common/error.h"
+#include "python/register.h"
+
+namespace py = pybind11;
+
+namespace clgpu::python {
+namespace {
+
+class KernelRunner {
+ public:
+  explicit KernelRunner(const std::string& device)
+      : env_(Environment::ForDevice(SelectDevice(device))), queue_(env_->CreateQueue(true)) {}
+
+  // Builds kernels/<file>.cl (common.cl prepended) or raises BuildError.
+  void Build(const std::string& file, const std::string& defines) {
+    env_->programs().Get(file, defines);
+  }
+  void BuildSource(const std::string& source, const std::string& options) {
+    env_->programs().GetSource("<source>", source, options);
+  }
+
+  // args: numpy arrays (copied to device buffers and read back in place), ints
+  // (cl_int) and floats (cl_float). Returns the kernel time in ns per run.
+  double Run(const std::string& file, const std::string& kernel, const std::string& defines,
+             const py::list& args, const std::vector<size_t>& global,
+             const std::vector<size_t>& local, int repeat) {
+    if (global.empty() || global.size() > 3 || (!local.empty() && local.size() != global.size()))
+      throw Error("global must have 1-3 dims and local the same count (or be empty)");
+    auto program = env_->programs().Get(file, defines);
+    Kernel k = CreateKernel(*program, kernel);
+    std::vector<Buffer> buffers;
+    std::vector<py::array> arrays;
+    for (size_t i = 0; i < args.size(); ++i) {
+      py::handle a = args[i];
+      cl_int err;
+      if (py::isinstance<py::array>(a)) {
+        auto arr = py::reinterpret_borrow<py::array>(a);
+        if (!(arr.flags() & py::array::c_style) || !arr.writeable())
+          throw Error("argument " + std::to_string(i) + ": arrays must be C-contiguous and writeable");
+        buffers.push_back(env_->CreateBuffer(arr.nbytes()));
+        if (arr.nbytes())
+          CheckCl(Cl().clEnqueueWriteBuffer(queue_.get(), buffers.back().get(), CL_TRUE, 0,
+                                            arr.nbytes(), arr.data(), 0, nullptr, nullptr),
+                  "clEnqueueWriteBuffer");
+        arrays.push_back(arr);
+        cl_mem mem = buffers.back().get();
+        err = Cl().clSetKernelArg(k.get(), i, sizeof mem, &mem);
+      } else if (py::isinstance<py::bool_>(a) || py::isinstance<py::int_>(a)) {
+        cl_int v = a.cast<cl_int>();
+        err = Cl().clSetKernelArg(k.get(), i, sizeof v, &v);
+      } else if (py::isinstance<py::float_>(a)) {
+        cl_float v = a.cast<cl_float>();
+        err = Cl().clSetKernelArg(k.get(), i, sizeof v, &v);
+      } else {
+        throw Error("argument " + std::to_string(i) + ": expected ndarray, int or float");
+      }
+      CheckCl(err, "clSetKernelArg");
+    }
+    double total_ns = 0;
+    {
+      py::gil_scoped_release release;
+      for (int r = 0; r < std::max(repeat, 1); ++r) {
+        cl_event ev = nullptr;
+        CheckCl(Cl().clEnqueueNDRangeKernel(queue_.get(), k.get(), global.size(), nullptr,
+                                            global.data(), local.empty() ? nullptr : local.data(),
+                                            0, nullptr, &ev),
+                "clEnqueueNDRangeKernel");
+        Event event(ev);
+        CheckCl(Cl().clWaitForEvents(1, &ev), "clWaitForEvents");
+        cl_ulong t0 = 0, t1 = 0;
+        Cl().clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, nullptr);
+        Cl().clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, nullptr);
+        total_ns += double(t1 - t0);
+      }
+    }
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      if (!arrays[i].nbytes()) continue;
+      CheckCl(Cl().clEnqueueReadBuffer(queue_.get(), buffers[i].get(), CL_TRUE, 0,
+                                       arrays[i].nbytes(), arrays[i].mutable_data(), 0, nullptr,
+                                       nullptr),
+              "clEnqueueReadBuffer");
+    }
+    return total_ns / std::max(repeat, 1);
+  }
+
+  py::dict device() const { return DeviceDict(env_->device()); }
+
+ private:
+  std::shared_ptr<Environment> env_;
+  Queue queue_;
+};
+
+}  // namespace
+
+void RegisterKernels(py::module_& m) {
+  py::class_<KernelRunner>(m, "KernelRunner")
+      .def(py::init<const std::string&>(), py::arg("device") = "auto")
+      .def("build", &KernelRunner::Build, py::arg("file"), py::arg("defines") = "")
+      .def("build_source", &KernelRunner::BuildSource, py::arg("source"), py::arg("options") = "")
+      .def("run", &KernelRunner::Run, py::arg("file"), py::arg("kernel"), py::arg("defines"),
+           py::arg("args"), py::arg("global_size"), py::arg("local_size") = std::vector<size_t>{},
+           py::arg("repeat") = 1)
+      .def_property_readonly("device", &KernelRunner::device);
+}
+
+}  // namespace clgpu::python

@@ -1,0 +1,59 @@
+// Builtin operator codes and the builtin params we read. Params structs are read
+// field by field through these prefix views: the runtimes append fields (Conv +4 B,
+// FC +20 B in L2.3), so only the prefix common to both may be touched.
+#pragma once
+
+#include <cstdint>
+
+namespace clgpu::tfl {
+
+enum BuiltinOp : int32_t {
+  kAdd = 0,
+  kConv2d = 3,
+  kDepthwiseConv2d = 4,
+  kDequantize = 6,
+  kFullyConnected = 9,
+  kTranspose = 39,
+  kDelegate = 51,
+};
+
+enum Padding : int { kPaddingUnknown = 0, kPaddingSame = 1, kPaddingValid = 2 };
+
+enum FusedActivation : int {
+  kActNone = 0,
+  kActRelu = 1,
+  kActReluN1To1 = 2,
+  kActRelu6 = 3,
+  kActTanh = 4,
+  kActSignBit = 5,
+  kActSigmoid = 6,
+};
+
+// Common prefix of TfLiteConvParams (24 B in 2.14, 28 B in L2.3).
+struct ConvParams {
+  int padding, stride_width, stride_height, activation, dilation_width, dilation_height;
+};
+static_assert(sizeof(ConvParams) == 24, "conv params prefix");
+
+struct DepthwiseConvParams {
+  int padding, stride_width, stride_height, depth_multiplier, activation, dilation_width,
+      dilation_height;
+};
+static_assert(sizeof(DepthwiseConvParams) == 28, "depthwise params");
+
+// Common prefix of TfLiteFullyConnectedParams: bytes 0..9 only.
+struct FullyConnectedParams {
+  int activation;
+  int weights_format;
+  bool keep_num_dims;
+  bool asymmetric_quantize_inputs;
+};
+
+struct AddParams {
+  int activation;
+  bool pot_scale_int16;
+};
+
+const char* BuiltinOpName(int32_t code);
+
+}  // namespace clgpu::tfl
