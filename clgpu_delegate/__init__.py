@@ -1,7 +1,7 @@
 """clgpu_delegate: an OpenCL GPU delegate for TensorFlow Lite and LiteRT.
 
-    delegate = clgpu_delegate.load()
-    interp = Interpreter(model_path="model.tflite", experimental_delegates=[delegate])
+delegate = clgpu_delegate.load()
+interp = Interpreter(model_path="model.tflite", experimental_delegates=[delegate])
 """
 
 from ._errors import (
@@ -13,6 +13,7 @@ from ._errors import (
 )
 from .delegate import Delegate, load, plugin_path
 from .devices import Device, devices, select_device
+from .profile import Profile
 
 __version__ = "0.1.0"
 
@@ -24,6 +25,7 @@ __all__ = [
     "NativeExtensionMissing",
     "NoDeviceError",
     "OpenCLError",
+    "Profile",
     "devices",
     "load",
     "plugin_path",

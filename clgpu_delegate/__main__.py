@@ -13,8 +13,10 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
     devs = devices(probe_fp16=not args.no_probe)
     if not devs:
-        print("No OpenCL platform found. Install a GPU driver with OpenCL, or "
-              "apt-get install ocl-icd-libopencl1 pocl-opencl-icd for a CPU device.")
+        print(
+            "No OpenCL platform found. Install a GPU driver with OpenCL, or "
+            "apt-get install ocl-icd-libopencl1 pocl-opencl-icd for a CPU device."
+        )
         return 1
     print(format_table(devs))
     return 0
@@ -24,14 +26,40 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from .inspect import format_report, inspect_model
 
     opts = dict(kv.split("=", 1) for kv in args.option)
-    print(format_report(inspect_model(args.model, runtime=args.runtime, device=args.device,
-                                      **opts)))
+    print(
+        format_report(inspect_model(args.model, runtime=args.runtime, device=args.device, **opts))
+    )
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import format_report, plot_report, run_benchmark, write_json
+
+    opts = dict(kv.split("=", 1) for kv in args.option)
+    report = run_benchmark(
+        args.model_path or args.model,
+        size=args.size,
+        runs=args.runs,
+        threads=args.threads,
+        runtime=args.runtime,
+        profile=args.profile,
+        device=args.device,
+        precision=args.precision,
+        partitioning=args.partitioning,
+        **opts,
+    )
+    print(format_report(report))
+    if args.json:
+        write_json(report, args.json)
+    if args.plot:
+        plot_report(report, args.plot)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clgpu_delegate",
-                                     description="OpenCL GPU delegate for TFLite / LiteRT")
+    parser = argparse.ArgumentParser(
+        prog="python -m clgpu_delegate", description="OpenCL GPU delegate for TFLite / LiteRT"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("devices", help="list OpenCL devices")
     p.add_argument("--no-probe", action="store_true", help="skip the FP16 compile probe")
@@ -40,9 +68,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model")
     p.add_argument("--device", default="auto")
     p.add_argument("--runtime", choices=["tflite_runtime", "ai_edge_litert"], default=None)
-    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra delegate option")
+    p.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra delegate option",
+    )
     p.set_defaults(func=_cmd_inspect)
+    p = sub.add_parser("bench", help="benchmark a model: stock TFLite CPU vs the delegate")
+    p.add_argument("model_path", nargs="?", help="a .tflite file (default: --model)")
+    p.add_argument("--model", default=None, help="a built-in model (default mobilenet_v2)")
+    p.add_argument("--size", type=int, default=None, help="input size for scalable models")
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--partitioning", default="cost", choices=["cost", "all"])
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
+    p.add_argument("--runtime", choices=["tflite_runtime", "ai_edge_litert"], default=None)
+    p.add_argument("--profile", action="store_true", help="print the top ops of the delegate")
+    p.add_argument("--json", default=None, help="write the report as JSON")
+    p.add_argument("--plot", default=None, help="write a PNG bar chart")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(func=_cmd_bench)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ._native import core
 from .devices import Device
+from .profile import Profile
 
 _PLUGIN_NAME = "libclgpu_delegate.so"
 
@@ -63,6 +64,13 @@ class Delegate:
 
     def stats(self) -> dict[str, int]:
         return dict(self._native.stats())
+
+    def profile(self) -> Profile:
+        """Kernel and transfer timings so far (needs load(profiling=True))."""
+        return Profile(self._native.profile())
+
+    def reset_profile(self) -> None:
+        self._native.reset_profile()
 
     def abi(self) -> dict[str, Any]:
         """What the delegate observed of the host runtime's ABI at the last Prepare."""

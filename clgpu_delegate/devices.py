@@ -54,18 +54,43 @@ def _gib(n: int) -> str:
 
 def format_table(devs: list[Device]) -> str:
     """A plain-text table of devices (the `devices` command)."""
-    head = ["#", "type", "name", "platform", "OpenCL", "driver", "CUs", "MHz", "global",
-            "local", "max alloc", "unified", "fp16"]
+    head = [
+        "#",
+        "type",
+        "name",
+        "platform",
+        "OpenCL",
+        "driver",
+        "CUs",
+        "MHz",
+        "global",
+        "local",
+        "max alloc",
+        "unified",
+        "fp16",
+    ]
     rows = [
-        [str(d.index), d.type, d.name, d.platform, d.opencl_version, d.driver_version,
-         str(d.compute_units), str(d.max_clock_mhz), _gib(d.global_mem_bytes),
-         f"{d.local_mem_bytes // 1024} KiB", _gib(d.max_alloc_bytes),
-         "yes" if d.host_unified_memory else "no",
-         ("yes" if d.fp16 else "no") + ("" if d.fp16 == d.fp16_advertised else " (probed)")]
+        [
+            str(d.index),
+            d.type,
+            d.name,
+            d.platform,
+            d.opencl_version,
+            d.driver_version,
+            str(d.compute_units),
+            str(d.max_clock_mhz),
+            _gib(d.global_mem_bytes),
+            f"{d.local_mem_bytes // 1024} KiB",
+            _gib(d.max_alloc_bytes),
+            "yes" if d.host_unified_memory else "no",
+            ("yes" if d.fp16 else "no") + ("" if d.fp16 == d.fp16_advertised else " (probed)"),
+        ]
         for d in devs
     ]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in [head, *rows]]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [head, *rows]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

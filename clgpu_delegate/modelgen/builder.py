@@ -139,15 +139,24 @@ class ModelBuilder:
         self._names.add(name)
         return name
 
-    def _new(self, prefix: str, shape: Sequence[int], dtype: Any = np.float32,
-             name: str | None = None, data: np.ndarray | None = None) -> int:
+    def _new(
+        self,
+        prefix: str,
+        shape: Sequence[int],
+        dtype: Any = np.float32,
+        name: str | None = None,
+        data: np.ndarray | None = None,
+    ) -> int:
         shape = tuple(int(d) for d in shape)
         self._tensors.append(_Tensor(self._name(name, prefix), shape, np.dtype(dtype), data))
         return len(self._tensors) - 1
 
     def _check(self, t: int) -> _Tensor:
-        if (not isinstance(t, int | np.integer) or isinstance(t, bool)
-                or not 0 <= t < len(self._tensors)):
+        if (
+            not isinstance(t, int | np.integer)
+            or isinstance(t, bool)
+            or not 0 <= t < len(self._tensors)
+        ):
             raise ValueError(f"{t!r} is not a tensor id of this builder")
         return self._tensors[t]
 
@@ -214,9 +223,17 @@ class ModelBuilder:
 
     # ---- op plumbing ---------------------------------------------------------------------------
 
-    def _op(self, code: int, inputs: list[int], out_shapes: Sequence[Shape], *,
-            options: str | None = None, version: int = 1, out_dtype: Any = np.float32,
-            **fields: Any) -> list[int]:
+    def _op(
+        self,
+        code: int,
+        inputs: list[int],
+        out_shapes: Sequence[Shape],
+        *,
+        options: str | None = None,
+        version: int = 1,
+        out_dtype: Any = np.float32,
+        **fields: Any,
+    ) -> list[int]:
         prefix = _OP_NAMES[code].lower()
         outs = [self._new(prefix, s, out_dtype) for s in out_shapes]
         self._ops.append(_Op(code, version, inputs, outs, options, fields))
@@ -243,8 +260,13 @@ class ModelBuilder:
         if not fp16:
             return self._const(w.astype(np.float32, copy=False), what)
         half = self._const(w.astype(np.float16), what + "_fp16")
-        return self._op(tflite.BuiltinOperator.DEQUANTIZE, [half], [w.shape], version=3,
-                        options="DequantizeOptions")[0]
+        return self._op(
+            tflite.BuiltinOperator.DEQUANTIZE,
+            [half],
+            [w.shape],
+            version=3,
+            options="DequantizeOptions",
+        )[0]
 
     def _bias(self, bias: Operand | None, n: int, fp16: bool) -> int:
         if bias is None:
@@ -257,10 +279,17 @@ class ModelBuilder:
 
     # ---- delegate ops --------------------------------------------------------------------------
 
-    def conv2d(self, x: int, filters: Operand, bias: Operand | None = None,
-               stride: int | Sequence[int] = (1, 1), dilation: int | Sequence[int] = (1, 1),
-               padding: str = "SAME", activation: str | None = None,
-               fp16_weights: bool = False) -> int:
+    def conv2d(
+        self,
+        x: int,
+        filters: Operand,
+        bias: Operand | None = None,
+        stride: int | Sequence[int] = (1, 1),
+        dilation: int | Sequence[int] = (1, 1),
+        padding: str = "SAME",
+        activation: str | None = None,
+        fp16_weights: bool = False,
+    ) -> int:
         """CONV_2D; filters OHWI, bias (O,) (zeros when None: TFLite needs a bias tensor)."""
         n, h, w, c = self._float_input(x, 4)
         f = self._weights(filters, 4, fp16_weights, "filters")
@@ -273,36 +302,70 @@ class ModelBuilder:
         # TFLite's float conv kernels require the bias input, so a missing bias becomes zeros.
         bias = np.zeros(o, np.float32) if bias is None else bias
         inputs = [x, f, self._bias(bias, o, fp16_weights)]
-        return self._op(tflite.BuiltinOperator.CONV_2D, inputs, [out], options="Conv2DOptions",
-                        Padding=pad, StrideW=sw, StrideH=sh, DilationWFactor=dw,
-                        DilationHFactor=dh, FusedActivationFunction=_activation(activation))[0]
+        return self._op(
+            tflite.BuiltinOperator.CONV_2D,
+            inputs,
+            [out],
+            options="Conv2DOptions",
+            Padding=pad,
+            StrideW=sw,
+            StrideH=sh,
+            DilationWFactor=dw,
+            DilationHFactor=dh,
+            FusedActivationFunction=_activation(activation),
+        )[0]
 
-    def depthwise_conv2d(self, x: int, filters: Operand, bias: Operand | None = None,
-                         stride: int | Sequence[int] = (1, 1),
-                         dilation: int | Sequence[int] = (1, 1), padding: str = "SAME",
-                         depth_multiplier: int = 1, activation: str | None = None,
-                         fp16_weights: bool = False) -> int:
+    def depthwise_conv2d(
+        self,
+        x: int,
+        filters: Operand,
+        bias: Operand | None = None,
+        stride: int | Sequence[int] = (1, 1),
+        dilation: int | Sequence[int] = (1, 1),
+        padding: str = "SAME",
+        depth_multiplier: int = 1,
+        activation: str | None = None,
+        fp16_weights: bool = False,
+    ) -> int:
         """DEPTHWISE_CONV_2D; filters (1, KH, KW, C * depth_multiplier), bias (C * M,) or zeros."""
         n, h, w, c = self._float_input(x, 4)
         f = self._weights(filters, 4, fp16_weights, "filters")
         one, kh, kw, cm = self.shape(f)
         if one != 1 or depth_multiplier < 1 or cm != c * depth_multiplier:
-            raise ValueError(f"depthwise filters {self.shape(f)} do not match {c} input channels "
-                             f"x depth_multiplier {depth_multiplier}")
+            raise ValueError(
+                f"depthwise filters {self.shape(f)} do not match {c} input channels "
+                f"x depth_multiplier {depth_multiplier}"
+            )
         (sh, sw), (dh, dw) = _pair(stride, "stride"), _pair(dilation, "dilation")
         pad = _padding(padding)
         out = (n, _window_out(h, kh, sh, dh, padding), _window_out(w, kw, sw, dw, padding), cm)
         bias = np.zeros(cm, np.float32) if bias is None else bias
         inputs = [x, f, self._bias(bias, cm, fp16_weights)]
         version = 2 if (dh, dw) != (1, 1) else 1
-        return self._op(tflite.BuiltinOperator.DEPTHWISE_CONV_2D, inputs, [out], version=version,
-                        options="DepthwiseConv2DOptions", Padding=pad, StrideW=sw, StrideH=sh,
-                        DepthMultiplier=depth_multiplier, DilationWFactor=dw, DilationHFactor=dh,
-                        FusedActivationFunction=_activation(activation))[0]
+        return self._op(
+            tflite.BuiltinOperator.DEPTHWISE_CONV_2D,
+            inputs,
+            [out],
+            version=version,
+            options="DepthwiseConv2DOptions",
+            Padding=pad,
+            StrideW=sw,
+            StrideH=sh,
+            DepthMultiplier=depth_multiplier,
+            DilationWFactor=dw,
+            DilationHFactor=dh,
+            FusedActivationFunction=_activation(activation),
+        )[0]
 
-    def fully_connected(self, x: int, weights: Operand, bias: Operand | None = None,
-                        activation: str | None = None, keep_num_dims: bool = False,
-                        fp16_weights: bool = False) -> int:
+    def fully_connected(
+        self,
+        x: int,
+        weights: Operand,
+        bias: Operand | None = None,
+        activation: str | None = None,
+        keep_num_dims: bool = False,
+        fp16_weights: bool = False,
+    ) -> int:
         """FULLY_CONNECTED; weights (N_out, K). Without bias, input 2 is -1 (converter style).
 
         The input is flattened to (size // K, K) unless keep_num_dims (then its last dim is K).
@@ -312,17 +375,24 @@ class ModelBuilder:
         n_out, k = self.shape(wt)
         size = math.prod(shape)
         if not shape or k == 0 or size % k or (keep_num_dims and shape[-1] != k):
-            raise ValueError(f"input {shape} does not fit weights {(n_out, k)}"
-                             f"{' with keep_num_dims' if keep_num_dims else ''}")
+            raise ValueError(
+                f"input {shape} does not fit weights {(n_out, k)}"
+                f"{' with keep_num_dims' if keep_num_dims else ''}"
+            )
         out = shape[:-1] + (n_out,) if keep_num_dims else (size // k, n_out)
-        return self._op(tflite.BuiltinOperator.FULLY_CONNECTED,
-                        [x, wt, self._bias(bias, n_out, fp16_weights)], [out],
-                        version=5 if keep_num_dims else 1, options="FullyConnectedOptions",
-                        FusedActivationFunction=_activation(activation),
-                        KeepNumDims=bool(keep_num_dims))[0]
+        return self._op(
+            tflite.BuiltinOperator.FULLY_CONNECTED,
+            [x, wt, self._bias(bias, n_out, fp16_weights)],
+            [out],
+            version=5 if keep_num_dims else 1,
+            options="FullyConnectedOptions",
+            FusedActivationFunction=_activation(activation),
+            KeepNumDims=bool(keep_num_dims),
+        )[0]
 
-    def _binary(self, code: int, options: str, a: Operand, b2: Operand,
-                activation: str | None) -> int:
+    def _binary(
+        self, code: int, options: str, a: Operand, b2: Operand, activation: str | None
+    ) -> int:
         ta, tb = self._operand(a, "lhs"), self._operand(b2, "rhs")
         if self.dtype(ta) != self.dtype(tb):
             raise ValueError(f"operand types differ: {self.dtype(ta)} vs {self.dtype(tb)}")
@@ -330,8 +400,14 @@ class ModelBuilder:
             out = np.broadcast_shapes(self.shape(ta), self.shape(tb))
         except ValueError as e:
             raise ValueError(f"cannot broadcast {self.shape(ta)} with {self.shape(tb)}") from e
-        return self._op(code, [ta, tb], [out], options=options, out_dtype=self.dtype(ta),
-                        FusedActivationFunction=_activation(activation))[0]
+        return self._op(
+            code,
+            [ta, tb],
+            [out],
+            options=options,
+            out_dtype=self.dtype(ta),
+            FusedActivationFunction=_activation(activation),
+        )[0]
 
     def add(self, a: Operand, b2: Operand, activation: str | None = None) -> int:
         """ADD with numpy broadcasting; numpy operands become constants."""
@@ -344,9 +420,14 @@ class ModelBuilder:
         if sorted(perm) != list(range(len(shape))):
             raise ValueError(f"perm {perm} is not a permutation of the {len(shape)} axes")
         version = 6 if len(shape) > 5 else 4 if len(shape) > 4 else 1
-        return self._op(tflite.BuiltinOperator.TRANSPOSE, [x, self._int_const(perm, "perm")],
-                        [tuple(shape[p] for p in perm)], version=version,
-                        options="TransposeOptions", out_dtype=self.dtype(x))[0]
+        return self._op(
+            tflite.BuiltinOperator.TRANSPOSE,
+            [x, self._int_const(perm, "perm")],
+            [tuple(shape[p] for p in perm)],
+            version=version,
+            options="TransposeOptions",
+            out_dtype=self.dtype(x),
+        )[0]
 
     # ---- ops the delegate leaves on the CPU ----------------------------------------------------
 
@@ -381,27 +462,55 @@ class ModelBuilder:
         """HARD_SWISH."""
         return self._unary(tflite.BuiltinOperator.HARD_SWISH, x, "HardSwishOptions")
 
-    def _pool(self, code: int, x: int, size: int | Sequence[int], stride: int | Sequence[int],
-              padding: str, activation: str | None) -> int:
+    def _pool(
+        self,
+        code: int,
+        x: int,
+        size: int | Sequence[int],
+        stride: int | Sequence[int],
+        padding: str,
+        activation: str | None,
+    ) -> int:
         n, h, w, c = self._float_input(x, 4)
         (kh, kw), (sh, sw) = _pair(size, "pool size"), _pair(stride, "stride")
         pad = _padding(padding)
         out = (n, _window_out(h, kh, sh, 1, padding), _window_out(w, kw, sw, 1, padding), c)
-        return self._op(code, [x], [out], options="Pool2DOptions", Padding=pad, StrideW=sw,
-                        StrideH=sh, FilterWidth=kw, FilterHeight=kh,
-                        FusedActivationFunction=_activation(activation))[0]
+        return self._op(
+            code,
+            [x],
+            [out],
+            options="Pool2DOptions",
+            Padding=pad,
+            StrideW=sw,
+            StrideH=sh,
+            FilterWidth=kw,
+            FilterHeight=kh,
+            FusedActivationFunction=_activation(activation),
+        )[0]
 
-    def max_pool2d(self, x: int, size: int | Sequence[int], stride: int | Sequence[int],
-                   padding: str = "VALID", activation: str | None = None) -> int:
+    def max_pool2d(
+        self,
+        x: int,
+        size: int | Sequence[int],
+        stride: int | Sequence[int],
+        padding: str = "VALID",
+        activation: str | None = None,
+    ) -> int:
         """MAX_POOL_2D."""
-        return self._pool(tflite.BuiltinOperator.MAX_POOL_2D, x, size, stride, padding,
-                          activation)
+        return self._pool(tflite.BuiltinOperator.MAX_POOL_2D, x, size, stride, padding, activation)
 
-    def avg_pool2d(self, x: int, size: int | Sequence[int], stride: int | Sequence[int],
-                   padding: str = "VALID", activation: str | None = None) -> int:
+    def avg_pool2d(
+        self,
+        x: int,
+        size: int | Sequence[int],
+        stride: int | Sequence[int],
+        padding: str = "VALID",
+        activation: str | None = None,
+    ) -> int:
         """AVERAGE_POOL_2D."""
-        return self._pool(tflite.BuiltinOperator.AVERAGE_POOL_2D, x, size, stride, padding,
-                          activation)
+        return self._pool(
+            tflite.BuiltinOperator.AVERAGE_POOL_2D, x, size, stride, padding, activation
+        )
 
     def concat(self, tensors: Sequence[int], axis: int, activation: str | None = None) -> int:
         """CONCATENATION along `axis` (negative counts from the end)."""
@@ -411,14 +520,20 @@ class ModelBuilder:
         dtype = self.dtype(tensors[0])
         ax = _norm_axis(axis, len(shapes[0]))
         for s, t in zip(shapes, tensors, strict=True):
-            rest, rest0 = s[:ax] + s[ax + 1:], shapes[0][:ax] + shapes[0][ax + 1:]
+            rest, rest0 = s[:ax] + s[ax + 1 :], shapes[0][:ax] + shapes[0][ax + 1 :]
             if len(s) != len(shapes[0]) or self.dtype(t) != dtype or rest != rest0:
                 raise ValueError(f"cannot concatenate shapes {shapes} along axis {axis}")
         out = list(shapes[0])
         out[ax] = sum(s[ax] for s in shapes)
-        return self._op(tflite.BuiltinOperator.CONCATENATION, list(tensors), [tuple(out)],
-                        options="ConcatenationOptions", out_dtype=dtype, Axis=ax,
-                        FusedActivationFunction=_activation(activation))[0]
+        return self._op(
+            tflite.BuiltinOperator.CONCATENATION,
+            list(tensors),
+            [tuple(out)],
+            options="ConcatenationOptions",
+            out_dtype=dtype,
+            Axis=ax,
+            FusedActivationFunction=_activation(activation),
+        )[0]
 
     def reshape(self, x: int, new_shape: Sequence[int]) -> int:
         """RESHAPE to `new_shape` (one -1 allowed), given as a constant shape tensor."""
@@ -433,9 +548,14 @@ class ModelBuilder:
             new[new.index(-1)] = size // known
         if math.prod(new) != size:
             raise ValueError(f"cannot reshape {shape} to {tuple(new_shape)}")
-        return self._op(tflite.BuiltinOperator.RESHAPE, [x, self._int_const(new, "new_shape")],
-                        [tuple(new)], options="ReshapeOptions", out_dtype=self.dtype(x),
-                        NewShape=new)[0]
+        return self._op(
+            tflite.BuiltinOperator.RESHAPE,
+            [x, self._int_const(new, "new_shape")],
+            [tuple(new)],
+            options="ReshapeOptions",
+            out_dtype=self.dtype(x),
+            NewShape=new,
+        )[0]
 
     def pad(self, x: int, paddings: Sequence[Sequence[int]]) -> int:
         """PAD with zeros; paddings is (rank, 2) of (before, after)."""
@@ -444,8 +564,13 @@ class ModelBuilder:
         if p.shape != (len(shape), 2) or (p < 0).any():
             raise ValueError(f"paddings must be non-negative with shape ({len(shape)}, 2)")
         out = tuple(int(d + a + b) for d, (a, b) in zip(shape, p, strict=True))
-        return self._op(tflite.BuiltinOperator.PAD, [x, self._int_const(p.tolist(), "paddings")],
-                        [out], options="PadOptions", out_dtype=self.dtype(x))[0]
+        return self._op(
+            tflite.BuiltinOperator.PAD,
+            [x, self._int_const(p.tolist(), "paddings")],
+            [out],
+            options="PadOptions",
+            out_dtype=self.dtype(x),
+        )[0]
 
     def mean(self, x: int, axes: Sequence[int], keep_dims: bool = False) -> int:
         """MEAN over `axes`."""
@@ -457,29 +582,47 @@ class ModelBuilder:
             out = tuple(1 if i in axes_n else d for i, d in enumerate(shape))
         else:
             out = tuple(d for i, d in enumerate(shape) if i not in axes_n)
-        return self._op(tflite.BuiltinOperator.MEAN, [x, self._int_const(axes_n, "axes")], [out],
-                        options="ReducerOptions", KeepDims=bool(keep_dims))[0]
+        return self._op(
+            tflite.BuiltinOperator.MEAN,
+            [x, self._int_const(axes_n, "axes")],
+            [out],
+            options="ReducerOptions",
+            KeepDims=bool(keep_dims),
+        )[0]
 
     def softmax(self, x: int, beta: float = 1.0) -> int:
         """SOFTMAX over the last axis."""
-        return self._op(tflite.BuiltinOperator.SOFTMAX, [x], [self._float_input(x)],
-                        options="SoftmaxOptions", Beta=float(beta))[0]
+        return self._op(
+            tflite.BuiltinOperator.SOFTMAX,
+            [x],
+            [self._float_input(x)],
+            options="SoftmaxOptions",
+            Beta=float(beta),
+        )[0]
 
     def _resize(self, code: int, options: str, x: int, size: Sequence[int]) -> int:
         n, _, _, c = self._float_input(x, 4)
         oh, ow = _pair(tuple(size), "resize size")
-        return self._op(code, [x, self._int_const([oh, ow], "size")], [(n, oh, ow, c)],
-                        options=options, AlignCorners=False, HalfPixelCenters=False)[0]
+        return self._op(
+            code,
+            [x, self._int_const([oh, ow], "size")],
+            [(n, oh, ow, c)],
+            options=options,
+            AlignCorners=False,
+            HalfPixelCenters=False,
+        )[0]
 
     def resize_nearest(self, x: int, size: Sequence[int]) -> int:
         """RESIZE_NEAREST_NEIGHBOR to (h, w); align_corners and half_pixel_centers off."""
-        return self._resize(tflite.BuiltinOperator.RESIZE_NEAREST_NEIGHBOR,
-                            "ResizeNearestNeighborOptions", x, size)
+        return self._resize(
+            tflite.BuiltinOperator.RESIZE_NEAREST_NEIGHBOR, "ResizeNearestNeighborOptions", x, size
+        )
 
     def resize_bilinear(self, x: int, size: Sequence[int]) -> int:
         """RESIZE_BILINEAR to (h, w); align_corners and half_pixel_centers off."""
-        return self._resize(tflite.BuiltinOperator.RESIZE_BILINEAR, "ResizeBilinearOptions",
-                            x, size)
+        return self._resize(
+            tflite.BuiltinOperator.RESIZE_BILINEAR, "ResizeBilinearOptions", x, size
+        )
 
     def split(self, x: int, axis: int, num: int) -> list[int]:
         """SPLIT into `num` equal parts along `axis`."""
@@ -487,10 +630,15 @@ class ModelBuilder:
         ax = _norm_axis(axis, len(shape))
         if num < 1 or shape[ax] % num:
             raise ValueError(f"cannot split dim {shape[ax]} of {shape} into {num} parts")
-        part = shape[:ax] + (shape[ax] // num,) + shape[ax + 1:]
-        return self._op(tflite.BuiltinOperator.SPLIT, [self._int_const(ax, "axis"), x],
-                        [part] * num, options="SplitOptions", out_dtype=self.dtype(x),
-                        NumSplits=num)
+        part = shape[:ax] + (shape[ax] // num,) + shape[ax + 1 :]
+        return self._op(
+            tflite.BuiltinOperator.SPLIT,
+            [self._int_const(ax, "axis"), x],
+            [part] * num,
+            options="SplitOptions",
+            out_dtype=self.dtype(x),
+            NumSplits=num,
+        )
 
     def dynamic_reshape_flatten(self, x: int) -> int:
         """Flattens to (N, -1) through SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE.
@@ -501,17 +649,41 @@ class ModelBuilder:
         if len(shape) < 1:
             raise ValueError("dynamic_reshape_flatten needs a tensor of rank >= 1")
         bi = tflite.BuiltinOperator
-        dims = self._op(bi.SHAPE, [x], [(len(shape),)], options="ShapeOptions",
-                        out_dtype=np.int32, OutType=tflite.TensorType.INT32)[0]
-        batch = self._op(bi.STRIDED_SLICE, [dims, self._int_const([0], "begin"),
-                         self._int_const([1], "end"), self._int_const([1], "strides")], [()],
-                         options="StridedSliceOptions", out_dtype=np.int32, ShrinkAxisMask=1)[0]
-        target = self._op(bi.PACK, [batch, self._int_const(-1, "minus_one")], [(2,)],
-                          options="PackOptions", out_dtype=np.int32, ValuesCount=2, Axis=0)[0]
+        dims = self._op(
+            bi.SHAPE,
+            [x],
+            [(len(shape),)],
+            options="ShapeOptions",
+            out_dtype=np.int32,
+            OutType=tflite.TensorType.INT32,
+        )[0]
+        batch = self._op(
+            bi.STRIDED_SLICE,
+            [
+                dims,
+                self._int_const([0], "begin"),
+                self._int_const([1], "end"),
+                self._int_const([1], "strides"),
+            ],
+            [()],
+            options="StridedSliceOptions",
+            out_dtype=np.int32,
+            ShrinkAxisMask=1,
+        )[0]
+        target = self._op(
+            bi.PACK,
+            [batch, self._int_const(-1, "minus_one")],
+            [(2,)],
+            options="PackOptions",
+            out_dtype=np.int32,
+            ValuesCount=2,
+            Axis=0,
+        )[0]
         n = shape[0]
         out = (n, math.prod(shape[1:]) if n else 0)
-        return self._op(bi.RESHAPE, [x, target], [out], options="ReshapeOptions",
-                        out_dtype=self.dtype(x))[0]
+        return self._op(
+            bi.RESHAPE, [x, target], [out], options="ReshapeOptions", out_dtype=self.dtype(x)
+        )[0]
 
     # ---- graph outputs and serialisation -------------------------------------------------------
 
@@ -539,33 +711,70 @@ class ModelBuilder:
             if t.data is not None:
                 buffer_of[i] = len(buffers)
                 buffers.append(self._table(fb, "Buffer", {"Data": _Bytes(t.data)}))
-        tensors = [self._table(fb, "Tensor", {
-            "Shape": list(t.shape), "Type": _TYPES[t.dtype], "Buffer": buffer_of.get(i, 0),
-            "Name": fb.CreateString(t.name)}) for i, t in enumerate(self._tensors)]
+        tensors = [
+            self._table(
+                fb,
+                "Tensor",
+                {
+                    "Shape": list(t.shape),
+                    "Type": _TYPES[t.dtype],
+                    "Buffer": buffer_of.get(i, 0),
+                    "Name": fb.CreateString(t.name),
+                },
+            )
+            for i, t in enumerate(self._tensors)
+        ]
 
         opcode_index: dict[tuple[int, int], int] = {}
         operators = []
         for op in self._ops:
             key = (op.code, op.version)
             opcode_index.setdefault(key, len(opcode_index))
-            fields: dict[str, Any] = {"OpcodeIndex": opcode_index[key], "Inputs": op.inputs,
-                                      "Outputs": op.outputs}
+            fields: dict[str, Any] = {
+                "OpcodeIndex": opcode_index[key],
+                "Inputs": op.inputs,
+                "Outputs": op.outputs,
+            }
             if op.options is not None:
                 fields["BuiltinOptionsType"] = getattr(tflite.BuiltinOptions, op.options)
                 fields["BuiltinOptions"] = self._table(fb, op.options, op.fields)
             operators.append(self._table(fb, "Operator", fields))
-        subgraph = self._table(fb, "SubGraph", {
-            "Tensors": _Offsets(tensors), "Inputs": self._inputs, "Outputs": self._outputs,
-            "Operators": _Offsets(operators), "Name": fb.CreateString("main")})
-        codes = [self._table(fb, "OperatorCode", {
-            "DeprecatedBuiltinCode": min(code, _PLACEHOLDER_FOR_GREATER_OP_CODES),
-            "BuiltinCode": code, "Version": version}) for code, version in opcode_index]
-        model = self._table(fb, "Model", {
-            "Version": _SCHEMA_VERSION, "OperatorCodes": _Offsets(codes),
-            "Subgraphs": _Offsets([subgraph]), "Buffers": _Offsets(buffers),
-            "Description": fb.CreateString("clgpu_delegate.modelgen")})
+        subgraph = self._table(
+            fb,
+            "SubGraph",
+            {
+                "Tensors": _Offsets(tensors),
+                "Inputs": self._inputs,
+                "Outputs": self._outputs,
+                "Operators": _Offsets(operators),
+                "Name": fb.CreateString("main"),
+            },
+        )
+        codes = [
+            self._table(
+                fb,
+                "OperatorCode",
+                {
+                    "DeprecatedBuiltinCode": min(code, _PLACEHOLDER_FOR_GREATER_OP_CODES),
+                    "BuiltinCode": code,
+                    "Version": version,
+                },
+            )
+            for code, version in opcode_index
+        ]
+        model = self._table(
+            fb,
+            "Model",
+            {
+                "Version": _SCHEMA_VERSION,
+                "OperatorCodes": _Offsets(codes),
+                "Subgraphs": _Offsets([subgraph]),
+                "Buffers": _Offsets(buffers),
+                "Description": fb.CreateString("clgpu_delegate.modelgen"),
+            },
+        )
         fb.Finish(model, file_identifier=b"TFL3")
-        return bytes(memoryview(fb.Bytes)[fb.Head():])  # one copy; Output() would add another
+        return bytes(memoryview(fb.Bytes)[fb.Head() :])  # one copy; Output() would add another
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Writes build() to `path` and returns it as a Path."""
@@ -610,5 +819,5 @@ class _Bytes:
         fb.StartVector(1, n, _BUFFER_ALIGNMENT)
         # Same raw copy as Builder.CreateNumpyVector, but with the 16-byte alignment it lacks.
         fb.head -= n
-        fb.Bytes[fb.head:fb.head + n] = memoryview(self.data.reshape(-1).view(np.uint8))
+        fb.Bytes[fb.head : fb.head + n] = memoryview(self.data.reshape(-1).view(np.uint8))
         return fb.EndVector()

@@ -34,34 +34,57 @@ class _Net:
     def channels(self, x: int) -> int:
         return self.b.shape(x)[-1]
 
-    def conv(self, x: int, out: int, k: int | tuple[int, int], stride: int = 1,
-             act: str | None = "RELU", gain: float = 2.0, padding: str = "SAME") -> int:
+    def conv(
+        self,
+        x: int,
+        out: int,
+        k: int | tuple[int, int],
+        stride: int = 1,
+        act: str | None = "RELU",
+        gain: float = 2.0,
+        padding: str = "SAME",
+    ) -> int:
         """Conv with bias; `gain` 2 suits a following ReLU, 1 a linear output."""
         kh, kw = (k, k) if isinstance(k, int) else k
         c = self.channels(x)
         w = self.b.rand((out, kh, kw, c), scale=math.sqrt(gain / (kh * kw * c)))
-        return self.b.conv2d(x, w, self.b.rand((out,), scale=_BIAS_STD), stride=stride,
-                             padding=padding, activation=act, fp16_weights=self.fp16)
+        return self.b.conv2d(
+            x,
+            w,
+            self.b.rand((out,), scale=_BIAS_STD),
+            stride=stride,
+            padding=padding,
+            activation=act,
+            fp16_weights=self.fp16,
+        )
 
     def dwconv(self, x: int, k: int, stride: int = 1, act: str | None = "RELU6") -> int:
         c = self.channels(x)
         w = self.b.rand((1, k, k, c), scale=math.sqrt(2.0 / (k * k)))
-        return self.b.depthwise_conv2d(x, w, self.b.rand((c,), scale=_BIAS_STD), stride=stride,
-                                       activation=act, fp16_weights=self.fp16)
+        return self.b.depthwise_conv2d(
+            x,
+            w,
+            self.b.rand((c,), scale=_BIAS_STD),
+            stride=stride,
+            activation=act,
+            fp16_weights=self.fp16,
+        )
 
     def fc(self, x: int, out: int, act: str | None = "RELU", gain: float = 2.0) -> int:
         k = self.b.shape(x)[-1]
         w = self.b.rand((out, k), scale=math.sqrt(gain / k))
-        return self.b.fully_connected(x, w, self.b.rand((out,), scale=_BIAS_STD), activation=act,
-                                      fp16_weights=self.fp16)
+        return self.b.fully_connected(
+            x, w, self.b.rand((out,), scale=_BIAS_STD), activation=act, fp16_weights=self.fp16
+        )
 
     def finish(self, logits: int, softmax: bool) -> bytes:
         self.b.output(self.b.softmax(logits) if softmax else logits)
         return self.b.build()
 
 
-def _start(size: int | tuple[int, int], channels: int, seed: int,
-           fp16_weights: bool) -> tuple[_Net, int]:
+def _start(
+    size: int | tuple[int, int], channels: int, seed: int, fp16_weights: bool
+) -> tuple[_Net, int]:
     h, w = (size, size) if isinstance(size, int) else size
     net = _Net(ModelBuilder(seed=seed), fp16_weights)
     return net, net.b.input("input", (1, h, w, channels))
@@ -75,8 +98,14 @@ def _pool_conv_head(net: _Net, x: int, num_classes: int) -> int:
     return net.b.reshape(x, (1, num_classes))
 
 
-def lenet5(*, size: int = 32, num_classes: int = 10, softmax: bool = True, seed: int = 0,
-           fp16_weights: bool = False) -> bytes:
+def lenet5(
+    *,
+    size: int = 32,
+    num_classes: int = 10,
+    softmax: bool = True,
+    seed: int = 0,
+    fp16_weights: bool = False,
+) -> bytes:
     """LeNet-5: 2x (5x5 conv + 2x2 average pool), FC 120 / 84 / classes; input (1, 32, 32, 1)."""
     net, x = _start(size, 1, seed, fp16_weights)
     for filters in (6, 16):
@@ -88,12 +117,21 @@ def lenet5(*, size: int = 32, num_classes: int = 10, softmax: bool = True, seed:
 
 
 # MobileNet v1 1.0: (pointwise filters, depthwise stride) of the 13 separable blocks.
-_MOBILENET_V1 = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 + [
-    (1024, 2), (1024, 1)]
+_MOBILENET_V1 = (
+    [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)]
+    + [(512, 1)] * 5
+    + [(1024, 2), (1024, 1)]
+)
 
 
-def mobilenet_v1(*, size: int = 224, num_classes: int = 1001, softmax: bool = True,
-                 seed: int = 0, fp16_weights: bool = False) -> bytes:
+def mobilenet_v1(
+    *,
+    size: int = 224,
+    num_classes: int = 1001,
+    softmax: bool = True,
+    seed: int = 0,
+    fp16_weights: bool = False,
+) -> bytes:
     """MobileNet v1 1.0: 3x3/2 conv + 13 depthwise-separable blocks, ReLU6, 1x1-conv logits."""
     net, x = _start(size, 3, seed, fp16_weights)
     x = net.conv(x, 32, 3, stride=2, act="RELU6")
@@ -104,12 +142,25 @@ def mobilenet_v1(*, size: int = 224, num_classes: int = 1001, softmax: bool = Tr
 
 
 # MobileNet v2 1.0: (expansion t, output channels c, repeats n, first stride s).
-_MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-                 (6, 160, 3, 2), (6, 320, 1, 1)]
+_MOBILENET_V2 = [
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+]
 
 
-def mobilenet_v2(*, size: int = 224, num_classes: int = 1001, softmax: bool = True,
-                 seed: int = 0, fp16_weights: bool = False) -> bytes:
+def mobilenet_v2(
+    *,
+    size: int = 224,
+    num_classes: int = 1001,
+    softmax: bool = True,
+    seed: int = 0,
+    fp16_weights: bool = False,
+) -> bytes:
     """MobileNet v2 1.0: 17 inverted-residual blocks (expand, depthwise, linear project, ADD)."""
     net, x = _start(size, 3, seed, fp16_weights)
     x = net.conv(x, 32, 3, stride=2, act="RELU6")
@@ -127,11 +178,16 @@ def mobilenet_v2(*, size: int = 224, num_classes: int = 1001, softmax: bool = Tr
 
 # GoogLeNet inception blocks: 1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection.
 _INCEPTION_V1 = {
-    "3a": (64, 96, 128, 16, 32, 32), "3b": (128, 128, 192, 32, 96, 64),
-    "4a": (192, 96, 208, 16, 48, 64), "4b": (160, 112, 224, 24, 64, 64),
-    "4c": (128, 128, 256, 24, 64, 64), "4d": (112, 144, 288, 32, 64, 64),
-    "4e": (256, 160, 320, 32, 128, 128), "5a": (256, 160, 320, 32, 128, 128),
-    "5b": (384, 192, 384, 48, 128, 128)}
+    "3a": (64, 96, 128, 16, 32, 32),
+    "3b": (128, 128, 192, 32, 96, 64),
+    "4a": (192, 96, 208, 16, 48, 64),
+    "4b": (160, 112, 224, 24, 64, 64),
+    "4c": (128, 128, 256, 24, 64, 64),
+    "4d": (112, 144, 288, 32, 64, 64),
+    "4e": (256, 160, 320, 32, 128, 128),
+    "5a": (256, 160, 320, 32, 128, 128),
+    "5b": (384, 192, 384, 48, 128, 128),
+}
 
 
 def _inception(net: _Net, x: int, widths: Sequence[int]) -> int:
@@ -143,8 +199,14 @@ def _inception(net: _Net, x: int, widths: Sequence[int]) -> int:
     return net.b.concat([b1, b3, b5, bp], axis=3)
 
 
-def inception_v1(*, size: int = 224, num_classes: int = 1000, softmax: bool = True,
-                 seed: int = 0, fp16_weights: bool = False) -> bytes:
+def inception_v1(
+    *,
+    size: int = 224,
+    num_classes: int = 1000,
+    softmax: bool = True,
+    seed: int = 0,
+    fp16_weights: bool = False,
+) -> bytes:
     """GoogLeNet (Inception v1) without LRN and auxiliary heads: 9 inception blocks."""
     net, x = _start(size, 3, seed, fp16_weights)
     x = net.b.max_pool2d(net.conv(x, 64, 7, stride=2), 3, 2, padding="SAME")
@@ -159,8 +221,14 @@ def inception_v1(*, size: int = 224, num_classes: int = 1000, softmax: bool = Tr
     return net.finish(net.fc(x, num_classes, act=None, gain=1.0), softmax)
 
 
-def resnet50(*, size: int = 224, num_classes: int = 1000, softmax: bool = True, seed: int = 0,
-             fp16_weights: bool = False) -> bytes:
+def resnet50(
+    *,
+    size: int = 224,
+    num_classes: int = 1000,
+    softmax: bool = True,
+    seed: int = 0,
+    fp16_weights: bool = False,
+) -> bytes:
     """ResNet-50 v1.5: 7x7/2 conv, 3-4-6-3 bottleneck blocks (stride on the 3x3), MEAN + FC."""
     net, x = _start(size, 3, seed, fp16_weights)
     x = net.b.max_pool2d(net.conv(x, 64, 7, stride=2), 3, 2, padding="SAME")
@@ -185,8 +253,14 @@ def _grouped_conv(net: _Net, x: int, out: int, k: int, groups: int) -> int:
     return net.b.concat([net.conv(p, out // groups, k) for p in parts], axis=3)
 
 
-def alexnet(*, size: int = 227, num_classes: int = 1000, softmax: bool = True, seed: int = 0,
-            fp16_weights: bool = False) -> bytes:
+def alexnet(
+    *,
+    size: int = 227,
+    num_classes: int = 1000,
+    softmax: bool = True,
+    seed: int = 0,
+    fp16_weights: bool = False,
+) -> bytes:
     """AlexNet: 11x11/4 conv, 5x5 and 3x3 convs (two groups where the original split GPUs),
     three max-pools and FC 4096 / 4096 / classes (~61 M parameters at 227)."""
     net, x = _start(size, 3, seed, fp16_weights)
@@ -292,4 +366,3 @@ def path(name: str, **opts: object) -> Path:
         os.unlink(tmp)
         raise
     return target
-

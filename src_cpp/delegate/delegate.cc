@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "delegate/cost_model.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -226,6 +227,38 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
         }
       }
       std::free(nodes_array);
+      if (options_.partitioning == "cost") {
+        std::map<int, const NodeInfo*> by_index;
+        for (const NodeInfo& n : nodes) by_index[n.index] = &n;
+        std::vector<std::vector<int>> kept;
+        for (int i = 0; i < num_parts; ++i) {
+          std::vector<NodeInfo> members;
+          for (int node : parts[i]) members.push_back(*by_index.at(node));
+          const TfLiteDelegateParams& pp = preview[i];
+          PartitionEstimate e = EstimatePartition(
+              graph, members,
+              std::vector<int>(pp.input_tensors->data, pp.input_tensors->data + pp.input_tensors->size),
+              std::vector<int>(pp.output_tensors->data,
+                               pp.output_tensors->data + pp.output_tensors->size),
+              env_->device());
+          if (e.keep) {
+            kept.push_back(parts[i]);
+            continue;
+          }
+          for (int node : parts[i]) {
+            claimed.erase(node);
+            for (auto& d : decisions)
+              if (d.node == node) {
+                d.claimed = false;
+                d.reason = e.reason;
+              }
+          }
+        }
+        parts = kept;
+        to_replace.clear();
+        for (int index : plan)
+          if (claimed.count(index)) to_replace.push_back(index);
+      }
       if (options_.max_delegated_partitions > 0 &&
           static_cast<int>(parts.size()) > options_.max_delegated_partitions) {
         // Keep the largest partitions: fewer boundaries, most work per transfer.

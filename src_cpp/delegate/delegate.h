@@ -6,6 +6,7 @@
 // kernels are freed (interpreter shutdown with module-level globals) safely.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "cl/environment.h"
 #include "delegate/options.h"
 #include "graph/graph.h"
+#include "runtime/profiler.h"
 #include "tflite/abi.h"
 
 namespace clgpu {
@@ -68,6 +70,8 @@ class DelegateCore {
   AbiObservation abi() const;
   DelegateStats stats() const;
   void CountKernelCreated();
+  int NextPartitionId() { return next_partition_id_++; }
+  Profiler& profiler() { return profiler_; }
   void CountInvoke();
 
   // Folded DEQUANTIZE outputs -> sources of the graph being prepared; read by
@@ -85,6 +89,8 @@ class DelegateCore {
   AbiObservation abi_;
   DelegateStats stats_;
   const GraphView* current_graph_ = nullptr;
+  Profiler profiler_;
+  std::atomic<int> next_partition_id_{0};
   TfLiteDelegate tfl_{};
   std::shared_ptr<DelegateCore> self_;  // the delegate struct's own reference
 };

@@ -2,6 +2,7 @@
 // at prepare (shapes, device buffers, launches), run at invoke with one upload
 // per input, every kernel enqueued without host sync, and one read-back.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -34,16 +35,27 @@ class PartitionKernel {
   void Plan(TfLiteContext* ctx);
   OpContext MakeOpContext();
 
+  struct OpProfile {
+    std::string shape;
+    double flops = 0, bytes = 0;
+  };
+  void RecordProfile(const std::vector<Event>& events, const std::vector<int>& event_op,
+                     const std::vector<int64_t>& event_bytes, double wall_ns, int kernels);
+
   std::shared_ptr<DelegateCore> core_;
+  int id_ = 0;
   std::vector<std::unique_ptr<Op>> ops_;
+  std::vector<OpProfile> op_profiles_;
   std::map<int, Value> values_;
   std::vector<int> uploads_, downloads_;  // tensor indices, in a fixed order
   bool planned_ = false;
+  cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued
 };
 
 PartitionKernel::PartitionKernel(TfLiteContext* ctx, const TfLiteDelegateParams* params)
     : core_(DelegateCore::From(params->delegate)->shared()) {
   if (!core_) throw Error("the delegate was destroyed before its kernels were created");
+  id_ = core_->NextPartitionId();
   const GraphView* graph = core_->current_graph();
   if (!graph) throw Error("kernel init outside delegate Prepare");
   if (core_->options().fail_at == "init") throw Error("injected failure at kernel init (fail_at)");
@@ -142,15 +154,28 @@ void PartitionKernel::Plan(TfLiteContext* ctx) {
         throw Error("ResizeTensor failed for tensor " + std::to_string(t));
     }
   }
+  op_profiles_.assign(ops_.size(), {});
   for (size_t i = 0; i < ops_.size(); ++i) {
     std::vector<Shape> in_shapes;
     std::vector<cl_mem> in, out;
+    OpProfile& prof = op_profiles_[i];
+    prof.bytes = ops_[i]->WeightBytes();
+    for (int t : ops_[i]->inputs()) {
+      prof.shape += (prof.shape.empty() ? "" : "x") + ShapeString(values_.at(t).shape);
+      prof.bytes += double(NumElements(values_.at(t).shape)) * octx.storage_bytes;
+    }
+    prof.shape += "->";
+    for (size_t j = 0; j < out_shapes[i].size(); ++j) {
+      prof.shape += ShapeString(out_shapes[i][j]);
+      prof.bytes += double(NumElements(out_shapes[i][j])) * octx.storage_bytes;
+    }
     for (int t : ops_[i]->inputs()) {
       in_shapes.push_back(values_.at(t).shape);
       in.push_back(values_.at(t).buffer.get());
     }
     for (int t : ops_[i]->outputs()) out.push_back(values_.at(t).buffer.get());
     ops_[i]->Prepare(octx, in_shapes, out_shapes[i], in, out);
+    prof.flops = ops_[i]->Flops(in_shapes, out_shapes[i]);
   }
   planned_ = true;
 }
@@ -163,11 +188,28 @@ TfLiteStatus PartitionKernel::Prepare(TfLiteContext* ctx) {
 
 TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
   std::lock_guard<std::mutex> lock(core_->queue_mutex());
+  const auto t0 = std::chrono::steady_clock::now();
   Plan(ctx);  // no-op unless a dynamic input changed shape without a prepare
   const ClApi& cl = Cl();
   cl_command_queue q = core_->queue();
   if (core_->options().fail_at == "invoke")
     throw ClError("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, "injected failure (fail_at)");
+  // With profiling on, every enqueue gets an event: -1 = upload, -2 = download,
+  // otherwise the index of the op.
+  const bool profiling = core_->options().profiling;
+  std::vector<Event> events;
+  std::vector<int> event_op;
+  std::vector<int64_t> event_bytes;
+  auto event_slot = [&](int op, int64_t bytes) -> cl_event* {
+    if (!profiling) return nullptr;
+    events.emplace_back();
+    event_op.push_back(op);
+    event_bytes.push_back(bytes);
+    return &last_event_;
+  };
+  auto keep_event = [&]() {
+    if (profiling) events.back() = Event(std::exchange(last_event_, nullptr));
+  };
   for (int t : uploads_) {
     const TfLiteTensor& x = ctx->tensors[t];
     const Value& v = values_[t];
@@ -175,18 +217,23 @@ TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
     CheckCl(cl.clEnqueueWriteBuffer(q, v.buffer.get(), CL_FALSE, 0, bytes, x.data.raw_const, 0,
-                                    nullptr, nullptr),
+                                    nullptr, event_slot(-1, bytes)),
             "clEnqueueWriteBuffer");
+    keep_event();
   }
-  for (const auto& op : ops_) {
+  int kernels = 0;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op& op = *ops_[i];
     bool empty = false;
-    for (int t : op->outputs()) empty = empty || NumElements(values_[t].shape) == 0;
+    for (int t : op.outputs()) empty = empty || NumElements(values_[t].shape) == 0;
     if (empty) continue;
-    for (const Launch& l : op->launches()) {
+    for (const Launch& l : op.launches()) {
       const size_t* local = l.local[0] ? l.local : nullptr;
       CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local, 0,
-                                        nullptr, nullptr),
+                                        nullptr, event_slot(static_cast<int>(i), 0)),
               "clEnqueueNDRangeKernel");
+      keep_event();
+      ++kernels;
     }
   }
   for (int t : downloads_) {
@@ -200,12 +247,52 @@ TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
       continue;
     }
     CheckCl(cl.clEnqueueReadBuffer(q, v.buffer.get(), CL_FALSE, 0, bytes, x.data.raw, 0, nullptr,
-                                   nullptr),
+                                   event_slot(-2, bytes)),
             "clEnqueueReadBuffer");
+    keep_event();
   }
   CheckCl(cl.clFinish(q), "clFinish");
   core_->CountInvoke();
+  if (profiling) {
+    const double wall =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    RecordProfile(events, event_op, event_bytes, wall, kernels);
+  }
   return kTfLiteOk;
+}
+
+void PartitionKernel::RecordProfile(const std::vector<Event>& events,
+                                    const std::vector<int>& event_op,
+                                    const std::vector<int64_t>& event_bytes, double wall_ns,
+                                    int kernels) {
+  Profiler& prof = core_->profiler();
+  std::map<int, size_t> launch_index;  // per op: which of its launches this event is
+  for (size_t e = 0; e < events.size(); ++e) {
+    cl_ulong start = 0, end = 0;
+    Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_START, sizeof start,
+                                 &start, nullptr);
+    Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_END, sizeof end, &end,
+                                 nullptr);
+    const int op = event_op[e];
+    if (op < 0) {
+      prof.AddTransfer(id_, op == -1, event_bytes[e], start, end);
+      continue;
+    }
+    const Op& o = *ops_[op];
+    const size_t li = launch_index[op]++;
+    KernelRecord r;
+    r.partition = id_;
+    r.node = o.node_index();
+    r.op = o.type_name();
+    r.algorithm = o.algorithm();
+    r.kernel = li < o.launches().size() ? o.launches()[li].name : "?";
+    r.shape = op_profiles_[op].shape;
+    // Work and traffic are attributed to the op's first launch only.
+    r.flops = li == 0 ? op_profiles_[op].flops : 0;
+    r.bytes = li == 0 ? op_profiles_[op].bytes : 0;
+    prof.AddKernel(r, start, end);
+  }
+  prof.EndInvoke(id_, wall_ns, kernels);
 }
 
 // A kernel whose init failed: it reports the reason at prepare (init cannot).

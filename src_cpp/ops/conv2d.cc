@@ -49,6 +49,8 @@ class Conv2dOp : public Op {
     return {{g.n, g.oh, g.ow, g.oc}};
   }
 
+  double WeightBytes() const override { return 4.0 * (filter_.size() + bias_.size()); }
+
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Geometry(in[0]).Macs();
   }

@@ -46,6 +46,8 @@ class DepthwiseConv2dOp : public Op {
     return {{g.n, g.oh, g.ow, g.oc}};
   }
 
+  double WeightBytes() const override { return 4.0 * (filter_.size() + bias_.size()); }
+
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     const ConvGeometry g = Geometry(in[0]);
     return 2.0 * g.n * g.oh * g.ow * g.oc * g.kh * g.kw;

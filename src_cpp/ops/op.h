@@ -55,6 +55,9 @@ class Op {
   // Work estimate for profiles and the cost model.
   virtual double Flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const = 0;
 
+  // Bytes of weights the op reads per run (profiles, cost model).
+  virtual double WeightBytes() const { return 0; }
+
   const std::vector<Launch>& launches() const { return launches_; }
 
  protected:

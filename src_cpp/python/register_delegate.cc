@@ -95,6 +95,47 @@ py::dict AbiLayout() {
   return r;
 }
 
+py::dict Profile(const PyDelegate& d) {
+  Profiler& p = d.core().profiler();
+  py::list kernels, partitions, trace;
+  for (const KernelRecord& k : p.kernels()) {
+    py::dict r;
+    r["partition"] = k.partition;
+    r["node"] = k.node;
+    r["op"] = k.op;
+    r["algorithm"] = k.algorithm;
+    r["kernel"] = k.kernel;
+    r["shape"] = k.shape;
+    r["flops"] = k.flops;
+    r["bytes"] = k.bytes;
+    r["count"] = k.count;
+    r["total_ns"] = k.total_ns;
+    kernels.append(r);
+  }
+  for (const PartitionRecord& q : p.partitions()) {
+    py::dict r;
+    r["partition"] = q.partition;
+    r["invokes"] = q.invokes;
+    r["upload_ns"] = q.upload_ns;
+    r["compute_ns"] = q.compute_ns;
+    r["download_ns"] = q.download_ns;
+    r["wall_ns"] = q.wall_ns;
+    r["upload_bytes"] = q.upload_bytes;
+    r["download_bytes"] = q.download_bytes;
+    r["kernels_per_invoke"] = q.kernels_per_invoke;
+    partitions.append(r);
+  }
+  for (const TraceEvent& e : p.trace()) {
+    trace.append(py::make_tuple(e.name, e.category, e.partition, e.node, e.start_ns, e.end_ns));
+  }
+  py::dict r;
+  r["enabled"] = d.core().options().profiling;
+  r["kernels"] = kernels;
+  r["partitions"] = partitions;
+  r["trace"] = trace;
+  return r;
+}
+
 }  // namespace
 
 void RegisterDelegate(py::module_& m) {
@@ -107,6 +148,8 @@ void RegisterDelegate(py::module_& m) {
       .def("partitions", [](const PyDelegate& d) { return d.core().partitions(); })
       .def("abi", &Abi)
       .def("stats", &Stats)
+      .def("profile", &Profile)
+      .def("reset_profile", [](const PyDelegate& d) { d.core().profiler().Reset(); })
       .def("device", [](const PyDelegate& d) { return DeviceDict(d.core().env().device()); });
   m.def("abi_layout", &AbiLayout);
   m.def("option_keys", &OptionKeys);

@@ -1,0 +1,248 @@
+"""Benchmark a model on stock TFLite CPU (XNNPACK as the runtime applies it) and with
+the delegate, in one process, alternating runs (`python -m clgpu_delegate bench`)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_MODEL = "mobilenet_v2"
+
+
+@dataclass
+class Result:
+    """One configuration's measurements (times in milliseconds)."""
+
+    name: str
+    init_ms: float = 0.0
+    first_ms: float = 0.0
+    runs_ms: list[float] = field(default_factory=list)
+    rss_mb: float = 0.0  # resident set size growth over interpreter creation + first run
+    device_mb: float = 0.0
+    delegated_nodes: int = 0
+    total_nodes: int = 0
+    partitions: int = 0
+    max_abs_diff: float = 0.0
+    max_rel_diff: float = 0.0
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.runs_ms) if self.runs_ms else float("nan")
+
+    @property
+    def p90_ms(self) -> float:
+        return float(np.percentile(self.runs_ms, 90)) if self.runs_ms else float("nan")
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.runs_ms) if self.runs_ms else float("nan")
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("runs_ms")
+        return d | {
+            "median_ms": self.median_ms,
+            "p90_ms": self.p90_ms,
+            "min_ms": self.min_ms,
+            "runs": len(self.runs_ms),
+        }
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def _model_bytes(model: str | None, size: int | None) -> tuple[str, bytes]:
+    from .modelgen import zoo
+
+    if model is None:
+        model = DEFAULT_MODEL
+    if Path(model).is_file():
+        return Path(model).stem, Path(model).read_bytes()
+    opts = {"size": size} if size else {}
+    return model, zoo.path(model, **opts).read_bytes()
+
+
+class _Runner:
+    """One interpreter plus its timing record."""
+
+    def __init__(
+        self,
+        name: str,
+        model: bytes,
+        delegate_options: dict[str, Any] | None,
+        threads: int,
+        runtime: str | None,
+    ) -> None:
+        from .delegate import load
+        from .runtime import make_interpreter
+
+        self.result = Result(name)
+        rss0 = _rss_mb()
+        t0 = time.perf_counter()
+        self.delegate = load(**delegate_options) if delegate_options is not None else None
+        self.interp = make_interpreter(
+            model, [self.delegate] if self.delegate else None, runtime=runtime, num_threads=threads
+        )
+        self.interp.allocate_tensors()
+        self.result.init_ms = (time.perf_counter() - t0) * 1e3
+        self._rss0 = rss0
+        self.inputs = self.interp.get_input_details()
+        self.outputs = self.interp.get_output_details()
+        if self.delegate is not None:
+            self.result.delegated_nodes = len(self.delegate.delegated_nodes())
+            self.result.total_nodes = len(self.delegate.decisions())
+            self.result.partitions = len(self.delegate.partitions())
+
+    def run(self, feeds: list[np.ndarray]) -> float:
+        for d, x in zip(self.inputs, feeds, strict=True):
+            self.interp.set_tensor(d["index"], x)
+        t0 = time.perf_counter()
+        self.interp.invoke()
+        outs = [self.interp.get_tensor(d["index"]) for d in self.outputs]
+        dt = (time.perf_counter() - t0) * 1e3
+        self.last = outs
+        return dt
+
+    def first(self, feeds: list[np.ndarray]) -> None:
+        self.result.first_ms = self.run(feeds)
+        self.result.rss_mb = _rss_mb() - self._rss0
+        if self.delegate is not None:
+            self.result.device_mb = self.delegate.stats().get("device_bytes", 0) / 2**20
+
+
+def run_benchmark(
+    model: str | None = None,
+    *,
+    size: int | None = None,
+    runs: int = 20,
+    threads: int | None = None,
+    runtime: str | None = None,
+    progress: bool = True,
+    profile: bool = False,
+    **delegate_options: Any,
+) -> dict[str, Any]:
+    """Benchmark CPU vs delegate on one model; returns a JSON-able report."""
+    from tqdm import tqdm
+
+    threads = threads or os.cpu_count() or 1
+    name, data = _model_bytes(model, size)
+    delegate_options.setdefault("partitioning", "cost")
+    if profile:
+        delegate_options["profiling"] = True
+    cpu = _Runner("cpu", data, None, threads, runtime)
+    gpu = _Runner("delegate", data, delegate_options, threads, runtime)
+    rng = np.random.default_rng(0)
+    feeds = [rng.standard_normal(d["shape"]).astype(d["dtype"]) for d in cpu.inputs]
+    cpu.first(feeds)
+    gpu.first(feeds)
+    for a, b in zip(cpu.last, gpu.last, strict=True):
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        gpu.result.max_abs_diff = max(gpu.result.max_abs_diff, float(diff.max(initial=0)))
+        scale = float(np.abs(a).max(initial=0)) or 1.0
+        gpu.result.max_rel_diff = max(gpu.result.max_rel_diff, float(diff.max(initial=0)) / scale)
+    if gpu.delegate is not None and profile:
+        gpu.delegate.reset_profile()  # steady state only
+    gc.disable()  # a collection inside a timed run is noise
+    try:
+        for _ in tqdm(range(runs), desc=f"bench {name}", disable=not progress, unit="run"):
+            cpu.result.runs_ms.append(cpu.run(feeds))
+            gpu.result.runs_ms.append(gpu.run(feeds))
+    finally:
+        gc.enable()
+    dev = gpu.delegate.device if gpu.delegate is not None else None
+    report: dict[str, Any] = {
+        "model": name,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cpu_threads": threads,
+        "runtime": runtime or "default",
+        "device": dev.name if dev else None,
+        "device_type": dev.type if dev else None,
+        "driver": dev.driver_version if dev else None,
+        "delegate_options": {k: str(v) for k, v in delegate_options.items()},
+        "results": [cpu.result.summary(), gpu.result.summary()],
+        "speedup": cpu.result.median_ms / gpu.result.median_ms if gpu.result.runs_ms else None,
+    }
+    if profile and gpu.delegate is not None:
+        prof = gpu.delegate.profile()
+        report["profile"] = prof.to_dict()
+        report["profile_table"] = prof.table(limit=15)
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    cols = [
+        "init ms",
+        "first ms",
+        "median ms",
+        "p90 ms",
+        "min ms",
+        "RSS MB",
+        "dev MB",
+        "nodes",
+        "parts",
+        "max abs",
+        "max rel",
+    ]
+    lines = [
+        f"model {report['model']}  device {report['device']} ({report['device_type']}, "
+        f"driver {report['driver']})  CPU threads {report['cpu_threads']}"
+    ]
+    lines.append(f"{'':<10}" + "".join(f"{c:>11}" for c in cols))
+    for r in report["results"]:
+        nodes = f"{r['delegated_nodes']}/{r['total_nodes']}" if r["name"] != "cpu" else "-"
+        vals = [
+            r["init_ms"],
+            r["first_ms"],
+            r["median_ms"],
+            r["p90_ms"],
+            r["min_ms"],
+            r["rss_mb"],
+            r["device_mb"],
+        ]
+        row = "".join(f"{v:>11.3f}" for v in vals)
+        row += f"{nodes:>11}{r['partitions'] if r['name'] != 'cpu' else '-':>11}"
+        row += f"{r['max_abs_diff']:>11.2e}{r['max_rel_diff']:>11.2e}"
+        lines.append(f"{r['name']:<10}" + row)
+    if report.get("speedup"):
+        lines.append(f"delegate speed-up over CPU (median): {report['speedup']:.2f}x")
+    if "profile_table" in report:
+        lines += ["", "top ops:", report["profile_table"]]
+    return "\n".join(lines)
+
+
+def plot_report(report: dict[str, Any], path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["name"] for r in report["results"]]
+    med = [r["median_ms"] for r in report["results"]]
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.bar(names, med, color=["#888", "#2a7"])
+    ax.set_ylabel("median ms / inference")
+    ax.set_title(f"{report['model']} on {report['device']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def write_json(report: dict[str, Any], path: str | Path) -> None:
+    Path(path).write_text(json.dumps(report, indent=2))

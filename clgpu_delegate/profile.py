@@ -1,0 +1,162 @@
+"""Per-op GPU profile of a delegate (`load(profiling=True)`, then `delegate.profile()`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One kernel of one TFLite node, aggregated over invokes."""
+
+    partition: int
+    node: int
+    op: str
+    algorithm: str
+    kernel: str
+    shape: str
+    count: int
+    total_ms: float
+    flops: float  # per run
+    bytes: float  # per run (activations in + out + weights)
+
+    @property
+    def mean_ms(self) -> float:
+        return self.total_ms / max(self.count, 1)
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / (self.mean_ms * 1e6) if self.mean_ms > 0 else 0.0
+
+    @property
+    def gbytes_per_s(self) -> float:
+        return self.bytes / (self.mean_ms * 1e6) if self.mean_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class PartitionStat:
+    """Upload / compute / download device time of one partition, summed over invokes."""
+
+    partition: int
+    invokes: int
+    upload_ms: float
+    compute_ms: float
+    download_ms: float
+    wall_ms: float
+    upload_bytes: int
+    download_bytes: int
+    kernels_per_invoke: int
+
+
+class Profile:
+    """Timings from OpenCL events: per node/kernel, per partition, and a trace."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.enabled: bool = raw["enabled"]
+        self.kernels = [
+            KernelStat(
+                partition=k["partition"],
+                node=k["node"],
+                op=k["op"],
+                algorithm=k["algorithm"],
+                kernel=k["kernel"],
+                shape=k["shape"],
+                count=k["count"],
+                total_ms=k["total_ns"] / 1e6,
+                flops=k["flops"],
+                bytes=k["bytes"],
+            )
+            for k in raw["kernels"]
+        ]
+        self.partitions = [
+            PartitionStat(
+                partition=p["partition"],
+                invokes=p["invokes"],
+                upload_ms=p["upload_ns"] / 1e6,
+                compute_ms=p["compute_ns"] / 1e6,
+                download_ms=p["download_ns"] / 1e6,
+                wall_ms=p["wall_ns"] / 1e6,
+                upload_bytes=p["upload_bytes"],
+                download_bytes=p["download_bytes"],
+                kernels_per_invoke=p["kernels_per_invoke"],
+            )
+            for p in raw["partitions"]
+        ]
+        self._trace = raw["trace"]
+
+    def nodes(self) -> list[int]:
+        """TFLite node indices that have at least one timed kernel."""
+        return sorted({k.node for k in self.kernels})
+
+    def invokes(self) -> int:
+        return max((p.invokes for p in self.partitions), default=0)
+
+    def kernel_ms_per_invoke(self) -> float:
+        n = max(self.invokes(), 1)
+        return sum(k.total_ms for k in self.kernels) / n
+
+    def top(self, n: int = 10) -> list[KernelStat]:
+        return sorted(self.kernels, key=lambda k: k.total_ms, reverse=True)[:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "kernels": [
+                asdict(k) | {"mean_ms": k.mean_ms, "gflops": k.gflops} for k in self.kernels
+            ],
+            "partitions": [asdict(p) for p in self.partitions],
+        }
+
+    def table(self, limit: int | None = None) -> str:
+        """Text table: kernels by total time, then per-partition transfer/compute split."""
+        if not self.enabled:
+            return "profiling is off: create the delegate with load(profiling=True)"
+        rows = self.top(limit or len(self.kernels))
+        total = sum(k.total_ms for k in self.kernels) or 1.0
+        lines = [
+            f"{'node':>5} {'op':<18} {'algorithm':<14} {'kernel':<24} {'calls':>6} "
+            f"{'mean ms':>9} {'%':>5} {'GFLOP/s':>9} {'GB/s':>7}  shape"
+        ]
+        for k in rows:
+            lines.append(
+                f"{k.node:>5} {k.op:<18} {k.algorithm:<14} {k.kernel:<24} {k.count:>6} "
+                f"{k.mean_ms:>9.4f} {100 * k.total_ms / total:>5.1f} {k.gflops:>9.1f} "
+                f"{k.gbytes_per_s:>7.1f}  {k.shape}"
+            )
+        lines.append("")
+        lines.append(
+            f"{'partition':>9} {'invokes':>7} {'upload ms':>10} {'compute ms':>11} "
+            f"{'download ms':>12} {'wall ms':>9} {'kernels':>8}   (means per invoke)"
+        )
+        for p in self.partitions:
+            n = max(p.invokes, 1)
+            lines.append(
+                f"{p.partition:>9} {p.invokes:>7} {p.upload_ms / n:>10.4f} "
+                f"{p.compute_ms / n:>11.4f} {p.download_ms / n:>12.4f} "
+                f"{p.wall_ms / n:>9.4f} {p.kernels_per_invoke:>8}"
+            )
+        return "\n".join(lines)
+
+    def to_chrome_trace(self, path: str | Path) -> Path:
+        """Write the recorded events as Chrome trace JSON (chrome://tracing, Perfetto)."""
+        events = []
+        t0 = min((e[4] for e in self._trace), default=0)
+        for name, cat, partition, node, start, end in self._trace:
+            events.append(
+                {
+                    "name": name,
+                    "cat": cat,
+                    "ph": "X",
+                    "pid": 1,
+                    "tid": partition,
+                    "ts": (start - t0) / 1000.0,
+                    "dur": max(end - start, 0) / 1000.0,
+                    "args": {"node": node, "partition": partition},
+                }
+            )
+        path = Path(path)
+        path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+        return path

@@ -1,0 +1,74 @@
+#include "delegate/cost_model.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+// Rough sustained rates. They only need to separate "clearly worth it" from
+// "clearly not": the device side is discounted well below peak, and partitions
+// must win by a margin.
+constexpr double kCpuGflopsPerThread = 25.0;    // XNNPACK fp32, AVX2-class core
+constexpr double kDeviceEfficiency = 0.25;      // of CU * clock * 128 FLOP/cycle
+constexpr double kLaunchUs = 8.0;               // per kernel enqueue
+constexpr double kSyncUs = 40.0;                // one clFinish + read-back per invoke
+constexpr double kDiscreteGBps = 8.0;           // host <-> device copies (PCIe, pageable)
+constexpr double kUnifiedGBps = 15.0;           // shared-memory devices
+constexpr double kWinMargin = 0.9;              // device must be >= 10 % faster
+
+double NodeFlops(const GraphView& g, const NodeInfo& n) {
+  if (n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return 0;
+  const double out = double(NumElements(g.shape(n.outputs[0])));
+  if ((n.op == tfl::kConv2d || n.op == tfl::kDepthwiseConv2d || n.op == tfl::kFullyConnected) &&
+      n.inputs.size() > 1 && g.valid_tensor(n.inputs[1])) {
+    const Shape w = g.shape(n.inputs[1]);
+    const int out_channels = n.op == tfl::kConv2d           ? w[0]
+                             : n.op == tfl::kFullyConnected ? w[0]
+                                                            : w.back();
+    return 2.0 * out * double(NumElements(w)) / std::max(out_channels, 1);
+  }
+  return out;  // elementwise / data movement
+}
+
+}  // namespace
+
+PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                    const std::vector<int>& inputs,
+                                    const std::vector<int>& outputs, const DeviceInfo& dev) {
+  PartitionEstimate e;
+  for (const NodeInfo& n : nodes) {
+    e.flops += NodeFlops(g, n);
+    if (n.op != tfl::kDequantize) ++e.kernels;
+  }
+  for (int t : inputs)
+    if (g.valid_tensor(t) && !g.IsConstant(t)) e.boundary_bytes += 4.0 * NumElements(g.shape(t));
+  for (int t : outputs)
+    if (g.valid_tensor(t)) e.boundary_bytes += 4.0 * NumElements(g.shape(t));
+
+  const double threads = std::max(1u, std::thread::hardware_concurrency());
+  e.cpu_ms = e.flops / (kCpuGflopsPerThread * threads * 1e9) * 1e3;
+  const double dev_gflops =
+      kDeviceEfficiency * std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;
+  const double gbps = dev.host_unified_memory ? kUnifiedGBps : kDiscreteGBps;
+  e.device_ms = e.flops / (dev_gflops * 1e9) * 1e3 + e.boundary_bytes / (gbps * 1e9) * 1e3 +
+                (e.kernels * kLaunchUs + kSyncUs) * 1e-3;
+  char buf[200];
+  if (dev.type == "cpu") {
+    e.keep = false;
+    e.reason = "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are faster";
+  } else if (e.device_ms >= kWinMargin * e.cpu_ms) {
+    e.keep = false;
+    std::snprintf(buf, sizeof buf,
+                  "cost: estimated %.3f ms on the device vs %.3f ms on the CPU (%.2f MFLOP, "
+                  "%.0f KB transferred)",
+                  e.device_ms, e.cpu_ms, e.flops / 1e6, e.boundary_bytes / 1e3);
+    e.reason = buf;
+  }
+  return e;
+}
+
+}  // namespace clgpu
