@@ -19,3 +19,9 @@
 // Fused activations are clamps: NONE (-inf, inf), RELU [0, inf), RELU6 [0, 6],
 // RELU_N1_TO_1 [-1, 1]. The host passes the bounds.
 #define ACTIVATE(x, lo, hi) fmin(fmax((x), (lo)), (hi))
+
+// Test-only fault injection (delegate option fail_at=build): every build fails
+// through the real error path, build log included.
+#ifdef CLGPU_INJECT_BUILD_FAILURE
+#error "injected build failure (fail_at=build)"
+#endif

@@ -86,6 +86,8 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
   if (options_.fail_at == "create") throw NoDeviceError("injected failure at create (fail_at)");
   env_ = Environment::ForDevice(SelectDevice(options_.device));
   queue_ = env_->CreateQueue(options_.profiling);
+  half_storage_ = options_.precision == "fp16" ||
+                  (options_.precision == "auto" && env_->device().type == "gpu");
   tfl_.data_ = this;
   tfl_.Prepare = PrepareTrampoline;
   tfl_.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
@@ -289,6 +291,25 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       ++stats_.prepares;
     }
     if (to_replace.empty()) return kTfLiteOk;
+
+    // Build the programs now: a device that cannot compile them leaves the whole
+    // model on the CPU (with a warning) instead of failing the interpreter.
+    try {
+      for (const char* file : {"conv2d_direct", "depthwise_conv2d", "fully_connected", "add",
+                               "transpose", "convert"})
+        env_->programs().Get(file, storage_defines());
+    } catch (const Error& e) {
+      Log(LogLevel::kWarning,
+          std::string("the device cannot build our kernels; running on the CPU: ") + e.what());
+      std::lock_guard<std::mutex> l(report_mutex_);
+      for (auto& d : decisions_)
+        if (d.claimed) {
+          d.claimed = false;
+          d.reason = "device program build failed (see warning)";
+        }
+      partitions_.clear();
+      return kTfLiteOk;
+    }
 
     TfLiteRegistrationPadded reg{};
     reg.reg = PartitionKernelRegistration();

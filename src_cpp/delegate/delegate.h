@@ -60,7 +60,13 @@ class DelegateCore {
   Environment& env() { return *env_; }
   cl_command_queue queue() const { return queue_.get(); }
   std::mutex& queue_mutex() { return queue_mutex_; }
-  std::string storage_defines() const { return ""; }
+  // fp16 storage: activations and weights are half on the device.
+  bool half_storage() const { return half_storage_; }
+  std::string storage_defines() const {
+    return std::string(half_storage_ ? "-DSTORAGE_HALF" : "") +
+           (options_.fail_at == "build" ? " -DCLGPU_INJECT_BUILD_FAILURE" : "");
+  }
+  size_t storage_bytes() const { return half_storage_ ? 2 : 4; }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);
 
@@ -80,6 +86,7 @@ class DelegateCore {
 
  private:
   Options options_;
+  bool half_storage_ = false;
   std::shared_ptr<Environment> env_;
   Queue queue_;
   std::mutex queue_mutex_;

@@ -31,6 +31,10 @@ class PartitionKernel {
     Shape shape;
     Buffer buffer;
     std::vector<float> constant;  // host copy for constants
+    // fp16 storage: the float32 copy TFLite's tensor is transferred through, and
+    // the kernel converting it to / from the storage buffer.
+    Buffer staging;
+    Launch convert;
   };
   void Plan(TfLiteContext* ctx);
   OpContext MakeOpContext();
@@ -105,7 +109,8 @@ PartitionKernel::PartitionKernel(TfLiteContext* ctx, const TfLiteDelegateParams*
 }
 
 OpContext PartitionKernel::MakeOpContext() {
-  OpContext c{core_->env(), core_->queue(), core_->options(), core_->storage_defines(), 4};
+  OpContext c{core_->env(), core_->queue(), core_->options(), core_->storage_defines(),
+              core_->storage_bytes()};
   return c;
 }
 
@@ -135,10 +140,31 @@ void PartitionKernel::Plan(TfLiteContext* ctx) {
     for (size_t j = 0; j < out_shapes[i].size(); ++j)
       values_[ops_[i]->outputs()[j]].shape = out_shapes[i][j];
   }
+  if (core_->options().fail_at == "alloc")
+    throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kConstant) continue;
     const size_t bytes = static_cast<size_t>(NumElements(v.shape)) * octx.storage_bytes;
     if (!v.buffer || v.buffer.bytes() != bytes) v.buffer = env.CreateBuffer(bytes);
+  }
+  if (core_->half_storage()) {
+    auto prog = env.programs().Get("convert", octx.storage_defines);
+    auto staged = [&](int t, bool upload) {
+      Value& v = values_[t];
+      const int n = static_cast<int>(NumElements(v.shape));
+      v.staging = env.CreateBuffer(static_cast<size_t>(n) * sizeof(float));
+      v.convert.name = upload ? "to_storage" : "from_storage";
+      v.convert.kernel = CreateKernel(*prog, v.convert.name);
+      if (upload) {
+        SetArgs(v.convert.kernel, v.staging.get(), v.buffer.get(), n);
+      } else {
+        SetArgs(v.convert.kernel, v.buffer.get(), v.staging.get(), n);
+      }
+      v.convert.global[0] = std::max(n, 1);
+    };
+    for (int t : uploads_) staged(t, true);
+    for (int t : downloads_)
+      if (values_[t].kind != Kind::kConstant) staged(t, false);
   }
   for (int t : downloads_) {
     TfLiteTensor& x = ctx->tensors[t];
@@ -216,10 +242,17 @@ TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
     const size_t bytes = static_cast<size_t>(NumElements(v.shape)) * sizeof(float);
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
-    CheckCl(cl.clEnqueueWriteBuffer(q, v.buffer.get(), CL_FALSE, 0, bytes, x.data.raw_const, 0,
-                                    nullptr, event_slot(-1, bytes)),
+    const bool staged = static_cast<bool>(v.staging);
+    CheckCl(cl.clEnqueueWriteBuffer(q, staged ? v.staging.get() : v.buffer.get(), CL_FALSE, 0,
+                                    bytes, x.data.raw_const, 0, nullptr, event_slot(-1, bytes)),
             "clEnqueueWriteBuffer");
     keep_event();
+    if (staged) {
+      CheckCl(cl.clEnqueueNDRangeKernel(q, v.convert.kernel.get(), 1, nullptr, v.convert.global,
+                                        nullptr, 0, nullptr, event_slot(-1, 0)),
+              "clEnqueueNDRangeKernel(to_storage)");
+      keep_event();
+    }
   }
   int kernels = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -246,12 +279,21 @@ TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
       std::memcpy(x.data.raw, v.constant.data(), bytes);
       continue;
     }
-    CheckCl(cl.clEnqueueReadBuffer(q, v.buffer.get(), CL_FALSE, 0, bytes, x.data.raw, 0, nullptr,
-                                   event_slot(-2, bytes)),
+    const bool staged = static_cast<bool>(v.staging);
+    if (staged) {
+      CheckCl(cl.clEnqueueNDRangeKernel(q, v.convert.kernel.get(), 1, nullptr, v.convert.global,
+                                        nullptr, 0, nullptr, event_slot(-2, 0)),
+              "clEnqueueNDRangeKernel(from_storage)");
+      keep_event();
+    }
+    CheckCl(cl.clEnqueueReadBuffer(q, staged ? v.staging.get() : v.buffer.get(), CL_FALSE, 0,
+                                   bytes, x.data.raw, 0, nullptr, event_slot(-2, bytes)),
             "clEnqueueReadBuffer");
     keep_event();
   }
   CheckCl(cl.clFinish(q), "clFinish");
+  if (core_->options().fail_at == "read")
+    throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
   core_->CountInvoke();
   if (profiling) {
     const double wall =

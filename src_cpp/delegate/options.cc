@@ -54,7 +54,7 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       if (value.empty()) throw OptionError("option 'device' must not be empty");
       o.device = value;
     } else if (key == "precision") {
-      OneOf(key, value, {"fp32"});
+      OneOf(key, value, {"fp32", "fp16", "auto"});
       o.precision = value;
     } else if (key == "max_delegated_partitions") {
       o.max_delegated_partitions = ParseNonNegativeInt(key, value);
@@ -69,7 +69,7 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     } else if (key == "runtime") {
       o.runtime = value;
     } else if (key == "fail_at") {
-      OneOf(key, value, {"", "create", "prepare", "init", "invoke", "read"});
+      OneOf(key, value, {"", "create", "prepare", "init", "build", "alloc", "invoke", "read"});
       o.fail_at = value;
     } else {
       throw OptionError("unknown option '" + key + "'; valid options: " + Join(OptionKeys()));

@@ -11,7 +11,8 @@ namespace clgpu {
 
 struct Options {
   std::string device = "auto";         // auto | gpu | cpu | <index> | <name substring>
-  std::string precision = "fp32";      // fp32 (fp16/auto: see README status)
+  // fp32 | fp16 (fp16 storage, fp32 accumulation) | auto (fp16 on GPUs, else fp32)
+  std::string precision = "fp32";
   int max_delegated_partitions = 0;    // 0 = no limit; else keep the largest N
   bool profiling = false;              // time every kernel and transfer with events
   std::string partitioning = "all";    // all | cost
@@ -19,7 +20,7 @@ struct Options {
   std::string conv_algorithm = "auto";
   std::string runtime;                 // set by the Python shim: which interpreter package
 
-  // Test-only fault injection: create | prepare | init | invoke | read.
+  // Test-only fault injection: create | prepare | init | build | alloc | invoke | read.
   std::string fail_at;
 };
 
