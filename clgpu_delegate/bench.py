@@ -122,7 +122,9 @@ class _Runner:
         self.result.first_ms = self.run(feeds)
         self.result.rss_mb = _rss_mb() - self._rss0
         if self.delegate is not None:
-            self.result.device_mb = self.delegate.stats().get("device_bytes", 0) / 2**20
+            mem = self.delegate.memory()
+            self.result.device_mb = mem["allocated_total_bytes"] / 2**20
+            self.memory = mem
 
 
 def run_benchmark(
@@ -178,6 +180,8 @@ def run_benchmark(
         "results": [cpu.result.summary(), gpu.result.summary()],
         "speedup": cpu.result.median_ms / gpu.result.median_ms if gpu.result.runs_ms else None,
     }
+    if gpu.delegate is not None and hasattr(gpu, "memory"):
+        report["memory"] = {k: v for k, v in gpu.memory.items() if k != "partitions"}
     if profile and gpu.delegate is not None:
         prof = gpu.delegate.profile()
         report["profile"] = prof.to_dict()
@@ -219,6 +223,15 @@ def format_report(report: dict[str, Any]) -> str:
         row += f"{nodes:>11}{r['partitions'] if r['name'] != 'cpu' else '-':>11}"
         row += f"{r['max_abs_diff']:>11.2e}{r['max_rel_diff']:>11.2e}"
         lines.append(f"{r['name']:<10}" + row)
+    if report.get("memory"):
+        m = report["memory"]
+        mb = 2**20
+        lb = m["lower_bound_bytes"] or 1
+        lines.append(
+            f"device memory: activations {m['allocated_bytes'] / mb:.2f} MB allocated "
+            f"(lower bound {m['lower_bound_bytes'] / mb:.2f} MB, x{m['allocated_bytes'] / lb:.3f}; "
+            f"naive {m['naive_bytes'] / mb:.2f} MB), weights {m['weight_bytes'] / mb:.2f} MB"
+        )
     if report.get("speedup"):
         lines.append(f"delegate speed-up over CPU (median): {report['speedup']:.2f}x")
     if "profile_table" in report:

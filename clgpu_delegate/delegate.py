@@ -72,6 +72,29 @@ class Delegate:
     def reset_profile(self) -> None:
         self._native.reset_profile()
 
+    def memory(self) -> dict[str, Any]:
+        """Device memory of the delegate's live partitions, in bytes.
+
+        `naive` gives every activation its own buffer; `lower_bound` is the peak of
+        activation bytes alive at once; `allocated` is what the lifetime-based planner
+        allocated. The `*_total` figures add weights (and fp16 staging copies).
+        """
+        parts = [dict(p) for p in self._native.memory()]
+        keys = (
+            "naive_bytes",
+            "lower_bound_bytes",
+            "allocated_bytes",
+            "weight_bytes",
+            "staging_bytes",
+        )
+        out: dict[str, Any] = {k: sum(p[k] for p in parts) for k in keys}
+        w = out["weight_bytes"]
+        out["naive_total_bytes"] = out["naive_bytes"] + w
+        out["lower_bound_total_bytes"] = out["lower_bound_bytes"] + w
+        out["allocated_total_bytes"] = out["allocated_bytes"] + w + out["staging_bytes"]
+        out["partitions"] = parts
+        return out
+
     def abi(self) -> dict[str, Any]:
         """What the delegate observed of the host runtime's ABI at the last Prepare."""
         return dict(self._native.abi())

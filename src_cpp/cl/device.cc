@@ -108,6 +108,8 @@ std::vector<DeviceInfo> ListDevices(bool probe_fp16) {
       d.local_mem_bytes = DeviceValue<cl_ulong>(id, CL_DEVICE_LOCAL_MEM_SIZE);
       d.max_alloc_bytes = DeviceValue<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
       d.max_work_group_size = DeviceValue<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+      d.base_addr_align_bytes =
+          std::max<size_t>(DeviceValue<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 4);
       // Deprecated in 2.0 but still answered by every driver we target.
       d.host_unified_memory = DeviceValue<cl_bool>(id, CL_DEVICE_HOST_UNIFIED_MEMORY) != 0;
       d.fp16_advertised = DeviceString(id, CL_DEVICE_EXTENSIONS).find("cl_khr_fp16") !=

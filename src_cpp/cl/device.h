@@ -18,6 +18,7 @@ struct DeviceInfo {
   int max_clock_mhz = 0;
   uint64_t global_mem_bytes = 0, local_mem_bytes = 0, max_alloc_bytes = 0;
   size_t max_work_group_size = 0;
+  size_t base_addr_align_bytes = 4;  // sub-buffer origins must be multiples of this
   bool host_unified_memory = false;
   bool fp16_advertised = false;  // cl_khr_fp16 in the extension string
   bool fp16 = false;             // half arithmetic compiled (NVIDIA hides the extension)

@@ -91,6 +91,17 @@ Buffer Environment::CreateBuffer(size_t bytes, cl_mem_flags flags) const {
   return Buffer(mem, bytes);
 }
 
+Buffer Environment::CreateSubBuffer(const Buffer& parent, size_t offset, size_t bytes) const {
+  cl_buffer_region region{offset, bytes ? bytes : 4};
+  cl_int err = CL_SUCCESS;
+  cl_mem mem = Cl().clCreateSubBuffer(parent.get(), CL_MEM_READ_WRITE,
+                                      CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+  if (err != CL_SUCCESS)
+    throw ClError("clCreateSubBuffer", err,
+                  "offset " + std::to_string(offset) + ", " + std::to_string(bytes) + " bytes");
+  return Buffer(mem, bytes);
+}
+
 Kernel CreateKernel(const Program& program, const std::string& name) {
   cl_int err = CL_SUCCESS;
   Kernel k(Cl().clCreateKernel(program.get(), name.c_str(), &err));

@@ -49,6 +49,9 @@ class Environment {
 
   Queue CreateQueue(bool profiling) const;
   Buffer CreateBuffer(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE) const;
+  // A view of [offset, offset + bytes) of `parent` (offset aligned to the device's
+  // base address alignment).
+  Buffer CreateSubBuffer(const Buffer& parent, size_t offset, size_t bytes) const;
 
  private:
   DeviceInfo device_;

@@ -113,6 +113,18 @@ void DelegateCore::CountKernelCreated() {
   std::lock_guard<std::mutex> l(report_mutex_);
   ++stats_.kernels_created;
 }
+void DelegateCore::SetMemoryReport(int partition, const MemoryReport& r) {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  memory_[partition] = r;
+}
+void DelegateCore::DropMemoryReport(int partition) {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  memory_.erase(partition);
+}
+std::map<int, MemoryReport> DelegateCore::memory() const {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  return memory_;
+}
 void DelegateCore::CountInvoke() {
   std::lock_guard<std::mutex> l(report_mutex_);
   ++stats_.invokes;

@@ -39,6 +39,16 @@ struct AbiObservation {
   std::vector<std::string> params_read;  // "node 3 CONV_2D padding=1 stride=1,1 ..."
 };
 
+// Device memory of one partition (bytes).
+struct MemoryReport {
+  size_t naive_bytes = 0;        // every activation its own buffer
+  size_t lower_bound_bytes = 0;  // max over time of live activation bytes
+  size_t allocated_bytes = 0;    // activation buffers actually allocated
+  size_t weight_bytes = 0;       // weights and other constants
+  size_t staging_bytes = 0;      // float32 transfer copies (fp16 storage)
+  int buffers = 0;
+};
+
 struct DelegateStats {
   int prepares = 0;          // delegate Prepare calls
   int kernels_created = 0;
@@ -77,6 +87,9 @@ class DelegateCore {
   DelegateStats stats() const;
   void CountKernelCreated();
   int NextPartitionId() { return next_partition_id_++; }
+  void SetMemoryReport(int partition, const MemoryReport& r);
+  void DropMemoryReport(int partition);
+  std::map<int, MemoryReport> memory() const;
   Profiler& profiler() { return profiler_; }
   void CountInvoke();
 
@@ -97,6 +110,7 @@ class DelegateCore {
   DelegateStats stats_;
   const GraphView* current_graph_ = nullptr;
   Profiler profiler_;
+  std::map<int, MemoryReport> memory_;
   std::atomic<int> next_partition_id_{0};
   TfLiteDelegate tfl_{};
   std::shared_ptr<DelegateCore> self_;  // the delegate struct's own reference

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "delegate/delegate.h"
 #include "ops/op.h"
+#include "runtime/memory_planner.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -20,6 +21,7 @@ namespace {
 class PartitionKernel {
  public:
   PartitionKernel(TfLiteContext* ctx, const TfLiteDelegateParams* params);
+  ~PartitionKernel() { core_->DropMemoryReport(id_); }
   TfLiteStatus Prepare(TfLiteContext* ctx);
   TfLiteStatus Invoke(TfLiteContext* ctx);
 
@@ -29,7 +31,7 @@ class PartitionKernel {
     Kind kind = Kind::kInternal;
     bool is_partition_output = false;
     Shape shape;
-    Buffer buffer;
+    Buffer buffer;  // constants: own buffer; activations: a view into arena_
     std::vector<float> constant;  // host copy for constants
     // fp16 storage: the float32 copy TFLite's tensor is transferred through, and
     // the kernel converting it to / from the storage buffer.
@@ -50,6 +52,8 @@ class PartitionKernel {
   int id_ = 0;
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<OpProfile> op_profiles_;
+  Buffer arena_;  // every activation of the partition, placed by the memory planner
+  cl_mem Mem(int t) const { return values_.at(t).buffer.get(); }
   std::map<int, Value> values_;
   std::vector<int> uploads_, downloads_;  // tensor indices, in a fixed order
   bool planned_ = false;
@@ -142,23 +146,56 @@ void PartitionKernel::Plan(TfLiteContext* ctx) {
   }
   if (core_->options().fail_at == "alloc")
     throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
+  // Lifetimes in op steps: inputs are written before step 0, outputs are read
+  // after the last step; the planner shares buffers between disjoint lifetimes.
+  std::vector<int> planned;
+  std::vector<TensorUsage> usage;
+  std::map<int, size_t> index_of;
+  const int end_step = static_cast<int>(ops_.size());
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kConstant) continue;
-    const size_t bytes = static_cast<size_t>(NumElements(v.shape)) * octx.storage_bytes;
-    if (!v.buffer || v.buffer.bytes() != bytes) v.buffer = env.CreateBuffer(bytes);
+    TensorUsage u;
+    u.bytes = std::max<size_t>(static_cast<size_t>(NumElements(v.shape)) * octx.storage_bytes, 4);
+    u.first = v.kind == Kind::kInput ? 0 : end_step;
+    u.last = v.is_partition_output ? end_step : 0;
+    index_of[t] = usage.size();
+    planned.push_back(t);
+    usage.push_back(u);
   }
+  for (int i = 0; i < end_step; ++i) {
+    for (int t : ops_[i]->inputs())
+      if (index_of.count(t)) usage[index_of[t]].last = std::max(usage[index_of[t]].last, i);
+    for (int t : ops_[i]->outputs())
+      if (index_of.count(t)) usage[index_of[t]].first = std::min(usage[index_of[t]].first, i);
+  }
+  for (TensorUsage& u : usage) u.last = std::max(u.last, u.first);
+  const OffsetPlan plan =
+      PlanOffsetsGreedyBySize(usage, env.device().base_addr_align_bytes);
+  for (int t : planned) values_[t].buffer.Release();  // views go before their arena
+  if (!arena_ || arena_.bytes() < plan.arena_bytes) {
+    arena_.Release();
+    arena_ = env.CreateBuffer(plan.arena_bytes);
+  }
+  for (size_t i = 0; i < planned.size(); ++i)
+    values_[planned[i]].buffer = env.CreateSubBuffer(arena_, plan.offsets[i], usage[i].bytes);
+  MemoryReport report;
+  report.naive_bytes = plan.naive_bytes;
+  report.lower_bound_bytes = plan.lower_bound_bytes;
+  report.allocated_bytes = arena_.bytes();
+  report.buffers = 1;
   if (core_->half_storage()) {
     auto prog = env.programs().Get("convert", octx.storage_defines);
     auto staged = [&](int t, bool upload) {
       Value& v = values_[t];
       const int n = static_cast<int>(NumElements(v.shape));
       v.staging = env.CreateBuffer(static_cast<size_t>(n) * sizeof(float));
+      report.staging_bytes += v.staging.bytes();
       v.convert.name = upload ? "to_storage" : "from_storage";
       v.convert.kernel = CreateKernel(*prog, v.convert.name);
       if (upload) {
-        SetArgs(v.convert.kernel, v.staging.get(), v.buffer.get(), n);
+        SetArgs(v.convert.kernel, v.staging.get(), Mem(t), n);
       } else {
-        SetArgs(v.convert.kernel, v.buffer.get(), v.staging.get(), n);
+        SetArgs(v.convert.kernel, Mem(t), v.staging.get(), n);
       }
       v.convert.global[0] = std::max(n, 1);
     };
@@ -197,12 +234,16 @@ void PartitionKernel::Plan(TfLiteContext* ctx) {
     }
     for (int t : ops_[i]->inputs()) {
       in_shapes.push_back(values_.at(t).shape);
-      in.push_back(values_.at(t).buffer.get());
+      in.push_back(Mem(t));
     }
-    for (int t : ops_[i]->outputs()) out.push_back(values_.at(t).buffer.get());
+    for (int t : ops_[i]->outputs()) out.push_back(Mem(t));
     ops_[i]->Prepare(octx, in_shapes, out_shapes[i], in, out);
     prof.flops = ops_[i]->Flops(in_shapes, out_shapes[i]);
+    report.weight_bytes += static_cast<size_t>(ops_[i]->WeightBytes());
   }
+  for (const auto& [t, v] : values_)
+    if (v.kind == Kind::kConstant) report.weight_bytes += v.buffer.bytes();
+  core_->SetMemoryReport(id_, report);
   planned_ = true;
 }
 
@@ -243,7 +284,7 @@ TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
     const bool staged = static_cast<bool>(v.staging);
-    CheckCl(cl.clEnqueueWriteBuffer(q, staged ? v.staging.get() : v.buffer.get(), CL_FALSE, 0,
+    CheckCl(cl.clEnqueueWriteBuffer(q, staged ? v.staging.get() : Mem(t), CL_FALSE, 0,
                                     bytes, x.data.raw_const, 0, nullptr, event_slot(-1, bytes)),
             "clEnqueueWriteBuffer");
     keep_event();
@@ -286,7 +327,7 @@ TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
               "clEnqueueNDRangeKernel(from_storage)");
       keep_event();
     }
-    CheckCl(cl.clEnqueueReadBuffer(q, staged ? v.staging.get() : v.buffer.get(), CL_FALSE, 0,
+    CheckCl(cl.clEnqueueReadBuffer(q, staged ? v.staging.get() : Mem(t), CL_FALSE, 0,
                                    bytes, x.data.raw, 0, nullptr, event_slot(-2, bytes)),
             "clEnqueueReadBuffer");
     keep_event();

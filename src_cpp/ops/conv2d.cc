@@ -49,7 +49,9 @@ class Conv2dOp : public Op {
     return {{g.n, g.oh, g.ow, g.oc}};
   }
 
-  double WeightBytes() const override { return 4.0 * (filter_.size() + bias_.size()); }
+  double WeightBytes() const override {
+    return weights_ ? double(weights_->filter.bytes() + bias_buf_.bytes()) : 0.0;
+  }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Geometry(in[0]).Macs();

@@ -46,7 +46,7 @@ class DepthwiseConv2dOp : public Op {
     return {{g.n, g.oh, g.ow, g.oc}};
   }
 
-  double WeightBytes() const override { return 4.0 * (filter_.size() + bias_.size()); }
+  double WeightBytes() const override { return double(filter_buf_.bytes() + bias_buf_.bytes()); }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     const ConvGeometry g = Geometry(in[0]);

@@ -46,7 +46,9 @@ class FullyConnectedOp : public Op {
     return {{m, n_}};
   }
 
-  double WeightBytes() const override { return 4.0 * (weights_.size() + bias_.size()); }
+  double WeightBytes() const override {
+    return double(weights_buf_.bytes() + bias_buf_.bytes());
+  }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Rows(in[0]) * n_ * k_;

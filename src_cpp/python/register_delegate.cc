@@ -95,6 +95,22 @@ py::dict AbiLayout() {
   return r;
 }
 
+py::list Memory(const PyDelegate& d) {
+  py::list out;
+  for (const auto& [partition, m] : d.core().memory()) {
+    py::dict r;
+    r["partition"] = partition;
+    r["naive_bytes"] = m.naive_bytes;
+    r["lower_bound_bytes"] = m.lower_bound_bytes;
+    r["allocated_bytes"] = m.allocated_bytes;
+    r["weight_bytes"] = m.weight_bytes;
+    r["staging_bytes"] = m.staging_bytes;
+    r["buffers"] = m.buffers;
+    out.append(r);
+  }
+  return out;
+}
+
 py::dict Profile(const PyDelegate& d) {
   Profiler& p = d.core().profiler();
   py::list kernels, partitions, trace;
@@ -149,6 +165,7 @@ void RegisterDelegate(py::module_& m) {
       .def("abi", &Abi)
       .def("stats", &Stats)
       .def("profile", &Profile)
+      .def("memory", &Memory)
       .def("reset_profile", [](const PyDelegate& d) { d.core().profiler().Reset(); })
       .def("device", [](const PyDelegate& d) { return DeviceDict(d.core().env().device()); });
   m.def("abi_layout", &AbiLayout);
