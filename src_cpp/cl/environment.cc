@@ -15,13 +15,30 @@ uint64_t HashBytes(const void* data, size_t n, uint64_t h) {
   return h;
 }
 
-std::shared_ptr<Program> ProgramCache::Get(const std::string& file, const std::string& defines) {
-  return GetSource(file, KernelText("common") + "\n#line 1\n" + KernelText(file), defines);
+std::shared_ptr<Program> ProgramCache::Get(const std::string& file, const std::string& defines,
+                                           BinaryCache* disk) {
+  return GetSource(file, KernelText("common") + "\n#line 1\n" + KernelText(file), defines, disk);
+}
+
+std::shared_ptr<Program> ProgramCache::BuildFromBinary(const std::vector<unsigned char>& binary,
+                                                       const std::string& opts) {
+  const ClApi& cl = Cl();
+  cl_device_id dev = device_.id;
+  const unsigned char* data = binary.data();
+  size_t len = binary.size();
+  cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+  auto program = std::make_shared<Program>(
+      cl.clCreateProgramWithBinary(ctx_, 1, &dev, &len, &data, &status, &err));
+  if (err != CL_SUCCESS || status != CL_SUCCESS) return nullptr;
+  if (cl.clBuildProgram(program->get(), 1, &dev, opts.c_str(), nullptr, nullptr) != CL_SUCCESS)
+    return nullptr;
+  return program;
 }
 
 std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
                                                  const std::string& source,
-                                                 const std::string& options) {
+                                                 const std::string& options,
+                                                 BinaryCache* disk) {
   char key_hash[40];
   std::snprintf(key_hash, sizeof key_hash, "%016llx:%zu:",
                 static_cast<unsigned long long>(HashBytes(source.data(), source.size())),
@@ -33,6 +50,17 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
     return it->second;
   }
   const ClApi& cl = Cl();
+  const std::string disk_key = disk ? BinaryCache::Key(device_, source, "-cl-std=CL1.2 " + options) : "";
+  if (disk) {
+    std::vector<unsigned char> binary = disk->Load(disk_key);
+    if (!binary.empty()) {
+      if (auto program = BuildFromBinary(binary, "-cl-std=CL1.2 " + options)) {
+        programs_.emplace(key, program);
+        return program;
+      }
+      ++disk->driver_rejected;  // falls through to a source build that replaces it
+    }
+  }
   const char* text = source.c_str();
   size_t len = source.size();
   cl_int err = CL_SUCCESS;
@@ -51,6 +79,18 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
   }
   ++builds_;
   programs_.emplace(key, program);
+  if (disk) {
+    size_t n = 0;
+    if (cl.clGetProgramInfo(program->get(), CL_PROGRAM_BINARY_SIZES, sizeof n, &n, nullptr) ==
+            CL_SUCCESS &&
+        n > 0) {
+      std::vector<unsigned char> binary(n);
+      unsigned char* ptr = binary.data();
+      if (cl.clGetProgramInfo(program->get(), CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) ==
+          CL_SUCCESS)
+        disk->Store(disk_key, binary);
+    }
+  }
   return program;
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "cl/binary_cache.h"
 #include "cl/device.h"
 #include "cl/objects.h"
 
@@ -21,10 +22,13 @@ class ProgramCache {
 
   // kernels/<file>.cl with kernels/common.cl prepended, built with `defines`
   // (e.g. "-DTILE_M=32 -DSTORAGE_HALF"). Throws BuildError with the log.
-  std::shared_ptr<Program> Get(const std::string& file, const std::string& defines);
+  // With `disk`, a binary stored there is used when valid, and a fresh build
+  // is stored.
+  std::shared_ptr<Program> Get(const std::string& file, const std::string& defines,
+                               BinaryCache* disk = nullptr);
   // Any source text (tests, probes). `label` names it in errors.
   std::shared_ptr<Program> GetSource(const std::string& label, const std::string& source,
-                                     const std::string& options);
+                                     const std::string& options, BinaryCache* disk = nullptr);
 
   int64_t builds() const { return builds_; }
   int64_t hits() const { return hits_; }
@@ -35,6 +39,8 @@ class ProgramCache {
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Program>> programs_;
   int64_t builds_ = 0, hits_ = 0;
+  std::shared_ptr<Program> BuildFromBinary(const std::vector<unsigned char>& binary,
+                                           const std::string& opts);
 };
 
 class Environment {

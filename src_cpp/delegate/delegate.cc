@@ -86,6 +86,9 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
   if (options_.fail_at == "create") throw NoDeviceError("injected failure at create (fail_at)");
   env_ = Environment::ForDevice(SelectDevice(options_.device));
   queue_ = env_->CreateQueue(options_.profiling);
+  if (!options_.serialization_dir.empty())
+    disk_ = std::make_unique<BinaryCache>(options_.serialization_dir, options_.model_token,
+                                          options_.fail_at == "cache");
   half_storage_ = options_.precision == "fp16" ||
                   (options_.precision == "auto" && env_->device().type == "gpu");
   tfl_.data_ = this;
@@ -309,7 +312,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     try {
       for (const char* file : {"conv2d_direct", "depthwise_conv2d", "fully_connected", "add",
                                "transpose", "convert"})
-        env_->programs().Get(file, storage_defines());
+        env_->programs().Get(file, storage_defines(), disk_.get());
     } catch (const Error& e) {
       Log(LogLevel::kWarning,
           std::string("the device cannot build our kernels; running on the CPU: ") + e.what());

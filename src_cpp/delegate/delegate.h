@@ -77,6 +77,7 @@ class DelegateCore {
            (options_.fail_at == "build" ? " -DCLGPU_INJECT_BUILD_FAILURE" : "");
   }
   size_t storage_bytes() const { return half_storage_ ? 2 : 4; }
+  BinaryCache* disk_cache() const { return disk_.get(); }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);
 
@@ -100,6 +101,7 @@ class DelegateCore {
  private:
   Options options_;
   bool half_storage_ = false;
+  std::unique_ptr<BinaryCache> disk_;
   std::shared_ptr<Environment> env_;
   Queue queue_;
   std::mutex queue_mutex_;

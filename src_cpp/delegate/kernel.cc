@@ -114,7 +114,7 @@ PartitionKernel::PartitionKernel(TfLiteContext* ctx, const TfLiteDelegateParams*
 
 OpContext PartitionKernel::MakeOpContext() {
   OpContext c{core_->env(), core_->queue(), core_->options(), core_->storage_defines(),
-              core_->storage_bytes()};
+              core_->storage_bytes(), core_->disk_cache()};
   return c;
 }
 
@@ -184,7 +184,7 @@ void PartitionKernel::Plan(TfLiteContext* ctx) {
   report.allocated_bytes = arena_.bytes();
   report.buffers = 1;
   if (core_->half_storage()) {
-    auto prog = env.programs().Get("convert", octx.storage_defines);
+    auto prog = octx.GetProgram("convert");
     auto staged = [&](int t, bool upload) {
       Value& v = values_[t];
       const int n = static_cast<int>(NumElements(v.shape));

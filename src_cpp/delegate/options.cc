@@ -43,7 +43,7 @@ int ParseNonNegativeInt(const std::string& key, const std::string& v) {
 const std::vector<std::string>& OptionKeys() {
   static const std::vector<std::string> keys = {
       "device", "precision", "max_delegated_partitions", "profiling", "partitioning",
-      "conv_algorithm", "runtime", "fail_at"};
+      "conv_algorithm", "serialization_dir", "model_token", "runtime", "fail_at"};
   return keys;
 }
 
@@ -66,10 +66,17 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     } else if (key == "conv_algorithm") {
       OneOf(key, value, {"auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4"});
       o.conv_algorithm = value;
+    } else if (key == "serialization_dir") {
+      o.serialization_dir = value;
+    } else if (key == "model_token") {
+      if (value.find('/') != std::string::npos || value == "..")
+        throw OptionError("option 'model_token' must not contain '/'");
+      o.model_token = value;
     } else if (key == "runtime") {
       o.runtime = value;
     } else if (key == "fail_at") {
-      OneOf(key, value, {"", "create", "prepare", "init", "build", "alloc", "invoke", "read"});
+      OneOf(key, value,
+            {"", "create", "prepare", "init", "build", "alloc", "invoke", "read", "cache"});
       o.fail_at = value;
     } else {
       throw OptionError("unknown option '" + key + "'; valid options: " + Join(OptionKeys()));

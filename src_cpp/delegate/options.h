@@ -19,8 +19,12 @@ struct Options {
   // Test and benchmark hook: force one convolution algorithm when it applies.
   std::string conv_algorithm = "auto";
   std::string runtime;                 // set by the Python shim: which interpreter package
+  // Compiled program binaries are kept in serialization_dir[/model_token] (TFLite
+  // GPU's names), so later starts skip the OpenCL compiler.
+  std::string serialization_dir, model_token;
 
-  // Test-only fault injection: create | prepare | init | build | alloc | invoke | read.
+  // Test-only fault injection: create | prepare | init | build | alloc | invoke | read |
+  // cache (cached binaries are corrupted after validation, before the driver sees them).
   std::string fail_at;
 };
 

@@ -59,7 +59,7 @@ class AddOp : public Op {
     const Shape& o = out_shapes[0];
     const int total = static_cast<int>(NumElements(o));
     same_ = NumElements(in_shapes[0]) == total && NumElements(in_shapes[1]) == total;
-    auto prog = ctx.env.programs().Get("add", ctx.storage_defines);
+    auto prog = ctx.GetProgram("add");
     Launch l;
     l.dims = 1;
     if (same_) {

@@ -45,7 +45,7 @@ std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm,
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm, const ConvGeometry& g, cl_mem in,
                                const std::shared_ptr<ConvWeights>& w, cl_mem bias, cl_mem out,
                                float act_min, float act_max) {
-  auto prog = ctx.env.programs().Get("conv2d_direct", ctx.storage_defines);
+  auto prog = ctx.GetProgram("conv2d_direct");
   Launch l;
   l.name = "conv2d_direct";
   l.kernel = CreateKernel(*prog, l.name);

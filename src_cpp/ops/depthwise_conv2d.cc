@@ -60,7 +60,7 @@ class DepthwiseConv2dOp : public Op {
       filter_buf_ = UploadWeights(ctx, filter_);
       bias_buf_ = UploadFloat32(ctx, bias_);
     }
-    auto prog = ctx.env.programs().Get("depthwise_conv2d", ctx.storage_defines);
+    auto prog = ctx.GetProgram("depthwise_conv2d");
     Launch l;
     l.name = "depthwise_conv2d";
     l.kernel = CreateKernel(*prog, l.name);

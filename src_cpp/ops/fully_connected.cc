@@ -61,7 +61,7 @@ class FullyConnectedOp : public Op {
       weights_buf_ = UploadWeights(ctx, weights_);
       bias_buf_ = UploadFloat32(ctx, bias_);
     }
-    auto prog = ctx.env.programs().Get("fully_connected", ctx.storage_defines);
+    auto prog = ctx.GetProgram("fully_connected");
     Launch l;
     l.name = "fully_connected";
     l.kernel = CreateKernel(*prog, l.name);

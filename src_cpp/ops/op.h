@@ -21,6 +21,12 @@ struct OpContext {
   const Options& options;
   std::string storage_defines;  // "" for fp32, "-DSTORAGE_HALF" for fp16 storage
   size_t storage_bytes = 4;     // bytes per activation/weight element on the device
+  BinaryCache* disk = nullptr;  // serialization_dir, when set
+
+  // kernels/<file>.cl built for this context's storage type (cached).
+  std::shared_ptr<Program> GetProgram(const std::string& file, const std::string& extra = "") {
+    return env.programs().Get(file, storage_defines + (extra.empty() ? "" : " " + extra), disk);
+  }
 };
 
 // One enqueue of one kernel.

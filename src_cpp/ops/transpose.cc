@@ -36,7 +36,7 @@ class TransposeOp : public Op {
     for (int i = 0; i < rank; ++i) meta.push_back(in_strides[perm_[i]]);
     meta_ = UploadInts(ctx, meta);
     const int total = static_cast<int>(NumElements(s));
-    auto prog = ctx.env.programs().Get("transpose", ctx.storage_defines);
+    auto prog = ctx.GetProgram("transpose");
     Launch l;
     l.name = "transpose_nd";
     l.kernel = CreateKernel(*prog, l.name);

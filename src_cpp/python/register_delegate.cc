@@ -77,6 +77,13 @@ py::dict Stats(const PyDelegate& d) {
   r["invokes"] = s.invokes;
   r["programs_built"] = d.core().env().programs().builds();
   r["program_cache_hits"] = d.core().env().programs().hits();
+  if (BinaryCache* disk = d.core().disk_cache()) {
+    r["disk_cache_hits"] = disk->hits.load();
+    r["disk_cache_misses"] = disk->misses.load();
+    r["disk_cache_rejected"] = disk->rejected.load();
+    r["disk_cache_driver_rejected"] = disk->driver_rejected.load();
+    r["disk_cache_stored"] = disk->stored.load();
+  }
   return r;
 }
 

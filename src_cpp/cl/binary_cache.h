@@ -1,0 +1,44 @@
+// Compiled program binaries on disk (serialization_dir), so a second start skips
+// the OpenCL compiler. Entries are keyed by everything that changes a binary
+// (source hash, build options with the -D defines, device name, driver and
+// OpenCL versions, project version) and validated on load; a corrupt, truncated
+// or mismatching entry is ignored, rebuilt from source and replaced. Writes are
+// atomic (temp file + rename), so processes may share a directory.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cl/device.h"
+
+namespace clgpu {
+
+class BinaryCache {
+ public:
+  // dir/model_token/ (or dir/ when model_token is empty); created on first store.
+  BinaryCache(std::string dir, std::string model_token, bool corrupt_for_testing = false);
+
+  // The full key of a program (what a cached entry must match exactly).
+  static std::string Key(const DeviceInfo& dev, const std::string& source,
+                         const std::string& options);
+
+  // The stored binary for `key`, or empty if there is none or it fails validation.
+  std::vector<unsigned char> Load(const std::string& key);
+  void Store(const std::string& key, const std::vector<unsigned char>& binary);
+
+  std::string PathFor(const std::string& key) const;
+  const std::string& directory() const { return dir_; }
+
+  // Counters for tests and bench: hits, misses (no file), rejected (corrupt or
+  // mismatching), stored, and binaries the driver refused.
+  std::atomic<int64_t> hits{0}, misses{0}, rejected{0}, stored{0}, driver_rejected{0};
+  bool corrupt_for_testing() const { return corrupt_; }
+
+ private:
+  std::string dir_;
+  bool corrupt_;
+};
+
+}  // namespace clgpu
