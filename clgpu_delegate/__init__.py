@@ -13,6 +13,7 @@ from ._errors import (
 )
 from .delegate import Delegate, load, plugin_path
 from .devices import Device, devices, select_device
+from .precision import PrecisionReport, check_precision
 from .profile import Profile
 
 __version__ = "0.1.0"
@@ -25,7 +26,9 @@ __all__ = [
     "NativeExtensionMissing",
     "NoDeviceError",
     "OpenCLError",
+    "PrecisionReport",
     "Profile",
+    "check_precision",
     "devices",
     "load",
     "plugin_path",

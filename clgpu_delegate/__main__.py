@@ -49,6 +49,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         **opts,
     )
     print(format_report(report))
+    if args.check_precision:
+        from .precision import check_precision
+
+        model = args.model_path or str(
+            __import__("clgpu_delegate.modelgen.zoo", fromlist=["path"]).path(
+                args.model or "mobilenet_v2", **({"size": args.size} if args.size else {})
+            )
+        )
+        print()
+        print(check_precision(model, runtime=args.runtime, device=args.device).table())
     if args.json:
         write_json(report, args.json)
     if args.plot:
@@ -88,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     p.add_argument("--runtime", choices=["tflite_runtime", "ai_edge_litert"], default=None)
     p.add_argument("--profile", action="store_true", help="print the top ops of the delegate")
+    p.add_argument(
+        "--check-precision",
+        action="store_true",
+        help="also report per-node fp32 / fp16 error against the CPU",
+    )
     p.add_argument("--json", default=None, help="write the report as JSON")
     p.add_argument("--plot", default=None, help="write a PNG bar chart")
     p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")

@@ -95,6 +95,10 @@ class Delegate:
         out["partitions"] = parts
         return out
 
+    def captured(self) -> dict[int, Any]:
+        """Activations of the last invoke by tensor index (needs capture_tensors=True)."""
+        return dict(self._native.captured())
+
     def abi(self) -> dict[str, Any]:
         """What the delegate observed of the host runtime's ABI at the last Prepare."""
         return dict(self._native.abi())

@@ -44,6 +44,7 @@ def make_interpreter(
     runtime: str | None = None,
     num_threads: int | None = None,
     reference: bool = False,
+    preserve_all_tensors: bool = False,
 ) -> Any:
     """An Interpreter for a model path or flatbuffer bytes.
 
@@ -56,6 +57,8 @@ def make_interpreter(
         kwargs["model_content"] = bytes(model)
     else:
         kwargs["model_path"] = str(model)
+    if preserve_all_tensors:
+        kwargs["experimental_preserve_all_tensors"] = True
     if num_threads is not None:
         kwargs["num_threads"] = num_threads
     if reference:

@@ -116,6 +116,14 @@ void DelegateCore::CountKernelCreated() {
   std::lock_guard<std::mutex> l(report_mutex_);
   ++stats_.kernels_created;
 }
+void DelegateCore::Capture(int tensor, Captured c) {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  captured_[tensor] = std::move(c);
+}
+std::map<int, DelegateCore::Captured> DelegateCore::captured() const {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  return captured_;
+}
 void DelegateCore::SetMemoryReport(int partition, const MemoryReport& r) {
   std::lock_guard<std::mutex> l(report_mutex_);
   memory_[partition] = r;

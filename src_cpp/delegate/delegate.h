@@ -88,6 +88,12 @@ class DelegateCore {
   DelegateStats stats() const;
   void CountKernelCreated();
   int NextPartitionId() { return next_partition_id_++; }
+  struct Captured {
+    Shape shape;
+    std::vector<float> data;
+  };
+  void Capture(int tensor, Captured c);
+  std::map<int, Captured> captured() const;
   void SetMemoryReport(int partition, const MemoryReport& r);
   void DropMemoryReport(int partition);
   std::map<int, MemoryReport> memory() const;
@@ -113,6 +119,7 @@ class DelegateCore {
   const GraphView* current_graph_ = nullptr;
   Profiler profiler_;
   std::map<int, MemoryReport> memory_;
+  std::map<int, Captured> captured_;
   std::atomic<int> next_partition_id_{0};
   TfLiteDelegate tfl_{};
   std::shared_ptr<DelegateCore> self_;  // the delegate struct's own reference

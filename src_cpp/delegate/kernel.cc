@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "delegate/delegate.h"
+#include "common/half.h"
 #include "ops/op.h"
 #include "runtime/memory_planner.h"
 #include "tflite/builtin.h"
@@ -39,6 +40,7 @@ class PartitionKernel {
     Launch convert;
   };
   void Plan(TfLiteContext* ctx);
+  void CaptureValues();
   OpContext MakeOpContext();
 
   struct OpProfile {
@@ -169,6 +171,10 @@ void PartitionKernel::Plan(TfLiteContext* ctx) {
       if (index_of.count(t)) usage[index_of[t]].first = std::min(usage[index_of[t]].first, i);
   }
   for (TensorUsage& u : usage) u.last = std::max(u.last, u.first);
+  if (core_->options().capture_tensors) {
+    // Every activation must survive to the end of the invoke to be read back.
+    for (TensorUsage& u : usage) u.first = 0, u.last = end_step;
+  }
   const OffsetPlan plan =
       PlanOffsetsGreedyBySize(usage, env.device().base_addr_align_bytes);
   for (int t : planned) values_[t].buffer.Release();  // views go before their arena
@@ -336,6 +342,7 @@ TfLiteStatus PartitionKernel::Invoke(TfLiteContext* ctx) {
   if (core_->options().fail_at == "read")
     throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
   core_->CountInvoke();
+  if (core_->options().capture_tensors) CaptureValues();
   if (profiling) {
     const double wall =
         std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
@@ -376,6 +383,28 @@ void PartitionKernel::RecordProfile(const std::vector<Event>& events,
     prof.AddKernel(r, start, end);
   }
   prof.EndInvoke(id_, wall_ns, kernels);
+}
+
+void PartitionKernel::CaptureValues() {
+  const size_t storage = core_->storage_bytes();
+  for (const auto& [t, v] : values_) {
+    if (v.kind == Kind::kConstant) continue;
+    const size_t n = static_cast<size_t>(NumElements(v.shape));
+    DelegateCore::Captured c{v.shape, std::vector<float>(n)};
+    if (n) {
+      std::vector<unsigned char> raw(n * storage);
+      CheckCl(Cl().clEnqueueReadBuffer(core_->queue(), Mem(t), CL_TRUE, 0, raw.size(), raw.data(),
+                                       0, nullptr, nullptr),
+              "clEnqueueReadBuffer(capture)");
+      if (storage == 2) {
+        const auto* h = reinterpret_cast<const uint16_t*>(raw.data());
+        for (size_t i = 0; i < n; ++i) c.data[i] = HalfToFloat(h[i]);
+      } else {
+        std::memcpy(c.data.data(), raw.data(), n * 4);
+      }
+    }
+    core_->Capture(t, std::move(c));
+  }
 }
 
 // A kernel whose init failed: it reports the reason at prepare (init cannot).

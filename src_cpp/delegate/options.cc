@@ -43,7 +43,8 @@ int ParseNonNegativeInt(const std::string& key, const std::string& v) {
 const std::vector<std::string>& OptionKeys() {
   static const std::vector<std::string> keys = {
       "device", "precision", "max_delegated_partitions", "profiling", "partitioning",
-      "conv_algorithm", "serialization_dir", "model_token", "runtime", "fail_at"};
+      "conv_algorithm", "serialization_dir", "model_token", "capture_tensors",
+      "runtime", "fail_at"};
   return keys;
 }
 
@@ -72,6 +73,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       if (value.find('/') != std::string::npos || value == "..")
         throw OptionError("option 'model_token' must not contain '/'");
       o.model_token = value;
+    } else if (key == "capture_tensors") {
+      o.capture_tensors = ParseBool(key, value);
     } else if (key == "runtime") {
       o.runtime = value;
     } else if (key == "fail_at") {

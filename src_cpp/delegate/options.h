@@ -18,6 +18,9 @@ struct Options {
   std::string partitioning = "all";    // all | cost
   // Test and benchmark hook: force one convolution algorithm when it applies.
   std::string conv_algorithm = "auto";
+  // Debugging (check_precision): after each invoke, copy every activation of
+  // every partition back to the host, readable with Delegate.captured().
+  bool capture_tensors = false;
   std::string runtime;                 // set by the Python shim: which interpreter package
   // Compiled program binaries are kept in serialization_dir[/model_token] (TFLite
   // GPU's names), so later starts skip the OpenCL compiler.

@@ -1,4 +1,5 @@
 // _core.Delegate: owns one native TfLiteDelegate for the Python layer.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -102,6 +103,17 @@ py::dict AbiLayout() {
   return r;
 }
 
+py::dict Captured(const PyDelegate& d) {
+  py::dict out;
+  for (auto& [tensor, c] : d.core().captured()) {
+    std::vector<py::ssize_t> shape(c.shape.begin(), c.shape.end());
+    py::array_t<float> a(shape);
+    std::copy(c.data.begin(), c.data.end(), a.mutable_data());
+    out[py::int_(tensor)] = a;
+  }
+  return out;
+}
+
 py::list Memory(const PyDelegate& d) {
   py::list out;
   for (const auto& [partition, m] : d.core().memory()) {
@@ -173,6 +185,7 @@ void RegisterDelegate(py::module_& m) {
       .def("stats", &Stats)
       .def("profile", &Profile)
       .def("memory", &Memory)
+      .def("captured", &Captured)
       .def("reset_profile", [](const PyDelegate& d) { d.core().profiler().Reset(); })
       .def("device", [](const PyDelegate& d) { return DeviceDict(d.core().env().device()); });
   m.def("abi_layout", &AbiLayout);
