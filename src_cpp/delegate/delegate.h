@@ -78,6 +78,10 @@ class DelegateCore {
   }
   size_t storage_bytes() const { return half_storage_ ? 2 : 4; }
   BinaryCache* disk_cache() const { return disk_.get(); }
+  bool zero_copy() const {
+    return options_.zero_copy == "on" ||
+           (options_.zero_copy == "auto" && env_->device().host_unified_memory);
+  }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);
 

@@ -43,7 +43,7 @@ int ParseNonNegativeInt(const std::string& key, const std::string& v) {
 const std::vector<std::string>& OptionKeys() {
   static const std::vector<std::string> keys = {
       "device", "precision", "max_delegated_partitions", "profiling", "partitioning",
-      "conv_algorithm", "serialization_dir", "model_token", "capture_tensors",
+      "conv_algorithm", "serialization_dir", "model_token", "zero_copy", "capture_tensors",
       "runtime", "fail_at"};
   return keys;
 }
@@ -73,6 +73,9 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       if (value.find('/') != std::string::npos || value == "..")
         throw OptionError("option 'model_token' must not contain '/'");
       o.model_token = value;
+    } else if (key == "zero_copy") {
+      OneOf(key, value, {"auto", "on", "off"});
+      o.zero_copy = value;
     } else if (key == "capture_tensors") {
       o.capture_tensors = ParseBool(key, value);
     } else if (key == "runtime") {
@@ -92,7 +95,7 @@ std::string DescribeOptions(const Options& o) {
   return "device=" + o.device + ", precision=" + o.precision +
          ", max_delegated_partitions=" + std::to_string(o.max_delegated_partitions) +
          ", profiling=" + (o.profiling ? "true" : "false") + ", partitioning=" + o.partitioning +
-         ", conv_algorithm=" + o.conv_algorithm;
+         ", conv_algorithm=" + o.conv_algorithm + ", zero_copy=" + o.zero_copy;
 }
 
 }  // namespace clgpu

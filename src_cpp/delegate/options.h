@@ -18,6 +18,9 @@ struct Options {
   std::string partitioning = "all";    // all | cost
   // Test and benchmark hook: force one convolution algorithm when it applies.
   std::string conv_algorithm = "auto";
+  // Partition inputs/outputs use TFLite's own memory (CL_MEM_USE_HOST_PTR + map)
+  // instead of copies: auto = on devices that share memory with the host.
+  std::string zero_copy = "auto";
   // Debugging (check_precision): after each invoke, copy every activation of
   // every partition back to the host, readable with Delegate.captured().
   bool capture_tensors = false;

@@ -1,0 +1,201 @@
+"""The benchmark model set on three engines: stock TFLite CPU (XNNPACK), LiteRT's own
+GPU accelerator (CompiledModel, WebGPU on Vulkan; when available) and this delegate.
+
+    python bench/compare_cpu.py [--models a,b] [--runs N] [--out bench/results]
+
+Writes bench/results/models-<device>.json and .md (device, driver, date, command) and a
+PNG plot. Times are medians of synchronous inferences including input upload and output
+read-back, batch 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clgpu_delegate.bench import run_benchmark
+from clgpu_delegate.modelgen import zoo
+
+DEFAULT_MODELS = [
+    "lenet5",
+    "mobilenet_v1",
+    "mobilenet_v2",
+    "inception_v1",
+    "resnet50",
+    "alexnet",
+    "pynet",
+]
+
+
+def litert_gpu(model_path: Path, runs: int) -> dict[str, Any]:
+    """Median time of LiteRT's CompiledModel with the GPU accelerator, or the reason
+    it could not run."""
+    try:
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    except ImportError as e:
+        return {"error": f"ai_edge_litert.compiled_model not available: {e}"}
+    try:
+        t0 = time.perf_counter()
+        cm = CompiledModel.from_file(
+            str(model_path), hardware_accel=HardwareAccelerator.GPU | HardwareAccelerator.CPU
+        )
+        inputs = cm.create_input_buffers(0)
+        outputs = cm.create_output_buffers(0)
+        init_ms = (time.perf_counter() - t0) * 1e3
+        sig = cm.get_signature_by_index(0)
+        in_det = cm.get_input_tensor_details(sig.get("key", "") if isinstance(sig, dict) else "")
+        rng = np.random.default_rng(0)
+        feeds = []
+        for name in in_det:
+            shape = in_det[name]["shape"]
+            feeds.append(rng.standard_normal(shape).astype(np.float32))
+        out_det = cm.get_output_tensor_details(sig.get("key", "") if isinstance(sig, dict) else "")
+        out_sizes = [int(np.prod(out_det[n]["shape"])) for n in out_det]
+
+        def once() -> float:
+            t = time.perf_counter()
+            for b, x in zip(inputs, feeds, strict=True):
+                b.write(x)
+            cm.run_by_index(0, inputs, outputs)
+            for b, n in zip(outputs, out_sizes, strict=True):
+                b.read(n, np.float32)
+            return (time.perf_counter() - t) * 1e3
+
+        first = once()
+        times = [once() for _ in range(runs)]
+        return {
+            "init_ms": init_ms,
+            "first_ms": first,
+            "median_ms": statistics.median(times),
+            "min_ms": min(times),
+            "fully_accelerated": bool(cm.is_fully_accelerated()),
+        }
+    except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--pynet-size", type=int, default=512)
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--partitioning", default="cost")
+    ap.add_argument("--no-litert-gpu", action="store_true")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    args = ap.parse_args(argv)
+    rows = []
+    device = None
+    for name in [m for m in args.models.split(",") if m]:
+        opts = {"size": args.pynet_size} if name == "pynet" else {}
+        path = zoo.path(name, **opts)
+        rep = run_benchmark(
+            str(path),
+            runs=args.runs,
+            precision=args.precision,
+            partitioning=args.partitioning,
+            progress=False,
+        )
+        device = device or rep
+        cpu, dlg = rep["results"]
+        row = {
+            "model": name + (f"-{args.pynet_size}" if name == "pynet" else ""),
+            "cpu": cpu,
+            "delegate": dlg,
+            "memory": rep.get("memory"),
+        }
+        if not args.no_litert_gpu:
+            row["litert_gpu"] = litert_gpu(path, args.runs)
+        rows.append(row)
+        g = row.get("litert_gpu", {})
+        print(
+            f"{row['model']:<16} cpu {cpu['median_ms']:9.3f} ms   litert-gpu "
+            f"{g.get('median_ms', float('nan')):9.3f} ms   delegate {dlg['median_ms']:9.3f} ms "
+            f"({dlg['delegated_nodes']}/{dlg['total_nodes']} nodes, {dlg['partitions']} parts, "
+            f"rel diff {dlg['max_rel_diff']:.1e})",
+            flush=True,
+        )
+    meta = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "device": device["device"] if device else None,
+        "driver": device["driver"] if device else None,
+        "cpu_threads": os.cpu_count(),
+        "precision": args.precision,
+        "partitioning": args.partitioning,
+        "runs": args.runs,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "models-" + re.sub(r"[^A-Za-z0-9]+", "_", meta["device"] or "unknown").strip("_")
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    md = [
+        f"# Benchmark models on {meta['device']}",
+        "",
+        f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, "
+        f"precision {meta['precision']}, partitioning {meta['partitioning']}, "
+        f"median of {meta['runs']} runs",
+        "",
+        f"command: `{meta['command']}`",
+        "",
+        "| model | CPU (XNNPACK) ms | LiteRT GPU ms | delegate ms | speed-up vs CPU | "
+        "delegated nodes | partitions | init ms (delegate) | max rel diff |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        c, d, g = r["cpu"], r["delegate"], r.get("litert_gpu", {})
+        gm = f"{g['median_ms']:.3f}" if "median_ms" in g else ("n/a" if not g else "failed")
+        md.append(
+            f"| {r['model']} | {c['median_ms']:.3f} | {gm} | {d['median_ms']:.3f} | "
+            f"{c['median_ms'] / d['median_ms']:.2f}x | {d['delegated_nodes']}/"
+            f"{d['total_nodes']} | {d['partitions']} | {d['init_ms']:.0f} | "
+            f"{d['max_rel_diff']:.1e} |"
+        )
+    errs = [
+        f"- {r['model']}: LiteRT GPU {r['litert_gpu']['error']}"
+        for r in rows
+        if "error" in r.get("litert_gpu", {})
+    ]
+    if errs:
+        md += ["", *errs]
+    (out / f"{stem}.md").write_text("\n".join(md) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        x = np.arange(len(rows))
+        w = 0.27
+        ax.bar(x - w, [r["cpu"]["median_ms"] for r in rows], w, label="TFLite CPU")
+        ax.bar(
+            x, [r.get("litert_gpu", {}).get("median_ms", 0) for r in rows], w, label="LiteRT GPU"
+        )
+        ax.bar(x + w, [r["delegate"]["median_ms"] for r in rows], w, label="clgpu delegate")
+        ax.set_xticks(x, [r["model"] for r in rows], rotation=20)
+        ax.set_yscale("log")
+        ax.set_ylabel("median ms")
+        ax.legend()
+        ax.set_title(meta["device"] or "")
+        fig.tight_layout()
+        fig.savefig(out / f"{stem}.png", dpi=110)
+    except ImportError:
+        pass
+    print(f"wrote {out / stem}.json/.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

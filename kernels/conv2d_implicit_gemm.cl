@@ -1,0 +1,284 @@
+// CONV_2D as an implicit GEMM: out[M = N*OH*OW][OC] = act(im2col(in)[M][K = KH*KW*C] *
+// filter[OC][K]^T + bias), the im2col indices computed on the fly (no extra buffer). Any kernel
+// size, stride, dilation and padding; NHWC input/output, OHWI filter (already the [OC][K] matrix).
+// Needs common.cl.
+//
+// conv2d_implicit_gemm(in, filter, bias, out, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW,
+//                      PT, PL, act_min, act_max)
+//   __global const T* in [N][H][W][C]; __global const T* filter [OC][KH][KW][C];
+//   __global const float* bias [OC] (zeros when the model has none); __global T* out
+//   [N][OH][OW][OC]; int N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW; int PT, PL (top/left
+//   padding; bottom/right padding is implied by OH/OW: taps outside the input read zero);
+//   float act_min, act_max
+//   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
+//            global = ceil(N * OH * OW / TILE_M) * ceil(OC / TILE_N) * WG.
+//   A group computes a TILE_M (output pixels) x TILE_N (output channels) block, a work-item
+//   WPT_M x WPT_N of it in registers (runs of VWM x VWN read from local memory as float4); the next
+//   tile's global loads are issued before the math on the current one. Input loads are float4
+//   along C when C % 4 == 0, scalar otherwise; stores float4 when OC % 4 == 0 and VWN == 4.
+//   Defines: TILE_M (32), TILE_N (32), TILE_K (16), WPT_M (4), WPT_N (4), VWM (4), VWN (4),
+//   LPAD (0): the defaults give 64 work-items per group. Constraints (#error): as in gemm.cl, plus
+//   WG % TILE_K == 0. On an H200, TILE_M 128, TILE_N 64, WPT_M 8, WPT_N 4 is ~1.8x faster for
+//   C, OC >= 64 (24 vs 14 TFLOP/s fp32); TILE_M 64, TILE_N 32, TILE_K 8 for C = 3..4 inputs.
+
+#ifndef TILE_M
+#define TILE_M 32
+#endif
+#ifndef TILE_N
+#define TILE_N 32
+#endif
+#ifndef TILE_K
+#define TILE_K 16
+#endif
+#ifndef WPT_M
+#define WPT_M 4
+#endif
+#ifndef WPT_N
+#define WPT_N 4
+#endif
+#ifndef VWM
+#define VWM 4
+#endif
+#ifndef VWN
+#define VWN 4
+#endif
+#ifndef LPAD
+#define LPAD 0
+#endif
+
+#define RT_M (TILE_M / WPT_M)
+#define RT_N (TILE_N / WPT_N)
+#define GEMM_WG (RT_M * RT_N)
+
+#if (TILE_M % WPT_M) || (TILE_N % WPT_N) || (TILE_K % 4) || (GEMM_WG % TILE_K)
+#error "conv2d_implicit_gemm.cl: bad tile defines (see the constraints at the top of the file)"
+#endif
+#if (VWM != 1 && VWM != 4) || (VWN != 1 && VWN != 4) || (WPT_M % VWM) || (WPT_N % VWN) || \
+    ((TILE_M + LPAD) % VWM) || ((TILE_N + LPAD) % VWN)
+#error "VWM/VWN must be 1 or 4 and divide WPT_M/WPT_N and the local row lengths"
+#endif
+
+// Row i / column j of the tile owned by work-item (tx, ty): runs of VWM (VWN) neighbours, the runs
+// RT_M * VWM (RT_N * VWN) apart, so neighbouring work-items read neighbouring float4s from local
+// memory (no bank conflicts) and write neighbouring float4s to the output.
+#define ROW_OF(ty, i) (((i) / VWM) * (RT_M * VWM) + VWM * (ty) + (i) % VWM)
+#define COL_OF(tx, j) (((j) / VWN) * (RT_N * VWN) + VWN * (tx) + (j) % VWN)
+
+// Reads the WPT values of one local tile row that a work-item owns (see ROW_OF / COL_OF).
+static inline void read_local_run(__local const float* row, int t, float* dst, int vw, int rt,
+                                  int wpt) {
+  if (vw == 4) {
+#pragma unroll
+    for (int q = 0; q < wpt / 4; ++q) {
+      const float4 v = *(__local const float4*)(row + q * rt * 4 + t * 4);
+      dst[4 * q] = v.x;
+      dst[4 * q + 1] = v.y;
+      dst[4 * q + 2] = v.z;
+      dst[4 * q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < wpt; ++i) dst[i] = row[i * rt + t];
+  }
+}
+
+// A row that does not exist (m >= M) gets this input row origin, so every tap of it fails the
+// bounds check and reads zero.
+#define NO_ROW (-(1 << 29))
+
+// Tiles travel global -> registers (fetch_*, issued before the math on the previous tile so the
+// loads are in flight meanwhile) -> local memory (store_tile_nt), transposed: dst[k][row].
+// A work-item moves elements e = lid + i * GEMM_WG of the tile, as float4 along k when vec, else
+// as floats. rows is TILE_M or TILE_N, a constant after inlining, so loops unroll.
+#define NV_OF(rows) ((TILE_K * (rows) / 4 + GEMM_WG - 1) / GEMM_WG)  // float4s per work-item
+#define NS_OF(rows) ((TILE_K * (rows) + GEMM_WG - 1) / GEMM_WG)      // floats per work-item
+#define NREG(rows) (4 * NV_OF(rows))                                 // >= NS_OF(rows)
+
+// Rows [r0, r0 + rows) x columns [k0, k0 + TILE_K) of a row-major nrows x K matrix (zero outside).
+static inline void fetch_tile_nt(__global const T* restrict src, float* r, int rows, int r0,
+                                 int nrows, int k0, int K, bool vec, int lid) {
+  if (vec) {
+    const int K4 = K >> 2;
+#pragma unroll
+    for (int i = 0; i < NV_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      const int gr = r0 + e / (TILE_K / 4);
+      const int gk4 = (k0 >> 2) + e % (TILE_K / 4);
+      float4 v = (float4)(0.0f);
+      if (e < rows * TILE_K / 4 && gr < nrows && gk4 < K4) v = LOADF4(src, gr * K4 + gk4);
+      r[4 * i] = v.x;
+      r[4 * i + 1] = v.y;
+      r[4 * i + 2] = v.z;
+      r[4 * i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      const int gr = r0 + e / TILE_K;
+      const int gk = k0 + e % TILE_K;
+      r[i] = (e < rows * TILE_K && gr < nrows && gk < K) ? LOADF(src, gr * K + gk) : 0.0f;
+    }
+  }
+}
+
+static inline void store_tile_nt(const float* r, __local float* dst, int rows, bool vec, int lid) {
+  const int ld = rows + LPAD;
+  if (vec) {
+#pragma unroll
+    for (int i = 0; i < NV_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      if ((rows * TILE_K / 4) % GEMM_WG == 0 || e < rows * TILE_K / 4) {
+        const int row = e / (TILE_K / 4);
+        const int k = 4 * (e % (TILE_K / 4));
+        dst[k * ld + row] = r[4 * i];
+        dst[(k + 1) * ld + row] = r[4 * i + 1];
+        dst[(k + 2) * ld + row] = r[4 * i + 2];
+        dst[(k + 3) * ld + row] = r[4 * i + 3];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      if ((rows * TILE_K) % GEMM_WG == 0 || e < rows * TILE_K)
+        dst[(e % TILE_K) * ld + e / TILE_K] = r[i];
+    }
+  }
+}
+
+// The A (im2col) tile: rows = output pixels [m0, m0 + TILE_M), columns [k0, k0 + TILE_K). The
+// work-item's element i is the pixel whose image offset and tap-(0, 0) input row/column are
+// pix_base/pix_ih/pix_iw[i] (NO_ROW when the element or the pixel does not exist), at column k (the
+// same for all its elements, WG being a multiple of TILE_K, so the k -> (kh, kw, c) split costs
+// two divisions per tile, not per element). Taps outside the input and columns past K read zero.
+static inline void fetch_im2col(__global const T* restrict in, float* r, const int* pix_base,
+                                const int* pix_ih, const int* pix_iw, int k, int K, int C, int KW,
+                                int DH, int DW, int H, int W, bool vec) {
+  const int c = k % C;
+  const int t = k / C;
+  // Past the end of K, kh lands past KH; forcing the row out of range zero-fills the column.
+  const int dh = (k < K) ? (t / KW) * DH : NO_ROW;
+  const int dw = (t % KW) * DW;
+  if (vec) {
+#pragma unroll
+    for (int i = 0; i < NV_OF(TILE_M); ++i) {
+      const int ih = pix_ih[i] + dh;
+      const int iw = pix_iw[i] + dw;
+      float4 v = (float4)(0.0f);
+      if ((uint)ih < (uint)H && (uint)iw < (uint)W)
+        v = LOADF4(in, (pix_base[i] + (ih * W + iw) * C + c) >> 2);
+      r[4 * i] = v.x;
+      r[4 * i + 1] = v.y;
+      r[4 * i + 2] = v.z;
+      r[4 * i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS_OF(TILE_M); ++i) {
+      const int ih = pix_ih[i] + dh;
+      const int iw = pix_iw[i] + dw;
+      r[i] = ((uint)ih < (uint)H && (uint)iw < (uint)W)
+                 ? LOADF(in, pix_base[i] + (ih * W + iw) * C + c)
+                 : 0.0f;
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm(
+    __global const T* restrict in, __global const T* restrict filter,
+    __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
+    int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
+    float act_min, float act_max) {
+  __local float As[TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
+  __local float Bs[TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
+
+  const int lid = get_local_id(0);
+  const int tx = lid % RT_N;
+  const int ty = lid / RT_N;
+  const int M = N * OH * OW;
+  const int K = KH * KW * C;
+  const int tiles_n = (OC + TILE_N - 1) / TILE_N;
+  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
+  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
+  const bool vec_a = (C & 3) == 0;  // 4 neighbouring k of one tap are 4 neighbouring channels
+  const bool vec_b = (K & 3) == 0;
+
+  // The output pixels whose im2col rows this work-item loads (see fetch_im2col).
+  int pix_base[NS_OF(TILE_M)], pix_ih[NS_OF(TILE_M)], pix_iw[NS_OF(TILE_M)];
+#pragma unroll
+  for (int i = 0; i < NS_OF(TILE_M); ++i) {
+    const int e = lid + i * GEMM_WG;
+    const bool exists =
+        vec_a ? (i < NV_OF(TILE_M) && e < TILE_M * TILE_K / 4) : e < TILE_M * TILE_K;
+    const int m = m0 + (vec_a ? e / (TILE_K / 4) : e / TILE_K);
+    pix_base[i] = 0;
+    pix_ih[i] = NO_ROW;
+    pix_iw[i] = 0;
+    if (exists && m < M) {
+      const int ow = m % OW;
+      const int t = m / OW;
+      pix_base[i] = (t / OH) * H * W * C;
+      pix_ih[i] = (t % OH) * SH - PT;
+      pix_iw[i] = ow * SW - PL;
+    }
+  }
+
+  float acc[WPT_M][WPT_N];
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
+
+  const int kstep = vec_a ? 4 * (lid % (TILE_K / 4)) : lid % TILE_K;
+  float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
+  fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, kstep, K, C, KW, DH, DW, H, W, vec_a);
+  fetch_tile_nt(filter, rb, TILE_N, n0, OC, 0, K, vec_b, lid);
+  for (int k0 = 0; k0 < K; k0 += TILE_K) {
+    store_tile_nt(ra, &As[0][0], TILE_M, vec_a, lid);
+    store_tile_nt(rb, &Bs[0][0], TILE_N, vec_b, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (k0 + TILE_K < K) {
+      fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, k0 + TILE_K + kstep, K, C, KW, DH, DW, H, W,
+                   vec_a);
+      fetch_tile_nt(filter, rb, TILE_N, n0, OC, k0 + TILE_K, K, vec_b, lid);
+    }
+#pragma unroll
+    for (int kk = 0; kk < TILE_K; ++kk) {
+      float a[WPT_M], b[WPT_N];
+      read_local_run(&As[kk][0], ty, a, VWM, RT_M, WPT_M);
+      read_local_run(&Bs[kk][0], tx, b, VWN, RT_N, WPT_N);
+#pragma unroll
+      for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+        for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i) {
+    const int m = m0 + ROW_OF(ty, i);
+    if (m >= M) break;
+#pragma unroll
+    for (int q = 0; q < WPT_N / VWN; ++q) {
+      const int n = n0 + COL_OF(tx, q * VWN);
+#if VWN == 4
+      if ((OC & 3) == 0) {
+        if (n < OC) {
+          const float4 v =
+              (float4)(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]) +
+              vload4(n >> 2, bias);
+          STOREF4(ACTIVATE(v, act_min, act_max), out, (m * OC + n) >> 2);
+        }
+        continue;
+      }
+#endif
+#pragma unroll
+      for (int e = 0; e < VWN; ++e)
+        if (n + e < OC)
+          STOREF(ACTIVATE(acc[i][q * VWN + e] + bias[n + e], act_min, act_max), out,
+                 m * OC + n + e);
+    }
+  }
+}

@@ -1,0 +1,365 @@
+// Winograd F(2x2, 3x3) for 3x3, stride 1, dilation 1 CONV_2D (NHWC, OHWI filter): filter
+// transform (once, at init), input transform, 16 batched GEMMs, output transform (+ bias, clamp).
+// Also holds winograd_gemm, the batched GEMM stage shared with conv2d_winograd4.cl. Needs
+// common.cl.
+//
+// Tiles: output tile (th, tw) covers output rows 2*th..2*th+1, columns 2*tw..2*tw+1, and reads the
+// 4x4 input patch whose corner is (2*th - PT, 2*tw - PL); TH = ceil(OH / 2), TW = ceil(OW / 2).
+// Work is split by rows of tiles: one pass handles tile rows [tile_row_start, tile_row_start +
+// tile_rows) of every image, P = N * tile_rows * TW tiles, tile p = (n * tile_rows + r) * TW + tw
+// (tile row tile_row_start + r). Passes over the whole of [0, TH) give the full output; the host
+// picks tile_rows so that the transformed buffers below fit the device's max allocation.
+// Transformed buffers (storage TT: T, or float with -DTRANSFORMED_FLOAT; xi = 4 * i + j is the
+// position in the 4x4 tile):
+//   U  [16][OC][C]   filter,  U[xi] = (G g G^T)[i][j]   (made once; independent of the split)
+//   V  [16][P][C]    input,   V[xi] = (B^T d B)[i][j]
+//   Mo [16][P][OC]   product, Mo[xi] = V[xi] * U[xi]^T
+//
+// winograd_f2_filter_transform(filter, U, C, OC)
+//   __global const T* filter [OC][3][3][C]; __global TT* U [16][OC][C]; int C, OC
+//   NDRange: 1-D, global >= OC * C (any rounding), any local size.
+//
+// winograd_f2_input_transform(in, V, N, H, W, C, OH, OW, PT, PL, tile_row_start, tile_rows)
+//   __global const T* in [N][H][W][C]; __global TT* V [16][P][C]; ints as named (OH, OW: the
+//   conv's output size; taps outside the input read zero, so SAME/VALID are just PT/PL and OH/OW)
+//   NDRange: 1-D, global >= P * C (any rounding), any local size.
+//
+// winograd_gemm(V, U, Mo, P, OC, C) -- Mo[b] = V[b] * U[b]^T for b = get_group_id(1)
+//   __global const TT* V [NB][P][C]; __global const TT* U [NB][OC][C];
+//   __global TT* Mo [NB][P][OC]; int P, OC, C. NB = 16 here, 36 for conv2d_winograd4.cl.
+//   NDRange: 2-D. local = (WG, 1), WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
+//            global = (ceil(P / TILE_M) * ceil(OC / TILE_N) * WG, NB).
+//   Defines: TILE_M (128), TILE_N (64), TILE_K (16), WPT_M (8), WPT_N (4), VWM (4), VWN (4),
+//   LPAD (0): meaning and constraints as in gemm.cl; float4 loads when C % 4 == 0. 128x128 / 8x8
+//   is ~1.4x faster when C, OC >= 256 on an H200; TILE_K 8 when C <= 8.
+//
+// winograd_f2_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
+//                              act_min, act_max)
+//   __global const TT* Mo [16][P][OC]; __global const float* bias [OC]; __global T* out
+//   [N][OH][OW][OC] (the whole output; a pass writes its own rows); float act_min, act_max
+//   NDRange: 1-D, global >= P * OC (any rounding), any local size.
+//
+// Define for all four kernels: TRANSFORMED_FLOAT (off): U, V, Mo are float buffers instead of T.
+// With STORAGE_HALF, F(4x4) needs it; F(2x2)'s half intermediates cost ~1e-3 relative (up to
+// ~5e-3 of the output range measured). Every kernel of one convolution must agree on it.
+
+#ifndef TILE_M
+#define TILE_M 128
+#endif
+#ifndef TILE_N
+#define TILE_N 64
+#endif
+#ifndef TILE_K
+#define TILE_K 16
+#endif
+#ifndef WPT_M
+#define WPT_M 8
+#endif
+#ifndef WPT_N
+#define WPT_N 4
+#endif
+#ifndef VWM
+#define VWM 4
+#endif
+#ifndef VWN
+#define VWN 4
+#endif
+#ifndef LPAD
+#define LPAD 0
+#endif
+
+// Storage of the transformed buffers U, V, Mo: T by default; float with -DTRANSFORMED_FLOAT.
+#ifdef TRANSFORMED_FLOAT
+#define TT float
+#define LOADT(p, i) ((p)[(i)])
+#define STORET(v, p, i) ((p)[(i)] = (v))
+#define LOADT4(p, i4) vload4((i4), (p))
+#else
+#define TT T
+#define LOADT(p, i) LOADF(p, i)
+#define STORET(v, p, i) STOREF(v, p, i)
+#define LOADT4(p, i4) LOADF4(p, i4)
+#endif
+
+#define RT_M (TILE_M / WPT_M)
+#define RT_N (TILE_N / WPT_N)
+#define GEMM_WG (RT_M * RT_N)
+
+#if (TILE_M % WPT_M) || (TILE_N % WPT_N) || (TILE_K % 4)
+#error "conv2d_winograd.cl: TILE_M/TILE_N must be multiples of WPT_M/WPT_N and TILE_K of 4"
+#endif
+#if (VWM != 1 && VWM != 4) || (VWN != 1 && VWN != 4) || (WPT_M % VWM) || (WPT_N % VWN) || \
+    ((TILE_M + LPAD) % VWM) || ((TILE_N + LPAD) % VWN)
+#error "VWM/VWN must be 1 or 4 and divide WPT_M/WPT_N and the local row lengths"
+#endif
+
+// Row i / column j of the tile owned by work-item (tx, ty): runs of VWM (VWN) neighbours, the runs
+// RT_M * VWM (RT_N * VWN) apart, so neighbouring work-items read neighbouring float4s from local
+// memory (no bank conflicts) and write neighbouring float4s to the output.
+#define ROW_OF(ty, i) (((i) / VWM) * (RT_M * VWM) + VWM * (ty) + (i) % VWM)
+#define COL_OF(tx, j) (((j) / VWN) * (RT_N * VWN) + VWN * (tx) + (j) % VWN)
+
+// Reads the WPT values of one local tile row that a work-item owns (see ROW_OF / COL_OF).
+static inline void read_local_run(__local const float* row, int t, float* dst, int vw, int rt,
+                                  int wpt) {
+  if (vw == 4) {
+#pragma unroll
+    for (int q = 0; q < wpt / 4; ++q) {
+      const float4 v = *(__local const float4*)(row + q * rt * 4 + t * 4);
+      dst[4 * q] = v.x;
+      dst[4 * q + 1] = v.y;
+      dst[4 * q + 2] = v.z;
+      dst[4 * q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < wpt; ++i) dst[i] = row[i * rt + t];
+  }
+}
+
+// ---- filter transform ------------------------------------------------------------------------
+
+// y = G x for one 3-vector (G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]); strides in elements.
+static inline void winograd_f2_g(const float* x, int sx, float* y, int sy) {
+  const float a = 0.5f * (x[0] + x[2 * sx]);
+  const float b = 0.5f * x[sx];
+  y[0] = x[0];
+  y[sy] = a + b;
+  y[2 * sy] = a - b;
+  y[3 * sy] = x[2 * sx];
+}
+
+__kernel void winograd_f2_filter_transform(__global const T* restrict filter,
+                                           __global TT* restrict U, int C, int OC) {
+  const int idx = get_global_id(0);
+  if (idx >= OC * C) return;
+  const int c = idx % C;
+  const int oc = idx / C;
+  float g[9], t[12], u[16];
+#pragma unroll
+  for (int k = 0; k < 9; ++k) g[k] = LOADF(filter, (oc * 9 + k) * C + c);
+#pragma unroll
+  for (int j = 0; j < 3; ++j) winograd_f2_g(g + j, 3, t + j, 3);  // t[4][3] = G g
+#pragma unroll
+  for (int i = 0; i < 4; ++i) winograd_f2_g(t + 3 * i, 1, u + 4 * i, 1);  // u[4][4] = t G^T
+#pragma unroll
+  for (int xi = 0; xi < 16; ++xi) STORET(u[xi], U, (xi * OC + oc) * C + c);
+}
+
+// ---- input transform -------------------------------------------------------------------------
+
+// y = B^T x for one 4-vector (B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]).
+static inline void winograd_f2_bt(const float* x, int sx, float* y, int sy) {
+  y[0] = x[0] - x[2 * sx];
+  y[sy] = x[sx] + x[2 * sx];
+  y[2 * sy] = x[2 * sx] - x[sx];
+  y[3 * sy] = x[sx] - x[3 * sx];
+}
+
+__kernel void winograd_f2_input_transform(__global const T* restrict in, __global TT* restrict V,
+                                          int N, int H, int W, int C, int OH, int OW, int PT,
+                                          int PL, int tile_row_start, int tile_rows) {
+  const int TW = (OW + 1) / 2;
+  const int P = N * tile_rows * TW;
+  const int idx = get_global_id(0);
+  if (idx >= P * C) return;
+  const int c = idx % C;
+  const int p = idx / C;
+  const int tw = p % TW;
+  const int t = p / TW;
+  const int n = t / tile_rows;
+  const int ih0 = (tile_row_start + t % tile_rows) * 2 - PT;
+  const int iw0 = tw * 2 - PL;
+
+  float d[16], s[16], v[16];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int ih = ih0 + i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int iw = iw0 + j;
+      d[4 * i + j] = ((uint)ih < (uint)H && (uint)iw < (uint)W)
+                         ? LOADF(in, ((n * H + ih) * W + iw) * C + c)
+                         : 0.0f;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) winograd_f2_bt(d + j, 4, s + j, 4);  // s = B^T d
+#pragma unroll
+  for (int i = 0; i < 4; ++i) winograd_f2_bt(s + 4 * i, 1, v + 4 * i, 1);  // v = s B
+#pragma unroll
+  for (int xi = 0; xi < 16; ++xi) STORET(v[xi], V, (xi * P + p) * C + c);
+}
+
+// ---- batched GEMM ----------------------------------------------------------------------------
+
+// Tiles travel global -> registers (winograd_fetch_tile, issued before the math on the previous
+// tile so the loads are in flight meanwhile) -> local memory (winograd_store_tile), transposed:
+// dst[k][row]. A work-item moves elements e = lid + i * GEMM_WG of the tile, as float4 along k
+// when vec (K % 4 == 0), else as floats. rows is TILE_M or TILE_N, a constant after inlining, so
+// loops unroll.
+#define NV_OF(rows) ((TILE_K * (rows) / 4 + GEMM_WG - 1) / GEMM_WG)  // float4s per work-item
+#define NS_OF(rows) ((TILE_K * (rows) + GEMM_WG - 1) / GEMM_WG)      // floats per work-item
+#define NREG(rows) (4 * NV_OF(rows))                                 // >= NS_OF(rows)
+
+// Rows [r0, r0 + rows) x columns [k0, k0 + TILE_K) of a row-major nrows x K matrix (zero outside).
+static inline void winograd_fetch_tile(__global const TT* restrict src, float* r, int rows, int r0,
+                                       int nrows, int k0, int K, bool vec, int lid) {
+  if (vec) {
+    const int K4 = K >> 2;
+#pragma unroll
+    for (int i = 0; i < NV_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      const int gr = r0 + e / (TILE_K / 4);
+      const int gk4 = (k0 >> 2) + e % (TILE_K / 4);
+      float4 v = (float4)(0.0f);
+      if (e < rows * TILE_K / 4 && gr < nrows && gk4 < K4) v = LOADT4(src, gr * K4 + gk4);
+      r[4 * i] = v.x;
+      r[4 * i + 1] = v.y;
+      r[4 * i + 2] = v.z;
+      r[4 * i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      const int gr = r0 + e / TILE_K;
+      const int gk = k0 + e % TILE_K;
+      r[i] = (e < rows * TILE_K && gr < nrows && gk < K) ? LOADT(src, gr * K + gk) : 0.0f;
+    }
+  }
+}
+
+static inline void winograd_store_tile(const float* r, __local float* dst, int rows, bool vec,
+                                       int lid) {
+  const int ld = rows + LPAD;
+  if (vec) {
+#pragma unroll
+    for (int i = 0; i < NV_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      if ((rows * TILE_K / 4) % GEMM_WG == 0 || e < rows * TILE_K / 4) {
+        const int row = e / (TILE_K / 4);
+        const int k = 4 * (e % (TILE_K / 4));
+        dst[k * ld + row] = r[4 * i];
+        dst[(k + 1) * ld + row] = r[4 * i + 1];
+        dst[(k + 2) * ld + row] = r[4 * i + 2];
+        dst[(k + 3) * ld + row] = r[4 * i + 3];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      if ((rows * TILE_K) % GEMM_WG == 0 || e < rows * TILE_K)
+        dst[(e % TILE_K) * ld + e / TILE_K] = r[i];
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void winograd_gemm(
+    __global const TT* restrict V, __global const TT* restrict U, __global TT* restrict Mo, int P,
+    int OC, int C) {
+  __local float As[TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
+  __local float Bs[TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
+
+  const int b = get_group_id(1);
+  __global const TT* A = V + b * P * C;
+  __global const TT* B = U + b * OC * C;
+  const int lid = get_local_id(0);
+  const int tx = lid % RT_N;
+  const int ty = lid / RT_N;
+  const int tiles_n = (OC + TILE_N - 1) / TILE_N;
+  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
+  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
+
+  float acc[WPT_M][WPT_N];
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
+
+  const bool vec = (C & 3) == 0;
+  float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
+  winograd_fetch_tile(A, ra, TILE_M, m0, P, 0, C, vec, lid);
+  winograd_fetch_tile(B, rb, TILE_N, n0, OC, 0, C, vec, lid);
+  for (int k0 = 0; k0 < C; k0 += TILE_K) {
+    winograd_store_tile(ra, &As[0][0], TILE_M, vec, lid);
+    winograd_store_tile(rb, &Bs[0][0], TILE_N, vec, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (k0 + TILE_K < C) {
+      winograd_fetch_tile(A, ra, TILE_M, m0, P, k0 + TILE_K, C, vec, lid);
+      winograd_fetch_tile(B, rb, TILE_N, n0, OC, k0 + TILE_K, C, vec, lid);
+    }
+#pragma unroll
+    for (int kk = 0; kk < TILE_K; ++kk) {
+      float a[WPT_M], bv[WPT_N];
+      read_local_run(&As[kk][0], ty, a, VWM, RT_M, WPT_M);
+      read_local_run(&Bs[kk][0], tx, bv, VWN, RT_N, WPT_N);
+#pragma unroll
+      for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+        for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[i], bv[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  const int out0 = b * P * OC;
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i) {
+    const int m = m0 + ROW_OF(ty, i);
+    if (m >= P) break;
+#pragma unroll
+    for (int q = 0; q < WPT_N / VWN; ++q) {
+      const int n = n0 + COL_OF(tx, q * VWN);
+#pragma unroll
+      for (int e = 0; e < VWN; ++e)
+        if (n + e < OC) STORET(acc[i][q * VWN + e], Mo, out0 + m * OC + n + e);
+    }
+  }
+}
+
+// ---- output transform ------------------------------------------------------------------------
+
+// y = A^T x for one 4-vector (A^T = [1 1 1 0; 0 1 -1 -1]).
+static inline void winograd_f2_at(const float* x, int sx, float* y, int sy) {
+  y[0] = x[0] + x[sx] + x[2 * sx];
+  y[sy] = x[sx] - x[2 * sx] - x[3 * sx];
+}
+
+__kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
+                                           __global const float* restrict bias,
+                                           __global T* restrict out, int N, int OH, int OW, int OC,
+                                           int tile_row_start, int tile_rows, float act_min,
+                                           float act_max) {
+  const int TW = (OW + 1) / 2;
+  const int P = N * tile_rows * TW;
+  const int idx = get_global_id(0);
+  if (idx >= P * OC) return;
+  const int oc = idx % OC;
+  const int p = idx / OC;
+  const int tw = p % TW;
+  const int t = p / TW;
+  const int n = t / tile_rows;
+  const int oh0 = (tile_row_start + t % tile_rows) * 2;
+  const int ow0 = tw * 2;
+
+  float m[16], s[8], y[4];
+#pragma unroll
+  for (int xi = 0; xi < 16; ++xi) m[xi] = LOADT(Mo, (xi * P + p) * OC + oc);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) winograd_f2_at(m + j, 4, s + j, 4);  // s[2][4] = A^T m
+#pragma unroll
+  for (int i = 0; i < 2; ++i) winograd_f2_at(s + 4 * i, 1, y + 2 * i, 1);  // y[2][2] = s A
+  const float bv = bias[oc];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int oh = oh0 + i;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int ow = ow0 + j;
+      if (oh < OH && ow < OW)
+        STOREF(ACTIVATE(y[2 * i + j] + bv, act_min, act_max), out,
+               ((n * OH + oh) * OW + ow) * OC + oc);
+    }
+  }
+}

@@ -1,0 +1,177 @@
+// Winograd F(4x4, 3x3) for 3x3, stride 1, dilation 1 CONV_2D (NHWC, OHWI filter): 6x6 input
+// tiles, 36 transformed positions, 4x4 outputs per tile (4x fewer multiplies than direct, vs
+// F(2x2, 3x3)'s 2.25x, at some precision cost). Transforms only: the batched GEMM is winograd_gemm
+// from conv2d_winograd.cl, run with NB = 36. Needs common.cl.
+//
+// Same scheme as conv2d_winograd.cl with tile size 4: output tile (th, tw) covers output rows
+// 4*th..4*th+3, columns 4*tw..4*tw+3, and reads the 6x6 input patch with corner
+// (4*th - PT, 4*tw - PL); TH = ceil(OH / 4), TW = ceil(OW / 4). A pass handles tile rows
+// [tile_row_start, tile_row_start + tile_rows) of every image: P = N * tile_rows * TW tiles,
+// tile p = (n * tile_rows + r) * TW + tw.
+// Transformed buffers (storage TT: T, or float with -DTRANSFORMED_FLOAT; xi = 6 * i + j):
+//   U  [36][OC][C]   filter,  U[xi] = (G g G^T)[i][j]   (made once)
+//   V  [36][P][C]    input,   V[xi] = (B^T d B)[i][j]
+//   Mo [36][P][OC]   product, from winograd_gemm (conv2d_winograd.cl) with global = (..., 36)
+// Matrices (interpolation points 0, 1, -1, 2, -2, inf):
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+//   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+//
+// winograd_f4_filter_transform(filter, U, C, OC)
+//   __global const T* filter [OC][3][3][C]; __global TT* U [36][OC][C]; int C, OC
+//   NDRange: 1-D, global >= OC * C (any rounding), any local size.
+//
+// winograd_f4_input_transform(in, V, N, H, W, C, OH, OW, PT, PL, tile_row_start, tile_rows)
+//   __global const T* in [N][H][W][C]; __global TT* V [36][P][C]
+//   NDRange: 1-D, global >= P * C (any rounding), any local size.
+//
+// winograd_f4_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
+//                              act_min, act_max)
+//   __global const TT* Mo [36][P][OC]; __global const float* bias [OC];
+//   __global T* out [N][OH][OW][OC]
+//   NDRange: 1-D, global >= P * OC (any rounding), any local size.
+//
+// Defines: TRANSFORMED_FLOAT (off): U, V, Mo are float buffers instead of T. With STORAGE_HALF,
+// pass it (to winograd_gemm's build too): half intermediates lose up to ~8e-2 of the output range
+// here (measured), float ones ~4e-4.
+
+#ifdef TRANSFORMED_FLOAT
+#define TT float
+#define LOADT(p, i) ((p)[(i)])
+#define STORET(v, p, i) ((p)[(i)] = (v))
+#define LOADT4(p, i4) vload4((i4), (p))
+#else
+#define TT T
+#define LOADT(p, i) LOADF(p, i)
+#define STORET(v, p, i) STOREF(v, p, i)
+#define LOADT4(p, i4) LOADF4(p, i4)
+#endif
+
+// y = G x for one 3-vector; strides in elements.
+static inline void winograd_f4_g(const float* x, int sx, float* y, int sy) {
+  const float g0 = x[0], g1 = x[sx], g2 = x[2 * sx];
+  const float a = g0 + g2;
+  const float b = g0 * (1.0f / 24.0f) + g2 * (1.0f / 6.0f);
+  y[0] = 0.25f * g0;
+  y[sy] = -(a + g1) * (1.0f / 6.0f);
+  y[2 * sy] = -(a - g1) * (1.0f / 6.0f);
+  y[3 * sy] = b + g1 * (1.0f / 12.0f);
+  y[4 * sy] = b - g1 * (1.0f / 12.0f);
+  y[5 * sy] = g2;
+}
+
+__kernel void winograd_f4_filter_transform(__global const T* restrict filter,
+                                           __global TT* restrict U, int C, int OC) {
+  const int idx = get_global_id(0);
+  if (idx >= OC * C) return;
+  const int c = idx % C;
+  const int oc = idx / C;
+  float g[9], t[18], u[36];
+#pragma unroll
+  for (int k = 0; k < 9; ++k) g[k] = LOADF(filter, (oc * 9 + k) * C + c);
+#pragma unroll
+  for (int j = 0; j < 3; ++j) winograd_f4_g(g + j, 3, t + j, 3);  // t[6][3] = G g
+#pragma unroll
+  for (int i = 0; i < 6; ++i) winograd_f4_g(t + 3 * i, 1, u + 6 * i, 1);  // u[6][6] = t G^T
+#pragma unroll
+  for (int xi = 0; xi < 36; ++xi) STORET(u[xi], U, (xi * OC + oc) * C + c);
+}
+
+// y = B^T x for one 6-vector.
+static inline void winograd_f4_bt(const float* x, int sx, float* y, int sy) {
+  const float x0 = x[0], x1 = x[sx], x2 = x[2 * sx], x3 = x[3 * sx], x4 = x[4 * sx], x5 = x[5 * sx];
+  const float a = x4 - 4.0f * x2;  // rows 1, 2 share x4 - 4 x2 and x3 - 4 x1
+  const float b = x3 - 4.0f * x1;
+  const float c = x4 - x2;  // rows 3, 4 share x4 - x2 and 2 (x3 - x1)
+  const float d = 2.0f * (x3 - x1);
+  y[0] = 4.0f * x0 - 5.0f * x2 + x4;
+  y[sy] = a + b;
+  y[2 * sy] = a - b;
+  y[3 * sy] = c + d;
+  y[4 * sy] = c - d;
+  y[5 * sy] = 4.0f * x1 - 5.0f * x3 + x5;
+}
+
+__kernel void winograd_f4_input_transform(__global const T* restrict in, __global TT* restrict V,
+                                          int N, int H, int W, int C, int OH, int OW, int PT,
+                                          int PL, int tile_row_start, int tile_rows) {
+  const int TW = (OW + 3) / 4;
+  const int P = N * tile_rows * TW;
+  const int idx = get_global_id(0);
+  if (idx >= P * C) return;
+  const int c = idx % C;
+  const int p = idx / C;
+  const int tw = p % TW;
+  const int t = p / TW;
+  const int n = t / tile_rows;
+  const int ih0 = (tile_row_start + t % tile_rows) * 4 - PT;
+  const int iw0 = tw * 4 - PL;
+
+  float d[36], s[36], v[36];
+#pragma unroll
+  for (int i = 0; i < 6; ++i) {
+    const int ih = ih0 + i;
+#pragma unroll
+    for (int j = 0; j < 6; ++j) {
+      const int iw = iw0 + j;
+      d[6 * i + j] = ((uint)ih < (uint)H && (uint)iw < (uint)W)
+                         ? LOADF(in, ((n * H + ih) * W + iw) * C + c)
+                         : 0.0f;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 6; ++j) winograd_f4_bt(d + j, 6, s + j, 6);  // s = B^T d
+#pragma unroll
+  for (int i = 0; i < 6; ++i) winograd_f4_bt(s + 6 * i, 1, v + 6 * i, 1);  // v = s B
+#pragma unroll
+  for (int xi = 0; xi < 36; ++xi) STORET(v[xi], V, (xi * P + p) * C + c);
+}
+
+// y = A^T x for one 6-vector.
+static inline void winograd_f4_at(const float* x, int sx, float* y, int sy) {
+  const float x0 = x[0], x1 = x[sx], x2 = x[2 * sx], x3 = x[3 * sx], x4 = x[4 * sx], x5 = x[5 * sx];
+  const float a = x1 + x2, b = x1 - x2, c = x3 + x4, d = x3 - x4;
+  y[0] = x0 + a + c;
+  y[sy] = b + 2.0f * d;
+  y[2 * sy] = a + 4.0f * c;
+  y[3 * sy] = b + 8.0f * d + x5;
+}
+
+__kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
+                                           __global const float* restrict bias,
+                                           __global T* restrict out, int N, int OH, int OW, int OC,
+                                           int tile_row_start, int tile_rows, float act_min,
+                                           float act_max) {
+  const int TW = (OW + 3) / 4;
+  const int P = N * tile_rows * TW;
+  const int idx = get_global_id(0);
+  if (idx >= P * OC) return;
+  const int oc = idx % OC;
+  const int p = idx / OC;
+  const int tw = p % TW;
+  const int t = p / TW;
+  const int n = t / tile_rows;
+  const int oh0 = (tile_row_start + t % tile_rows) * 4;
+  const int ow0 = tw * 4;
+
+  float m[36], s[24], y[16];
+#pragma unroll
+  for (int xi = 0; xi < 36; ++xi) m[xi] = LOADT(Mo, (xi * P + p) * OC + oc);
+#pragma unroll
+  for (int j = 0; j < 6; ++j) winograd_f4_at(m + j, 6, s + j, 6);  // s[4][6] = A^T m
+#pragma unroll
+  for (int i = 0; i < 4; ++i) winograd_f4_at(s + 6 * i, 1, y + 4 * i, 1);  // y[4][4] = s A
+  const float bv = bias[oc];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int oh = oh0 + i;
+    if (oh >= OH) break;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int ow = ow0 + j;
+      if (ow < OW)
+        STOREF(ACTIVATE(y[4 * i + j] + bv, act_min, act_max), out,
+               ((n * OH + oh) * OW + ow) * OC + oc);
+    }
+  }
+}

@@ -1,0 +1,294 @@
+// Dense GEMM for FULLY_CONNECTED and 1x1 stride-1 CONV_2D: C = act(A * B^T + bias), with A the
+// activations (row-major M x K) and B the TFLite weights (row-major N x K). Needs common.cl.
+//
+// gemm_nt(A, B, bias, C, M, N, K, act_min, act_max)
+//   __global const T* A [M][K]; __global const T* B [N][K]; __global const float* bias [N] (zeros
+//   when the model has none); __global T* C [M][N]; int M, N, K; float act_min, act_max
+//   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
+//            global = ceil(M / TILE_M) * ceil(N / TILE_N) * WG.
+//   A group computes a TILE_M x TILE_N block of C through local-memory tiles of depth TILE_K (the
+//   next tile's global loads are issued before the math on the current one); a work-item keeps
+//   WPT_M x WPT_N accumulators, in runs of VWM rows x VWN columns read from local memory as float4
+//   (VW* = 4) or floats (VW* = 1). Global loads are float4 when K % 4 == 0, stores float4 when
+//   N % 4 == 0 and VWN == 4, scalar otherwise.
+//   Defines: TILE_M (128), TILE_N (64), TILE_K (16), WPT_M (8), WPT_N (4), VWM (4), VWN (4), LPAD
+//   (0, local-row padding). Constraints (#error): TILE_M % WPT_M == 0, TILE_N % WPT_N == 0,
+//   TILE_K % 4 == 0; VWM, VWN in {1, 4}, dividing WPT_M, WPT_N and TILE_M + LPAD, TILE_N + LPAD.
+//   Fastest when WG divides TILE_M * TILE_K / 4 and TILE_N * TILE_K / 4 (no guarded load tail).
+//   H200 measurements (bench in tests/kernels_pyopencl_check.py): 128x128 / 8x8 beats the default
+//   on big square problems (34 vs 27 TFLOP/s fp32 at 4096^3); 64x64 / 4x4 on small ones (M=196).
+//
+// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max) -- same arguments, 1 <= M <= SM_MAX_M
+//   Batch-1 (or small batch) FULLY_CONNECTED: memory-bound, so B is read exactly once, coalesced
+//   along K; a group owns SM_N consecutive output columns, its SM_WG work-items stride over K and
+//   the partial sums are reduced in local memory.
+//   NDRange: 1-D. local = SM_WG (reqd_work_group_size), global = ceil(N / SM_N) * SM_WG.
+//   Defines: SM_WG (128, a power of two), SM_N (8), SM_MAX_M (8).
+
+#ifndef TILE_M
+#define TILE_M 128
+#endif
+#ifndef TILE_N
+#define TILE_N 64
+#endif
+#ifndef TILE_K
+#define TILE_K 16
+#endif
+#ifndef WPT_M
+#define WPT_M 8
+#endif
+#ifndef WPT_N
+#define WPT_N 4
+#endif
+#ifndef VWM
+#define VWM 4
+#endif
+#ifndef VWN
+#define VWN 4
+#endif
+#ifndef LPAD
+#define LPAD 0
+#endif
+#ifndef SM_WG
+#define SM_WG 128
+#endif
+#ifndef SM_N
+#define SM_N 8
+#endif
+#ifndef SM_MAX_M
+#define SM_MAX_M 8
+#endif
+
+#define RT_M (TILE_M / WPT_M)  // work-items along M
+#define RT_N (TILE_N / WPT_N)  // work-items along N
+#define GEMM_WG (RT_M * RT_N)
+
+#if (TILE_M % WPT_M) || (TILE_N % WPT_N) || (TILE_K % 4)
+#error "gemm.cl: TILE_M/TILE_N must be multiples of WPT_M/WPT_N and TILE_K a multiple of 4"
+#endif
+#if (VWM != 1 && VWM != 4) || (VWN != 1 && VWN != 4) || (WPT_M % VWM) || (WPT_N % VWN) || \
+    ((TILE_M + LPAD) % VWM) || ((TILE_N + LPAD) % VWN)
+#error "gemm.cl: VWM/VWN must be 1 or 4 and divide WPT_M/WPT_N and the local row lengths"
+#endif
+
+// Row i / column j of the tile owned by work-item (tx, ty): runs of VWM (VWN) neighbours, the runs
+// RT_M * VWM (RT_N * VWN) apart, so neighbouring work-items read neighbouring float4s from local
+// memory (no bank conflicts) and write neighbouring float4s to the output.
+#define ROW_OF(ty, i) (((i) / VWM) * (RT_M * VWM) + VWM * (ty) + (i) % VWM)
+#define COL_OF(tx, j) (((j) / VWN) * (RT_N * VWN) + VWN * (tx) + (j) % VWN)
+
+// Tiles travel global -> registers (fetch_tile_nt, issued before the math on the previous tile so
+// the loads are in flight meanwhile) -> local memory (store_tile_nt), transposed: dst[k][row].
+// A work-item moves elements e = lid + i * GEMM_WG of the tile, as float4 along k when vec (K % 4
+// == 0), else as floats. rows is TILE_M or TILE_N, a constant after inlining, so loops unroll.
+#define NV_OF(rows) ((TILE_K * (rows) / 4 + GEMM_WG - 1) / GEMM_WG)  // float4s per work-item
+#define NS_OF(rows) ((TILE_K * (rows) + GEMM_WG - 1) / GEMM_WG)      // floats per work-item
+#define NREG(rows) (4 * NV_OF(rows))                                 // >= NS_OF(rows)
+
+// Rows [r0, r0 + rows) x columns [k0, k0 + TILE_K) of a row-major nrows x K matrix (zero outside).
+static inline void fetch_tile_nt(__global const T* restrict src, float* r, int rows, int r0,
+                                 int nrows, int k0, int K, bool vec, int lid) {
+  if (vec) {
+    const int K4 = K >> 2;
+#pragma unroll
+    for (int i = 0; i < NV_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      const int gr = r0 + e / (TILE_K / 4);
+      const int gk4 = (k0 >> 2) + e % (TILE_K / 4);
+      float4 v = (float4)(0.0f);
+      if (e < rows * TILE_K / 4 && gr < nrows && gk4 < K4) v = LOADF4(src, gr * K4 + gk4);
+      r[4 * i] = v.x;
+      r[4 * i + 1] = v.y;
+      r[4 * i + 2] = v.z;
+      r[4 * i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      const int gr = r0 + e / TILE_K;
+      const int gk = k0 + e % TILE_K;
+      r[i] = (e < rows * TILE_K && gr < nrows && gk < K) ? LOADF(src, gr * K + gk) : 0.0f;
+    }
+  }
+}
+
+static inline void store_tile_nt(const float* r, __local float* dst, int rows, bool vec, int lid) {
+  const int ld = rows + LPAD;
+  if (vec) {
+#pragma unroll
+    for (int i = 0; i < NV_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      if ((rows * TILE_K / 4) % GEMM_WG == 0 || e < rows * TILE_K / 4) {
+        const int row = e / (TILE_K / 4);
+        const int k = 4 * (e % (TILE_K / 4));
+        dst[k * ld + row] = r[4 * i];
+        dst[(k + 1) * ld + row] = r[4 * i + 1];
+        dst[(k + 2) * ld + row] = r[4 * i + 2];
+        dst[(k + 3) * ld + row] = r[4 * i + 3];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      if ((rows * TILE_K) % GEMM_WG == 0 || e < rows * TILE_K)
+        dst[(e % TILE_K) * ld + e / TILE_K] = r[i];
+    }
+  }
+}
+
+// Reads the WPT values of one local tile row that a work-item owns (see ROW_OF / COL_OF).
+static inline void read_local_run(__local const float* row, int t, float* dst, int vw, int rt,
+                                  int wpt) {
+  if (vw == 4) {
+#pragma unroll
+    for (int q = 0; q < wpt / 4; ++q) {
+      const float4 v = *(__local const float4*)(row + q * rt * 4 + t * 4);
+      dst[4 * q] = v.x;
+      dst[4 * q + 1] = v.y;
+      dst[4 * q + 2] = v.z;
+      dst[4 * q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < wpt; ++i) dst[i] = row[i * rt + t];
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
+    __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
+    __global T* restrict C, int M, int N, int K, float act_min, float act_max) {
+  __local float As[TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
+  __local float Bs[TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
+
+  const int lid = get_local_id(0);
+  const int tx = lid % RT_N;
+  const int ty = lid / RT_N;
+  const int tiles_n = (N + TILE_N - 1) / TILE_N;
+  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
+  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
+
+  float acc[WPT_M][WPT_N];
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
+
+  const bool vec = (K & 3) == 0;
+  float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
+  fetch_tile_nt(A, ra, TILE_M, m0, M, 0, K, vec, lid);
+  fetch_tile_nt(B, rb, TILE_N, n0, N, 0, K, vec, lid);
+  for (int k0 = 0; k0 < K; k0 += TILE_K) {
+    store_tile_nt(ra, &As[0][0], TILE_M, vec, lid);
+    store_tile_nt(rb, &Bs[0][0], TILE_N, vec, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (k0 + TILE_K < K) {
+      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, vec, lid);
+      fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, vec, lid);
+    }
+#pragma unroll
+    for (int kk = 0; kk < TILE_K; ++kk) {
+      float a[WPT_M], b[WPT_N];
+      read_local_run(&As[kk][0], ty, a, VWM, RT_M, WPT_M);
+      read_local_run(&Bs[kk][0], tx, b, VWN, RT_N, WPT_N);
+#pragma unroll
+      for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+        for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i) {
+    const int m = m0 + ROW_OF(ty, i);
+    if (m >= M) break;
+#pragma unroll
+    for (int q = 0; q < WPT_N / VWN; ++q) {
+      const int n = n0 + COL_OF(tx, q * VWN);
+#if VWN == 4
+      if ((N & 3) == 0) {
+        if (n < N) {
+          const float4 v =
+              (float4)(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]) +
+              vload4(n >> 2, bias);
+          STOREF4(ACTIVATE(v, act_min, act_max), C, (m * N + n) >> 2);
+        }
+        continue;
+      }
+#endif
+#pragma unroll
+      for (int e = 0; e < VWN; ++e)
+        if (n + e < N)
+          STOREF(ACTIVATE(acc[i][q * VWN + e] + bias[n + e], act_min, act_max), C, m * N + n + e);
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
+    __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
+    __global T* restrict C, int M, int N, int K, float act_min, float act_max) {
+  __local float red[SM_MAX_M * SM_N][SM_WG];
+
+  const int lid = get_local_id(0);
+  const int n0 = get_group_id(0) * SM_N;
+  float acc[SM_MAX_M][SM_N];
+#pragma unroll
+  for (int m = 0; m < SM_MAX_M; ++m)
+#pragma unroll
+    for (int j = 0; j < SM_N; ++j) acc[m][j] = 0.0f;
+
+  // Rows past N re-read row N-1 (always valid memory); their sums are never stored.
+  int brow[SM_N];
+#pragma unroll
+  for (int j = 0; j < SM_N; ++j) brow[j] = min(n0 + j, N - 1);
+
+  if ((K & 3) == 0) {
+    const int K4 = K >> 2;
+    for (int k4 = lid; k4 < K4; k4 += SM_WG) {
+      float4 b[SM_N];
+#pragma unroll
+      for (int j = 0; j < SM_N; ++j) b[j] = LOADF4(B, brow[j] * K4 + k4);
+#pragma unroll
+      for (int m = 0; m < SM_MAX_M; ++m) {
+        if (m < M) {
+          const float4 a = LOADF4(A, m * K4 + k4);
+#pragma unroll
+          for (int j = 0; j < SM_N; ++j) acc[m][j] += dot(a, b[j]);
+        }
+      }
+    }
+  } else {
+    for (int k = lid; k < K; k += SM_WG) {
+      float b[SM_N];
+#pragma unroll
+      for (int j = 0; j < SM_N; ++j) b[j] = LOADF(B, brow[j] * K + k);
+#pragma unroll
+      for (int m = 0; m < SM_MAX_M; ++m) {
+        if (m < M) {
+          const float a = LOADF(A, m * K + k);
+#pragma unroll
+          for (int j = 0; j < SM_N; ++j) acc[m][j] = mad(a, b[j], acc[m][j]);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int m = 0; m < SM_MAX_M; ++m)
+#pragma unroll
+    for (int j = 0; j < SM_N; ++j) red[m * SM_N + j][lid] = acc[m][j];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int slots = min(M, SM_MAX_M) * SM_N;
+  for (int s = SM_WG / 2; s > 0; s >>= 1) {
+    if (lid < s)
+      for (int q = 0; q < slots; ++q) red[q][lid] += red[q][lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid < slots) {
+    const int m = lid / SM_N;
+    const int n = n0 + lid % SM_N;
+    if (n < N) STOREF(ACTIVATE(red[lid][0] + bias[n], act_min, act_max), C, m * N + n);
+  }
+}
