@@ -315,12 +315,10 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     }
     if (to_replace.empty()) return kTfLiteOk;
 
-    // Build the programs now: a device that cannot compile them leaves the whole
-    // model on the CPU (with a warning) instead of failing the interpreter.
+    // Build a first program now: a device that cannot compile our kernels leaves
+    // the whole model on the CPU (with a warning) instead of failing the interpreter.
     try {
-      for (const char* file : {"conv2d_direct", "depthwise_conv2d", "fully_connected", "add",
-                               "transpose", "convert"})
-        env_->programs().Get(file, storage_defines(), disk_.get());
+      env_->programs().Get("add", storage_defines(), disk_.get());
     } catch (const Error& e) {
       Log(LogLevel::kWarning,
           std::string("the device cannot build our kernels; running on the CPU: ") + e.what());

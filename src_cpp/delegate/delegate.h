@@ -46,6 +46,7 @@ struct MemoryReport {
   size_t allocated_bytes = 0;    // activation buffers actually allocated
   size_t weight_bytes = 0;       // weights and other constants
   size_t staging_bytes = 0;      // float32 transfer copies (fp16 storage)
+  size_t scratch_bytes = 0;      // op scratch (Winograd transformed tiles)
   int buffers = 0;
 };
 
@@ -78,6 +79,11 @@ class DelegateCore {
   }
   size_t storage_bytes() const { return half_storage_ ? 2 : 4; }
   BinaryCache* disk_cache() const { return disk_.get(); }
+  // The largest single buffer: the device's limit, or the lower max_alloc_bytes.
+  size_t max_alloc_bytes() const {
+    const size_t dev = env_->device().max_alloc_bytes;
+    return options_.max_alloc_bytes ? std::min<size_t>(dev, options_.max_alloc_bytes) : dev;
+  }
   bool zero_copy() const {
     return options_.zero_copy == "on" ||
            (options_.zero_copy == "auto" && env_->device().host_unified_memory);

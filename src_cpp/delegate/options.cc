@@ -43,7 +43,7 @@ int ParseNonNegativeInt(const std::string& key, const std::string& v) {
 const std::vector<std::string>& OptionKeys() {
   static const std::vector<std::string> keys = {
       "device", "precision", "max_delegated_partitions", "profiling", "partitioning",
-      "conv_algorithm", "serialization_dir", "model_token", "zero_copy", "capture_tensors",
+      "conv_algorithm", "serialization_dir", "model_token", "zero_copy", "max_alloc_bytes", "capture_tensors",
       "runtime", "fail_at"};
   return keys;
 }
@@ -76,6 +76,14 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     } else if (key == "zero_copy") {
       OneOf(key, value, {"auto", "on", "off"});
       o.zero_copy = value;
+    } else if (key == "max_alloc_bytes") {
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long x = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end || errno || value[0] == '-')
+        throw OptionError("invalid value '" + value +
+                          "' for option 'max_alloc_bytes'; expected a byte count");
+      o.max_alloc_bytes = x;
     } else if (key == "capture_tensors") {
       o.capture_tensors = ParseBool(key, value);
     } else if (key == "runtime") {

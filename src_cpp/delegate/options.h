@@ -21,6 +21,9 @@ struct Options {
   // Partition inputs/outputs use TFLite's own memory (CL_MEM_USE_HOST_PTR + map)
   // instead of copies: auto = on devices that share memory with the host.
   std::string zero_copy = "auto";
+  // Lowers the device's max allocation (0 = the device's own), to exercise the
+  // code that splits work around it on small models.
+  uint64_t max_alloc_bytes = 0;
   // Debugging (check_precision): after each invoke, copy every activation of
   // every partition back to the host, readable with Delegate.captured().
   bool capture_tensors = false;

@@ -57,16 +57,24 @@ class Conv2dOp : public Op {
     return 2.0 * Geometry(in[0]).Macs();
   }
 
+  std::vector<size_t> ScratchBytes(const OpContext& ctx,
+                                   const std::vector<Shape>& in) const override {
+    const ConvGeometry g = Geometry(in[0]);
+    return ConvScratchBytes(
+        ctx, SelectConvAlgorithm(g, ctx.env.device(), ctx.options.conv_algorithm), g);
+  }
+
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
-    const ConvAlgorithm algo = SelectConvAlgorithm(g, ctx.env.device(), ctx.options);
+    const ConvAlgorithm algo = SelectConvAlgorithm(g, ctx.env.device(), ctx.options.conv_algorithm);
+    // Weights are prepared once per algorithm (a resize may change the choice).
     if (algo != algo_ || !weights_) {
       algo_ = algo;
-      weights_ = PrepareConvWeights(ctx, algo_, g, filter_, filter_shape_);
-      bias_buf_ = UploadFloat32(ctx, bias_);
+      weights_ = PrepareConvWeights(ctx, algo_, g, filter_);
     }
-    launches_ = EncodeConv(ctx, algo_, g, in[0], weights_, bias_buf_.get(), out[0], act_min_,
+    if (!bias_buf_) bias_buf_ = UploadFloat32(ctx, bias_);
+    launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, bias_buf_.get(), out[0], act_min_,
                            act_max_);
   }
 

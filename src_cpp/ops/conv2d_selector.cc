@@ -1,9 +1,86 @@
 #include "ops/conv2d_selector.h"
 
+#include <algorithm>
+
+#include "cl/errors.h"
 #include "common/error.h"
 #include "delegate/options.h"
+#include "ops/tuning.h"
 
 namespace clgpu {
+namespace {
+
+constexpr ConvAlgorithm kAll[] = {ConvAlgorithm::kDirect, ConvAlgorithm::kGemm1x1,
+                                  ConvAlgorithm::kImplicitGemm, ConvAlgorithm::kWinograd,
+                                  ConvAlgorithm::kWinograd4};
+
+// Winograd variant: output tile size, positions per tile, kernel names.
+struct WinogradKind {
+  int tile, positions;
+  const char* file;  // transforms
+  const char* filter_transform;
+  const char* input_transform;
+  const char* output_transform;
+};
+
+const WinogradKind kF2 = {2, 16, "conv2d_winograd", "winograd_f2_filter_transform",
+                          "winograd_f2_input_transform", "winograd_f2_output_transform"};
+const WinogradKind kF4 = {4, 36, "conv2d_winograd4", "winograd_f4_filter_transform",
+                          "winograd_f4_input_transform", "winograd_f4_output_transform"};
+
+const WinogradKind& Kind(ConvAlgorithm a) { return a == ConvAlgorithm::kWinograd4 ? kF4 : kF2; }
+
+// F(4x4) with half intermediates loses too much precision: its transformed
+// buffers stay float under fp16 storage.
+bool TransformedFloat(const OpContext& ctx, ConvAlgorithm a) {
+  return a == ConvAlgorithm::kWinograd4 && ctx.storage_bytes == 2;
+}
+size_t TransformedBytes(const OpContext& ctx, ConvAlgorithm a) {
+  return TransformedFloat(ctx, a) ? 4 : ctx.storage_bytes;
+}
+std::string WinogradDefines(const OpContext& ctx, ConvAlgorithm a) {
+  return TransformedFloat(ctx, a) ? "-DTRANSFORMED_FLOAT" : "";
+}
+
+GemmTiles WinogradTiles(const ConvGeometry& g, const DeviceInfo& dev) {
+  return TilesFor(g.c >= 256 && g.oc >= 256 ? "winograd_gemm_big" : "winograd_gemm", dev);
+}
+
+GemmTiles ImplicitGemmTiles(const ConvGeometry& g, const DeviceInfo& dev) {
+  if (g.c <= 8) return TilesFor("igemm_thin", dev);
+  return TilesFor(g.c >= 64 && g.oc >= 64 ? "igemm_big" : "igemm", dev);
+}
+
+// Tile rows per pass so V and Mo stay under the largest allowed buffer (and a
+// share of device memory: scratch is not free).
+int WinogradRowsPerPass(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g) {
+  const WinogradKind& k = Kind(a);
+  const long th = (g.oh + k.tile - 1) / k.tile, tw = (g.ow + k.tile - 1) / k.tile;
+  const size_t cap = std::min<size_t>(
+      ctx.max_alloc, std::max<size_t>(64u << 20, ctx.env.device().global_mem_bytes / 16));
+  const size_t per_row =
+      size_t(k.positions) * g.n * tw * std::max(g.c, g.oc) * TransformedBytes(ctx, a);
+  return static_cast<int>(std::clamp<long>(long(cap / std::max<size_t>(per_row, 1)), 1, th));
+}
+
+void Run(OpContext& ctx, const Kernel& k, size_t global) {
+  const size_t g = RoundUp(std::max<size_t>(global, 1), 64);
+  CheckCl(Cl().clEnqueueNDRangeKernel(ctx.queue, k.get(), 1, nullptr, &g, nullptr, 0, nullptr,
+                                      nullptr),
+          "clEnqueueNDRangeKernel");
+}
+
+Launch Make1d(std::shared_ptr<Program> prog, const char* name, size_t global, size_t local = 0) {
+  Launch l;
+  l.name = name;
+  l.kernel = CreateKernel(*prog, name);
+  l.dims = 1;
+  l.global[0] = local ? global : RoundUp(std::max<size_t>(global, 1), 64);
+  l.local[0] = local;
+  return l;
+}
+
+}  // namespace
 
 std::string ConvAlgorithmName(ConvAlgorithm a) {
   switch (a) {
@@ -16,46 +93,134 @@ std::string ConvAlgorithmName(ConvAlgorithm a) {
   return "?";
 }
 
-bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry&, const DeviceInfo&) {
-  return a == ConvAlgorithm::kDirect;
+bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g) {
+  switch (a) {
+    case ConvAlgorithm::kDirect:
+    case ConvAlgorithm::kImplicitGemm:
+      return true;
+    case ConvAlgorithm::kGemm1x1:
+      return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pad_top == 0 &&
+             g.pad_left == 0 && g.oh == g.h && g.ow == g.w;
+    case ConvAlgorithm::kWinograd:
+    case ConvAlgorithm::kWinograd4:
+      return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
+  }
+  return false;
 }
 
 ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
-                                  const Options& options) {
-  if (options.conv_algorithm != "auto") {
-    for (ConvAlgorithm a : {ConvAlgorithm::kDirect, ConvAlgorithm::kGemm1x1,
-                            ConvAlgorithm::kImplicitGemm, ConvAlgorithm::kWinograd,
-                            ConvAlgorithm::kWinograd4}) {
-      if (ConvAlgorithmName(a) == options.conv_algorithm && ConvAlgorithmApplies(a, g, dev))
-        return a;
-    }
+                                  const std::string& forced) {
+  for (ConvAlgorithm a : kAll)
+    if (forced == ConvAlgorithmName(a) && ConvAlgorithmApplies(a, g)) return a;
+  (void)dev;
+  if (ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g)) return ConvAlgorithm::kGemm1x1;
+  if (ConvAlgorithmApplies(ConvAlgorithm::kWinograd4, g)) {
+    // Winograd pays off with enough channels to make its GEMMs big; F(4x4) also
+    // needs enough output to fill its 4x4 tiles.
+    if (g.c >= 32 && g.oc >= 32 && g.oh >= 8 && g.ow >= 8) return ConvAlgorithm::kWinograd4;
+    if (g.c >= 16 && g.oc >= 16) return ConvAlgorithm::kWinograd;
   }
-  return ConvAlgorithm::kDirect;
+  return ConvAlgorithm::kImplicitGemm;
 }
 
-std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm,
-                                                const ConvGeometry&,
-                                                const std::vector<float>& filter_ohwi,
-                                                const Shape&) {
+std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
+                                                const ConvGeometry& g,
+                                                const std::vector<float>& filter_ohwi) {
   auto w = std::make_shared<ConvWeights>();
-  w->filter = UploadWeights(ctx, filter_ohwi);
+  if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) {
+    w->filter = UploadWeights(ctx, filter_ohwi);
+    return w;
+  }
+  // Winograd: transform the filter once, on the device.
+  const WinogradKind& k = Kind(a);
+  Buffer ohwi = UploadWeights(ctx, filter_ohwi);
+  w->filter = ctx.env.CreateBuffer(size_t(k.positions) * g.oc * g.c * TransformedBytes(ctx, a),
+                                   CL_MEM_READ_WRITE);
+  auto prog = ctx.GetProgram(k.file, WinogradDefines(ctx, a));
+  Kernel kern = CreateKernel(*prog, k.filter_transform);
+  SetArgs(kern, ohwi.get(), w->filter.get(), g.c, g.oc);
+  Run(ctx, kern, size_t(g.oc) * g.c);
+  CheckCl(Cl().clFinish(ctx.queue), "clFinish(filter transform)");
   return w;
 }
 
-std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm, const ConvGeometry& g, cl_mem in,
-                               const std::shared_ptr<ConvWeights>& w, cl_mem bias, cl_mem out,
-                               float act_min, float act_max) {
-  auto prog = ctx.GetProgram("conv2d_direct");
-  Launch l;
-  l.name = "conv2d_direct";
-  l.kernel = CreateKernel(*prog, l.name);
-  SetArgs(l.kernel, in, w->filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
-          g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min, act_max);
-  l.dims = 3;
-  l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
-  std::vector<Launch> out_launches;
-  out_launches.push_back(std::move(l));
-  return out_launches;
+std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a,
+                                     const ConvGeometry& g) {
+  if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return {};
+  const WinogradKind& k = Kind(a);
+  const size_t rows = WinogradRowsPerPass(ctx, a, g);
+  const size_t tw = (g.ow + k.tile - 1) / k.tile;
+  const size_t p = size_t(g.n) * rows * tw, tb = TransformedBytes(ctx, a);
+  return {size_t(k.positions) * p * g.c * tb, size_t(k.positions) * p * g.oc * tb};
+}
+
+std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,
+                               const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
+                               float act_max) {
+  std::vector<Launch> launches;
+  const DeviceInfo& dev = ctx.env.device();
+  switch (a) {
+    case ConvAlgorithm::kDirect: {
+      Launch l = Make1d(ctx.GetProgram("conv2d_direct"), "conv2d_direct", 0);
+      SetArgs(l.kernel, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
+              g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min, act_max);
+      l.dims = 3;
+      l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
+      launches.push_back(std::move(l));
+      break;
+    }
+    case ConvAlgorithm::kGemm1x1: {
+      const long m = long(g.n) * g.h * g.w;
+      const GemmTiles t = TilesFor(m <= 256 ? "gemm_small" : "gemm", dev);
+      Launch l = Make1d(ctx.GetProgram("gemm", t.Defines()), "gemm_nt", t.Global(m, g.oc),
+                        t.work_group());
+      SetArgs(l.kernel, in, w.filter.get(), bias, out, static_cast<int>(m), g.oc, g.c, act_min,
+              act_max);
+      launches.push_back(std::move(l));
+      break;
+    }
+    case ConvAlgorithm::kImplicitGemm: {
+      const GemmTiles t = ImplicitGemmTiles(g, dev);
+      const long m = long(g.n) * g.oh * g.ow;
+      Launch l = Make1d(ctx.GetProgram("conv2d_implicit_gemm", t.Defines()),
+                        "conv2d_implicit_gemm", t.Global(m, g.oc), t.work_group());
+      SetArgs(l.kernel, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
+              g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min, act_max);
+      launches.push_back(std::move(l));
+      break;
+    }
+    case ConvAlgorithm::kWinograd:
+    case ConvAlgorithm::kWinograd4: {
+      if (ctx.scratch.size() < 2) throw Error("Winograd convolution without scratch buffers");
+      const WinogradKind& k = Kind(a);
+      const std::string wd = WinogradDefines(ctx, a);
+      const GemmTiles t = WinogradTiles(g, dev);
+      auto transforms = ctx.GetProgram(k.file, wd);
+      auto gemm = ctx.GetProgram("conv2d_winograd", wd + " " + t.Defines());
+      const int th = (g.oh + k.tile - 1) / k.tile, tw = (g.ow + k.tile - 1) / k.tile;
+      const int rows = WinogradRowsPerPass(ctx, a, g);
+      for (int r0 = 0; r0 < th; r0 += rows) {
+        const int nr = std::min(rows, th - r0);
+        const int p = g.n * nr * tw;
+        Launch li = Make1d(transforms, k.input_transform, size_t(p) * g.c);
+        SetArgs(li.kernel, in, ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, g.pad_top,
+                g.pad_left, r0, nr);
+        Launch lg = Make1d(gemm, "winograd_gemm", t.Global(p, g.oc), t.work_group());
+        lg.dims = 2;
+        lg.global[1] = k.positions;
+        lg.local[1] = 1;
+        SetArgs(lg.kernel, ctx.scratch[0], w.filter.get(), ctx.scratch[1], p, g.oc, g.c);
+        Launch lo = Make1d(transforms, k.output_transform, size_t(p) * g.oc);
+        SetArgs(lo.kernel, ctx.scratch[1], bias, out, g.n, g.oh, g.ow, g.oc, r0, nr, act_min,
+                act_max);
+        launches.push_back(std::move(li));
+        launches.push_back(std::move(lg));
+        launches.push_back(std::move(lo));
+      }
+      break;
+    }
+  }
+  return launches;
 }
 
 }  // namespace clgpu

@@ -1,5 +1,5 @@
 // Convolution algorithms: which apply to a shape ("can"), which one to run on
-// this device ("should"), and their weight preparation and launches.
+// this device ("should"), their weight preparation, scratch needs and launches.
 #pragma once
 
 #include <memory>
@@ -15,25 +15,29 @@ enum class ConvAlgorithm { kDirect, kGemm1x1, kImplicitGemm, kWinograd, kWinogra
 
 std::string ConvAlgorithmName(ConvAlgorithm a);
 
-// Correct for this geometry on this device (max allocation included)?
-bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g, const DeviceInfo& dev);
+// Correct for this geometry? (Winograd: 3x3, stride 1, dilation 1; GEMM: 1x1
+// stride 1 without padding.)
+bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g);
 
-// The option's forced algorithm if it applies, else the fastest-expected one.
+// The forced algorithm (option conv_algorithm) when it applies, else the one
+// expected to be fastest on this device.
 ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
-                                  const Options& options);
+                                  const std::string& forced);
 
 // Device-side weights in the layout the algorithm wants (transformed once).
 struct ConvWeights {
-  Buffer filter;
+  Buffer filter;  // OHWI, or the Winograd-transformed U
 };
 
 std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
                                                 const ConvGeometry& g,
-                                                const std::vector<float>& filter_ohwi,
-                                                const Shape& filter_shape);
+                                                const std::vector<float>& filter_ohwi);
+
+// Scratch bytes per slot (Winograd: V and Mo for one pass of tile rows).
+std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g);
 
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,
-                               const std::shared_ptr<ConvWeights>& w, cl_mem bias, cl_mem out,
-                               float act_min, float act_max);
+                               const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
+                               float act_max);
 
 }  // namespace clgpu

@@ -24,7 +24,7 @@ class DepthwiseConv2dOp : public Op {
   }
 
   const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
-  std::string algorithm() const override { return "direct"; }
+  std::string algorithm() const override { return "depthwise_fast"; }
 
   ConvGeometry Geometry(const Shape& in) const {
     ConvGeometry g;
@@ -60,21 +60,23 @@ class DepthwiseConv2dOp : public Op {
       filter_buf_ = UploadWeights(ctx, filter_);
       bias_buf_ = UploadFloat32(ctx, bias_);
     }
-    auto prog = ctx.GetProgram("depthwise_conv2d");
+    auto prog = ctx.GetProgram("depthwise_conv2d_fast", "-DWPT_W=" + std::to_string(kPixels));
     Launch l;
-    l.name = "depthwise_conv2d";
+    l.name = "depthwise_conv2d_fast";
     l.kernel = CreateKernel(*prog, l.name);
     const int m = g.oc / g.c;
     SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), out[0], g.n, g.h, g.w, g.c,
             g.oh, g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min_,
             act_max_);
-    l.dims = 3;
-    l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
+    l.dims = 1;
+    l.global[0] = RoundUp(size_t((g.oc + 3) / 4) * ((g.ow + kPixels - 1) / kPixels) * g.n * g.oh,
+                          64);
     launches_.clear();
     launches_.push_back(std::move(l));
   }
 
  private:
+  static constexpr int kPixels = 2;  // output pixels per work-item (WPT_W)
   tfl::DepthwiseConvParams params_;
   Shape filter_shape_;
   std::vector<float> filter_, bias_;

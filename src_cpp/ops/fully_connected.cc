@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/tuning.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -24,7 +25,7 @@ class FullyConnectedOp : public Op {
   }
 
   const char* type_name() const override { return "FULLY_CONNECTED"; }
-  std::string algorithm() const override { return "reference"; }
+  std::string algorithm() const override { return algorithm_; }
 
   int Rows(const Shape& in) const {
     const int64_t total = NumElements(in);
@@ -61,19 +62,36 @@ class FullyConnectedOp : public Op {
       weights_buf_ = UploadWeights(ctx, weights_);
       bias_buf_ = UploadFloat32(ctx, bias_);
     }
-    auto prog = ctx.GetProgram("fully_connected");
     Launch l;
-    l.name = "fully_connected";
-    l.kernel = CreateKernel(*prog, l.name);
+    if (m <= kSmallM) {
+      // Batch-1 FC is memory-bound: stream the weights once.
+      auto prog = ctx.GetProgram("gemm", "-DSM_MAX_M=" + std::to_string(kSmallM));
+      l.name = "gemm_nt_small_m";
+      l.global[0] = RoundUp(static_cast<size_t>(n_), kSmallN) / kSmallN * kSmallWg;
+      l.local[0] = kSmallWg;
+      l.kernel = CreateKernel(*prog, l.name);
+      algorithm_ = "gemv";
+    } else {
+      const GemmTiles t = TilesFor(m <= 256 ? "gemm_small" : "gemm", ctx.env.device());
+      auto prog = ctx.GetProgram("gemm", t.Defines());
+      l.name = "gemm_nt";
+      l.global[0] = t.Global(m, n_);
+      l.local[0] = t.work_group();
+      l.kernel = CreateKernel(*prog, l.name);
+      algorithm_ = "gemm";
+    }
     SetArgs(l.kernel, in[0], weights_buf_.get(), bias_buf_.get(), out[0], m, n_, k_, act_min_,
             act_max_);
-    l.dims = 2;
-    l.global[0] = n_, l.global[1] = m;
+    l.dims = 1;
     launches_.clear();
     launches_.push_back(std::move(l));
   }
 
  private:
+  // gemm.cl's gemm_nt_small_m defaults (SM_WG, SM_N) and the batch it is used for.
+  static constexpr int kSmallM = 8;
+  static constexpr size_t kSmallN = 8, kSmallWg = 128;
+  std::string algorithm_ = "gemm";
   bool keep_num_dims_;
   int n_ = 0, k_ = 0;
   std::vector<float> weights_, bias_;

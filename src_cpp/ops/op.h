@@ -22,6 +22,10 @@ struct OpContext {
   std::string storage_defines;  // "" for fp32, "-DSTORAGE_HALF" for fp16 storage
   size_t storage_bytes = 4;     // bytes per activation/weight element on the device
   BinaryCache* disk = nullptr;  // serialization_dir, when set
+  size_t max_alloc = 0;          // largest single buffer (device limit or max_alloc_bytes)
+  // Partition-wide scratch buffers, shared by all ops (they run one after another),
+  // sized to the largest ScratchBytes() request per slot.
+  std::vector<cl_mem> scratch;
 
   // kernels/<file>.cl built for this context's storage type (cached).
   std::shared_ptr<Program> GetProgram(const std::string& file, const std::string& extra = "") {
@@ -60,6 +64,11 @@ class Op {
                        const std::vector<cl_mem>& out) = 0;
   // Work estimate for profiles and the cost model.
   virtual double Flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const = 0;
+
+  // Scratch the op needs for these input shapes, per slot (see OpContext::scratch).
+  virtual std::vector<size_t> ScratchBytes(const OpContext&, const std::vector<Shape>&) const {
+    return {};
+  }
 
   // Bytes of weights the op reads per run (profiles, cost model).
   virtual double WeightBytes() const { return 0; }

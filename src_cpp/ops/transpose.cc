@@ -1,4 +1,6 @@
 // TRANSPOSE with a constant permutation, ranks 1-6.
+#include <algorithm>
+
 #include "common/error.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
@@ -8,13 +10,50 @@ namespace {
 
 constexpr int kMaxRank = 6;
 
+// The permutation reduced to what matters: size-1 axes dropped, and input axes
+// that stay adjacent in the output merged. {1,0} and {0,2,1} are (batched) 2-D
+// transposes.
+struct Reduced {
+  std::vector<int> shape;  // input order
+  std::vector<int> perm;
+};
+
+Reduced Reduce(const Shape& s, const std::vector<int>& perm) {
+  std::vector<int> kept;  // output order, input axis ids
+  for (int p : perm)
+    if (s[p] != 1) kept.push_back(p);
+  // Runs of consecutive input axes become one axis.
+  std::vector<std::vector<int>> groups;
+  for (int p : kept) {
+    if (!groups.empty() && groups.back().back() + 1 == p) {
+      groups.back().push_back(p);
+    } else {
+      groups.push_back({p});
+    }
+  }
+  std::vector<size_t> order(groups.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return groups[a][0] < groups[b][0]; });
+  Reduced r;
+  std::vector<int> rank_of(groups.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    rank_of[order[i]] = static_cast<int>(i);
+    int n = 1;
+    for (int a : groups[order[i]]) n *= s[a];
+    r.shape.push_back(n);
+  }
+  for (size_t g = 0; g < groups.size(); ++g) r.perm.push_back(rank_of[g]);
+  return r;
+}
+
 class TransposeOp : public Op {
  public:
   TransposeOp(const NodeInfo& node, std::vector<int> perm)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), perm_(std::move(perm)) {}
 
   const char* type_name() const override { return "TRANSPOSE"; }
-  std::string algorithm() const override { return "gather"; }
+  std::string algorithm() const override { return algorithm_; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].size() != perm_.size())
@@ -29,25 +68,48 @@ class TransposeOp : public Op {
                const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
                const std::vector<cl_mem>& out) override {
     const Shape& s = in_shapes[0];
-    const int rank = static_cast<int>(s.size());
-    std::vector<int> in_strides(rank, 1);
-    for (int i = rank - 2; i >= 0; --i) in_strides[i] = in_strides[i + 1] * s[i + 1];
-    std::vector<int> meta(out_shapes[0].begin(), out_shapes[0].end());
-    for (int i = 0; i < rank; ++i) meta.push_back(in_strides[perm_[i]]);
-    meta_ = UploadInts(ctx, meta);
     const int total = static_cast<int>(NumElements(s));
-    auto prog = ctx.GetProgram("transpose");
-    Launch l;
-    l.name = "transpose_nd";
-    l.kernel = CreateKernel(*prog, l.name);
-    SetArgs(l.kernel, in[0], out[0], total, rank, meta_.get());
-    l.global[0] = total;
+    const Reduced r = Reduce(s, perm_);
+    int batch = 0, rows = 0, cols = 0;
+    if (r.perm == std::vector<int>{1, 0}) {
+      batch = 1, rows = r.shape[0], cols = r.shape[1];
+    } else if (r.perm == std::vector<int>{0, 2, 1}) {
+      batch = r.shape[0], rows = r.shape[1], cols = r.shape[2];
+    }
     launches_.clear();
+    Launch l;
+    l.dims = 1;
+    // Tiles of a 2-D transpose are mostly empty with very few rows or columns.
+    if (batch > 0 && rows >= 8 && cols >= 8) {
+      auto prog = ctx.GetProgram("transpose_tiled");
+      l.name = "transpose_batched_2d";
+      l.kernel = CreateKernel(*prog, l.name);
+      SetArgs(l.kernel, in[0], out[0], batch, rows, cols);
+      l.local[0] = kTile * kRows;
+      l.global[0] = size_t(batch) * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile) *
+                    kTile * kRows;
+      algorithm_ = "tiled_2d";
+    } else {
+      const int rank = static_cast<int>(s.size());
+      std::vector<int> in_strides(rank, 1);
+      for (int i = rank - 2; i >= 0; --i) in_strides[i] = in_strides[i + 1] * s[i + 1];
+      std::vector<int> meta(out_shapes[0].begin(), out_shapes[0].end());
+      for (int i = 0; i < rank; ++i) meta.push_back(in_strides[perm_[i]]);
+      meta_ = UploadInts(ctx, meta);
+      auto prog = ctx.GetProgram("transpose");
+      l.name = "transpose_nd";
+      l.kernel = CreateKernel(*prog, l.name);
+      SetArgs(l.kernel, in[0], out[0], total, rank, meta_.get());
+      l.global[0] = RoundUp(static_cast<size_t>(std::max(total, 1)), 64);
+      algorithm_ = "gather";
+    }
     launches_.push_back(std::move(l));
   }
 
  private:
+  static constexpr size_t kTile = 32, kRows = 4;  // transpose_tiled.cl defaults
   std::vector<int> perm_;
+  std::string algorithm_ = "gather";
   Buffer meta_;
 };
 

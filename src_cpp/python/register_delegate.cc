@@ -124,6 +124,7 @@ py::list Memory(const PyDelegate& d) {
     r["allocated_bytes"] = m.allocated_bytes;
     r["weight_bytes"] = m.weight_bytes;
     r["staging_bytes"] = m.staging_bytes;
+    r["scratch_bytes"] = m.scratch_bytes;
     r["buffers"] = m.buffers;
     out.append(r);
   }

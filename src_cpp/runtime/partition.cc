@@ -81,8 +81,10 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params)
 Partition::~Partition() { core_->DropMemoryReport(id_); }
 
 OpContext Partition::MakeOpContext() {
-  return OpContext{core_->env(), core_->queue(), core_->options(), core_->storage_defines(),
-                   core_->storage_bytes(), core_->disk_cache()};
+  OpContext c{core_->env(), core_->queue(), core_->options(), core_->storage_defines(),
+              core_->storage_bytes(), core_->disk_cache()};
+  c.max_alloc = core_->max_alloc_bytes();
+  return c;
 }
 
 cl_mem Partition::TransferMem(int t) const {
@@ -256,6 +258,23 @@ void Partition::Bind(TfLiteContext* ctx) {
     for (int t : downloads_)
       if (values_[t].kind != Kind::kConstant) convert(t, false);
   }
+  // Scratch: the largest request per slot over all ops, shared by them.
+  std::vector<size_t> scratch_bytes;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<Shape> in_shapes;
+    for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
+    const std::vector<size_t> need = ops_[i]->ScratchBytes(octx, in_shapes);
+    if (need.size() > scratch_bytes.size()) scratch_bytes.resize(need.size(), 0);
+    for (size_t j = 0; j < need.size(); ++j) scratch_bytes[j] = std::max(scratch_bytes[j], need[j]);
+  }
+  scratch_.resize(std::max(scratch_.size(), scratch_bytes.size()));
+  size_t scratch_total = 0;
+  for (size_t j = 0; j < scratch_bytes.size(); ++j) {
+    if (!scratch_[j] || scratch_[j].bytes() < scratch_bytes[j])
+      scratch_[j] = env.CreateBuffer(scratch_bytes[j]);
+    octx.scratch.push_back(scratch_[j].get());
+    scratch_total += scratch_[j].bytes();
+  }
   op_profiles_.assign(ops_.size(), {});
   size_t weight_bytes = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -281,6 +300,7 @@ void Partition::Bind(TfLiteContext* ctx) {
   }
   MemoryReport report = report_;
   report.weight_bytes += weight_bytes;
+  report.scratch_bytes = scratch_total;
   core_->SetMemoryReport(id_, report);
   bound_ = true;
 }

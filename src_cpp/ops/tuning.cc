@@ -1,0 +1,67 @@
+#include "ops/tuning.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace clgpu {
+namespace {
+
+struct Entry {
+  const char* device;  // "nvidia", "gpu" (any other GPU) or "cpu"
+  const char* name;
+  GemmTiles tiles;
+};
+
+// NVIDIA figures were measured on an H200 (bench/ and tests/kernels_pyopencl_check.py --bench);
+// other GPUs start from the same shapes; CPU devices want small groups.
+const Entry kTable[] = {
+    {"nvidia", "gemm", {128, 128, 16, 8, 8}},
+    {"nvidia", "gemm_small", {64, 64, 16, 4, 4}},
+    {"nvidia", "igemm", {32, 32, 16, 4, 4}},
+    {"nvidia", "igemm_big", {128, 64, 16, 8, 4}},
+    {"nvidia", "igemm_thin", {64, 32, 8, 4, 4}},
+    {"nvidia", "winograd_gemm", {128, 64, 16, 8, 4}},
+    {"nvidia", "winograd_gemm_big", {128, 128, 16, 8, 8}},
+    {"gpu", "gemm", {128, 64, 16, 8, 4}},
+    {"gpu", "gemm_small", {64, 64, 16, 4, 4}},
+    {"gpu", "igemm", {32, 32, 16, 4, 4}},
+    {"gpu", "igemm_big", {128, 64, 16, 8, 4}},
+    {"gpu", "igemm_thin", {64, 32, 8, 4, 4}},
+    {"gpu", "winograd_gemm", {128, 64, 16, 8, 4}},
+    {"gpu", "winograd_gemm_big", {128, 64, 16, 8, 4}},
+    {"cpu", "gemm", {32, 32, 16, 4, 4}},
+    {"cpu", "gemm_small", {32, 32, 16, 4, 4}},
+    {"cpu", "igemm", {32, 32, 16, 4, 4}},
+    {"cpu", "igemm_big", {32, 32, 16, 4, 4}},
+    {"cpu", "igemm_thin", {32, 32, 8, 4, 4}},
+    {"cpu", "winograd_gemm", {32, 32, 16, 4, 4}},
+    {"cpu", "winograd_gemm_big", {32, 32, 16, 4, 4}},
+};
+
+}  // namespace
+
+std::string GemmTiles::Defines() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d",
+                tile_m, tile_n, tile_k, wpt_m, wpt_n);
+  return buf;
+}
+
+GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev) {
+  std::string env_name = "CLGPU_TUNE_" + name;
+  for (char& c : env_name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (const char* v = std::getenv(env_name.c_str())) {
+    GemmTiles t{};
+    if (std::sscanf(v, "%d,%d,%d,%d,%d", &t.tile_m, &t.tile_n, &t.tile_k, &t.wpt_m, &t.wpt_n) == 5)
+      return t;
+  }
+  const char* cls = dev.type != "gpu" ? "cpu"
+                    : dev.vendor.find("NVIDIA") != std::string::npos ? "nvidia"
+                                                                      : "gpu";
+  for (const Entry& e : kTable)
+    if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
+  return {32, 32, 16, 4, 4};
+}
+
+}  // namespace clgpu

@@ -1,0 +1,27 @@
+// Per-device defaults of the kernels' tunables (the -D defines), in one table.
+// A tuner (or a user) overrides an entry with CLGPU_TUNE_<NAME>="TM,TN,TK,WM,WN".
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "cl/device.h"
+
+namespace clgpu {
+
+// Tiles of the local-memory GEMM family (gemm.cl, conv2d_implicit_gemm.cl, winograd_gemm).
+struct GemmTiles {
+  int tile_m, tile_n, tile_k, wpt_m, wpt_n;
+  size_t work_group() const { return size_t(tile_m / wpt_m) * (tile_n / wpt_n); }
+  std::string Defines() const;
+  // 1-D global size for an M x N output.
+  size_t Global(long m, long n) const {
+    return size_t((m + tile_m - 1) / tile_m) * size_t((n + tile_n - 1) / tile_n) * work_group();
+  }
+};
+
+// Entries: "gemm", "gemm_small" (M <= 256), "igemm", "igemm_big" (C, OC >= 64),
+// "igemm_thin" (C <= 8), "winograd_gemm", "winograd_gemm_big" (C, OC >= 256).
+GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev);
+
+}  // namespace clgpu
