@@ -85,18 +85,19 @@
 #define NS_OF(rows) ((TILE_K * (rows) + GEMM_WG - 1) / GEMM_WG)      // floats per work-item
 #define NREG(rows) (4 * NV_OF(rows))                                 // >= NS_OF(rows)
 
-// Rows [r0, r0 + rows) x columns [k0, k0 + TILE_K) of a row-major nrows x K matrix (zero outside).
+// Rows [r0, r0 + rows) x columns [k0, k0 + TILE_K) of a row-major nrows x K matrix, zero at
+// or past column kend (K for the whole row; the end of its slice under split-K).
 static inline void fetch_tile_nt(__global const T* restrict src, float* r, int rows, int r0,
-                                 int nrows, int k0, int K, bool vec, int lid) {
+                                 int nrows, int k0, int K, int kend, bool vec, int lid) {
   if (vec) {
-    const int K4 = K >> 2;
+    const int K4 = K >> 2, kend4 = kend >> 2;
 #pragma unroll
     for (int i = 0; i < NV_OF(rows); ++i) {
       const int e = lid + i * GEMM_WG;
       const int gr = r0 + e / (TILE_K / 4);
       const int gk4 = (k0 >> 2) + e % (TILE_K / 4);
       float4 v = (float4)(0.0f);
-      if (e < rows * TILE_K / 4 && gr < nrows && gk4 < K4) v = LOADF4(src, gr * K4 + gk4);
+      if (e < rows * TILE_K / 4 && gr < nrows && gk4 < kend4) v = LOADF4(src, gr * K4 + gk4);
       r[4 * i] = v.x;
       r[4 * i + 1] = v.y;
       r[4 * i + 2] = v.z;
@@ -108,7 +109,7 @@ static inline void fetch_tile_nt(__global const T* restrict src, float* r, int r
       const int e = lid + i * GEMM_WG;
       const int gr = r0 + e / TILE_K;
       const int gk = k0 + e % TILE_K;
-      r[i] = (e < rows * TILE_K && gr < nrows && gk < K) ? LOADF(src, gr * K + gk) : 0.0f;
+      r[i] = (e < rows * TILE_K && gr < nrows && gk < kend) ? LOADF(src, gr * K + gk) : 0.0f;
     }
   }
 }
@@ -156,6 +157,40 @@ static inline void read_local_run(__local const float* row, int t, float* dst, i
   }
 }
 
+// acc += A[m0.., kbeg..kend) * B[n0.., kbeg..kend)^T for this work-item's WPT_M x WPT_N outputs.
+static inline void gemm_accumulate(__global const T* restrict A, __global const T* restrict B,
+                                   int M, int N, int K, int kbeg, int kend, int m0, int n0,
+                                   __local float* As, __local float* Bs,
+                                   float acc[WPT_M][WPT_N]) {
+  const int lid = get_local_id(0);
+  const int tx = lid % RT_N;
+  const int ty = lid / RT_N;
+  const bool vec = (K & 3) == 0;
+  float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
+  fetch_tile_nt(A, ra, TILE_M, m0, M, kbeg, K, kend, vec, lid);
+  fetch_tile_nt(B, rb, TILE_N, n0, N, kbeg, K, kend, vec, lid);
+  for (int k0 = kbeg; k0 < kend; k0 += TILE_K) {
+    store_tile_nt(ra, As, TILE_M, vec, lid);
+    store_tile_nt(rb, Bs, TILE_N, vec, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (k0 + TILE_K < kend) {
+      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, kend, vec, lid);
+      fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, kend, vec, lid);
+    }
+#pragma unroll
+    for (int kk = 0; kk < TILE_K; ++kk) {
+      float a[WPT_M], b[WPT_N];
+      read_local_run(As + kk * (TILE_M + LPAD), ty, a, VWM, RT_M, WPT_M);
+      read_local_run(Bs + kk * (TILE_N + LPAD), tx, b, VWN, RT_N, WPT_N);
+#pragma unroll
+      for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+        for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min, float act_max) {
@@ -174,31 +209,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
   for (int i = 0; i < WPT_M; ++i)
 #pragma unroll
     for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
-
-  const bool vec = (K & 3) == 0;
-  float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
-  fetch_tile_nt(A, ra, TILE_M, m0, M, 0, K, vec, lid);
-  fetch_tile_nt(B, rb, TILE_N, n0, N, 0, K, vec, lid);
-  for (int k0 = 0; k0 < K; k0 += TILE_K) {
-    store_tile_nt(ra, &As[0][0], TILE_M, vec, lid);
-    store_tile_nt(rb, &Bs[0][0], TILE_N, vec, lid);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (k0 + TILE_K < K) {
-      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, vec, lid);
-      fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, vec, lid);
-    }
-#pragma unroll
-    for (int kk = 0; kk < TILE_K; ++kk) {
-      float a[WPT_M], b[WPT_N];
-      read_local_run(&As[kk][0], ty, a, VWM, RT_M, WPT_M);
-      read_local_run(&Bs[kk][0], tx, b, VWN, RT_N, WPT_N);
-#pragma unroll
-      for (int i = 0; i < WPT_M; ++i)
-#pragma unroll
-        for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  gemm_accumulate(A, B, M, N, K, 0, K, m0, n0, &As[0][0], &Bs[0][0], acc);
 
 #pragma unroll
   for (int i = 0; i < WPT_M; ++i) {
@@ -224,6 +235,56 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
           STOREF(ACTIVATE(acc[i][q * VWN + e] + bias[n + e], act_min, act_max), C, m * N + n + e);
     }
   }
+}
+
+// gemm_nt_splitk(A, B, P, M, N, K, k_per_split) -- GEMMs with too few output tiles to fill the
+//   device (1x1 convs on 7x7 maps): split z = get_group_id(1) sums columns [z * k_per_split,
+//   (z + 1) * k_per_split) of K into P[z][M][N] (float, no bias). k_per_split is a multiple of
+//   TILE_K. NDRange: 2-D, local (GEMM_WG, 1), global (ceil(M/TILE_M) * ceil(N/TILE_N) * GEMM_WG,
+//   splits).
+// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max) -- C = act(sum_z P[z] + bias).
+//   NDRange: 1-D, global >= M * N, any local size.
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_splitk(
+    __global const T* restrict A, __global const T* restrict B, __global float* restrict P, int M,
+    int N, int K, int k_per_split) {
+  __local float As[TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
+  __local float Bs[TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
+  const int lid = get_local_id(0);
+  const int tx = lid % RT_N;
+  const int ty = lid / RT_N;
+  const int tiles_n = (N + TILE_N - 1) / TILE_N;
+  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
+  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
+  const int z = get_group_id(1);
+  const int kbeg = z * k_per_split;
+  const int kend = min(K, kbeg + k_per_split);
+  float acc[WPT_M][WPT_N];
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
+  gemm_accumulate(A, B, M, N, K, kbeg, kend, m0, n0, &As[0][0], &Bs[0][0], acc);
+  __global float* Pz = P + (long)z * M * N;
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i) {
+    const int m = m0 + ROW_OF(ty, i);
+    if (m >= M) break;
+#pragma unroll
+    for (int j = 0; j < WPT_N; ++j) {
+      const int n = n0 + COL_OF(tx, j);
+      if (n < N) Pz[m * N + n] = acc[i][j];
+    }
+  }
+}
+
+__kernel void gemm_splitk_reduce(__global const float* restrict P, __global const float* restrict bias,
+                                 __global T* restrict C, int M, int N, int splits, float act_min,
+                                 float act_max) {
+  const int idx = get_global_id(0);
+  if (idx >= M * N) return;
+  float s = bias[idx % N];
+  for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
+  STOREF(ACTIVATE(s, act_min, act_max), C, idx);
 }
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(

@@ -112,8 +112,8 @@ std::vector<DeviceInfo> ListDevices(bool probe_fp16) {
           std::max<size_t>(DeviceValue<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 4);
       // Deprecated in 2.0 but still answered by every driver we target.
       d.host_unified_memory = DeviceValue<cl_bool>(id, CL_DEVICE_HOST_UNIFIED_MEMORY) != 0;
-      d.fp16_advertised = DeviceString(id, CL_DEVICE_EXTENSIONS).find("cl_khr_fp16") !=
-                          std::string::npos;
+      d.fp16_advertised =
+          DeviceString(id, CL_DEVICE_EXTENSIONS).find("cl_khr_fp16") != std::string::npos;
       // The probe matters for GPUs (NVIDIA hides cl_khr_fp16). A CPU device that does
       // not advertise it cannot compile half arithmetic, and PoCL would print the
       // failed build to stderr, so it is not probed.
@@ -143,8 +143,7 @@ DeviceInfo SelectDevice(const std::string& spec_in) {
     pick = best([](const DeviceInfo&) { return true; });
     if (pick->type != "gpu") {
       Log(LogLevel::kWarning, "no OpenCL GPU found; using " + pick->type + " device '" +
-                                  pick->name + "' (" + pick->platform +
-                                  "): expect CPU-like speed");
+                                  pick->name + "' (" + pick->platform + "): expect CPU-like speed");
     }
   } else if (spec == "gpu" || spec == "cpu") {
     pick = best([&](const DeviceInfo& d) { return d.type == spec; });

@@ -11,7 +11,7 @@
 namespace clgpu {
 
 struct DeviceInfo {
-  int index = -1;  // position in ListDevices(), stable within a process
+  int index = -1;                            // position in ListDevices(), stable within a process
   std::string platform, name, vendor, type;  // type: "gpu", "cpu", "accelerator", "other"
   std::string version, driver_version, opencl_c_version;
   int compute_units = 0;

@@ -37,8 +37,7 @@ std::shared_ptr<Program> ProgramCache::BuildFromBinary(const std::vector<unsigne
 
 std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
                                                  const std::string& source,
-                                                 const std::string& options,
-                                                 BinaryCache* disk) {
+                                                 const std::string& options, BinaryCache* disk) {
   char key_hash[40];
   std::snprintf(key_hash, sizeof key_hash, "%016llx:%zu:",
                 static_cast<unsigned long long>(HashBytes(source.data(), source.size())),
@@ -50,7 +49,8 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
     return it->second;
   }
   const ClApi& cl = Cl();
-  const std::string disk_key = disk ? BinaryCache::Key(device_, source, "-cl-std=CL1.2 " + options) : "";
+  const std::string disk_key =
+      disk ? BinaryCache::Key(device_, source, "-cl-std=CL1.2 " + options) : "";
   if (disk) {
     std::vector<unsigned char> binary = disk->Load(disk_key);
     if (!binary.empty()) {
@@ -64,7 +64,8 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
   const char* text = source.c_str();
   size_t len = source.size();
   cl_int err = CL_SUCCESS;
-  auto program = std::make_shared<Program>(cl.clCreateProgramWithSource(ctx_, 1, &text, &len, &err));
+  auto program =
+      std::make_shared<Program>(cl.clCreateProgramWithSource(ctx_, 1, &text, &len, &err));
   CheckCl(err, "clCreateProgramWithSource");
   cl_device_id dev = device_.id;
   const std::string opts = "-cl-std=CL1.2 " + options;
@@ -73,9 +74,11 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
     size_t n = 0;
     cl.clGetProgramBuildInfo(program->get(), dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
     std::string log(n, '\0');
-    if (n) cl.clGetProgramBuildInfo(program->get(), dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    if (n)
+      cl.clGetProgramBuildInfo(program->get(), dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
     while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-    throw BuildError(label, opts, log.empty() ? "(" + ClErrorName(err) + ", empty build log)" : log);
+    throw BuildError(label, opts,
+                     log.empty() ? "(" + ClErrorName(err) + ", empty build log)" : log);
   }
   ++builds_;
   programs_.emplace(key, program);
@@ -105,8 +108,8 @@ std::shared_ptr<Environment> Environment::ForDevice(const DeviceInfo& device) {
 }
 
 Environment::Environment(const DeviceInfo& device) : device_(device) {
-  cl_context_properties props[] = {
-      CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device_.platform_id), 0};
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                   reinterpret_cast<cl_context_properties>(device_.platform_id), 0};
   cl_int err = CL_SUCCESS;
   cl_device_id id = device_.id;
   context_ = Context(Cl().clCreateContext(props, 1, &id, nullptr, nullptr, &err));
@@ -134,8 +137,8 @@ Buffer Environment::CreateBuffer(size_t bytes, cl_mem_flags flags) const {
 Buffer Environment::CreateSubBuffer(const Buffer& parent, size_t offset, size_t bytes) const {
   cl_buffer_region region{offset, bytes ? bytes : 4};
   cl_int err = CL_SUCCESS;
-  cl_mem mem = Cl().clCreateSubBuffer(parent.get(), CL_MEM_READ_WRITE,
-                                      CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+  cl_mem mem = Cl().clCreateSubBuffer(parent.get(), CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION,
+                                      &region, &err);
   if (err != CL_SUCCESS)
     throw ClError("clCreateSubBuffer", err,
                   "offset " + std::to_string(offset) + ", " + std::to_string(bytes) + " bytes");

@@ -24,8 +24,8 @@ ClError::ClError(const std::string& call, int code, const std::string& detail)
 
 BuildError::BuildError(const std::string& program, const std::string& options,
                        const std::string& log)
-    : Error("OpenCL program '" + program + "' failed to build with options [" + options +
-            "]:\n" + log),
+    : Error("OpenCL program '" + program + "' failed to build with options [" + options + "]:\n" +
+            log),
       log_(log) {}
 
 }  // namespace clgpu

@@ -26,8 +26,8 @@ std::vector<std::string> CandidatePaths() {
   // Mali drivers also go by their own names.
   for (const char* dir : {"/vendor/lib64/", "/system/vendor/lib64/", "/system/lib64/",
                           "/vendor/lib64/egl/", "/system/vendor/lib64/egl/"}) {
-    for (const char* name : {"libOpenCL.so", "libOpenCL_adreno.so", "libGLES_mali.so",
-                             "libmali.so", "libOpenCL-pixel.so"}) {
+    for (const char* name : {"libOpenCL.so", "libOpenCL_adreno.so", "libGLES_mali.so", "libmali.so",
+                             "libOpenCL-pixel.so"}) {
       paths.push_back(std::string(dir) + name);
     }
   }
@@ -50,8 +50,8 @@ std::unique_ptr<ClApi> Load() {
     auto api = std::make_unique<ClApi>();
     api->library_path = path;
     std::string missing;
-#define CLGPU_LOAD_FN(name)                                                   \
-  api->name = reinterpret_cast<decltype(api->name)>(dlsym(handle, #name));    \
+#define CLGPU_LOAD_FN(name)                                                \
+  api->name = reinterpret_cast<decltype(api->name)>(dlsym(handle, #name)); \
   if (!api->name) missing += std::string(missing.empty() ? "" : ", ") + #name;
     CLGPU_CL_FUNCTIONS(CLGPU_LOAD_FN)
 #undef CLGPU_LOAD_FN

@@ -22,10 +22,14 @@ LogLevel ThresholdFromEnv() {
 
 const char* Name(LogLevel level) {
   switch (level) {
-    case LogLevel::kError: return "ERROR";
-    case LogLevel::kWarning: return "WARNING";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kDebug: return "DEBUG";
+    case LogLevel::kError:
+      return "ERROR";
+    case LogLevel::kWarning:
+      return "WARNING";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kDebug:
+      return "DEBUG";
   }
   return "?";
 }

@@ -12,13 +12,13 @@ namespace {
 // Rough sustained rates. They only need to separate "clearly worth it" from
 // "clearly not": the device side is discounted well below peak, and partitions
 // must win by a margin.
-constexpr double kCpuGflopsPerThread = 25.0;    // XNNPACK fp32, AVX2-class core
-constexpr double kDeviceEfficiency = 0.25;      // of CU * clock * 128 FLOP/cycle
-constexpr double kLaunchUs = 8.0;               // per kernel enqueue
-constexpr double kSyncUs = 40.0;                // one clFinish + read-back per invoke
-constexpr double kDiscreteGBps = 8.0;           // host <-> device copies (PCIe, pageable)
-constexpr double kUnifiedGBps = 15.0;           // shared-memory devices
-constexpr double kWinMargin = 0.9;              // device must be >= 10 % faster
+constexpr double kCpuGflopsPerThread = 25.0;  // XNNPACK fp32, AVX2-class core
+constexpr double kDeviceEfficiency = 0.25;    // of CU * clock * 128 FLOP/cycle
+constexpr double kLaunchUs = 8.0;             // per kernel enqueue
+constexpr double kSyncUs = 40.0;              // one clFinish + read-back per invoke
+constexpr double kDiscreteGBps = 8.0;         // host <-> device copies (PCIe, pageable)
+constexpr double kUnifiedGBps = 15.0;         // shared-memory devices
+constexpr double kWinMargin = 0.9;            // device must be >= 10 % faster
 
 double NodeFlops(const GraphView& g, const NodeInfo& n) {
   if (n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return 0;
@@ -37,8 +37,8 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
 }  // namespace
 
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
-                                    const std::vector<int>& inputs,
-                                    const std::vector<int>& outputs, const DeviceInfo& dev) {
+                                    const std::vector<int>& inputs, const std::vector<int>& outputs,
+                                    const DeviceInfo& dev) {
   PartitionEstimate e;
   for (const NodeInfo& n : nodes) {
     e.flops += NodeFlops(g, n);
@@ -59,7 +59,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   char buf[200];
   if (dev.type == "cpu") {
     e.keep = false;
-    e.reason = "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are faster";
+    e.reason =
+        "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are faster";
   } else if (e.device_ms >= kWinMargin * e.cpu_ms) {
     e.keep = false;
     std::snprintf(buf, sizeof buf,

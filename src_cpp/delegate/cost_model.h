@@ -22,7 +22,7 @@ struct PartitionEstimate {
 
 // `nodes`: the partition's node records; inputs/outputs: its boundary tensors.
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
-                                    const std::vector<int>& inputs,
-                                    const std::vector<int>& outputs, const DeviceInfo& dev);
+                                    const std::vector<int>& inputs, const std::vector<int>& outputs,
+                                    const DeviceInfo& dev);
 
 }  // namespace clgpu

@@ -43,8 +43,9 @@ std::string DescribeParams(const NodeInfo& n) {
     case tfl::kDepthwiseConv2d: {
       tfl::DepthwiseConvParams p;
       std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf, "padding=%d stride=%d,%d depth_multiplier=%d act=%d dilation=%d,%d",
-                    p.padding, p.stride_width, p.stride_height, p.depth_multiplier, p.activation,
+      std::snprintf(buf, sizeof buf,
+                    "padding=%d stride=%d,%d depth_multiplier=%d act=%d dilation=%d,%d", p.padding,
+                    p.stride_width, p.stride_height, p.depth_multiplier, p.activation,
                     p.dilation_width, p.dilation_height);
       break;
     }
@@ -164,8 +165,8 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       ctx->GetNodeAndRegistration(ctx, index, &node, &reg);
       abi.node_to_registration = reinterpret_cast<char*>(reg) - reinterpret_cast<char*>(node);
       if (prev && index > prev_index)
-        abi.node_stride = (reinterpret_cast<char*>(node) - reinterpret_cast<char*>(prev)) /
-                          (index - prev_index);
+        abi.node_stride =
+            (reinterpret_cast<char*>(node) - reinterpret_cast<char*>(prev)) / (index - prev_index);
       prev = node;
       prev_index = index;
       ++abi.nodes_seen;
@@ -260,12 +261,13 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
           std::vector<NodeInfo> members;
           for (int node : parts[i]) members.push_back(*by_index.at(node));
           const TfLiteDelegateParams& pp = preview[i];
-          PartitionEstimate e = EstimatePartition(
-              graph, members,
-              std::vector<int>(pp.input_tensors->data, pp.input_tensors->data + pp.input_tensors->size),
-              std::vector<int>(pp.output_tensors->data,
-                               pp.output_tensors->data + pp.output_tensors->size),
-              env_->device());
+          PartitionEstimate e =
+              EstimatePartition(graph, members,
+                                std::vector<int>(pp.input_tensors->data,
+                                                 pp.input_tensors->data + pp.input_tensors->size),
+                                std::vector<int>(pp.output_tensors->data,
+                                                 pp.output_tensors->data + pp.output_tensors->size),
+                                env_->device());
           if (e.keep) {
             kept.push_back(parts[i]);
             continue;

@@ -27,7 +27,7 @@ struct NodeDecision {
   int32_t op = -1;
   std::string op_name;  // ours, or "" for ops we do not know (Python maps the code)
   bool claimed = false;
-  std::string reason;   // empty when claimed
+  std::string reason;  // empty when claimed
 };
 
 // What the delegate observed of the host runtime's ABI (layout test).
@@ -51,7 +51,7 @@ struct MemoryReport {
 };
 
 struct DelegateStats {
-  int prepares = 0;          // delegate Prepare calls
+  int prepares = 0;  // delegate Prepare calls
   int kernels_created = 0;
   int invokes = 0;
 };

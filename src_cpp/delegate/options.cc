@@ -41,10 +41,20 @@ int ParseNonNegativeInt(const std::string& key, const std::string& v) {
 }  // namespace
 
 const std::vector<std::string>& OptionKeys() {
-  static const std::vector<std::string> keys = {
-      "device", "precision", "max_delegated_partitions", "profiling", "partitioning",
-      "conv_algorithm", "serialization_dir", "model_token", "zero_copy", "max_alloc_bytes", "capture_tensors",
-      "runtime", "fail_at"};
+  static const std::vector<std::string> keys = {"device",
+                                                "precision",
+                                                "max_delegated_partitions",
+                                                "profiling",
+                                                "partitioning",
+                                                "conv_algorithm",
+                                                "gemm_splits",
+                                                "serialization_dir",
+                                                "model_token",
+                                                "zero_copy",
+                                                "max_alloc_bytes",
+                                                "capture_tensors",
+                                                "runtime",
+                                                "fail_at"};
   return keys;
 }
 
@@ -86,6 +96,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       o.max_alloc_bytes = x;
     } else if (key == "capture_tensors") {
       o.capture_tensors = ParseBool(key, value);
+    } else if (key == "gemm_splits") {
+      o.gemm_splits = ParseNonNegativeInt(key, value);
     } else if (key == "runtime") {
       o.runtime = value;
     } else if (key == "fail_at") {

@@ -10,14 +10,16 @@
 namespace clgpu {
 
 struct Options {
-  std::string device = "auto";         // auto | gpu | cpu | <index> | <name substring>
+  std::string device = "auto";  // auto | gpu | cpu | <index> | <name substring>
   // fp32 | fp16 (fp16 storage, fp32 accumulation) | auto (fp16 on GPUs, else fp32)
   std::string precision = "fp32";
-  int max_delegated_partitions = 0;    // 0 = no limit; else keep the largest N
-  bool profiling = false;              // time every kernel and transfer with events
-  std::string partitioning = "all";    // all | cost
+  int max_delegated_partitions = 0;  // 0 = no limit; else keep the largest N
+  bool profiling = false;            // time every kernel and transfer with events
+  std::string partitioning = "all";  // all | cost
   // Test and benchmark hook: force one convolution algorithm when it applies.
   std::string conv_algorithm = "auto";
+  // Test hook: split every tiled GEMM into this many K slices (0 = automatic).
+  int gemm_splits = 0;
   // Partition inputs/outputs use TFLite's own memory (CL_MEM_USE_HOST_PTR + map)
   // instead of copies: auto = on devices that share memory with the host.
   std::string zero_copy = "auto";
@@ -27,7 +29,7 @@ struct Options {
   // Debugging (check_precision): after each invoke, copy every activation of
   // every partition back to the host, readable with Delegate.captured().
   bool capture_tensors = false;
-  std::string runtime;                 // set by the Python shim: which interpreter package
+  std::string runtime;  // set by the Python shim: which interpreter package
   // Compiled program binaries are kept in serialization_dir[/model_token] (TFLite
   // GPU's names), so later starts skip the OpenCL compiler.
   std::string serialization_dir, model_token;

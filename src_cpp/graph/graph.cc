@@ -43,7 +43,6 @@ bool GraphView::IsConstant(int t) const {
   return IsModelConstant(t);
 }
 
-
 std::vector<float> GraphView::ConstantFloats(int t) const {
   int src = t;
   if (auto it = folded_.find(t); it != folded_.end()) src = it->second;
@@ -98,11 +97,24 @@ NodeInfo ReadNode(TfLiteContext* ctx, int node_index, bool* ok) {
 bool ActivationRange(int activation, float* lo, float* hi) {
   const float inf = std::numeric_limits<float>::infinity();
   switch (activation) {
-    case 0: *lo = -inf; *hi = inf; return true;   // NONE
-    case 1: *lo = 0.f; *hi = inf; return true;    // RELU
-    case 2: *lo = -1.f; *hi = 1.f; return true;   // RELU_N1_TO_1
-    case 3: *lo = 0.f; *hi = 6.f; return true;    // RELU6
-    default: return false;  // TANH, SIGN_BIT, SIGMOID: the CPU reference differs per op
+    case 0:
+      *lo = -inf;
+      *hi = inf;
+      return true;  // NONE
+    case 1:
+      *lo = 0.f;
+      *hi = inf;
+      return true;  // RELU
+    case 2:
+      *lo = -1.f;
+      *hi = 1.f;
+      return true;  // RELU_N1_TO_1
+    case 3:
+      *lo = 0.f;
+      *hi = 6.f;
+      return true;  // RELU6
+    default:
+      return false;  // TANH, SIGN_BIT, SIGMOID: the CPU reference differs per op
   }
 }
 

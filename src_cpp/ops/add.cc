@@ -102,8 +102,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
       !why.empty())
     return why;
   const Shape a = g.shape(node.inputs[0]), b = g.shape(node.inputs[1]);
-  if (a.size() > kMaxRank || b.size() > kMaxRank)
-    return "rank above " + std::to_string(kMaxRank);
+  if (a.size() > kMaxRank || b.size() > kMaxRank) return "rank above " + std::to_string(kMaxRank);
   try {
     BroadcastShape(a, b);
   } catch (const Error& e) {

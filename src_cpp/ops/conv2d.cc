@@ -36,8 +36,8 @@ class Conv2dOp : public Op {
     g.oc = filter_shape_[0], g.kh = filter_shape_[1], g.kw = filter_shape_[2];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
-    if (!g.Compute(params_.padding)) throw Error("CONV_2D output would be empty for input " +
-                                                 ShapeString(in));
+    if (!g.Compute(params_.padding))
+      throw Error("CONV_2D output would be empty for input " + ShapeString(in));
     return g;
   }
 
@@ -74,8 +74,8 @@ class Conv2dOp : public Op {
       weights_ = PrepareConvWeights(ctx, algo_, g, filter_);
     }
     if (!bias_buf_) bias_buf_ = UploadFloat32(ctx, bias_);
-    launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, bias_buf_.get(), out[0], act_min_,
-                           act_max_);
+    launches_ =
+        EncodeConv(ctx, algo_, g, in[0], *weights_, bias_buf_.get(), out[0], act_min_, act_max_);
   }
 
  private:

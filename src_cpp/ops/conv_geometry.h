@@ -7,8 +7,8 @@
 namespace clgpu {
 
 struct ConvGeometry {
-  int n = 0, h = 0, w = 0, c = 0;    // input NHWC
-  int kh = 0, kw = 0;                // filter spatial size
+  int n = 0, h = 0, w = 0, c = 0;  // input NHWC
+  int kh = 0, kw = 0;              // filter spatial size
   int sh = 1, sw = 1, dh = 1, dw = 1;
   int oh = 0, ow = 0, oc = 0;
   int pad_top = 0, pad_left = 0;

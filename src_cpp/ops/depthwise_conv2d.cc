@@ -65,12 +65,11 @@ class DepthwiseConv2dOp : public Op {
     l.name = "depthwise_conv2d_fast";
     l.kernel = CreateKernel(*prog, l.name);
     const int m = g.oc / g.c;
-    SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), out[0], g.n, g.h, g.w, g.c,
-            g.oh, g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min_,
-            act_max_);
+    SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), out[0], g.n, g.h, g.w, g.c, g.oh,
+            g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min_, act_max_);
     l.dims = 1;
-    l.global[0] = RoundUp(size_t((g.oc + 3) / 4) * ((g.ow + kPixels - 1) / kPixels) * g.n * g.oh,
-                          64);
+    l.global[0] =
+        RoundUp(size_t((g.oc + 3) / 4) * ((g.ow + kPixels - 1) / kPixels) * g.n * g.oh, 64);
     launches_.clear();
     launches_.push_back(std::move(l));
   }
@@ -102,8 +101,10 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!g.IsConstant(node.inputs[1])) return "filter is not constant";
   if (has_bias && !g.IsConstant(node.inputs[2])) return "bias is not constant";
   const Shape in = g.shape(node.inputs[0]), f = g.shape(node.inputs[1]);
-  if (in.size() != 4 || f.size() != 4 || f[0] != 1) return "input/filter must be 4-D, filter [1,KH,KW,C*M]";
-  if (in[3] <= 0 || f[3] % in[3] != 0) return "filter channels are not a multiple of input channels";
+  if (in.size() != 4 || f.size() != 4 || f[0] != 1)
+    return "input/filter must be 4-D, filter [1,KH,KW,C*M]";
+  if (in[3] <= 0 || f[3] % in[3] != 0)
+    return "filter channels are not a multiple of input channels";
   if (p.depth_multiplier != f[3] / in[3]) return "depth_multiplier does not match the filter";
   if (has_bias && NumElements(g.shape(node.inputs[2])) != f[3]) return "bias size != channels";
   return "";
@@ -117,7 +118,7 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kDepthwiseConv2dHandler = {tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D",
-                                                  Check, Create};
+extern const OpHandler kDepthwiseConv2dHandler = {tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D", Check,
+                                                  Create};
 
 }  // namespace clgpu

@@ -2,8 +2,9 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "delegate/options.h"
+#include "ops/gemm.h"
 #include "ops/op.h"
-#include "ops/tuning.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -30,8 +31,8 @@ class FullyConnectedOp : public Op {
   int Rows(const Shape& in) const {
     const int64_t total = NumElements(in);
     if (k_ <= 0 || total % k_ != 0)
-      throw Error("FULLY_CONNECTED input " + ShapeString(in) + " is not a multiple of K=" +
-                  std::to_string(k_));
+      throw Error("FULLY_CONNECTED input " + ShapeString(in) +
+                  " is not a multiple of K=" + std::to_string(k_));
     return static_cast<int>(total / k_);
   }
 
@@ -47,12 +48,19 @@ class FullyConnectedOp : public Op {
     return {{m, n_}};
   }
 
-  double WeightBytes() const override {
-    return double(weights_buf_.bytes() + bias_buf_.bytes());
-  }
+  double WeightBytes() const override { return double(weights_buf_.bytes() + bias_buf_.bytes()); }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Rows(in[0]) * n_ * k_;
+  }
+
+  std::vector<size_t> ScratchBytes(const OpContext& ctx,
+                                   const std::vector<Shape>& in) const override {
+    const int m = Rows(in[0]);
+    if (m <= kSmallM) return {};
+    const size_t bytes =
+        GemmScratchBytes(PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits), m, n_);
+    return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
@@ -72,13 +80,11 @@ class FullyConnectedOp : public Op {
       l.kernel = CreateKernel(*prog, l.name);
       algorithm_ = "gemv";
     } else {
-      const GemmTiles t = TilesFor(m <= 256 ? "gemm_small" : "gemm", ctx.env.device());
-      auto prog = ctx.GetProgram("gemm", t.Defines());
-      l.name = "gemm_nt";
-      l.global[0] = t.Global(m, n_);
-      l.local[0] = t.work_group();
-      l.kernel = CreateKernel(*prog, l.name);
-      algorithm_ = "gemm";
+      launches_ =
+          EncodeGemm(ctx, PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits), in[0],
+                     weights_buf_.get(), bias_buf_.get(), out[0], m, n_, k_, act_min_, act_max_);
+      algorithm_ = launches_.size() > 1 ? "gemm_splitk" : "gemm";
+      return;
     }
     SetArgs(l.kernel, in[0], weights_buf_.get(), bias_buf_.get(), out[0], m, n_, k_, act_min_,
             act_max_);

@@ -22,7 +22,7 @@ struct OpContext {
   std::string storage_defines;  // "" for fp32, "-DSTORAGE_HALF" for fp16 storage
   size_t storage_bytes = 4;     // bytes per activation/weight element on the device
   BinaryCache* disk = nullptr;  // serialization_dir, when set
-  size_t max_alloc = 0;          // largest single buffer (device limit or max_alloc_bytes)
+  size_t max_alloc = 0;         // largest single buffer (device limit or max_alloc_bytes)
   // Partition-wide scratch buffers, shared by all ops (they run one after another),
   // sized to the largest ScratchBytes() request per slot.
   std::vector<cl_mem> scratch;

@@ -56,9 +56,9 @@ GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev) {
     if (std::sscanf(v, "%d,%d,%d,%d,%d", &t.tile_m, &t.tile_n, &t.tile_k, &t.wpt_m, &t.wpt_n) == 5)
       return t;
   }
-  const char* cls = dev.type != "gpu" ? "cpu"
+  const char* cls = dev.type != "gpu"                                ? "cpu"
                     : dev.vendor.find("NVIDIA") != std::string::npos ? "nvidia"
-                                                                      : "gpu";
+                                                                     : "gpu";
   for (const Entry& e : kTable)
     if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
   return {32, 32, 16, 4, 4};

@@ -56,8 +56,9 @@ void RegisterDevices(py::module_& m) {
         return DeviceDict(d);
       },
       py::arg("spec") = "auto", "The device a delegate with device=spec would use.");
-  m.def("opencl_library", []() { return Cl().library_path; },
-        "Path of the OpenCL library that was loaded.");
+  m.def(
+      "opencl_library", []() { return Cl().library_path; },
+      "Path of the OpenCL library that was loaded.");
   m.def("reset_opencl_for_testing", &ResetClForTesting,
         "Forget the loaded OpenCL library so the next call searches again (tests only).");
 }

@@ -15,7 +15,8 @@ MemoryPlan PlanGreedyBySize(const std::vector<TensorUsage>& tensors) {
     plan.naive_bytes += t.bytes;
     for (int s = t.first; s <= t.last; ++s) live[s] += t.bytes;
   }
-  for (const auto& [step, bytes] : live) plan.lower_bound_bytes = std::max(plan.lower_bound_bytes, bytes);
+  for (const auto& [step, bytes] : live)
+    plan.lower_bound_bytes = std::max(plan.lower_bound_bytes, bytes);
 
   // Largest first; each takes the smallest free buffer that fits, else grows the
   // largest free one, else opens a new buffer.
@@ -52,7 +53,8 @@ MemoryPlan PlanGreedyBySize(const std::vector<TensorUsage>& tensors) {
     plan.buffer_bytes[b] = std::max(plan.buffer_bytes[b], t.bytes);
     plan.assignment[i] = b;
   }
-  plan.allocated_bytes = std::accumulate(plan.buffer_bytes.begin(), plan.buffer_bytes.end(), size_t{0});
+  plan.allocated_bytes =
+      std::accumulate(plan.buffer_bytes.begin(), plan.buffer_bytes.end(), size_t{0});
   return plan;
 }
 

@@ -15,11 +15,11 @@ struct TensorUsage {
 };
 
 struct MemoryPlan {
-  std::vector<int> assignment;     // tensor -> buffer index
+  std::vector<int> assignment;  // tensor -> buffer index
   std::vector<size_t> buffer_bytes;
-  size_t naive_bytes = 0;          // every tensor its own buffer
-  size_t lower_bound_bytes = 0;    // max over steps of bytes alive at once
-  size_t allocated_bytes = 0;      // sum of buffer_bytes
+  size_t naive_bytes = 0;        // every tensor its own buffer
+  size_t lower_bound_bytes = 0;  // max over steps of bytes alive at once
+  size_t allocated_bytes = 0;    // sum of buffer_bytes
 };
 
 MemoryPlan PlanGreedyBySize(const std::vector<TensorUsage>& tensors);

@@ -81,7 +81,8 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params)
 Partition::~Partition() { core_->DropMemoryReport(id_); }
 
 OpContext Partition::MakeOpContext() {
-  OpContext c{core_->env(), core_->queue(), core_->options(), core_->storage_defines(),
+  OpContext c{core_->env(),           core_->queue(),
+              core_->options(),       core_->storage_defines(),
               core_->storage_bytes(), core_->disk_cache()};
   c.max_alloc = core_->max_alloc_bytes();
   return c;
@@ -224,8 +225,8 @@ void Partition::Bind(TfLiteContext* ctx) {
         return;
       }
       cl_int err = CL_SUCCESS;
-      cl_mem mem = Cl().clCreateBuffer(env.context(), flags | CL_MEM_USE_HOST_PTR, bytes,
-                                       x.data.raw, &err);
+      cl_mem mem =
+          Cl().clCreateBuffer(env.context(), flags | CL_MEM_USE_HOST_PTR, bytes, x.data.raw, &err);
       if (err != CL_SUCCESS) throw ClError("clCreateBuffer(CL_MEM_USE_HOST_PTR)", err);
       Buffer b(mem, bytes);
       v.host_ptr = x.data.raw_const;
@@ -382,6 +383,9 @@ void Partition::Invoke(TfLiteContext* ctx) {
               "clEnqueueNDRangeKernel");
       keep();
       ++kernels;
+      // Some drivers (NVIDIA's) hold enqueued work until a flush: submit early so
+      // the device runs while the host is still enqueueing, then in batches.
+      if (kernels == 2 || kernels % 16 == 0) CheckCl(cl.clFlush(q), "clFlush");
     }
   }
   std::vector<std::pair<cl_mem, void*>> mapped;
@@ -404,8 +408,8 @@ void Partition::Invoke(TfLiteContext* ctx) {
       keep();
       mapped.emplace_back(TransferMem(t), p);
     } else {
-      CheckCl(cl.clEnqueueReadBuffer(q, TransferMem(t), CL_FALSE, 0, bytes, x.data.raw, 0,
-                                     nullptr, slot(-2, bytes)),
+      CheckCl(cl.clEnqueueReadBuffer(q, TransferMem(t), CL_FALSE, 0, bytes, x.data.raw, 0, nullptr,
+                                     slot(-2, bytes)),
               "clEnqueueReadBuffer");
       keep();
     }
@@ -456,8 +460,8 @@ void Partition::RecordProfile(const std::vector<Event>& events, const std::vecto
   std::map<int, size_t> launch_index;  // per op: which of its launches this event is
   for (size_t e = 0; e < events.size(); ++e) {
     cl_ulong start = 0, end = 0;
-    Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_START, sizeof start,
-                                 &start, nullptr);
+    Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_START, sizeof start, &start,
+                                 nullptr);
     Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_END, sizeof end, &end,
                                  nullptr);
     const int op = event_op[e];

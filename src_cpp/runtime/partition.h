@@ -63,8 +63,8 @@ class Partition {
   std::vector<OpProfile> op_profiles_;
   std::map<int, Value> values_;
   std::vector<int> uploads_, downloads_;  // tensor indices, in a fixed order
-  Buffer arena_;  // the activations, placed by the memory planner
-  std::vector<Buffer> scratch_;  // shared op scratch (Winograd transforms), one per slot
+  Buffer arena_;                          // the activations, placed by the memory planner
+  std::vector<Buffer> scratch_;           // shared op scratch (Winograd transforms), one per slot
   MemoryReport report_;
   bool planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued

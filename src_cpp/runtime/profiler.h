@@ -26,7 +26,7 @@ struct PartitionRecord {
   int partition = 0;
   int64_t invokes = 0;
   double upload_ns = 0, compute_ns = 0, download_ns = 0;  // device time from events
-  double wall_ns = 0;  // host time of the whole invoke
+  double wall_ns = 0;                                     // host time of the whole invoke
   int64_t upload_bytes = 0, download_bytes = 0;
   int kernels_per_invoke = 0;
 };

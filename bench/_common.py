@@ -1,0 +1,76 @@
+"""Shared pieces of the kernel benchmarks: timing one op through the delegate (the
+real code path: selector, weight transforms, launches) from its OpenCL event profile,
+and writing results with device, driver, date and command."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import clgpu_delegate as cd
+from clgpu_delegate.runtime import make_interpreter
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def time_model(model: bytes, feeds: list[np.ndarray], runs: int = 5, warmup: int = 1,
+               **options: Any) -> dict[str, Any]:
+    """Median device time of the delegated kernels (ms) and what ran."""
+    d = cd.load(partitioning="all", profiling=True, **options)
+    it = make_interpreter(model, [d])
+    it.allocate_tensors()
+    for det, x in zip(it.get_input_details(), feeds, strict=True):
+        it.set_tensor(det["index"], x)
+    for _ in range(warmup):
+        it.invoke()
+    per_run = []
+    kernels: list[Any] = []
+    for _ in range(runs):
+        d.reset_profile()
+        it.invoke()
+        prof = d.profile()
+        kernels = prof.kernels
+        per_run.append(sum(k.total_ms for k in kernels))
+    out = it.get_tensor(it.get_output_details()[0]["index"])
+    algos = sorted({k.algorithm for k in kernels})
+    del it
+    d.close()
+    return {"ms": float(np.median(per_run)), "algorithm": ",".join(algos),
+            "kernels": len(kernels), "output": out}
+
+
+def device_info() -> dict[str, Any]:
+    dev = cd.select_device("auto")
+    return {"device": dev.name, "driver": dev.driver_version, "type": dev.type,
+            "compute_units": dev.compute_units, "clock_mhz": dev.max_clock_mhz}
+
+
+def write_results(stem: str, meta: dict[str, Any], rows: list[dict[str, Any]],
+                  columns: list[tuple[str, str]], out_dir: Path = RESULTS) -> Path:
+    """bench/results/<stem>-<device>.json and .md."""
+    meta = dict(meta)
+    meta.setdefault("date", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    meta.setdefault("command", " ".join(["python", *sys.argv]))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dev = re.sub(r"[^A-Za-z0-9]+", "_", meta.get("device", "unknown")).strip("_")
+    base = out_dir / f"{stem}-{dev}"
+    base.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2,
+                                                    default=float))
+    lines = [f"# {stem} on {meta.get('device')}", ""]
+    lines += [f"- {k}: {v}" for k, v in meta.items()]
+    lines += ["", "| " + " | ".join(h for _, h in columns) + " |",
+              "|" + "---|" * len(columns)]
+    for r in rows:
+        cells = []
+        for key, _ in columns:
+            v = r.get(key, "")
+            cells.append(f"{v:.3f}" if isinstance(v, float) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    base.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return base

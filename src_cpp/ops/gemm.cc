@@ -1,0 +1,68 @@
+#include "ops/gemm.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace clgpu {
+
+GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {
+  GemmPlan p;
+  p.tiles = TilesFor(m <= 256 ? "gemm_small" : "gemm", dev);
+  const long groups =
+      ((m + p.tiles.tile_m - 1) / p.tiles.tile_m) * ((n + p.tiles.tile_n - 1) / p.tiles.tile_n);
+  // On a GPU, a GEMM of a few tiles leaves most compute units idle while each
+  // group walks the whole of K: split K so that about two groups run per unit,
+  // keeping at least four tiles of K per split.
+  const long max_splits = k / (4L * p.tiles.tile_k);
+  if (forced_splits > 0 || (dev.type == "gpu" && groups < dev.compute_units && max_splits >= 2)) {
+    p.splits = forced_splits > 0
+                   ? forced_splits
+                   : static_cast<int>(std::min<long>(
+                         {(2L * dev.compute_units + groups - 1) / groups, max_splits, 32}));
+    const long per = (k + p.splits - 1) / p.splits;
+    p.k_per_split = static_cast<int>(RoundUp(per, p.tiles.tile_k));
+    p.splits = static_cast<int>((k + p.k_per_split - 1) / p.k_per_split);
+    if (p.splits <= 1) p.splits = 1;
+  }
+  return p;
+}
+
+size_t GemmScratchBytes(const GemmPlan& p, long m, long n) {
+  return p.splits > 1 ? size_t(p.splits) * m * n * sizeof(float) : 0;
+}
+
+std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
+                               cl_mem c, int m, int n, int k, float act_min, float act_max) {
+  auto prog = ctx.GetProgram("gemm", p.tiles.Defines());
+  std::vector<Launch> out;
+  Launch l;
+  l.dims = 1;
+  l.global[0] = p.tiles.Global(m, n);
+  l.local[0] = p.tiles.work_group();
+  if (p.splits <= 1) {
+    l.name = "gemm_nt";
+    l.kernel = CreateKernel(*prog, l.name);
+    SetArgs(l.kernel, a, b, bias, c, m, n, k, act_min, act_max);
+    out.push_back(std::move(l));
+    return out;
+  }
+  if (ctx.scratch.empty()) throw Error("split-K GEMM without a scratch buffer");
+  l.name = "gemm_nt_splitk";
+  l.kernel = CreateKernel(*prog, l.name);
+  SetArgs(l.kernel, a, b, ctx.scratch[0], m, n, k, p.k_per_split);
+  l.dims = 2;
+  l.global[1] = p.splits;
+  l.local[1] = 1;
+  out.push_back(std::move(l));
+  Launch r;
+  r.name = "gemm_splitk_reduce";
+  r.kernel = CreateKernel(*prog, r.name);
+  SetArgs(r.kernel, ctx.scratch[0], bias, c, m, n, p.splits, act_min, act_max);
+  r.dims = 1;
+  r.global[0] = RoundUp(size_t(m) * n, 64);
+  out.push_back(std::move(r));
+  return out;
+}
+
+}  // namespace clgpu

@@ -1,0 +1,27 @@
+// The GEMM behind FULLY_CONNECTED and 1x1 convolutions: C[M,N] = act(A[M,K] B[N,K]^T + bias),
+// as one tiled kernel, or split along K when the output has too few tiles to fill the device.
+#pragma once
+
+#include <vector>
+
+#include "ops/op.h"
+#include "ops/tuning.h"
+
+namespace clgpu {
+
+struct GemmPlan {
+  GemmTiles tiles;
+  int splits = 1;  // > 1: gemm_nt_splitk + gemm_splitk_reduce
+  int k_per_split = 0;
+};
+
+// forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
+GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);
+
+// Scratch bytes (slot 0) the plan needs.
+size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
+
+std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
+                               cl_mem c, int m, int n, int k, float act_min, float act_max);
+
+}  // namespace clgpu
