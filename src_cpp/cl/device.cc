@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <mutex>
 
 #include "cl/errors.h"
 #include "cl/objects.h"
@@ -72,11 +73,34 @@ bool ProbeFp16(cl_platform_id platform, cl_device_id device) {
 }
 
 std::vector<DeviceInfo> ListDevices(bool probe_fp16) {
+  // Devices do not change within a process, and the FP16 probe costs a context
+  // and a compile per device: list once per loaded OpenCL library.
+  static std::mutex mutex;
+  static const ClApi* listed_for = nullptr;
+  static std::vector<DeviceInfo> cached[2];
+  static bool have[2] = {false, false};
+  const ClApi& cl = Cl();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (listed_for != &cl) {
+    listed_for = &cl;
+    have[0] = have[1] = false;
+  }
+  if (!have[probe_fp16]) {
+    cached[probe_fp16] = ListDevicesUncached(probe_fp16);
+    have[probe_fp16] = true;
+  }
+  return cached[probe_fp16];
+}
+
+std::vector<DeviceInfo> ListDevicesUncached(bool probe_fp16) {
   const ClApi& cl = Cl();
   cl_uint np = 0;
   cl_int err = cl.clGetPlatformIDs(0, nullptr, &np);
-  // The ICD loader reports "no platform" as CL_PLATFORM_NOT_FOUND_KHR (-1001).
-  if (err != CL_SUCCESS || np == 0) return {};
+  // The ICD loader reports "no platform" as CL_PLATFORM_NOT_FOUND_KHR (-1001);
+  // any other error is a broken installation and is named as such.
+  constexpr cl_int kPlatformNotFoundKhr = -1001;
+  if (err == kPlatformNotFoundKhr || (err == CL_SUCCESS && np == 0)) return {};
+  CheckCl(err, "clGetPlatformIDs");
   std::vector<cl_platform_id> platforms(np);
   CheckCl(cl.clGetPlatformIDs(np, platforms.data(), nullptr), "clGetPlatformIDs");
   std::vector<DeviceInfo> out;
@@ -126,7 +150,8 @@ std::vector<DeviceInfo> ListDevices(bool probe_fp16) {
 }
 
 DeviceInfo SelectDevice(const std::string& spec_in) {
-  std::vector<DeviceInfo> devices = ListDevices(/*probe_fp16=*/true);
+  // Selection needs no FP16 probe: it would only slow every delegate's creation.
+  std::vector<DeviceInfo> devices = ListDevices(/*probe_fp16=*/false);
   if (devices.empty()) {
     throw NoDeviceError(std::string("No OpenCL platform or device was found (library: ") +
                         Cl().library_path + "). " + kInstallHint);
@@ -141,10 +166,13 @@ DeviceInfo SelectDevice(const std::string& spec_in) {
   const DeviceInfo* pick = nullptr;
   if (spec == "auto") {
     pick = best([](const DeviceInfo&) { return true; });
-    if (pick->type != "gpu") {
-      Log(LogLevel::kWarning, "no OpenCL GPU found; using " + pick->type + " device '" +
-                                  pick->name + "' (" + pick->platform + "): expect CPU-like speed");
-    }
+    static std::once_flag warned;  // once per process, not per delegate
+    if (pick->type != "gpu")
+      std::call_once(warned, [&] {
+        Log(LogLevel::kWarning, "no OpenCL GPU found; using " + pick->type + " device '" +
+                                    pick->name + "' (" + pick->platform +
+                                    "): expect CPU-like speed");
+      });
   } else if (spec == "gpu" || spec == "cpu") {
     pick = best([&](const DeviceInfo& d) { return d.type == spec; });
   } else if (std::all_of(spec.begin(), spec.end(), ::isdigit)) {

@@ -26,9 +26,10 @@ struct DeviceInfo {
   cl_device_id id = nullptr;
 };
 
-// Every device of every platform. Throws NoDeviceError when no OpenCL library
-// loads; returns an empty list when the library has no platform.
+// Every device of every platform (listed once per process). Throws NoDeviceError
+// when no OpenCL library loads; returns an empty list when it has no platform.
 std::vector<DeviceInfo> ListDevices(bool probe_fp16 = true);
+std::vector<DeviceInfo> ListDevicesUncached(bool probe_fp16);
 
 // `spec`: "auto" (fastest-looking GPU, else any device with a warning that it is
 // not a GPU), "gpu", "cpu", a decimal index, or a case-insensitive substring of

@@ -36,8 +36,7 @@ class Conv2dOp : public Op {
     g.oc = filter_shape_[0], g.kh = filter_shape_[1], g.kw = filter_shape_[2];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
-    if (!g.Compute(params_.padding))
-      throw Error("CONV_2D output would be empty for input " + ShapeString(in));
+    g.Compute(params_.padding);
     return g;
   }
 
@@ -99,6 +98,12 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (p.padding != tfl::kPaddingSame && p.padding != tfl::kPaddingValid) return "unknown padding";
   if (p.stride_width < 1 || p.stride_height < 1 || p.dilation_width < 1 || p.dilation_height < 1)
     return "invalid stride or dilation";
+  // The runtimes store these as 16-bit in places (LiteRT refuses larger ones), and
+  // our index arithmetic is 32-bit: leave such nodes to the CPU.
+  constexpr int kMaxStep = 32767;
+  if (p.stride_width > kMaxStep || p.stride_height > kMaxStep || p.dilation_width > kMaxStep ||
+      p.dilation_height > kMaxStep)
+    return "stride or dilation above " + std::to_string(kMaxStep);
   std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
   if (has_bias) tensors.push_back(node.inputs[2]);

@@ -13,8 +13,9 @@ struct ConvGeometry {
   int oh = 0, ow = 0, oc = 0;
   int pad_top = 0, pad_left = 0;
 
-  // padding: 1 SAME, 2 VALID. Returns false if the output would be empty/negative.
-  bool Compute(int padding) {
+  // padding: 1 SAME, 2 VALID. An input smaller than the filter gives an empty
+  // output (0 rows or columns), as on the CPU.
+  void Compute(int padding) {
     const int ekh = (kh - 1) * dh + 1, ekw = (kw - 1) * dw + 1;
     if (padding == 1) {
       oh = (h + sh - 1) / sh;
@@ -26,7 +27,8 @@ struct ConvGeometry {
       ow = (w - ekw + sw) / sw;
       pad_top = pad_left = 0;
     }
-    return oh > 0 && ow > 0;
+    oh = std::max(oh, 0);
+    ow = std::max(ow, 0);
   }
   double Macs() const { return double(n) * oh * ow * oc * kh * kw * c; }
 };

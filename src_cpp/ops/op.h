@@ -16,6 +16,7 @@ struct Options;
 // What an op may use while preparing: the device, the queue for weight uploads,
 // the options (precision, forced algorithms) and the build defines they imply.
 struct OpContext {
+  OpContext(Environment& e, cl_command_queue q, const Options& o) : env(e), queue(q), options(o) {}
   Environment& env;
   cl_command_queue queue;
   const Options& options;
@@ -25,7 +26,7 @@ struct OpContext {
   size_t max_alloc = 0;         // largest single buffer (device limit or max_alloc_bytes)
   // Partition-wide scratch buffers, shared by all ops (they run one after another),
   // sized to the largest ScratchBytes() request per slot.
-  std::vector<cl_mem> scratch;
+  std::vector<cl_mem> scratch = {};
 
   // kernels/<file>.cl built for this context's storage type (cached).
   std::shared_ptr<Program> GetProgram(const std::string& file, const std::string& extra = "") {

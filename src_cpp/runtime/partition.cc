@@ -81,9 +81,10 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params)
 Partition::~Partition() { core_->DropMemoryReport(id_); }
 
 OpContext Partition::MakeOpContext() {
-  OpContext c{core_->env(),           core_->queue(),
-              core_->options(),       core_->storage_defines(),
-              core_->storage_bytes(), core_->disk_cache()};
+  OpContext c{core_->env(), core_->queue(), core_->options()};
+  c.storage_defines = core_->storage_defines();
+  c.storage_bytes = core_->storage_bytes();
+  c.disk = core_->disk_cache();
   c.max_alloc = core_->max_alloc_bytes();
   return c;
 }
@@ -198,6 +199,12 @@ void Partition::Plan(TfLiteContext* ctx) {
   bound_ = false;
 }
 
+bool Partition::OutputEmpty(size_t op) const {
+  for (int t : ops_[op]->outputs())
+    if (NumElements(values_.at(t).shape) == 0) return true;
+  return false;
+}
+
 bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
   if (!zero_copy_) return false;
   for (int t : uploads_)
@@ -220,8 +227,16 @@ void Partition::Bind(TfLiteContext* ctx) {
       const TfLiteTensor& x = ctx->tensors[t];
       const size_t bytes = v.float_bytes();
       if (!x.data.raw || x.bytes < bytes || bytes == 0) {
-        v.transfer.Release();
+        // TFLite has not allocated the tensor yet (first prepare): bind a device
+        // buffer for now, so programs are built at prepare; the first invoke sees
+        // the real pointer and binds again.
+        Buffer b = env.CreateBuffer(bytes);
         v.host_ptr = nullptr;
+        if (core_->half_storage()) {
+          v.transfer = std::move(b);
+        } else {
+          v.buffer = std::move(b);
+        }
         return;
       }
       cl_int err = CL_SUCCESS;
@@ -262,6 +277,7 @@ void Partition::Bind(TfLiteContext* ctx) {
   // Scratch: the largest request per slot over all ops, shared by them.
   std::vector<size_t> scratch_bytes;
   for (size_t i = 0; i < ops_.size(); ++i) {
+    if (OutputEmpty(i)) continue;
     std::vector<Shape> in_shapes;
     for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
     const std::vector<size_t> need = ops_[i]->ScratchBytes(octx, in_shapes);
@@ -294,7 +310,8 @@ void Partition::Bind(TfLiteContext* ctx) {
       prof.shape += ShapeString(out_shapes_[i][j]);
       prof.bytes += double(NumElements(out_shapes_[i][j])) * octx.storage_bytes;
     }
-    ops_[i]->Prepare(octx, in_shapes, out_shapes_[i], in, out);
+    // An op with an empty output (as the CPU produces for a too-small input) runs nothing.
+    if (!OutputEmpty(i)) ops_[i]->Prepare(octx, in_shapes, out_shapes_[i], in, out);
     prof.flops = ops_[i]->Flops(in_shapes, out_shapes_[i]);
     prof.bytes += ops_[i]->WeightBytes();
     weight_bytes += static_cast<size_t>(ops_[i]->WeightBytes());
@@ -308,12 +325,7 @@ void Partition::Bind(TfLiteContext* ctx) {
 
 void Partition::Prepare(TfLiteContext* ctx) {
   if (InputShapesChanged(ctx)) Plan(ctx);
-  // Zero-copy needs TFLite's tensor memory, which may not be allocated yet at
-  // prepare time: then binding waits for the first invoke.
-  bool have_memory = true;
-  if (zero_copy_)
-    for (int t : uploads_) have_memory = have_memory && ctx->tensors[t].data.raw;
-  if ((!bound_ || HostPointersChanged(ctx)) && have_memory) Bind(ctx);
+  if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
 }
 
 void Partition::Invoke(TfLiteContext* ctx) {
@@ -373,9 +385,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
   int kernels = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
     const Op& op = *ops_[i];
-    bool empty = false;
-    for (int t : op.outputs()) empty = empty || NumElements(values_[t].shape) == 0;
-    if (empty) continue;
+    if (OutputEmpty(i)) continue;
     for (const Launch& l : op.launches()) {
       const size_t* local = l.local[0] ? l.local : nullptr;
       CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local, 0,
@@ -404,6 +414,12 @@ void Partition::Invoke(TfLiteContext* ctx) {
       cl_int err = CL_SUCCESS;
       void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_READ, 0, bytes, 0,
                                       nullptr, slot(-2, 0), &err);
+      if (err != CL_SUCCESS) {
+        // Leave no output mapped behind the error.
+        for (const auto& [mem, ptr] : mapped)
+          cl.clEnqueueUnmapMemObject(q, mem, ptr, 0, nullptr, nullptr);
+        cl.clFinish(q);
+      }
       CheckCl(err, "clEnqueueMapBuffer");
       keep();
       mapped.emplace_back(TransferMem(t), p);
@@ -415,8 +431,14 @@ void Partition::Invoke(TfLiteContext* ctx) {
     }
   }
   // Mapped outputs are unmapped after the sync: the data is in TFLite's memory.
-  for (const auto& [mem, p] : mapped)
-    CheckCl(cl.clEnqueueUnmapMemObject(q, mem, p, 0, nullptr, nullptr), "clEnqueueUnmapMemObject");
+  // Every one is unmapped even if one fails, and the first failure is reported.
+  cl_int unmap_err = CL_SUCCESS;
+  for (const auto& [mem, p] : mapped) {
+    const cl_int e = cl.clEnqueueUnmapMemObject(q, mem, p, 0, nullptr, nullptr);
+    if (unmap_err == CL_SUCCESS) unmap_err = e;
+  }
+  mapped.clear();
+  CheckCl(unmap_err, "clEnqueueUnmapMemObject");
   CheckCl(cl.clFinish(q), "clFinish");
   if (core_->options().fail_at == "read")
     throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");

@@ -48,6 +48,7 @@ class Partition {
   bool InputShapesChanged(TfLiteContext* ctx);
   void Plan(TfLiteContext* ctx);
   bool HostPointersChanged(TfLiteContext* ctx) const;
+  bool OutputEmpty(size_t op) const;
   void Bind(TfLiteContext* ctx);
   cl_mem Mem(int t) const { return values_.at(t).buffer.get(); }
   cl_mem TransferMem(int t) const;

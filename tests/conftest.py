@@ -1,0 +1,98 @@
+"""Shared fixtures: the interpreter runtime every delegate test runs under, a seeded rng,
+and a helper that runs Python in a fresh process (OpenCL is loaded once per process)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+RUNTIMES = ("tflite_runtime", "ai_edge_litert")
+
+
+def _importable(runtime: str) -> bool:
+    try:
+        importlib.import_module(f"{runtime}.interpreter")
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(params=RUNTIMES)
+def runtime(request: pytest.FixtureRequest) -> str:
+    """The interpreter package ("tflite_runtime" or "ai_edge_litert"); skips a missing one."""
+    if not _importable(request.param):
+        pytest.skip(f"{request.param} is not installed")
+    return request.param
+
+
+def _transfers() -> list[dict[str, str]]:
+    try:
+        from clgpu_delegate._native import core
+
+        keys = core().option_keys()
+    except ImportError:
+        keys = []
+    return [{}] + ([{"zero_copy": "off"}, {"zero_copy": "on"}] if "zero_copy" in keys else [])
+
+
+@pytest.fixture(
+    params=_transfers(), ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default"
+)
+def transfer(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Delegate options for each way inputs/outputs reach the device. PoCL shares memory with
+    the host, so the default ("auto") takes the zero-copy path here and a discrete GPU the
+    copy path: tests of the data path run all of them."""
+    return request.param
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
+
+
+def _package_root() -> str:
+    import clgpu_delegate
+
+    return str(Path(clgpu_delegate.__file__).resolve().parent.parent)
+
+
+@pytest.fixture
+def run_python(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """run_python(code_or_args, env={...}) -> CompletedProcess: a fresh interpreter in tmp_path.
+
+    `code_or_args` is either source text (run with -c) or a list of arguments after the
+    interpreter (e.g. ["-m", "clgpu_delegate", "devices"]). `env` entries override the
+    current environment; a value of None removes the variable.
+    """
+
+    def run(
+        code_or_args: str | list[str],
+        env: dict[str, str | None] | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = dict(os.environ)
+        root = _package_root()
+        full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH")) if p)
+        for key, value in (env or {}).items():
+            if value is None:
+                full_env.pop(key, None)
+            else:
+                full_env[key] = value
+        args = ["-c", code_or_args] if isinstance(code_or_args, str) else list(code_or_args)
+        return subprocess.run(
+            [sys.executable, *args],
+            cwd=tmp_path,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    return run

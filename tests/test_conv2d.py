@@ -1,0 +1,119 @@
+"""CONV_2D parity with stock TFLite CPU: kernel sizes, strides, dilations, paddings, odd sizes,
+activations, bias; every forced conv algorithm (those that do not apply fall back)."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import pytest
+from parity import check_parity, compare, random_inputs, run
+
+from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.runtime import make_interpreter
+
+ALGORITHMS = ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4"]
+
+
+class Conv(NamedTuple):
+    input: tuple[int, int, int, int]  # N, H, W, C
+    out_channels: int
+    kernel: tuple[int, int]
+    stride: int | tuple[int, int] = 1
+    dilation: int | tuple[int, int] = 1
+    padding: str = "SAME"
+    activation: str | None = None
+    bias: bool = True
+
+
+CASES = {
+    "3x3_batch2": Conv((2, 9, 11, 3), 5, (3, 3)),
+    "3x3_c17_oc19_relu": Conv((1, 13, 12, 17), 19, (3, 3), activation="RELU"),
+    "3x3_s1_winograd_shape": Conv((1, 16, 14, 8), 12, (3, 3), activation="RELU6"),
+    "1x1": Conv((1, 7, 7, 5), 6, (1, 1), padding="VALID", activation="RELU"),
+    "1x1_batch2_c35": Conv((2, 5, 9, 35), 13, (1, 1), bias=False),
+    "1x1_s3_same": Conv((1, 11, 11, 5), 5, (1, 1), stride=3),  # SAME, stride > kernel
+    "1x1_s2_valid": Conv((2, 10, 9, 6), 7, (1, 1), stride=2, padding="VALID"),
+    "3x3_s2_nobias_relu6": Conv(
+        (2, 10, 13, 7), 9, (3, 3), stride=2, activation="RELU6", bias=False
+    ),
+    "3x3_s3": Conv((1, 14, 17, 4), 3, (3, 3), stride=3),
+    "3x3_d2_valid": Conv(
+        (1, 12, 10, 9), 17, (3, 3), dilation=2, padding="VALID", activation="RELU6"
+    ),
+    "5x5_d2_n1to1": Conv((1, 15, 12, 6), 7, (5, 5), dilation=2, activation="RELU_N1_TO_1"),
+    "5x5_valid_c1": Conv((2, 11, 9, 1), 1, (5, 5), padding="VALID"),
+    "5x5_s2_same": Conv((1, 13, 13, 3), 8, (5, 5), stride=2, activation="RELU"),
+    "7x7_s2_stem": Conv((1, 17, 19, 3), 10, (7, 7), stride=2, activation="RELU"),
+    "7x7_s3_valid": Conv((1, 20, 21, 2), 5, (7, 7), stride=3, padding="VALID"),
+    "3x5_aniso": Conv(
+        (1, 12, 13, 2), 3, (3, 5), stride=(1, 2), dilation=(2, 1), activation="RELU_N1_TO_1"
+    ),
+    "5x5_larger_than_input": Conv((1, 3, 4, 2), 3, (5, 5)),
+    "1x7_then_7x1_like": Conv((1, 9, 15, 5), 6, (1, 7), stride=(2, 1)),
+    # Enough channels for the tiled algorithms (GEMM, Winograd) to pick them, with remainders.
+    "3x3_c37_oc45_tiles": Conv((1, 13, 11, 37), 45, (3, 3), activation="RELU"),
+    "3x3_batch2_c33_oc64": Conv((2, 9, 10, 33), 64, (3, 3), activation="RELU6"),
+    "3x3_valid_c16_oc17": Conv((1, 10, 9, 16), 17, (3, 3), padding="VALID"),
+    "1x1_c67_oc70": Conv((1, 7, 9, 67), 70, (1, 1), activation="RELU"),
+    "1x1_batch2_c64_oc48_nobias": Conv((2, 8, 8, 64), 48, (1, 1), bias=False),
+    "5x5_c24_oc40": Conv((1, 11, 12, 24), 40, (5, 5), stride=2, activation="RELU_N1_TO_1"),
+}
+
+
+def conv_model(case: Conv, seed: int = 0, fp16_weights: bool = False) -> bytes:
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", case.input)
+    kh, kw = case.kernel
+    c = case.input[3]
+    w = b.rand((case.out_channels, kh, kw, c), scale=math.sqrt(2.0 / (kh * kw * c)))
+    bias = b.rand((case.out_channels,), scale=0.5) if case.bias else None
+    b.output(
+        b.conv2d(
+            x,
+            w,
+            bias,
+            stride=case.stride,
+            dilation=case.dilation,
+            padding=case.padding,
+            activation=case.activation,
+            fp16_weights=fp16_weights,
+        )
+    )
+    return b.build()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_conv2d_parity(case: Conv, algorithm: str, runtime: str) -> None:
+    check_parity(conv_model(case), runtime, expect_delegated="all", conv_algorithm=algorithm)
+
+
+@pytest.mark.parametrize("activation", ["TANH", "SIGN_BIT"])
+def test_conv2d_unsupported_activation_stays_on_cpu(activation: str, runtime: str) -> None:
+    # TFLite's CPU conv ignores a fused TANH / SIGN_BIT: the reference is what counts.
+    case = Conv((1, 8, 9, 3), 4, (3, 3), activation=activation)
+    r = check_parity(conv_model(case), runtime, expect_cpu="all")
+    assert "activation" in r.reason(0)
+
+
+def test_conv2d_next_to_unsupported_one(runtime: str) -> None:
+    # A claimed conv feeding a TANH-fused conv: one delegated node, output still exact.
+    b = ModelBuilder(seed=3)
+    x = b.input("x", (1, 10, 10, 3))
+    y = b.conv2d(x, b.rand((6, 3, 3, 3)), activation="RELU")
+    z = b.conv2d(y, b.rand((4, 3, 3, 6)), activation="TANH")
+    b.output(z)
+    check_parity(b.build(), runtime, expect_delegated={0}, expect_cpu={1})
+
+
+def test_conv2d_repeated_invokes_with_new_inputs(runtime: str) -> None:
+    # Buffers are reused across invokes: every invoke must see its own input.
+    model = conv_model(CASES["3x3_batch2"])
+    r = check_parity(model, runtime, expect_delegated="all")
+    ref = make_interpreter(model, None, runtime=runtime, reference=True)
+    ref.allocate_tensors()
+    for seed in range(1, 4):
+        inputs = random_inputs(ref.get_input_details(), seed)
+        compare(run(r.interpreter, inputs), run(ref, inputs), 1e-4, None)
+    assert r.delegate.stats()["invokes"] == 4

@@ -1,0 +1,102 @@
+"""DEQUANTIZE of constant FLOAT16 weights: claimed together with the conv / depthwise / FC
+that reads it, and left on the CPU when a CPU op reads its output too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from parity import check_parity
+from test_conv2d import CASES as CONV_CASES
+from test_conv2d import conv_model
+from test_depthwise_conv2d import CASES as DW_CASES
+from test_depthwise_conv2d import depthwise_model
+from test_fully_connected import CASES as FC_CASES
+from test_fully_connected import fc_model
+
+from clgpu_delegate.modelgen import ModelBuilder
+
+FP16_MODELS = {
+    "conv2d_3x3": lambda: conv_model(CONV_CASES["3x3_batch2"], fp16_weights=True),
+    "conv2d_1x1_nobias": lambda: conv_model(CONV_CASES["1x1_batch2_c35"], fp16_weights=True),
+    "conv2d_5x5_d2": lambda: conv_model(CONV_CASES["5x5_d2_n1to1"], fp16_weights=True),
+    "depthwise_m2": lambda: depthwise_model(DW_CASES["3x3_s2_m2_relu6"], fp16_weights=True),
+    "fully_connected": lambda: fc_model(FC_CASES["3d_keep"], fp16_weights=True),
+    "fully_connected_nobias": lambda: fc_model(FC_CASES["4d_flatten_nobias"], fp16_weights=True),
+}
+
+
+def fp16_weight(b: ModelBuilder, w: np.ndarray) -> int:
+    """A FLOAT16 constant behind a DEQUANTIZE; returns the float32 output tensor.
+
+    ModelBuilder only makes these inside conv2d/fully_connected(fp16_weights=True); a test
+    that shares one between ops needs the tensor itself.
+    """
+    return b._weights(w, w.ndim, True, "shared")
+
+
+@pytest.mark.parametrize("name", FP16_MODELS)
+def test_fp16_weights_are_claimed_with_their_op(name: str, runtime: str) -> None:
+    r = check_parity(FP16_MODELS[name](), runtime, expect_delegated="all", expect_partitions=1)
+    ops = {d["op_name"] for d in r.decisions}
+    assert "DEQUANTIZE" in ops and len(ops) == 2, ops
+
+
+def test_dequantize_also_read_by_cpu_op_stays_on_cpu(runtime: str) -> None:
+    b = ModelBuilder(seed=7)
+    x = b.input("x", (1, 8, 9, 3))
+    w = fp16_weight(b, b.rand((4, 3, 3, 3)))  # node 0
+    y = b.conv2d(x, w, activation="RELU")  # node 1: delegated
+    z = b.mul(w, 2.0)  # node 2: a CPU op reading the dequantized weights
+    b.output(y)
+    b.output(z)
+    r = check_parity(b.build(), runtime, expect_delegated={1}, expect_cpu={0, 2})
+    assert "CPU" in r.reason(0)
+
+
+def test_dequantize_shared_by_claimed_and_unclaimed_conv(runtime: str) -> None:
+    # Two convs share an fp16 filter; the TANH one stays on the CPU, so the DEQUANTIZE must too.
+    b = ModelBuilder(seed=8)
+    x = b.input("x", (2, 7, 7, 3))
+    w = fp16_weight(b, b.rand((5, 3, 3, 3)))  # node 0
+    b.output(b.conv2d(x, w, activation="RELU6"))  # node 1
+    b.output(b.conv2d(x, w, activation="TANH"))  # node 2
+    check_parity(b.build(), runtime, expect_delegated={1}, expect_cpu={0, 2})
+
+
+def test_dequantize_shared_by_two_claimed_ops(runtime: str) -> None:
+    b = ModelBuilder(seed=9)
+    x = b.input("x", (1, 6, 5, 4))
+    w = fp16_weight(b, b.rand((4, 3, 3, 4)))
+    y = b.conv2d(x, w, activation="RELU")
+    b.output(b.conv2d(y, w, stride=2))
+    check_parity(b.build(), runtime, expect_delegated="all", expect_partitions=1)
+
+
+def test_dequantized_weight_that_is_also_a_graph_output(runtime: str) -> None:
+    b = ModelBuilder(seed=10)
+    x = b.input("x", (3, 6))
+    w = fp16_weight(b, b.rand((5, 6)))
+    b.output(b.fully_connected(x, w))
+    b.output(w)
+    # Claiming the DEQUANTIZE too is fine as long as the partition writes that output.
+    r = check_parity(b.build(), runtime)
+    assert 1 in r.delegated
+
+
+def test_dequantized_constant_added_or_transposed(runtime: str) -> None:
+    # An fp16 constant that is not a weight: ADD operand, and the only input of a TRANSPOSE.
+    b = ModelBuilder(seed=12)
+    x = b.input("x", (2, 3, 4))
+    b.output(b.add(x, fp16_weight(b, b.rand((3, 4)))))
+    b.output(b.transpose(fp16_weight(b, b.rand((3, 5))), (1, 0)))
+    check_parity(b.build(), runtime, expect_delegated="all")
+
+
+def test_dequantize_read_only_by_a_cpu_op_is_not_claimed(runtime: str) -> None:
+    b = ModelBuilder(seed=11)
+    x = b.input("x", (1, 5, 5, 2))
+    lonely = fp16_weight(b, b.rand((2, 2)))  # node 0, read by the MUL only
+    b.output(b.conv2d(x, b.rand((3, 1, 1, 2))))  # node 1
+    b.output(b.mul(lonely, 1.5))  # node 2
+    r = check_parity(b.build(), runtime, expect_delegated={1}, expect_cpu={0, 2})
+    assert r.reason(0)
