@@ -114,24 +114,26 @@ def load(
     precision: str = "fp32",
     max_delegated_partitions: int = 0,
     profiling: bool = False,
-    partitioning: str = "all",
+    partitioning: str | None = None,
     **advanced: Any,
 ) -> Delegate:
     """Create a delegate for `Interpreter(..., experimental_delegates=[delegate])`.
 
     device: "auto" (fastest GPU, else any OpenCL device), "gpu", "cpu", an index or a
     name substring. precision: "fp32". max_delegated_partitions: 0 = no limit.
-    partitioning: "all" claims every supported node. Unknown options or values raise
-    ValueError; a missing device raises NoDeviceError.
+    partitioning: "cost" (default; $CLGPU_PARTITIONING changes it) leaves on the CPU the
+    partitions a cost model says would not win; "all" claims every supported node.
+    Unknown options or values raise ValueError; a missing device raises NoDeviceError.
     """
     options: dict[str, Any] = {
         "device": device,
         "precision": precision,
         "max_delegated_partitions": max_delegated_partitions,
         "profiling": profiling,
-        "partitioning": partitioning,
         **advanced,
     }
+    if partitioning is not None:
+        options["partitioning"] = partitioning
     return Delegate(options)
 
 

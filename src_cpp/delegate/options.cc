@@ -60,6 +60,10 @@ const std::vector<std::string>& OptionKeys() {
 
 Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv) {
   Options o;
+  if (const char* env = std::getenv("CLGPU_PARTITIONING"); env && *env) {
+    OneOf("CLGPU_PARTITIONING", env, {"all", "cost"});
+    o.partitioning = env;
+  }
   for (const auto& [key, value] : kv) {
     if (key == "device") {
       if (value.empty()) throw OptionError("option 'device' must not be empty");

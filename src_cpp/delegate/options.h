@@ -15,7 +15,9 @@ struct Options {
   std::string precision = "fp32";
   int max_delegated_partitions = 0;  // 0 = no limit; else keep the largest N
   bool profiling = false;            // time every kernel and transfer with events
-  std::string partitioning = "all";  // all | cost
+  // cost: leave on the CPU what the cost model says would not win; all: claim every
+  // supported node. $CLGPU_PARTITIONING changes the default (the test suite sets "all").
+  std::string partitioning = "cost";
   // Test and benchmark hook: force one convolution algorithm when it applies.
   std::string conv_algorithm = "auto";
   // Test hook: split every tiled GEMM into this many K slices (0 = automatic).
