@@ -70,6 +70,22 @@ std::string DescribeParams(const NodeInfo& n) {
 
 }  // namespace
 
+std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInfo& n) const {
+  // Kernels address each activation as one buffer; one larger than the device
+  // allows stays on the CPU (splitting it across buffers is not implemented).
+  const size_t limit = max_alloc_bytes();
+  for (const auto* list : {&n.inputs, &n.outputs}) {
+    for (int t : *list) {
+      if (!g.valid_tensor(t) || g.IsConstant(t)) continue;
+      const size_t bytes = size_t(NumElements(g.shape(t))) * storage_bytes();
+      if (bytes > limit)
+        return "tensor " + g.name(t) + " (" + std::to_string(bytes) +
+               " bytes) exceeds the device's largest allocation (" + std::to_string(limit) + ")";
+    }
+  }
+  return "";
+}
+
 TfLiteDelegate* DelegateCore::Create(const Options& options) {
   auto core = std::make_shared<DelegateCore>(options);
   core->self_ = core;
@@ -202,6 +218,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
         } catch (const std::exception& e) {
           d.reason = std::string("could not read the node: ") + e.what();
         }
+        if (d.reason.empty()) d.reason = CheckAllocationLimit(graph, n);
         if (d.reason.empty()) {
           abi.params_read.push_back("node " + std::to_string(n.index) + " " + h->name + " " +
                                     DescribeParams(n));

@@ -90,6 +90,8 @@ class DelegateCore {
   }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);
+  // "" or why a node's activations are too large for one device buffer.
+  std::string CheckAllocationLimit(const GraphView& g, const NodeInfo& n) const;
 
   // Snapshot of the last Prepare (thread-safe copies).
   std::vector<NodeDecision> decisions() const;

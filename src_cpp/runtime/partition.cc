@@ -165,16 +165,33 @@ void Partition::Plan(TfLiteContext* ctx) {
   }
   const OffsetPlan plan = PlanOffsetsGreedyBySize(usage, env.device().base_addr_align_bytes);
   for (int t : planned) values_[t].buffer.Release();  // views go before their arena
-  if (!arena_ || arena_.bytes() < plan.arena_bytes) {
-    arena_.Release();
-    arena_ = env.CreateBuffer(plan.arena_bytes);
-  }
-  for (size_t i = 0; i < planned.size(); ++i)
-    values_[planned[i]].buffer = env.CreateSubBuffer(arena_, plan.offsets[i], usage[i].bytes);
   report_.naive_bytes = plan.naive_bytes;
   report_.lower_bound_bytes = plan.lower_bound_bytes;
-  report_.allocated_bytes = arena_.bytes();
-  report_.buffers = 1;
+  if (plan.arena_bytes <= octx.max_alloc) {
+    if (!arena_ || arena_.bytes() < plan.arena_bytes) {
+      arena_.Release();
+      arena_ = env.CreateBuffer(plan.arena_bytes);
+    }
+    for (size_t i = 0; i < planned.size(); ++i)
+      values_[planned[i]].buffer = env.CreateSubBuffer(arena_, plan.offsets[i], usage[i].bytes);
+    report_.allocated_bytes = arena_.bytes();
+    report_.buffers = 1;
+  } else {
+    // One arena would exceed the device's largest allocation: give each tensor its
+    // own buffer instead (no sharing, but every buffer stays allocatable).
+    arena_.Release();
+    for (size_t i = 0; i < planned.size(); ++i) {
+      if (usage[i].bytes > octx.max_alloc)
+        throw Error("tensor " + std::to_string(planned[i]) + " needs " +
+                    std::to_string(usage[i].bytes) +
+                    " bytes, more than the device's largest "
+                    "allocation (" +
+                    std::to_string(octx.max_alloc) + ")");
+      values_[planned[i]].buffer = env.CreateBuffer(usage[i].bytes);
+      report_.allocated_bytes += usage[i].bytes;
+    }
+    report_.buffers = static_cast<int>(planned.size());
+  }
   if (core_->half_storage() && !zero_copy_) {
     for (int t : uploads_) values_[t].transfer = env.CreateBuffer(values_[t].float_bytes());
     for (int t : downloads_)
