@@ -1,0 +1,72 @@
+"""precision="fp16" (half storage, float accumulation) against the fp32 CPU reference on
+the per-op grids, at 1e-2 of each output's range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from parity import check_parity, random_inputs
+from test_add import CASES as ADD_CASES
+from test_add import add_model
+from test_conv2d import ALGORITHMS, conv_model
+from test_conv2d import CASES as CONV_CASES
+from test_depthwise_conv2d import CASES as DW_CASES
+from test_depthwise_conv2d import depthwise_model
+from test_fully_connected import CASES as FC_CASES
+from test_fully_connected import fc_model
+from test_transpose import CASES as TRANSPOSE_CASES
+from test_transpose import transpose_model
+
+from clgpu_delegate.runtime import make_interpreter
+
+RTOL = 1e-2
+
+
+def check_fp16(model: bytes, runtime: str, **options: object) -> None:
+    # Half storage rounds every stored value to 11 significant bits: the error scales with
+    # the output's range, so the absolute tolerance is 1e-2 of it.
+    ref = make_interpreter(model, runtime=runtime, reference=True)
+    ref.allocate_tensors()
+    inputs = random_inputs(ref.get_input_details(), 0)
+    for d, x in zip(ref.get_input_details(), inputs, strict=True):
+        ref.set_tensor(d["index"], x)
+    ref.invoke()
+    peak = max(
+        float(np.abs(ref.get_tensor(d["index"])).max(initial=0.0)) for d in ref.get_output_details()
+    )
+    check_parity(
+        model,
+        runtime,
+        inputs=inputs,
+        rtol=RTOL,
+        atol=RTOL * max(peak, 1e-3),
+        expect_delegated="all",
+        precision="fp16",
+        **options,
+    )
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
+def test_conv2d_fp16(case, algorithm: str, runtime: str) -> None:
+    check_fp16(conv_model(case), runtime, conv_algorithm=algorithm)
+
+
+@pytest.mark.parametrize("case", DW_CASES.values(), ids=DW_CASES.keys())
+def test_depthwise_conv2d_fp16(case, runtime: str) -> None:
+    check_fp16(depthwise_model(case), runtime)
+
+
+@pytest.mark.parametrize("case", FC_CASES.values(), ids=FC_CASES.keys())
+def test_fully_connected_fp16(case, runtime: str) -> None:
+    check_fp16(fc_model(case), runtime)
+
+
+@pytest.mark.parametrize("case", ADD_CASES.values(), ids=ADD_CASES.keys())
+def test_add_fp16(case, runtime: str) -> None:
+    check_fp16(add_model(case), runtime)
+
+
+@pytest.mark.parametrize("shape,perm", TRANSPOSE_CASES)
+def test_transpose_fp16(shape, perm, runtime: str) -> None:
+    check_fp16(transpose_model(shape, perm), runtime)

@@ -1,0 +1,110 @@
+"""Profiles (every delegated node has records, a valid Chrome trace with one event per
+kernel), the memory planner (allocated vs lower bound, fp16 halves it), work split around
+a lowered max allocation, and the binary cache's warm start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from parity import check_parity, random_inputs, run
+
+import clgpu_delegate
+from clgpu_delegate.modelgen import ModelBuilder, zoo
+from clgpu_delegate.runtime import make_interpreter
+
+
+def _delegated(model: bytes, runtime: str, invokes: int = 1, **options):
+    d = clgpu_delegate.load(partitioning="all", **options)
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    it.allocate_tensors()
+    inputs = random_inputs(it.get_input_details(), 0)
+    for _ in range(invokes):
+        out = run(it, inputs)
+    return d, it, out
+
+
+def test_profile_covers_every_delegated_node_and_traces_each_kernel(
+    runtime: str, tmp_path: Path
+) -> None:
+    d, _, _ = _delegated(zoo.build("mobilenet_v2"), runtime, invokes=3, profiling=True)
+    prof = d.profile()
+    compute = {x["node"] for x in d.decisions() if x["delegated"] and x["op_name"] != "DEQUANTIZE"}
+    assert set(prof.nodes()) == compute
+    assert all(k.count == 3 and k.total_ms > 0 for k in prof.kernels)
+    assert all(
+        k.flops > 0 for k in prof.kernels if k.op == "CONV_2D" and k.kernel != "gemm_splitk_reduce"
+    )
+    assert prof.invokes() == 3 and "CONV_2D" in prof.table()
+    trace = json.loads(prof.to_chrome_trace(tmp_path / "t.json").read_text())
+    kernel_events = [e for e in trace["traceEvents"] if e["cat"] != "transfer"]
+    launches = sum(p.kernels_per_invoke for p in prof.partitions)
+    assert len(kernel_events) == 3 * launches
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in trace["traceEvents"])
+    assert {e["args"]["node"] for e in kernel_events} == compute
+
+
+@pytest.mark.parametrize("name,opts", [("mobilenet_v2", {}), ("pynet", {"size": 64})])
+def test_planner_near_lower_bound_and_fp16_halves(name: str, opts: dict, runtime: str) -> None:
+    model = zoo.build(name, **opts)
+    mem = {}
+    for precision in ("fp32", "fp16"):
+        d, interp, _ = _delegated(model, runtime, precision=precision, zero_copy="off")
+        mem[precision] = d.memory()  # while the interpreter (and its partitions) lives
+        m = mem[precision]
+        assert m["allocated_bytes"] <= 1.15 * m["lower_bound_bytes"], m
+        assert m["lower_bound_bytes"] < m["naive_bytes"], m
+    assert mem["fp16"]["allocated_bytes"] <= 0.55 * mem["fp32"]["allocated_bytes"], mem
+    # Weights shrink less: F(4x4) Winograd keeps its transformed filters in float (precision).
+    assert mem["fp16"]["weight_bytes"] < mem["fp32"]["weight_bytes"], mem
+
+
+@pytest.mark.parametrize("algorithm", ["winograd", "winograd4"])
+def test_winograd_splits_rows_under_a_small_max_allocation(algorithm: str, runtime: str) -> None:
+    b = ModelBuilder(seed=4)
+    x = b.input("x", (2, 23, 19, 24))
+    b.output(b.conv2d(x, b.rand((20, 3, 3, 24)), bias=b.rand((20,)), activation="RELU"))
+    model = b.build()
+    whole, whole_interp, _ = _delegated(model, runtime, conv_algorithm=algorithm, profiling=True)
+    split, split_interp, _ = _delegated(
+        model, runtime, conv_algorithm=algorithm, profiling=True, max_alloc_bytes=96 * 1024
+    )
+    # Three kernels per pass: more passes when the transformed tiles must stay small.
+    assert (
+        split.profile().partitions[0].kernels_per_invoke
+        > whole.profile().partitions[0].kernels_per_invoke
+    )
+    scratch = split.memory()["partitions"][0]["scratch_bytes"]
+    assert 0 < scratch <= 2 * 96 * 1024, scratch
+    check_parity(
+        model, runtime, expect_delegated="all", conv_algorithm=algorithm, max_alloc_bytes=96 * 1024
+    )
+
+
+def test_zero_copy_gives_identical_results(runtime: str) -> None:
+    model = zoo.build("mobilenet_v2")
+    outs = [_delegated(model, runtime, zero_copy=z)[2][0] for z in ("off", "on")]
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_warm_cache_builds_nothing(run_python, tmp_path: Path) -> None:
+    code = (
+        "import clgpu_delegate\n"
+        "from clgpu_delegate.modelgen import zoo\n"
+        "from clgpu_delegate.runtime import make_interpreter\n"
+        f"d = clgpu_delegate.load(partitioning='all', serialization_dir={str(tmp_path / 'c')!r},"
+        " model_token='mnv2')\n"
+        "it = make_interpreter(zoo.build('mobilenet_v2'), [d], reference=True)\n"
+        "it.allocate_tensors(); it.invoke()\n"
+        "s = d.stats(); print(s['programs_built'], s['disk_cache_hits'], s['disk_cache_stored'])\n"
+    )
+    env = {"POCL_KERNEL_CACHE": "0"}
+    cold = run_python(code, env=env)
+    warm = run_python(code, env=env)
+    assert cold.returncode == 0 and warm.returncode == 0, cold.stderr + warm.stderr
+    built, hits, stored = map(int, cold.stdout.split())
+    assert built > 0 and stored == built and hits == 0, cold.stdout
+    built, hits, stored = map(int, warm.stdout.split())
+    assert built == 0 and hits > 0 and stored == 0, warm.stdout
