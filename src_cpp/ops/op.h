@@ -75,6 +75,10 @@ class Op {
   virtual double WeightBytes() const { return 0; }
 
   const std::vector<Launch>& launches() const { return launches_; }
+  // Drops the kernels (and their references to buffers) before the buffers they
+  // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
+  // buffer had already been released.
+  void ClearLaunches() { launches_.clear(); }
 
  protected:
   std::vector<Launch> launches_;

@@ -109,7 +109,13 @@ bool Partition::InputShapesChanged(TfLiteContext* ctx) {
   return changed;
 }
 
+void Partition::ReleaseLaunches() {
+  for (auto& op : ops_) op->ClearLaunches();
+  for (auto& [t, v] : values_) v.convert = Launch{};
+}
+
 void Partition::Plan(TfLiteContext* ctx) {
+  ReleaseLaunches();  // before any buffer they reference is replaced
   OpContext octx = MakeOpContext();
   Environment& env = core_->env();
   report_ = MemoryReport{};
@@ -234,6 +240,7 @@ bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
 }
 
 void Partition::Bind(TfLiteContext* ctx) {
+  ReleaseLaunches();  // before any buffer they reference is replaced
   OpContext octx = MakeOpContext();
   Environment& env = core_->env();
   if (zero_copy_) {

@@ -47,6 +47,7 @@ class Partition {
   OpContext MakeOpContext();
   bool InputShapesChanged(TfLiteContext* ctx);
   void Plan(TfLiteContext* ctx);
+  void ReleaseLaunches();
   bool HostPointersChanged(TfLiteContext* ctx) const;
   bool OutputEmpty(size_t op) const;
   void Bind(TfLiteContext* ctx);
