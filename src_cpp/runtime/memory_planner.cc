@@ -7,6 +7,68 @@
 
 namespace clgpu {
 
+namespace {
+
+// Shared objects, tensors visited in the given order: each takes the free buffer
+// that fits best (smallest big enough, else the largest, grown), else a new one.
+MemoryPlan AssignInOrder(const std::vector<TensorUsage>& tensors,
+                         const std::vector<size_t>& order) {
+  MemoryPlan plan;
+  plan.assignment.assign(tensors.size(), -1);
+  std::vector<std::vector<size_t>> users;
+  auto free_for = [&](size_t buf, const TensorUsage& t) {
+    for (size_t u : users[buf]) {
+      const TensorUsage& o = tensors[u];
+      if (!(o.last < t.first || t.last < o.first)) return false;
+    }
+    return true;
+  };
+  for (size_t i : order) {
+    const TensorUsage& t = tensors[i];
+    int best_fit = -1, largest = -1;
+    for (size_t b = 0; b < users.size(); ++b) {
+      if (!free_for(b, t)) continue;
+      if (plan.buffer_bytes[b] >= t.bytes &&
+          (best_fit < 0 || plan.buffer_bytes[b] < plan.buffer_bytes[best_fit]))
+        best_fit = static_cast<int>(b);
+      if (largest < 0 || plan.buffer_bytes[b] > plan.buffer_bytes[largest])
+        largest = static_cast<int>(b);
+    }
+    int b = best_fit >= 0 ? best_fit : largest;
+    if (b < 0) {
+      b = static_cast<int>(users.size());
+      users.emplace_back();
+      plan.buffer_bytes.push_back(0);
+    }
+    users[b].push_back(i);
+    plan.buffer_bytes[b] = std::max(plan.buffer_bytes[b], t.bytes);
+    plan.assignment[i] = b;
+  }
+  plan.allocated_bytes =
+      std::accumulate(plan.buffer_bytes.begin(), plan.buffer_bytes.end(), size_t{0});
+  return plan;
+}
+
+}  // namespace
+
+MemoryPlan PlanSharedObjects(const std::vector<TensorUsage>& tensors) {
+  // Two visiting orders, the cheaper plan wins: largest first (greedy by size),
+  // and by first use, largest first within a step (greedy by breadth).
+  std::vector<size_t> by_size(tensors.size());
+  std::iota(by_size.begin(), by_size.end(), 0);
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](size_t a, size_t b) { return tensors[a].bytes > tensors[b].bytes; });
+  std::vector<size_t> by_use = by_size;
+  std::stable_sort(by_use.begin(), by_use.end(),
+                   [&](size_t a, size_t b) { return tensors[a].first < tensors[b].first; });
+  MemoryPlan a = AssignInOrder(tensors, by_size), b = AssignInOrder(tensors, by_use);
+  MemoryPlan best = a.allocated_bytes <= b.allocated_bytes ? a : b;
+  const MemoryPlan bounds = PlanGreedyBySize(tensors);
+  best.naive_bytes = bounds.naive_bytes;
+  best.lower_bound_bytes = bounds.lower_bound_bytes;
+  return best;
+}
+
 MemoryPlan PlanGreedyBySize(const std::vector<TensorUsage>& tensors) {
   MemoryPlan plan;
   plan.assignment.assign(tensors.size(), -1);

@@ -24,6 +24,9 @@ struct MemoryPlan {
 
 MemoryPlan PlanGreedyBySize(const std::vector<TensorUsage>& tensors);
 
+// Shared objects as well: the cheaper of greedy by size and greedy by first use.
+MemoryPlan PlanSharedObjects(const std::vector<TensorUsage>& tensors);
+
 // One arena, tensors at offsets (multiples of `alignment`): each tensor, largest
 // first, takes the smallest gap left between the placed tensors whose lifetimes
 // overlap its own. Gets closer to the lower bound than shared buffers.

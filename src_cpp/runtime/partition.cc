@@ -91,7 +91,7 @@ OpContext Partition::MakeOpContext() {
 
 cl_mem Partition::TransferMem(int t) const {
   const Value& v = values_.at(t);
-  return v.transfer ? v.transfer.get() : v.buffer.get();
+  return v.transfer ? v.transfer.get() : Mem(t);
 }
 
 bool Partition::InputShapesChanged(TfLiteContext* ctx) {
@@ -148,6 +148,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (v.kind == Kind::kConstant) continue;
     if (boundary_outside && (v.kind == Kind::kInput || v.is_partition_output)) {
       v.buffer.Release();
+      v.slot = -1;
       continue;
     }
     TensorUsage u;
@@ -169,29 +170,47 @@ void Partition::Plan(TfLiteContext* ctx) {
     // Every activation must survive to the end of the invoke to be read back.
     for (TensorUsage& u : usage) u.first = 0, u.last = end_step;
   }
+  for (int t : planned) {
+    values_[t].buffer.Release();
+    values_[t].slot = -1;
+  }
+  arena_.Release();
+  shared_.clear();
   const OffsetPlan plan = PlanOffsetsGreedyBySize(usage, env.device().base_addr_align_bytes);
-  for (int t : planned) values_[t].buffer.Release();  // views go before their arena
   report_.naive_bytes = plan.naive_bytes;
   report_.lower_bound_bytes = plan.lower_bound_bytes;
-  if (plan.arena_bytes <= octx.max_alloc) {
-    if (!arena_ || arena_.bytes() < plan.arena_bytes) {
-      arena_.Release();
-      arena_ = env.CreateBuffer(plan.arena_bytes);
-    }
+  // NVIDIA's driver (580) crashed releasing sub-buffers that kernels had used once
+  // those kernels were gone (any re-plan after an invoke), so there activations
+  // share whole buffers (greedy by size over shared objects) instead of living at
+  // offsets in one arena: a little more memory, no sub-buffers.
+  const char* force = std::getenv("CLGPU_SUBBUFFERS");  // "0"/"1": tests of both paths
+  const bool views =
+      force && *force ? force[0] == '1' : env.device().vendor.find("NVIDIA") == std::string::npos;
+  const MemoryPlan shared = views ? MemoryPlan{} : PlanSharedObjects(usage);
+  const bool shared_fits =
+      !views && std::all_of(shared.buffer_bytes.begin(), shared.buffer_bytes.end(),
+                            [&](size_t b) { return b <= octx.max_alloc; });
+  if (views && plan.arena_bytes <= octx.max_alloc) {
+    arena_ = env.CreateBuffer(plan.arena_bytes);
     for (size_t i = 0; i < planned.size(); ++i)
       values_[planned[i]].buffer = env.CreateSubBuffer(arena_, plan.offsets[i], usage[i].bytes);
     report_.allocated_bytes = arena_.bytes();
     report_.buffers = 1;
+  } else if (shared_fits) {
+    for (size_t b : shared.buffer_bytes) {
+      shared_.push_back(env.CreateBuffer(b));
+      report_.allocated_bytes += b;
+    }
+    for (size_t i = 0; i < planned.size(); ++i) values_[planned[i]].slot = shared.assignment[i];
+    report_.buffers = static_cast<int>(shared_.size());
   } else {
-    // One arena would exceed the device's largest allocation: give each tensor its
-    // own buffer instead (no sharing, but every buffer stays allocatable).
-    arena_.Release();
+    // Sharing would exceed the device's largest allocation: give each tensor its
+    // own buffer instead (every buffer stays allocatable).
     for (size_t i = 0; i < planned.size(); ++i) {
       if (usage[i].bytes > octx.max_alloc)
         throw Error("tensor " + std::to_string(planned[i]) + " needs " +
                     std::to_string(usage[i].bytes) +
-                    " bytes, more than the device's largest "
-                    "allocation (" +
+                    " bytes, more than the device's largest allocation (" +
                     std::to_string(octx.max_alloc) + ")");
       values_[planned[i]].buffer = env.CreateBuffer(usage[i].bytes);
       report_.allocated_bytes += usage[i].bytes;
@@ -390,10 +409,12 @@ void Partition::Invoke(TfLiteContext* ctx) {
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
     if (zero_copy_) {
-      // The buffer wraps x.data: map + unmap makes the host's writes visible.
+      // The buffer wraps x.data: map + unmap makes the host's writes visible. The
+      // map must invalidate: a plain CL_MAP_WRITE lets a driver with a device copy
+      // (NVIDIA) first copy the old device contents over the new input.
       cl_int err = CL_SUCCESS;
-      void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_WRITE, 0, bytes, 0,
-                                      nullptr, slot(-1, 0), &err);
+      void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_WRITE_INVALIDATE_REGION,
+                                      0, bytes, 0, nullptr, slot(-1, 0), &err);
       CheckCl(err, "clEnqueueMapBuffer");
       keep();
       CheckCl(cl.clEnqueueUnmapMemObject(q, TransferMem(t), p, 0, nullptr, nullptr),
@@ -478,7 +499,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
 void Partition::CaptureValues() {
   const size_t storage = core_->storage_bytes();
   for (const auto& [t, v] : values_) {
-    if (v.kind == Kind::kConstant || !v.buffer) continue;
+    if (v.kind == Kind::kConstant || !Mem(t)) continue;
     const size_t n = static_cast<size_t>(NumElements(v.shape));
     // Zero-copy boundary tensors are TFLite's float32 memory itself.
     const size_t elem = v.host_ptr && !core_->half_storage() ? 4 : storage;

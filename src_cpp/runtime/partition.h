@@ -29,7 +29,8 @@ class Partition {
     Kind kind = Kind::kInternal;
     bool is_partition_output = false;
     Shape shape;
-    Buffer buffer;                // constants: own buffer; activations: a view into arena_
+    Buffer buffer;                // constants: own buffer; activations: a view into arena_ (or own)
+    int slot = -1;                // index into shared_ when activations share whole buffers
     std::vector<float> constant;  // host copy of a constant
     // The float32 buffer TFLite's tensor is transferred through when it is not
     // `buffer` itself: a staging copy under fp16 storage, or a host-pointer
@@ -51,7 +52,10 @@ class Partition {
   bool HostPointersChanged(TfLiteContext* ctx) const;
   bool OutputEmpty(size_t op) const;
   void Bind(TfLiteContext* ctx);
-  cl_mem Mem(int t) const { return values_.at(t).buffer.get(); }
+  cl_mem Mem(int t) const {
+    const Value& v = values_.at(t);
+    return v.slot >= 0 ? shared_[v.slot].get() : v.buffer.get();
+  }
   cl_mem TransferMem(int t) const;
   void CaptureValues();
   void RecordProfile(const std::vector<Event>& events, const std::vector<int>& event_op,
@@ -66,6 +70,7 @@ class Partition {
   std::map<int, Value> values_;
   std::vector<int> uploads_, downloads_;  // tensor indices, in a fixed order
   Buffer arena_;                          // the activations, placed by the memory planner
+  std::vector<Buffer> shared_;            // whole shared buffers where views are avoided
   std::vector<Buffer> scratch_;           // shared op scratch (Winograd transforms), one per slot
   MemoryReport report_;
   bool planned_ = false, bound_ = false;
