@@ -82,6 +82,7 @@ def compare(
     """Asserts every output matches its reference; reports the worst abs/rel error."""
     assert len(outputs) == len(reference), f"{len(outputs)} outputs vs {len(reference)}{context}"
     for i, (got, ref) in enumerate(zip(outputs, reference, strict=True)):
+        got, ref = np.asarray(got), np.asarray(ref)
         assert got.shape == ref.shape, f"output {i}: shape {got.shape} vs {ref.shape}{context}"
         assert got.dtype == ref.dtype, f"output {i}: dtype {got.dtype} vs {ref.dtype}{context}"
         if ref.size == 0:
@@ -89,6 +90,8 @@ def compare(
         assert np.isfinite(ref).all(), f"output {i}: the reference is not finite{context}"
         peak = float(np.abs(ref).max())
         tol_abs = FP32_ATOL_FRACTION * max(peak, 1.0) if atol is None else atol
+        # atleast_1d: a 0-d output has no index to report the worst element at.
+        got, ref = np.atleast_1d(got), np.atleast_1d(ref)
         err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
         err[np.isnan(err)] = np.inf  # NaN in `got` is the worst error there is
         limit = tol_abs + rtol * np.abs(ref.astype(np.float64))

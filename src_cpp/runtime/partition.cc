@@ -371,8 +371,22 @@ void Partition::Prepare(TfLiteContext* ctx) {
   if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
 }
 
+namespace {
+// Waits for the queue when an invoke leaves by an exception: work already enqueued
+// (non-blocking reads into TFLite's tensors, kernels) must not land after invoke
+// has returned an error and the interpreter may have freed that memory.
+struct DrainOnError {
+  cl_command_queue queue;
+  bool armed = true;
+  ~DrainOnError() {
+    if (armed) Cl().clFinish(queue);
+  }
+};
+}  // namespace
+
 void Partition::Invoke(TfLiteContext* ctx) {
   const auto t0 = std::chrono::steady_clock::now();
+  DrainOnError drain{core_->queue()};
   if (InputShapesChanged(ctx)) Plan(ctx);  // a dynamic input resized without a prepare
   if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
   const ClApi& cl = Cl();
@@ -485,6 +499,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
   mapped.clear();
   CheckCl(unmap_err, "clEnqueueUnmapMemObject");
   CheckCl(cl.clFinish(q), "clFinish");
+  drain.armed = false;
   if (core_->options().fail_at == "read")
     throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
   core_->CountInvoke();
