@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ def write_results(stem: str, meta: dict[str, Any], rows: list[dict[str, Any]],
                   columns: list[tuple[str, str]], out_dir: Path = RESULTS) -> Path:
     """bench/results/<stem>-<device>.json and .md."""
     meta = dict(meta)
-    meta.setdefault("date", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    meta.setdefault("date", datetime.now(UTC).isoformat(timespec="seconds"))
     meta.setdefault("command", " ".join(["python", *sys.argv]))
     out_dir.mkdir(parents=True, exist_ok=True)
     dev = re.sub(r"[^A-Za-z0-9]+", "_", meta.get("device", "unknown")).strip("_")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-
 from _common import device_info, time_model, write_results
+
 from clgpu_delegate._native import core
 from clgpu_delegate.modelgen import ModelBuilder
 

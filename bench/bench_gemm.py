@@ -11,8 +11,8 @@ import argparse
 import time
 
 import numpy as np
-
 from _common import device_info, time_model, write_results
+
 from clgpu_delegate._native import core
 from clgpu_delegate.modelgen import ModelBuilder
 
