@@ -19,6 +19,8 @@ python=${PYTHON:-$root/.venv/bin/python}
 reports=$root/$build/reports
 
 # --- 1. build: a separate tree, so the normal build in the package stays untouched ---------
+# pip built the package in an isolated environment: the venv itself may lack pybind11.
+"$python" -c "import pybind11" 2>/dev/null || "$python" -m pip install -q "pybind11>=2.12"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLGPU_SANITIZE=ON \
