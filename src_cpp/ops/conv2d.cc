@@ -92,24 +92,11 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
   tfl::ConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
-  float lo, hi;
-  if (!ActivationRange(p.activation, &lo, &hi))
-    return "fused activation " + std::to_string(p.activation) + " is not supported";
-  if (p.padding != tfl::kPaddingSame && p.padding != tfl::kPaddingValid) return "unknown padding";
-  if (p.stride_width < 1 || p.stride_height < 1 || p.dilation_width < 1 || p.dilation_height < 1)
-    return "invalid stride or dilation";
-  // The runtimes store these as 16-bit in places (LiteRT refuses larger ones), and
-  // our index arithmetic is 32-bit: leave such nodes to the CPU.
-  constexpr int kMaxStep = 32767;
-  if (p.stride_width > kMaxStep || p.stride_height > kMaxStep || p.dilation_width > kMaxStep ||
-      p.dilation_height > kMaxStep)
-    return "stride or dilation above " + std::to_string(kMaxStep);
-  std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};
+  if (auto why = CheckConvCommon(g, node, p.padding, p.stride_width, p.stride_height,
+                                 p.dilation_width, p.dilation_height, p.activation);
+      !why.empty())
+    return why;
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
-  if (has_bias) tensors.push_back(node.inputs[2]);
-  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
-  if (!g.IsConstant(node.inputs[1])) return "filter is not constant";
-  if (has_bias && !g.IsConstant(node.inputs[2])) return "bias is not constant";
   const Shape in = g.shape(node.inputs[0]), f = g.shape(node.inputs[1]);
   if (in.size() != 4 || f.size() != 4) return "input and filter must be 4-D";
   if (f[3] != in[3]) return "grouped convolution (filter channels != input channels)";

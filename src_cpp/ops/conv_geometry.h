@@ -3,6 +3,11 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/op.h"
 
 namespace clgpu {
 
@@ -32,5 +37,30 @@ struct ConvGeometry {
   }
   double Macs() const { return double(n) * oh * ow * oc * kh * kw * c; }
 };
+
+// What CONV_2D and DEPTHWISE_CONV_2D check alike: activation, padding, strides
+// and dilations, and float tensors with a constant filter (and bias). "" if fine.
+inline std::string CheckConvCommon(const GraphView& g, const NodeInfo& node, int padding,
+                                   int stride_w, int stride_h, int dilation_w, int dilation_h,
+                                   int activation) {
+  float lo, hi;
+  if (!ActivationRange(activation, &lo, &hi))
+    return "fused activation " + std::to_string(activation) + " is not supported";
+  if (padding != 1 && padding != 2) return "unknown padding";
+  if (stride_w < 1 || stride_h < 1 || dilation_w < 1 || dilation_h < 1)
+    return "invalid stride or dilation";
+  // The runtimes store these as 16-bit in places (LiteRT refuses larger ones), and
+  // our index arithmetic is 32-bit: leave such nodes to the CPU.
+  constexpr int kMaxStep = 32767;
+  if (std::max({stride_w, stride_h, dilation_w, dilation_h}) > kMaxStep)
+    return "stride or dilation above " + std::to_string(kMaxStep);
+  std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};
+  const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
+  if (has_bias) tensors.push_back(node.inputs[2]);
+  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
+  if (!g.IsConstant(node.inputs[1])) return "filter is not constant";
+  if (has_bias && !g.IsConstant(node.inputs[2])) return "bias is not constant";
+  return "";
+}
 
 }  // namespace clgpu

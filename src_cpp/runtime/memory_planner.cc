@@ -9,6 +9,18 @@ namespace clgpu {
 
 namespace {
 
+// Every tensor its own buffer (naive) and the peak of bytes alive at once.
+void Bounds(const std::vector<TensorUsage>& tensors, size_t* naive, size_t* lower_bound) {
+  std::map<int, size_t> live;  // step -> bytes alive
+  *naive = 0;
+  for (const TensorUsage& t : tensors) {
+    *naive += t.bytes;
+    for (int s = t.first; s <= t.last; ++s) live[s] += t.bytes;
+  }
+  *lower_bound = 0;
+  for (const auto& [step, bytes] : live) *lower_bound = std::max(*lower_bound, bytes);
+}
+
 // Shared objects, tensors visited in the given order: each takes the free buffer
 // that fits best (smallest big enough, else the largest, grown), else a new one.
 MemoryPlan AssignInOrder(const std::vector<TensorUsage>& tensors,
@@ -63,60 +75,17 @@ MemoryPlan PlanSharedObjects(const std::vector<TensorUsage>& tensors) {
                    [&](size_t a, size_t b) { return tensors[a].first < tensors[b].first; });
   MemoryPlan a = AssignInOrder(tensors, by_size), b = AssignInOrder(tensors, by_use);
   MemoryPlan best = a.allocated_bytes <= b.allocated_bytes ? a : b;
-  const MemoryPlan bounds = PlanGreedyBySize(tensors);
-  best.naive_bytes = bounds.naive_bytes;
-  best.lower_bound_bytes = bounds.lower_bound_bytes;
+  Bounds(tensors, &best.naive_bytes, &best.lower_bound_bytes);
   return best;
 }
 
 MemoryPlan PlanGreedyBySize(const std::vector<TensorUsage>& tensors) {
-  MemoryPlan plan;
-  plan.assignment.assign(tensors.size(), -1);
-  std::map<int, size_t> live;  // step -> bytes alive
-  for (const TensorUsage& t : tensors) {
-    plan.naive_bytes += t.bytes;
-    for (int s = t.first; s <= t.last; ++s) live[s] += t.bytes;
-  }
-  for (const auto& [step, bytes] : live)
-    plan.lower_bound_bytes = std::max(plan.lower_bound_bytes, bytes);
-
-  // Largest first; each takes the smallest free buffer that fits, else grows the
-  // largest free one, else opens a new buffer.
-  std::vector<size_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
+  std::vector<size_t> by_size(tensors.size());
+  std::iota(by_size.begin(), by_size.end(), 0);
+  std::stable_sort(by_size.begin(), by_size.end(),
                    [&](size_t a, size_t b) { return tensors[a].bytes > tensors[b].bytes; });
-  std::vector<std::vector<size_t>> users;  // buffer -> tensors assigned
-  auto free_for = [&](size_t buf, const TensorUsage& t) {
-    for (size_t u : users[buf]) {
-      const TensorUsage& o = tensors[u];
-      if (!(o.last < t.first || t.last < o.first)) return false;
-    }
-    return true;
-  };
-  for (size_t i : order) {
-    const TensorUsage& t = tensors[i];
-    int best_fit = -1, largest = -1;
-    for (size_t b = 0; b < users.size(); ++b) {
-      if (!free_for(b, t)) continue;
-      if (plan.buffer_bytes[b] >= t.bytes &&
-          (best_fit < 0 || plan.buffer_bytes[b] < plan.buffer_bytes[best_fit]))
-        best_fit = static_cast<int>(b);
-      if (largest < 0 || plan.buffer_bytes[b] > plan.buffer_bytes[largest])
-        largest = static_cast<int>(b);
-    }
-    int b = best_fit >= 0 ? best_fit : largest;
-    if (b < 0) {
-      b = static_cast<int>(users.size());
-      users.emplace_back();
-      plan.buffer_bytes.push_back(0);
-    }
-    users[b].push_back(i);
-    plan.buffer_bytes[b] = std::max(plan.buffer_bytes[b], t.bytes);
-    plan.assignment[i] = b;
-  }
-  plan.allocated_bytes =
-      std::accumulate(plan.buffer_bytes.begin(), plan.buffer_bytes.end(), size_t{0});
+  MemoryPlan plan = AssignInOrder(tensors, by_size);
+  Bounds(tensors, &plan.naive_bytes, &plan.lower_bound_bytes);
   return plan;
 }
 
@@ -125,13 +94,7 @@ OffsetPlan PlanOffsetsGreedyBySize(const std::vector<TensorUsage>& tensors, size
   plan.offsets.assign(tensors.size(), 0);
   alignment = std::max<size_t>(alignment, 1);
   auto aligned = [&](size_t x) { return (x + alignment - 1) / alignment * alignment; };
-  std::map<int, size_t> live;
-  for (const TensorUsage& t : tensors) {
-    plan.naive_bytes += t.bytes;
-    for (int s = t.first; s <= t.last; ++s) live[s] += t.bytes;
-  }
-  for (const auto& [step, bytes] : live)
-    plan.lower_bound_bytes = std::max(plan.lower_bound_bytes, bytes);
+  Bounds(tensors, &plan.naive_bytes, &plan.lower_bound_bytes);
 
   std::vector<size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), 0);
