@@ -75,7 +75,8 @@ class Ctx:
         return self._kernels[key]
 
     def program(self, fname: str, half: bool, defines: dict[str, int] | None = None) -> cl.Program:
-        opts = [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
+        # -I: the GEMM-family files #include "gemm_tiles.cl" (the delegate expands it itself).
+        opts = [f"-I{KDIR}", *(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))]
         if half:
             opts.append("-DSTORAGE_HALF")
         key = (fname, tuple(opts))

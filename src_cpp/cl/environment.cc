@@ -17,7 +17,8 @@ uint64_t HashBytes(const void* data, size_t n, uint64_t h) {
 
 std::shared_ptr<Program> ProgramCache::Get(const std::string& file, const std::string& defines,
                                            BinaryCache* disk) {
-  return GetSource(file, KernelText("common") + "\n#line 1\n" + KernelText(file), defines, disk);
+  return GetSource(file, KernelText("common") + "\n#line 1\n" + KernelTextExpanded(file), defines,
+                   disk);
 }
 
 std::shared_ptr<Program> ProgramCache::BuildFromBinary(const std::vector<unsigned char>& binary,
