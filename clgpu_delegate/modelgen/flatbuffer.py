@@ -1,0 +1,171 @@
+"""Serialisation of a recorded graph into a TFLite flatbuffer through the generated `tflite`
+schema (the part of `ModelBuilder` that knows the file format)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import tflite
+
+Shape = tuple[int, ...]
+
+_SCHEMA_VERSION = 3
+# Builtin codes above this live in `builtin_code` only; `deprecated_builtin_code` holds this value.
+_PLACEHOLDER_FOR_GREATER_OP_CODES = 127
+# TFLite aligns constant data for the kernels' vector loads; the converter uses 16 bytes.
+_BUFFER_ALIGNMENT = 16
+_FLATBUFFER_LIMIT = 2**31 - 1
+
+_TYPES = {  # numpy dtype -> TensorType
+    np.dtype(np.float32): tflite.TensorType.FLOAT32,
+    np.dtype(np.float16): tflite.TensorType.FLOAT16,
+    np.dtype(np.int32): tflite.TensorType.INT32,
+    np.dtype(np.int64): tflite.TensorType.INT64,
+    np.dtype(np.int8): tflite.TensorType.INT8,
+    np.dtype(np.uint8): tflite.TensorType.UINT8,
+    np.dtype(np.bool_): tflite.TensorType.BOOL,
+}
+
+
+@dataclass
+class _Tensor:
+    name: str
+    shape: Shape
+    dtype: np.dtype
+    data: np.ndarray | None = None  # constant payload: a private little-endian C-order copy
+
+
+@dataclass
+class _Op:
+    code: int  # BuiltinOperator
+    version: int
+    inputs: list[int]  # -1 marks an omitted optional input
+    outputs: list[int]
+    options: str | None = None  # BuiltinOptions table name, e.g. "Conv2DOptions"
+    fields: dict[str, Any] = field(default_factory=dict)  # table field -> int/float/bool/list
+
+
+def write_model(
+    tensors_in: list[_Tensor], ops: list[_Op], inputs: list[int], outputs: list[int]
+) -> bytes:
+    """The model as flatbuffer bytes (schema version 3, file identifier TFL3)."""
+    consts = [t.data for t in tensors_in if t.data is not None]
+    data_size = sum(d.nbytes + _BUFFER_ALIGNMENT for d in consts)
+    if data_size > _FLATBUFFER_LIMIT - (1 << 24):
+        raise ValueError(f"{data_size} bytes of constants exceed the 2 GiB flatbuffer limit")
+    fb = flatbuffers.Builder(data_size + (1 << 16) + 256 * len(tensors_in))
+
+    # Buffer 0 is the empty buffer every non-constant tensor points to.
+    buffers = [_table(fb, "Buffer", {})]
+    buffer_of: dict[int, int] = {}
+    for i, t in enumerate(tensors_in):
+        if t.data is not None:
+            buffer_of[i] = len(buffers)
+            buffers.append(_table(fb, "Buffer", {"Data": _Bytes(t.data)}))
+    tensors = [
+        _table(
+            fb,
+            "Tensor",
+            {
+                "Shape": list(t.shape),
+                "Type": _TYPES[t.dtype],
+                "Buffer": buffer_of.get(i, 0),
+                "Name": fb.CreateString(t.name),
+            },
+        )
+        for i, t in enumerate(tensors_in)
+    ]
+
+    opcode_index: dict[tuple[int, int], int] = {}
+    operators = []
+    for op in ops:
+        key = (op.code, op.version)
+        opcode_index.setdefault(key, len(opcode_index))
+        fields: dict[str, Any] = {
+            "OpcodeIndex": opcode_index[key],
+            "Inputs": op.inputs,
+            "Outputs": op.outputs,
+        }
+        if op.options is not None:
+            fields["BuiltinOptionsType"] = getattr(tflite.BuiltinOptions, op.options)
+            fields["BuiltinOptions"] = _table(fb, op.options, op.fields)
+        operators.append(_table(fb, "Operator", fields))
+    subgraph = _table(
+        fb,
+        "SubGraph",
+        {
+            "Tensors": _Offsets(tensors),
+            "Inputs": inputs,
+            "Outputs": outputs,
+            "Operators": _Offsets(operators),
+            "Name": fb.CreateString("main"),
+        },
+    )
+    codes = [
+        _table(
+            fb,
+            "OperatorCode",
+            {
+                "DeprecatedBuiltinCode": min(code, _PLACEHOLDER_FOR_GREATER_OP_CODES),
+                "BuiltinCode": code,
+                "Version": version,
+            },
+        )
+        for code, version in opcode_index
+    ]
+    model = _table(
+        fb,
+        "Model",
+        {
+            "Version": _SCHEMA_VERSION,
+            "OperatorCodes": _Offsets(codes),
+            "Subgraphs": _Offsets([subgraph]),
+            "Buffers": _Offsets(buffers),
+            "Description": fb.CreateString("clgpu_delegate.modelgen"),
+        },
+    )
+    fb.Finish(model, file_identifier=b"TFL3")
+    return bytes(memoryview(fb.Bytes)[fb.Head() :])  # one copy; Output() would add another
+
+
+def _table(fb: flatbuffers.Builder, table: str, fields: dict[str, Any]) -> int:
+    """Writes one table of the schema through the generated `tflite.<Table>Add<Field>`."""
+    # Vectors and nested objects must be finished before the table starts.
+    values = {}
+    for key, value in fields.items():
+        if isinstance(value, _Bytes):
+            value = value.write(fb)
+        elif isinstance(value, _Offsets):
+            getattr(tflite, f"{table}Start{key}Vector")(fb, len(value))
+            for off in reversed(value):
+                fb.PrependUOffsetTRelative(off)
+            value = fb.EndVector()
+        elif isinstance(value, list):
+            value = fb.CreateNumpyVector(np.array(value, dtype=np.int32).reshape(-1))
+        values[key] = value
+    getattr(tflite, f"{table}Start")(fb)
+    for key, value in values.items():
+        getattr(tflite, f"{table}Add{key}")(fb, value)
+    return getattr(tflite, f"{table}End")(fb)
+
+
+class _Offsets(list):
+    """A vector of table offsets (not int32 values) for `ModelBuilder._table`."""
+
+
+class _Bytes:
+    """A byte vector holding an array's data, aligned for TFLite kernels."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+
+    def write(self, fb: flatbuffers.Builder) -> int:
+        n = self.data.nbytes
+        fb.StartVector(1, n, _BUFFER_ALIGNMENT)
+        # Same raw copy as Builder.CreateNumpyVector, but with the 16-byte alignment it lacks.
+        fb.head -= n
+        fb.Bytes[fb.head : fb.head + n] = memoryview(self.data.reshape(-1).view(np.uint8))
+        return fb.EndVector()
