@@ -34,7 +34,8 @@ ALGORITHMS = ["direct", "implicit_gemm", "winograd", "winograd4", "gemm"]
 
 
 def applies(algo: str, k: int) -> bool:
-    return {"gemm": k == 1, "winograd": k == 3, "winograd4": k == 3}.get(algo, True)
+    # F(4x4) runs filters over 3x3 as sums of 3x3 sub-filters (conv2d_winograd4.cl).
+    return {"gemm": k == 1, "winograd": k == 3, "winograd4": 3 <= k <= 9}.get(algo, True)
 
 
 def conv_model(c: int, h: int, w: int, k: int, oc: int) -> bytes:

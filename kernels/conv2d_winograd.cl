@@ -166,8 +166,8 @@ __kernel void winograd_f2_input_transform(__global const T* restrict in, __globa
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void winograd_gemm(
     __global const TT* restrict V, __global const TT* restrict U, __global TT* restrict Mo, int P,
     int OC, int C) {
-  __local float As[TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
-  __local float Bs[TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
+  __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
+  __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
 
   const int b = get_group_id(1);
   __global const TT* A = V + b * P * C;
@@ -185,30 +185,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void winograd_gemm
 #pragma unroll
     for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
 
-  const bool vec = (C & 3) == 0;
-  float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
-  fetch_tile_nt(A, ra, TILE_M, m0, P, 0, C, C, vec, lid);
-  fetch_tile_nt(B, rb, TILE_N, n0, OC, 0, C, C, vec, lid);
-  for (int k0 = 0; k0 < C; k0 += TILE_K) {
-    store_tile_nt(ra, &As[0][0], TILE_M, vec, lid);
-    store_tile_nt(rb, &Bs[0][0], TILE_N, vec, lid);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (k0 + TILE_K < C) {
-      fetch_tile_nt(A, ra, TILE_M, m0, P, k0 + TILE_K, C, C, vec, lid);
-      fetch_tile_nt(B, rb, TILE_N, n0, OC, k0 + TILE_K, C, C, vec, lid);
-    }
-#pragma unroll
-    for (int kk = 0; kk < TILE_K; ++kk) {
-      float a[WPT_M], bv[WPT_N];
-      read_local_run(&As[kk][0], ty, a, VWM, RT_M, WPT_M);
-      read_local_run(&Bs[kk][0], tx, bv, VWN, RT_N, WPT_N);
-#pragma unroll
-      for (int i = 0; i < WPT_M; ++i)
-#pragma unroll
-        for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[i], bv[j], acc[i][j]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  gemm_accumulate(A, B, P, OC, C, 0, C, m0, n0, &As[0][0], &Bs[0][0], acc);
 
   const int out0 = b * P * OC;
 #pragma unroll

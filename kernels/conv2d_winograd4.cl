@@ -1,29 +1,37 @@
-// Winograd F(4x4, 3x3) for 3x3, stride 1, dilation 1 CONV_2D (NHWC, OHWI filter): 6x6 input
-// tiles, 36 transformed positions, 4x4 outputs per tile (4x fewer multiplies than direct, vs
+// Winograd F(4x4, 3x3) for stride-1, dilation-1 CONV_2D (NHWC, OHWI filter): 6x6 input tiles,
+// 36 transformed positions, 4x4 outputs per tile (4x fewer multiplies than direct for 3x3, vs
 // F(2x2, 3x3)'s 2.25x, at some precision cost). Transforms only: the batched GEMM is winograd_gemm
 // from conv2d_winograd.cl, run with NB = 36. Needs common.cl.
 //
-// Same scheme as conv2d_winograd.cl with tile size 4: output tile (th, tw) covers output rows
-// 4*th..4*th+3, columns 4*tw..4*tw+3, and reads the 6x6 input patch with corner
-// (4*th - PT, 4*tw - PL); TH = ceil(OH / 4), TW = ceil(OW / 4). A pass handles tile rows
+// Filters larger than 3x3 (KH, KW in 3..9) are cut into SH x SW = ceil(KH/3) x ceil(KW/3)
+// zero-padded 3x3 sub-filters: sub-filter s = (a, b) holds taps [3a, 3a+3) x [3b, 3b+3), and the
+// convolution is the sum of the sub-filters' 3x3 convolutions over the input shifted by (3a, 3b).
+// The sum over s rides in the GEMM's reduction: V and U carry C' = SS * C columns (s-major), so
+// a 5x5 conv costs 4 x 36 multiplies per 16 outputs instead of 400, a 7x7 or 9x9 9 x 36 instead
+// of 784 or 1296.
+//
+// Output tile (th, tw) covers output rows 4*th..4*th+3, columns 4*tw..4*tw+3, and, for
+// sub-filter (a, b), reads the 6x6 input patch with corner (4*th - PT + 3a, 4*tw - PL + 3b);
+// TH = ceil(OH / 4), TW = ceil(OW / 4). A pass handles tile rows
 // [tile_row_start, tile_row_start + tile_rows) of every image: P = N * tile_rows * TW tiles,
 // tile p = (n * tile_rows + r) * TW + tw.
 // Transformed buffers (storage TT: T, or float with -DTRANSFORMED_FLOAT; xi = 6 * i + j):
-//   U  [36][OC][C]   filter,  U[xi] = (G g G^T)[i][j]   (made once)
-//   V  [36][P][C]    input,   V[xi] = (B^T d B)[i][j]
-//   Mo [36][P][OC]   product, from winograd_gemm (conv2d_winograd.cl) with global = (..., 36)
+//   U  [36][OC][C']   filter,  U[xi][oc][s*C + c] = (G g_s G^T)[i][j]   (made once)
+//   V  [36][P][C']    input,   V[xi][p][s*C + c] = (B^T d_s B)[i][j]
+//   Mo [36][P][OC]    product, from winograd_gemm (conv2d_winograd.cl) with K = C', global (., 36)
 // Matrices (interpolation points 0, 1, -1, 2, -2, inf):
 //   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 //   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
 //
-// winograd_f4_filter_transform(filter, U, C, OC)
-//   __global const T* filter [OC][3][3][C]; __global TT* U [36][OC][C]; int C, OC
-//   NDRange: 1-D, global >= OC * C (any rounding), any local size.
+// winograd_f4_filter_transform(filter, U, C, OC, KH, KW)
+//   __global const T* filter [OC][KH][KW][C]; __global TT* U [36][OC][C']; int C, OC, KH, KW
+//   NDRange: 1-D, global >= OC * C' (any rounding), any local size.
 //
-// winograd_f4_input_transform(in, V, N, H, W, C, OH, OW, PT, PL, tile_row_start, tile_rows)
-//   __global const T* in [N][H][W][C]; __global TT* V [36][P][C]
-//   NDRange: 1-D, global >= P * C (any rounding), any local size.
+// winograd_f4_input_transform(in, V, N, H, W, C, OH, OW, PT, PL, tile_row_start, tile_rows,
+//                             KH, KW)
+//   __global const T* in [N][H][W][C]; __global TT* V [36][P][C']
+//   NDRange: 1-D, global >= P * C' (any rounding), any local size.
 //
 // winograd_f4_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
 //                              act_min, act_max)
@@ -60,21 +68,34 @@ static inline void winograd_f4_g(const float* x, int sx, float* y, int sy) {
   y[5 * sy] = g2;
 }
 
+// Sub-filters per dimension of a KH x KW filter.
+#define WINO_SUBS(k) (((k) + 2) / 3)
+
 __kernel void winograd_f4_filter_transform(__global const T* restrict filter,
-                                           __global TT* restrict U, int C, int OC) {
+                                           __global TT* restrict U, int C, int OC, int KH,
+                                           int KW) {
+  const int SW = WINO_SUBS(KW);
+  const int SS = WINO_SUBS(KH) * SW;
   const int idx = get_global_id(0);
-  if (idx >= OC * C) return;
+  if (idx >= OC * SS * C) return;
   const int c = idx % C;
-  const int oc = idx / C;
+  const int s = (idx / C) % SS;
+  const int oc = idx / (C * SS);
+  const int a3 = 3 * (s / SW), b3 = 3 * (s % SW);
   float g[9], t[18], u[36];
 #pragma unroll
-  for (int k = 0; k < 9; ++k) g[k] = LOADF(filter, (oc * 9 + k) * C + c);
+  for (int i = 0; i < 3; ++i)
+#pragma unroll
+    for (int j = 0; j < 3; ++j)
+      g[3 * i + j] = (a3 + i < KH && b3 + j < KW)
+                         ? LOADF(filter, ((oc * KH + a3 + i) * KW + b3 + j) * C + c)
+                         : 0.0f;
 #pragma unroll
   for (int j = 0; j < 3; ++j) winograd_f4_g(g + j, 3, t + j, 3);  // t[6][3] = G g
 #pragma unroll
   for (int i = 0; i < 6; ++i) winograd_f4_g(t + 3 * i, 1, u + 6 * i, 1);  // u[6][6] = t G^T
 #pragma unroll
-  for (int xi = 0; xi < 36; ++xi) STORET(u[xi], U, (xi * OC + oc) * C + c);
+  for (int xi = 0; xi < 36; ++xi) STORET(u[xi], U, (xi * OC + oc) * (SS * C) + s * C + c);
 }
 
 // y = B^T x for one 6-vector.
@@ -94,18 +115,22 @@ static inline void winograd_f4_bt(const float* x, int sx, float* y, int sy) {
 
 __kernel void winograd_f4_input_transform(__global const T* restrict in, __global TT* restrict V,
                                           int N, int H, int W, int C, int OH, int OW, int PT,
-                                          int PL, int tile_row_start, int tile_rows) {
+                                          int PL, int tile_row_start, int tile_rows, int KH,
+                                          int KW) {
+  const int SW = WINO_SUBS(KW);
+  const int SS = WINO_SUBS(KH) * SW;
   const int TW = (OW + 3) / 4;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
-  if (idx >= P * C) return;
+  if (idx >= P * SS * C) return;
   const int c = idx % C;
-  const int p = idx / C;
+  const int sub = (idx / C) % SS;
+  const int p = idx / (C * SS);
   const int tw = p % TW;
   const int t = p / TW;
   const int n = t / tile_rows;
-  const int ih0 = (tile_row_start + t % tile_rows) * 4 - PT;
-  const int iw0 = tw * 4 - PL;
+  const int ih0 = (tile_row_start + t % tile_rows) * 4 - PT + 3 * (sub / SW);
+  const int iw0 = tw * 4 - PL + 3 * (sub % SW);
 
   float d[36], s[36], v[36];
 #pragma unroll
@@ -124,7 +149,7 @@ __kernel void winograd_f4_input_transform(__global const T* restrict in, __globa
 #pragma unroll
   for (int i = 0; i < 6; ++i) winograd_f4_bt(s + 6 * i, 1, v + 6 * i, 1);  // v = s B
 #pragma unroll
-  for (int xi = 0; xi < 36; ++xi) STORET(v[xi], V, (xi * P + p) * C + c);
+  for (int xi = 0; xi < 36; ++xi) STORET(v[xi], V, (xi * P + p) * (SS * C) + sub * C + c);
 }
 
 // y = A^T x for one 6-vector.

@@ -61,45 +61,11 @@
 
 #include "gemm_tiles.cl"
 
-// acc += A[m0.., kbeg..kend) * B[n0.., kbeg..kend)^T for this work-item's WPT_M x WPT_N outputs.
-static inline void gemm_accumulate(__global const T* restrict A, __global const T* restrict B,
-                                   int M, int N, int K, int kbeg, int kend, int m0, int n0,
-                                   __local float* As, __local float* Bs,
-                                   float acc[WPT_M][WPT_N]) {
-  const int lid = get_local_id(0);
-  const int tx = lid % RT_N;
-  const int ty = lid / RT_N;
-  const bool vec = (K & 3) == 0;
-  float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
-  fetch_tile_nt(A, ra, TILE_M, m0, M, kbeg, K, kend, vec, lid);
-  fetch_tile_nt(B, rb, TILE_N, n0, N, kbeg, K, kend, vec, lid);
-  for (int k0 = kbeg; k0 < kend; k0 += TILE_K) {
-    store_tile_nt(ra, As, TILE_M, vec, lid);
-    store_tile_nt(rb, Bs, TILE_N, vec, lid);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (k0 + TILE_K < kend) {
-      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, kend, vec, lid);
-      fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, kend, vec, lid);
-    }
-#pragma unroll
-    for (int kk = 0; kk < TILE_K; ++kk) {
-      float a[WPT_M], b[WPT_N];
-      read_local_run(As + kk * (TILE_M + LPAD), ty, a, VWM, RT_M, WPT_M);
-      read_local_run(Bs + kk * (TILE_N + LPAD), tx, b, VWN, RT_N, WPT_N);
-#pragma unroll
-      for (int i = 0; i < WPT_M; ++i)
-#pragma unroll
-        for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-}
-
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min, float act_max) {
-  __local float As[TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
-  __local float Bs[TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
+  __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
+  __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
 
   const int lid = get_local_id(0);
   const int tx = lid % RT_N;
@@ -151,8 +117,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_splitk(
     __global const T* restrict A, __global const T* restrict B, __global float* restrict P, int M,
     int N, int K, int k_per_split) {
-  __local float As[TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
-  __local float Bs[TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
+  __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
+  __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
   const int tx = lid % RT_N;
   const int ty = lid / RT_N;

@@ -30,12 +30,38 @@
 #ifndef LPAD
 #define LPAD 0
 #endif
+// 1: two local tiles per operand, so the next tile is stored while the current one is read and
+// each TILE_K step needs one barrier instead of two.
+#ifndef GEMM_DBUF
+#define GEMM_DBUF 0
+#endif
+// Element order of the float4 tile moves (fetch_tile_nt / store_tile_nt, argument map):
+// 0 walks k fastest (coalesced global loads, but the transposed local stores of a warp land
+// in 4 banks); 1 walks rows fastest (conflict-free stores, one float4 per row per load);
+// 2 takes 16 rows x 2 float4s per warp: whole 32-byte sectors from global memory, and with
+// a local row length of 4 mod 32 floats (LPAD = 4) conflict-free stores. 2 needs rows % 16
+// == 0. Only for sources that are plain row-major matrices (not im2col).
+#ifndef GEMM_TMAP
+#define GEMM_TMAP 0
+#endif
+// 1: the caller guarantees M, N and K are multiples of TILE_M, TILE_N and TILE_K (and of 4 for
+// K): the tile loads drop their bounds checks.
+#ifndef GEMM_EVEN
+#define GEMM_EVEN 0
+#endif
+// 1: register double-buffering of the local-memory fragments in tile_mma.
+#ifndef GEMM_FRAG
+#define GEMM_FRAG 0
+#endif
 #ifndef GEMM_SRC_T
 #define GEMM_SRC_T T
 #define GEMM_LOAD(p, i) LOADF(p, i)
 #define GEMM_LOAD4(p, i4) LOADF4(p, i4)
 #endif
 
+#define NBUF (1 + GEMM_DBUF)
+#define A_TILE (TILE_K * (TILE_M + LPAD))  // floats of one local A tile
+#define B_TILE (TILE_K * (TILE_N + LPAD))
 #define RT_M (TILE_M / WPT_M)  // work-items along M
 #define RT_N (TILE_N / WPT_N)  // work-items along N
 #define GEMM_WG (RT_M * RT_N)
@@ -62,6 +88,14 @@
 #define NS_OF(rows) ((TILE_K * (rows) + GEMM_WG - 1) / GEMM_WG)      // floats per work-item
 #define NREG(rows) (4 * NV_OF(rows))                                 // >= NS_OF(rows)
 
+// Tile row / float4 column of element e (see GEMM_TMAP).
+static inline int tile_row(int e, int rows, int map) {
+  return map == 2 ? e % 16 + 16 * (e / (4 * TILE_K)) : map ? e % rows : e / (TILE_K / 4);
+}
+static inline int tile_k4(int e, int rows, int map) {
+  return map == 2 ? (e / 16) % (TILE_K / 4) : map ? e / rows : e % (TILE_K / 4);
+}
+
 // Reads the WPT values of one local tile row that a work-item owns (see ROW_OF / COL_OF).
 static inline void read_local_run(__local const float* row, int t, float* dst, int vw, int rt,
                                   int wpt) {
@@ -82,16 +116,17 @@ static inline void read_local_run(__local const float* row, int t, float* dst, i
 // Rows [r0, r0 + rows) x columns [k0, k0 + TILE_K) of a row-major nrows x K matrix, zero at
 // or past column kend (K for the whole row; the end of its slice under split-K).
 static inline void fetch_tile_nt(__global const GEMM_SRC_T* restrict src, float* r, int rows, int r0,
-                                 int nrows, int k0, int K, int kend, bool vec, int lid) {
+                                 int nrows, int k0, int K, int kend, bool vec, int lid, int map) {
   if (vec) {
     const int K4 = K >> 2, kend4 = kend >> 2;
 #pragma unroll
     for (int i = 0; i < NV_OF(rows); ++i) {
       const int e = lid + i * GEMM_WG;
-      const int gr = r0 + e / (TILE_K / 4);
-      const int gk4 = (k0 >> 2) + e % (TILE_K / 4);
+      const int gr = r0 + tile_row(e, rows, map);
+      const int gk4 = (k0 >> 2) + tile_k4(e, rows, map);
       float4 v = (float4)(0.0f);
-      if (e < rows * TILE_K / 4 && gr < nrows && gk4 < kend4) v = GEMM_LOAD4(src, gr * K4 + gk4);
+      if (e < rows * TILE_K / 4 && (GEMM_EVEN || (gr < nrows && gk4 < kend4)))
+        v = GEMM_LOAD4(src, gr * K4 + gk4);
       r[4 * i] = v.x;
       r[4 * i + 1] = v.y;
       r[4 * i + 2] = v.z;
@@ -107,15 +142,16 @@ static inline void fetch_tile_nt(__global const GEMM_SRC_T* restrict src, float*
     }
   }
 }
-static inline void store_tile_nt(const float* r, __local float* dst, int rows, bool vec, int lid) {
+static inline void store_tile_nt(const float* r, __local float* dst, int rows, bool vec, int lid,
+                                 int map) {
   const int ld = rows + LPAD;
   if (vec) {
 #pragma unroll
     for (int i = 0; i < NV_OF(rows); ++i) {
       const int e = lid + i * GEMM_WG;
       if ((rows * TILE_K / 4) % GEMM_WG == 0 || e < rows * TILE_K / 4) {
-        const int row = e / (TILE_K / 4);
-        const int k = 4 * (e % (TILE_K / 4));
+        const int row = tile_row(e, rows, map);
+        const int k = 4 * tile_k4(e, rows, map);
         dst[k * ld + row] = r[4 * i];
         dst[(k + 1) * ld + row] = r[4 * i + 1];
         dst[(k + 2) * ld + row] = r[4 * i + 2];
@@ -130,4 +166,87 @@ static inline void store_tile_nt(const float* r, __local float* dst, int rows, b
         dst[(e % TILE_K) * ld + e / TILE_K] = r[i];
     }
   }
+}
+
+// acc += As^T Bs over one local tile pair (TILE_K deep): each work-item reads its WPT_M rows of A
+// and WPT_N columns of B per k as runs (ROW_OF / COL_OF) and does WPT_M * WPT_N mads.
+static inline void tile_mma(__local const float* As, __local const float* Bs, int tx, int ty,
+                            float acc[WPT_M][WPT_N]) {
+#if GEMM_FRAG
+  // Fragments double-buffered in registers: step kk + 1's local reads are issued before step
+  // kk's mads, so their latency hides behind the arithmetic even with few warps per scheduler.
+  float a[2][WPT_M], b[2][WPT_N];
+  read_local_run(As, ty, a[0], VWM, RT_M, WPT_M);
+  read_local_run(Bs, tx, b[0], VWN, RT_N, WPT_N);
+#pragma unroll
+  for (int kk = 0; kk < TILE_K; ++kk) {
+    if (kk + 1 < TILE_K) {
+      read_local_run(As + (kk + 1) * (TILE_M + LPAD), ty, a[(kk + 1) & 1], VWM, RT_M, WPT_M);
+      read_local_run(Bs + (kk + 1) * (TILE_N + LPAD), tx, b[(kk + 1) & 1], VWN, RT_N, WPT_N);
+    }
+#pragma unroll
+    for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+      for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[kk & 1][i], b[kk & 1][j], acc[i][j]);
+  }
+#else
+#pragma unroll
+  for (int kk = 0; kk < TILE_K; ++kk) {
+    float a[WPT_M], b[WPT_N];
+    read_local_run(As + kk * (TILE_M + LPAD), ty, a, VWM, RT_M, WPT_M);
+    read_local_run(Bs + kk * (TILE_N + LPAD), tx, b, VWN, RT_N, WPT_N);
+#pragma unroll
+    for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+      for (int j = 0; j < WPT_N; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+  }
+#endif
+}
+
+// acc += A[m0.., kbeg..kend) * B[n0.., kbeg..kend)^T for this work-item's WPT_M x WPT_N outputs.
+// As / Bs hold NBUF tiles each (see GEMM_DBUF in gemm_tiles.cl).
+static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
+                                   __global const GEMM_SRC_T* restrict B,
+                                   int M, int N, int K, int kbeg, int kend, int m0, int n0,
+                                   __local float* As, __local float* Bs,
+                                   float acc[WPT_M][WPT_N]) {
+  const int lid = get_local_id(0);
+  const int tx = lid % RT_N;
+  const int ty = lid / RT_N;
+  const bool vec = (K & 3) == 0;
+  float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
+  fetch_tile_nt(A, ra, TILE_M, m0, M, kbeg, K, kend, vec, lid, GEMM_TMAP);
+  fetch_tile_nt(B, rb, TILE_N, n0, N, kbeg, K, kend, vec, lid, GEMM_TMAP);
+#if GEMM_DBUF
+  store_tile_nt(ra, As, TILE_M, vec, lid, GEMM_TMAP);
+  store_tile_nt(rb, Bs, TILE_N, vec, lid, GEMM_TMAP);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int cur = 0;
+  for (int k0 = kbeg; k0 < kend; k0 += TILE_K) {
+    const bool more = k0 + TILE_K < kend;
+    if (more) {
+      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
+      fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
+    }
+    tile_mma(As + cur * A_TILE, Bs + cur * B_TILE, tx, ty, acc);
+    if (more) {
+      store_tile_nt(ra, As + (cur ^ 1) * A_TILE, TILE_M, vec, lid, GEMM_TMAP);
+      store_tile_nt(rb, Bs + (cur ^ 1) * B_TILE, TILE_N, vec, lid, GEMM_TMAP);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    cur ^= 1;
+  }
+#else
+  for (int k0 = kbeg; k0 < kend; k0 += TILE_K) {
+    store_tile_nt(ra, As, TILE_M, vec, lid, GEMM_TMAP);
+    store_tile_nt(rb, Bs, TILE_N, vec, lid, GEMM_TMAP);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (k0 + TILE_K < kend) {
+      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
+      fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
+    }
+    tile_mma(As, Bs, tx, ty, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#endif
 }

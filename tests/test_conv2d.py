@@ -58,6 +58,13 @@ CASES = {
     "1x1_c67_oc70": Conv((1, 7, 9, 67), 70, (1, 1), activation="RELU"),
     "1x1_batch2_c64_oc48_nobias": Conv((2, 8, 8, 64), 48, (1, 1), bias=False),
     "5x5_c24_oc40": Conv((1, 11, 12, 24), 40, (5, 5), stride=2, activation="RELU_N1_TO_1"),
+    # Stride 1 filters over 3x3: Winograd F(4x4) runs them as sums of 3x3 sub-filters.
+    "5x5_s1_c24_oc40": Conv((1, 11, 12, 24), 40, (5, 5), activation="RELU"),
+    "5x5_s1_valid_batch2": Conv((2, 10, 11, 5), 6, (5, 5), padding="VALID"),
+    "7x7_s1_c9_oc33": Conv((1, 13, 14, 9), 33, (7, 7), activation="RELU6"),
+    "9x9_s1_c4_oc3": Conv((1, 12, 10, 4), 3, (9, 9)),
+    "4x6_s1_valid_aniso": Conv((1, 11, 13, 6), 7, (4, 6), padding="VALID"),
+    "3x7_s1_c17": Conv((1, 9, 12, 17), 4, (3, 7), bias=False),
 }
 
 

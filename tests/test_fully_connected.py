@@ -41,6 +41,9 @@ CASES = {
     "rows9": FC((9, 50), 33, 50),
     "rows21_keep": FC((3, 7, 20), 70, 20, keep_num_dims=True, activation="RELU6"),
     "rows257": FC((257, 40), 65, 40, bias=False),
+    # Every dimension a multiple of the GEMM tiles: the bounds-check-free (GEMM_EVEN) build.
+    "rows64_whole_tiles": FC((64, 64), 96, 64, activation="RELU"),
+    "rows512_whole_tiles": FC((512, 128), 256, 128),
     "rows300_keep": FC((2, 150, 24), 31, 24, keep_num_dims=True, activation="RELU_N1_TO_1"),
 }
 

@@ -9,6 +9,14 @@ namespace clgpu {
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {
   GemmPlan p;
   p.tiles = TilesFor(m <= 256 ? "gemm_small" : "gemm", dev);
+  if (m > 256) {
+    // The biggest tiles reuse each loaded value most, but only pay once they give the
+    // device a couple of waves of groups.
+    const GemmTiles big = TilesFor("gemm_big", dev);
+    const long big_groups =
+        ((m + big.tile_m - 1) / big.tile_m) * ((n + big.tile_n - 1) / big.tile_n);
+    if (big_groups >= 2L * dev.compute_units) p.tiles = big;
+  }
   const long groups =
       ((m + p.tiles.tile_m - 1) / p.tiles.tile_m) * ((n + p.tiles.tile_n - 1) / p.tiles.tile_n);
   // On a GPU, a GEMM of a few tiles leaves most compute units idle while each
@@ -34,7 +42,10 @@ size_t GemmScratchBytes(const GemmPlan& p, long m, long n) {
 
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max) {
-  auto prog = ctx.GetProgram("gemm", p.tiles.Defines());
+  // Whole tiles only: the kernel's loads skip their bounds checks.
+  const bool even =
+      m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
+  auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : ""));
   std::vector<Launch> out;
   Launch l;
   l.dims = 1;

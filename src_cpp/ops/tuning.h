@@ -1,5 +1,6 @@
 // Per-device defaults of the kernels' tunables (the -D defines), in one table.
-// A tuner (or a user) overrides an entry with CLGPU_TUNE_<NAME>="TM,TN,TK,WM,WN".
+// A tuner (or a user) overrides an entry with
+// CLGPU_TUNE_<NAME>="TM,TN,TK,WM,WN[,DBUF,TMAP[,LPAD]]".
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,9 @@ namespace clgpu {
 // Tiles of the local-memory GEMM family (gemm.cl, conv2d_implicit_gemm.cl, winograd_gemm).
 struct GemmTiles {
   int tile_m, tile_n, tile_k, wpt_m, wpt_n;
+  int dbuf = 0;  // GEMM_DBUF: double-buffered local tiles (gemm_tiles.cl)
+  int tmap = 0;  // GEMM_TMAP: order of the tile moves (gemm_tiles.cl)
+  int lpad = 0;  // LPAD: local-row padding (bank conflicts of the transposed stores)
   size_t work_group() const { return size_t(tile_m / wpt_m) * (tile_n / wpt_n); }
   std::string Defines() const;
   // 1-D global size for an M x N output.
@@ -20,8 +24,9 @@ struct GemmTiles {
   }
 };
 
-// Entries: "gemm", "gemm_small" (M <= 256), "igemm", "igemm_big" (C, OC >= 64),
-// "igemm_thin" (C <= 8), "winograd_gemm", "winograd_gemm_big" (C, OC >= 256).
+// Entries: "gemm_big" (GEMMs of at least two waves of its tiles), "gemm", "gemm_small" (M <= 256),
+// "igemm", "igemm_big" (C, OC >= 64), "igemm_thin" (C <= 8), "winograd_gemm", "winograd_gemm_big"
+// (GEMM K, OC >= 256), "winograd_gemm_thin" (OC <= 32).
 GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev);
 
 }  // namespace clgpu

@@ -33,6 +33,19 @@ class KernelRunner {
   void BuildSource(const std::string& source, const std::string& options) {
     env_->programs().GetSource("<source>", source, options);
   }
+  // The compiler's log of kernels/<file>.cl built with `defines` (with
+  // -cl-nv-verbose, NVIDIA reports registers and spills per kernel: tuning).
+  std::string BuildLog(const std::string& file, const std::string& defines) {
+    auto program = env_->programs().Get(file, defines);
+    cl_device_id dev = env_->device().id;
+    size_t n = 0;
+    Cl().clGetProgramBuildInfo(program->get(), dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    if (n)
+      Cl().clGetProgramBuildInfo(program->get(), dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    while (!log.empty() && log.back() == '\0') log.pop_back();
+    return log;
+  }
 
   // args: numpy arrays (copied to device buffers and read back in place), ints
   // (cl_int) and floats (cl_float). Returns the kernel time in ns per run.
@@ -152,6 +165,7 @@ void RegisterKernels(py::module_& m) {
   py::class_<KernelRunner>(m, "KernelRunner")
       .def(py::init<const std::string&>(), py::arg("device") = "auto")
       .def("build", &KernelRunner::Build, py::arg("file"), py::arg("defines") = "")
+      .def("build_log", &KernelRunner::BuildLog, py::arg("file"), py::arg("defines") = "")
       .def("build_source", &KernelRunner::BuildSource, py::arg("source"), py::arg("options") = "")
       .def("run", &KernelRunner::Run, py::arg("file"), py::arg("kernel"), py::arg("defines"),
            py::arg("args"), py::arg("global_size"), py::arg("local_size") = std::vector<size_t>{},
