@@ -110,8 +110,9 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
     const std::string why = PlanOpChunks(ctx, *op, in, out, limit, &plan);
     if (!why.empty()) return "the node " + over + why;
     if (!plan.empty())
-      *note = "runs in chunks within the largest allocation (" + std::to_string(limit) + " bytes)" +
-              (pieces ? "; " + std::to_string(pieces) + " tensor pieces" : std::string());
+      *note =
+          "runs in chunks within the largest allocation (" + std::to_string(limit) + " bytes)" +
+          (pieces ? "; its large tensors in " + std::to_string(pieces) + " pieces" : std::string());
     return "";
   } catch (const std::exception& e) {
     return std::string("could not check its buffers against the largest allocation: ") + e.what();
