@@ -355,7 +355,8 @@ def test_pocl_conv_output_over_its_1gib_limit(run_python) -> None:
     if "Portable Computing Language" not in clgpu_delegate.load().device.platform:
         pytest.skip("needs PoCL, whose memory limit sets its largest allocation")
     # POCL_MEMORY_LIMIT=4 (GiB of device memory) gives PoCL's 1 GiB largest allocation
-    # whatever the machine has; the output (1.14 GiB) then exceeds the driver's own limit.
+    # whatever the machine has (here 4 GiB by default); the output, 1,140,850,688 bytes
+    # (1.06 GiB), then exceeds the driver's own limit.
     res = run_python("import math\n" + POCL_CODE, env={"POCL_MEMORY_LIMIT": "4"}, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     r = json.loads(res.stdout.strip().splitlines()[-1])
