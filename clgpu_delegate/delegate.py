@@ -46,7 +46,8 @@ class Delegate:
         return Device.from_dict(self._native.device())
 
     def decisions(self) -> list[dict[str, Any]]:
-        """Per node of the last graph prepared: op, delegated or not, and why not."""
+        """Per node of the last graph prepared: op, delegated or not, why not, and a note
+        on how a delegated node runs when notable (in chunks, larger than one buffer)."""
         from .inspect import op_name
 
         out = self._native.decisions()
@@ -78,6 +79,11 @@ class Delegate:
         `naive` gives every activation its own buffer; `lower_bound` is the peak of
         activation bytes alive at once; `allocated` is what the lifetime-based planner
         allocated. The `*_total` figures add weights (and fp16 staging copies).
+
+        Larger than the device's largest allocation (`max_alloc_bytes`): `split_tensors`
+        activations are kept in `split_pieces` buffers (`split_bytes`, outside the plan
+        above), `chunked_ops` ops run as `chunks` sub-ops whose boxes are copied through
+        `chunk_staging_bytes` of staging buffers; `allocated_total_bytes` counts both.
         """
         parts = [dict(p) for p in self._native.memory()]
         keys = (
@@ -86,12 +92,24 @@ class Delegate:
             "allocated_bytes",
             "weight_bytes",
             "staging_bytes",
+            "split_tensors",
+            "split_pieces",
+            "split_bytes",
+            "chunked_ops",
+            "chunks",
+            "chunk_staging_bytes",
         )
         out: dict[str, Any] = {k: sum(p[k] for p in parts) for k in keys}
         w = out["weight_bytes"]
         out["naive_total_bytes"] = out["naive_bytes"] + w
         out["lower_bound_total_bytes"] = out["lower_bound_bytes"] + w
-        out["allocated_total_bytes"] = out["allocated_bytes"] + w + out["staging_bytes"]
+        out["allocated_total_bytes"] = (
+            out["allocated_bytes"]
+            + w
+            + out["staging_bytes"]
+            + out["split_bytes"]
+            + out["chunk_staging_bytes"]
+        )
         out["partitions"] = parts
         return out
 

@@ -48,8 +48,9 @@ def format_report(report: dict[str, Any]) -> str:
     for i, p in enumerate(report["partitions"]):
         lines.append(f"  partition {i}: nodes {p}")
     lines.append("")
-    lines.append(f"{'node':>5}  {'op':<22} {'where':<6} reason")
+    lines.append(f"{'node':>5}  {'op':<22} {'where':<6} reason / note")
     for n in nodes:
         where = "GPU" if n["delegated"] else "CPU"
-        lines.append(f"{n['node']:>5}  {n['op_name']:<22} {where:<6} {n['reason']}")
+        why = n["reason"] if not n["delegated"] else n.get("note", "")
+        lines.append(f"{n['node']:>5}  {n['op_name']:<22} {where:<6} {why}")
     return "\n".join(lines)

@@ -1,14 +1,16 @@
 // Conversions between the float32 tensors TFLite hands us and the device's
-// storage type, for partition inputs and outputs under fp16 storage.
+// storage type, for partition inputs and outputs under fp16 storage. `offset` is
+// the position of element 0 in the storage buffer: a tensor larger than one buffer
+// is converted through a float32 staging buffer a range at a time.
 
-// to_storage(src, dst, n) — NDRange: global (n).
-__kernel void to_storage(__global const float* src, __global T* dst, int n) {
+// to_storage(src, dst, n, offset) — NDRange: global (n).
+__kernel void to_storage(__global const float* src, __global T* dst, int n, long offset) {
   const int i = get_global_id(0);
-  if (i < n) STOREF(src[i], dst, i);
+  if (i < n) STOREF(src[i], dst, offset + i);
 }
 
-// from_storage(src, dst, n) — NDRange: global (n).
-__kernel void from_storage(__global const T* src, __global float* dst, int n) {
+// from_storage(src, dst, n, offset) — NDRange: global (n).
+__kernel void from_storage(__global const T* src, __global float* dst, int n, long offset) {
   const int i = get_global_id(0);
-  if (i < n) dst[i] = LOADF(src, i);
+  if (i < n) dst[i] = LOADF(src, offset + i);
 }

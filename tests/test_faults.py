@@ -359,7 +359,16 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(
 CL_API_ENTRY cl_int CL_API_CALL clEnqueueCopyBuffer(
     cl_command_queue q, cl_mem a, cl_mem b, size_t ao, size_t bo, size_t s, cl_uint n,
     const cl_event* w, cl_event* ev) {
+  FAIL_STATUS(clEnqueueCopyBuffer);
   cl_int st = REAL(clEnqueueCopyBuffer)(q, a, b, ao, bo, s, n, w, ev); EVENT_OUT(ev, st);
+  return st;
+}
+CL_API_ENTRY cl_int CL_API_CALL clEnqueueCopyBufferRect(
+    cl_command_queue q, cl_mem a, cl_mem b, const size_t* ao, const size_t* bo, const size_t* r,
+    size_t arp, size_t asp, size_t brp, size_t bsp, cl_uint n, const cl_event* w, cl_event* ev) {
+  FAIL_STATUS(clEnqueueCopyBufferRect);
+  cl_int st = REAL(clEnqueueCopyBufferRect)(q, a, b, ao, bo, r, arp, asp, brp, bsp, n, w, ev);
+  EVENT_OUT(ev, st);
   return st;
 }
 CL_API_ENTRY cl_int CL_API_CALL clEnqueueFillBuffer(
@@ -540,6 +549,11 @@ SCENARIOS = {
     "second_output_map": lambda: at_invoke("clEnqueueMapBuffer", skip=2, zero_copy="on"),
     "unmap": lambda: at_invoke("clEnqueueUnmapMemObject", skip=1, zero_copy="on"),
     "finish": lambda: at_invoke("clFinish"),
+    # Ops in chunks (tensors larger than the lowered largest allocation): box copies.
+    "box_copy": lambda: at_invoke("clEnqueueCopyBuffer", skip=2, zero_copy="off",
+                                  max_alloc_bytes=256),
+    "box_copy_rect": lambda: at_invoke("clEnqueueCopyBufferRect", skip=2, zero_copy="off",
+                                       max_alloc_bytes=256),
 }
 
 KINDS = @KINDS@
@@ -576,6 +590,8 @@ SHIM_SCENARIOS = {
     "second_output_map": ("clEnqueueMapBuffer", "CL_OUT_OF_RESOURCES", "invoke"),
     "unmap": ("clEnqueueUnmapMemObject", "CL_OUT_OF_RESOURCES", "invoke"),
     "finish": ("clFinish", "CL_OUT_OF_RESOURCES", "invoke"),
+    "box_copy": ("clEnqueueCopyBuffer", "CL_OUT_OF_RESOURCES", "invoke"),
+    "box_copy_rect": ("clEnqueueCopyBufferRect", "CL_OUT_OF_RESOURCES", "invoke"),
 }
 
 

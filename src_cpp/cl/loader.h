@@ -44,6 +44,7 @@ namespace clgpu {
   X(clEnqueueReadBuffer)         \
   X(clEnqueueWriteBuffer)        \
   X(clEnqueueCopyBuffer)         \
+  X(clEnqueueCopyBufferRect)     \
   X(clEnqueueFillBuffer)         \
   X(clEnqueueMapBuffer)          \
   X(clEnqueueUnmapMemObject)     \

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "delegate/cost_model.h"
 #include "ops/op.h"
+#include "runtime/split.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -70,20 +71,52 @@ std::string DescribeParams(const NodeInfo& n) {
 
 }  // namespace
 
-std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInfo& n) const {
-  // Kernels address each activation as one buffer; one larger than the device
-  // allows stays on the CPU (splitting it across buffers is not implemented).
-  const size_t limit = max_alloc_bytes();
-  for (const auto* list : {&n.inputs, &n.outputs}) {
-    for (int t : *list) {
-      if (!g.valid_tensor(t) || g.IsConstant(t)) continue;
-      const size_t bytes = size_t(NumElements(g.shape(t))) * storage_bytes();
-      if (bytes > limit)
-        return "tensor " + g.name(t) + " (" + std::to_string(bytes) +
-               " bytes) exceeds the device's largest allocation (" + std::to_string(limit) + ")";
+std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInfo& n,
+                                               const OpHandler& h, std::string* note) const {
+  const size_t limit = max_alloc_bytes(), eb = storage_bytes();
+  // Most nodes are far below the limit: nothing an op allocates (transformed
+  // weights, Winograd or split-K scratch) is 64x its largest tensor.
+  size_t largest = 0;
+  for (const auto* list : {&n.inputs, &n.outputs})
+    for (int t : *list)
+      if (g.valid_tensor(t)) largest = std::max(largest, size_t(NumElements(g.shape(t))) * eb);
+  if (largest <= limit / 64) return "";
+  const std::string over =
+      "exceeds the device's largest allocation (" + std::to_string(limit) + " bytes) and ";
+  try {
+    std::unique_ptr<Op> op = h.create(g, n);
+    std::vector<Shape> in;
+    for (int t : op->inputs()) in.push_back(g.shape(t));
+    const std::vector<Shape> out = op->InferShapes(in);
+    // Tensors larger than one buffer are kept in pieces; each must be cut.
+    int pieces = 0;
+    for (size_t i = 0; i < in.size() + out.size(); ++i) {
+      const Shape& s = i < in.size() ? in[i] : out[i - in.size()];
+      const int t = i < in.size() ? op->inputs()[i] : op->outputs()[i - in.size()];
+      if (size_t(NumElements(s)) * eb <= limit) continue;
+      std::string why;
+      const size_t count = PlanPieces(s, limit / eb, &why).size();
+      if (!count)
+        return "tensor " + g.name(t) + " (" + std::to_string(NumElements(s) * eb) + " bytes) " +
+               over + "cannot be split: " + why;
+      pieces += static_cast<int>(count);
     }
+    OpContext ctx{*env_, queue(), options_};
+    ctx.storage_defines = storage_defines();
+    ctx.storage_bytes = eb;
+    ctx.disk = disk_.get();
+    ctx.max_alloc = limit;
+    ChunkPlan plan;
+    const std::string why = PlanOpChunks(ctx, *op, in, out, limit, &plan);
+    if (!why.empty()) return "the node " + over + why;
+    if (!plan.empty())
+      *note =
+          "runs in chunks within the largest allocation (" + std::to_string(limit) + " bytes)" +
+          (pieces ? "; its large tensors in " + std::to_string(pieces) + " pieces" : std::string());
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("could not check its buffers against the largest allocation: ") + e.what();
   }
-  return "";
 }
 
 TfLiteDelegate* DelegateCore::Create(const Options& options) {
@@ -218,7 +251,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
         } catch (const std::exception& e) {
           d.reason = std::string("could not read the node: ") + e.what();
         }
-        if (d.reason.empty()) d.reason = CheckAllocationLimit(graph, n);
+        if (d.reason.empty()) d.reason = CheckAllocationLimit(graph, n, *h, &d.note);
         if (d.reason.empty()) {
           abi.params_read.push_back("node " + std::to_string(n.index) + " " + h->name + " " +
                                     DescribeParams(n));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,8 @@
 
 namespace clgpu {
 
+struct OpHandler;
+
 // Why each node was or was not delegated at the last Prepare.
 struct NodeDecision {
   int node = -1;
@@ -28,6 +31,7 @@ struct NodeDecision {
   std::string op_name;  // ours, or "" for ops we do not know (Python maps the code)
   bool claimed = false;
   std::string reason;  // empty when claimed
+  std::string note;    // how a claimed node runs, when notable (in chunks)
 };
 
 // What the delegate observed of the host runtime's ABI (layout test).
@@ -48,6 +52,13 @@ struct MemoryReport {
   size_t staging_bytes = 0;      // float32 transfer copies (fp16 storage)
   size_t scratch_bytes = 0;      // op scratch (Winograd transformed tiles)
   int buffers = 0;
+  // Larger than the largest allocation (runtime/split.h): activations kept in
+  // pieces (own buffers, not in the figures above), ops run in chunks, and the
+  // staging buffers the chunks copy their boxes through.
+  int split_tensors = 0, split_pieces = 0;
+  size_t split_bytes = 0;
+  int chunked_ops = 0, chunks = 0;
+  size_t chunk_staging_bytes = 0;
 };
 
 struct DelegateStats {
@@ -79,9 +90,12 @@ class DelegateCore {
   }
   size_t storage_bytes() const { return half_storage_ ? 2 : 4; }
   BinaryCache* disk_cache() const { return disk_.get(); }
-  // The largest single buffer: the device's limit, or the lower max_alloc_bytes.
+  // The largest single buffer: the device's limit, or the lower max_alloc_bytes, and
+  // never more than 2^31 - 1 elements (our kernels index buffers with 32-bit ints;
+  // larger tensors are split like those over the device's limit).
   size_t max_alloc_bytes() const {
-    const size_t dev = env_->device().max_alloc_bytes;
+    const size_t dev =
+        std::min<size_t>(env_->device().max_alloc_bytes, size_t(INT32_MAX) * storage_bytes());
     return options_.max_alloc_bytes ? std::min<size_t>(dev, options_.max_alloc_bytes) : dev;
   }
   bool zero_copy() const {
@@ -90,8 +104,11 @@ class DelegateCore {
   }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);
-  // "" or why a node's activations are too large for one device buffer.
-  std::string CheckAllocationLimit(const GraphView& g, const NodeInfo& n) const;
+  // "" or why a node cannot run within the device's largest allocation, even with
+  // its large tensors in pieces and its work in chunks (runtime/split.h).
+  // *note says when it will (tensors in pieces, work in chunks).
+  std::string CheckAllocationLimit(const GraphView& g, const NodeInfo& n, const OpHandler& h,
+                                   std::string* note) const;
 
   // Snapshot of the last Prepare (thread-safe copies).
   std::vector<NodeDecision> decisions() const;

@@ -37,12 +37,22 @@ std::vector<int> BroadcastStrides(const Shape& s, const Shape& out) {
   return strides;
 }
 
+// `s` with leading 1s up to `rank`.
+Shape Aligned(const Shape& s, size_t rank) {
+  Shape v(rank - s.size(), 1);
+  v.insert(v.end(), s.begin(), s.end());
+  return v;
+}
+
 class AddOp : public Op {
  public:
   AddOp(const NodeInfo& node, int activation)
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}) {
     ActivationRange(activation, &act_min_, &act_max_);
   }
+  // A chunk: the same sum over boxes of the operands.
+  explicit AddOp(const AddOp& whole)
+      : Op(whole.node_index()), act_min_(whole.act_min_), act_max_(whole.act_max_) {}
   const char* type_name() const override { return "ADD"; }
   std::string algorithm() const override { return same_ ? "elementwise" : "broadcast"; }
 
@@ -51,6 +61,29 @@ class AddOp : public Op {
   }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
     return static_cast<double>(NumElements(out[0]));
+  }
+
+  // Chunks are boxes of the output; each operand (seen at the output's rank) gives
+  // the same box, or index 0 along the axes it broadcasts.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    const Shape out = BroadcastShape(in[0], in[1]);
+    spec->views = {Aligned(in[0], out.size()), Aligned(in[1], out.size()), out};
+    for (size_t a = 0; a < out.size(); ++a) spec->axes.push_back(static_cast<int>(a));
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    std::vector<Box> boxes;
+    for (const Shape& s : in) {
+      const Shape v = Aligned(s, out.size.size());
+      Box b = out;
+      for (size_t a = 0; a < v.size(); ++a)
+        if (v[a] == 1) b.begin[a] = 0, b.size[a] = 1;
+      boxes.push_back(std::move(b));
+    }
+    return boxes;
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
+    return std::make_unique<AddOp>(*this);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,

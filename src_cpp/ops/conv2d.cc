@@ -1,6 +1,9 @@
 // CONV_2D: claim check, shape inference, weight upload and the launches of the
 // algorithm the selector (ops/conv2d_selector.cc) picks.
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "common/error.h"
 #include "delegate/options.h"
@@ -12,28 +15,105 @@
 namespace clgpu {
 namespace {
 
+// Bytes of the filter buffer PrepareConvWeights makes for `a` (its layouts live in
+// conv2d_selector.cc): the OHWI upload, and for Winograd the transformed positions x
+// OC x C values, float for F(4x4) under fp16 storage.
+size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g) {
+  const size_t ohwi = size_t(g.oc) * g.kh * g.kw * g.c * ctx.storage_bytes;
+  if (a == ConvAlgorithm::kWinograd)
+    return std::max(ohwi, size_t(16) * g.oc * g.c * ctx.storage_bytes);
+  if (a == ConvAlgorithm::kWinograd4)
+    return std::max(ohwi,
+                    size_t(36) * g.oc * g.c * (ctx.storage_bytes == 2 ? 4 : ctx.storage_bytes));
+  return ohwi;
+}
+
+// The selector's choice, unless it is Winograd and even one output channel's
+// transformed filter (or one tile's transformed input) would exceed the largest
+// allocation: then implicit GEMM, whose filter is the plain OHWI one.
+ConvAlgorithm ChooseConvAlgorithm(const OpContext& ctx, const ConvGeometry& g) {
+  const ConvAlgorithm a = SelectConvAlgorithm(g, ctx.env.device(), ctx.options.conv_algorithm);
+  if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return a;
+  ConvGeometry one = g;
+  one.oc = 1;
+  return ConvWeightBytes(ctx, a, one) > ctx.max_alloc ? ConvAlgorithm::kImplicitGemm : a;
+}
+
+// The filter and bias on the host and their device copies per algorithm and range
+// of output channels, shared by the op and its chunks (each range uploaded once).
+struct ConvSource {
+  Shape filter_shape;  // OHWI
+  std::vector<float> filter, bias;
+  std::map<std::tuple<ConvAlgorithm, int, int>, std::shared_ptr<ConvWeights>> weights;
+  std::map<std::pair<int, int>, Buffer> biases;
+
+  const ConvWeights& Weights(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, int oc0) {
+    std::shared_ptr<ConvWeights>& w = weights[{a, oc0, g.oc}];
+    if (w) return *w;
+    if (oc0 == 0 && g.oc == filter_shape[0]) {
+      w = PrepareConvWeights(ctx, a, g, filter);
+    } else {
+      const size_t per = size_t(g.kh) * g.kw * g.c;  // OHWI: a range of O is contiguous
+      w = PrepareConvWeights(
+          ctx, a, g,
+          std::vector<float>(filter.begin() + oc0 * per, filter.begin() + (oc0 + g.oc) * per));
+    }
+    return *w;
+  }
+  cl_mem Bias(OpContext& ctx, int oc0, int count) {
+    Buffer& b = biases[{oc0, count}];
+    if (!b)
+      b = UploadFloat32(ctx, std::vector<float>(bias.begin() + oc0, bias.begin() + oc0 + count));
+    return b.get();
+  }
+  size_t Bytes() const {
+    size_t n = 0;
+    for (const auto& [k, w] : weights) n += w->filter.bytes();
+    for (const auto& [k, b] : biases) n += b.bytes();
+    return n;
+  }
+};
+
 class Conv2dOp : public Op {
  public:
   Conv2dOp(const GraphView& g, const NodeInfo& node, const tfl::ConvParams& p)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}), params_(p) {
-    filter_shape_ = g.shape(node.inputs[1]);
-    filter_ = g.ConstantFloats(node.inputs[1]);
-    const int oc = filter_shape_[0];
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+        params_(p),
+        src_(std::make_shared<ConvSource>()) {
+    src_->filter_shape = g.shape(node.inputs[1]);
+    src_->filter = g.ConstantFloats(node.inputs[1]);
+    const int oc = src_->filter_shape[0];
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
-      bias_ = g.ConstantFloats(node.inputs[2]);
+      src_->bias = g.ConstantFloats(node.inputs[2]);
     } else {
-      bias_.assign(oc, 0.f);
+      src_->bias.assign(oc, 0.f);
     }
     ActivationRange(p.activation, &act_min_, &act_max_);
   }
+  // A chunk: this geometry exactly, output channels from oc0 on.
+  Conv2dOp(const Conv2dOp& whole, const ConvGeometry& g, int oc0)
+      : Op(whole.node_index()),
+        params_(whole.params_),
+        src_(whole.src_),
+        act_min_(whole.act_min_),
+        act_max_(whole.act_max_),
+        chunk_(true),
+        fixed_(g),
+        oc0_(oc0) {}
 
   const char* type_name() const override { return "CONV_2D"; }
   std::string algorithm() const override { return ConvAlgorithmName(algo_); }
 
   ConvGeometry Geometry(const Shape& in) const {
+    if (chunk_) {
+      if (in != Shape{fixed_.n, fixed_.h, fixed_.w, fixed_.c})
+        throw Error("CONV_2D chunk input " + ShapeString(in) + " does not match its geometry");
+      return fixed_;
+    }
+    const Shape& f = src_->filter_shape;
     ConvGeometry g;
     g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3];
-    g.oc = filter_shape_[0], g.kh = filter_shape_[1], g.kw = filter_shape_[2];
+    g.oc = f[0], g.kh = f[1], g.kw = f[2];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
     g.Compute(params_.padding);
@@ -41,15 +121,16 @@ class Conv2dOp : public Op {
   }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    if (in[0].size() != 4 || in[0][3] != filter_shape_[3])
+    if (in[0].size() != 4 || in[0][3] != src_->filter_shape[3])
       throw Error("CONV_2D input " + ShapeString(in[0]) + " does not match filter " +
-                  ShapeString(filter_shape_));
+                  ShapeString(src_->filter_shape));
     ConvGeometry g = Geometry(in[0]);
     return {{g.n, g.oh, g.ow, g.oc}};
   }
 
+  // The whole op counts every weight buffer of its source (its chunks' included).
   double WeightBytes() const override {
-    return weights_ ? double(weights_->filter.bytes() + bias_buf_.bytes()) : 0.0;
+    return chunk_ ? (weights_ ? double(weights_->filter.bytes()) : 0.0) : double(src_->Bytes());
   }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
@@ -59,32 +140,49 @@ class Conv2dOp : public Op {
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
     const ConvGeometry g = Geometry(in[0]);
-    return ConvScratchBytes(
-        ctx, SelectConvAlgorithm(g, ctx.env.device(), ctx.options.conv_algorithm), g);
+    return ConvScratchBytes(ctx, ChooseConvAlgorithm(ctx, g), g);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
-    const ConvAlgorithm algo = SelectConvAlgorithm(g, ctx.env.device(), ctx.options.conv_algorithm);
-    // Weights are prepared once per algorithm (a resize may change the choice).
-    if (algo != algo_ || !weights_) {
-      algo_ = algo;
-      weights_ = PrepareConvWeights(ctx, algo_, g, filter_);
-    }
-    if (!bias_buf_) bias_buf_ = UploadFloat32(ctx, bias_);
-    launches_ =
-        EncodeConv(ctx, algo_, g, in[0], *weights_, bias_buf_.get(), out[0], act_min_, act_max_);
+    algo_ = ChooseConvAlgorithm(ctx, g);
+    weights_ = &src_->Weights(ctx, algo_, g, oc0_);
+    launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc), out[0],
+                           act_min_, act_max_);
+  }
+
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    spec->views = {in[0], InferShapes(in)[0]};
+    spec->weight_axes = {3};
+    spec->axes = {0, 1, 2, 3};
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    Box box;
+    Geometry(in[0]).Chunk(out, &box);
+    return {box};
+  }
+  size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,
+                          const Box& out) const override {
+    Box box;
+    const ConvGeometry g = Geometry(in[0]).Chunk(out, &box);
+    return ConvWeightBytes(ctx, ChooseConvAlgorithm(ctx, g), g);
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>& in, const Box& out) const override {
+    Box box;
+    return std::make_unique<Conv2dOp>(*this, Geometry(in[0]).Chunk(out, &box), oc0_ + out.begin[3]);
   }
 
  private:
   tfl::ConvParams params_;
-  Shape filter_shape_;
-  std::vector<float> filter_, bias_;
+  std::shared_ptr<ConvSource> src_;
   float act_min_ = 0, act_max_ = 0;
+  bool chunk_ = false;
+  ConvGeometry fixed_;  // a chunk's geometry
+  int oc0_ = 0;         // a chunk's first output channel
   ConvAlgorithm algo_ = ConvAlgorithm::kDirect;
-  std::shared_ptr<ConvWeights> weights_;
-  Buffer bias_buf_;
+  const ConvWeights* weights_ = nullptr;  // in src_, for the current algorithm
 };
 
 std::string Check(const GraphView& g, const NodeInfo& node) {

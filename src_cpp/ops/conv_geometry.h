@@ -36,6 +36,33 @@ struct ConvGeometry {
     ow = std::max(ow, 0);
   }
   double Macs() const { return double(n) * oh * ow * oc * kh * kw * c; }
+
+  // The convolution computing output box `out` (NHWC) alone, from a buffer holding
+  // just the input box it reads (*in): explicit sizes, and the padding that box
+  // sees (the window's offset from the first tap of its first output). Channels:
+  // all input channels, out.size[3] outputs (depthwise narrows both).
+  ConvGeometry Chunk(const Box& out, Box* in) const {
+    ConvGeometry g = *this;
+    int rows[2], cols[2];
+    g.pad_top = Window(out.begin[1], out.size[1], sh, dh, kh, pad_top, h, rows);
+    g.pad_left = Window(out.begin[2], out.size[2], sw, dw, kw, pad_left, w, cols);
+    g.n = out.size[0], g.oh = out.size[1], g.ow = out.size[2], g.oc = out.size[3];
+    g.h = rows[1] - rows[0], g.w = cols[1] - cols[0];
+    in->begin = {out.begin[0], rows[0], cols[0], 0};
+    in->size = {out.size[0], g.h, g.w, c};
+    return g;
+  }
+
+ private:
+  // Along one axis: the inputs [r[0], r[1]) that outputs [o0, o0 + count) read, and
+  // the padding before r[0] as the chunk sees it.
+  static int Window(int o0, int count, int stride, int dilation, int k, int pad, int size, int* r) {
+    const int first_tap = o0 * stride - pad;
+    const int end_tap = (o0 + count - 1) * stride - pad + (k - 1) * dilation + 1;
+    r[0] = std::clamp(first_tap, 0, size);
+    r[1] = std::clamp(end_tap, r[0], size);
+    return r[0] - first_tap;
+  }
 };
 
 // What CONV_2D and DEPTHWISE_CONV_2D check alike: activation, padding, strides

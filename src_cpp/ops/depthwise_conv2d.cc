@@ -1,5 +1,6 @@
 // DEPTHWISE_CONV_2D: claim check, shapes, weights and launches.
 #include <cstring>
+#include <map>
 
 #include "common/error.h"
 #include "ops/conv_geometry.h"
@@ -9,32 +10,84 @@
 namespace clgpu {
 namespace {
 
+// The filter [1, KH, KW, C*M] and bias on the host and their device copies per range
+// of output channels, shared by the op and its chunks.
+struct DepthwiseSource {
+  Shape filter_shape;
+  std::vector<float> filter, bias;
+  std::map<std::pair<int, int>, std::pair<Buffer, Buffer>> buffers;  // (oc0, count) -> filter, bias
+
+  const std::pair<Buffer, Buffer>& Get(OpContext& ctx, int oc0, int count) {
+    auto& b = buffers[{oc0, count}];
+    if (b.first) return b;
+    const int oc = filter_shape[3];
+    if (oc0 == 0 && count == oc) {
+      b.first = UploadWeights(ctx, filter);
+      b.second = UploadFloat32(ctx, bias);
+      return b;
+    }
+    // Channels are the innermost axis: a range is a strided slice on the host.
+    std::vector<float> f;
+    f.reserve(size_t(filter_shape[1]) * filter_shape[2] * count);
+    for (size_t tap = 0; tap < size_t(filter_shape[1]) * filter_shape[2]; ++tap)
+      f.insert(f.end(), filter.begin() + tap * oc + oc0, filter.begin() + tap * oc + oc0 + count);
+    b.first = UploadWeights(ctx, f);
+    b.second =
+        UploadFloat32(ctx, std::vector<float>(bias.begin() + oc0, bias.begin() + oc0 + count));
+    return b;
+  }
+  size_t Bytes() const {
+    size_t n = 0;
+    for (const auto& [k, b] : buffers) n += b.first.bytes() + b.second.bytes();
+    return n;
+  }
+};
+
 class DepthwiseConv2dOp : public Op {
  public:
   DepthwiseConv2dOp(const GraphView& g, const NodeInfo& node, const tfl::DepthwiseConvParams& p)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}), params_(p) {
-    filter_shape_ = g.shape(node.inputs[1]);
-    filter_ = g.ConstantFloats(node.inputs[1]);
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+        params_(p),
+        src_(std::make_shared<DepthwiseSource>()) {
+    src_->filter_shape = g.shape(node.inputs[1]);
+    src_->filter = g.ConstantFloats(node.inputs[1]);
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
-      bias_ = g.ConstantFloats(node.inputs[2]);
+      src_->bias = g.ConstantFloats(node.inputs[2]);
     } else {
-      bias_.assign(filter_shape_[3], 0.f);
+      src_->bias.assign(src_->filter_shape[3], 0.f);
     }
     ActivationRange(p.activation, &act_min_, &act_max_);
   }
+  // A chunk: this geometry exactly, output channels from oc0 on.
+  DepthwiseConv2dOp(const DepthwiseConv2dOp& whole, const ConvGeometry& g, int oc0)
+      : Op(whole.node_index()),
+        params_(whole.params_),
+        src_(whole.src_),
+        act_min_(whole.act_min_),
+        act_max_(whole.act_max_),
+        chunk_(true),
+        fixed_(g),
+        oc0_(oc0) {}
 
   const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
   std::string algorithm() const override { return "depthwise_fast"; }
 
   ConvGeometry Geometry(const Shape& in) const {
+    if (chunk_) {
+      if (in != Shape{fixed_.n, fixed_.h, fixed_.w, fixed_.c})
+        throw Error("DEPTHWISE_CONV_2D chunk input " + ShapeString(in) +
+                    " does not match its geometry");
+      return fixed_;
+    }
+    const Shape& f = src_->filter_shape;
     ConvGeometry g;
+    if (in.size() != 4 || in[3] <= 0 || f[3] % in[3] != 0)
+      throw Error("DEPTHWISE_CONV_2D input " + ShapeString(in) + " does not match filter " +
+                  ShapeString(f));
     g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3];
-    g.oc = filter_shape_[3], g.kh = filter_shape_[1], g.kw = filter_shape_[2];
+    g.oc = f[3], g.kh = f[1], g.kw = f[2];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
-    if (in.size() != 4 || g.c <= 0 || g.oc % g.c != 0)
-      throw Error("DEPTHWISE_CONV_2D input " + ShapeString(in) + " does not match filter " +
-                  ShapeString(filter_shape_));
     g.Compute(params_.padding);
     return g;
   }
@@ -45,7 +98,10 @@ class DepthwiseConv2dOp : public Op {
     return {{g.n, g.oh, g.ow, g.oc}};
   }
 
-  double WeightBytes() const override { return double(filter_buf_.bytes() + bias_buf_.bytes()); }
+  double WeightBytes() const override {
+    if (!chunk_) return double(src_->Bytes());
+    return buffers_ ? double(buffers_->first.bytes() + buffers_->second.bytes()) : 0.0;
+  }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     const ConvGeometry g = Geometry(in[0]);
@@ -55,17 +111,15 @@ class DepthwiseConv2dOp : public Op {
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
-    if (!filter_buf_) {
-      filter_buf_ = UploadWeights(ctx, filter_);
-      bias_buf_ = UploadFloat32(ctx, bias_);
-    }
+    buffers_ = &src_->Get(ctx, oc0_, g.oc);
     auto prog = ctx.GetProgram("depthwise_conv2d_fast", "-DWPT_W=" + std::to_string(kPixels));
     Launch l;
     l.name = "depthwise_conv2d_fast";
     l.kernel = CreateKernel(*prog, l.name);
     const int m = g.oc / g.c;
-    SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), out[0], g.n, g.h, g.w, g.c, g.oh,
-            g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min_, act_max_);
+    SetArgs(l.kernel, in[0], buffers_->first.get(), buffers_->second.get(), out[0], g.n, g.h, g.w,
+            g.c, g.oh, g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min_,
+            act_max_);
     l.dims = 1;
     l.global[0] =
         RoundUp(size_t((g.oc + 3) / 4) * ((g.ow + kPixels - 1) / kPixels) * g.n * g.oh, 64);
@@ -73,13 +127,52 @@ class DepthwiseConv2dOp : public Op {
     launches_.push_back(std::move(l));
   }
 
+  // Chunks keep whole channel groups: output channels [o0, o1) read input channels
+  // [o0 / M, o1 / M) for depth multiplier M.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    const ConvGeometry g = Geometry(in[0]);
+    spec->views = {in[0], {g.n, g.oh, g.ow, g.oc}};
+    spec->weight_axes = {3};
+    spec->axes = {0, 1, 2, 3};
+    spec->step = {1, 1, 1, g.oc / g.c};
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    Box box;
+    ChunkGeometry(in[0], out, &box);
+    return {box};
+  }
+  size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,
+                          const Box& out) const override {
+    const Shape& f = src_->filter_shape;
+    (void)in;
+    return size_t(f[1]) * f[2] * out.size[3] * ctx.storage_bytes;
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>& in, const Box& out) const override {
+    Box box;
+    return std::make_unique<DepthwiseConv2dOp>(*this, ChunkGeometry(in[0], out, &box),
+                                               oc0_ + out.begin[3]);
+  }
+
  private:
+  ConvGeometry ChunkGeometry(const Shape& in, const Box& out, Box* box) const {
+    const ConvGeometry whole = Geometry(in);
+    const int m = whole.oc / whole.c;
+    ConvGeometry g = whole.Chunk(out, box);
+    g.c = out.size[3] / m;
+    box->begin[3] = out.begin[3] / m;
+    box->size[3] = g.c;
+    return g;
+  }
+
   static constexpr int kPixels = 2;  // output pixels per work-item (WPT_W)
   tfl::DepthwiseConvParams params_;
-  Shape filter_shape_;
-  std::vector<float> filter_, bias_;
+  std::shared_ptr<DepthwiseSource> src_;
   float act_min_ = 0, act_max_ = 0;
-  Buffer filter_buf_, bias_buf_;
+  bool chunk_ = false;
+  ConvGeometry fixed_;                                  // a chunk's geometry
+  int oc0_ = 0;                                         // a chunk's first output channel
+  const std::pair<Buffer, Buffer>* buffers_ = nullptr;  // filter, bias in src_
 };
 
 std::string Check(const GraphView& g, const NodeInfo& node) {

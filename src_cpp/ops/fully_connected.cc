@@ -1,5 +1,6 @@
 // FULLY_CONNECTED: any leading dims (flattened to rows), keep_num_dims both ways.
 #include <cstring>
+#include <map>
 
 #include "common/error.h"
 #include "delegate/options.h"
@@ -10,20 +11,61 @@
 namespace clgpu {
 namespace {
 
+// The weights [N, K] and bias on the host and their device copies per range of N,
+// shared by the op and its chunks.
+struct FullyConnectedSource {
+  int n = 0, k = 0;
+  std::vector<float> weights, bias;
+  std::map<std::pair<int, int>, std::pair<Buffer, Buffer>> buffers;  // (n0, count) -> weights, bias
+
+  const std::pair<Buffer, Buffer>& Get(OpContext& ctx, int n0, int count) {
+    auto& b = buffers[{n0, count}];
+    if (b.first) return b;
+    if (n0 == 0 && count == n) {
+      b.first = UploadWeights(ctx, weights);
+      b.second = UploadFloat32(ctx, bias);
+      return b;
+    }
+    b.first = UploadWeights(ctx, std::vector<float>(weights.begin() + size_t(n0) * k,
+                                                    weights.begin() + size_t(n0 + count) * k));
+    b.second = UploadFloat32(ctx, std::vector<float>(bias.begin() + n0, bias.begin() + n0 + count));
+    return b;
+  }
+  size_t Bytes() const {
+    size_t total = 0;
+    for (const auto& [key, b] : buffers) total += b.first.bytes() + b.second.bytes();
+    return total;
+  }
+};
+
 class FullyConnectedOp : public Op {
  public:
   FullyConnectedOp(const GraphView& g, const NodeInfo& node, const tfl::FullyConnectedParams& p)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}), keep_num_dims_(p.keep_num_dims) {
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+        keep_num_dims_(p.keep_num_dims),
+        src_(std::make_shared<FullyConnectedSource>()) {
     const Shape w = g.shape(node.inputs[1]);
+    src_->n = w[0], src_->k = w[1];
     n_ = w[0], k_ = w[1];
-    weights_ = g.ConstantFloats(node.inputs[1]);
+    src_->weights = g.ConstantFloats(node.inputs[1]);
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
-      bias_ = g.ConstantFloats(node.inputs[2]);
+      src_->bias = g.ConstantFloats(node.inputs[2]);
     } else {
-      bias_.assign(n_, 0.f);
+      src_->bias.assign(n_, 0.f);
     }
     ActivationRange(p.activation, &act_min_, &act_max_);
   }
+  // A chunk: rows of [M, K] in, outputs [n0, n0 + n) out.
+  FullyConnectedOp(const FullyConnectedOp& whole, int n0, int n)
+      : Op(whole.node_index()),
+        keep_num_dims_(false),
+        src_(whole.src_),
+        chunk_(true),
+        n0_(n0),
+        n_(n),
+        k_(whole.k_),
+        act_min_(whole.act_min_),
+        act_max_(whole.act_max_) {}
 
   const char* type_name() const override { return "FULLY_CONNECTED"; }
   std::string algorithm() const override { return algorithm_; }
@@ -48,7 +90,10 @@ class FullyConnectedOp : public Op {
     return {{m, n_}};
   }
 
-  double WeightBytes() const override { return double(weights_buf_.bytes() + bias_buf_.bytes()); }
+  double WeightBytes() const override {
+    if (!chunk_) return double(src_->Bytes());
+    return buffers_ ? double(buffers_->first.bytes() + buffers_->second.bytes()) : 0.0;
+  }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Rows(in[0]) * n_ * k_;
@@ -66,10 +111,8 @@ class FullyConnectedOp : public Op {
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const int m = Rows(in_shapes[0]);
-    if (!weights_buf_) {
-      weights_buf_ = UploadWeights(ctx, weights_);
-      bias_buf_ = UploadFloat32(ctx, bias_);
-    }
+    buffers_ = &src_->Get(ctx, n0_, n_);
+    cl_mem w = buffers_->first.get(), bias = buffers_->second.get();
     Launch l;
     if (m <= kSmallM) {
       // Batch-1 FC is memory-bound: stream the weights once.
@@ -80,17 +123,34 @@ class FullyConnectedOp : public Op {
       l.kernel = CreateKernel(*prog, l.name);
       algorithm_ = "gemv";
     } else {
-      launches_ =
-          EncodeGemm(ctx, PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits), in[0],
-                     weights_buf_.get(), bias_buf_.get(), out[0], m, n_, k_, act_min_, act_max_);
+      launches_ = EncodeGemm(ctx, PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits),
+                             in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
       algorithm_ = launches_.size() > 1 ? "gemm_splitk" : "gemm";
       return;
     }
-    SetArgs(l.kernel, in[0], weights_buf_.get(), bias_buf_.get(), out[0], m, n_, k_, act_min_,
-            act_max_);
+    SetArgs(l.kernel, in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
     l.dims = 1;
     launches_.clear();
     launches_.push_back(std::move(l));
+  }
+
+  // Chunks see the input as [M, K] and the output as [M, N]: rows of M, ranges of N.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    const int m = Rows(in[0]);
+    spec->views = {{m, k_}, {m, n_}};
+    spec->weight_axes = {1};
+    spec->axes = {0, 1};
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>&, const Box& out) const override {
+    return {Box{{out.begin[0], 0}, {out.size[0], k_}}};
+  }
+  size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>&,
+                          const Box& out) const override {
+    return size_t(out.size[1]) * k_ * ctx.storage_bytes;
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box& out) const override {
+    return std::make_unique<FullyConnectedOp>(*this, n0_ + out.begin[1], out.size[1]);
   }
 
  private:
@@ -99,10 +159,12 @@ class FullyConnectedOp : public Op {
   static constexpr size_t kSmallN = 8, kSmallWg = 128;
   std::string algorithm_ = "gemm";
   bool keep_num_dims_;
+  std::shared_ptr<FullyConnectedSource> src_;
+  bool chunk_ = false;
+  int n0_ = 0;  // a chunk's first output
   int n_ = 0, k_ = 0;
-  std::vector<float> weights_, bias_;
   float act_min_ = 0, act_max_ = 0;
-  Buffer weights_buf_, bias_buf_;
+  const std::pair<Buffer, Buffer>* buffers_ = nullptr;  // weights, bias in src_
 };
 
 std::string Check(const GraphView& g, const NodeInfo& node) {

@@ -34,6 +34,22 @@ struct OpContext {
   }
 };
 
+// A box of a tensor seen as some shape (its "view": the same elements in the same
+// order, e.g. FULLY_CONNECTED sees its input as [M, K]): per axis, first index and extent.
+struct Box {
+  std::vector<int> begin, size;
+};
+
+// How an op cuts its work into chunks when a tensor it touches, its weights or its
+// scratch exceed the largest allocation (runtime/split.h plans them). A chunk is a
+// box of output 0; its extents shrink axis by axis until every buffer fits.
+struct ChunkSpec {
+  std::vector<Shape> views;      // each input, then output 0, as the boxes address them
+  std::vector<int> weight_axes;  // output axes shrunk first, until a chunk's weights fit
+  std::vector<int> axes;         // then these, in order, until all of a chunk's buffers fit
+  std::vector<int> step;         // extents (and starts) per output axis are multiples of this
+};
+
 // One enqueue of one kernel.
 struct Launch {
   Kernel kernel;
@@ -74,6 +90,32 @@ class Op {
   // Bytes of weights the op reads per run (profiles, cost model).
   virtual double WeightBytes() const { return 0; }
 
+  // --- Chunks (runtime/split.h): the op as a sequence of sub-ops, each computing
+  // one box of the output from copies of the input boxes it reads. ---
+
+  // false if the op cannot run in chunks.
+  virtual bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const {
+    (void)in, (void)spec;
+    return false;
+  }
+  // The box of each input (in spec.views) that the chunk computing `out` reads.
+  virtual std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const {
+    (void)in, (void)out;
+    return {};
+  }
+  // Bytes of the largest weight buffer the chunk computing `out` uploads.
+  virtual size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,
+                                  const Box& out) const {
+    (void)ctx, (void)in, (void)out;
+    return 0;
+  }
+  // An op computing exactly `out` from buffers holding exactly the ChunkInputs boxes
+  // (input shapes = their sizes). It shares this op's weights: it must not outlive it.
+  virtual std::unique_ptr<Op> MakeChunk(const std::vector<Shape>& in, const Box& out) const {
+    (void)in, (void)out;
+    return nullptr;
+  }
+
   const std::vector<Launch>& launches() const { return launches_; }
   // Drops the kernels (and their references to buffers) before the buffers they
   // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
@@ -81,6 +123,8 @@ class Op {
   void ClearLaunches() { launches_.clear(); }
 
  protected:
+  // A chunk of another op: it reads and writes staging buffers, not graph tensors.
+  explicit Op(int node_index) : node_index_(node_index) {}
   std::vector<Launch> launches_;
 
  private:

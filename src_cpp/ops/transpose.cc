@@ -52,6 +52,9 @@ class TransposeOp : public Op {
   TransposeOp(const NodeInfo& node, std::vector<int> perm)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), perm_(std::move(perm)) {}
 
+  // A chunk: the same permutation of a box of the input.
+  explicit TransposeOp(const TransposeOp& whole) : Op(whole.node_index()), perm_(whole.perm_) {}
+
   const char* type_name() const override { return "TRANSPOSE"; }
   std::string algorithm() const override { return algorithm_; }
 
@@ -63,6 +66,25 @@ class TransposeOp : public Op {
     return {out};
   }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>&) const override { return 0; }
+
+  // Output axis i reads input axis perm[i]: a box of the output reads the box of the
+  // input with the same ranges, permuted.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    spec->views = {in[0], InferShapes(in)[0]};
+    for (size_t a = 0; a < perm_.size(); ++a) spec->axes.push_back(static_cast<int>(a));
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>&, const Box& out) const override {
+    Box b = out;
+    for (size_t i = 0; i < perm_.size(); ++i) {
+      b.begin[perm_[i]] = out.begin[i];
+      b.size[perm_[i]] = out.size[i];
+    }
+    return {b};
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
+    return std::make_unique<TransposeOp>(*this);
+  }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
                const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,

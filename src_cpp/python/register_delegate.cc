@@ -54,6 +54,7 @@ py::list Decisions(const PyDelegate& d) {
     r["op_name"] = n.op_name;
     r["delegated"] = n.claimed;
     r["reason"] = n.reason;
+    r["note"] = n.note;
     out.append(r);
   }
   return out;
@@ -126,6 +127,12 @@ py::list Memory(const PyDelegate& d) {
     r["staging_bytes"] = m.staging_bytes;
     r["scratch_bytes"] = m.scratch_bytes;
     r["buffers"] = m.buffers;
+    r["split_tensors"] = m.split_tensors;
+    r["split_pieces"] = m.split_pieces;
+    r["split_bytes"] = m.split_bytes;
+    r["chunked_ops"] = m.chunked_ops;
+    r["chunks"] = m.chunks;
+    r["chunk_staging_bytes"] = m.chunk_staging_bytes;
     out.append(r);
   }
   return out;

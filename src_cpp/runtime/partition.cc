@@ -78,7 +78,10 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params)
   core_->CountKernelCreated();
 }
 
-Partition::~Partition() { core_->DropMemoryReport(id_); }
+Partition::~Partition() {
+  ReleaseLaunches();  // kernels go before the buffers they use (see Op::ClearLaunches)
+  core_->DropMemoryReport(id_);
+}
 
 OpContext Partition::MakeOpContext() {
   OpContext c{core_->env(), core_->queue(), core_->options()};
@@ -92,6 +95,41 @@ OpContext Partition::MakeOpContext() {
 cl_mem Partition::TransferMem(int t) const {
   const Value& v = values_.at(t);
   return v.transfer ? v.transfer.get() : Mem(t);
+}
+
+Storage Partition::StorageOf(int t) const {
+  const Value& v = values_.at(t);
+  Storage s;
+  if (v.split()) {
+    for (const Buffer& b : v.piece_buffers) s.mems.push_back(b.get());
+    s.pieces = v.pieces;
+  } else if (v.arena_offset != SIZE_MAX) {
+    s.mems = {arena_.get()};
+    s.pieces = {Piece{0, static_cast<size_t>(NumElements(v.shape))}};
+    s.offsets = {v.arena_offset};
+  } else {
+    s.mems = {Mem(t)};
+    s.pieces = {Piece{0, static_cast<size_t>(NumElements(v.shape))}};
+  }
+  return s;
+}
+
+// Ranges of at most `stage_elems` elements (fp16: what transfer_staging_ holds),
+// none crossing a piece.
+void Partition::PlanTransferRanges(Value& v, size_t stage_elems) {
+  v.ranges.clear();
+  const std::vector<Piece> pieces =
+      v.split() ? v.pieces : std::vector<Piece>{Piece{0, size_t(NumElements(v.shape))}};
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    for (size_t b = pieces[p].begin; b < pieces[p].end;) {
+      Value::Range r;
+      r.piece = p;
+      r.begin = b;
+      r.end = b + std::min(stage_elems, pieces[p].end - b);
+      b = r.end;
+      v.ranges.push_back(std::move(r));
+    }
+  }
 }
 
 bool Partition::InputShapesChanged(TfLiteContext* ctx) {
@@ -111,17 +149,42 @@ bool Partition::InputShapesChanged(TfLiteContext* ctx) {
 
 void Partition::ReleaseLaunches() {
   for (auto& op : ops_) op->ClearLaunches();
-  for (auto& [t, v] : values_) v.convert = Launch{};
+  for (OpRun& r : runs_) {
+    r.steps.clear();
+    r.chunks.clear();
+  }
+  for (auto& [t, v] : values_) {
+    v.convert = Launch{};
+    for (Value::Range& r : v.ranges) r.convert = Launch{};
+  }
 }
 
 void Partition::Plan(TfLiteContext* ctx) {
   ReleaseLaunches();  // before any buffer they reference is replaced
   OpContext octx = MakeOpContext();
   Environment& env = core_->env();
+  const size_t eb = octx.storage_bytes, max_alloc = octx.max_alloc;
   report_ = MemoryReport{};
+  // Constants that ops read as activations (an ADD operand): uploaded once, in
+  // pieces when larger than one buffer. Weights are the ops' own.
+  std::set<int> read;
+  for (const auto& op : ops_) read.insert(op->inputs().begin(), op->inputs().end());
   for (auto& [t, v] : values_) {
-    if (v.kind == Kind::kConstant && !v.buffer) v.buffer = UploadWeights(octx, v.constant);
-    if (v.kind == Kind::kConstant) report_.weight_bytes += v.buffer.bytes();
+    if (v.kind != Kind::kConstant || !read.count(t)) continue;
+    if (!v.buffer && !v.split()) {
+      if (v.constant.size() * eb <= max_alloc) {
+        v.buffer = UploadWeights(octx, v.constant);
+      } else {
+        std::string why;
+        v.pieces = PlanPieces(v.shape, max_alloc / eb, &why);
+        if (v.pieces.empty()) throw Error("constant tensor " + std::to_string(t) + ": " + why);
+        for (const Piece& p : v.pieces)
+          v.piece_buffers.push_back(UploadWeights(
+              octx, std::vector<float>(v.constant.begin() + p.begin, v.constant.begin() + p.end)));
+      }
+    }
+    report_.weight_bytes += v.buffer.bytes();
+    for (const Buffer& b : v.piece_buffers) report_.weight_bytes += b.bytes();
   }
   out_shapes_.assign(ops_.size(), {});
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -134,6 +197,45 @@ void Partition::Plan(TfLiteContext* ctx) {
   if (core_->options().fail_at == "alloc")
     throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
 
+  // Activations larger than one buffer become pieces (allocated below, outside the
+  // memory plan); the ops touching them, or too large themselves, run in chunks.
+  for (auto& [t, v] : values_) {
+    if (v.kind == Kind::kConstant) continue;
+    v.piece_buffers.clear();
+    v.pieces.clear();
+    if (size_t(NumElements(v.shape)) * eb <= max_alloc) continue;
+    std::string why;
+    v.pieces = PlanPieces(v.shape, max_alloc / eb, &why);
+    if (v.pieces.empty())
+      throw Error("tensor " + std::to_string(t) + " " + ShapeString(v.shape) + ": " + why);
+  }
+  runs_.clear();
+  runs_.resize(ops_.size());
+  const size_t chunk_bytes =
+      std::min<size_t>(max_alloc, std::max<size_t>(64u << 20, env.device().global_mem_bytes / 16));
+  std::vector<size_t> staging_bytes;  // per slot: inputs of a chunk, then its output
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<Shape> in;
+    for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
+    OpRun& run = runs_[i];
+    const std::string why =
+        PlanOpChunks(octx, *ops_[i], in, out_shapes_[i], chunk_bytes, &run.plan);
+    if (!why.empty())
+      throw Error(std::string(ops_[i]->type_name()) + " node " +
+                  std::to_string(ops_[i]->node_index()) + ": " + why);
+    if (run.plan.empty()) continue;
+    ++report_.chunked_ops;
+    report_.chunks += static_cast<int>(run.plan.out.size());
+    const size_t slots = in.size() + 1;
+    if (staging_bytes.size() < slots) staging_bytes.resize(slots, 0);
+    for (size_t c = 0; c < run.plan.out.size(); ++c) {
+      for (size_t j = 0; j < in.size(); ++j)
+        staging_bytes[j] = std::max(staging_bytes[j], size_t(BoxElements(run.plan.in[c][j])) * eb);
+      staging_bytes[in.size()] =
+          std::max(staging_bytes[in.size()], size_t(BoxElements(run.plan.out[c])) * eb);
+    }
+  }
+
   // Lifetimes in op steps: inputs are written before step 0, outputs are read
   // after the last step; the planner lets disjoint lifetimes share memory.
   // Under zero-copy without fp16, boundary tensors live in TFLite's memory instead.
@@ -145,14 +247,18 @@ void Partition::Plan(TfLiteContext* ctx) {
   for (auto& [t, v] : values_) {
     v.transfer.Release();
     v.host_ptr = nullptr;
+    v.arena_offset = SIZE_MAX;
+    v.ranged = false;
+    v.ranges.clear();
     if (v.kind == Kind::kConstant) continue;
-    if (boundary_outside && (v.kind == Kind::kInput || v.is_partition_output)) {
+    if (!v.pieces.empty() ||
+        (boundary_outside && (v.kind == Kind::kInput || v.is_partition_output))) {
       v.buffer.Release();
       v.slot = -1;
       continue;
     }
     TensorUsage u;
-    u.bytes = std::max<size_t>(static_cast<size_t>(NumElements(v.shape)) * octx.storage_bytes, 4);
+    u.bytes = std::max<size_t>(static_cast<size_t>(NumElements(v.shape)) * eb, 4);
     u.first = v.kind == Kind::kInput ? 0 : end_step;
     u.last = v.is_partition_output ? end_step : 0;
     index_of[t] = usage.size();
@@ -176,6 +282,8 @@ void Partition::Plan(TfLiteContext* ctx) {
   }
   arena_.Release();
   shared_.clear();
+  staging_.clear();
+  transfer_staging_.Release();
   const OffsetPlan plan = PlanOffsetsGreedyBySize(usage, env.device().base_addr_align_bytes);
   report_.naive_bytes = plan.naive_bytes;
   report_.lower_bound_bytes = plan.lower_bound_bytes;
@@ -189,11 +297,13 @@ void Partition::Plan(TfLiteContext* ctx) {
   const MemoryPlan shared = views ? MemoryPlan{} : PlanSharedObjects(usage);
   const bool shared_fits =
       !views && std::all_of(shared.buffer_bytes.begin(), shared.buffer_bytes.end(),
-                            [&](size_t b) { return b <= octx.max_alloc; });
-  if (views && plan.arena_bytes <= octx.max_alloc) {
+                            [&](size_t b) { return b <= max_alloc; });
+  if (views && plan.arena_bytes <= max_alloc) {
     arena_ = env.CreateBuffer(plan.arena_bytes);
-    for (size_t i = 0; i < planned.size(); ++i)
+    for (size_t i = 0; i < planned.size(); ++i) {
       values_[planned[i]].buffer = env.CreateSubBuffer(arena_, plan.offsets[i], usage[i].bytes);
+      values_[planned[i]].arena_offset = plan.offsets[i];
+    }
     report_.allocated_bytes = arena_.bytes();
     report_.buffers = 1;
   } else if (shared_fits) {
@@ -207,23 +317,47 @@ void Partition::Plan(TfLiteContext* ctx) {
     // Sharing would exceed the device's largest allocation: give each tensor its
     // own buffer instead (every buffer stays allocatable).
     for (size_t i = 0; i < planned.size(); ++i) {
-      if (usage[i].bytes > octx.max_alloc)
-        throw Error("tensor " + std::to_string(planned[i]) + " needs " +
-                    std::to_string(usage[i].bytes) +
-                    " bytes, more than the device's largest allocation (" +
-                    std::to_string(octx.max_alloc) + ")");
       values_[planned[i]].buffer = env.CreateBuffer(usage[i].bytes);
       report_.allocated_bytes += usage[i].bytes;
     }
     report_.buffers = static_cast<int>(planned.size());
   }
-  if (core_->half_storage() && !zero_copy_) {
-    for (int t : uploads_) values_[t].transfer = env.CreateBuffer(values_[t].float_bytes());
-    for (int t : downloads_)
-      if (values_[t].kind != Kind::kConstant)
-        values_[t].transfer = env.CreateBuffer(values_[t].float_bytes());
+  for (auto& [t, v] : values_) {
+    if (v.kind == Kind::kConstant || v.pieces.empty()) continue;
+    for (const Piece& p : v.pieces) {
+      v.piece_buffers.push_back(env.CreateBuffer((p.end - p.begin) * eb));
+      report_.split_bytes += v.piece_buffers.back().bytes();
+    }
+    ++report_.split_tensors;
+    report_.split_pieces += static_cast<int>(v.pieces.size());
   }
+  for (size_t b : staging_bytes) {
+    staging_.push_back(env.CreateBuffer(b));
+    report_.chunk_staging_bytes += staging_.back().bytes();
+  }
+
+  // Boundary transfers. A split value goes a piece at a time; under fp16 storage
+  // through a float32 staging buffer (a range at a time), also for a value whose
+  // float32 copy alone would exceed one buffer. Zero-copy wraps only the others.
+  const size_t stage_elems = std::max<size_t>(std::min(chunk_bytes, max_alloc) / sizeof(float), 1);
+  size_t stage_need = 0;
+  auto boundary = [&](int t) {
+    Value& v = values_[t];
+    if (v.kind == Kind::kConstant) return;
+    v.ranged = v.split() || (core_->half_storage() && v.float_bytes() > max_alloc);
+    if (v.ranged) {
+      PlanTransferRanges(v, core_->half_storage() ? stage_elems : SIZE_MAX);
+      for (const Value::Range& r : v.ranges) stage_need = std::max(stage_need, r.end - r.begin);
+    } else if (core_->half_storage() && !zero_copy_ && !v.transfer) {
+      v.transfer = env.CreateBuffer(v.float_bytes());
+    }
+  };
+  for (int t : uploads_) boundary(t);
+  for (int t : downloads_) boundary(t);
+  if (core_->half_storage() && stage_need)
+    transfer_staging_ = env.CreateBuffer(stage_need * sizeof(float));
   for (const auto& [t, v] : values_) report_.staging_bytes += v.transfer.bytes();
+  report_.staging_bytes += transfer_staging_.bytes();
 
   for (int t : downloads_) {
     TfLiteTensor& x = ctx->tensors[t];
@@ -250,9 +384,10 @@ bool Partition::OutputEmpty(size_t op) const {
 bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
   if (!zero_copy_) return false;
   for (int t : uploads_)
-    if (ctx->tensors[t].data.raw_const != values_.at(t).host_ptr) return true;
+    if (!values_.at(t).ranged && ctx->tensors[t].data.raw_const != values_.at(t).host_ptr)
+      return true;
   for (int t : downloads_)
-    if (values_.at(t).kind != Kind::kConstant &&
+    if (values_.at(t).kind != Kind::kConstant && !values_.at(t).ranged &&
         ctx->tensors[t].data.raw_const != values_.at(t).host_ptr)
       return true;
   return false;
@@ -267,6 +402,7 @@ void Partition::Bind(TfLiteContext* ctx) {
     // read inputs and write outputs in place, with map/unmap instead of copies.
     auto wrap = [&](int t, cl_mem_flags flags) {
       Value& v = values_[t];
+      if (v.ranged) return;  // larger than one buffer: transferred a range at a time
       const TfLiteTensor& x = ctx->tensors[t];
       const size_t bytes = v.float_bytes();
       if (!x.data.raw || x.bytes < bytes || bytes == 0) {
@@ -300,32 +436,69 @@ void Partition::Bind(TfLiteContext* ctx) {
   }
   if (core_->half_storage()) {
     auto prog = octx.GetProgram("convert");
+    auto make = [&](bool upload, cl_mem floats, cl_mem storage, size_t n, size_t offset) {
+      Launch l;
+      l.name = upload ? "to_storage" : "from_storage";
+      l.kernel = CreateKernel(*prog, l.name);
+      const cl_long off = static_cast<cl_long>(offset);
+      if (upload) {
+        SetArgs(l.kernel, floats, storage, static_cast<int>(n), off);
+      } else {
+        SetArgs(l.kernel, storage, floats, static_cast<int>(n), off);
+      }
+      l.global[0] = std::max<size_t>(n, 1);
+      return l;
+    };
     auto convert = [&](int t, bool upload) {
       Value& v = values_[t];
-      if (!v.transfer) return;
-      const int n = static_cast<int>(NumElements(v.shape));
-      v.convert.name = upload ? "to_storage" : "from_storage";
-      v.convert.kernel = CreateKernel(*prog, v.convert.name);
-      if (upload) {
-        SetArgs(v.convert.kernel, v.transfer.get(), Mem(t), n);
-      } else {
-        SetArgs(v.convert.kernel, Mem(t), v.transfer.get(), n);
+      if (v.ranged) {
+        for (Value::Range& r : v.ranges) {
+          cl_mem piece = v.split() ? v.piece_buffers[r.piece].get() : Mem(t);
+          const size_t base = v.split() ? v.pieces[r.piece].begin : 0;
+          r.convert = make(upload, transfer_staging_.get(), piece, r.end - r.begin, r.begin - base);
+        }
+        return;
       }
-      v.convert.global[0] = std::max(n, 1);
+      if (!v.transfer) return;
+      v.convert = make(upload, v.transfer.get(), Mem(t), size_t(NumElements(v.shape)), 0);
     };
     for (int t : uploads_) convert(t, true);
     for (int t : downloads_)
       if (values_[t].kind != Kind::kConstant) convert(t, false);
   }
-  // Scratch: the largest request per slot over all ops, shared by them.
-  std::vector<size_t> scratch_bytes;
+  // An op in chunks: one sub-op per chunk, made before the scratch is sized.
   for (size_t i = 0; i < ops_.size(); ++i) {
-    if (OutputEmpty(i)) continue;
+    OpRun& run = runs_[i];
+    if (run.plan.empty() || OutputEmpty(i)) continue;
     std::vector<Shape> in_shapes;
     for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
-    const std::vector<size_t> need = ops_[i]->ScratchBytes(octx, in_shapes);
+    for (const Box& box : run.plan.out) {
+      run.chunks.push_back(ops_[i]->MakeChunk(in_shapes, box));
+      if (!run.chunks.back())
+        throw Error(std::string(ops_[i]->type_name()) + " cannot run in chunks");
+    }
+  }
+  // Scratch: the largest request per slot over all ops (and chunks), shared by them.
+  std::vector<size_t> scratch_bytes;
+  auto need_scratch = [&](const Op& op, const std::vector<Shape>& in_shapes) {
+    const std::vector<size_t> need = op.ScratchBytes(octx, in_shapes);
     if (need.size() > scratch_bytes.size()) scratch_bytes.resize(need.size(), 0);
     for (size_t j = 0; j < need.size(); ++j) scratch_bytes[j] = std::max(scratch_bytes[j], need[j]);
+  };
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    if (OutputEmpty(i)) continue;
+    const OpRun& run = runs_[i];
+    if (run.plan.empty()) {
+      std::vector<Shape> in_shapes;
+      for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
+      need_scratch(*ops_[i], in_shapes);
+      continue;
+    }
+    for (size_t c = 0; c < run.chunks.size(); ++c) {
+      std::vector<Shape> in_shapes;
+      for (const Box& b : run.plan.in[c]) in_shapes.push_back(b.size);
+      need_scratch(*run.chunks[c], in_shapes);
+    }
   }
   scratch_.resize(std::max(scratch_.size(), scratch_bytes.size()));
   size_t scratch_total = 0;
@@ -354,7 +527,15 @@ void Partition::Bind(TfLiteContext* ctx) {
       prof.bytes += double(NumElements(out_shapes_[i][j])) * octx.storage_bytes;
     }
     // An op with an empty output (as the CPU produces for a too-small input) runs nothing.
-    if (!OutputEmpty(i)) ops_[i]->Prepare(octx, in_shapes, out_shapes_[i], in, out);
+    if (!OutputEmpty(i)) {
+      if (runs_[i].plan.empty()) {
+        ops_[i]->Prepare(octx, in_shapes, out_shapes_[i], in, out);
+        for (const Launch& l : ops_[i]->launches())
+          runs_[i].steps.push_back(Step{&l, {}, nullptr, ops_[i].get()});
+      } else {
+        BindChunks(octx, i);
+      }
+    }
     prof.flops = ops_[i]->Flops(in_shapes, out_shapes_[i]);
     prof.bytes += ops_[i]->WeightBytes();
     weight_bytes += static_cast<size_t>(ops_[i]->WeightBytes());
@@ -364,6 +545,58 @@ void Partition::Bind(TfLiteContext* ctx) {
   report.scratch_bytes = scratch_total;
   core_->SetMemoryReport(id_, report);
   bound_ = true;
+}
+
+// Per chunk: copies of the input boxes into staging (or the whole tensor as it is),
+// the chunk's kernels, and the copy of its output box out of staging.
+void Partition::BindChunks(OpContext& octx, size_t i) {
+  OpRun& run = runs_[i];
+  const Op& op = *ops_[i];
+  const size_t eb = octx.storage_bytes, n_in = op.inputs().size();
+  const int out_t = op.outputs()[0];
+  const Shape& out_view = run.plan.spec.views.back();
+  auto staging = [&](size_t slot, const Box& box, Shape* view) {
+    *view = box.size;
+    return Storage{{staging_.at(slot).get()}, {Piece{0, size_t(BoxElements(box))}}};
+  };
+  for (size_t c = 0; c < run.chunks.size(); ++c) {
+    Op& chunk = *run.chunks[c];
+    std::vector<Shape> in_shapes;
+    std::vector<cl_mem> in;
+    std::vector<Step> copy_in;
+    for (size_t j = 0; j < n_in; ++j) {
+      const int t = op.inputs()[j];
+      const Box& box = run.plan.in[c][j];
+      const Shape& view = run.plan.spec.views[j];
+      in_shapes.push_back(box.size);
+      if (!values_.at(t).split() && SameBox(box, WholeBox(view))) {
+        in.push_back(Mem(t));  // the whole tensor, as it is
+        continue;
+      }
+      Shape sview;
+      const Storage dst = staging(j, box, &sview);
+      std::vector<CopyCommand> copies;
+      AppendBoxCopies(StorageOf(t), view, box, dst, sview, WholeBox(sview), eb, &copies);
+      for (const CopyCommand& cc : copies) copy_in.push_back(Step{nullptr, cc, "copy_in", &chunk});
+      in.push_back(staging_.at(j).get());
+    }
+    const Box& obox = run.plan.out[c];
+    const std::vector<Shape> chunk_out = chunk.InferShapes(in_shapes);
+    if (chunk_out.size() != 1 || NumElements(chunk_out[0]) != BoxElements(obox))
+      throw Error(std::string(op.type_name()) + " chunk " + ShapeString(obox.size) +
+                  " does not compute its box");
+    const bool direct = !values_.at(out_t).split() && SameBox(obox, WholeBox(out_view));
+    cl_mem out = direct ? Mem(out_t) : staging_.at(n_in).get();
+    chunk.Prepare(octx, in_shapes, chunk_out, in, {out});
+    run.steps.insert(run.steps.end(), copy_in.begin(), copy_in.end());
+    for (const Launch& l : chunk.launches()) run.steps.push_back(Step{&l, {}, nullptr, &chunk});
+    if (direct) continue;
+    Shape sview;
+    const Storage src = staging(n_in, obox, &sview);
+    std::vector<CopyCommand> copies;
+    AppendBoxCopies(src, sview, WholeBox(sview), StorageOf(out_t), out_view, obox, eb, &copies);
+    for (const CopyCommand& cc : copies) run.steps.push_back(Step{nullptr, cc, "copy_out", &chunk});
+  }
 }
 
 void Partition::Prepare(TfLiteContext* ctx) {
@@ -394,27 +627,69 @@ void Partition::Invoke(TfLiteContext* ctx) {
   if (core_->options().fail_at == "invoke")
     throw ClError("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, "injected failure (fail_at)");
   // With profiling on, every enqueue gets an event: -1 = upload, -2 = download,
-  // otherwise the index of the op.
+  // otherwise the index of the op (and of its step).
   const bool profiling = core_->options().profiling;
   std::vector<Event> events;
-  std::vector<int> event_op;
+  std::vector<int> event_op, event_step;
   std::vector<int64_t> event_bytes;
-  auto slot = [&](int op, int64_t bytes) -> cl_event* {
+  auto slot = [&](int op, int64_t bytes, int step = -1) -> cl_event* {
     if (!profiling) return nullptr;
     events.emplace_back();
     event_op.push_back(op);
+    event_step.push_back(step);
     event_bytes.push_back(bytes);
     return &last_event_;
   };
   auto keep = [&]() {
     if (profiling) events.back() = Event(std::exchange(last_event_, nullptr));
   };
-  auto run_convert = [&](const Value& v, int which) {
-    if (!v.convert.kernel) return;
-    CheckCl(cl.clEnqueueNDRangeKernel(q, v.convert.kernel.get(), 1, nullptr, v.convert.global,
-                                      nullptr, 0, nullptr, slot(which, 0)),
+  auto run_convert = [&](const Launch& l, int which) {
+    if (!l.kernel) return;
+    CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), 1, nullptr, l.global, nullptr, 0, nullptr,
+                                      slot(which, 0)),
             "clEnqueueNDRangeKernel(convert)");
     keep();
+  };
+  const bool half = core_->half_storage();
+  // A ranged value: each range straight into / out of its piece, or under fp16
+  // through transfer_staging_ and a conversion (the in-order queue keeps the
+  // staging buffer's uses apart).
+  auto ranged_upload = [&](const Value& v, const char* host) {
+    for (const Value::Range& r : v.ranges) {
+      const size_t bytes = (r.end - r.begin) * sizeof(float);
+      const char* src = host + r.begin * sizeof(float);
+      if (half) {
+        CheckCl(cl.clEnqueueWriteBuffer(q, transfer_staging_.get(), CL_FALSE, 0, bytes, src, 0,
+                                        nullptr, slot(-1, int64_t(bytes))),
+                "clEnqueueWriteBuffer");
+        keep();
+        run_convert(r.convert, -1);
+      } else {
+        const size_t off = (r.begin - v.pieces[r.piece].begin) * sizeof(float);
+        CheckCl(cl.clEnqueueWriteBuffer(q, v.piece_buffers[r.piece].get(), CL_FALSE, off, bytes,
+                                        src, 0, nullptr, slot(-1, int64_t(bytes))),
+                "clEnqueueWriteBuffer");
+        keep();
+      }
+    }
+  };
+  auto ranged_download = [&](const Value& v, char* host) {
+    for (const Value::Range& r : v.ranges) {
+      const size_t bytes = (r.end - r.begin) * sizeof(float);
+      char* dst = host + r.begin * sizeof(float);
+      if (half) {
+        run_convert(r.convert, -2);
+        CheckCl(cl.clEnqueueReadBuffer(q, transfer_staging_.get(), CL_FALSE, 0, bytes, dst, 0,
+                                       nullptr, slot(-2, int64_t(bytes))),
+                "clEnqueueReadBuffer");
+      } else {
+        const size_t off = (r.begin - v.pieces[r.piece].begin) * sizeof(float);
+        CheckCl(cl.clEnqueueReadBuffer(q, v.piece_buffers[r.piece].get(), CL_FALSE, off, bytes, dst,
+                                       0, nullptr, slot(-2, int64_t(bytes))),
+                "clEnqueueReadBuffer");
+      }
+      keep();
+    }
   };
   for (int t : uploads_) {
     const TfLiteTensor& x = ctx->tensors[t];
@@ -422,6 +697,10 @@ void Partition::Invoke(TfLiteContext* ctx) {
     const size_t bytes = v.float_bytes();
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
+    if (v.ranged) {
+      ranged_upload(v, static_cast<const char*>(x.data.raw_const));
+      continue;
+    }
     if (zero_copy_) {
       // The buffer wraps x.data: map + unmap makes the host's writes visible. The
       // map must invalidate: a plain CL_MAP_WRITE lets a driver with a device copy
@@ -439,22 +718,29 @@ void Partition::Invoke(TfLiteContext* ctx) {
               "clEnqueueWriteBuffer");
       keep();
     }
-    run_convert(v, -1);
+    run_convert(v.convert, -1);
   }
-  int kernels = 0;
+  int commands = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
-    const Op& op = *ops_[i];
     if (OutputEmpty(i)) continue;
-    for (const Launch& l : op.launches()) {
-      const size_t* local = l.local[0] ? l.local : nullptr;
-      CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local, 0,
-                                        nullptr, slot(static_cast<int>(i), 0)),
-              "clEnqueueNDRangeKernel");
+    const std::vector<Step>& steps = runs_[i].steps;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const Step& st = steps[k];
+      cl_event* ev = slot(static_cast<int>(i), 0, static_cast<int>(k));
+      if (st.launch) {
+        const Launch& l = *st.launch;
+        const size_t* local = l.local[0] ? l.local : nullptr;
+        CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local, 0,
+                                          nullptr, ev),
+                "clEnqueueNDRangeKernel");
+      } else {
+        EnqueueCopy(q, st.copy, ev);
+      }
       keep();
-      ++kernels;
+      ++commands;
       // Some drivers (NVIDIA's) hold enqueued work until a flush: submit early so
       // the device runs while the host is still enqueueing, then in batches.
-      if (kernels == 2 || kernels % 16 == 0) CheckCl(cl.clFlush(q), "clFlush");
+      if (commands == 2 || commands % 16 == 0) CheckCl(cl.clFlush(q), "clFlush");
     }
   }
   std::vector<std::pair<cl_mem, void*>> mapped;
@@ -468,7 +754,11 @@ void Partition::Invoke(TfLiteContext* ctx) {
       std::memcpy(x.data.raw, v.constant.data(), bytes);
       continue;
     }
-    run_convert(v, -2);
+    if (v.ranged) {
+      ranged_download(v, static_cast<char*>(x.data.raw));
+      continue;
+    }
+    run_convert(v.convert, -2);
     if (zero_copy_) {
       cl_int err = CL_SUCCESS;
       void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_READ, 0, bytes, 0,
@@ -507,23 +797,29 @@ void Partition::Invoke(TfLiteContext* ctx) {
   if (profiling) {
     const double wall =
         std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    RecordProfile(events, event_op, event_bytes, wall, kernels);
+    RecordProfile(events, event_op, event_step, event_bytes, wall, commands);
   }
 }
 
 void Partition::CaptureValues() {
   const size_t storage = core_->storage_bytes();
   for (const auto& [t, v] : values_) {
-    if (v.kind == Kind::kConstant || !Mem(t)) continue;
+    if (v.kind == Kind::kConstant || (!Mem(t) && !v.split())) continue;
     const size_t n = static_cast<size_t>(NumElements(v.shape));
     // Zero-copy boundary tensors are TFLite's float32 memory itself.
     const size_t elem = v.host_ptr && !core_->half_storage() ? 4 : storage;
     DelegateCore::Captured c{v.shape, std::vector<float>(n)};
     if (n) {
       std::vector<unsigned char> raw(n * elem);
-      CheckCl(Cl().clEnqueueReadBuffer(core_->queue(), Mem(t), CL_TRUE, 0, raw.size(), raw.data(),
-                                       0, nullptr, nullptr),
-              "clEnqueueReadBuffer(capture)");
+      const Storage st = StorageOf(t);
+      for (size_t p = 0; p < st.mems.size(); ++p) {
+        const Piece& piece = st.pieces[p];
+        const size_t offset = st.offsets.empty() ? 0 : st.offsets[p];
+        CheckCl(Cl().clEnqueueReadBuffer(core_->queue(), st.mems[p], CL_TRUE, offset,
+                                         (piece.end - piece.begin) * elem,
+                                         raw.data() + piece.begin * elem, 0, nullptr, nullptr),
+                "clEnqueueReadBuffer(capture)");
+      }
       if (elem == 2) {
         const auto* h = reinterpret_cast<const uint16_t*>(raw.data());
         for (size_t i = 0; i < n; ++i) c.data[i] = HalfToFloat(h[i]);
@@ -536,10 +832,11 @@ void Partition::CaptureValues() {
 }
 
 void Partition::RecordProfile(const std::vector<Event>& events, const std::vector<int>& event_op,
+                              const std::vector<int>& event_step,
                               const std::vector<int64_t>& event_bytes, double wall_ns,
-                              int kernels) {
+                              int commands) {
   Profiler& prof = core_->profiler();
-  std::map<int, size_t> launch_index;  // per op: which of its launches this event is
+  std::set<int> attributed;  // ops whose work and traffic went to a kernel record
   for (size_t e = 0; e < events.size(); ++e) {
     cl_ulong start = 0, end = 0;
     Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_START, sizeof start, &start,
@@ -552,20 +849,22 @@ void Partition::RecordProfile(const std::vector<Event>& events, const std::vecto
       continue;
     }
     const Op& o = *ops_[op];
-    const size_t li = launch_index[op]++;
+    const Step& st = runs_[op].steps.at(event_step[e]);
     KernelRecord r;
     r.partition = id_;
     r.node = o.node_index();
     r.op = o.type_name();
-    r.algorithm = o.algorithm();
-    r.kernel = li < o.launches().size() ? o.launches()[li].name : "?";
+    r.algorithm = st.owner->algorithm();
+    r.kernel = st.launch ? st.launch->name : st.name;
     r.shape = op_profiles_[op].shape;
-    // Work and traffic are attributed to the op's first launch only.
-    r.flops = li == 0 ? op_profiles_[op].flops : 0;
-    r.bytes = li == 0 ? op_profiles_[op].bytes : 0;
+    // Work and traffic are attributed to the op's first kernel only.
+    if (st.launch && attributed.insert(op).second) {
+      r.flops = op_profiles_[op].flops;
+      r.bytes = op_profiles_[op].bytes;
+    }
     prof.AddKernel(r, start, end);
   }
-  prof.EndInvoke(id_, wall_ns, kernels);
+  prof.EndInvoke(id_, wall_ns, commands);
 }
 
 }  // namespace clgpu

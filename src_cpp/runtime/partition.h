@@ -1,9 +1,16 @@
 // One delegated partition on the device. Built at kernel init (ops, weights);
 // planned when input shapes change (shapes, memory plan, output resizes); bound
 // when buffers change (kernel arguments); run at invoke with one transfer per
-// boundary tensor, every kernel enqueued without host sync, and one clFinish.
+// boundary tensor (per piece or range for one larger than a buffer), every kernel
+// and copy enqueued without host sync, and one clFinish.
+//
+// Larger than the device's largest allocation (runtime/split.h): a tensor is kept
+// as pieces, own buffers outside the memory plan, and never zero-copy; an op that
+// touches one, or whose weights or scratch would exceed a buffer, runs in chunks
+// that copy boxes between the pieces and staging buffers shared by the partition.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +18,7 @@
 
 #include "delegate/delegate.h"
 #include "ops/op.h"
+#include "runtime/split.h"
 
 namespace clgpu {
 
@@ -29,16 +37,42 @@ class Partition {
     Kind kind = Kind::kInternal;
     bool is_partition_output = false;
     Shape shape;
-    Buffer buffer;                // constants: own buffer; activations: a view into arena_ (or own)
-    int slot = -1;                // index into shared_ when activations share whole buffers
-    std::vector<float> constant;  // host copy of a constant
+    Buffer buffer;  // constants: own buffer; activations: a view into arena_ (or own)
+    int slot = -1;  // index into shared_ when activations share whole buffers
+    size_t arena_offset = SIZE_MAX;  // where `buffer` (a view) sits in arena_
+    std::vector<float> constant;     // host copy of a constant
     // The float32 buffer TFLite's tensor is transferred through when it is not
     // `buffer` itself: a staging copy under fp16 storage, or a host-pointer
     // buffer over the tensor's own memory under zero-copy.
     Buffer transfer;
     const void* host_ptr = nullptr;  // tensor memory `transfer` wraps (zero-copy)
     Launch convert;                  // fp16 storage: transfer <-> buffer
+    // Larger than one buffer: the pieces and their buffers (runtime/split.h).
+    std::vector<Piece> pieces;
+    std::vector<Buffer> piece_buffers;
+    // Transferred a range at a time (split, or an fp16 value whose float32 copy
+    // would exceed a buffer): into its piece directly, or through transfer_staging_
+    // and a conversion under fp16.
+    struct Range {
+      size_t piece = 0, begin = 0, end = 0;  // flat elements, inside pieces[piece]
+      Launch convert;
+    };
+    bool ranged = false;
+    std::vector<Range> ranges;
+    bool split() const { return !piece_buffers.empty(); }
     size_t float_bytes() const;
+  };
+  // One enqueue of an op: a kernel, or a copy of a chunk's box.
+  struct Step {
+    const Launch* launch = nullptr;  // else `copy`
+    CopyCommand copy;
+    const char* name = nullptr;  // a copy's profile name
+    const Op* owner = nullptr;   // the op or chunk the step belongs to
+  };
+  struct OpRun {
+    ChunkPlan plan;  // empty: the op runs whole
+    std::vector<std::unique_ptr<Op>> chunks;
+    std::vector<Step> steps;
   };
   struct OpProfile {
     std::string shape;
@@ -57,9 +91,13 @@ class Partition {
     return v.slot >= 0 ? shared_[v.slot].get() : v.buffer.get();
   }
   cl_mem TransferMem(int t) const;
+  Storage StorageOf(int t) const;
+  void PlanTransferRanges(Value& v, size_t stage_elems);
+  void BindChunks(OpContext& octx, size_t i);
   void CaptureValues();
   void RecordProfile(const std::vector<Event>& events, const std::vector<int>& event_op,
-                     const std::vector<int64_t>& event_bytes, double wall_ns, int kernels);
+                     const std::vector<int>& event_step, const std::vector<int64_t>& event_bytes,
+                     double wall_ns, int commands);
 
   std::shared_ptr<DelegateCore> core_;
   int id_ = 0;
@@ -72,6 +110,9 @@ class Partition {
   Buffer arena_;                          // the activations, placed by the memory planner
   std::vector<Buffer> shared_;            // whole shared buffers where views are avoided
   std::vector<Buffer> scratch_;           // shared op scratch (Winograd transforms), one per slot
+  std::vector<Buffer> staging_;           // chunks' input boxes, then output boxes, per slot
+  Buffer transfer_staging_;               // float32 ranges of ranged fp16 transfers
+  std::vector<OpRun> runs_;               // per op; released before the buffers above
   MemoryReport report_;
   bool planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued
