@@ -15,30 +15,6 @@
 namespace clgpu {
 namespace {
 
-// Bytes of the filter buffer PrepareConvWeights makes for `a` (its layouts live in
-// conv2d_selector.cc): the OHWI upload, and for Winograd the transformed positions x
-// OC x C values, float for F(4x4) under fp16 storage.
-size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g) {
-  const size_t ohwi = size_t(g.oc) * g.kh * g.kw * g.c * ctx.storage_bytes;
-  if (a == ConvAlgorithm::kWinograd)
-    return std::max(ohwi, size_t(16) * g.oc * g.c * ctx.storage_bytes);
-  if (a == ConvAlgorithm::kWinograd4)
-    return std::max(ohwi,
-                    size_t(36) * g.oc * g.c * (ctx.storage_bytes == 2 ? 4 : ctx.storage_bytes));
-  return ohwi;
-}
-
-// The selector's choice, unless it is Winograd and even one output channel's
-// transformed filter (or one tile's transformed input) would exceed the largest
-// allocation: then implicit GEMM, whose filter is the plain OHWI one.
-ConvAlgorithm ChooseConvAlgorithm(const OpContext& ctx, const ConvGeometry& g) {
-  const ConvAlgorithm a = SelectConvAlgorithm(g, ctx.env.device(), ctx.options.conv_algorithm);
-  if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return a;
-  ConvGeometry one = g;
-  one.oc = 1;
-  return ConvWeightBytes(ctx, a, one) > ctx.max_alloc ? ConvAlgorithm::kImplicitGemm : a;
-}
-
 // The filter and bias on the host and their device copies per algorithm and range
 // of output channels, shared by the op and its chunks (each range uploaded once).
 struct ConvSource {

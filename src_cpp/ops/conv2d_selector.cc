@@ -153,6 +153,21 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
   return ConvAlgorithm::kImplicitGemm;
 }
 
+size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g) {
+  const size_t ohwi = size_t(g.oc) * g.kh * g.kw * g.c * ctx.storage_bytes;
+  if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return ohwi;
+  return std::max(
+      ohwi, size_t(Kind(a).positions) * g.oc * WinogradSubs(a, g) * g.c * TransformedBytes(ctx, a));
+}
+
+ConvAlgorithm ChooseConvAlgorithm(const OpContext& ctx, const ConvGeometry& g) {
+  const ConvAlgorithm a = SelectConvAlgorithm(g, ctx.env.device(), ctx.options.conv_algorithm);
+  if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return a;
+  ConvGeometry one = g;
+  one.oc = 1;
+  return ConvWeightBytes(ctx, a, one) > ctx.max_alloc ? ConvAlgorithm::kImplicitGemm : a;
+}
+
 std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
                                                 const ConvGeometry& g,
                                                 const std::vector<float>& filter_ohwi) {

@@ -15,14 +15,23 @@ enum class ConvAlgorithm { kDirect, kGemm1x1, kImplicitGemm, kWinograd, kWinogra
 
 std::string ConvAlgorithmName(ConvAlgorithm a);
 
-// Correct for this geometry? (Winograd: 3x3, stride 1, dilation 1; GEMM: 1x1
-// stride 1 without padding.)
+// Correct for this geometry? (Winograd F(2x2): 3x3, F(4x4): 3x3 to 9x9, both stride 1,
+// dilation 1; GEMM: 1x1 stride 1 without padding.)
 bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g);
 
 // The forced algorithm (option conv_algorithm) when it applies, else the one
 // expected to be fastest on this device.
 ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
                                   const std::string& forced);
+
+// Bytes of the device-side filter of algorithm `a` (Winograd: the transformed U, or the
+// OHWI upload it is made from if larger).
+size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g);
+
+// SelectConvAlgorithm, unless that is Winograd and even one output channel's
+// transformed filter would exceed the largest allocation: then implicit GEMM, whose
+// filter is the plain OHWI one (and splits by output channels).
+ConvAlgorithm ChooseConvAlgorithm(const OpContext& ctx, const ConvGeometry& g);
 
 // Device-side weights in the layout the algorithm wants (transformed once).
 struct ConvWeights {
