@@ -165,29 +165,5 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
     cur ^= 1;
   }
 
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i) {
-    const int m = m0 + ROW_OF(ty, i);
-    if (m >= M) break;
-#pragma unroll
-    for (int q = 0; q < WPT_N / VWN; ++q) {
-      const int n = n0 + COL_OF(tx, q * VWN);
-#if VWN == 4
-      if ((OC & 3) == 0) {
-        if (n < OC) {
-          const float4 v =
-              (float4)(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]) +
-              vload4(n >> 2, bias);
-          STOREF4(ACTIVATE(v, act_min, act_max), out, (m * OC + n) >> 2);
-        }
-        continue;
-      }
-#endif
-#pragma unroll
-      for (int e = 0; e < VWN; ++e)
-        if (n + e < OC)
-          STOREF(ACTIVATE(acc[i][q * VWN + e] + bias[n + e], act_min, act_max), out,
-                 m * OC + n + e);
-    }
-  }
+  store_output_tile(acc, bias, out, M, OC, m0, n0, tx, ty, act_min, act_max);
 }

@@ -81,30 +81,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
     for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
   gemm_accumulate(A, B, M, N, K, 0, K, m0, n0, &As[0][0], &Bs[0][0], acc);
 
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i) {
-    const int m = m0 + ROW_OF(ty, i);
-    if (m >= M) break;
-#pragma unroll
-    for (int q = 0; q < WPT_N / VWN; ++q) {
-      const int n = n0 + COL_OF(tx, q * VWN);
-#if VWN == 4
-      if ((N & 3) == 0) {
-        if (n < N) {
-          const float4 v =
-              (float4)(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]) +
-              vload4(n >> 2, bias);
-          STOREF4(ACTIVATE(v, act_min, act_max), C, (m * N + n) >> 2);
-        }
-        continue;
-      }
-#endif
-#pragma unroll
-      for (int e = 0; e < VWN; ++e)
-        if (n + e < N)
-          STOREF(ACTIVATE(acc[i][q * VWN + e] + bias[n + e], act_min, act_max), C, m * N + n + e);
-    }
-  }
+  store_output_tile(acc, bias, C, M, N, m0, n0, tx, ty, act_min, act_max);
 }
 
 // gemm_nt_splitk(A, B, P, M, N, K, k_per_split) -- GEMMs with too few output tiles to fill the

@@ -250,3 +250,34 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
   }
 #endif
 }
+
+// C[m0.., n0..] = act(acc + bias) for this work-item's WPT_M x WPT_N outputs of a row-major
+// M x N output (float4 stores when N % 4 == 0 and VWN == 4), skipping rows / columns past the end.
+static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const float* restrict bias,
+                                     __global T* restrict C, int M, int N, int m0, int n0, int tx,
+                                     int ty, float act_min, float act_max) {
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i) {
+    const int m = m0 + ROW_OF(ty, i);
+    if (m >= M) break;
+#pragma unroll
+    for (int q = 0; q < WPT_N / VWN; ++q) {
+      const int n = n0 + COL_OF(tx, q * VWN);
+#if VWN == 4
+      if ((N & 3) == 0) {
+        if (n < N) {
+          const float4 v =
+              (float4)(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]) +
+              vload4(n >> 2, bias);
+          STOREF4(ACTIVATE(v, act_min, act_max), C, (m * N + n) >> 2);
+        }
+        continue;
+      }
+#endif
+#pragma unroll
+      for (int e = 0; e < VWN; ++e)
+        if (n + e < N)
+          STOREF(ACTIVATE(acc[i][q * VWN + e] + bias[n + e], act_min, act_max), C, m * N + n + e);
+    }
+  }
+}

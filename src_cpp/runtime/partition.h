@@ -1,4 +1,5 @@
-// One delegated partition on the device. Built at kernel init (ops, weights);
+// One delegated partition on the device (partition.cc: build, plan, bind;
+// partition_invoke.cc: invoke). Built at kernel init (ops, weights);
 // planned when input shapes change (shapes, memory plan, output resizes); bound
 // when buffers change (kernel arguments); run at invoke with one transfer per
 // boundary tensor (per piece or range for one larger than a buffer), every kernel

@@ -1,0 +1,277 @@
+// The run side of a partition (runtime/partition.h): uploads, the kernels and chunk
+// copies enqueued without host sync, downloads and one clFinish per invoke; tensor
+// capture and profile records. Planning and binding are in partition.cc.
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "cl/errors.h"
+#include "common/error.h"
+#include "common/half.h"
+#include "runtime/partition.h"
+
+namespace clgpu {
+namespace {
+// Waits for the queue when an invoke leaves by an exception: work already enqueued
+// (non-blocking reads into TFLite's tensors, kernels) must not land after invoke
+// has returned an error and the interpreter may have freed that memory.
+struct DrainOnError {
+  cl_command_queue queue;
+  bool armed = true;
+  ~DrainOnError() {
+    if (armed) Cl().clFinish(queue);
+  }
+};
+}  // namespace
+
+void Partition::Invoke(TfLiteContext* ctx) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DrainOnError drain{core_->queue()};
+  if (InputShapesChanged(ctx)) Plan(ctx);  // a dynamic input resized without a prepare
+  if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
+  const ClApi& cl = Cl();
+  cl_command_queue q = core_->queue();
+  if (core_->options().fail_at == "invoke")
+    throw ClError("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, "injected failure (fail_at)");
+  // With profiling on, every enqueue gets an event: -1 = upload, -2 = download,
+  // otherwise the index of the op (and of its step).
+  const bool profiling = core_->options().profiling;
+  std::vector<Event> events;
+  std::vector<int> event_op, event_step;
+  std::vector<int64_t> event_bytes;
+  auto slot = [&](int op, int64_t bytes, int step = -1) -> cl_event* {
+    if (!profiling) return nullptr;
+    events.emplace_back();
+    event_op.push_back(op);
+    event_step.push_back(step);
+    event_bytes.push_back(bytes);
+    return &last_event_;
+  };
+  auto keep = [&]() {
+    if (profiling) events.back() = Event(std::exchange(last_event_, nullptr));
+  };
+  auto run_convert = [&](const Launch& l, int which) {
+    if (!l.kernel) return;
+    CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), 1, nullptr, l.global, nullptr, 0, nullptr,
+                                      slot(which, 0)),
+            "clEnqueueNDRangeKernel(convert)");
+    keep();
+  };
+  const bool half = core_->half_storage();
+  // A ranged value: each range straight into / out of its piece, or under fp16
+  // through transfer_staging_ and a conversion (the in-order queue keeps the
+  // staging buffer's uses apart).
+  auto ranged_upload = [&](const Value& v, const char* host) {
+    for (const Value::Range& r : v.ranges) {
+      const size_t bytes = (r.end - r.begin) * sizeof(float);
+      const char* src = host + r.begin * sizeof(float);
+      if (half) {
+        CheckCl(cl.clEnqueueWriteBuffer(q, transfer_staging_.get(), CL_FALSE, 0, bytes, src, 0,
+                                        nullptr, slot(-1, int64_t(bytes))),
+                "clEnqueueWriteBuffer");
+        keep();
+        run_convert(r.convert, -1);
+      } else {
+        const size_t off = (r.begin - v.pieces[r.piece].begin) * sizeof(float);
+        CheckCl(cl.clEnqueueWriteBuffer(q, v.piece_buffers[r.piece].get(), CL_FALSE, off, bytes,
+                                        src, 0, nullptr, slot(-1, int64_t(bytes))),
+                "clEnqueueWriteBuffer");
+        keep();
+      }
+    }
+  };
+  auto ranged_download = [&](const Value& v, char* host) {
+    for (const Value::Range& r : v.ranges) {
+      const size_t bytes = (r.end - r.begin) * sizeof(float);
+      char* dst = host + r.begin * sizeof(float);
+      if (half) {
+        run_convert(r.convert, -2);
+        CheckCl(cl.clEnqueueReadBuffer(q, transfer_staging_.get(), CL_FALSE, 0, bytes, dst, 0,
+                                       nullptr, slot(-2, int64_t(bytes))),
+                "clEnqueueReadBuffer");
+      } else {
+        const size_t off = (r.begin - v.pieces[r.piece].begin) * sizeof(float);
+        CheckCl(cl.clEnqueueReadBuffer(q, v.piece_buffers[r.piece].get(), CL_FALSE, off, bytes, dst,
+                                       0, nullptr, slot(-2, int64_t(bytes))),
+                "clEnqueueReadBuffer");
+      }
+      keep();
+    }
+  };
+  for (int t : uploads_) {
+    const TfLiteTensor& x = ctx->tensors[t];
+    const Value& v = values_[t];
+    const size_t bytes = v.float_bytes();
+    if (!bytes) continue;
+    if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
+    if (v.ranged) {
+      ranged_upload(v, static_cast<const char*>(x.data.raw_const));
+      continue;
+    }
+    if (zero_copy_) {
+      // The buffer wraps x.data: map + unmap makes the host's writes visible. The
+      // map must invalidate: a plain CL_MAP_WRITE lets a driver with a device copy
+      // (NVIDIA) first copy the old device contents over the new input.
+      cl_int err = CL_SUCCESS;
+      void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_WRITE_INVALIDATE_REGION,
+                                      0, bytes, 0, nullptr, slot(-1, 0), &err);
+      CheckCl(err, "clEnqueueMapBuffer");
+      keep();
+      CheckCl(cl.clEnqueueUnmapMemObject(q, TransferMem(t), p, 0, nullptr, nullptr),
+              "clEnqueueUnmapMemObject");
+    } else {
+      CheckCl(cl.clEnqueueWriteBuffer(q, TransferMem(t), CL_FALSE, 0, bytes, x.data.raw_const, 0,
+                                      nullptr, slot(-1, bytes)),
+              "clEnqueueWriteBuffer");
+      keep();
+    }
+    run_convert(v.convert, -1);
+  }
+  int commands = 0;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    if (OutputEmpty(i)) continue;
+    const std::vector<Step>& steps = runs_[i].steps;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const Step& st = steps[k];
+      cl_event* ev = slot(static_cast<int>(i), 0, static_cast<int>(k));
+      if (st.launch) {
+        const Launch& l = *st.launch;
+        const size_t* local = l.local[0] ? l.local : nullptr;
+        CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local, 0,
+                                          nullptr, ev),
+                "clEnqueueNDRangeKernel");
+      } else {
+        EnqueueCopy(q, st.copy, ev);
+      }
+      keep();
+      ++commands;
+      // Some drivers (NVIDIA's) hold enqueued work until a flush: submit early so
+      // the device runs while the host is still enqueueing, then in batches.
+      if (commands == 2 || commands % 16 == 0) CheckCl(cl.clFlush(q), "clFlush");
+    }
+  }
+  std::vector<std::pair<cl_mem, void*>> mapped;
+  for (int t : downloads_) {
+    TfLiteTensor& x = ctx->tensors[t];
+    const Value& v = values_[t];
+    const size_t bytes = v.float_bytes();
+    if (!bytes) continue;
+    if (!x.data.raw || x.bytes < bytes) throw Error("partition output has no buffer");
+    if (v.kind == Kind::kConstant) {
+      std::memcpy(x.data.raw, v.constant.data(), bytes);
+      continue;
+    }
+    if (v.ranged) {
+      ranged_download(v, static_cast<char*>(x.data.raw));
+      continue;
+    }
+    run_convert(v.convert, -2);
+    if (zero_copy_) {
+      cl_int err = CL_SUCCESS;
+      void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_READ, 0, bytes, 0,
+                                      nullptr, slot(-2, 0), &err);
+      if (err != CL_SUCCESS) {
+        // Leave no output mapped behind the error.
+        for (const auto& [mem, ptr] : mapped)
+          cl.clEnqueueUnmapMemObject(q, mem, ptr, 0, nullptr, nullptr);
+        cl.clFinish(q);
+      }
+      CheckCl(err, "clEnqueueMapBuffer");
+      keep();
+      mapped.emplace_back(TransferMem(t), p);
+    } else {
+      CheckCl(cl.clEnqueueReadBuffer(q, TransferMem(t), CL_FALSE, 0, bytes, x.data.raw, 0, nullptr,
+                                     slot(-2, bytes)),
+              "clEnqueueReadBuffer");
+      keep();
+    }
+  }
+  // Mapped outputs are unmapped after the sync: the data is in TFLite's memory.
+  // Every one is unmapped even if one fails, and the first failure is reported.
+  cl_int unmap_err = CL_SUCCESS;
+  for (const auto& [mem, p] : mapped) {
+    const cl_int e = cl.clEnqueueUnmapMemObject(q, mem, p, 0, nullptr, nullptr);
+    if (unmap_err == CL_SUCCESS) unmap_err = e;
+  }
+  mapped.clear();
+  CheckCl(unmap_err, "clEnqueueUnmapMemObject");
+  CheckCl(cl.clFinish(q), "clFinish");
+  drain.armed = false;
+  if (core_->options().fail_at == "read")
+    throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
+  core_->CountInvoke();
+  if (core_->options().capture_tensors) CaptureValues();
+  if (profiling) {
+    const double wall =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    RecordProfile(events, event_op, event_step, event_bytes, wall, commands);
+  }
+}
+
+void Partition::CaptureValues() {
+  const size_t storage = core_->storage_bytes();
+  for (const auto& [t, v] : values_) {
+    if (v.kind == Kind::kConstant || (!Mem(t) && !v.split())) continue;
+    const size_t n = static_cast<size_t>(NumElements(v.shape));
+    // Zero-copy boundary tensors are TFLite's float32 memory itself.
+    const size_t elem = v.host_ptr && !core_->half_storage() ? 4 : storage;
+    DelegateCore::Captured c{v.shape, std::vector<float>(n)};
+    if (n) {
+      std::vector<unsigned char> raw(n * elem);
+      const Storage st = StorageOf(t);
+      for (size_t p = 0; p < st.mems.size(); ++p) {
+        const Piece& piece = st.pieces[p];
+        const size_t offset = st.offsets.empty() ? 0 : st.offsets[p];
+        CheckCl(Cl().clEnqueueReadBuffer(core_->queue(), st.mems[p], CL_TRUE, offset,
+                                         (piece.end - piece.begin) * elem,
+                                         raw.data() + piece.begin * elem, 0, nullptr, nullptr),
+                "clEnqueueReadBuffer(capture)");
+      }
+      if (elem == 2) {
+        const auto* h = reinterpret_cast<const uint16_t*>(raw.data());
+        for (size_t i = 0; i < n; ++i) c.data[i] = HalfToFloat(h[i]);
+      } else {
+        std::memcpy(c.data.data(), raw.data(), n * 4);
+      }
+    }
+    core_->Capture(t, std::move(c));
+  }
+}
+
+void Partition::RecordProfile(const std::vector<Event>& events, const std::vector<int>& event_op,
+                              const std::vector<int>& event_step,
+                              const std::vector<int64_t>& event_bytes, double wall_ns,
+                              int commands) {
+  Profiler& prof = core_->profiler();
+  std::set<int> attributed;  // ops whose work and traffic went to a kernel record
+  for (size_t e = 0; e < events.size(); ++e) {
+    cl_ulong start = 0, end = 0;
+    Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_START, sizeof start, &start,
+                                 nullptr);
+    Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_END, sizeof end, &end,
+                                 nullptr);
+    const int op = event_op[e];
+    if (op < 0) {
+      prof.AddTransfer(id_, op == -1, event_bytes[e], start, end);
+      continue;
+    }
+    const Op& o = *ops_[op];
+    const Step& st = runs_[op].steps.at(event_step[e]);
+    KernelRecord r;
+    r.partition = id_;
+    r.node = o.node_index();
+    r.op = o.type_name();
+    r.algorithm = st.owner->algorithm();
+    r.kernel = st.launch ? st.launch->name : st.name;
+    r.shape = op_profiles_[op].shape;
+    // Work and traffic are attributed to the op's first kernel only.
+    if (st.launch && attributed.insert(op).second) {
+      r.flops = op_profiles_[op].flops;
+      r.bytes = op_profiles_[op].bytes;
+    }
+    prof.AddKernel(r, start, end);
+  }
+  prof.EndInvoke(id_, wall_ns, commands);
+}
+
+}  // namespace clgpu
