@@ -49,6 +49,16 @@ class PartitionStat:
     upload_bytes: int
     download_bytes: int
     kernels_per_invoke: int
+    # Where wall time beyond the device work goes: host time until the last command was
+    # enqueued, and the device's span from the first command's start to the last one's end
+    # (span - upload - compute - download = the device idle between commands, e.g. waiting
+    # for the host to enqueue; wall - span = before the first command starts + the sync).
+    enqueue_ms: float = 0.0
+    span_ms: float = 0.0
+
+    @property
+    def device_idle_ms(self) -> float:
+        return max(self.span_ms - self.upload_ms - self.compute_ms - self.download_ms, 0.0)
 
 
 class Profile:
@@ -82,6 +92,8 @@ class Profile:
                 upload_bytes=p["upload_bytes"],
                 download_bytes=p["download_bytes"],
                 kernels_per_invoke=p["kernels_per_invoke"],
+                enqueue_ms=p["enqueue_ns"] / 1e6,
+                span_ms=p["span_ns"] / 1e6,
             )
             for p in raw["partitions"]
         ]
@@ -107,7 +119,9 @@ class Profile:
             "kernels": [
                 asdict(k) | {"mean_ms": k.mean_ms, "gflops": k.gflops} for k in self.kernels
             ],
-            "partitions": [asdict(p) for p in self.partitions],
+            "partitions": [
+                asdict(p) | {"device_idle_ms": p.device_idle_ms} for p in self.partitions
+            ],
         }
 
     def table(self, limit: int | None = None) -> str:
@@ -129,14 +143,16 @@ class Profile:
         lines.append("")
         lines.append(
             f"{'partition':>9} {'invokes':>7} {'upload ms':>10} {'compute ms':>11} "
-            f"{'download ms':>12} {'wall ms':>9} {'kernels':>8}   (means per invoke)"
+            f"{'download ms':>12} {'wall ms':>9} {'kernels':>8} {'enqueue ms':>11} "
+            f"{'span ms':>9} {'idle ms':>8}   (means per invoke)"
         )
         for p in self.partitions:
             n = max(p.invokes, 1)
             lines.append(
                 f"{p.partition:>9} {p.invokes:>7} {p.upload_ms / n:>10.4f} "
                 f"{p.compute_ms / n:>11.4f} {p.download_ms / n:>12.4f} "
-                f"{p.wall_ms / n:>9.4f} {p.kernels_per_invoke:>8}"
+                f"{p.wall_ms / n:>9.4f} {p.kernels_per_invoke:>8} {p.enqueue_ms / n:>11.4f} "
+                f"{p.span_ms / n:>9.4f} {p.device_idle_ms / n:>8.4f}"
             )
         return "\n".join(lines)
 

@@ -89,8 +89,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
 //   (z + 1) * k_per_split) of K into P[z][M][N] (float, no bias). k_per_split is a multiple of
 //   TILE_K. NDRange: 2-D, local (GEMM_WG, 1), global (ceil(M/TILE_M) * ceil(N/TILE_N) * GEMM_WG,
 //   splits).
-// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max) -- C = act(sum_z P[z] + bias).
-//   NDRange: 1-D, global >= M * N, any local size.
+// gemm_splitk_reduce (gemm_tiles.cl) adds the splits, the bias and the activation.
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_splitk(
     __global const T* restrict A, __global const T* restrict B, __global float* restrict P, int M,
     int N, int K, int k_per_split) {
@@ -111,27 +110,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_split
 #pragma unroll
     for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
   gemm_accumulate(A, B, M, N, K, kbeg, kend, m0, n0, &As[0][0], &Bs[0][0], acc);
-  __global float* Pz = P + (long)z * M * N;
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i) {
-    const int m = m0 + ROW_OF(ty, i);
-    if (m >= M) break;
-#pragma unroll
-    for (int j = 0; j < WPT_N; ++j) {
-      const int n = n0 + COL_OF(tx, j);
-      if (n < N) Pz[m * N + n] = acc[i][j];
-    }
-  }
-}
-
-__kernel void gemm_splitk_reduce(__global const float* restrict P, __global const float* restrict bias,
-                                 __global T* restrict C, int M, int N, int splits, float act_min,
-                                 float act_max) {
-  const int idx = get_global_id(0);
-  if (idx >= M * N) return;
-  float s = bias[idx % N];
-  for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
-  STOREF(ACTIVATE(s, act_min, act_max), C, idx);
+  store_partial_tile(acc, P + (long)z * M * N, M, N, m0, n0, tx, ty);
 }
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(

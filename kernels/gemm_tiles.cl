@@ -281,3 +281,32 @@ static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const flo
     }
   }
 }
+
+// One split-K slice's partial sums: Pz[m][n] = acc (float, no bias), rows / columns past the
+// end skipped.
+static inline void store_partial_tile(float acc[WPT_M][WPT_N], __global float* restrict Pz, int M,
+                                      int N, int m0, int n0, int tx, int ty) {
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i) {
+    const int m = m0 + ROW_OF(ty, i);
+    if (m >= M) break;
+#pragma unroll
+    for (int j = 0; j < WPT_N; ++j) {
+      const int n = n0 + COL_OF(tx, j);
+      if (n < N) Pz[(long)m * N + n] = acc[i][j];
+    }
+  }
+}
+
+// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max) -- C = act(sum_z P[z] + bias)
+//   after a split-K GEMM (gemm_nt_splitk, conv2d_implicit_gemm_splitk).
+//   NDRange: 1-D, global >= M * N, any local size.
+__kernel void gemm_splitk_reduce(__global const float* restrict P, __global const float* restrict bias,
+                                 __global T* restrict C, int M, int N, int splits, float act_min,
+                                 float act_max) {
+  const int idx = get_global_id(0);
+  if (idx >= M * N) return;
+  float s = bias[idx % N];
+  for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
+  STOREF(ACTIVATE(s, act_min, act_max), C, idx);
+}

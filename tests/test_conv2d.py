@@ -96,6 +96,37 @@ def test_conv2d_parity(case: Conv, algorithm: str, runtime: str) -> None:
     check_parity(conv_model(case), runtime, expect_delegated="all", conv_algorithm=algorithm)
 
 
+# Split-K implicit GEMM (what a GPU runs on small maps with long K): forced on PoCL, where
+# the tiles alone fill the device. Splits that do not divide K, more splits than K has tiles.
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize(
+    "case",
+    [
+        CASES[k]
+        for k in (
+            "3x3_c37_oc45_tiles",
+            "3x3_s2_nobias_relu6",
+            "7x7_s2_stem",
+            "3x5_aniso",
+            "3x3_batch2_c33_oc64",
+            "5x5_valid_c1",
+        )
+    ],
+    ids=["c37_oc45", "s2_relu6", "7x7_s2", "aniso", "batch2_oc64", "c1"],
+)
+def test_conv2d_implicit_gemm_split_k(case: Conv, splits: int, runtime: str) -> None:
+    r = check_parity(
+        conv_model(case),
+        runtime,
+        expect_delegated="all",
+        conv_algorithm="implicit_gemm",
+        gemm_splits=splits,
+        profiling=True,
+    )
+    ran = {k.kernel for k in r.delegate.profile().kernels}
+    assert {"conv2d_implicit_gemm_splitk", "gemm_splitk_reduce"} <= ran, ran
+
+
 @pytest.mark.parametrize("activation", ["TANH", "SIGN_BIT"])
 def test_conv2d_unsupported_activation_stays_on_cpu(activation: str, runtime: str) -> None:
     # TFLite's CPU conv ignores a fused TANH / SIGN_BIT: the reference is what counts.

@@ -44,6 +44,14 @@ def test_profile_covers_every_delegated_node_and_traces_each_kernel(
     assert len(kernel_events) == 3 * launches
     assert all(e["ph"] == "X" and e["dur"] >= 0 for e in trace["traceEvents"])
     assert {e["args"]["node"] for e in kernel_events} == compute
+    # The wall time's parts: the host enqueues before the invoke returns, the device span
+    # holds every timed command and fits in the host's wall time (same invokes).
+    for p in prof.partitions:
+        assert 0 < p.enqueue_ms <= p.wall_ms
+        busy = p.upload_ms + p.compute_ms + p.download_ms
+        assert busy * 0.999 <= p.span_ms <= p.wall_ms * 1.01
+        assert p.device_idle_ms == pytest.approx(p.span_ms - busy, abs=1e-6)
+    assert "idle ms" in prof.table()
 
 
 @pytest.mark.parametrize("name,opts", [("mobilenet_v2", {}), ("pynet", {"size": 64})])

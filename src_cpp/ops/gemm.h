@@ -15,10 +15,15 @@ struct GemmPlan {
   int k_per_split = 0;
 };
 
+// Splits of K for `groups` output tiles with these tiles: on a GPU, when the tiles alone
+// would leave compute units idle. forced_splits > 0 (option gemm_splits, a test hook)
+// fixes their number. Shared by the plain and the implicit GEMM.
+void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits);
+
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);
 
-// Scratch bytes (slot 0) the plan needs.
+// Scratch bytes (slot 0) the plan needs (partial sums of the splits).
 size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
 
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,

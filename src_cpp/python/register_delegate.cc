@@ -163,6 +163,8 @@ py::dict Profile(const PyDelegate& d) {
     r["compute_ns"] = q.compute_ns;
     r["download_ns"] = q.download_ns;
     r["wall_ns"] = q.wall_ns;
+    r["enqueue_ns"] = q.enqueue_ns;
+    r["span_ns"] = q.span_ns;
     r["upload_bytes"] = q.upload_bytes;
     r["download_bytes"] = q.download_bytes;
     r["kernels_per_invoke"] = q.kernels_per_invoke;

@@ -98,7 +98,7 @@ class Partition {
   void CaptureValues();
   void RecordProfile(const std::vector<Event>& events, const std::vector<int>& event_op,
                      const std::vector<int>& event_step, const std::vector<int64_t>& event_bytes,
-                     double wall_ns, int commands);
+                     double wall_ns, double enqueue_ns, int commands);
 
   std::shared_ptr<DelegateCore> core_;
   int id_ = 0;

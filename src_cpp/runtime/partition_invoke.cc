@@ -1,6 +1,7 @@
 // The run side of a partition (runtime/partition.h): uploads, the kernels and chunk
 // copies enqueued without host sync, downloads and one clFinish per invoke; tensor
 // capture and profile records. Planning and binding are in partition.cc.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -186,6 +187,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
       keep();
     }
   }
+  const auto t_enqueued = std::chrono::steady_clock::now();
   // Mapped outputs are unmapped after the sync: the data is in TFLite's memory.
   // Every one is unmapped even if one fails, and the first failure is reported.
   cl_int unmap_err = CL_SUCCESS;
@@ -202,9 +204,11 @@ void Partition::Invoke(TfLiteContext* ctx) {
   core_->CountInvoke();
   if (core_->options().capture_tensors) CaptureValues();
   if (profiling) {
-    const double wall =
-        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    RecordProfile(events, event_op, event_step, event_bytes, wall, commands);
+    const auto ns = [&](auto t) {
+      return std::chrono::duration<double, std::nano>(t - t0).count();
+    };
+    RecordProfile(events, event_op, event_step, event_bytes, ns(std::chrono::steady_clock::now()),
+                  ns(t_enqueued), commands);
   }
 }
 
@@ -241,15 +245,17 @@ void Partition::CaptureValues() {
 void Partition::RecordProfile(const std::vector<Event>& events, const std::vector<int>& event_op,
                               const std::vector<int>& event_step,
                               const std::vector<int64_t>& event_bytes, double wall_ns,
-                              int commands) {
+                              double enqueue_ns, int commands) {
   Profiler& prof = core_->profiler();
   std::set<int> attributed;  // ops whose work and traffic went to a kernel record
+  cl_ulong first = ~cl_ulong{0}, last = 0;
   for (size_t e = 0; e < events.size(); ++e) {
     cl_ulong start = 0, end = 0;
     Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_START, sizeof start, &start,
                                  nullptr);
     Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_END, sizeof end, &end,
                                  nullptr);
+    if (start && end >= start) first = std::min(first, start), last = std::max(last, end);
     const int op = event_op[e];
     if (op < 0) {
       prof.AddTransfer(id_, op == -1, event_bytes[e], start, end);
@@ -271,7 +277,7 @@ void Partition::RecordProfile(const std::vector<Event>& events, const std::vecto
     }
     prof.AddKernel(r, start, end);
   }
-  prof.EndInvoke(id_, wall_ns, commands);
+  prof.EndInvoke(id_, wall_ns, enqueue_ns, last > first ? double(last - first) : 0.0, commands);
 }
 
 }  // namespace clgpu

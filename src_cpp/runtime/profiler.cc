@@ -25,12 +25,15 @@ void Profiler::AddTransfer(int partition, bool upload, int64_t bytes, uint64_t s
   trace_.push_back({upload ? "upload" : "download", "transfer", partition, -1, start_ns, end_ns});
 }
 
-void Profiler::EndInvoke(int partition, double wall_ns, int kernels) {
+void Profiler::EndInvoke(int partition, double wall_ns, double enqueue_ns, double span_ns,
+                         int kernels) {
   std::lock_guard<std::mutex> l(mutex_);
   PartitionRecord& p = partitions_[partition];
   p.partition = partition;
   p.invokes += 1;
   p.wall_ns += wall_ns;
+  p.enqueue_ns += enqueue_ns;
+  p.span_ns += span_ns;
   p.kernels_per_invoke = kernels;
 }
 

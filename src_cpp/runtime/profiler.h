@@ -27,6 +27,10 @@ struct PartitionRecord {
   int64_t invokes = 0;
   double upload_ns = 0, compute_ns = 0, download_ns = 0;  // device time from events
   double wall_ns = 0;                                     // host time of the whole invoke
+  // Where the rest of the wall time goes: host time until the last command was
+  // enqueued, and the device's span from the first command's start to the last one's end
+  // (span - upload - compute - download = the device idle between commands).
+  double enqueue_ns = 0, span_ns = 0;
   int64_t upload_bytes = 0, download_bytes = 0;
   int kernels_per_invoke = 0;
 };
@@ -43,7 +47,7 @@ class Profiler {
 
   void AddKernel(const KernelRecord& r, uint64_t start_ns, uint64_t end_ns);
   void AddTransfer(int partition, bool upload, int64_t bytes, uint64_t start_ns, uint64_t end_ns);
-  void EndInvoke(int partition, double wall_ns, int kernels);
+  void EndInvoke(int partition, double wall_ns, double enqueue_ns, double span_ns, int kernels);
   void Reset();
 
   std::vector<KernelRecord> kernels() const;
