@@ -8,12 +8,18 @@
 #define STOREF(v, p, i) vstore_half((v), (i), (p))
 #define LOADF4(p, i4) vload_half4((i4), (p))
 #define STOREF4(v, p, i4) vstore_half4((v), (i4), (p))
+#define LOADF4A(p, i4) vloada_half4((i4), (p))
+#define STOREF4A(v, p, i4) vstorea_half4((v), (i4), (p))
 #else
 #define T float
 #define LOADF(p, i) ((p)[(i)])
 #define STOREF(v, p, i) ((p)[(i)] = (v))
 #define LOADF4(p, i4) vload4((i4), (p))
 #define STOREF4(v, p, i4) vstore4((v), (i4), (p))
+// Aligned variants (p + 4 * i4 a multiple of 4 elements from an aligned base): vload4 promises
+// only element alignment, so a compiler may not make it one 16-byte access.
+#define LOADF4A(p, i4) (((__global const float4*)(p))[(i4)])
+#define STOREF4A(v, p, i4) (((__global float4*)(p))[(i4)] = (v))
 #endif
 
 // Fused activations are clamps: NONE (-inf, inf), RELU [0, inf), RELU6 [0, 6],

@@ -28,7 +28,7 @@ from clgpu_delegate.modelgen import ModelBuilder
 
 # The fused activations the delegate implements (TANH / SIGN_BIT stay on the CPU).
 ACTIVATIONS = (None, "RELU", "RELU6", "RELU_N1_TO_1")
-CONV_ALGORITHMS = ("direct", "implicit_gemm", "gemm", "winograd", "winograd4")
+CONV_ALGORITHMS = ("direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked")
 CLAIMED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "TRANSPOSE")
 MAX_ELEMENTS = 6000  # per tensor: keeps a case well under 100 ms on a 2-core PoCL
 

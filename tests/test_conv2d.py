@@ -9,10 +9,11 @@ from typing import NamedTuple
 import pytest
 from parity import check_parity, compare, random_inputs, run
 
+import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
 
-ALGORITHMS = ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4"]
+ALGORITHMS = ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked"]
 
 
 class Conv(NamedTuple):
@@ -65,6 +66,10 @@ CASES = {
     "9x9_s1_c4_oc3": Conv((1, 12, 10, 4), 3, (9, 9)),
     "4x6_s1_valid_aniso": Conv((1, 11, 13, 6), 7, (4, 6), padding="VALID"),
     "3x7_s1_c17": Conv((1, 9, 12, 17), 4, (3, 7), bias=False),
+    # direct_blocked: rows of many pixel blocks with a ragged end, channel blocks with a tail.
+    "3x3_c8_oc33_wide": Conv((1, 5, 45, 8), 33, (3, 3), activation="RELU"),
+    # A dilation wide enough that direct_blocked loads each tap's columns, not one segment.
+    "3x3_d5_c4": Conv((1, 14, 23, 4), 6, (3, 3), dilation=5),
 }
 
 
@@ -155,3 +160,59 @@ def test_conv2d_repeated_invokes_with_new_inputs(runtime: str) -> None:
         inputs = random_inputs(ref.get_input_details(), seed)
         compare(run(r.interpreter, inputs), run(ref, inputs), 1e-4, None)
     assert r.delegate.stats()["invokes"] == 4
+
+
+# PX,OCB,WGX,WGY of conv2d_blocked.cl forced on both table entries: the GPU-sized blocks the CPU
+# table does not use, odd blocks (scalar weights and stores), one work-item per group.
+BLOCKED_KNOBS = {
+    "px8_ocb16": "8,16,32,4",
+    "px4_ocb32": "4,32,8,8",
+    "px16_ocb4": "16,4,16,2",
+    "px3_ocb5": "3,5,4,3",
+    "px1_ocb1": "1,1,1,1",
+}
+BLOCKED_CASES = [
+    "3x3_batch2",
+    "3x3_c37_oc45_tiles",
+    "3x3_batch2_c33_oc64",
+    "1x1_s2_valid",
+    "7x7_s2_stem",
+    "7x7_s1_c9_oc33",
+    "3x5_aniso",
+    "5x5_d2_n1to1",
+    "9x9_s1_c4_oc3",
+    "3x3_c8_oc33_wide",
+    "3x3_d5_c4",
+]
+
+
+def set_blocked_knobs(monkeypatch: pytest.MonkeyPatch, knobs: str) -> None:
+    # The table is read at every prepare, so the override applies to the next delegate.
+    for entry in ("DIRECT_BLOCKED", "DIRECT_BLOCKED_THIN"):
+        monkeypatch.setenv(f"CLGPU_TUNE_{entry}", knobs)
+
+
+@pytest.mark.parametrize("knobs", BLOCKED_KNOBS.values(), ids=BLOCKED_KNOBS.keys())
+@pytest.mark.parametrize("name", BLOCKED_CASES)
+def test_conv2d_blocked_knobs(
+    name: str, knobs: str, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_blocked_knobs(monkeypatch, knobs)
+    r = check_parity(
+        conv_model(CASES[name]),
+        runtime,
+        expect_delegated="all",
+        conv_algorithm="direct_blocked",
+        profiling=True,
+    )
+    assert {k.algorithm for k in r.delegate.profile().kernels} == {"direct_blocked"}
+
+
+@pytest.mark.parametrize("knobs", ["8,0,32,4", "65,4,8,8", "8,16,32", "8,16,32,4,1", "a,b,c,d"])
+def test_conv2d_blocked_bad_knobs_fail(knobs: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sweep must not time a fallback configuration under the name it asked for.
+    monkeypatch.setenv("CLGPU_TUNE_DIRECT_BLOCKED", knobs)
+    d = clgpu_delegate.load(conv_algorithm="direct_blocked")
+    it = make_interpreter(conv_model(CASES["3x3_c37_oc45_tiles"]), [d])
+    with pytest.raises(RuntimeError, match="CLGPU_TUNE_DIRECT_BLOCKED"):
+        it.allocate_tensors()

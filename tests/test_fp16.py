@@ -8,7 +8,7 @@ import pytest
 from parity import check_parity, random_inputs
 from test_add import CASES as ADD_CASES
 from test_add import add_model
-from test_conv2d import ALGORITHMS, conv_model
+from test_conv2d import ALGORITHMS, BLOCKED_KNOBS, conv_model, set_blocked_knobs
 from test_conv2d import CASES as CONV_CASES
 from test_depthwise_conv2d import CASES as DW_CASES
 from test_depthwise_conv2d import depthwise_model
@@ -50,6 +50,18 @@ def check_fp16(model: bytes, runtime: str, **options: object) -> None:
 @pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
 def test_conv2d_fp16(case, algorithm: str, runtime: str) -> None:
     check_fp16(conv_model(case), runtime, conv_algorithm=algorithm)
+
+
+@pytest.mark.parametrize("knobs", BLOCKED_KNOBS.values(), ids=BLOCKED_KNOBS.keys())
+@pytest.mark.parametrize(
+    "name", ["3x3_c8_oc33_wide", "1x1_batch2_c64_oc48_nobias", "9x9_s1_c4_oc3"]
+)
+def test_conv2d_blocked_fp16(
+    name: str, knobs: str, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Half loads and stores of whole float4 runs (C and OC multiples of 4) and their scalar tails.
+    set_blocked_knobs(monkeypatch, knobs)
+    check_fp16(conv_model(CONV_CASES[name]), runtime, conv_algorithm="direct_blocked")
 
 
 @pytest.mark.parametrize("case", DW_CASES.values(), ids=DW_CASES.keys())

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from parity import ParityResult, check_parity, compare, random_inputs, run
 from test_add import Add, add_model
-from test_conv2d import Conv, conv_model
+from test_conv2d import Conv, conv_model, set_blocked_knobs
 from test_depthwise_conv2d import Depthwise, depthwise_model
 from test_fully_connected import FC, fc_model
 from test_transpose import transpose_model
@@ -67,7 +67,7 @@ def check_split(
 
 # ---- CONV_2D: every algorithm on chunks of rows, columns, images and output channels ----
 
-ALGORITHMS = ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4"]
+ALGORITHMS = ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked"]
 
 CONV_CASES = {
     "3x3_batch2": Conv((2, 13, 11, 6), 12, (3, 3), activation="RELU"),
@@ -94,6 +94,15 @@ def test_conv2d_split_fp16(algorithm: str, runtime: str) -> None:
     check_split(
         conv_model(CONV_CASES["3x3_ragged_tiles"]), runtime, 2048, "fp16", conv_algorithm=algorithm
     )
+
+
+@pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
+def test_conv2d_split_blocked_gpu_knobs(
+    case: Conv, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The GPU table's blocks (8 pixels x 16 channels, 32 x 4 groups) on chunks narrower than them.
+    set_blocked_knobs(monkeypatch, "8,16,32,4")
+    check_split(conv_model(case), runtime, 4096, conv_algorithm="direct_blocked")
 
 
 def test_conv2d_split_weights_only(runtime: str) -> None:

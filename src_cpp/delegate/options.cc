@@ -79,7 +79,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       OneOf(key, value, {"all", "cost"});
       o.partitioning = value;
     } else if (key == "conv_algorithm") {
-      OneOf(key, value, {"auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4"});
+      OneOf(key, value,
+            {"auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked"});
       o.conv_algorithm = value;
     } else if (key == "serialization_dir") {
       o.serialization_dir = value;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 #include "cl/errors.h"
 #include "common/error.h"
@@ -12,9 +13,9 @@
 namespace clgpu {
 namespace {
 
-constexpr ConvAlgorithm kAll[] = {ConvAlgorithm::kDirect, ConvAlgorithm::kGemm1x1,
+constexpr ConvAlgorithm kAll[] = {ConvAlgorithm::kDirect,       ConvAlgorithm::kGemm1x1,
                                   ConvAlgorithm::kImplicitGemm, ConvAlgorithm::kWinograd,
-                                  ConvAlgorithm::kWinograd4};
+                                  ConvAlgorithm::kWinograd4,    ConvAlgorithm::kDirectBlocked};
 
 // Winograd variant: output tile size, positions per tile, kernel names.
 struct WinogradKind {
@@ -95,6 +96,47 @@ int WinogradRowsPerPass(const OpContext& ctx, ConvAlgorithm a, const ConvGeometr
   return static_cast<int>(std::clamp<long>(long(cap / std::max<size_t>(per_row, 1)), 1, th));
 }
 
+// direct_blocked's blocking for this geometry: the table entry, with the output channels spread
+// evenly over the fewest blocks of at most its OCB (OC = 17 with OCB 16: two blocks of 9, not 16 +
+// 16; OC = 3: one of 3), rounded up to a multiple of 4 when OC is one (float4 weights and stores),
+// and groups no larger than the work (small layers, chunks) or the device allows (the third
+// dimension of a group is at most 64 on NVIDIA).
+BlockedTiles BlockedFor(const ConvGeometry& g, const DeviceInfo& dev) {
+  BlockedTiles t = BlockedTilesFor(g.oc <= 4 ? "direct_blocked_thin" : "direct_blocked", dev);
+  const int blocks = (g.oc + t.ocb - 1) / t.ocb;
+  const int even = (g.oc + blocks - 1) / blocks;
+  t.ocb = (g.oc % 4 == 0 && RoundUp(even, 4) <= size_t(t.ocb)) ? int(RoundUp(even, 4)) : even;
+  const int cols = (g.ow + t.px - 1) / t.px, rows = g.n * g.oh;
+  t.wgx = std::min(t.wgx, std::max(cols, 1));
+  t.wgy = std::min({t.wgy, std::max(rows, 1), 64,
+                    std::max(static_cast<int>(dev.max_work_group_size / t.wgx), 1)});
+  return t;
+}
+
+int BlockedChannelBlocks(const ConvGeometry& g, const BlockedTiles& t) {
+  return (g.oc + t.ocb - 1) / t.ocb;
+}
+
+std::string BlockedDefines(const ConvGeometry& g, const BlockedTiles& t) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "-DPX=%d -DOCB=%d -DWGX=%d -DWGY=%d -DKW=%d -DSW=%d -DDW=%d -DCV=%d -DVEC_OUT=%d",
+                t.px, t.ocb, t.wgx, t.wgy, g.kw, g.sw, g.dw, g.c % 4 == 0 ? 4 : 1,
+                g.oc % 4 == 0 && t.ocb % 4 == 0 ? 1 : 0);
+  return buf;
+}
+
+// The filter OHWI -> [OC / OCB][KH][KW][C][OCB], zero past OC.
+std::vector<float> BlockFilter(const ConvGeometry& g, int ocb, const std::vector<float>& ohwi) {
+  const size_t taps = size_t(g.kh) * g.kw * g.c;
+  const int blocks = (g.oc + ocb - 1) / ocb;
+  std::vector<float> out(size_t(blocks) * ocb * taps, 0.f);
+  for (int o = 0; o < g.oc; ++o)
+    for (size_t t = 0; t < taps; ++t)
+      out[(size_t(o / ocb) * taps + t) * ocb + o % ocb] = ohwi[size_t(o) * taps + t];
+  return out;
+}
+
 void Run(OpContext& ctx, const Kernel& k, size_t global) {
   const size_t g = RoundUp(std::max<size_t>(global, 1), 64);
   CheckCl(
@@ -144,6 +186,8 @@ std::string ConvAlgorithmName(ConvAlgorithm a) {
       return "winograd";
     case ConvAlgorithm::kWinograd4:
       return "winograd4";
+    case ConvAlgorithm::kDirectBlocked:
+      return "direct_blocked";
   }
   return "?";
 }
@@ -152,6 +196,7 @@ bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g) {
   switch (a) {
     case ConvAlgorithm::kDirect:
     case ConvAlgorithm::kImplicitGemm:
+    case ConvAlgorithm::kDirectBlocked:
       return true;
     case ConvAlgorithm::kGemm1x1:
       return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pad_top == 0 &&
@@ -188,6 +233,10 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
 
 size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g) {
   const size_t ohwi = size_t(g.oc) * g.kh * g.kw * g.c * ctx.storage_bytes;
+  if (a == ConvAlgorithm::kDirectBlocked) {
+    const BlockedTiles t = BlockedFor(g, ctx.env.device());
+    return size_t(BlockedChannelBlocks(g, t)) * t.ocb * g.kh * g.kw * g.c * ctx.storage_bytes;
+  }
   if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return ohwi;
   return std::max(
       ohwi, size_t(Kind(a).positions) * g.oc * WinogradSubs(a, g) * g.c * TransformedBytes(ctx, a));
@@ -205,6 +254,11 @@ std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
                                                 const ConvGeometry& g,
                                                 const std::vector<float>& filter_ohwi) {
   auto w = std::make_shared<ConvWeights>();
+  if (a == ConvAlgorithm::kDirectBlocked) {
+    w->filter =
+        UploadWeights(ctx, BlockFilter(g, BlockedFor(g, ctx.env.device()).ocb, filter_ohwi));
+    return w;
+  }
   if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) {
     w->filter = UploadWeights(ctx, filter_ohwi);
     return w;
@@ -259,6 +313,22 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
               g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min, act_max);
       l.dims = 3;
       l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
+      launches.push_back(std::move(l));
+      break;
+    }
+    case ConvAlgorithm::kDirectBlocked: {
+      const BlockedTiles t = BlockedFor(g, dev);
+      auto prog = ctx.GetProgram("conv2d_blocked", BlockedDefines(g, t));
+      Launch l;
+      l.name = "conv2d_blocked";
+      l.kernel = CreateKernel(*prog, l.name.c_str());
+      SetArgs(l.kernel, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
+              g.sh, g.dh, g.pad_top, g.pad_left, act_min, act_max);
+      l.dims = 3;
+      l.local[0] = 1, l.local[1] = t.wgx, l.local[2] = t.wgy;
+      l.global[0] = BlockedChannelBlocks(g, t);
+      l.global[1] = RoundUp((g.ow + t.px - 1) / t.px, t.wgx);
+      l.global[2] = RoundUp(size_t(g.n) * g.oh, t.wgy);
       launches.push_back(std::move(l));
       break;
     }

@@ -11,12 +11,19 @@
 
 namespace clgpu {
 
-enum class ConvAlgorithm { kDirect, kGemm1x1, kImplicitGemm, kWinograd, kWinograd4 };
+enum class ConvAlgorithm {
+  kDirect,
+  kGemm1x1,
+  kImplicitGemm,
+  kWinograd,
+  kWinograd4,
+  kDirectBlocked
+};
 
 std::string ConvAlgorithmName(ConvAlgorithm a);
 
 // Correct for this geometry? (Winograd F(2x2): 3x3, F(4x4): 3x3 to 9x9, both stride 1,
-// dilation 1; GEMM: 1x1 stride 1 without padding.)
+// dilation 1; GEMM: 1x1 stride 1 without padding; direct and direct_blocked: any.)
 bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g);
 
 // The forced algorithm (option conv_algorithm) when it applies, else the one
@@ -25,7 +32,7 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
                                   const std::string& forced);
 
 // Bytes of the device-side filter of algorithm `a` (Winograd: the transformed U, or the
-// OHWI upload it is made from if larger).
+// OHWI upload it is made from if larger; direct_blocked: OC padded to its channel block).
 size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g);
 
 // SelectConvAlgorithm, unless that is Winograd and even one output channel's
@@ -35,7 +42,8 @@ ConvAlgorithm ChooseConvAlgorithm(const OpContext& ctx, const ConvGeometry& g);
 
 // Device-side weights in the layout the algorithm wants (transformed once).
 struct ConvWeights {
-  Buffer filter;  // OHWI, or the Winograd-transformed U
+  // OHWI, the Winograd-transformed U, or direct_blocked's [OC / OCB][KH][KW][C][OCB]
+  Buffer filter;
 };
 
 std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,

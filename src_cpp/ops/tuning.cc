@@ -1,8 +1,11 @@
 #include "ops/tuning.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/error.h"
 
 namespace clgpu {
 namespace {
@@ -48,6 +51,34 @@ const Entry kTable[] = {
     {"cpu", "winograd_gemm_thin", {32, 32, 16, 4, 4}},
 };
 
+struct BlockedEntry {
+  const char* device;
+  const char* name;
+  BlockedTiles tiles;
+};
+
+// PX, OCB, WGX, WGY. GPUs: 8 x 16 = 128 accumulators per work-item leave room for the input
+// segment and a weight vector under NVIDIA's 255 registers; a first guess, not yet measured
+// (bench/tune_direct_blocked.py). OC <= 4 gives few accumulators per pixel: more pixels per
+// work-item. CPU devices: small blocks (PoCL runs a group's work-items in a loop).
+const BlockedEntry kBlockedTable[] = {
+    {"nvidia", "direct_blocked", {8, 16, 32, 4}}, {"nvidia", "direct_blocked_thin", {16, 4, 32, 4}},
+    {"gpu", "direct_blocked", {8, 16, 32, 4}},    {"gpu", "direct_blocked_thin", {16, 4, 32, 4}},
+    {"cpu", "direct_blocked", {4, 8, 8, 2}},      {"cpu", "direct_blocked_thin", {4, 4, 8, 2}},
+};
+
+const char* DeviceClass(const DeviceInfo& dev) {
+  return dev.type != "gpu"                                ? "cpu"
+         : dev.vendor.find("NVIDIA") != std::string::npos ? "nvidia"
+                                                          : "gpu";
+}
+
+const char* TuneOverride(const std::string& name, std::string* env_name) {
+  *env_name = "CLGPU_TUNE_" + name;
+  for (char& c : *env_name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return std::getenv(env_name->c_str());
+}
+
 }  // namespace
 
 std::string GemmTiles::Defines() const {
@@ -60,20 +91,34 @@ std::string GemmTiles::Defines() const {
 }
 
 GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev) {
-  std::string env_name = "CLGPU_TUNE_" + name;
-  for (char& c : env_name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (const char* v = std::getenv(env_name.c_str())) {
+  std::string env_name;
+  if (const char* v = TuneOverride(name, &env_name)) {
     GemmTiles t{};
     const int n = std::sscanf(v, "%d,%d,%d,%d,%d,%d,%d,%d", &t.tile_m, &t.tile_n, &t.tile_k,
                               &t.wpt_m, &t.wpt_n, &t.dbuf, &t.tmap, &t.lpad);
     if (n == 5 || n == 7 || n == 8) return t;
   }
-  const char* cls = dev.type != "gpu"                                ? "cpu"
-                    : dev.vendor.find("NVIDIA") != std::string::npos ? "nvidia"
-                                                                     : "gpu";
+  const char* cls = DeviceClass(dev);
   for (const Entry& e : kTable)
     if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
   return {32, 32, 16, 4, 4};
+}
+
+BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev) {
+  std::string env_name;
+  if (const char* v = TuneOverride(name, &env_name)) {
+    BlockedTiles t{};
+    char tail = 0;
+    // A sweep must not time a configuration other than the one it names: refuse, do not fall back.
+    if (std::sscanf(v, "%d,%d,%d,%d%c", &t.px, &t.ocb, &t.wgx, &t.wgy, &tail) != 4 || t.px < 1 ||
+        t.px > 64 || t.ocb < 1 || t.ocb > 64 || t.wgx < 1 || t.wgy < 1)
+      throw Error(env_name + "='" + v + "': expected PX,OCB,WGX,WGY with 1 <= PX, OCB <= 64");
+    return t;
+  }
+  const char* cls = DeviceClass(dev);
+  for (const BlockedEntry& e : kBlockedTable)
+    if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
+  return {4, 8, 8, 2};
 }
 
 }  // namespace clgpu

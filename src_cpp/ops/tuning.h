@@ -1,6 +1,7 @@
 // Per-device defaults of the kernels' tunables (the -D defines), in one table.
 // A tuner (or a user) overrides an entry with
-// CLGPU_TUNE_<NAME>="TM,TN,TK,WM,WN[,DBUF,TMAP[,LPAD]]".
+// CLGPU_TUNE_<NAME>="TM,TN,TK,WM,WN[,DBUF,TMAP[,LPAD]]" (GEMM tiles) or "PX,OCB,WGX,WGY"
+// (the blocked direct convolution).
 #pragma once
 
 #include <cstddef>
@@ -28,5 +29,15 @@ struct GemmTiles {
 // "igemm", "igemm_big" (C, OC >= 64), "igemm_thin" (C <= 8), "winograd_gemm", "winograd_gemm_big"
 // (GEMM K, OC >= 256), "winograd_gemm_thin" (OC <= 32).
 GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev);
+
+// Register blocking of the blocked direct convolution (conv2d_blocked.cl): PX output pixels along
+// W times OCB output channels per work-item, WGX x WGY work-items per group.
+struct BlockedTiles {
+  int px, ocb, wgx, wgy;
+};
+
+// Entries: "direct_blocked", "direct_blocked_thin" (OC <= 4). An override that is not four
+// integers with PX and OCB in 1..64 and WGX, WGY >= 1 throws Error.
+BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev);
 
 }  // namespace clgpu
