@@ -63,9 +63,10 @@ def test_planner_near_lower_bound_and_fp16_halves(name: str, opts: dict, runtime
         mem[precision] = d.memory()  # while the interpreter (and its partitions) lives
         m = mem[precision]
         # One arena with tensors at offsets reaches the lower bound; where sub-buffers are
-        # avoided (NVIDIA's driver, see runtime/partition.cc) tensors share whole buffers.
+        # avoided (NVIDIA's driver, see runtime/partition.cc) tensors share whole buffers,
+        # which on MobileNetV2 cannot go below 7/6 of it (tests/test_memory_planner.py).
         arena = all(p["buffers"] == 1 for p in m["partitions"])
-        assert m["allocated_bytes"] <= (1.15 if arena else 1.25) * m["lower_bound_bytes"], m
+        assert m["allocated_bytes"] <= (1.15 if arena else 1.17) * m["lower_bound_bytes"], m
         assert m["lower_bound_bytes"] < m["naive_bytes"], m
     assert mem["fp16"]["allocated_bytes"] <= 0.55 * mem["fp32"]["allocated_bytes"], mem
     # Weights shrink less: F(4x4) Winograd keeps its transformed filters in float (precision).

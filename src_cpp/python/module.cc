@@ -9,4 +9,5 @@ PYBIND11_MODULE(_core, m) {
   clgpu::python::RegisterDevices(m);
   clgpu::python::RegisterDelegate(m);
   clgpu::python::RegisterKernels(m);
+  clgpu::python::RegisterPlanner(m);
 }

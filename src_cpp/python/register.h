@@ -14,6 +14,7 @@ void RegisterErrors(pybind11::module_& m);
 void RegisterDevices(pybind11::module_& m);
 void RegisterDelegate(pybind11::module_& m);
 void RegisterKernels(pybind11::module_& m);
+void RegisterPlanner(pybind11::module_& m);
 
 }  // namespace python
 }  // namespace clgpu

@@ -287,7 +287,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   report_.lower_bound_bytes = plan.lower_bound_bytes;
   // NVIDIA's driver (580) crashed releasing sub-buffers that kernels had used once
   // those kernels were gone (any re-plan after an invoke), so there activations
-  // share whole buffers (greedy by size over shared objects) instead of living at
+  // share whole buffers (shared objects, PlanSharedObjects) instead of living at
   // offsets in one arena: a little more memory, no sub-buffers.
   const char* force = std::getenv("CLGPU_SUBBUFFERS");  // "0"/"1": tests of both paths
   const bool views =

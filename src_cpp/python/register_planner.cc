@@ -1,0 +1,48 @@
+// plan_shared_objects(): the shared-objects memory planner on its own, for tests
+// (a partition plans through it only on devices without sub-buffers).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/error.h"
+#include "python/register.h"
+#include "runtime/memory_planner.h"
+
+namespace py = pybind11;
+
+namespace clgpu::python {
+
+void RegisterPlanner(py::module_& m) {
+  m.def(
+      "plan_shared_objects",
+      [](const std::vector<std::tuple<size_t, int, int>>& usages, const std::string& strategy) {
+        if (strategy != "search" && strategy != "greedy_by_size")
+          throw Error("plan_shared_objects: strategy is 'search' or 'greedy_by_size'");
+        std::vector<TensorUsage> tensors;
+        for (const auto& [bytes, first, last] : usages) {
+          if (first > last) throw Error("plan_shared_objects: first step after last step");
+          tensors.push_back({bytes, first, last});
+        }
+        MemoryPlan plan;
+        {
+          py::gil_scoped_release release;
+          plan = strategy == "search" ? PlanSharedObjects(tensors) : PlanGreedyBySize(tensors);
+        }
+        py::dict r;
+        r["assignment"] = plan.assignment;
+        r["buffer_bytes"] = plan.buffer_bytes;
+        r["allocated_bytes"] = plan.allocated_bytes;
+        r["naive_bytes"] = plan.naive_bytes;
+        r["lower_bound_bytes"] = plan.lower_bound_bytes;
+        r["shared_lower_bound_bytes"] = plan.shared_lower_bound_bytes;
+        r["valid"] = IsValidSharedPlan(tensors, plan);
+        return r;
+      },
+      py::arg("usages"), py::arg("strategy") = "search",
+      "Shared buffers for tensors given as (bytes, first step, last step inclusive).");
+}
+
+}  // namespace clgpu::python
