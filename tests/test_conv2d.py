@@ -132,6 +132,27 @@ def test_conv2d_implicit_gemm_split_k(case: Conv, splits: int, runtime: str) -> 
     assert {"conv2d_implicit_gemm_splitk", "gemm_splitk_reduce"} <= ran, ran
 
 
+@pytest.mark.parametrize("splits", [0, 3])
+def test_conv2d_split_k_plan_of_an_empty_batch(splits: int, runtime: str) -> None:
+    # A batch resized to 0 gives no output tiles: the split-K plan must not divide by them
+    # (it did: SIGFPE under the sanitizer build), and the next real batch still runs split.
+    model = conv_model(CASES["3x3_c37_oc45_tiles"])
+    d = clgpu_delegate.load(partitioning="all", conv_algorithm="implicit_gemm", gemm_splits=splits)
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    index = it.get_input_details()[0]["index"]
+    for batch in (0, 2):
+        it.resize_tensor_input(index, (batch, 13, 11, 37))
+        it.allocate_tensors()
+        ref = make_interpreter(model, None, runtime=runtime, reference=True)
+        ref.resize_tensor_input(ref.get_input_details()[0]["index"], (batch, 13, 11, 37))
+        ref.allocate_tensors()
+        inputs = random_inputs(ref.get_input_details(), seed=batch)
+        got, want = run(it, inputs), run(ref, inputs)
+        assert got[0].shape == want[0].shape == (batch, 13, 11, 45)
+        compare(got, want, 1e-4, None, f" (batch {batch})")
+    assert d.delegated_nodes() == [0]
+
+
 @pytest.mark.parametrize("activation", ["TANH", "SIGN_BIT"])
 def test_conv2d_unsupported_activation_stays_on_cpu(activation: str, runtime: str) -> None:
     # TFLite's CPU conv ignores a fused TANH / SIGN_BIT: the reference is what counts.

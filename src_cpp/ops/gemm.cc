@@ -17,20 +17,25 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
   // CLGPU_SPLITK_THREADS overrides the target (tuning; 0 = only fill every unit twice).
   p.splits = 1;
   p.k_per_split = 0;
-  long target = 2048;
-  if (const char* v = std::getenv("CLGPU_SPLITK_THREADS")) target = std::atol(v);
-  const long wg = static_cast<long>(p.tiles.work_group());
-  const long max_splits = k / (4L * p.tiles.tile_k);
-  const long fill = groups < dev.compute_units ? (2L * dev.compute_units + groups - 1) / groups : 1;
-  const long want = std::max(fill, (target * dev.compute_units + groups * wg - 1) / (groups * wg));
-  if (forced_splits > 0 || (dev.type == "gpu" && want >= 2 && max_splits >= 2)) {
-    p.splits = forced_splits > 0 ? forced_splits
-                                 : static_cast<int>(std::min<long>({want, max_splits, 32}));
-    const long per = (k + p.splits - 1) / p.splits;
-    p.k_per_split = static_cast<int>(RoundUp(per, p.tiles.tile_k));
-    p.splits = static_cast<int>((k + p.k_per_split - 1) / p.k_per_split);
-    if (p.splits <= 1) p.splits = 1;
+  // An empty output (a batch resized to 0) or an empty reduction has nothing to split.
+  if (groups <= 0 || k <= 0) return;
+  int splits = forced_splits;
+  if (splits <= 0 && dev.type == "gpu") {
+    long target = 2048;
+    if (const char* v = std::getenv("CLGPU_SPLITK_THREADS")) target = std::atol(v);
+    const long wg = static_cast<long>(p.tiles.work_group());
+    const long fill =
+        groups < dev.compute_units ? (2L * dev.compute_units + groups - 1) / groups : 1;
+    const long want =
+        std::max(fill, (target * dev.compute_units + groups * wg - 1) / (groups * wg));
+    const long max_splits = k / (4L * p.tiles.tile_k);
+    if (want >= 2 && max_splits >= 2)
+      splits = static_cast<int>(std::min<long>({want, max_splits, 32}));
   }
+  if (splits <= 1) return;
+  p.k_per_split = static_cast<int>(RoundUp((k + splits - 1) / splits, p.tiles.tile_k));
+  p.splits = static_cast<int>((k + p.k_per_split - 1) / p.k_per_split);
+  if (p.splits <= 1) p.splits = 1, p.k_per_split = 0;
 }
 
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {
