@@ -21,31 +21,7 @@
 //   WG % TILE_K == 0. On an H200, TILE_M 128, TILE_N 64, WPT_M 8, WPT_N 4 is ~1.8x faster for
 //   C, OC >= 64 (24 vs 14 TFLOP/s fp32); TILE_M 64, TILE_N 32, TILE_K 8 for C = 3..4 inputs.
 
-#ifndef TILE_M
-#define TILE_M 32
-#endif
-#ifndef TILE_N
-#define TILE_N 32
-#endif
-#ifndef TILE_K
-#define TILE_K 16
-#endif
-#ifndef WPT_M
-#define WPT_M 4
-#endif
-#ifndef WPT_N
-#define WPT_N 4
-#endif
-#ifndef VWM
-#define VWM 4
-#endif
-#ifndef VWN
-#define VWN 4
-#endif
-#ifndef LPAD
-#define LPAD 0
-#endif
-
+// Tile defaults (gemm_tiles.cl): the 32 x 32 x 16 tiles of 4 x 4 named above.
 #include "gemm_tiles.cl"
 #if GEMM_WG % TILE_K
 #error "conv2d_implicit_gemm.cl: the work-group size must be a multiple of TILE_K"
@@ -128,10 +104,7 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
     }
   }
 
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i)
-#pragma unroll
-    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
+  zero_acc(acc);
 
   const int kstep = vec_a ? 4 * (lid % (TILE_K / 4)) : lid % TILE_K;
   float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
@@ -169,13 +142,11 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
-  const int tiles_n = (OC + TILE_N - 1) / TILE_N;
-  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
-  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
+  const int2 o = group_tile_origin(OC);
   float acc[WPT_M][WPT_N];
   igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, 0,
-                   KH * KW * C, m0, n0, &As[0][0], &Bs[0][0], acc);
-  store_output_tile(acc, bias, out, N * OH * OW, OC, m0, n0, lid % RT_N, lid / RT_N, act_min,
+                   KH * KW * C, o.x, o.y, &As[0][0], &Bs[0][0], acc);
+  store_output_tile(acc, bias, out, N * OH * OW, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
                     act_max);
 }
 
@@ -191,15 +162,12 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
-  const int tiles_n = (OC + TILE_N - 1) / TILE_N;
-  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
-  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
-  const int z = get_group_id(1);
-  const int kbeg = z * k_per_split;
-  const int kend = min(KH * KW * C, kbeg + k_per_split);
+  const int2 o = group_tile_origin(OC);
+  const int2 k = split_k_range(KH * KW * C, k_per_split);
   const int M = N * OH * OW;
   float acc[WPT_M][WPT_N];
-  igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, kbeg, kend,
-                   m0, n0, &As[0][0], &Bs[0][0], acc);
-  store_partial_tile(acc, P + (long)z * M * OC, M, OC, m0, n0, lid % RT_N, lid / RT_N);
+  igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, k.x, k.y,
+                   o.x, o.y, &As[0][0], &Bs[0][0], acc);
+  store_partial_tile(acc, P + (long)get_group_id(1) * M * OC, M, OC, o.x, o.y, lid % RT_N,
+                     lid / RT_N);
 }

@@ -175,16 +175,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void winograd_gemm
   const int lid = get_local_id(0);
   const int tx = lid % RT_N;
   const int ty = lid / RT_N;
-  const int tiles_n = (OC + TILE_N - 1) / TILE_N;
-  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
-  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
-
+  const int2 o = group_tile_origin(OC);
+  const int m0 = o.x, n0 = o.y;
   float acc[WPT_M][WPT_N];
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i)
-#pragma unroll
-    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
-
   gemm_accumulate(A, B, P, OC, C, 0, C, m0, n0, &As[0][0], &Bs[0][0], acc);
 
   const int out0 = b * P * OC;

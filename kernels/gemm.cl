@@ -68,20 +68,10 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
 
   const int lid = get_local_id(0);
-  const int tx = lid % RT_N;
-  const int ty = lid / RT_N;
-  const int tiles_n = (N + TILE_N - 1) / TILE_N;
-  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
-  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
-
+  const int2 o = group_tile_origin(N);
   float acc[WPT_M][WPT_N];
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i)
-#pragma unroll
-    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
-  gemm_accumulate(A, B, M, N, K, 0, K, m0, n0, &As[0][0], &Bs[0][0], acc);
-
-  store_output_tile(acc, bias, C, M, N, m0, n0, tx, ty, act_min, act_max);
+  gemm_accumulate(A, B, M, N, K, 0, K, o.x, o.y, &As[0][0], &Bs[0][0], acc);
+  store_output_tile(acc, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min, act_max);
 }
 
 // gemm_nt_splitk(A, B, P, M, N, K, k_per_split) -- GEMMs with too few output tiles to fill the
@@ -96,21 +86,12 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_split
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
-  const int tx = lid % RT_N;
-  const int ty = lid / RT_N;
-  const int tiles_n = (N + TILE_N - 1) / TILE_N;
-  const int m0 = (get_group_id(0) / tiles_n) * TILE_M;
-  const int n0 = (get_group_id(0) % tiles_n) * TILE_N;
-  const int z = get_group_id(1);
-  const int kbeg = z * k_per_split;
-  const int kend = min(K, kbeg + k_per_split);
+  const int2 o = group_tile_origin(N);
+  const int2 k = split_k_range(K, k_per_split);
   float acc[WPT_M][WPT_N];
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i)
-#pragma unroll
-    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
-  gemm_accumulate(A, B, M, N, K, kbeg, kend, m0, n0, &As[0][0], &Bs[0][0], acc);
-  store_partial_tile(acc, P + (long)z * M * N, M, N, m0, n0, tx, ty);
+  gemm_accumulate(A, B, M, N, K, k.x, k.y, o.x, o.y, &As[0][0], &Bs[0][0], acc);
+  store_partial_tile(acc, P + (long)get_group_id(1) * M * N, M, N, o.x, o.y, lid % RT_N,
+                     lid / RT_N);
 }
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(

@@ -203,7 +203,27 @@ static inline void tile_mma(__local const float* As, __local const float* Bs, in
 #endif
 }
 
-// acc += A[m0.., kbeg..kend) * B[n0.., kbeg..kend)^T for this work-item's WPT_M x WPT_N outputs.
+// The group's output tile origin (m0, n0) in a row-major output of N columns: groups run along N
+// first (get_group_id(0) = tile row * tiles along N + tile column).
+static inline int2 group_tile_origin(int N) {
+  const int tiles_n = (N + TILE_N - 1) / TILE_N;
+  return (int2)((get_group_id(0) / tiles_n) * TILE_M, (get_group_id(0) % tiles_n) * TILE_N);
+}
+
+// Columns [x, y) of K that split z = get_group_id(1) of a split-K GEMM sums.
+static inline int2 split_k_range(int K, int k_per_split) {
+  const int kbeg = get_group_id(1) * k_per_split;
+  return (int2)(kbeg, min(K, kbeg + k_per_split));
+}
+
+static inline void zero_acc(float acc[WPT_M][WPT_N]) {
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+    for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
+}
+
+// acc = A[m0.., kbeg..kend) * B[n0.., kbeg..kend)^T for this work-item's WPT_M x WPT_N outputs.
 // As / Bs hold NBUF tiles each (see GEMM_DBUF in gemm_tiles.cl).
 static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
                                    __global const GEMM_SRC_T* restrict B,
@@ -214,6 +234,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
   const int tx = lid % RT_N;
   const int ty = lid / RT_N;
   const bool vec = (K & 3) == 0;
+  zero_acc(acc);
   float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
   fetch_tile_nt(A, ra, TILE_M, m0, M, kbeg, K, kend, vec, lid, GEMM_TMAP);
   fetch_tile_nt(B, rb, TILE_N, n0, N, kbeg, K, kend, vec, lid, GEMM_TMAP);

@@ -25,16 +25,8 @@ from clgpu_delegate.runtime import make_interpreter
 
 Usage = tuple[int, int, int]  # bytes, first step, last step (inclusive)
 
-# (expansion, channels, repeats, stride) of MobileNetV2's inverted-residual stages.
-MOBILENET_V2_STAGES = (
-    (1, 16, 1, 1),
-    (6, 24, 2, 2),
-    (6, 32, 3, 2),
-    (6, 64, 4, 2),
-    (6, 96, 3, 1),
-    (6, 160, 3, 2),
-    (6, 320, 1, 1),
-)
+# (expansion, channels, repeats, stride) of MobileNetV2's inverted-residual stages: the zoo's.
+MOBILENET_V2_STAGES = zoo._MOBILENET_V2
 SEVEN_SIXTHS = 7 / 6
 
 

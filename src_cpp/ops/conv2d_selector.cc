@@ -71,13 +71,11 @@ GemmTiles ImplicitGemmTiles(const ConvGeometry& g, const DeviceInfo& dev) {
 
 // Implicit GEMM tiles and, when its output tiles cannot fill the device (strided convs on
 // 14x14 and 7x7 maps: 0.77 of ResNet-50's 2.16 ms of kernel time on an H200 before), K splits.
-GemmPlan PlanImplicitGemm(const OpContext& ctx, const ConvGeometry& g) {
+GemmPlan PlanImplicitGemm(const DeviceInfo& dev, const ConvGeometry& g, int forced_splits) {
   GemmPlan p;
-  p.tiles = ImplicitGemmTiles(g, ctx.env.device());
-  const long m = long(g.n) * g.oh * g.ow;
-  const long groups =
-      ((m + p.tiles.tile_m - 1) / p.tiles.tile_m) * ((g.oc + p.tiles.tile_n - 1) / p.tiles.tile_n);
-  PlanSplitK(p, ctx.env.device(), groups, long(g.kh) * g.kw * g.c, ctx.options.gemm_splits);
+  p.tiles = ImplicitGemmTiles(g, dev);
+  PlanSplitK(p, dev, p.tiles.Groups(long(g.n) * g.oh * g.ow, g.oc), long(g.kh) * g.kw * g.c,
+             forced_splits);
   return p;
 }
 
@@ -163,13 +161,10 @@ bool SmallMapsFavourSplitK(const ConvGeometry& g, const DeviceInfo& dev, ConvAlg
   const WinogradKind& k = Kind(w);
   const GemmTiles wt = WinogradTiles(g, dev);
   const long tiles = long(g.n) * ((g.oh + k.tile - 1) / k.tile) * ((g.ow + k.tile - 1) / k.tile);
-  const long wgroups =
-      k.positions * ((tiles + wt.tile_m - 1) / wt.tile_m) * ((g.oc + wt.tile_n - 1) / wt.tile_n);
-  const GemmTiles it = ImplicitGemmTiles(g, dev);
-  const long m = long(g.n) * g.oh * g.ow;
-  const long igroups = ((m + it.tile_m - 1) / it.tile_m) * ((g.oc + it.tile_n - 1) / it.tile_n);
-  return wgroups < dev.compute_units && igroups < dev.compute_units &&
-         long(g.kh) * g.kw * g.c >= 8L * it.tile_k;
+  const long wgroups = k.positions * wt.Groups(tiles, g.oc);
+  const GemmPlan ip = PlanImplicitGemm(dev, g, 0);
+  return wgroups < dev.compute_units &&
+         ip.tiles.Groups(long(g.n) * g.oh * g.ow, g.oc) < dev.compute_units && ip.splits > 1;
 }
 
 }  // namespace
@@ -295,7 +290,9 @@ std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, cons
     return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
   }
   if (a == ConvAlgorithm::kImplicitGemm) {
-    const size_t bytes = GemmScratchBytes(PlanImplicitGemm(ctx, g), long(g.n) * g.oh * g.ow, g.oc);
+    const size_t bytes =
+        GemmScratchBytes(PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits),
+                         long(g.n) * g.oh * g.ow, g.oc);
     return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
   }
   if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return {};
@@ -346,7 +343,7 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
       break;
     }
     case ConvAlgorithm::kImplicitGemm: {
-      const GemmPlan p = PlanImplicitGemm(ctx, g);
+      const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
       const long m = long(g.n) * g.oh * g.ow;
       auto prog = ctx.GetProgram("conv2d_implicit_gemm", p.tiles.Defines());
       if (p.splits <= 1) {

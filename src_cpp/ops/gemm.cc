@@ -45,12 +45,10 @@ GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_spli
     // The biggest tiles reuse each loaded value most, but only pay once they give the
     // device a couple of waves of groups.
     const GemmTiles big = TilesFor("gemm_big", dev);
-    const long big_groups =
-        ((m + big.tile_m - 1) / big.tile_m) * ((n + big.tile_n - 1) / big.tile_n);
+    const long big_groups = big.Groups(m, n);
     if (big_groups >= 2L * dev.compute_units) p.tiles = big;
   }
-  const long groups =
-      ((m + p.tiles.tile_m - 1) / p.tiles.tile_m) * ((n + p.tiles.tile_n - 1) / p.tiles.tile_n);
+  const long groups = p.tiles.Groups(m, n);
   PlanSplitK(p, dev, groups, k, forced_splits);
   return p;
 }

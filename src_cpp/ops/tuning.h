@@ -19,10 +19,11 @@ struct GemmTiles {
   int lpad = 0;  // LPAD: local-row padding (bank conflicts of the transposed stores)
   size_t work_group() const { return size_t(tile_m / wpt_m) * (tile_n / wpt_n); }
   std::string Defines() const;
-  // 1-D global size for an M x N output.
-  size_t Global(long m, long n) const {
-    return size_t((m + tile_m - 1) / tile_m) * size_t((n + tile_n - 1) / tile_n) * work_group();
+  // Output tiles (work-groups) of an M x N output, and the 1-D global size that runs them.
+  long Groups(long m, long n) const {
+    return ((m + tile_m - 1) / tile_m) * ((n + tile_n - 1) / tile_n);
   }
+  size_t Global(long m, long n) const { return size_t(Groups(m, n)) * work_group(); }
 };
 
 // Entries: "gemm_big" (GEMMs of at least two waves of its tiles), "gemm", "gemm_small" (M <= 256),
