@@ -4,14 +4,18 @@
 namespace clgpu {
 
 extern const OpHandler kAddHandler;
+extern const OpHandler kConcatenationHandler;
 extern const OpHandler kConv2dHandler;
 extern const OpHandler kDepthwiseConv2dHandler;
 extern const OpHandler kFullyConnectedHandler;
 extern const OpHandler kTransposeHandler;
 
 const OpHandler* FindOpHandler(int32_t op) {
-  static const OpHandler* const kHandlers[] = {&kAddHandler, &kConv2dHandler,
-                                               &kDepthwiseConv2dHandler, &kFullyConnectedHandler,
+  static const OpHandler* const kHandlers[] = {&kAddHandler,
+                                               &kConcatenationHandler,
+                                               &kConv2dHandler,
+                                               &kDepthwiseConv2dHandler,
+                                               &kFullyConnectedHandler,
                                                &kTransposeHandler};
   for (const OpHandler* h : kHandlers)
     if (h->op == op) return h;
