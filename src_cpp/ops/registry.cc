@@ -10,13 +10,16 @@ extern const OpHandler kConv2dHandler;
 extern const OpHandler kDepthwiseConv2dHandler;
 extern const OpHandler kFullyConnectedHandler;
 extern const OpHandler kMaxPool2dHandler;
+extern const OpHandler kResizeBilinearHandler;
+extern const OpHandler kResizeNearestNeighborHandler;
 extern const OpHandler kTransposeHandler;
 
 const OpHandler* FindOpHandler(int32_t op) {
   static const OpHandler* const kHandlers[] = {
       &kAddHandler,       &kAveragePool2dHandler,   &kConcatenationHandler,
       &kConv2dHandler,    &kDepthwiseConv2dHandler, &kFullyConnectedHandler,
-      &kMaxPool2dHandler, &kTransposeHandler};
+      &kMaxPool2dHandler, &kResizeBilinearHandler,  &kResizeNearestNeighborHandler,
+      &kTransposeHandler};
   for (const OpHandler* h : kHandlers)
     if (h->op == op) return h;
   return nullptr;
