@@ -4,17 +4,18 @@
 // and no work-item divides or rounds. One work-item per output element (per 4 channels
 // in the _c4 variants, for C % 4 == 0).
 //
-// Common arguments: in, out, h, w (input), cv (channels, in units of 4 for _c4), oh, ow,
-// n_oh (batch * oh). NDRange (cv, ow, n_oh).
+// Common arguments: in, out, h, w (input), cv (channels, in units of 4 for _c4), oh, ow.
+// NDRange (ow * cv rounded up to the work-group, oh, batch): dimension 0 runs over one
+// output row, consecutive channels in neighbouring work-items.
 
 #define RESIZE_ARGS \
-  __global const T *in, __global T *out, int h, int w, int cv, int oh, int ow, int n_oh
+  __global const T *in, __global T *out, int h, int w, int cv, int oh, int ow
 
 #define RESIZE_POS                                                              \
-  const int cx = get_global_id(0), ox = get_global_id(1), noy = get_global_id(2); \
-  if (cx >= cv || ox >= ow || noy >= n_oh) return;                              \
-  const int b = noy / oh, oy = noy - b * oh;                                    \
-  const long dst = ((long)noy * ow + ox) * cv + cx;
+  const int i = get_global_id(0), oy = get_global_id(1), b = get_global_id(2); \
+  if (i >= ow * cv) return;                                                     \
+  const int ox = i / cv, cx = i - ox * cv;                                      \
+  const long dst = ((long)b * oh + oy) * ow * cv + i;
 
 #define RESIZE_IN(y, x) ((((long)b * h + (y)) * w + (x)) * cv + cx)
 

@@ -12,6 +12,7 @@ namespace clgpu {
 namespace {
 
 constexpr int kMaxRank = 6;
+constexpr size_t kGroup = 64;  // work-items per group (the global size is padded to it)
 
 // `s` as [outer, axis, inner] around `axis`: the same elements in the same order.
 Shape View3(const Shape& s, int axis) {
@@ -99,11 +100,12 @@ class ConcatOp : public Op {
         l.name = vec ? "concat_copy4" : "concat_copy";
         l.kernel = CreateKernel(*prog, l.name);
         const int div = vec ? 4 : 1;
-        SetArgs(l.kernel, in[i], out[0], rows, cols / div, out_cols / div, col0 / div, act_min_,
+        const int total = rows * cols / div;
+        SetArgs(l.kernel, in[i], out[0], total, cols / div, out_cols / div, col0 / div, act_min_,
                 act_max_);
-        l.dims = 2;
-        l.global[0] = cols / div;
-        l.global[1] = rows;
+        l.dims = 1;
+        l.global[0] = RoundUp(size_t(total), kGroup);
+        l.local[0] = kGroup;
         launches_.push_back(std::move(l));
       }
       col0 += cols;

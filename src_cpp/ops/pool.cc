@@ -12,6 +12,7 @@ namespace {
 
 // Strides and windows beyond this are refused: 32-bit index arithmetic (as conv).
 constexpr int kMaxStep = 32767;
+constexpr size_t kGroup = 64;  // work-items per group, along an output row
 
 class PoolOp : public Op {
  public:
@@ -84,12 +85,15 @@ class PoolOp : public Op {
     Launch l;
     l.name = std::string(max_ ? "max_pool2d" : "avg_pool2d") + (vec4_ ? "_c4" : "");
     l.kernel = CreateKernel(*prog, l.name);
-    SetArgs(l.kernel, in[0], out[0], g.h, g.w, cv, g.oh, g.ow, g.n * g.oh, g.kh, g.kw, g.sh, g.sw,
-            g.pad_top, g.pad_left, act_min_, act_max_);
+    SetArgs(l.kernel, in[0], out[0], g.h, g.w, cv, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pad_top,
+            g.pad_left, act_min_, act_max_);
+    // Rows padded to whole work-groups: OpenCL 1.2 needs local sizes that divide the
+    // global ones, and an odd output width would otherwise force tiny groups.
     l.dims = 3;
-    l.global[0] = cv;
-    l.global[1] = g.ow;
-    l.global[2] = size_t(g.n) * g.oh;
+    l.global[0] = RoundUp(size_t(g.ow) * cv, kGroup);
+    l.global[1] = g.oh;
+    l.global[2] = g.n;
+    l.local[0] = kGroup, l.local[1] = l.local[2] = 1;
     launches_.clear();
     launches_.push_back(std::move(l));
   }

@@ -13,6 +13,8 @@
 namespace clgpu {
 namespace {
 
+constexpr size_t kGroup = 64;  // work-items per group, along an output row
+
 // Source position of output index `o` along one axis, as the CPU kernels find it.
 struct Axis {
   int in = 1, out = 1;
@@ -152,15 +154,17 @@ class ResizeOp : public Op {
     if (bilinear_) {
       fy_ = UploadFloat32(ctx, fy);
       fx_ = UploadFloat32(ctx, fx);
-      SetArgs(l.kernel, in[0], out[0], h, w, cv, o[1], o[2], n * o[1], rows_.get(), cols_.get(),
-              fy_.get(), fx_.get());
+      SetArgs(l.kernel, in[0], out[0], h, w, cv, o[1], o[2], rows_.get(), cols_.get(), fy_.get(),
+              fx_.get());
     } else {
-      SetArgs(l.kernel, in[0], out[0], h, w, cv, o[1], o[2], n * o[1], rows_.get(), cols_.get());
+      SetArgs(l.kernel, in[0], out[0], h, w, cv, o[1], o[2], rows_.get(), cols_.get());
     }
+    // Rows padded to whole work-groups (OpenCL 1.2 local sizes divide the global ones).
     l.dims = 3;
-    l.global[0] = cv;
-    l.global[1] = o[2];
-    l.global[2] = size_t(n) * o[1];
+    l.global[0] = RoundUp(size_t(o[2]) * cv, kGroup);
+    l.global[1] = o[1];
+    l.global[2] = n;
+    l.local[0] = kGroup, l.local[1] = l.local[2] = 1;
     launches_.clear();
     launches_.push_back(std::move(l));
   }
