@@ -1,5 +1,6 @@
-"""CONCATENATION parity with stock TFLite CPU: 2-5 inputs on every axis (negative too), runs
-that do and do not allow float4 copies, constant inputs, batch > 1; a fused activation (which TFLite refuses) is declined."""
+"""CONCATENATION parity with stock TFLite CPU: 1-5 inputs on every axis (negative too), runs
+that do and do not allow float4 copies, constant inputs, batch > 1. A fused activation, which
+TFLite's kernels refuse, is declined."""
 
 from __future__ import annotations
 

@@ -95,8 +95,10 @@ def test_resize_to_a_size_computed_at_run_time_stays_on_cpu(kind: str, runtime: 
     b._ops[-1].inputs[1] = size
     b.output(y)
     model = b.build()
-    inputs = [np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32),
-              np.array([6, 8], np.int32)]
+    inputs = [
+        np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32),
+        np.array([6, 8], np.int32),
+    ]
     r = check_parity(model, runtime, inputs=inputs, expect_cpu="all")
     assert "not constant" in r.reason(0)
 
