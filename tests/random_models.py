@@ -5,8 +5,9 @@
     case.describe()                # the kind and every op's parameters, for a bug report
 
 Kinds: one claimed op with random parameters (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD,
-TRANSPOSE; weights sometimes FLOAT16 behind DEQUANTIZE), or a small graph mixing claimed ops with
-ops the delegate leaves on the CPU (MUL, RELU, pooling, CONCATENATION, PAD, MEAN, ...). Claimed
+TRANSPOSE; weights sometimes FLOAT16 behind DEQUANTIZE), or a small graph mixing claimed ops
+(also pooling and CONCATENATION) with ops the delegate leaves on the CPU (MUL, RELU, PAD, MEAN,
+...). Claimed
 ops only get variants the delegate supports, so every one of them must be delegated
 (`expected_delegated` derives that from the model itself).
 
@@ -29,7 +30,16 @@ from clgpu_delegate.modelgen import ModelBuilder
 # The fused activations the delegate implements (TANH / SIGN_BIT stay on the CPU).
 ACTIVATIONS = (None, "RELU", "RELU6", "RELU_N1_TO_1")
 CONV_ALGORITHMS = ("direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked")
-CLAIMED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "TRANSPOSE")
+CLAIMED_OPS = (
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "FULLY_CONNECTED",
+    "ADD",
+    "TRANSPOSE",
+    "CONCATENATION",
+    "MAX_POOL_2D",
+    "AVERAGE_POOL_2D",
+)
 MAX_ELEMENTS = 6000  # per tensor: keeps a case well under 100 ms on a 2-core PoCL
 
 _OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}

@@ -8,12 +8,19 @@ import pytest
 from parity import check_parity, random_inputs
 from test_add import CASES as ADD_CASES
 from test_add import add_model
+from test_concat import CASES as CONCAT_CASES
+from test_concat import concat_model
 from test_conv2d import ALGORITHMS, BLOCKED_KNOBS, conv_model, set_blocked_knobs
 from test_conv2d import CASES as CONV_CASES
 from test_depthwise_conv2d import CASES as DW_CASES
 from test_depthwise_conv2d import depthwise_model
 from test_fully_connected import CASES as FC_CASES
 from test_fully_connected import fc_model
+from test_pool import CASES as POOL_CASES
+from test_pool import pool_model
+from test_resize import FLAGS as RESIZE_FLAGS
+from test_resize import NEAREST_FLAGS, resize_model
+from test_resize import SHAPES as RESIZE_SHAPES
 from test_transpose import CASES as TRANSPOSE_CASES
 from test_transpose import transpose_model
 
@@ -82,3 +89,23 @@ def test_add_fp16(case, runtime: str) -> None:
 @pytest.mark.parametrize("shape,perm", TRANSPOSE_CASES)
 def test_transpose_fp16(shape, perm, runtime: str) -> None:
     check_fp16(transpose_model(shape, perm), runtime)
+
+
+@pytest.mark.parametrize("case", CONCAT_CASES.values(), ids=CONCAT_CASES.keys())
+def test_concat_fp16(case, runtime: str) -> None:
+    check_fp16(concat_model(case), runtime)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("case", POOL_CASES.values(), ids=POOL_CASES.keys())
+def test_pool_fp16(case, kind: str, runtime: str) -> None:
+    check_fp16(pool_model(case, kind), runtime)
+
+
+@pytest.mark.parametrize(
+    ("kind", "align", "half"),
+    [("nearest", a, h) for a, h in NEAREST_FLAGS] + [("bilinear", a, h) for a, h in RESIZE_FLAGS],
+)
+@pytest.mark.parametrize("case", RESIZE_SHAPES.values(), ids=RESIZE_SHAPES.keys())
+def test_resize_fp16(case, kind: str, align: bool, half: bool, runtime: str) -> None:
+    check_fp16(resize_model(case, kind, align, half), runtime)

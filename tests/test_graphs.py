@@ -351,9 +351,13 @@ def test_graph_input_is_also_graph_output(runtime: str) -> None:
 
 
 def test_lenet5_from_the_zoo(runtime: str) -> None:
-    # 5x5 convs, AVERAGE_POOL (CPU) between them, FCs, SOFTMAX: a real little network.
-    r = check_parity(zoo.build("lenet5"), runtime, expect_delegated={"CONV_2D", "FULLY_CONNECTED"})
-    assert len(r.partitions) >= 2
+    # 5x5 convs, AVERAGE_POOL between them, FCs, SOFTMAX (CPU): a real little network.
+    r = check_parity(
+        zoo.build("lenet5"),
+        runtime,
+        expect_delegated={"CONV_2D", "AVERAGE_POOL_2D", "FULLY_CONNECTED"},
+    )
+    assert len(r.partitions) >= 2  # RESHAPE and SOFTMAX stay on the CPU
     assert np.isclose(r.outputs[0].sum(), r.outputs[0].shape[0], rtol=1e-5)
 
 
@@ -362,7 +366,21 @@ def test_zoo_network_small_input(name: str, runtime: str) -> None:
     # Realistic channel counts and depth; a small input keeps it quick on a CPU device.
     model = zoo.build(name, size=48, num_classes=37, softmax=False)
     r = check_parity(model, runtime)
-    claimable = {"CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "FULLY_CONNECTED"}
+    claimable = {"CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "FULLY_CONNECTED", "CONCATENATION",
+                 "MAX_POOL_2D", "AVERAGE_POOL_2D"}
     for d in r.decisions:
         if d["op_name"] in claimable:
             assert d["delegated"], format(d)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_pynet_is_one_partition(precision: str, runtime: str) -> None:
+    # Convs, max-pools, nearest and bilinear upsampling and channel concatenations: the
+    # whole network in one partition, no host round trips between its stages.
+    model = zoo.build("pynet", size=64)
+    tol = {} if precision == "fp32" else {"rtol": 1e-2, "atol": 1e-2}
+    r = check_parity(
+        model, runtime, expect_delegated="all", expect_partitions=1, precision=precision, **tol
+    )
+    ops = {d["op_name"] for d in r.decisions}
+    assert {"CONCATENATION", "MAX_POOL_2D", "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"} <= ops

@@ -15,9 +15,12 @@ import numpy as np
 import pytest
 from parity import ParityResult, check_parity, compare, random_inputs, run
 from test_add import Add, add_model
+from test_concat import Concat, concat_model
 from test_conv2d import Conv, conv_model, set_blocked_knobs
 from test_depthwise_conv2d import Depthwise, depthwise_model
 from test_fully_connected import FC, fc_model
+from test_pool import Pool, pool_model
+from test_resize import Resize, resize_model
 from test_transpose import transpose_model
 
 import clgpu_delegate
@@ -203,6 +206,60 @@ def test_transpose_split(
     check_split(
         transpose_model(shape, perm), runtime, 1024 if precision == "fp32" else 512, precision
     )
+
+
+# ---- CONCATENATION: boxes of the [outer, axis, inner] view; each input gives its part ----
+
+CONCAT_CASES = {
+    "channels_3": Concat(((2, 11, 9, 5), (2, 11, 9, 8), (2, 11, 9, 3)), 3),
+    "rows_const": Concat(((1, 13, 12, 4), (1, 9, 12, 4)), 1, const=(1,)),
+    "batch_5": Concat(tuple((n, 7, 6, 5) for n in (1, 2, 1, 3, 1)), 0),
+    "rank2_neg": Concat(((40, 17), (40, 30)), -1),
+}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("case", CONCAT_CASES.values(), ids=CONCAT_CASES.keys())
+def test_concat_split(case: Concat, precision: str, runtime: str) -> None:
+    check_split(concat_model(case), runtime, 1024 if precision == "fp32" else 512, precision)
+
+
+# ---- pools: the conv window arithmetic on boxes of rows, columns, images and channels ----
+
+POOL_CASES = {
+    "3x3_s2_same": Pool((2, 23, 19, 8), 3, 2, "SAME", "RELU"),
+    "2x2_s2_valid_c5": Pool((1, 22, 21, 5), 2, 2),
+    "3x3_s1_same_c3": Pool((2, 17, 15, 3), 3, 1, "SAME"),
+    "rect_over_stride": Pool((1, 20, 18, 6), (3, 2), (1, 3), "SAME", "RELU6"),
+}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("case", POOL_CASES.values(), ids=POOL_CASES.keys())
+def test_pool_split(case: Pool, kind: str, precision: str, runtime: str) -> None:
+    check_split(pool_model(case, kind), runtime, 1024 if precision == "fp32" else 512, precision)
+
+
+# ---- resizes: a box of the output reads the input rows and columns it samples ----
+
+RESIZE_CASES = {
+    "up_c4": Resize((2, 9, 11, 4), (23, 25)),
+    "down_c3": Resize((1, 29, 27, 3), (11, 10)),
+    "mixed_c5": Resize((1, 8, 30, 5), (21, 13)),
+}
+RESIZE_FLAGS = [(False, False), (True, False), (False, True)]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize(("align", "half"), RESIZE_FLAGS, ids=["plain", "align", "half"])
+@pytest.mark.parametrize("kind", ["nearest", "bilinear"])
+@pytest.mark.parametrize("case", RESIZE_CASES.values(), ids=RESIZE_CASES.keys())
+def test_resize_split(
+    case: Resize, kind: str, align: bool, half: bool, precision: str, runtime: str
+) -> None:
+    model = resize_model(case, kind, align, half)
+    check_split(model, runtime, 1024 if precision == "fp32" else 512, precision)
 
 
 # ---- a partition whose split intermediates flow from op to op ----

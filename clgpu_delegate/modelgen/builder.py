@@ -565,7 +565,15 @@ class ModelBuilder:
             Beta=float(beta),
         )[0]
 
-    def _resize(self, code: int, options: str, x: int, size: Sequence[int]) -> int:
+    def _resize(
+        self,
+        code: int,
+        options: str,
+        x: int,
+        size: Sequence[int],
+        align_corners: bool,
+        half_pixel_centers: bool,
+    ) -> int:
         n, _, _, c = self._float_input(x, 4)
         oh, ow = _pair(tuple(size), "resize size")
         return self._op(
@@ -573,20 +581,42 @@ class ModelBuilder:
             [x, self._int_const([oh, ow], "size")],
             [(n, oh, ow, c)],
             options=options,
-            AlignCorners=False,
-            HalfPixelCenters=False,
+            AlignCorners=bool(align_corners),
+            HalfPixelCenters=bool(half_pixel_centers),
         )[0]
 
-    def resize_nearest(self, x: int, size: Sequence[int]) -> int:
-        """RESIZE_NEAREST_NEIGHBOR to (h, w); align_corners and half_pixel_centers off."""
+    def resize_nearest(
+        self,
+        x: int,
+        size: Sequence[int],
+        align_corners: bool = False,
+        half_pixel_centers: bool = False,
+    ) -> int:
+        """RESIZE_NEAREST_NEIGHBOR to (h, w)."""
         return self._resize(
-            tflite.BuiltinOperator.RESIZE_NEAREST_NEIGHBOR, "ResizeNearestNeighborOptions", x, size
+            tflite.BuiltinOperator.RESIZE_NEAREST_NEIGHBOR,
+            "ResizeNearestNeighborOptions",
+            x,
+            size,
+            align_corners,
+            half_pixel_centers,
         )
 
-    def resize_bilinear(self, x: int, size: Sequence[int]) -> int:
-        """RESIZE_BILINEAR to (h, w); align_corners and half_pixel_centers off."""
+    def resize_bilinear(
+        self,
+        x: int,
+        size: Sequence[int],
+        align_corners: bool = False,
+        half_pixel_centers: bool = False,
+    ) -> int:
+        """RESIZE_BILINEAR to (h, w)."""
         return self._resize(
-            tflite.BuiltinOperator.RESIZE_BILINEAR, "ResizeBilinearOptions", x, size
+            tflite.BuiltinOperator.RESIZE_BILINEAR,
+            "ResizeBilinearOptions",
+            x,
+            size,
+            align_corners,
+            half_pixel_centers,
         )
 
     def split(self, x: int, axis: int, num: int) -> list[int]:

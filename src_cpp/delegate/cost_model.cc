@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "tflite/builtin.h"
@@ -34,7 +35,14 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
                                                             : w.back();
     return 2.0 * out * double(NumElements(w)) / std::max(out_channels, 1);
   }
-  return out;  // elementwise / data movement
+  if (n.op == tfl::kMaxPool2d || n.op == tfl::kAveragePool2d) {
+    tfl::PoolParams p;
+    if (!n.builtin_data) return out;
+    std::memcpy(&p, n.builtin_data, sizeof p);
+    return out * std::max(p.filter_width, 1) * std::max(p.filter_height, 1);  // one op per tap
+  }
+  if (n.op == tfl::kResizeBilinear) return 11.0 * out;  // 4 weighted taps per element
+  return out;  // elementwise / data movement (concatenation, nearest resize, transpose)
 }
 
 }  // namespace

@@ -57,6 +57,28 @@ std::string DescribeParams(const NodeInfo& n) {
                     p.weights_format, int(p.keep_num_dims));
       break;
     }
+    case tfl::kMaxPool2d:
+    case tfl::kAveragePool2d: {
+      tfl::PoolParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      std::snprintf(buf, sizeof buf, "padding=%d stride=%d,%d filter=%d,%d act=%d", p.padding,
+                    p.stride_width, p.stride_height, p.filter_width, p.filter_height, p.activation);
+      break;
+    }
+    case tfl::kConcatenation: {
+      tfl::ConcatenationParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      std::snprintf(buf, sizeof buf, "axis=%d act=%d", p.axis, p.activation);
+      break;
+    }
+    case tfl::kResizeBilinear:
+    case tfl::kResizeNearestNeighbor: {
+      tfl::ResizeParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      std::snprintf(buf, sizeof buf, "align_corners=%d half_pixel_centers=%d", int(p.align_corners),
+                    int(p.half_pixel_centers));
+      break;
+    }
     case tfl::kAdd: {
       int act;
       std::memcpy(&act, n.builtin_data, sizeof act);

@@ -4,15 +4,22 @@
 namespace clgpu {
 
 extern const OpHandler kAddHandler;
+extern const OpHandler kAveragePool2dHandler;
+extern const OpHandler kConcatenationHandler;
 extern const OpHandler kConv2dHandler;
 extern const OpHandler kDepthwiseConv2dHandler;
 extern const OpHandler kFullyConnectedHandler;
+extern const OpHandler kMaxPool2dHandler;
+extern const OpHandler kResizeBilinearHandler;
+extern const OpHandler kResizeNearestNeighborHandler;
 extern const OpHandler kTransposeHandler;
 
 const OpHandler* FindOpHandler(int32_t op) {
-  static const OpHandler* const kHandlers[] = {&kAddHandler, &kConv2dHandler,
-                                               &kDepthwiseConv2dHandler, &kFullyConnectedHandler,
-                                               &kTransposeHandler};
+  static const OpHandler* const kHandlers[] = {
+      &kAddHandler,       &kAveragePool2dHandler,   &kConcatenationHandler,
+      &kConv2dHandler,    &kDepthwiseConv2dHandler, &kFullyConnectedHandler,
+      &kMaxPool2dHandler, &kResizeBilinearHandler,  &kResizeNearestNeighborHandler,
+      &kTransposeHandler};
   for (const OpHandler* h : kHandlers)
     if (h->op == op) return h;
   return nullptr;

@@ -9,12 +9,17 @@ namespace clgpu::tfl {
 
 enum BuiltinOp : int32_t {
   kAdd = 0,
+  kAveragePool2d = 1,
+  kConcatenation = 2,
   kConv2d = 3,
   kDepthwiseConv2d = 4,
   kDequantize = 6,
   kFullyConnected = 9,
+  kMaxPool2d = 17,
+  kResizeBilinear = 23,
   kTranspose = 39,
   kDelegate = 51,
+  kResizeNearestNeighbor = 97,
 };
 
 enum Padding : int { kPaddingUnknown = 0, kPaddingSame = 1, kPaddingValid = 2 };
@@ -52,6 +57,23 @@ struct FullyConnectedParams {
 struct AddParams {
   int activation;
   bool pot_scale_int16;
+};
+
+// Common prefix of TfLitePoolParams (the computed padding that follows is the CPU kernel's).
+struct PoolParams {
+  int padding, stride_width, stride_height, filter_width, filter_height, activation;
+};
+static_assert(sizeof(PoolParams) == 24, "pool params prefix");
+
+struct ConcatenationParams {
+  int axis;
+  int activation;
+};
+
+// TfLiteResizeBilinearParams and TfLiteResizeNearestNeighborParams share this layout.
+struct ResizeParams {
+  bool align_corners;
+  bool half_pixel_centers;
 };
 
 const char* BuiltinOpName(int32_t code);

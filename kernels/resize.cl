@@ -1,0 +1,58 @@
+// RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR over NHWC. The host computes, per output
+// row and column, the source indices (and bilinear fractions) in float exactly as the
+// CPU kernels do, so the rounding of align_corners / half_pixel_centers matches theirs
+// and no work-item divides or rounds. One work-item per output element (per 4 channels
+// in the _c4 variants, for C % 4 == 0).
+//
+// Common arguments: in, out, h, w (input), cv (channels, in units of 4 for _c4), oh, ow.
+// NDRange (ow * cv rounded up to the work-group, oh, batch): dimension 0 runs over one
+// output row, consecutive channels in neighbouring work-items.
+
+#define RESIZE_ARGS \
+  __global const T *in, __global T *out, int h, int w, int cv, int oh, int ow
+
+#define RESIZE_POS                                                              \
+  const int i = get_global_id(0), oy = get_global_id(1), b = get_global_id(2); \
+  if (i >= ow * cv) return;                                                     \
+  const int ox = i / cv, cx = i - ox * cv;                                      \
+  const long dst = ((long)b * oh + oy) * ow * cv + i;
+
+#define RESIZE_IN(y, x) ((((long)b * h + (y)) * w + (x)) * cv + cx)
+
+// rows[oy], cols[ox]: the source row / column of each output.
+__kernel void resize_nearest(RESIZE_ARGS, __global const int* rows, __global const int* cols) {
+  RESIZE_POS
+  STOREF(LOADF(in, RESIZE_IN(rows[oy], cols[ox])), out, dst);
+}
+
+__kernel void resize_nearest_c4(RESIZE_ARGS, __global const int* rows, __global const int* cols) {
+  RESIZE_POS
+  STOREF4A(LOADF4A(in, RESIZE_IN(rows[oy], cols[ox])), out, dst);
+}
+
+// rows[2 * oy], rows[2 * oy + 1]: the two source rows; fy[oy]: the weight of the second
+// (it may be negative at the first row under half_pixel_centers, as on the CPU).
+// Columns alike. The weights multiply in the CPU kernel's order.
+#define BILINEAR_WEIGHTS                                                    \
+  const int y0 = rows[2 * oy], y1 = rows[2 * oy + 1];                       \
+  const int x0 = cols[2 * ox], x1 = cols[2 * ox + 1];                       \
+  const float dy = fy[oy], dx = fx[ox], ry = 1.f - dy, rx = 1.f - dx;
+
+__kernel void resize_bilinear(RESIZE_ARGS, __global const int* rows, __global const int* cols,
+                              __global const float* fy, __global const float* fx) {
+  RESIZE_POS
+  BILINEAR_WEIGHTS
+  const float v = LOADF(in, RESIZE_IN(y0, x0)) * ry * rx + LOADF(in, RESIZE_IN(y1, x0)) * dy * rx +
+                  LOADF(in, RESIZE_IN(y0, x1)) * ry * dx + LOADF(in, RESIZE_IN(y1, x1)) * dy * dx;
+  STOREF(v, out, dst);
+}
+
+__kernel void resize_bilinear_c4(RESIZE_ARGS, __global const int* rows, __global const int* cols,
+                                 __global const float* fy, __global const float* fx) {
+  RESIZE_POS
+  BILINEAR_WEIGHTS
+  const float4 v =
+      LOADF4A(in, RESIZE_IN(y0, x0)) * ry * rx + LOADF4A(in, RESIZE_IN(y1, x0)) * dy * rx +
+      LOADF4A(in, RESIZE_IN(y0, x1)) * ry * dx + LOADF4A(in, RESIZE_IN(y1, x1)) * dy * dx;
+  STOREF4A(v, out, dst);
+}

@@ -1,0 +1,166 @@
+// CONCATENATION of float tensors along any axis: each input is copied into its slice of
+// the output, one launch per input. The kernels clamp by a fused activation, though
+// TFLite's kernels (2.14, LiteRT 2.3) accept only NONE, so Check declines the others.
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "ops/op.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int kMaxRank = 6;
+constexpr size_t kGroup = 64;  // work-items per group (the global size is padded to it)
+
+// `s` as [outer, axis, inner] around `axis`: the same elements in the same order.
+Shape View3(const Shape& s, int axis) {
+  Shape v = {1, s[axis], 1};
+  for (int a = 0; a < axis; ++a) v[0] *= s[a];
+  for (size_t a = axis + 1; a < s.size(); ++a) v[2] *= s[a];
+  return v;
+}
+
+class ConcatOp : public Op {
+ public:
+  ConcatOp(const NodeInfo& node, int axis, int activation)
+      : Op(node, node.inputs, {node.outputs[0]}), axis_(axis) {
+    ActivationRange(activation, &act_min_, &act_max_);
+  }
+  // A chunk: the input boxes concatenated along axis 1 of the [outer, axis, inner] views.
+  explicit ConcatOp(const ConcatOp& whole)
+      : Op(whole.node_index()), axis_(1), act_min_(whole.act_min_), act_max_(whole.act_max_) {}
+
+  const char* type_name() const override { return "CONCATENATION"; }
+  std::string algorithm() const override { return vec4_ ? "copy_vec4" : "copy"; }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    Shape out = in.at(0);
+    if (axis_ >= static_cast<int>(out.size()))
+      throw Error("CONCATENATION axis " + std::to_string(axis_) + " is out of range for " +
+                  ShapeString(out));
+    out[axis_] = 0;
+    for (const Shape& s : in) {
+      bool ok = s.size() == out.size();
+      for (size_t a = 0; ok && a < s.size(); ++a)
+        ok = static_cast<int>(a) == axis_ || s[a] == out[a];
+      if (!ok)
+        throw Error("CONCATENATION inputs " + ShapeString(in[0]) + " and " + ShapeString(s) +
+                    " differ off axis " + std::to_string(axis_));
+      out[axis_] += s[axis_];
+    }
+    return {out};
+  }
+  double Flops(const std::vector<Shape>&, const std::vector<Shape>&) const override { return 0; }
+
+  // Chunks are boxes of the [outer, axis, inner] output view; each input gives the part
+  // of the box's axis range it covers (possibly none: an empty box, nothing copied).
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    for (const Shape& s : in) spec->views.push_back(View3(s, axis_));
+    spec->views.push_back(View3(InferShapes(in)[0], axis_));
+    spec->axes = {0, 1, 2};
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    std::vector<Box> boxes;
+    int offset = 0;
+    for (const Shape& s : in) {
+      const int n = s[axis_];
+      const int lo = std::max(out.begin[1], offset);
+      const int hi = std::min(out.begin[1] + out.size[1], offset + n);
+      Box b = out;
+      b.begin[1] = hi > lo ? lo - offset : 0;
+      b.size[1] = std::max(hi - lo, 0);
+      boxes.push_back(std::move(b));
+      offset += n;
+    }
+    return boxes;
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
+    return std::make_unique<ConcatOp>(*this);
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+               const std::vector<cl_mem>& out) override {
+    const Shape o = View3(out_shapes[0], axis_);
+    const int rows = o[0], inner = o[2], out_cols = o[1] * inner;
+    auto prog = ctx.GetProgram("concat");
+    launches_.clear();
+    vec4_ = true;
+    int col0 = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int cols = in_shapes[i][axis_] * inner;
+      if (rows > 0 && cols > 0) {
+        // float4 only when every run starts and ends on a 4-element boundary.
+        const bool vec = cols % 4 == 0 && out_cols % 4 == 0 && col0 % 4 == 0;
+        vec4_ = vec4_ && vec;
+        Launch l;
+        l.name = vec ? "concat_copy4" : "concat_copy";
+        l.kernel = CreateKernel(*prog, l.name);
+        const int div = vec ? 4 : 1;
+        const int total = rows * cols / div;
+        SetArgs(l.kernel, in[i], out[0], total, cols / div, out_cols / div, col0 / div, act_min_,
+                act_max_);
+        l.dims = 1;
+        l.global[0] = RoundUp(size_t(total), kGroup);
+        l.local[0] = kGroup;
+        launches_.push_back(std::move(l));
+      }
+      col0 += cols;
+    }
+  }
+
+ private:
+  int axis_;
+  float act_min_ = 0, act_max_ = 0;
+  bool vec4_ = false;
+};
+
+// The axis in [0, rank), or -1 if out of range (negative counts from the end, as on the CPU).
+int NormalizedAxis(int axis, int rank) {
+  if (axis < 0) axis += rank;
+  return axis >= 0 && axis < rank ? axis : -1;
+}
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  if (!node.builtin_data) return "missing CONCATENATION params";
+  if (node.inputs.empty() || node.outputs.size() != 1) return "unexpected input/output count";
+  tfl::ConcatenationParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  // Both runtimes' CPU kernels refuse a fused activation here; claiming it would run a
+  // model the CPU rejects.
+  if (p.activation != tfl::kActNone)
+    return "fused activation " + std::to_string(p.activation) +
+           " on CONCATENATION (TFLite's kernel accepts none)";
+  std::vector<int> tensors = node.inputs;
+  tensors.push_back(node.outputs[0]);
+  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
+  const Shape s0 = g.shape(node.inputs[0]);
+  if (s0.empty() || s0.size() > kMaxRank) return "rank must be 1-" + std::to_string(kMaxRank);
+  const int axis = NormalizedAxis(p.axis, static_cast<int>(s0.size()));
+  if (axis < 0) return "axis " + std::to_string(p.axis) + " is out of range";
+  std::vector<Shape> in;
+  for (int t : node.inputs) in.push_back(g.shape(t));
+  try {
+    ConcatOp(node, axis, p.activation).InferShapes(in);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  tfl::ConcatenationParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  const int axis = NormalizedAxis(p.axis, static_cast<int>(g.shape(node.inputs[0]).size()));
+  return std::make_unique<ConcatOp>(node, axis, p.activation);
+}
+
+}  // namespace
+
+extern const OpHandler kConcatenationHandler = {tfl::kConcatenation, "CONCATENATION", Check,
+                                                Create};
+
+}  // namespace clgpu

@@ -1,0 +1,155 @@
+// MAX_POOL_2D and AVERAGE_POOL_2D: SAME/VALID windows (TFLite's padding arithmetic, as
+// for convolutions), clipped to the input, with a fused clamp activation.
+#include <cstring>
+
+#include "common/error.h"
+#include "ops/conv_geometry.h"
+#include "ops/op.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+// Strides and windows beyond this are refused: 32-bit index arithmetic (as conv).
+constexpr int kMaxStep = 32767;
+constexpr size_t kGroup = 64;  // work-items per group, along an output row
+
+class PoolOp : public Op {
+ public:
+  PoolOp(const NodeInfo& node, bool max, const tfl::PoolParams& p)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}), max_(max), params_(p) {
+    ActivationRange(p.activation, &act_min_, &act_max_);
+  }
+  // A chunk: this geometry exactly (its padding is where its input box starts).
+  PoolOp(const PoolOp& whole, const ConvGeometry& g)
+      : Op(whole.node_index()),
+        max_(whole.max_),
+        params_(whole.params_),
+        act_min_(whole.act_min_),
+        act_max_(whole.act_max_),
+        chunk_(true),
+        fixed_(g) {}
+
+  const char* type_name() const override { return max_ ? "MAX_POOL_2D" : "AVERAGE_POOL_2D"; }
+  std::string algorithm() const override { return vec4_ ? "window_vec4" : "window"; }
+
+  ConvGeometry Geometry(const Shape& in) const {
+    if (in.size() != 4) throw Error(std::string(type_name()) + " needs a 4-D input");
+    if (chunk_) {
+      if (in != Shape{fixed_.n, fixed_.h, fixed_.w, fixed_.c})
+        throw Error(std::string(type_name()) + " chunk input " + ShapeString(in) +
+                    " does not match its geometry");
+      return fixed_;
+    }
+    ConvGeometry g;
+    g.n = in[0], g.h = in[1], g.w = in[2], g.c = g.oc = in[3];
+    g.kh = params_.filter_height, g.kw = params_.filter_width;
+    g.sh = params_.stride_height, g.sw = params_.stride_width;
+    g.Compute(params_.padding);
+    return g;
+  }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    const ConvGeometry g = Geometry(in[0]);
+    return {{g.n, g.oh, g.ow, g.oc}};
+  }
+  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
+    const ConvGeometry g = Geometry(in[0]);
+    return double(g.n) * g.oh * g.ow * g.oc * g.kh * g.kw;
+  }
+
+  // Chunks are boxes of the output; each reads the rows and columns its windows cover
+  // (clipped to the input) and the same channels.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    const ConvGeometry g = Geometry(in[0]);
+    spec->views = {in[0], {g.n, g.oh, g.ow, g.oc}};
+    spec->axes = {0, 1, 2, 3};
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    Box box;
+    ChunkGeometry(in[0], out, &box);
+    return {box};
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>& in, const Box& out) const override {
+    Box box;
+    return std::make_unique<PoolOp>(*this, ChunkGeometry(in[0], out, &box));
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
+               const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+    const ConvGeometry g = Geometry(in_shapes[0]);
+    vec4_ = g.c % 4 == 0;
+    const int cv = vec4_ ? g.c / 4 : g.c;
+    auto prog = ctx.GetProgram("pool");
+    Launch l;
+    l.name = std::string(max_ ? "max_pool2d" : "avg_pool2d") + (vec4_ ? "_c4" : "");
+    l.kernel = CreateKernel(*prog, l.name);
+    SetArgs(l.kernel, in[0], out[0], g.h, g.w, cv, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pad_top,
+            g.pad_left, act_min_, act_max_);
+    // Rows padded to whole work-groups: OpenCL 1.2 needs local sizes that divide the
+    // global ones, and an odd output width would otherwise force tiny groups.
+    l.dims = 3;
+    l.global[0] = RoundUp(size_t(g.ow) * cv, kGroup);
+    l.global[1] = g.oh;
+    l.global[2] = g.n;
+    l.local[0] = kGroup, l.local[1] = l.local[2] = 1;
+    launches_.clear();
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  // Pooling is per channel: the chunk reads only its own channels.
+  ConvGeometry ChunkGeometry(const Shape& in, const Box& out, Box* box) const {
+    ConvGeometry g = Geometry(in).Chunk(out, box);
+    g.c = g.oc = out.size[3];
+    box->begin[3] = out.begin[3];
+    box->size[3] = out.size[3];
+    return g;
+  }
+
+  bool max_;
+  tfl::PoolParams params_;
+  float act_min_ = 0, act_max_ = 0;
+  bool chunk_ = false;
+  ConvGeometry fixed_;  // a chunk's geometry
+  bool vec4_ = false;
+};
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  if (!node.builtin_data) return "missing pool params";
+  if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
+  tfl::PoolParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  float lo, hi;
+  if (!ActivationRange(p.activation, &lo, &hi))
+    return "fused activation " + std::to_string(p.activation) + " is not supported";
+  if (p.padding != tfl::kPaddingSame && p.padding != tfl::kPaddingValid) return "unknown padding";
+  if (p.stride_width < 1 || p.stride_height < 1 || p.filter_width < 1 || p.filter_height < 1)
+    return "invalid stride or filter size";
+  if (std::max({p.stride_width, p.stride_height, p.filter_width, p.filter_height}) > kMaxStep)
+    return "stride or filter size above " + std::to_string(kMaxStep);
+  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  if (g.shape(node.inputs[0]).size() != 4) return "input must be 4-D (NHWC)";
+  return "";
+}
+
+std::unique_ptr<Op> CreateMax(const GraphView&, const NodeInfo& node) {
+  tfl::PoolParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  return std::make_unique<PoolOp>(node, true, p);
+}
+
+std::unique_ptr<Op> CreateAverage(const GraphView&, const NodeInfo& node) {
+  tfl::PoolParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  return std::make_unique<PoolOp>(node, false, p);
+}
+
+}  // namespace
+
+extern const OpHandler kMaxPool2dHandler = {tfl::kMaxPool2d, "MAX_POOL_2D", Check, CreateMax};
+extern const OpHandler kAveragePool2dHandler = {tfl::kAveragePool2d, "AVERAGE_POOL_2D", Check,
+                                                CreateAverage};
+
+}  // namespace clgpu
