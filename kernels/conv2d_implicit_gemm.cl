@@ -153,17 +153,14 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
 // Split-K: batch-1 layers on small maps (a 7x7 output, K in the thousands) give a few output
 // tiles, so most compute units would idle while each group walks the whole of K. Split z =
 // get_group_id(1) sums columns [z * k_per_split, (z + 1) * k_per_split) of K into
-// P[z][M][OC] (float, no bias); the last split of each tile adds the splits, the bias and the
-// activation (finish_split_tile in gemm_tiles.cl).
+// P[z][M][OC] (float, no bias); gemm_splitk_reduce adds the splits, the bias and the activation.
 // NDRange: 2-D, local (GEMM_WG, 1), global (as conv2d_implicit_gemm, splits).
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm_splitk(
-    __global const T* restrict in, __global const T* restrict filter, __global float* P,
-    __global int* counters, __global const float* restrict bias, __global T* restrict out, int N,
-    int H, int W, int C, int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH, int DW,
-    int PT, int PL, int k_per_split, float act_min, float act_max) {
+    __global const T* restrict in, __global const T* restrict filter, __global float* restrict P,
+    int N, int H, int W, int C, int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH,
+    int DW, int PT, int PL, int k_per_split) {
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
-  __local int last;
   const int lid = get_local_id(0);
   const int2 o = group_tile_origin(OC);
   const int2 k = split_k_range(KH * KW * C, k_per_split);
@@ -171,6 +168,6 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
   float acc[WPT_M][WPT_N];
   igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, k.x, k.y,
                    o.x, o.y, &As[0][0], &Bs[0][0], acc);
-  finish_split_tile(acc, P, counters, bias, out, M, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                    act_max, &last);
+  store_partial_tile(acc, P + (long)get_group_id(1) * M * OC, M, OC, o.x, o.y, lid % RT_N,
+                     lid / RT_N);
 }

@@ -74,26 +74,24 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
   store_output_tile(acc, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min, act_max);
 }
 
-// gemm_nt_splitk(A, B, P, counters, bias, C, M, N, K, k_per_split, act_min, act_max) -- GEMMs
-//   with too few output tiles to fill the device (1x1 convs on 7x7 maps): split z =
-//   get_group_id(1) sums columns [z * k_per_split, (z + 1) * k_per_split) of K into P[z][M][N]
-//   (float, no bias), and the last split of each tile writes C (finish_split_tile). k_per_split
-//   is a multiple of TILE_K. NDRange: 2-D, local (GEMM_WG, 1), global (ceil(M/TILE_M) *
-//   ceil(N/TILE_N) * GEMM_WG, splits).
+// gemm_nt_splitk(A, B, P, M, N, K, k_per_split) -- GEMMs with too few output tiles to fill the
+//   device (1x1 convs on 7x7 maps): split z = get_group_id(1) sums columns [z * k_per_split,
+//   (z + 1) * k_per_split) of K into P[z][M][N] (float, no bias). k_per_split is a multiple of
+//   TILE_K. NDRange: 2-D, local (GEMM_WG, 1), global (ceil(M/TILE_M) * ceil(N/TILE_N) * GEMM_WG,
+//   splits).
+// gemm_splitk_reduce (gemm_tiles.cl) adds the splits, the bias and the activation.
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_splitk(
-    __global const T* restrict A, __global const T* restrict B, __global float* P,
-    __global int* counters, __global const float* restrict bias, __global T* restrict C, int M,
-    int N, int K, int k_per_split, float act_min, float act_max) {
+    __global const T* restrict A, __global const T* restrict B, __global float* restrict P, int M,
+    int N, int K, int k_per_split) {
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
-  __local int last;
   const int lid = get_local_id(0);
   const int2 o = group_tile_origin(N);
   const int2 k = split_k_range(K, k_per_split);
   float acc[WPT_M][WPT_N];
   gemm_accumulate(A, B, M, N, K, k.x, k.y, o.x, o.y, &As[0][0], &Bs[0][0], acc);
-  finish_split_tile(acc, P, counters, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                    act_max, &last);
+  store_partial_tile(acc, P + (long)get_group_id(1) * M * N, M, N, o.x, o.y, lid % RT_N,
+                     lid / RT_N);
 }
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(

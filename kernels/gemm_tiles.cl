@@ -53,11 +53,6 @@
 #ifndef GEMM_FRAG
 #define GEMM_FRAG 0
 #endif
-// Split-K GEMMs finish in one launch through per-tile counters (finish_split_tile); 0 leaves the
-// sum to gemm_splitk_reduce.
-#ifndef SPLITK_COUNTERS
-#define SPLITK_COUNTERS 1
-#endif
 #ifndef GEMM_SRC_T
 #define GEMM_SRC_T T
 #define GEMM_LOAD(p, i) LOADF(p, i)
@@ -322,48 +317,6 @@ static inline void store_partial_tile(float acc[WPT_M][WPT_N], __global float* r
       if (n < N) Pz[(long)m * N + n] = acc[i][j];
     }
   }
-}
-
-// Split-K in one launch. Split z = get_group_id(1) stores its partial tile in P[z]; the last split
-// of the tile to finish (counters[tile] counts them) adds the splits in the order z = 0, 1, ...
-// (the sum does not depend on which split came last), the bias and the activation, stores C and
-// resets the counter for the next launch: no second kernel, whose launch cost as much as the
-// GEMM itself for the small layers that split. Built with SPLITK_COUNTERS=0 (more tiles than the
-// partition has counters) the splits only store P and gemm_splitk_reduce follows: a define, not
-// a test of counters, as PoCL 3.1 miscompiled barriers behind an early return.
-// NVIDIA's L1 is not coherent across compute units: each work-item fences its stores before
-// the count, and the last split reads the partials through volatile (L2) loads. Its own come
-// back from memory too: acc is dead after the barrier (PoCL 3.1 wrote out of bounds when a
-// private array lived across this barrier and was written after it).
-static inline void finish_split_tile(float acc[WPT_M][WPT_N], __global float* P,
-                                     __global int* counters, __global const float* restrict bias,
-                                     __global T* restrict C, int M, int N, int m0, int n0, int tx,
-                                     int ty, float act_min, float act_max, __local int* last) {
-  const int splits = get_num_groups(1);
-  store_partial_tile(acc, P + (long)get_group_id(1) * M * N, M, N, m0, n0, tx, ty);
-#if SPLITK_COUNTERS
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-  barrier(CLK_GLOBAL_MEM_FENCE);
-  if (get_local_id(0) == 0) *last = atomic_inc(counters + get_group_id(0)) == splits - 1;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!*last) return;
-  if (get_local_id(0) == 0) counters[get_group_id(0)] = 0;
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-  __global volatile const float* Pv = P;
-  float sum[WPT_M][WPT_N];
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i) {
-    const int m = min(m0 + ROW_OF(ty, i), M - 1);  // rows / columns past the end: not stored
-#pragma unroll
-    for (int j = 0; j < WPT_N; ++j) {
-      const long idx = (long)m * N + min(n0 + COL_OF(tx, j), N - 1);
-      float s = 0.0f;
-      for (int q = 0; q < splits; ++q) s += Pv[(long)q * M * N + idx];
-      sum[i][j] = s;
-    }
-  }
-  store_output_tile(sum, bias, C, M, N, m0, n0, tx, ty, act_min, act_max);
-#endif
 }
 
 // gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max) -- C = act(sum_z P[z] + bias)

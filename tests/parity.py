@@ -178,23 +178,3 @@ def check_parity(
     return ParityResult(
         outputs, reference, list(inputs), delegate, interp, decisions, partitions, delegate.stats()
     )
-
-
-def check_split_k_invokes(
-    model: bytes, runtime: str, kernel: str, uses_reduce: bool, **delegate_options: Any
-) -> None:
-    """Split-K with forced splits over three invokes of new inputs: a split-K launch finishes
-    each output tile through a counter that it resets, so later invokes must be right too.
-    `kernel` must run; so must gemm_splitk_reduce exactly when `uses_reduce` (more output tiles
-    than the partition has counters)."""
-    r = check_parity(
-        model, runtime, expect_delegated="all", gemm_splits=2, profiling=True, **delegate_options
-    )
-    ref = make_interpreter(model, None, runtime=runtime, reference=True)
-    ref.allocate_tensors()
-    for seed in (1, 2):
-        inputs = random_inputs(ref.get_input_details(), seed)
-        want = run(ref, inputs)
-        compare(run(r.interpreter, inputs), want, FP32_RTOL, None, f" (invoke {seed + 1})")
-    ran = {k.kernel for k in r.delegate.profile().kernels}
-    assert kernel in ran and ("gemm_splitk_reduce" in ran) == uses_reduce, ran

@@ -7,7 +7,7 @@ import math
 from typing import NamedTuple
 
 import pytest
-from parity import check_parity, check_split_k_invokes, compare, random_inputs, run
+from parity import check_parity, compare, random_inputs, run
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
@@ -129,24 +129,7 @@ def test_conv2d_implicit_gemm_split_k(case: Conv, splits: int, runtime: str) -> 
         profiling=True,
     )
     ran = {k.kernel for k in r.delegate.profile().kernels}
-    # One launch: the last split of each tile sums the others (no separate reduce kernel).
-    assert "conv2d_implicit_gemm_splitk" in ran and "gemm_splitk_reduce" not in ran, ran
-
-
-# 162 x 32 = 5184 output tiles of PoCL's 32 x 32: more than the partition's 4096 tile counters.
-@pytest.mark.parametrize(
-    "case, many_tiles",
-    [(CASES["3x3_c37_oc45_tiles"], False), (Conv((1, 72, 72, 4), 1024, (3, 3)), True)],
-    ids=["counters", "reduce_kernel"],
-)
-def test_conv2d_split_k_every_invoke(case: Conv, many_tiles: bool, runtime: str) -> None:
-    check_split_k_invokes(
-        conv_model(case),
-        runtime,
-        "conv2d_implicit_gemm_splitk",
-        many_tiles,
-        conv_algorithm="implicit_gemm",
-    )
+    assert {"conv2d_implicit_gemm_splitk", "gemm_splitk_reduce"} <= ran, ran
 
 
 @pytest.mark.parametrize("splits", [0, 3])

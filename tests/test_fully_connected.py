@@ -7,7 +7,7 @@ import math
 from typing import NamedTuple
 
 import pytest
-from parity import check_parity, check_split_k_invokes
+from parity import check_parity
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
@@ -69,16 +69,6 @@ def fc_model(case: FC, seed: int = 0, fp16_weights: bool = False) -> bytes:
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_fully_connected_parity(case: FC, runtime: str) -> None:
     check_parity(fc_model(case), runtime, expect_delegated="all")
-
-
-# 64 x 65 = 4160 output tiles of PoCL's 32 x 32: more than the partition's 4096 tile counters.
-@pytest.mark.parametrize(
-    "case, many_tiles",
-    [(CASES["rows257"], False), (FC((2048, 64), 2080, 64, activation="RELU"), True)],
-    ids=["counters", "reduce_kernel"],
-)
-def test_fully_connected_split_k_every_invoke(case: FC, many_tiles: bool, runtime: str) -> None:
-    check_split_k_invokes(fc_model(case), runtime, "gemm_nt_splitk", many_tiles)
 
 
 @pytest.mark.parametrize("activation", ["TANH", "SIGN_BIT"])

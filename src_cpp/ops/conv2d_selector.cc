@@ -345,9 +345,7 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
     case ConvAlgorithm::kImplicitGemm: {
       const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
       const long m = long(g.n) * g.oh * g.ow;
-      cl_mem counters = p.splits > 1 ? SplitKCounters(ctx, p.tiles.Groups(m, g.oc)) : nullptr;
-      auto prog =
-          ctx.GetProgram("conv2d_implicit_gemm", p.tiles.Defines() + SplitKDefines(p, counters));
+      auto prog = ctx.GetProgram("conv2d_implicit_gemm", p.tiles.Defines());
       if (p.splits <= 1) {
         Launch l =
             Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
@@ -359,16 +357,16 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
       if (ctx.scratch.empty()) throw Error("split-K implicit GEMM without a scratch buffer");
       Launch l = Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, g.oc),
                         p.tiles.work_group());
-      SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], counters, bias, out, g.n, g.h, g.w, g.c,
-              g.oh, g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
-              p.k_per_split, act_min, act_max);
+      SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc,
+              g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, p.k_per_split);
       l.dims = 2;
       l.global[1] = p.splits;
       l.local[1] = 1;
       launches.push_back(std::move(l));
-      if (!counters)
-        launches.push_back(SplitKReduce(prog, ctx, bias, out, static_cast<int>(m), g.oc, p.splits,
-                                        act_min, act_max));
+      Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * g.oc);
+      SetArgs(r.kernel, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc, p.splits, act_min,
+              act_max);
+      launches.push_back(std::move(r));
       break;
     }
     case ConvAlgorithm::kWinograd:

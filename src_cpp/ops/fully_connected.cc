@@ -123,9 +123,9 @@ class FullyConnectedOp : public Op {
       l.kernel = CreateKernel(*prog, l.name);
       algorithm_ = "gemv";
     } else {
-      const GemmPlan plan = PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits);
-      launches_ = EncodeGemm(ctx, plan, in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
-      algorithm_ = plan.splits > 1 ? "gemm_splitk" : "gemm";
+      launches_ = EncodeGemm(ctx, PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits),
+                             in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
+      algorithm_ = launches_.size() > 1 ? "gemm_splitk" : "gemm";
       return;
     }
     SetArgs(l.kernel, in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);

@@ -57,33 +57,12 @@ size_t GemmScratchBytes(const GemmPlan& p, long m, long n) {
   return p.splits > 1 ? size_t(p.splits) * m * n * sizeof(float) : 0;
 }
 
-cl_mem SplitKCounters(const OpContext& ctx, long tiles) {
-  return tiles <= static_cast<long>(ctx.tile_counter_slots) ? ctx.tile_counters : nullptr;
-}
-
-std::string SplitKDefines(const GemmPlan& p, cl_mem counters) {
-  return p.splits > 1 && !counters ? " -DSPLITK_COUNTERS=0" : "";
-}
-
-Launch SplitKReduce(const std::shared_ptr<Program>& prog, OpContext& ctx, cl_mem bias, cl_mem c,
-                    int m, int n, int splits, float act_min, float act_max) {
-  Launch r;
-  r.name = "gemm_splitk_reduce";
-  r.kernel = CreateKernel(*prog, r.name);
-  SetArgs(r.kernel, ctx.scratch[0], bias, c, m, n, splits, act_min, act_max);
-  r.dims = 1;
-  r.global[0] = RoundUp(size_t(m) * n, 64);
-  return r;
-}
-
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max) {
   // Whole tiles only: the kernel's loads skip their bounds checks.
   const bool even =
       m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
-  cl_mem counters = p.splits > 1 ? SplitKCounters(ctx, p.tiles.Groups(m, n)) : nullptr;
-  auto prog = ctx.GetProgram(
-      "gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") + SplitKDefines(p, counters));
+  auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : ""));
   std::vector<Launch> out;
   Launch l;
   l.dims = 1;
@@ -99,13 +78,18 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   if (ctx.scratch.empty()) throw Error("split-K GEMM without a scratch buffer");
   l.name = "gemm_nt_splitk";
   l.kernel = CreateKernel(*prog, l.name);
-  SetArgs(l.kernel, a, b, ctx.scratch[0], counters, bias, c, m, n, k, p.k_per_split, act_min,
-          act_max);
+  SetArgs(l.kernel, a, b, ctx.scratch[0], m, n, k, p.k_per_split);
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;
   out.push_back(std::move(l));
-  if (!counters) out.push_back(SplitKReduce(prog, ctx, bias, c, m, n, p.splits, act_min, act_max));
+  Launch r;
+  r.name = "gemm_splitk_reduce";
+  r.kernel = CreateKernel(*prog, r.name);
+  SetArgs(r.kernel, ctx.scratch[0], bias, c, m, n, p.splits, act_min, act_max);
+  r.dims = 1;
+  r.global[0] = RoundUp(size_t(m) * n, 64);
+  out.push_back(std::move(r));
   return out;
 }
 

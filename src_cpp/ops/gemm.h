@@ -11,7 +11,7 @@ namespace clgpu {
 
 struct GemmPlan {
   GemmTiles tiles;
-  int splits = 1;  // > 1: gemm_nt_splitk (+ gemm_splitk_reduce without tile counters)
+  int splits = 1;  // > 1: gemm_nt_splitk + gemm_splitk_reduce
   int k_per_split = 0;
 };
 
@@ -25,18 +25,6 @@ GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_spli
 
 // Scratch bytes (slot 0) the plan needs (partial sums of the splits).
 size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
-
-// The tile counters for a split-K launch of `tiles` output tiles, or nullptr when the partition
-// has too few: the splits then leave their sums to gemm_splitk_reduce.
-cl_mem SplitKCounters(const OpContext& ctx, long tiles);
-
-// The build defines of a program whose split-K kernels get these counters ("" or the define
-// that leaves the sum to gemm_splitk_reduce).
-std::string SplitKDefines(const GemmPlan& p, cl_mem counters);
-
-// The gemm_splitk_reduce launch of `prog` that follows a split-K launch without counters.
-Launch SplitKReduce(const std::shared_ptr<Program>& prog, OpContext& ctx, cl_mem bias, cl_mem c,
-                    int m, int n, int splits, float act_min, float act_max);
 
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max);

@@ -27,10 +27,6 @@ struct OpContext {
   // Partition-wide scratch buffers, shared by all ops (they run one after another),
   // sized to the largest ScratchBytes() request per slot.
   std::vector<cl_mem> scratch = {};
-  // Partition-wide per-tile counters of one-launch split-K GEMMs (finish_split_tile in
-  // gemm_tiles.cl): zero when allocated, and every launch leaves them zero.
-  cl_mem tile_counters = nullptr;
-  size_t tile_counter_slots = 0;
 
   // kernels/<file>.cl built for this context's storage type (cached).
   std::shared_ptr<Program> GetProgram(const std::string& file, const std::string& extra = "") {

@@ -506,19 +506,6 @@ void Partition::Bind(TfLiteContext* ctx) {
     octx.scratch.push_back(scratch_[j].get());
     scratch_total += scratch_[j].bytes();
   }
-  // Counters of one-launch split-K GEMMs, one per output tile. Split-K serves GEMMs of few
-  // tiles (fewer than the device's compute units, unless forced), so a few thousand cover
-  // them; a GEMM with more tiles falls back to a separate reduce kernel.
-  if (!tile_counters_) {
-    const std::vector<int> zeros(kTileCounters, 0);
-    tile_counters_ = env.CreateBuffer(zeros.size() * sizeof(int));
-    CheckCl(Cl().clEnqueueWriteBuffer(octx.queue, tile_counters_.get(), CL_TRUE, 0,
-                                      tile_counters_.bytes(), zeros.data(), 0, nullptr, nullptr),
-            "clEnqueueWriteBuffer(tile counters)");
-  }
-  octx.tile_counters = tile_counters_.get();
-  octx.tile_counter_slots = kTileCounters;
-  scratch_total += tile_counters_.bytes();
   op_profiles_.assign(ops_.size(), {});
   size_t weight_bytes = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {

@@ -110,12 +110,10 @@ class Partition {
   std::vector<int> uploads_, downloads_;  // tensor indices, in a fixed order
   Buffer arena_;                          // the activations, placed by the memory planner
   std::vector<Buffer> shared_;            // whole shared buffers where views are avoided
-  static constexpr size_t kTileCounters = 4096;
-  Buffer tile_counters_;         // split-K tile counters (OpContext::tile_counters)
-  std::vector<Buffer> scratch_;  // shared op scratch (Winograd transforms), one per slot
-  std::vector<Buffer> staging_;  // chunks' input boxes, then output boxes, per slot
-  Buffer transfer_staging_;      // float32 ranges of ranged fp16 transfers
-  std::vector<OpRun> runs_;      // per op; released before the buffers above
+  std::vector<Buffer> scratch_;           // shared op scratch (Winograd transforms), one per slot
+  std::vector<Buffer> staging_;           // chunks' input boxes, then output boxes, per slot
+  Buffer transfer_staging_;               // float32 ranges of ranged fp16 transfers
+  std::vector<OpRun> runs_;               // per op; released before the buffers above
   MemoryReport report_;
   bool planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued
