@@ -212,10 +212,11 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
   if (ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g)) return ConvAlgorithm::kGemm1x1;
   // Few input and output channels at high resolution: Winograd's transformed buffers and a
   // thin GEMM cost more than they save. On an H200 direct_blocked ran 16x2880x3968 3x3 -> 16
-  // 1.58x, and 32x1440x1984 / 16x2880x3968 3x3 -> 3 2.1-2.7x faster than F(4x4); it lost at
-  // C = 32, OC = 32 (0.76x) and with C = 512 (0.26x).
-  if (dev.type == "gpu" && g.sh == 1 && g.sw == 1 && g.c <= 32 && g.oc <= 16 &&
-      long(g.oh) * g.ow >= 65536)
+  // 1.58x, and 32x1440x1984 / 16x2880x3968 3x3 -> 3 2.1-2.7x faster than F(4x4); with at most
+  // 4 output channels also 128x360x496 and 64x720x992 3x3 -> 3 (1.24x, 1.45x). It lost at
+  // C = 32, OC = 32 (0.76x), 256x180x248 -> 3 (0.52x) and with C = 512 (0.18-0.26x).
+  if (dev.type == "gpu" && g.sh == 1 && g.sw == 1 &&
+      ((g.c <= 32 && g.oc <= 16) || (g.c <= 128 && g.oc <= 4)) && long(g.oh) * g.ow >= 65536)
     return ConvAlgorithm::kDirectBlocked;
   if (ConvAlgorithmApplies(ConvAlgorithm::kWinograd4, g) && g.c >= 16) {
     // Winograd needs enough input channels to make its GEMMs worth the transforms
