@@ -89,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument(
+        "--min-seconds",
+        type=float,
+        default=1.0,
+        help="alternate CPU and delegate runs past --runs until this long (tiny models)",
+    )
     ap.add_argument("--pynet-size", type=int, default=512)
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--partitioning", default="cost")
@@ -103,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         rep = run_benchmark(
             str(path),
             runs=args.runs,
+            min_seconds=args.min_seconds,
             precision=args.precision,
             partitioning=args.partitioning,
             progress=False,
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             "memory": rep.get("memory"),
         }
         if not args.no_litert_gpu:
-            row["litert_gpu"] = litert_gpu(path, args.runs)
+            row["litert_gpu"] = litert_gpu(path, cpu["runs"])
         rows.append(row)
         g = row.get("litert_gpu", {})
         print(
@@ -135,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "precision": args.precision,
         "partitioning": args.partitioning,
         "runs": args.runs,
+        "min_seconds": args.min_seconds,
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -145,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, "
         f"precision {meta['precision']}, partitioning {meta['partitioning']}, "
-        f"median of {meta['runs']} runs",
+        f"median of at least {meta['runs']} alternating runs and {meta['min_seconds']} s per model "
+        "(runs per model in the JSON)",
         "",
         f"command: `{meta['command']}`",
         "",

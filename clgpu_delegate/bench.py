@@ -136,9 +136,12 @@ def run_benchmark(
     runtime: str | None = None,
     progress: bool = True,
     profile: bool = False,
+    min_seconds: float = 0.0,
     **delegate_options: Any,
 ) -> dict[str, Any]:
-    """Benchmark CPU vs delegate on one model; returns a JSON-able report."""
+    """Benchmark CPU vs delegate on one model; returns a JSON-able report. With min_seconds,
+    pairs of runs continue past `runs` until that much time has passed (a 40 us model needs
+    thousands of runs for a median that a few us of jitter does not move)."""
     from tqdm import tqdm
 
     threads = threads or os.cpu_count() or 1
@@ -157,9 +160,13 @@ def run_benchmark(
         gpu.result.max_rel_diff = max(gpu.result.max_rel_diff, float(diff.max(initial=0)) / scale)
     gc.disable()  # a collection inside a timed run is noise
     try:
-        for _ in tqdm(range(runs), desc=f"bench {name}", disable=not progress, unit="run"):
+        bar = tqdm(total=runs, desc=f"bench {name}", disable=not progress, unit="run")
+        t_end = time.perf_counter() + min_seconds
+        while len(cpu.result.runs_ms) < runs or time.perf_counter() < t_end:
             cpu.result.runs_ms.append(cpu.run(feeds))
             gpu.result.runs_ms.append(gpu.run(feeds))
+            bar.update()
+        bar.close()
     finally:
         gc.enable()
     dev = gpu.delegate.device if gpu.delegate is not None else None
@@ -199,7 +206,7 @@ def _profile(
     prof_runner = _Runner("profiled", data, options, threads, runtime)
     prof_runner.run(feeds)  # first invoke: builds, uploads
     prof_runner.delegate.reset_profile()  # steady state only
-    for _ in range(runs):
+    for _ in range(len(timed.runs_ms)):
         prof_runner.run(feeds)
     prof = prof_runner.delegate.profile()
     kernel_ms = prof.kernel_ms_per_invoke()

@@ -11,13 +11,16 @@ namespace clgpu {
 namespace {
 
 // Rough sustained rates, calibrated on the H200 machine (16 host threads) with the
-// benchmark models (bench/compare_cpu.py): XNNPACK ran 33 (MobileNetV2) to 90
-// (ResNet-50) GFLOP/s per thread; NVIDIA's OpenCL cost about 13 us of host time per
-// kernel and the device at least a few us per kernel however small. A partition
-// must win by a margin: a wrong "keep" costs more than a wrong "decline".
+// benchmark models (bench/compare_cpu.py). XNNPACK ran 33 (MobileNetV2) to 90 (ResNet-50)
+// GFLOP/s per thread, and each node costs its threads a few us of hand-off however small
+// (LeNet-5: 9 nodes, 40 us). NVIDIA's OpenCL device took 4-10 us per small kernel; the
+// host's ~3 us enqueue (no profiling events) overlaps with it, leaving short gaps between
+// kernels (MobileNetV2: 84 launches in 0.64 ms). A partition must win by a margin: a wrong
+// "keep" costs more than a wrong "decline".
 constexpr double kCpuGflopsPerThread = 60.0;
+constexpr double kCpuNodeUs = 5.0;          // per node, whatever its size
 constexpr double kDeviceEfficiency = 0.25;  // of CU * clock * 128 FLOP/cycle
-constexpr double kLaunchUs = 13.0;          // host time per kernel enqueue
+constexpr double kLaunchGapUs = 1.5;        // between kernels, the enqueue overlapping
 constexpr double kMinKernelUs = 6.0;        // device time of even the smallest kernel
 constexpr double kSyncUs = 40.0;            // one clFinish + read-back per invoke
 constexpr double kDiscreteGBps = 8.0;       // host <-> device copies (PCIe, pageable)
@@ -67,10 +70,11 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     if (g.valid_tensor(t)) e.boundary_bytes += 4.0 * NumElements(g.shape(t));
 
   const double threads = std::max(1u, std::thread::hardware_concurrency());
-  e.cpu_ms = e.flops / (kCpuGflopsPerThread * threads * 1e9) * 1e3;
+  e.cpu_ms =
+      e.flops / (kCpuGflopsPerThread * threads * 1e9) * 1e3 + nodes.size() * kCpuNodeUs * 1e-3;
   const double gbps = dev.host_unified_memory ? kUnifiedGBps : kDiscreteGBps;
   e.device_ms = device_compute_ms + e.boundary_bytes / (gbps * 1e9) * 1e3 +
-                (e.kernels * kLaunchUs + kSyncUs) * 1e-3;
+                (e.kernels * kLaunchGapUs + kSyncUs) * 1e-3;
   char buf[200];
   if (dev.type == "cpu") {
     e.keep = false;
