@@ -635,6 +635,23 @@ class ModelBuilder:
             NumSplits=num,
         )
 
+    def split_v(self, x: int, sizes: Sequence[int], axis: int) -> list[int]:
+        """SPLIT_V into parts of `sizes` along `axis` (one size may be -1: the remainder)."""
+        shape = self._check(x).shape
+        ax = _norm_axis(axis, len(shape))
+        known = sum(s for s in sizes if s != -1)
+        parts = [shape[ax] - known if s == -1 else s for s in sizes]
+        if sum(parts) != shape[ax] or min(parts, default=0) < 0:
+            raise ValueError(f"cannot split dim {shape[ax]} of {shape} into {list(sizes)}")
+        return self._op(
+            tflite.BuiltinOperator.SPLIT_V,
+            [x, self._int_const(list(sizes), "size_splits"), self._int_const(ax, "axis")],
+            [shape[:ax] + (p,) + shape[ax + 1 :] for p in parts],
+            options="SplitVOptions",
+            out_dtype=self.dtype(x),
+            NumSplits=len(sizes),
+        )
+
     def dynamic_reshape_flatten(self, x: int) -> int:
         """Flattens to (N, -1) through SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE.
 

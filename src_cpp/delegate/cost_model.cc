@@ -45,6 +45,13 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
     return out * std::max(p.filter_width, 1) * std::max(p.filter_height, 1);  // one op per tap
   }
   if (n.op == tfl::kResizeBilinear) return 11.0 * out;  // 4 weighted taps per element
+  if (n.op == tfl::kSplit || n.op == tfl::kSplitV) {
+    // Data movement over all outputs (output 0 alone would undercount it by the split count).
+    double all = 0;
+    for (int t : n.outputs)
+      if (g.valid_tensor(t)) all += double(NumElements(g.shape(t)));
+    return all;
+  }
   return out;  // elementwise / data movement (concatenation, nearest resize, transpose)
 }
 

@@ -12,6 +12,8 @@ extern const OpHandler kFullyConnectedHandler;
 extern const OpHandler kMaxPool2dHandler;
 extern const OpHandler kResizeBilinearHandler;
 extern const OpHandler kResizeNearestNeighborHandler;
+extern const OpHandler kSplitHandler;
+extern const OpHandler kSplitVHandler;
 extern const OpHandler kTransposeHandler;
 
 const OpHandler* FindOpHandler(int32_t op) {
@@ -19,7 +21,7 @@ const OpHandler* FindOpHandler(int32_t op) {
       &kAddHandler,       &kAveragePool2dHandler,   &kConcatenationHandler,
       &kConv2dHandler,    &kDepthwiseConv2dHandler, &kFullyConnectedHandler,
       &kMaxPool2dHandler, &kResizeBilinearHandler,  &kResizeNearestNeighborHandler,
-      &kTransposeHandler};
+      &kSplitHandler,     &kSplitVHandler,          &kTransposeHandler};
   for (const OpHandler* h : kHandlers)
     if (h->op == op) return h;
   return nullptr;

@@ -18,8 +18,10 @@ enum BuiltinOp : int32_t {
   kMaxPool2d = 17,
   kResizeBilinear = 23,
   kTranspose = 39,
+  kSplit = 49,
   kDelegate = 51,
   kResizeNearestNeighbor = 97,
+  kSplitV = 102,
 };
 
 enum Padding : int { kPaddingUnknown = 0, kPaddingSame = 1, kPaddingValid = 2 };

@@ -1,0 +1,186 @@
+// SPLIT and SPLIT_V of float tensors along a constant axis: each output is copied out of
+// its slice of the input, one launch per output (kernels/concat.cl, concat's copy with
+// source and destination swapped). The axis and the sizes must be constants: the output
+// shapes are then fixed at Prepare like every other tensor of a partition.
+#include <cstring>
+
+#include "common/error.h"
+#include "ops/op.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int kMaxRank = 6;
+constexpr size_t kGroup = 64;  // work-items per group (the global size is padded to it)
+
+class SplitOp : public Op {
+ public:
+  // `data` is the one activation input; `sizes` the extent of each output along `axis`.
+  SplitOp(const NodeInfo& node, int data, int axis, std::vector<int> sizes, const char* name)
+      : Op(node, {data}, node.outputs), axis_(axis), sizes_(std::move(sizes)), name_(name) {}
+
+  const char* type_name() const override { return name_; }
+  std::string algorithm() const override { return vec4_ ? "copy_vec4" : "copy"; }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    const Shape& s = in.at(0);
+    if (axis_ >= static_cast<int>(s.size()))
+      throw Error(std::string(name_) + " axis " + std::to_string(axis_) + " is out of range for " +
+                  ShapeString(s));
+    int total = 0;
+    for (int n : sizes_) total += n;
+    if (total != s[axis_])
+      throw Error(std::string(name_) + " sizes add up to " + std::to_string(total) + ", not " +
+                  std::to_string(s[axis_]) + " of " + ShapeString(s));
+    std::vector<Shape> out;
+    for (int n : sizes_) {
+      Shape o = s;
+      o[axis_] = n;
+      out.push_back(o);
+    }
+    return out;
+  }
+  double Flops(const std::vector<Shape>&, const std::vector<Shape>&) const override { return 0; }
+  // No GetChunkSpec: runtime/split.h chunks boxes of output 0 only, so a SPLIT with a tensor
+  // over the largest allocation is declined by PlanOpChunks ("SPLIT cannot run in chunks").
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
+               const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+    // The input as [rows, in_cols]: rows = the axes before `axis`, a row = the rest.
+    const Shape& s = in_shapes[0];
+    int rows = 1, inner = 1;
+    for (int a = 0; a < axis_; ++a) rows *= s[a];
+    for (size_t a = axis_ + 1; a < s.size(); ++a) inner *= s[a];
+    const int in_cols = s[axis_] * inner;
+    auto prog = ctx.GetProgram("concat");
+    launches_.clear();
+    vec4_ = true;
+    int col0 = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const int cols = sizes_[i] * inner;
+      if (rows > 0 && cols > 0) {
+        // float4 only when every run starts and ends on a 4-element boundary.
+        const bool vec = cols % 4 == 0 && in_cols % 4 == 0 && col0 % 4 == 0;
+        vec4_ = vec4_ && vec;
+        Launch l;
+        l.name = vec ? "split_copy4" : "split_copy";
+        l.kernel = CreateKernel(*prog, l.name);
+        const int div = vec ? 4 : 1;
+        const int total = rows * cols / div;
+        SetArgs(l.kernel, in[0], out[i], total, cols / div, in_cols / div, col0 / div);
+        l.dims = 1;
+        l.global[0] = RoundUp(size_t(total), kGroup);
+        l.local[0] = kGroup;
+        launches_.push_back(std::move(l));
+      }
+      col0 += cols;
+    }
+  }
+
+ private:
+  int axis_;
+  std::vector<int> sizes_;
+  const char* name_;
+  bool vec4_ = false;
+};
+
+// Where the operands are: SPLIT(axis, data), SPLIT_V(data, sizes, axis).
+struct Operands {
+  int data, axis, sizes = -1;
+};
+Operands OperandsOf(const NodeInfo& node) {
+  if (node.op == tfl::kSplit) return {node.inputs[1], node.inputs[0]};
+  return {node.inputs[0], node.inputs[2], node.inputs[1]};
+}
+
+// Reads the constant axis (normalized to [0, rank)) and the output sizes; "" or why not.
+std::string ReadSplit(const GraphView& g, const NodeInfo& node, int* axis,
+                      std::vector<int>* sizes) {
+  const char* name = node.op == tfl::kSplit ? "SPLIT" : "SPLIT_V";
+  const size_t want_inputs = node.op == tfl::kSplit ? 2 : 3;
+  if (node.inputs.size() != want_inputs || node.outputs.empty())
+    return "unexpected input/output count";
+  const Operands ops = OperandsOf(node);
+  std::vector<int> tensors = {ops.data};
+  tensors.insert(tensors.end(), node.outputs.begin(), node.outputs.end());
+  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
+  const Shape s = g.shape(ops.data);
+  const int rank = static_cast<int>(s.size());
+  if (s.empty() || rank > kMaxRank) return "rank must be 1-" + std::to_string(kMaxRank);
+  // A run-time axis or size would make the output shapes dynamic.
+  if (!g.valid_tensor(ops.axis) || !g.IsConstant(ops.axis))
+    return std::string(name) + " axis is not a constant tensor";
+  std::vector<int64_t> a;
+  try {
+    a = g.ConstantInts(ops.axis);
+  } catch (const Error& e) {
+    return std::string(name) + " axis: " + e.what();
+  }
+  if (a.size() != 1) return std::string(name) + " axis must be a single value";
+  *axis = static_cast<int>(a[0] < 0 ? a[0] + rank : a[0]);
+  if (*axis < 0 || *axis >= rank) return "axis " + std::to_string(a[0]) + " is out of range";
+  const int n = static_cast<int>(node.outputs.size());
+  sizes->clear();
+  if (node.op == tfl::kSplit) {
+    if (s[*axis] % n)
+      return "axis extent " + std::to_string(s[*axis]) + " is not divisible by " +
+             std::to_string(n) + " outputs";
+    sizes->assign(n, s[*axis] / n);
+    return "";
+  }
+  if (!g.valid_tensor(ops.sizes) || !g.IsConstant(ops.sizes))
+    return "SPLIT_V size_splits is not a constant tensor";
+  std::vector<int64_t> v;
+  try {
+    v = g.ConstantInts(ops.sizes);
+  } catch (const Error& e) {
+    return std::string("SPLIT_V size_splits: ") + e.what();
+  }
+  if (static_cast<int>(v.size()) != n) return "SPLIT_V size_splits length != output count";
+  // One size may be -1: whatever the others leave.
+  int unknown = -1, known = 0;
+  for (int i = 0; i < n; ++i) {
+    if (v[i] == -1 && unknown < 0) {
+      unknown = i;
+    } else if (v[i] < 0) {
+      return "SPLIT_V size_splits has a negative size";
+    } else {
+      known += static_cast<int>(v[i]);
+    }
+    sizes->push_back(static_cast<int>(v[i]));
+  }
+  if (unknown >= 0) {
+    if (known > s[*axis]) return "SPLIT_V size_splits exceed the axis extent";
+    (*sizes)[unknown] = s[*axis] - known;
+  } else if (known != s[*axis]) {
+    return "SPLIT_V size_splits add up to " + std::to_string(known) + ", not the axis extent " +
+           std::to_string(s[*axis]);
+  }
+  // The partition's buffer plan gave an empty output's neighbour wrong data (measured: the
+  // size-0 part of SPLIT_V(0, 6) left the other output unwritten); decline rather than guess.
+  for (int n : *sizes)
+    if (n == 0) return "SPLIT_V with an empty (size 0) output";
+  return "";
+}
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  int axis = 0;
+  std::vector<int> sizes;
+  return ReadSplit(g, node, &axis, &sizes);
+}
+
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  int axis = 0;
+  std::vector<int> sizes;
+  if (auto why = ReadSplit(g, node, &axis, &sizes); !why.empty()) throw Error(why);
+  return std::make_unique<SplitOp>(node, OperandsOf(node).data, axis, std::move(sizes),
+                                   node.op == tfl::kSplit ? "SPLIT" : "SPLIT_V");
+}
+
+}  // namespace
+
+extern const OpHandler kSplitHandler = {tfl::kSplit, "SPLIT", Check, Create};
+extern const OpHandler kSplitVHandler = {tfl::kSplitV, "SPLIT_V", Check, Create};
+
+}  // namespace clgpu

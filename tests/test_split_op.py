@@ -1,0 +1,156 @@
+"""SPLIT / SPLIT_V parity with stock TFLite CPU (not the max-allocation suite, test_split.py):
+every axis (negative too), 2-4 outputs, runs that do and do not allow float4 copies, batch > 1,
+fp16 storage; an axis or sizes known only at run time, int32 data and a split whose tensor
+exceeds the largest allocation are declined. Zoo AlexNet (grouped convs as SPLIT -> convs ->
+CONCATENATION) runs in one partition."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+from parity import check_parity
+from test_fp16 import check_fp16
+
+import clgpu_delegate
+from clgpu_delegate.modelgen import ModelBuilder, zoo
+from clgpu_delegate.runtime import make_interpreter
+
+
+class Split(NamedTuple):
+    shape: tuple[int, ...]
+    axis: int
+    num: int = 2
+    sizes: tuple[int, ...] = ()  # SPLIT_V when set
+
+
+CASES = {
+    "c_2_vec4": Split((1, 6, 5, 8), 3),
+    "c_3_odd": Split((2, 5, 7, 9), 3, 3),  # C not a multiple of 4: scalar copies
+    "c_4_neg": Split((1, 4, 3, 12), -1, 4),
+    "h_2": Split((2, 6, 5, 6), 1),
+    "w_3_neg": Split((1, 5, 6, 3), -2, 3),
+    "batch_4": Split((4, 3, 3, 5), 0, 4),
+    "batch_2_c": Split((2, 3, 4, 8), 3, 2),
+    "rank2_axis1": Split((4, 9), 1, 3),
+    "rank1": Split((12,), 0, 3),
+    "rank5": Split((2, 3, 4, 2, 5), 2, 2),
+    "single_output": Split((2, 3, 4, 5), 3, 1),
+    "v_c_odd": Split((1, 4, 3, 10), 3, sizes=(3, 4, 3)),
+    "v_c_vec4": Split((2, 4, 3, 16), -1, sizes=(4, 8, 4)),
+    "v_remainder": Split((2, 7, 3, 5), 1, sizes=(2, -1, 1)),
+}
+
+
+def split_model(case: Split, seed: int = 0) -> bytes:
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", case.shape)
+    parts = b.split_v(x, case.sizes, case.axis) if case.sizes else b.split(x, case.axis, case.num)
+    for p in parts:
+        b.output(p)
+    return b.build()
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_split_parity(case: Split, runtime: str) -> None:
+    r = check_parity(split_model(case), runtime, expect_delegated="all", atol=0, rtol=0)
+    assert r.stats["invokes"] >= 1
+    assert {d["op_name"] for d in r.decisions} == {"SPLIT_V" if case.sizes else "SPLIT"}
+
+
+@pytest.mark.parametrize("name", ["c_3_odd", "c_4_neg", "batch_4", "v_c_odd", "v_c_vec4"])
+def test_split_fp16(name: str, runtime: str) -> None:
+    check_fp16(split_model(CASES[name]), runtime)
+
+
+def test_split_between_convs_one_partition(runtime: str) -> None:
+    # conv -> split -> conv per part -> concat -> conv: one partition.
+    b = ModelBuilder(seed=4)
+    x = b.input("x", (2, 6, 5, 8))
+    y = b.conv2d(x, b.rand((6, 3, 3, 8)), activation="RELU")
+    parts = b.split(y, 3, 3)
+    z = b.concat([b.conv2d(p, b.rand((3, 1, 1, 2))) for p in parts], 3)
+    b.output(b.conv2d(z, b.rand((5, 1, 1, 9))))
+    check_parity(b.build(), runtime, expect_delegated="all", expect_partitions=1)
+
+
+def test_split_profile_names_its_kernels(runtime: str) -> None:
+    for name, kernel in (("c_3_odd", "split_copy"), ("c_2_vec4", "split_copy4")):
+        r = check_parity(split_model(CASES[name]), runtime, expect_delegated="all", profiling=True)
+        assert kernel in {k.kernel for k in r.delegate.profile().kernels}
+
+
+def _declined(model: bytes, runtime: str, **options: object) -> str:
+    d = clgpu_delegate.load(partitioning="all", **options)
+    make_interpreter(model, [d], runtime=runtime, reference=True)
+    assert d.delegated_nodes() == [], d.decisions()
+    return d.decisions()[0]["reason"]
+
+
+def test_runtime_axis_is_declined(runtime: str) -> None:
+    from clgpu_delegate.modelgen.builder import tflite
+
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 6))
+    axis = b.input("axis", (), "int32")
+    outs = b._op(
+        tflite.BuiltinOperator.SPLIT,
+        [axis, x],
+        [(1, 4, 4, 3)] * 2,
+        options="SplitOptions",
+        NumSplits=2,
+    )
+    for o in outs:
+        b.output(o)
+    assert "axis is not a constant" in _declined(b.build(), runtime)
+
+
+def test_runtime_sizes_are_declined(runtime: str) -> None:
+    from clgpu_delegate.modelgen.builder import tflite
+
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 6))
+    sizes = b.input("sizes", (2,), "int32")
+    outs = b._op(
+        tflite.BuiltinOperator.SPLIT_V,
+        [x, sizes, b._int_const(3, "axis")],
+        [(1, 4, 4, 3)] * 2,
+        options="SplitVOptions",
+        NumSplits=2,
+    )
+    for o in outs:
+        b.output(o)
+    assert "size_splits is not a constant" in _declined(b.build(), runtime)
+
+
+def test_int32_split_stays_on_cpu(runtime: str) -> None:
+    b = ModelBuilder()
+    for o in b.split(b.input("a", (2, 6), "int32"), 1, 2):
+        b.output(o)
+    r = check_parity(b.build(), runtime, expect_cpu="all", atol=0, rtol=0)
+    assert "float32" in r.reason(0)
+
+
+def test_split_v_with_an_empty_output_is_declined(runtime: str) -> None:
+    model = split_model(Split((1, 3, 3, 6), 3, sizes=(0, 6)))
+    assert "empty" in _declined(model, runtime)
+
+
+def test_split_over_the_largest_allocation_is_declined(runtime: str) -> None:
+    # Chunks are boxes of output 0 only (runtime/split.h): a multi-output op cannot run in
+    # them, so a SPLIT touching a tensor larger than one buffer stays on the CPU.
+    model = split_model(Split((1, 16, 16, 8), 3))
+    assert "cannot run in chunks" in _declined(model, runtime, max_alloc_bytes=4096)
+
+
+def test_alexnet_trunk_in_one_partition(runtime: str) -> None:
+    # RESHAPE is not ours, so the FC head is a second partition; the conv trunk, its three
+    # SPLIT -> conv -> CONCATENATION groups included, is the first, whole.
+    model = zoo.alexnet(size=99, num_classes=10, softmax=False)
+    r = check_parity(model, runtime, expect_partitions=2, partitioning="all", rtol=1e-3)
+    on_cpu = {d["op_name"] for d in r.decisions if not d["delegated"]}
+    assert on_cpu == {"RESHAPE"}, on_cpu
+    reshape = next(d["node"] for d in r.decisions if d["op_name"] == "RESHAPE")
+    assert r.partitions[0] == list(range(reshape)), r.partitions
+    splits = [d for d in r.decisions if d["op_name"] == "SPLIT"]
+    assert len(splits) == 3 and all(d["delegated"] for d in splits)
