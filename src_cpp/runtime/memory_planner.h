@@ -26,6 +26,9 @@ struct MemoryPlan {
   size_t allocated_bytes = 0;  // sum of buffer_bytes
 };
 
+// The naive sum (every tensor its own buffer) and the peak of bytes alive at once.
+void LiveBounds(const std::vector<TensorUsage>& tensors, size_t* naive, size_t* lower_bound);
+
 MemoryPlan PlanGreedyBySize(const std::vector<TensorUsage>& tensors);
 
 // Shared objects, as little memory as a short search finds: greedy plans from
