@@ -275,6 +275,7 @@ def test_resize_until_a_valid_conv_output_is_empty(
         ("transpose", (2, 0, 3)),
         ("add", (0, 3, 2)),
         ("add", (2, 0, 3)),
+        ("split_v", (2, 0, 6)),
     ],
 )
 def test_zero_size_tensor_does_not_crash(
@@ -289,6 +290,7 @@ def test_zero_size_tensor_does_not_crash(
         "fully_connected": lambda: b.fully_connected(x, b.rand((4, c)), keep_num_dims=True),
         "transpose": lambda: b.transpose(x, list(range(len(shape)))[::-1]),
         "add": lambda: b.add(x, b.rand((c,))),
+        "split_v": lambda: b.split_v(x, (0, 2, 4), -1)[2],
     }[op]()
     b.output(b.relu(y))  # and a CPU op reading the empty result
     _check_isolated(run_python, tmp_path, b.build(), runtime, None, request)
