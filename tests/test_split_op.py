@@ -2,7 +2,8 @@
 every axis (negative too), 2-4 outputs, runs that do and do not allow float4 copies, batch > 1,
 fp16 storage, SPLIT_V parts of size 0 (the other outputs are still written); an axis or sizes
 known only at run time, int32 data and a split whose tensor exceeds the largest allocation are
-declined. Zoo AlexNet (grouped convs as SPLIT -> convs -> CONCATENATION) runs in one partition."""
+declined. Zoo AlexNet (grouped convs as SPLIT -> convs -> CONCATENATION) is tested whole in
+test_reshape.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from parity import check_parity, random_inputs, run
 from test_fp16 import check_fp16
 
 import clgpu_delegate
-from clgpu_delegate.modelgen import ModelBuilder, zoo
+from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
 
 
@@ -186,16 +187,3 @@ def test_split_over_the_largest_allocation_is_declined(runtime: str) -> None:
     # them, so a SPLIT touching a tensor larger than one buffer stays on the CPU.
     model = split_model(Split((1, 16, 16, 8), 3))
     assert "cannot run in chunks" in _declined(model, runtime, max_alloc_bytes=4096)
-
-
-def test_alexnet_trunk_in_one_partition(runtime: str) -> None:
-    # RESHAPE is not ours, so the FC head is a second partition; the conv trunk, its three
-    # SPLIT -> conv -> CONCATENATION groups included, is the first, whole.
-    model = zoo.alexnet(size=99, num_classes=10, softmax=False)
-    r = check_parity(model, runtime, expect_partitions=2, partitioning="all", rtol=1e-3)
-    on_cpu = {d["op_name"] for d in r.decisions if not d["delegated"]}
-    assert on_cpu == {"RESHAPE"}, on_cpu
-    reshape = next(d["node"] for d in r.decisions if d["op_name"] == "RESHAPE")
-    assert r.partitions[0] == list(range(reshape)), r.partitions
-    splits = [d for d in r.decisions if d["op_name"] == "SPLIT"]
-    assert len(splits) == 3 and all(d["delegated"] for d in splits)

@@ -531,7 +531,17 @@ void Partition::Bind(TfLiteContext* ctx) {
     }
     // An op whose outputs are all empty (as the CPU produces for a too-small input) runs nothing.
     if (!OutputsEmpty(i)) {
-      if (runs_[i].plan.empty()) {
+      if (ops_[i]->IsFlatCopy()) {
+        // Same elements, same order: one copy between the tensors' storage (more where
+        // either is kept in pieces), both seen as flat.
+        const Shape flat = {static_cast<int>(NumElements(in_shapes[0]))};
+        std::vector<CopyCommand> copies;
+        AppendBoxCopies(StorageOf(ops_[i]->inputs()[0]), flat, WholeBox(flat),
+                        StorageOf(ops_[i]->outputs()[0]), flat, WholeBox(flat), octx.storage_bytes,
+                        &copies);
+        for (const CopyCommand& c : copies)
+          runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
+      } else if (runs_[i].plan.empty()) {
         ops_[i]->Prepare(octx, in_shapes, out_shapes_[i], in, out);
         for (const Launch& l : ops_[i]->launches())
           runs_[i].steps.push_back(Step{&l, {}, nullptr, ops_[i].get()});

@@ -270,8 +270,8 @@ void Partition::RecordProfile(const std::vector<Event>& events, const std::vecto
     r.algorithm = st.owner->algorithm();
     r.kernel = st.launch ? st.launch->name : st.name;
     r.shape = op_profiles_[op].shape;
-    // Work and traffic are attributed to the op's first kernel only.
-    if (st.launch && attributed.insert(op).second) {
+    // Work and traffic are attributed to the op's first kernel only (a flat copy's first copy).
+    if ((st.launch || o.IsFlatCopy()) && attributed.insert(op).second) {
       r.flops = op_profiles_[op].flops;
       r.bytes = op_profiles_[op].bytes;
     }
