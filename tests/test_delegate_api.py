@@ -164,7 +164,9 @@ def _abi_model() -> tuple[bytes, dict[int, tuple[str, dict[str, str]]]]:
     )
     y = b.add(y, b.rand((8,)), "RELU")
     y = b.fully_connected(y, b.rand((5, 8)), keep_num_dims=True, activation="RELU")
-    y = b.transpose(y, (0, 3, 2, 1))
+    y = b.transpose(y, (0, 3, 2, 1))  # (1, 5, 2, 4)
+    y = b.reshape(y, (1, -1, 4), resolve=False)
+    y = b.squeeze(b.expand_dims(y, 3), (-1,))
     b.output(y)
     expected = {
         0: ("CONV_2D", {"padding": "2", "stride": "3,2", "act": "3", "dilation": "1,2"}),
@@ -181,6 +183,9 @@ def _abi_model() -> tuple[bytes, dict[int, tuple[str, dict[str, str]]]]:
         2: ("ADD", {"act": "1"}),
         3: ("FULLY_CONNECTED", {"act": "1", "weights_format": "0", "keep_num_dims": "1"}),
         4: ("TRANSPOSE", {}),
+        5: ("RESHAPE", {"new_shape": "1,-1,4", "num_dimensions": "3"}),
+        6: ("EXPAND_DIMS", {}),
+        7: ("SQUEEZE", {"squeeze_dims": "-1", "num_squeeze_dims": "1"}),
     }
     return b.build(), expected
 

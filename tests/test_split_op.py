@@ -1,19 +1,20 @@
 """SPLIT / SPLIT_V parity with stock TFLite CPU (not the max-allocation suite, test_split.py):
 every axis (negative too), 2-4 outputs, runs that do and do not allow float4 copies, batch > 1,
-fp16 storage; an axis or sizes known only at run time, int32 data and a split whose tensor
-exceeds the largest allocation are declined. Zoo AlexNet (grouped convs as SPLIT -> convs ->
-CONCATENATION) runs in one partition."""
+fp16 storage, SPLIT_V parts of size 0 (the other outputs are still written); an axis or sizes
+known only at run time, int32 data and a split whose tensor exceeds the largest allocation are
+declined. Zoo AlexNet (grouped convs as SPLIT -> convs -> CONCATENATION) is tested whole in
+test_reshape.py."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import pytest
-from parity import check_parity
+from parity import check_parity, random_inputs, run
 from test_fp16 import check_fp16
 
 import clgpu_delegate
-from clgpu_delegate.modelgen import ModelBuilder, zoo
+from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
 
 
@@ -39,7 +40,14 @@ CASES = {
     "v_c_odd": Split((1, 4, 3, 10), 3, sizes=(3, 4, 3)),
     "v_c_vec4": Split((2, 4, 3, 16), -1, sizes=(4, 8, 4)),
     "v_remainder": Split((2, 7, 3, 5), 1, sizes=(2, -1, 1)),
+    # Parts of size 0: an op with some empty outputs still runs for the others.
+    "v_empty_first": Split((1, 3, 3, 6), 3, sizes=(0, 6)),
+    "v_empty_middle": Split((2, 3, 4, 6), -1, sizes=(2, 0, 4)),
+    "v_empty_remainder": Split((1, 4, 3, 5), 1, sizes=(4, -1)),
+    "v_empty_axis0": Split((3, 2, 5), 0, sizes=(0, 3, 0)),
 }
+
+EMPTY_CASES = [name for name in CASES if "empty" in name]
 
 
 def split_model(case: Split, seed: int = 0) -> bytes:
@@ -131,9 +139,47 @@ def test_int32_split_stays_on_cpu(runtime: str) -> None:
     assert "float32" in r.reason(0)
 
 
-def test_split_v_with_an_empty_output_is_declined(runtime: str) -> None:
-    model = split_model(Split((1, 3, 3, 6), 3, sizes=(0, 6)))
-    assert "empty" in _declined(model, runtime)
+@pytest.mark.parametrize("name", EMPTY_CASES)
+def test_split_v_empty_part_transfers(name: str, runtime: str, transfer: dict) -> None:
+    check_parity(
+        split_model(CASES[name]), runtime, expect_delegated="all", atol=0, rtol=0, **transfer
+    )
+
+
+@pytest.mark.parametrize("name", EMPTY_CASES)
+def test_split_v_empty_part_fp16(name: str, runtime: str) -> None:
+    check_fp16(split_model(CASES[name]), runtime)
+
+
+def test_split_v_empty_part_inside_a_partition(runtime: str, transfer: dict) -> None:
+    # conv -> SPLIT_V (0, 2, 4) -> CONCATENATION of all three parts -> conv; the empty part is
+    # also a graph output, the others feed the concat only.
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (2, 5, 4, 3))
+    y = b.conv2d(x, b.rand((6, 3, 3, 3)), activation="RELU")
+    parts = b.split_v(y, (0, 2, 4), 3)
+    z = b.concat([parts[1], parts[0], parts[2]], 3)
+    b.output(b.conv2d(z, b.rand((5, 1, 1, 6))))
+    b.output(parts[0])
+    r = check_parity(b.build(), runtime, expect_delegated="all", expect_partitions=1, **transfer)
+    assert r.outputs[1].shape == (2, 5, 4, 0)
+
+
+def test_empty_output_does_not_rebind_every_invoke(runtime: str, transfer: dict) -> None:
+    # An empty partition output is never wrapped under zero-copy: whatever pointer TFLite
+    # gives it, invokes after the first neither re-bind kernels nor look up programs.
+    delegate = clgpu_delegate.load(**transfer)
+    model = split_model(CASES["v_empty_first"])
+    interp = make_interpreter(model, [delegate], runtime=runtime, reference=True)
+    interp.allocate_tensors()
+    inputs = random_inputs(interp.get_input_details(), 0)
+    run(interp, inputs)
+    first = delegate.stats()
+    for _ in range(3):
+        run(interp, inputs)
+    stats = delegate.stats()
+    assert stats["program_cache_hits"] == first["program_cache_hits"], (first, stats)
+    assert stats["invokes"] == 4
 
 
 def test_split_over_the_largest_allocation_is_declined(runtime: str) -> None:
@@ -141,16 +187,3 @@ def test_split_over_the_largest_allocation_is_declined(runtime: str) -> None:
     # them, so a SPLIT touching a tensor larger than one buffer stays on the CPU.
     model = split_model(Split((1, 16, 16, 8), 3))
     assert "cannot run in chunks" in _declined(model, runtime, max_alloc_bytes=4096)
-
-
-def test_alexnet_trunk_in_one_partition(runtime: str) -> None:
-    # RESHAPE is not ours, so the FC head is a second partition; the conv trunk, its three
-    # SPLIT -> conv -> CONCATENATION groups included, is the first, whole.
-    model = zoo.alexnet(size=99, num_classes=10, softmax=False)
-    r = check_parity(model, runtime, expect_partitions=2, partitioning="all", rtol=1e-3)
-    on_cpu = {d["op_name"] for d in r.decisions if not d["delegated"]}
-    assert on_cpu == {"RESHAPE"}, on_cpu
-    reshape = next(d["node"] for d in r.decisions if d["op_name"] == "RESHAPE")
-    assert r.partitions[0] == list(range(reshape)), r.partitions
-    splits = [d for d in r.decisions if d["op_name"] == "SPLIT"]
-    assert len(splits) == 3 and all(d["delegated"] for d in splits)

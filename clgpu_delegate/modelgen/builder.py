@@ -500,26 +500,73 @@ class ModelBuilder:
             FusedActivationFunction=_activation(activation),
         )[0]
 
-    def reshape(self, x: int, new_shape: Sequence[int]) -> int:
-        """RESHAPE to `new_shape` (one -1 allowed), given as a constant shape tensor."""
+    def reshape(
+        self,
+        x: int,
+        new_shape: Sequence[int],
+        *,
+        resolve: bool = True,
+        shape_tensor: bool = True,
+    ) -> int:
+        """RESHAPE to `new_shape` (one -1 allowed): a constant shape tensor and ReshapeOptions.
+
+        `resolve=False` keeps the -1 in the model for the runtime to resolve, as converters
+        write a flatten of unknown batch; `shape_tensor=False` leaves the target only in
+        ReshapeOptions (the one-input form).
+        """
         shape = self._check(x).shape
         new = [int(d) for d in new_shape]
         size, known = math.prod(shape), math.prod(d for d in new if d != -1)
         if new.count(-1) > 1 or any(d < -1 for d in new):
             raise ValueError(f"bad reshape target {tuple(new_shape)}")
+        target = list(new)
         if -1 in new:
             if known == 0 or size % known:
                 raise ValueError(f"cannot reshape {shape} to {tuple(new_shape)}")
             new[new.index(-1)] = size // known
         if math.prod(new) != size:
             raise ValueError(f"cannot reshape {shape} to {tuple(new_shape)}")
+        if resolve:
+            target = new
+        inputs = [x, self._int_const(target, "new_shape")] if shape_tensor else [x]
         return self._op(
             tflite.BuiltinOperator.RESHAPE,
-            [x, self._int_const(new, "new_shape")],
+            inputs,
             [tuple(new)],
             options="ReshapeOptions",
             out_dtype=self.dtype(x),
-            NewShape=new,
+            NewShape=target,
+        )[0]
+
+    def squeeze(self, x: int, axes: Sequence[int] | None = None) -> int:
+        """SQUEEZE `axes` (each of extent 1, negative from the end), or every axis of extent 1."""
+        shape = self._check(x).shape
+        if axes:
+            drop = {_norm_axis(int(a), len(shape)) for a in axes}
+            if any(shape[a] != 1 for a in drop):
+                raise ValueError(f"cannot squeeze axes {tuple(axes)} of {shape}")
+        else:
+            drop = {i for i, d in enumerate(shape) if d == 1}
+        fields = {"SqueezeDims": [int(a) for a in axes]} if axes else {}
+        return self._op(
+            tflite.BuiltinOperator.SQUEEZE,
+            [x],
+            [tuple(d for i, d in enumerate(shape) if i not in drop)],
+            options="SqueezeOptions",
+            out_dtype=self.dtype(x),
+            **fields,
+        )[0]
+
+    def expand_dims(self, x: int, axis: int) -> int:
+        """EXPAND_DIMS: a new axis of extent 1 at `axis` (negative counts from the end)."""
+        shape = self._check(x).shape
+        a = _norm_axis(int(axis), len(shape) + 1)
+        return self._op(
+            tflite.BuiltinOperator.EXPAND_DIMS,
+            [x, self._int_const(int(axis), "axis")],
+            [shape[:a] + (1,) + shape[a:]],
+            options="ExpandDimsOptions",
+            out_dtype=self.dtype(x),
         )[0]
 
     def pad(self, x: int, paddings: Sequence[Sequence[int]]) -> int:

@@ -22,12 +22,19 @@ constexpr double kCpuNodeUs = 5.0;          // per node, whatever its size
 constexpr double kDeviceEfficiency = 0.25;  // of CU * clock * 128 FLOP/cycle
 constexpr double kLaunchGapUs = 1.5;        // between kernels, the enqueue overlapping
 constexpr double kMinKernelUs = 6.0;        // device time of even the smallest kernel
+constexpr double kCopyUs = 2.0;             // a RESHAPE's buffer copy: no kernel, no arithmetic
 constexpr double kSyncUs = 40.0;            // one clFinish + read-back per invoke
 constexpr double kDiscreteGBps = 8.0;       // host <-> device copies (PCIe, pageable)
 constexpr double kUnifiedGBps = 15.0;       // shared-memory devices
 constexpr double kWinMargin = 0.8;          // device must be >= 20 % faster
 
+// Ops the device runs as one buffer copy (ops/reshape.cc).
+bool IsCopy(int32_t op) {
+  return op == tfl::kReshape || op == tfl::kSqueeze || op == tfl::kExpandDims;
+}
+
 double NodeFlops(const GraphView& g, const NodeInfo& n) {
+  if (IsCopy(n.op)) return 0;  // a memcpy on either side
   if (n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return 0;
   const double out = double(NumElements(g.shape(n.outputs[0])));
   if ((n.op == tfl::kConv2d || n.op == tfl::kDepthwiseConv2d || n.op == tfl::kFullyConnected) &&
@@ -69,7 +76,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     e.flops += f;
     if (n.op == tfl::kDequantize) continue;
     ++e.kernels;
-    device_compute_ms += std::max(f / (dev_gflops * 1e9) * 1e3, kMinKernelUs * 1e-3);
+    device_compute_ms +=
+        IsCopy(n.op) ? kCopyUs * 1e-3 : std::max(f / (dev_gflops * 1e9) * 1e3, kMinKernelUs * 1e-3);
   }
   for (int t : inputs)
     if (g.valid_tensor(t) && !g.IsConstant(t)) e.boundary_bytes += 4.0 * NumElements(g.shape(t));

@@ -79,6 +79,26 @@ std::string DescribeParams(const NodeInfo& n) {
                     int(p.half_pixel_centers));
       break;
     }
+    case tfl::kReshape: {
+      tfl::ReshapeParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      std::string dims;
+      for (int i = 0; i < std::min(std::max(p.num_dimensions, 0), tfl::kMaxParamDims); ++i)
+        dims += (i ? "," : "") + std::to_string(p.shape[i]);
+      std::snprintf(buf, sizeof buf, "new_shape=%s num_dimensions=%d", dims.c_str(),
+                    p.num_dimensions);
+      break;
+    }
+    case tfl::kSqueeze: {
+      tfl::SqueezeParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      std::string dims;
+      for (int i = 0; i < std::min(std::max(p.num_squeeze_dims, 0), tfl::kMaxParamDims); ++i)
+        dims += (i ? "," : "") + std::to_string(p.squeeze_dims[i]);
+      std::snprintf(buf, sizeof buf, "squeeze_dims=%s num_squeeze_dims=%d", dims.c_str(),
+                    p.num_squeeze_dims);
+      break;
+    }
     case tfl::kAdd: {
       int act;
       std::memcpy(&act, n.builtin_data, sizeof act);
@@ -135,6 +155,9 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
       *note =
           "runs in chunks within the largest allocation (" + std::to_string(limit) + " bytes)" +
           (pieces ? "; its large tensors in " + std::to_string(pieces) + " pieces" : std::string());
+    else if (pieces)  // a flat copy (RESHAPE): copied piece by piece, no chunks
+      *note = "its large tensors in " + std::to_string(pieces) +
+              " pieces within the largest allocation (" + std::to_string(limit) + " bytes)";
     return "";
   } catch (const std::exception& e) {
     return std::string("could not check its buffers against the largest allocation: ") + e.what();

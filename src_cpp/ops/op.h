@@ -90,6 +90,11 @@ class Op {
   // Bytes of weights the op reads per run (profiles, cost model).
   virtual double WeightBytes() const { return 0; }
 
+  // true if output 0 is input 0's elements in the same order under another shape
+  // (RESHAPE): the partition then copies the buffer itself, piece by piece where a tensor
+  // is larger than one buffer, and the op has no launches and never runs in chunks.
+  virtual bool IsFlatCopy() const { return false; }
+
   // --- Chunks (runtime/split.h): the op as a sequence of sub-ops, each computing
   // one box of the output from copies of the input boxes it reads. ---
 

@@ -373,21 +373,26 @@ void Partition::Plan(TfLiteContext* ctx) {
   bound_ = false;
 }
 
-bool Partition::OutputEmpty(size_t op) const {
+// Every output empty: the op has nothing to compute. One empty output is not enough: a
+// SPLIT_V with a size-0 part must still write its other outputs.
+bool Partition::OutputsEmpty(size_t op) const {
   for (int t : ops_[op]->outputs())
-    if (NumElements(values_.at(t).shape) == 0) return true;
-  return false;
+    if (NumElements(values_.at(t).shape) != 0) return false;
+  return true;
 }
 
 bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
   if (!zero_copy_) return false;
+  // Empty tensors are never wrapped (nothing to share): whatever pointer TFLite gives
+  // them must not re-bind every invoke.
+  auto changed = [&](int t) {
+    const Value& v = values_.at(t);
+    return !v.ranged && v.float_bytes() != 0 && ctx->tensors[t].data.raw_const != v.host_ptr;
+  };
   for (int t : uploads_)
-    if (!values_.at(t).ranged && ctx->tensors[t].data.raw_const != values_.at(t).host_ptr)
-      return true;
+    if (changed(t)) return true;
   for (int t : downloads_)
-    if (values_.at(t).kind != Kind::kConstant && !values_.at(t).ranged &&
-        ctx->tensors[t].data.raw_const != values_.at(t).host_ptr)
-      return true;
+    if (values_.at(t).kind != Kind::kConstant && changed(t)) return true;
   return false;
 }
 
@@ -467,7 +472,7 @@ void Partition::Bind(TfLiteContext* ctx) {
   // An op in chunks: one sub-op per chunk, made before the scratch is sized.
   for (size_t i = 0; i < ops_.size(); ++i) {
     OpRun& run = runs_[i];
-    if (run.plan.empty() || OutputEmpty(i)) continue;
+    if (run.plan.empty() || OutputsEmpty(i)) continue;
     std::vector<Shape> in_shapes;
     for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
     for (const Box& box : run.plan.out) {
@@ -484,7 +489,7 @@ void Partition::Bind(TfLiteContext* ctx) {
     for (size_t j = 0; j < need.size(); ++j) scratch_bytes[j] = std::max(scratch_bytes[j], need[j]);
   };
   for (size_t i = 0; i < ops_.size(); ++i) {
-    if (OutputEmpty(i)) continue;
+    if (OutputsEmpty(i)) continue;
     const OpRun& run = runs_[i];
     if (run.plan.empty()) {
       std::vector<Shape> in_shapes;
@@ -524,9 +529,19 @@ void Partition::Bind(TfLiteContext* ctx) {
       prof.shape += ShapeString(out_shapes_[i][j]);
       prof.bytes += double(NumElements(out_shapes_[i][j])) * octx.storage_bytes;
     }
-    // An op with an empty output (as the CPU produces for a too-small input) runs nothing.
-    if (!OutputEmpty(i)) {
-      if (runs_[i].plan.empty()) {
+    // An op whose outputs are all empty (as the CPU produces for a too-small input) runs nothing.
+    if (!OutputsEmpty(i)) {
+      if (ops_[i]->IsFlatCopy()) {
+        // Same elements, same order: one copy between the tensors' storage (more where
+        // either is kept in pieces), both seen as flat.
+        const Shape flat = {static_cast<int>(NumElements(in_shapes[0]))};
+        std::vector<CopyCommand> copies;
+        AppendBoxCopies(StorageOf(ops_[i]->inputs()[0]), flat, WholeBox(flat),
+                        StorageOf(ops_[i]->outputs()[0]), flat, WholeBox(flat), octx.storage_bytes,
+                        &copies);
+        for (const CopyCommand& c : copies)
+          runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
+      } else if (runs_[i].plan.empty()) {
         ops_[i]->Prepare(octx, in_shapes, out_shapes_[i], in, out);
         for (const Launch& l : ops_[i]->launches())
           runs_[i].steps.push_back(Step{&l, {}, nullptr, ops_[i].get()});

@@ -85,7 +85,7 @@ class Partition {
   void Plan(TfLiteContext* ctx);
   void ReleaseLaunches();
   bool HostPointersChanged(TfLiteContext* ctx) const;
-  bool OutputEmpty(size_t op) const;
+  bool OutputsEmpty(size_t op) const;
   void Bind(TfLiteContext* ctx);
   cl_mem Mem(int t) const {
     const Value& v = values_.at(t);

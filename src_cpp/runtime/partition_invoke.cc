@@ -130,7 +130,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
   }
   int commands = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
-    if (OutputEmpty(i)) continue;
+    if (OutputsEmpty(i)) continue;
     const std::vector<Step>& steps = runs_[i].steps;
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& st = steps[k];
@@ -270,8 +270,8 @@ void Partition::RecordProfile(const std::vector<Event>& events, const std::vecto
     r.algorithm = st.owner->algorithm();
     r.kernel = st.launch ? st.launch->name : st.name;
     r.shape = op_profiles_[op].shape;
-    // Work and traffic are attributed to the op's first kernel only.
-    if (st.launch && attributed.insert(op).second) {
+    // Work and traffic are attributed to the op's first kernel only (a flat copy's first copy).
+    if ((st.launch || o.IsFlatCopy()) && attributed.insert(op).second) {
       r.flops = op_profiles_[op].flops;
       r.bytes = op_profiles_[op].bytes;
     }

@@ -16,10 +16,13 @@ enum BuiltinOp : int32_t {
   kDequantize = 6,
   kFullyConnected = 9,
   kMaxPool2d = 17,
+  kReshape = 22,
   kResizeBilinear = 23,
   kTranspose = 39,
+  kSqueeze = 43,
   kSplit = 49,
   kDelegate = 51,
+  kExpandDims = 70,
   kResizeNearestNeighbor = 97,
   kSplitV = 102,
 };
@@ -77,6 +80,19 @@ struct ResizeParams {
   bool align_corners;
   bool half_pixel_centers;
 };
+
+// TfLiteReshapeParams and TfLiteSqueezeParams (same in both runtimes): up to 8 dims.
+constexpr int kMaxParamDims = 8;
+struct ReshapeParams {
+  int shape[kMaxParamDims];
+  int num_dimensions;
+};
+static_assert(sizeof(ReshapeParams) == 36, "reshape params");
+struct SqueezeParams {
+  int squeeze_dims[kMaxParamDims];
+  int num_squeeze_dims;
+};
+static_assert(sizeof(SqueezeParams) == 36, "squeeze params");
 
 const char* BuiltinOpName(int32_t code);
 

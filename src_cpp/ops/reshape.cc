@@ -1,0 +1,208 @@
+// RESHAPE, SQUEEZE and EXPAND_DIMS of float tensors: the same elements in the same
+// (row-major) order under another shape. No kernel: the partition copies the input's
+// buffer into the output's (Op::IsFlatCopy), piece by piece where a tensor is larger
+// than one buffer. The new shape must be known when the partition is planned, so a
+// target or axis computed at run time (a dynamic output on the CPU) is declined.
+#include <climits>
+#include <cstring>
+
+#include "common/error.h"
+#include "ops/op.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+enum class Kind { kReshape, kSqueeze, kExpandDims };
+
+// How the output shape follows from the input's. Kept as the rule, not as one shape: an
+// input resized by resize_tensor_input gets the shape the CPU kernel would give it.
+struct Rule {
+  Kind kind = Kind::kReshape;
+  std::vector<int> dims;  // RESHAPE: the target (one -1 allowed); SQUEEZE: axes (none: all 1s)
+  int axis = 0;           // EXPAND_DIMS: where the new axis goes (negative from the end)
+};
+
+const char* NameOf(Kind k) {
+  return k == Kind::kReshape ? "RESHAPE" : k == Kind::kSqueeze ? "SQUEEZE" : "EXPAND_DIMS";
+}
+
+// The output shape for input shape `in`; "" or why there is none.
+std::string Apply(const Rule& r, const Shape& in, Shape* out) {
+  const int rank = static_cast<int>(in.size());
+  const int64_t n = NumElements(in);
+  // The copies address elements with int boxes (runtime/split.h).
+  if (n > INT_MAX) return ShapeString(in) + " has more than 2^31 - 1 elements";
+  out->clear();
+  switch (r.kind) {
+    case Kind::kReshape: {
+      int stretch = -1;
+      int64_t known = 1;
+      for (size_t i = 0; i < r.dims.size(); ++i) {
+        if (r.dims[i] == -1 && stretch < 0) {
+          stretch = static_cast<int>(i);
+        } else if (r.dims[i] < 0) {
+          return "RESHAPE target " + ShapeString(r.dims) + " has more than one -1 or a negative";
+        } else {
+          known *= r.dims[i];
+          if (known > INT_MAX) return "RESHAPE target " + ShapeString(r.dims) + " is too large";
+        }
+      }
+      *out = r.dims;
+      if (stretch >= 0) {
+        // The CPU kernel divides by the known extents: with a 0 among them -1 is undefined.
+        if (known == 0) return "RESHAPE target " + ShapeString(r.dims) + " has -1 next to a 0";
+        (*out)[stretch] = static_cast<int>(n / known);
+      }
+      if (NumElements(*out) != n)
+        return "RESHAPE of " + ShapeString(in) + " to " + ShapeString(r.dims) +
+               " changes the element count";
+      return "";
+    }
+    case Kind::kSqueeze: {
+      if (rank > tfl::kMaxParamDims) return "SQUEEZE input rank is over 8";
+      std::vector<bool> drop(rank, r.dims.empty());
+      for (int d : r.dims) {
+        const int a = d < 0 ? d + rank : d;
+        if (a < 0 || a >= rank)
+          return "SQUEEZE axis " + std::to_string(d) + " is out of range for " + ShapeString(in);
+        if (in[a] != 1)
+          return "SQUEEZE axis " + std::to_string(d) + " of " + ShapeString(in) + " is not 1";
+        drop[a] = true;
+      }
+      for (int a = 0; a < rank; ++a)
+        if (!(drop[a] && in[a] == 1)) out->push_back(in[a]);
+      return "";
+    }
+    case Kind::kExpandDims: {
+      const int a = r.axis < 0 ? r.axis + rank + 1 : r.axis;
+      if (a < 0 || a > rank)
+        return "EXPAND_DIMS axis " + std::to_string(r.axis) + " is out of range for " +
+               ShapeString(in);
+      *out = in;
+      out->insert(out->begin() + a, 1);
+      return "";
+    }
+  }
+  return "unknown reshape kind";
+}
+
+class ReshapeOp : public Op {
+ public:
+  ReshapeOp(const NodeInfo& node, Rule rule)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}), rule_(std::move(rule)) {}
+
+  const char* type_name() const override { return NameOf(rule_.kind); }
+  std::string algorithm() const override { return "buffer_copy"; }
+  bool IsFlatCopy() const override { return true; }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    Shape out;
+    if (auto why = Apply(rule_, in.at(0), &out); !why.empty()) throw Error(why);
+    return {out};
+  }
+  // The partition enqueues the copy itself: no launches.
+  void Prepare(OpContext&, const std::vector<Shape>&, const std::vector<Shape>&,
+               const std::vector<cl_mem>&, const std::vector<cl_mem>&) override {
+    launches_.clear();
+  }
+  double Flops(const std::vector<Shape>&, const std::vector<Shape>&) const override { return 0; }
+
+ private:
+  Rule rule_;
+};
+
+// The one constant integer of an EXPAND_DIMS axis tensor; "" or why not.
+std::string ReadAxis(const GraphView& g, int t, int* axis) {
+  if (!g.valid_tensor(t)) return "EXPAND_DIMS axis input is missing";
+  if (!g.IsConstant(t)) return "EXPAND_DIMS axis is computed at run time (a dynamic output)";
+  std::vector<int64_t> v;
+  try {
+    v = g.ConstantInts(t);
+  } catch (const Error& e) {
+    return std::string("EXPAND_DIMS axis: ") + e.what();
+  }
+  if (v.size() != 1) return "EXPAND_DIMS axis must be a single value";
+  if (v[0] < INT_MIN || v[0] > INT_MAX) return "EXPAND_DIMS axis is out of range";
+  *axis = static_cast<int>(v[0]);
+  return "";
+}
+
+// RESHAPE's target as the CPU kernel picks it: a 1-D int32 shape tensor when there is
+// one, else ReshapeOptions (where a lone 0 is a legacy spelling of a scalar).
+std::string ReadTarget(const GraphView& g, const NodeInfo& node, std::vector<int>* dims) {
+  if (node.inputs.size() == 2) {
+    const int t = node.inputs[1];
+    if (!g.valid_tensor(t)) return "RESHAPE shape input is missing";
+    // On the CPU a non-constant shape makes the output dynamic, whichever source is read.
+    if (!g.IsConstant(t)) return "RESHAPE shape is computed at run time (a dynamic output)";
+    if (g.shape(t).size() == 1 && g.type(t) == kTfLiteInt32) {
+      std::vector<int64_t> v;
+      try {
+        v = g.ConstantInts(t);
+      } catch (const Error& e) {
+        return std::string("RESHAPE shape: ") + e.what();
+      }
+      dims->assign(v.begin(), v.end());
+      return "";
+    }
+  }
+  if (!node.builtin_data) return "missing RESHAPE params";
+  tfl::ReshapeParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  if (p.num_dimensions < 0 || p.num_dimensions > tfl::kMaxParamDims)
+    return "RESHAPE params have " + std::to_string(p.num_dimensions) + " dimensions";
+  dims->assign(p.shape, p.shape + p.num_dimensions);
+  if (dims->size() == 1 && (*dims)[0] == 0) dims->clear();
+  return "";
+}
+
+std::string ReadRule(const GraphView& g, const NodeInfo& node, Kind kind, Rule* r) {
+  r->kind = kind;
+  const size_t want_min = kind == Kind::kExpandDims ? 2 : 1;
+  const size_t want_max = kind == Kind::kSqueeze ? 1 : 2;
+  if (node.inputs.size() < want_min || node.inputs.size() > want_max || node.outputs.size() != 1)
+    return "unexpected input/output count";
+  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  std::string why;
+  if (kind == Kind::kReshape) {
+    why = ReadTarget(g, node, &r->dims);
+  } else if (kind == Kind::kExpandDims) {
+    why = ReadAxis(g, node.inputs[1], &r->axis);
+  } else if (!node.builtin_data) {
+    why = "missing SQUEEZE params";
+  } else {
+    tfl::SqueezeParams p;
+    std::memcpy(&p, node.builtin_data, sizeof p);
+    if (p.num_squeeze_dims < 0 || p.num_squeeze_dims > tfl::kMaxParamDims)
+      return "SQUEEZE params have " + std::to_string(p.num_squeeze_dims) + " axes";
+    r->dims.assign(p.squeeze_dims, p.squeeze_dims + p.num_squeeze_dims);
+  }
+  if (!why.empty()) return why;
+  Shape out;
+  return Apply(*r, g.shape(node.inputs[0]), &out);
+}
+
+template <Kind K>
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  Rule r;
+  return ReadRule(g, node, K, &r);
+}
+
+template <Kind K>
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  Rule r;
+  if (auto why = ReadRule(g, node, K, &r); !why.empty()) throw Error(why);
+  return std::make_unique<ReshapeOp>(node, std::move(r));
+}
+
+}  // namespace
+
+extern const OpHandler kReshapeHandler = {tfl::kReshape, "RESHAPE", Check<Kind::kReshape>,
+                                          Create<Kind::kReshape>};
+extern const OpHandler kSqueezeHandler = {tfl::kSqueeze, "SQUEEZE", Check<Kind::kSqueeze>,
+                                          Create<Kind::kSqueeze>};
+extern const OpHandler kExpandDimsHandler = {tfl::kExpandDims, "EXPAND_DIMS",
+                                             Check<Kind::kExpandDims>, Create<Kind::kExpandDims>};
+
+}  // namespace clgpu
