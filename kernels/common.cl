@@ -26,6 +26,22 @@
 // RELU_N1_TO_1 [-1, 1]. The host passes the bounds.
 #define ACTIVATE(x, lo, hi) fmin(fmax((x), (lo)), (hi))
 
+// A residual ADD folded into a convolution's output (the host builds with -DHAS_RESIDUAL): the
+// kernel takes one more argument, its last, the ADD's other operand laid out like the output, and
+// stores act(value + residual) where it stored act(value); the activation is then the ADD's.
+// Helpers that store take RESIDUAL_PARAM too and get it with RESIDUAL_PASS.
+#ifdef HAS_RESIDUAL
+#define RESIDUAL_PARAM , __global const T* restrict residual
+#define RESIDUAL_PASS , residual
+#define PLUS_RESIDUAL(v, i) ((v) + LOADF(residual, (i)))
+#define PLUS_RESIDUAL4(v, i4) ((v) + LOADF4(residual, (i4)))
+#else
+#define RESIDUAL_PARAM
+#define RESIDUAL_PASS
+#define PLUS_RESIDUAL(v, i) (v)
+#define PLUS_RESIDUAL4(v, i4) (v)
+#endif
+
 // Test-only fault injection (delegate option fail_at=build): every build fails
 // through the real error path, build log included.
 #ifdef CLGPU_INJECT_BUILD_FAILURE

@@ -2,12 +2,14 @@
 // One work-item per output element; filter OHWI, activations NHWC.
 //
 // conv2d_direct(in, filter, bias, out, N,H,W,C, OH,OW,OC, KH,KW, SH,SW, DH,DW, PT,PL,
-//               act_min, act_max)
+//               act_min, act_max[, residual])
+//   residual (HAS_RESIDUAL): a fused ADD's other operand, laid out like out.
 //   NDRange: global (OC, OW, N*OH), local chosen by the driver.
 __kernel void conv2d_direct(__global const T* in, __global const T* filter,
                             __global const float* bias, __global T* out, int N, int H, int W,
                             int C, int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH,
-                            int DW, int PT, int PL, float act_min, float act_max) {
+                            int DW, int PT, int PL, float act_min,
+                            float act_max RESIDUAL_PARAM) {
   const int oc = get_global_id(0), ox = get_global_id(1), nz = get_global_id(2);
   if (oc >= OC || ox >= OW || nz >= N * OH) return;
   const int n = nz / OH, oy = nz % OH;
@@ -23,5 +25,6 @@ __kernel void conv2d_direct(__global const T* in, __global const T* filter,
       for (int c = 0; c < C; ++c) acc += LOADF(in, ibase + c) * LOADF(filter, fbase + c);
     }
   }
-  STOREF(ACTIVATE(acc, act_min, act_max), out, (((long)n * OH + oy) * OW + ox) * OC + oc);
+  const long o = (((long)n * OH + oy) * OW + ox) * OC + oc;
+  STOREF(ACTIVATE(PLUS_RESIDUAL(acc, o), act_min, act_max), out, o);
 }

@@ -4,12 +4,13 @@
 // Needs common.cl.
 //
 // conv2d_implicit_gemm(in, filter, bias, out, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW,
-//                      PT, PL, act_min, act_max)
+//                      PT, PL, act_min, act_max[, residual])
 //   __global const T* in [N][H][W][C]; __global const T* filter [OC][KH][KW][C];
 //   __global const float* bias [OC] (zeros when the model has none); __global T* out
 //   [N][OH][OW][OC]; int N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW; int PT, PL (top/left
 //   padding; bottom/right padding is implied by OH/OW: taps outside the input read zero);
-//   float act_min, act_max
+//   float act_min, act_max; with HAS_RESIDUAL, __global const T* residual [N][OH][OW][OC] (a fused
+//   ADD: out = act(conv + bias + residual))
 //   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
 //            global = ceil(N * OH * OW / TILE_M) * ceil(OC / TILE_N) * WG.
 //   A group computes a TILE_M (output pixels) x TILE_N (output channels) block, a work-item
@@ -138,7 +139,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
     __global const T* restrict in, __global const T* restrict filter,
     __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
     int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-    float act_min, float act_max) {
+    float act_min, float act_max RESIDUAL_PARAM) {
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
@@ -147,7 +148,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
   igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, 0,
                    KH * KW * C, o.x, o.y, &As[0][0], &Bs[0][0], acc);
   store_output_tile(acc, bias, out, N * OH * OW, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                    act_max);
+                    act_max RESIDUAL_PASS);
 }
 
 // Split-K: batch-1 layers on small maps (a 7x7 output, K in the thousands) give a few output

@@ -34,9 +34,10 @@
 //   is ~1.4x faster when C, OC >= 256 on an H200; TILE_K 8 when C <= 8.
 //
 // winograd_f2_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
-//                              act_min, act_max)
+//                              act_min, act_max[, residual])
 //   __global const TT* Mo [16][P][OC]; __global const float* bias [OC]; __global T* out
-//   [N][OH][OW][OC] (the whole output; a pass writes its own rows); float act_min, act_max
+//   [N][OH][OW][OC] (the whole output; a pass writes its own rows); float act_min, act_max;
+//   residual (HAS_RESIDUAL): a fused ADD's other operand, laid out like out
 //   NDRange: 1-D, global >= P * OC (any rounding), any local size.
 //
 // Define for all four kernels: TRANSFORMED_FLOAT (off): U, V, Mo are float buffers instead of T.
@@ -207,7 +208,7 @@ __kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
                                            __global const float* restrict bias,
                                            __global T* restrict out, int N, int OH, int OW, int OC,
                                            int tile_row_start, int tile_rows, float act_min,
-                                           float act_max) {
+                                           float act_max RESIDUAL_PARAM) {
   const int TW = (OW + 1) / 2;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
@@ -234,9 +235,10 @@ __kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int ow = ow0 + j;
-      if (oh < OH && ow < OW)
-        STOREF(ACTIVATE(y[2 * i + j] + bv, act_min, act_max), out,
-               ((n * OH + oh) * OW + ow) * OC + oc);
+      if (oh < OH && ow < OW) {
+        const int o = ((n * OH + oh) * OW + ow) * OC + oc;
+        STOREF(ACTIVATE(PLUS_RESIDUAL(y[2 * i + j] + bv, o), act_min, act_max), out, o);
+      }
     }
   }
 }

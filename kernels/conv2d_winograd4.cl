@@ -34,9 +34,10 @@
 //   NDRange: 1-D, global >= P * C' (any rounding), any local size.
 //
 // winograd_f4_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
-//                              act_min, act_max)
+//                              act_min, act_max[, residual])
 //   __global const TT* Mo [36][P][OC]; __global const float* bias [OC];
-//   __global T* out [N][OH][OW][OC]
+//   __global T* out [N][OH][OW][OC]; residual (HAS_RESIDUAL): a fused ADD's other operand, laid
+//   out like out
 //   NDRange: 1-D, global >= P * OC (any rounding), any local size.
 //
 // Defines: TRANSFORMED_FLOAT (off): U, V, Mo are float buffers instead of T. With STORAGE_HALF,
@@ -166,7 +167,7 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
                                            __global const float* restrict bias,
                                            __global T* restrict out, int N, int OH, int OW, int OC,
                                            int tile_row_start, int tile_rows, float act_min,
-                                           float act_max) {
+                                           float act_max RESIDUAL_PARAM) {
   const int TW = (OW + 3) / 4;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
@@ -194,9 +195,10 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int ow = ow0 + j;
-      if (ow < OW)
-        STOREF(ACTIVATE(y[4 * i + j] + bv, act_min, act_max), out,
-               ((n * OH + oh) * OW + ow) * OC + oc);
+      if (ow < OW) {
+        const int o = ((n * OH + oh) * OW + ow) * OC + oc;
+        STOREF(ACTIVATE(PLUS_RESIDUAL(y[4 * i + j] + bv, o), act_min, act_max), out, o);
+      }
     }
   }
 }

@@ -1,9 +1,10 @@
 // Dense GEMM for FULLY_CONNECTED and 1x1 stride-1 CONV_2D: C = act(A * B^T + bias), with A the
 // activations (row-major M x K) and B the TFLite weights (row-major N x K). Needs common.cl.
 //
-// gemm_nt(A, B, bias, C, M, N, K, act_min, act_max)
+// gemm_nt(A, B, bias, C, M, N, K, act_min, act_max[, residual])
 //   __global const T* A [M][K]; __global const T* B [N][K]; __global const float* bias [N] (zeros
-//   when the model has none); __global T* C [M][N]; int M, N, K; float act_min, act_max
+//   when the model has none); __global T* C [M][N]; int M, N, K; float act_min, act_max;
+//   with HAS_RESIDUAL, __global const T* residual [M][N]: C = act(A * B^T + bias + residual)
 //   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
 //            global = ceil(M / TILE_M) * ceil(N / TILE_N) * WG.
 //   A group computes a TILE_M x TILE_N block of C through local-memory tiles of depth TILE_K (the
@@ -63,7 +64,7 @@
 
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
-    __global T* restrict C, int M, int N, int K, float act_min, float act_max) {
+    __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM) {
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
 
@@ -71,7 +72,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
   const int2 o = group_tile_origin(N);
   float acc[WPT_M][WPT_N];
   gemm_accumulate(A, B, M, N, K, 0, K, o.x, o.y, &As[0][0], &Bs[0][0], acc);
-  store_output_tile(acc, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min, act_max);
+  store_output_tile(acc, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
+                    act_max RESIDUAL_PASS);
 }
 
 // gemm_nt_splitk(A, B, P, M, N, K, k_per_split) -- GEMMs with too few output tiles to fill the

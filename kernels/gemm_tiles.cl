@@ -272,11 +272,11 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
 #endif
 }
 
-// C[m0.., n0..] = act(acc + bias) for this work-item's WPT_M x WPT_N outputs of a row-major
+// C[m0.., n0..] = act(acc + bias [+ residual]) for this work-item's WPT_M x WPT_N outputs of a row-major
 // M x N output (float4 stores when N % 4 == 0 and VWN == 4), skipping rows / columns past the end.
 static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const float* restrict bias,
                                      __global T* restrict C, int M, int N, int m0, int n0, int tx,
-                                     int ty, float act_min, float act_max) {
+                                     int ty, float act_min, float act_max RESIDUAL_PARAM) {
 #pragma unroll
   for (int i = 0; i < WPT_M; ++i) {
     const int m = m0 + ROW_OF(ty, i);
@@ -290,7 +290,8 @@ static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const flo
           const float4 v =
               (float4)(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]) +
               vload4(n >> 2, bias);
-          STOREF4(ACTIVATE(v, act_min, act_max), C, (m * N + n) >> 2);
+          STOREF4(ACTIVATE(PLUS_RESIDUAL4(v, (m * N + n) >> 2), act_min, act_max), C,
+                  (m * N + n) >> 2);
         }
         continue;
       }
@@ -298,7 +299,9 @@ static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const flo
 #pragma unroll
       for (int e = 0; e < VWN; ++e)
         if (n + e < N)
-          STOREF(ACTIVATE(acc[i][q * VWN + e] + bias[n + e], act_min, act_max), C, m * N + n + e);
+          STOREF(ACTIVATE(PLUS_RESIDUAL(acc[i][q * VWN + e] + bias[n + e], m * N + n + e), act_min,
+                          act_max),
+                 C, m * N + n + e);
     }
   }
 }
@@ -319,15 +322,16 @@ static inline void store_partial_tile(float acc[WPT_M][WPT_N], __global float* r
   }
 }
 
-// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max) -- C = act(sum_z P[z] + bias)
-//   after a split-K GEMM (gemm_nt_splitk, conv2d_implicit_gemm_splitk).
+// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max[, residual]) -- C = act(sum_z
+//   P[z] + bias [+ residual]) after a split-K GEMM (gemm_nt_splitk, conv2d_implicit_gemm_splitk):
+//   a fused residual ADD is added here, once, not by each split.
 //   NDRange: 1-D, global >= M * N, any local size.
 __kernel void gemm_splitk_reduce(__global const float* restrict P, __global const float* restrict bias,
                                  __global T* restrict C, int M, int N, int splits, float act_min,
-                                 float act_max) {
+                                 float act_max RESIDUAL_PARAM) {
   const int idx = get_global_id(0);
   if (idx >= M * N) return;
   float s = bias[idx % N];
   for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
-  STOREF(ACTIVATE(s, act_min, act_max), C, idx);
+  STOREF(ACTIVATE(PLUS_RESIDUAL(s, idx), act_min, act_max), C, idx);
 }

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <thread>
 
+#include "ops/fusion.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -66,15 +68,25 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
 
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
-                                    const DeviceInfo& dev) {
+                                    const DeviceInfo& dev, bool fuse_add) {
   PartitionEstimate e;
+  std::set<size_t> folded;  // ADDs that run inside their conv's kernel: compute, no launch
+  if (fuse_add)
+    for (const ResidualFusion& f :
+         FindResidualFusions(g, nodes, std::set<int>(outputs.begin(), outputs.end())))
+      folded.insert(f.add);
   const double dev_gflops =
       kDeviceEfficiency * std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;
   double device_compute_ms = 0;
-  for (const NodeInfo& n : nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& n = nodes[i];
     const double f = NodeFlops(g, n);
     e.flops += f;
     if (n.op == tfl::kDequantize) continue;
+    if (folded.count(i)) {
+      device_compute_ms += f / (dev_gflops * 1e9) * 1e3;
+      continue;
+    }
     ++e.kernels;
     device_compute_ms +=
         IsCopy(n.op) ? kCopyUs * 1e-3 : std::max(f / (dev_gflops * 1e9) * 1e3, kMinKernelUs * 1e-3);

@@ -20,9 +20,10 @@ struct PartitionEstimate {
   std::string reason;  // why it was declined
 };
 
-// `nodes`: the partition's node records; inputs/outputs: its boundary tensors.
+// `nodes`: the partition's node records; inputs/outputs: its boundary tensors. fuse_add: ADDs
+// that fold into their conv (ops/fusion.h) cost no launch of their own.
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
-                                    const DeviceInfo& dev);
+                                    const DeviceInfo& dev, bool fuse_add = true);
 
 }  // namespace clgpu

@@ -362,7 +362,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
                                                  pp.input_tensors->data + pp.input_tensors->size),
                                 std::vector<int>(pp.output_tensors->data,
                                                  pp.output_tensors->data + pp.output_tensors->size),
-                                env_->device());
+                                env_->device(), options_.fuse_add);
           if (e.keep) {
             kept.push_back(parts[i]);
             continue;

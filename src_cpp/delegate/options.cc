@@ -41,20 +41,12 @@ int ParseNonNegativeInt(const std::string& key, const std::string& v) {
 }  // namespace
 
 const std::vector<std::string>& OptionKeys() {
-  static const std::vector<std::string> keys = {"device",
-                                                "precision",
-                                                "max_delegated_partitions",
-                                                "profiling",
-                                                "partitioning",
-                                                "conv_algorithm",
-                                                "gemm_splits",
-                                                "serialization_dir",
-                                                "model_token",
-                                                "zero_copy",
-                                                "max_alloc_bytes",
-                                                "capture_tensors",
-                                                "runtime",
-                                                "fail_at"};
+  static const std::vector<std::string> keys = {
+      "device",          "precision",    "max_delegated_partitions",
+      "profiling",       "partitioning", "conv_algorithm",
+      "gemm_splits",     "fuse_add",     "serialization_dir",
+      "model_token",     "zero_copy",    "max_alloc_bytes",
+      "capture_tensors", "runtime",      "fail_at"};
   return keys;
 }
 
@@ -101,6 +93,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       o.max_alloc_bytes = x;
     } else if (key == "capture_tensors") {
       o.capture_tensors = ParseBool(key, value);
+    } else if (key == "fuse_add") {
+      o.fuse_add = ParseBool(key, value);
     } else if (key == "gemm_splits") {
       o.gemm_splits = ParseNonNegativeInt(key, value);
     } else if (key == "runtime") {
@@ -120,7 +114,8 @@ std::string DescribeOptions(const Options& o) {
   return "device=" + o.device + ", precision=" + o.precision +
          ", max_delegated_partitions=" + std::to_string(o.max_delegated_partitions) +
          ", profiling=" + (o.profiling ? "true" : "false") + ", partitioning=" + o.partitioning +
-         ", conv_algorithm=" + o.conv_algorithm + ", zero_copy=" + o.zero_copy;
+         ", conv_algorithm=" + o.conv_algorithm + ", zero_copy=" + o.zero_copy +
+         ", fuse_add=" + (o.fuse_add ? "true" : "false");
 }
 
 }  // namespace clgpu

@@ -22,6 +22,9 @@ struct Options {
   std::string conv_algorithm = "auto";
   // Test hook: split every tiled GEMM into this many K slices (0 = automatic).
   int gemm_splits = 0;
+  // Fold a residual ADD into the CONV_2D producing one of its operands (ops/fusion.h):
+  // one kernel fewer per residual block. Off: every ADD runs its own kernel.
+  bool fuse_add = true;
   // Partition inputs/outputs use TFLite's own memory (CL_MEM_USE_HOST_PTR + map)
   // instead of copies: auto = on devices that share memory with the host.
   std::string zero_copy = "auto";

@@ -54,6 +54,10 @@ class AddOp : public Op {
   explicit AddOp(const AddOp& whole)
       : Op(whole.node_index()), act_min_(whole.act_min_), act_max_(whole.act_max_) {}
   const char* type_name() const override { return "ADD"; }
+  bool IsResidualAdd(float* act_min, float* act_max) const override {
+    *act_min = act_min_, *act_max = act_max_;
+    return true;
+  }
   std::string algorithm() const override { return same_ ? "elementwise" : "broadcast"; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {

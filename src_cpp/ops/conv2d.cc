@@ -75,10 +75,14 @@ class Conv2dOp : public Op {
         act_max_(whole.act_max_),
         chunk_(true),
         fixed_(g),
-        oc0_(oc0) {}
+        oc0_(oc0) {
+    residual_ = whole.residual_;
+  }
 
   const char* type_name() const override { return "CONV_2D"; }
-  std::string algorithm() const override { return ConvAlgorithmName(algo_); }
+  std::string algorithm() const override {
+    return ConvAlgorithmName(algo_) + (residual_.on ? "+ADD" : "");
+  }
 
   ConvGeometry Geometry(const Shape& in) const {
     if (chunk_) {
@@ -101,7 +105,17 @@ class Conv2dOp : public Op {
       throw Error("CONV_2D input " + ShapeString(in[0]) + " does not match filter " +
                   ShapeString(src_->filter_shape));
     ConvGeometry g = Geometry(in[0]);
-    return {{g.n, g.oh, g.ow, g.oc}};
+    const Shape out = {g.n, g.oh, g.ow, g.oc};
+    if (residual_.on && (in.size() != 2 || in[1] != out))
+      throw Error("CONV_2D output " + ShapeString(out) + " and the residual of its fused ADD " +
+                  (in.size() == 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
+    return {out};
+  }
+
+  // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
+  // (act(conv) + residual is not act(conv + residual)).
+  bool CanFuseResidual(const OpContext&, const std::vector<Shape>& in) const override {
+    return !chunk_ && params_.activation == tfl::kActNone && in.size() == 1;
   }
 
   // The whole op counts every weight buffer of its source (its chunks' included).
@@ -109,8 +123,8 @@ class Conv2dOp : public Op {
     return chunk_ ? (weights_ ? double(weights_->filter.bytes()) : 0.0) : double(src_->Bytes());
   }
 
-  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return 2.0 * Geometry(in[0]).Macs();
+  double Flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const override {
+    return 2.0 * Geometry(in[0]).Macs() + (residual_.on ? double(NumElements(out[0])) : 0.0);
   }
 
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
@@ -124,12 +138,17 @@ class Conv2dOp : public Op {
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = ChooseConvAlgorithm(ctx, g);
     weights_ = &src_->Weights(ctx, algo_, g, oc0_);
+    const bool r = residual_.on;
     launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc), out[0],
-                           act_min_, act_max_);
+                           r ? residual_.act_min : act_min_, r ? residual_.act_max : act_max_,
+                           r ? in.at(1) : nullptr);
   }
 
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    spec->views = {in[0], InferShapes(in)[0]};
+    const Shape out = InferShapes(in)[0];
+    // A residual is read exactly where the output is written: its view and boxes are the output's.
+    spec->views =
+        residual_.on ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
     spec->weight_axes = {3};
     spec->axes = {0, 1, 2, 3};
     return true;
@@ -137,6 +156,7 @@ class Conv2dOp : public Op {
   std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
     Box box;
     Geometry(in[0]).Chunk(out, &box);
+    if (residual_.on) return {box, out};
     return {box};
   }
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,

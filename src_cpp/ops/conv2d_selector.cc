@@ -135,6 +135,11 @@ std::vector<float> BlockFilter(const ConvGeometry& g, int ocb, const std::vector
   return out;
 }
 
+// Two sets of -D options as one (program cache keys stay as they were when `more` is empty).
+std::string With(const std::string& defines, const std::string& more) {
+  return more.empty() ? defines : defines.empty() ? more : defines + " " + more;
+}
+
 void Run(OpContext& ctx, const Kernel& k, size_t global) {
   const size_t g = RoundUp(std::max<size_t>(global, 1), 64);
   CheckCl(
@@ -307,14 +312,16 @@ std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, cons
 
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
-                               float act_max) {
+                               float act_max, cl_mem residual) {
   std::vector<Launch> launches;
   const DeviceInfo& dev = ctx.env.device();
+  const std::string rd = residual ? "-DHAS_RESIDUAL" : "";  // for the program that writes out
   switch (a) {
     case ConvAlgorithm::kDirect: {
-      Launch l = Make1d(ctx.GetProgram("conv2d_direct"), "conv2d_direct", 0);
-      SetArgs(l.kernel, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
-              g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min, act_max);
+      Launch l = Make1d(ctx.GetProgram("conv2d_direct", rd), "conv2d_direct", 0);
+      SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c,
+                         g.oh, g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top,
+                         g.pad_left, act_min, act_max);
       l.dims = 3;
       l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
       launches.push_back(std::move(l));
@@ -322,12 +329,13 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
     }
     case ConvAlgorithm::kDirectBlocked: {
       const BlockedTiles t = BlockedFor(g, dev);
-      auto prog = ctx.GetProgram("conv2d_blocked", BlockedDefines(g, t));
+      auto prog = ctx.GetProgram("conv2d_blocked", With(BlockedDefines(g, t), rd));
       Launch l;
       l.name = "conv2d_blocked";
       l.kernel = CreateKernel(*prog, l.name.c_str());
-      SetArgs(l.kernel, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
-              g.sh, g.dh, g.pad_top, g.pad_left, act_min, act_max);
+      SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c,
+                         g.oh, g.ow, g.oc, g.kh, g.sh, g.dh, g.pad_top, g.pad_left, act_min,
+                         act_max);
       l.dims = 3;
       l.local[0] = 1, l.local[1] = t.wgx, l.local[2] = t.wgy;
       l.global[0] = BlockedChannelBlocks(g, t);
@@ -340,18 +348,20 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
       const long m = long(g.n) * g.h * g.w;
       launches =
           EncodeGemm(ctx, PlanGemm(dev, m, g.oc, g.c, ctx.options.gemm_splits), in, w.filter.get(),
-                     bias, out, static_cast<int>(m), g.oc, g.c, act_min, act_max);
+                     bias, out, static_cast<int>(m), g.oc, g.c, act_min, act_max, residual);
       break;
     }
     case ConvAlgorithm::kImplicitGemm: {
       const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
       const long m = long(g.n) * g.oh * g.ow;
-      auto prog = ctx.GetProgram("conv2d_implicit_gemm", p.tiles.Defines());
+      // One program: the split kernel ignores the residual, the reduce adds it.
+      auto prog = ctx.GetProgram("conv2d_implicit_gemm", With(p.tiles.Defines(), rd));
       if (p.splits <= 1) {
         Launch l =
             Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
-        SetArgs(l.kernel, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
-                g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min, act_max);
+        SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c,
+                           g.oh, g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top,
+                           g.pad_left, act_min, act_max);
         launches.push_back(std::move(l));
         break;
       }
@@ -365,8 +375,8 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
       l.local[1] = 1;
       launches.push_back(std::move(l));
       Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * g.oc);
-      SetArgs(r.kernel, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc, p.splits, act_min,
-              act_max);
+      SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc,
+                         p.splits, act_min, act_max);
       launches.push_back(std::move(r));
       break;
     }
@@ -377,6 +387,7 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
       const std::string wd = WinogradDefines(ctx, a);
       const GemmTiles t = WinogradTiles(g, dev);
       auto transforms = ctx.GetProgram(k.file, wd);
+      auto outputs = residual ? ctx.GetProgram(k.file, With(wd, rd)) : transforms;
       auto gemm = ctx.GetProgram("conv2d_winograd", wd + " " + t.Defines());
       const int th = (g.oh + k.tile - 1) / k.tile, tw = (g.ow + k.tile - 1) / k.tile;
       const int rows = WinogradRowsPerPass(ctx, a, g);
@@ -397,9 +408,9 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
         lg.global[1] = k.positions;
         lg.local[1] = 1;
         SetArgs(lg.kernel, ctx.scratch[0], w.filter.get(), ctx.scratch[1], p, g.oc, ck);
-        Launch lo = Make1d(transforms, k.output_transform, size_t(p) * g.oc);
-        SetArgs(lo.kernel, ctx.scratch[1], bias, out, g.n, g.oh, g.ow, g.oc, r0, nr, act_min,
-                act_max);
+        Launch lo = Make1d(outputs, k.output_transform, size_t(p) * g.oc);
+        SetArgsAndOptional(lo.kernel, residual, ctx.scratch[1], bias, out, g.n, g.oh, g.ow, g.oc,
+                           r0, nr, act_min, act_max);
         launches.push_back(std::move(li));
         launches.push_back(std::move(lg));
         launches.push_back(std::move(lo));

@@ -53,8 +53,10 @@ std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
 // Scratch bytes per slot (Winograd: V and Mo for one pass of tile rows).
 std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g);
 
+// residual (optional, any algorithm): out = act(conv + bias + residual), residual laid out like
+// out (a fused ADD); the kernel that writes out adds it (split-K: the reduce).
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
-                               float act_max);
+                               float act_max, cl_mem residual = nullptr);
 
 }  // namespace clgpu

@@ -58,11 +58,13 @@ size_t GemmScratchBytes(const GemmPlan& p, long m, long n) {
 }
 
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
-                               cl_mem c, int m, int n, int k, float act_min, float act_max) {
+                               cl_mem c, int m, int n, int k, float act_min, float act_max,
+                               cl_mem residual) {
   // Whole tiles only: the kernel's loads skip their bounds checks.
   const bool even =
       m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
-  auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : ""));
+  auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
+                                         (residual ? " -DHAS_RESIDUAL" : ""));
   std::vector<Launch> out;
   Launch l;
   l.dims = 1;
@@ -71,7 +73,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   if (p.splits <= 1) {
     l.name = "gemm_nt";
     l.kernel = CreateKernel(*prog, l.name);
-    SetArgs(l.kernel, a, b, bias, c, m, n, k, act_min, act_max);
+    SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max);
     out.push_back(std::move(l));
     return out;
   }
@@ -86,7 +88,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   Launch r;
   r.name = "gemm_splitk_reduce";
   r.kernel = CreateKernel(*prog, r.name);
-  SetArgs(r.kernel, ctx.scratch[0], bias, c, m, n, p.splits, act_min, act_max);
+  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, c, m, n, p.splits, act_min, act_max);
   r.dims = 1;
   r.global[0] = RoundUp(size_t(m) * n, 64);
   out.push_back(std::move(r));

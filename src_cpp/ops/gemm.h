@@ -26,7 +26,10 @@ GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_spli
 // Scratch bytes (slot 0) the plan needs (partial sums of the splits).
 size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
 
+// residual (optional): C = act(A B^T + bias + residual), residual laid out like C; under
+// split-K the reduce adds it.
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
-                               cl_mem c, int m, int n, int k, float act_min, float act_max);
+                               cl_mem c, int m, int n, int k, float act_min, float act_max,
+                               cl_mem residual = nullptr);
 
 }  // namespace clgpu

@@ -9,6 +9,22 @@ namespace clgpu {
 
 size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+void Op::FuseResidual(int residual, int output, float act_min, float act_max) {
+  UnfuseResidual();
+  if (outputs_.size() != 1) throw Error("only an op with one output can fold in an ADD");
+  own_output_ = outputs_[0];
+  inputs_.push_back(residual);
+  outputs_[0] = output;
+  residual_ = Residual{true, act_min, act_max};
+}
+
+void Op::UnfuseResidual() {
+  if (!residual_.on) return;
+  inputs_.pop_back();
+  outputs_[0] = own_output_;
+  residual_ = Residual{};
+}
+
 namespace {
 Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes) {
   Buffer buf = ctx.env.CreateBuffer(bytes, CL_MEM_READ_ONLY);

@@ -121,6 +121,27 @@ class Op {
     return nullptr;
   }
 
+  // --- A residual ADD folded into the op that produces one of its operands (ops/fusion.h):
+  // the producer reads the ADD's other operand as one more, last input laid out like its
+  // output, and writes act(its result + that operand) to the ADD's output with the ADD's
+  // activation; the ADD runs nothing. ---
+
+  // An ADD that may be folded: true, with its activation's clamp bounds.
+  virtual bool IsResidualAdd(float* act_min, float* act_max) const {
+    (void)act_min, (void)act_max;
+    return false;
+  }
+  // Whether this op can take a residual for these input shapes (its own inputs, unfused).
+  virtual bool CanFuseResidual(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
+  // Folds an ADD in (after CanFuseResidual): `residual` becomes the last input and `output`
+  // the only output. UnfuseResidual restores the op's own inputs and output.
+  void FuseResidual(int residual, int output, float act_min, float act_max);
+  void UnfuseResidual();
+  bool has_residual() const { return residual_.on; }
+
   const std::vector<Launch>& launches() const { return launches_; }
   // Drops the kernels (and their references to buffers) before the buffers they
   // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
@@ -131,10 +152,17 @@ class Op {
   // A chunk of another op: it reads and writes staging buffers, not graph tensors.
   explicit Op(int node_index) : node_index_(node_index) {}
   std::vector<Launch> launches_;
+  // A folded ADD: its clamp bounds replace the op's own (which are none). Chunks copy it.
+  struct Residual {
+    bool on = false;
+    float act_min = 0, act_max = 0;
+  };
+  Residual residual_;
 
  private:
   int node_index_;
   std::vector<int> inputs_, outputs_;
+  int own_output_ = -1;  // output 0 while a residual ADD is folded in
 };
 
 struct OpHandler {
@@ -153,6 +181,10 @@ const OpHandler* FindOpHandler(int32_t op);
 // Sets kernel arguments in order: cl_mem, int, float (any trivially copyable).
 template <typename... Args>
 void SetArgs(const Kernel& k, const Args&... args);
+// SetArgs, then `extra` as one more argument unless it is null (an optional trailing
+// buffer: the residual of kernels built with -DHAS_RESIDUAL).
+template <typename... Args>
+void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args);
 
 // Uploads host floats into a new read-only buffer in the context's storage type.
 Buffer UploadWeights(OpContext& ctx, const std::vector<float>& data);

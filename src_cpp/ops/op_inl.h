@@ -18,4 +18,10 @@ void SetArgs(const Kernel& k, const Args&... args) {
   detail::SetArgsAt(k, 0, args...);
 }
 
+template <typename... Args>
+void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args) {
+  detail::SetArgsAt(k, 0, args...);
+  if (extra) detail::SetArgsAt(k, static_cast<cl_uint>(sizeof...(Args)), extra);
+}
+
 }  // namespace clgpu

@@ -7,6 +7,7 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
+#include "ops/fusion.h"
 #include "runtime/memory_planner.h"
 #include "tflite/builtin.h"
 
@@ -35,6 +36,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params)
                               params->output_tensors->data + params->output_tensors->size);
   const std::set<int> inputs(params->input_tensors->data,
                              params->input_tensors->data + params->input_tensors->size);
+  std::vector<NodeInfo> op_nodes;  // per op, for FindResidualFusions
   for (int i = 0; i < params->nodes_to_replace->size; ++i) {
     bool ok = false;
     NodeInfo node = ReadNode(ctx, params->nodes_to_replace->data[i], &ok);
@@ -51,6 +53,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params)
     const OpHandler* h = FindOpHandler(node.op);
     if (!h) throw Error("node " + std::to_string(node.index) + " is not ours");
     ops_.push_back(h->create(*graph, node));
+    op_nodes.push_back(node);
     const Op& op = *ops_.back();
     for (int t : op.inputs()) {
       if (values_.count(t)) continue;
@@ -73,6 +76,8 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params)
     if (v.kind == Kind::kInput) uploads_.push_back(t);
     if (v.is_partition_output) downloads_.push_back(t);
   }
+  // Which ADDs may fold into a conv; each plan decides with its shapes (FuseResiduals).
+  fusions_ = FindResidualFusions(*graph, op_nodes, outputs);
   core_->CountKernelCreated();
 }
 
@@ -157,8 +162,36 @@ void Partition::ReleaseLaunches() {
   }
 }
 
+// Folds each eligible ADD into its conv for the shapes of this plan (out_shapes_ are those of
+// the ops unfused), or leaves both as they are: when fusion is off, the operands' shapes differ
+// now (a resize made the ADD broadcast) or the conv cannot take a residual.
+void Partition::FuseResiduals(const OpContext& octx) {
+  const Options& o = core_->options();
+  // capture_tensors reads every activation back, the conv's own output included.
+  if (!o.fuse_add || o.capture_tensors) return;
+  for (const ResidualFusion& f : fusions_) {
+    Op& conv = *ops_[f.producer];
+    const Op& add = *ops_[f.add];
+    const int y = conv.outputs()[0], z = add.outputs()[0];
+    const Shape& s = values_.at(y).shape;
+    std::vector<Shape> in;
+    for (int t : conv.inputs()) in.push_back(values_.at(t).shape);
+    float lo = 0, hi = 0;
+    if (!add.IsResidualAdd(&lo, &hi) || values_.at(f.residual).shape != s ||
+        values_.at(z).shape != s || !conv.CanFuseResidual(octx, in))
+      continue;
+    conv.FuseResidual(f.residual, z, lo, hi);
+    out_shapes_[f.producer] = {s};
+    absorbed_[f.add] = true;
+    values_.at(y).elided = true;
+  }
+}
+
 void Partition::Plan(TfLiteContext* ctx) {
   ReleaseLaunches();  // before any buffer they reference is replaced
+  for (auto& op : ops_) op->UnfuseResidual();
+  absorbed_.assign(ops_.size(), false);
+  for (auto& [t, v] : values_) v.elided = false;
   OpContext octx = MakeOpContext();
   Environment& env = core_->env();
   const size_t eb = octx.storage_bytes, max_alloc = octx.max_alloc;
@@ -192,6 +225,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     for (size_t j = 0; j < out_shapes_[i].size(); ++j)
       values_[ops_[i]->outputs()[j]].shape = out_shapes_[i][j];
   }
+  FuseResiduals(octx);
   if (core_->options().fail_at == "alloc")
     throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
 
@@ -201,7 +235,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (v.kind == Kind::kConstant) continue;
     v.piece_buffers.clear();
     v.pieces.clear();
-    if (size_t(NumElements(v.shape)) * eb <= max_alloc) continue;
+    if (v.elided || size_t(NumElements(v.shape)) * eb <= max_alloc) continue;
     std::string why;
     v.pieces = PlanPieces(v.shape, max_alloc / eb, &why);
     if (v.pieces.empty())
@@ -213,6 +247,7 @@ void Partition::Plan(TfLiteContext* ctx) {
       std::min<size_t>(max_alloc, std::max<size_t>(64u << 20, env.device().global_mem_bytes / 16));
   std::vector<size_t> staging_bytes;  // per slot: inputs of a chunk, then its output
   for (size_t i = 0; i < ops_.size(); ++i) {
+    if (absorbed_[i]) continue;
     std::vector<Shape> in;
     for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
     OpRun& run = runs_[i];
@@ -249,7 +284,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     v.ranged = false;
     v.ranges.clear();
     if (v.kind == Kind::kConstant) continue;
-    if (!v.pieces.empty() ||
+    if (v.elided || !v.pieces.empty() ||
         (boundary_outside && (v.kind == Kind::kInput || v.is_partition_output))) {
       v.buffer.Release();
       v.slot = -1;
@@ -264,6 +299,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     usage.push_back(u);
   }
   for (int i = 0; i < end_step; ++i) {
+    if (absorbed_[i]) continue;
     for (int t : ops_[i]->inputs())
       if (index_of.count(t)) usage[index_of[t]].last = std::max(usage[index_of[t]].last, i);
     for (int t : ops_[i]->outputs())
@@ -373,9 +409,8 @@ void Partition::Plan(TfLiteContext* ctx) {
   bound_ = false;
 }
 
-// Every output empty: the op has nothing to compute. One empty output is not enough: a
-// SPLIT_V with a size-0 part must still write its other outputs.
-bool Partition::OutputsEmpty(size_t op) const {
+bool Partition::RunsNothing(size_t op) const {
+  if (absorbed_.at(op)) return true;
   for (int t : ops_[op]->outputs())
     if (NumElements(values_.at(t).shape) != 0) return false;
   return true;
@@ -472,7 +507,7 @@ void Partition::Bind(TfLiteContext* ctx) {
   // An op in chunks: one sub-op per chunk, made before the scratch is sized.
   for (size_t i = 0; i < ops_.size(); ++i) {
     OpRun& run = runs_[i];
-    if (run.plan.empty() || OutputsEmpty(i)) continue;
+    if (run.plan.empty() || RunsNothing(i)) continue;
     std::vector<Shape> in_shapes;
     for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
     for (const Box& box : run.plan.out) {
@@ -489,7 +524,7 @@ void Partition::Bind(TfLiteContext* ctx) {
     for (size_t j = 0; j < need.size(); ++j) scratch_bytes[j] = std::max(scratch_bytes[j], need[j]);
   };
   for (size_t i = 0; i < ops_.size(); ++i) {
-    if (OutputsEmpty(i)) continue;
+    if (RunsNothing(i)) continue;
     const OpRun& run = runs_[i];
     if (run.plan.empty()) {
       std::vector<Shape> in_shapes;
@@ -529,8 +564,9 @@ void Partition::Bind(TfLiteContext* ctx) {
       prof.shape += ShapeString(out_shapes_[i][j]);
       prof.bytes += double(NumElements(out_shapes_[i][j])) * octx.storage_bytes;
     }
-    // An op whose outputs are all empty (as the CPU produces for a too-small input) runs nothing.
-    if (!OutputsEmpty(i)) {
+    // A folded ADD, or an op whose outputs are all empty (as the CPU produces for a too-small
+    // input), runs nothing.
+    if (!RunsNothing(i)) {
       if (ops_[i]->IsFlatCopy()) {
         // Same elements, same order: one copy between the tensors' storage (more where
         // either is kept in pieces), both seen as flat.

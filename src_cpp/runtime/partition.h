@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "delegate/delegate.h"
+#include "ops/fusion.h"
 #include "ops/op.h"
 #include "runtime/split.h"
 
@@ -60,6 +61,9 @@ class Partition {
     };
     bool ranged = false;
     std::vector<Range> ranges;
+    // The output of a conv whose ADD consumer is folded into it this plan: never
+    // written, no memory.
+    bool elided = false;
     bool split() const { return !piece_buffers.empty(); }
     size_t float_bytes() const;
   };
@@ -85,7 +89,10 @@ class Partition {
   void Plan(TfLiteContext* ctx);
   void ReleaseLaunches();
   bool HostPointersChanged(TfLiteContext* ctx) const;
-  bool OutputsEmpty(size_t op) const;
+  void FuseResiduals(const OpContext& octx);
+  // An ADD folded into its conv, or an op whose outputs are all empty (as the CPU
+  // produces for a too-small input; one empty output of a SPLIT_V is not enough): no launches.
+  bool RunsNothing(size_t op) const;
   void Bind(TfLiteContext* ctx);
   cl_mem Mem(int t) const {
     const Value& v = values_.at(t);
@@ -114,6 +121,8 @@ class Partition {
   std::vector<Buffer> staging_;           // chunks' input boxes, then output boxes, per slot
   Buffer transfer_staging_;               // float32 ranges of ranged fp16 transfers
   std::vector<OpRun> runs_;               // per op; released before the buffers above
+  std::vector<ResidualFusion> fusions_;   // ADDs that may fold into a conv (ops/fusion.h)
+  std::vector<bool> absorbed_;            // per op: an ADD folded into its conv this plan
   MemoryReport report_;
   bool planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued

@@ -130,7 +130,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
   }
   int commands = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
-    if (OutputsEmpty(i)) continue;
+    if (RunsNothing(i)) continue;
     const std::vector<Step>& steps = runs_[i].steps;
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& st = steps[k];

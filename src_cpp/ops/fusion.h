@@ -1,0 +1,30 @@
+// Residual ADDs folded into the CONV_2D that produces one of their operands: the conv writes
+// act(conv(x) + bias + residual) straight to the ADD's output and the ADD runs no kernel (one
+// launch fewer per block of ResNet / MobileNetV2). Here: which pairs the graph allows, shared by
+// the partition (runtime/partition.cc, which also asks the ops and the shapes of each plan) and
+// the cost model (delegate/cost_model.cc).
+#pragma once
+
+#include <cstddef>
+#include <set>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace clgpu {
+
+struct ResidualFusion {
+  size_t producer = 0, add = 0;  // positions in the node list
+  int residual = -1;             // the ADD's other operand
+};
+
+// Pairs in `nodes` (one partition, in execution order): an ADD whose operands and output have
+// the same shape, one operand the output of a CONV_2D without fused activation that nothing else
+// reads (no other node of `nodes`; not in `outputs`, the partition's outputs), the other operand
+// ready before the conv runs (an input or constant, or produced by an earlier node). When both
+// operands qualify, the later conv takes the earlier one's output as its residual.
+std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
+                                                const std::vector<NodeInfo>& nodes,
+                                                const std::set<int>& outputs);
+
+}  // namespace clgpu
