@@ -6,13 +6,13 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/row_copy.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
 
 constexpr int kMaxRank = 6;
-constexpr size_t kGroup = 64;  // work-items per group (the global size is padded to it)
 
 // `s` as [outer, axis, inner] around `axis`: the same elements in the same order.
 Shape View3(const Shape& s, int axis) {
@@ -92,22 +92,9 @@ class ConcatOp : public Op {
     int col0 = 0;
     for (size_t i = 0; i < in.size(); ++i) {
       const int cols = in_shapes[i][axis_] * inner;
-      if (rows > 0 && cols > 0) {
-        // float4 only when every run starts and ends on a 4-element boundary.
-        const bool vec = cols % 4 == 0 && out_cols % 4 == 0 && col0 % 4 == 0;
-        vec4_ = vec4_ && vec;
-        Launch l;
-        l.name = vec ? "concat_copy4" : "concat_copy";
-        l.kernel = CreateKernel(*prog, l.name);
-        const int div = vec ? 4 : 1;
-        const int total = rows * cols / div;
-        SetArgs(l.kernel, in[i], out[0], total, cols / div, out_cols / div, col0 / div, act_min_,
-                act_max_);
-        l.dims = 1;
-        l.global[0] = RoundUp(size_t(total), kGroup);
-        l.local[0] = kGroup;
-        launches_.push_back(std::move(l));
-      }
+      if (rows > 0 && cols > 0)
+        launches_.push_back(RowCopyLaunch(*prog, "concat_copy", in[i], out[0], rows, cols, out_cols,
+                                          col0, &vec4_, act_min_, act_max_));
       col0 += cols;
     }
   }

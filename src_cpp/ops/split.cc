@@ -6,13 +6,13 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/row_copy.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
 
 constexpr int kMaxRank = 6;
-constexpr size_t kGroup = 64;  // work-items per group (the global size is padded to it)
 
 class SplitOp : public Op {
  public:
@@ -59,21 +59,9 @@ class SplitOp : public Op {
     int col0 = 0;
     for (size_t i = 0; i < out.size(); ++i) {
       const int cols = sizes_[i] * inner;
-      if (rows > 0 && cols > 0) {
-        // float4 only when every run starts and ends on a 4-element boundary.
-        const bool vec = cols % 4 == 0 && in_cols % 4 == 0 && col0 % 4 == 0;
-        vec4_ = vec4_ && vec;
-        Launch l;
-        l.name = vec ? "split_copy4" : "split_copy";
-        l.kernel = CreateKernel(*prog, l.name);
-        const int div = vec ? 4 : 1;
-        const int total = rows * cols / div;
-        SetArgs(l.kernel, in[0], out[i], total, cols / div, in_cols / div, col0 / div);
-        l.dims = 1;
-        l.global[0] = RoundUp(size_t(total), kGroup);
-        l.local[0] = kGroup;
-        launches_.push_back(std::move(l));
-      }
+      if (rows > 0 && cols > 0)
+        launches_.push_back(
+            RowCopyLaunch(*prog, "split_copy", in[0], out[i], rows, cols, in_cols, col0, &vec4_));
       col0 += cols;
     }
   }
