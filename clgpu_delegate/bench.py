@@ -185,6 +185,8 @@ def run_benchmark(
     }
     if gpu.delegate is not None and hasattr(gpu, "memory"):
         report["memory"] = {k: v for k, v in gpu.memory.items() if k != "partitions"}
+        # Where activations live (one arena of views, or shared buffers), per partition.
+        report["memory"]["arenas"] = sorted({p["arena"] for p in gpu.memory["partitions"]})
     if profile and gpu.delegate is not None:
         report.update(_profile(data, delegate_options, threads, runtime, feeds, runs, gpu.result))
     return report
@@ -256,8 +258,10 @@ def format_report(report: dict[str, Any]) -> str:
         m = report["memory"]
         mb = 2**20
         lb = m["lower_bound_bytes"] or 1
+        arenas = m.get("arenas") or []
         lines.append(
             f"device memory: activations {m['allocated_bytes'] / mb:.2f} MB allocated "
+            f"{'(' + '/'.join(arenas) + ') ' if arenas else ''}"
             f"(lower bound {m['lower_bound_bytes'] / mb:.2f} MB, x{m['allocated_bytes'] / lb:.3f}; "
             f"naive {m['naive_bytes'] / mb:.2f} MB), weights {m['weight_bytes'] / mb:.2f} MB"
         )

@@ -138,7 +138,14 @@ def _check_resize(
     assert delegate.stats()["invokes"] >= len(shapes)
 
 
-def test_resize_after_delegation(runtime: str, transfer: dict) -> None:
+@pytest.mark.parametrize("arena", ["", "svm", "shared"])
+def test_resize_after_delegation(
+    arena: str, runtime: str, transfer: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each resize re-plans: the arena's views (sub-buffers, or SVM views as on NVIDIA,
+    # whose driver crashed releasing used sub-buffers here) are released and made anew.
+    if arena:
+        monkeypatch.setenv("CLGPU_ARENA", arena)
     _check_resize(
         resizable_model(),
         runtime,

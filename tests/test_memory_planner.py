@@ -1,5 +1,5 @@
 """The shared-objects memory planner (src_cpp/runtime/memory_planner.cc), which partitions use
-where sub-buffers are avoided (NVIDIA's driver; CLGPU_SUBBUFFERS=0 anywhere): plans are valid,
+where sub-buffers are avoided (NVIDIA's driver; CLGPU_ARENA=shared anywhere): plans are valid,
 deterministic, never above the greedy plans it replaced, at the proven optimum on MobileNetV2's
 blocks, quick on a few hundred tensors, and the model-level figures of delegate.memory().
 
@@ -207,7 +207,7 @@ def test_planning_300_tensors(kind: str) -> None:
 
 
 def test_model_plan_without_sub_buffers(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CLGPU_SUBBUFFERS", "0")  # the shared-objects path, as on NVIDIA
+    monkeypatch.setenv("CLGPU_ARENA", "shared")  # the shared-objects path, as on NVIDIA
     model = zoo.build("mobilenet_v2")
     for precision in ("fp32", "fp16"):
         d = clgpu_delegate.load(partitioning="all", precision=precision)
@@ -219,3 +219,11 @@ def test_model_plan_without_sub_buffers(runtime: str, monkeypatch: pytest.Monkey
         # 7/6 is the optimum of its main partition (1.217 before this planner).
         assert ratio <= SEVEN_SIXTHS + 1e-6, m
         del interp
+
+
+def test_unknown_arena_is_a_clear_error(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLGPU_ARENA", "bogus")
+    d = clgpu_delegate.load(partitioning="all")
+    with pytest.raises(RuntimeError, match="CLGPU_ARENA must be subbuffers, svm or shared"):
+        interp = make_interpreter(zoo.build("lenet5"), [d], runtime=runtime)
+        interp.allocate_tensors()

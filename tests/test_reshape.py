@@ -114,15 +114,17 @@ def test_reshape_between_convs_one_partition(runtime: str, transfer: dict) -> No
     assert {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"} <= {d["op_name"] for d in r.decisions}
 
 
-@pytest.mark.parametrize("subbuffers", ["0", "1"])
+@pytest.mark.parametrize("arena", ["shared", "subbuffers", "svm"])
 def test_reshape_in_shared_buffers_and_arena_views(
-    subbuffers: str, monkeypatch: pytest.MonkeyPatch, runtime: str
+    arena: str, monkeypatch: pytest.MonkeyPatch, runtime: str
 ) -> None:
-    # Whole shared buffers (NVIDIA's path) or views of one arena (copies then address the
-    # arena at the views' offsets): the copy's source and destination never overlap.
-    monkeypatch.setenv("CLGPU_SUBBUFFERS", subbuffers)
+    # Whole shared buffers or views of one arena (sub-buffers, or SVM views as on NVIDIA;
+    # copies then address the arena at the views' offsets): source and destination never overlap.
+    monkeypatch.setenv("CLGPU_ARENA", arena)
     r = check_parity(between_convs_model(), runtime, expect_delegated="all", zero_copy="off")
-    assert r.delegate.memory()["partitions"][0]["buffers"] >= (1 if subbuffers == "1" else 2)
+    part = r.delegate.memory()["partitions"][0]
+    assert part["arena"] == arena.replace("subbuffers", "sub-buffers"), part
+    assert part["buffers"] == 1 if arena != "shared" else part["buffers"] >= 2, part
 
 
 def test_conv_reshape_fc_one_partition(runtime: str) -> None:

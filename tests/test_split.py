@@ -135,7 +135,7 @@ def test_depthwise_split(case: Depthwise, precision: str, runtime: str) -> None:
 
 def test_chain_in_shared_buffers(monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:
     # Activations in whole shared buffers (NVIDIA's path) rather than views of one arena.
-    monkeypatch.setenv("CLGPU_SUBBUFFERS", "0")
+    monkeypatch.setenv("CLGPU_ARENA", "shared")
     r = check_split(chain_model(), runtime, 4096, zero_copy="off")
     mem = r.delegate.memory()
     assert mem["partitions"][0]["buffers"] >= 1 and mem["chunked_ops"] >= 3, mem

@@ -136,6 +136,9 @@ std::vector<DeviceInfo> ListDevicesUncached(bool probe_fp16) {
           std::max<size_t>(DeviceValue<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 4);
       // Deprecated in 2.0 but still answered by every driver we target.
       d.host_unified_memory = DeviceValue<cl_bool>(id, CL_DEVICE_HOST_UNIFIED_MEMORY) != 0;
+      // CL_DEVICE_SVM_CAPABILITIES & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER (2.0 names, 1.2
+      // headers); a 1.2 device rejects the query and the value stays 0.
+      d.svm_coarse = (DeviceValue<cl_bitfield>(id, 0x1053) & 1) != 0;
       d.fp16_advertised =
           DeviceString(id, CL_DEVICE_EXTENSIONS).find("cl_khr_fp16") != std::string::npos;
       // The probe matters for GPUs (NVIDIA hides cl_khr_fp16). A CPU device that does

@@ -20,6 +20,7 @@ struct DeviceInfo {
   size_t max_work_group_size = 0;
   size_t base_addr_align_bytes = 4;  // sub-buffer origins must be multiples of this
   bool host_unified_memory = false;
+  bool svm_coarse = false;       // coarse-grained SVM buffers (OpenCL 2.0+)
   bool fp16_advertised = false;  // cl_khr_fp16 in the extension string
   bool fp16 = false;             // half arithmetic compiled (NVIDIA hides the extension)
   cl_platform_id platform_id = nullptr;

@@ -136,14 +136,46 @@ Buffer Environment::CreateBuffer(size_t bytes, cl_mem_flags flags) const {
 }
 
 Buffer Environment::CreateSubBuffer(const Buffer& parent, size_t offset, size_t bytes) const {
-  cl_buffer_region region{offset, bytes ? bytes : 4};
   cl_int err = CL_SUCCESS;
+  if (parent.svm()) {
+    const size_t at = parent.svm_offset() + offset;
+    cl_mem mem =
+        Cl().clCreateBuffer(context_.get(), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                            bytes ? bytes : 4, static_cast<char*>(parent.svm().get()) + at, &err);
+    if (err != CL_SUCCESS)
+      throw ClError("clCreateBuffer(SVM view)", err,
+                    "offset " + std::to_string(at) + ", " + std::to_string(bytes) + " bytes");
+    return Buffer(mem, bytes, parent.svm(), at);
+  }
+  cl_buffer_region region{offset, bytes ? bytes : 4};
   cl_mem mem = Cl().clCreateSubBuffer(parent.get(), CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION,
                                       &region, &err);
   if (err != CL_SUCCESS)
     throw ClError("clCreateSubBuffer", err,
                   "offset " + std::to_string(offset) + ", " + std::to_string(bytes) + " bytes");
   return Buffer(mem, bytes);
+}
+
+Buffer Environment::CreateSvmArena(size_t bytes, cl_command_queue queue) const {
+  const ClApi& cl = Cl();
+  if (!device_.svm_coarse || !cl.clSVMAlloc) return {};
+  const size_t n = bytes ? bytes : 4;
+  void* p = cl.clSVMAlloc(context_.get(), CL_MEM_READ_WRITE, n, 0);
+  if (!p) return {};
+  cl_context ctx = context_.get();
+  cl.clRetainContext(ctx);
+  cl.clRetainCommandQueue(queue);
+  // clSVMFree does not wait for commands still using the memory: finish first.
+  std::shared_ptr<void> svm(p, [ctx, queue](void* q) {
+    Cl().clFinish(queue);
+    Cl().clSVMFree(ctx, q);
+    Cl().clReleaseCommandQueue(queue);
+    Cl().clReleaseContext(ctx);
+  });
+  cl_int err = CL_SUCCESS;
+  cl_mem mem = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, n, p, &err);
+  if (err != CL_SUCCESS) return {};  // `svm` frees the allocation
+  return Buffer(mem, bytes, std::move(svm), 0);
 }
 
 Kernel CreateKernel(const Program& program, const std::string& name) {

@@ -56,8 +56,13 @@ class Environment {
   Queue CreateQueue(bool profiling) const;
   Buffer CreateBuffer(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE) const;
   // A view of [offset, offset + bytes) of `parent` (offset aligned to the device's
-  // base address alignment).
+  // base address alignment): a sub-buffer, or over SVM a buffer at that address.
   Buffer CreateSubBuffer(const Buffer& parent, size_t offset, size_t bytes) const;
+  // One coarse-grained SVM allocation as a buffer, or an empty Buffer where the
+  // device or library has no SVM or the allocation fails. Its views are plain
+  // buffers, never sub-buffers (NVIDIA's driver crashes releasing used ones). The
+  // memory is freed after its last buffer, once `queue` has finished.
+  Buffer CreateSvmArena(size_t bytes, cl_command_queue queue) const;
 
  private:
   DeviceInfo device_;

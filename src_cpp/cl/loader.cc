@@ -55,7 +55,12 @@ std::unique_ptr<ClApi> Load() {
   if (!api->name) missing += std::string(missing.empty() ? "" : ", ") + #name;
     CLGPU_CL_FUNCTIONS(CLGPU_LOAD_FN)
 #undef CLGPU_LOAD_FN
-    if (missing.empty()) return api;  // the handle stays open for the process lifetime
+    if (missing.empty()) {
+      api->clSVMAlloc = reinterpret_cast<SvmAllocFn>(dlsym(handle, "clSVMAlloc"));
+      api->clSVMFree = reinterpret_cast<SvmFreeFn>(dlsym(handle, "clSVMFree"));
+      if (!api->clSVMAlloc || !api->clSVMFree) api->clSVMAlloc = nullptr, api->clSVMFree = nullptr;
+      return api;  // the handle stays open for the process lifetime
+    }
     tried += "\n  " + path + ": lacks " + missing + " (OpenCL 1.2 is required)";
     dlclose(handle);
   }

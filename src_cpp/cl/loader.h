@@ -57,10 +57,17 @@ namespace clgpu {
   X(clRetainEvent)               \
   X(clReleaseEvent)
 
+// OpenCL 2.0 entry points the project can do without (declared here: the build
+// targets the 1.2 headers). Null where the library lacks them; callers check.
+using SvmAllocFn = void*(CL_API_CALL*)(cl_context, cl_bitfield, size_t, cl_uint);
+using SvmFreeFn = void(CL_API_CALL*)(cl_context, void*);
+
 struct ClApi {
 #define CLGPU_DECLARE_FN(name) decltype(&::name) name = nullptr;
   CLGPU_CL_FUNCTIONS(CLGPU_DECLARE_FN)
 #undef CLGPU_DECLARE_FN
+  SvmAllocFn clSVMAlloc = nullptr;
+  SvmFreeFn clSVMFree = nullptr;
   std::string library_path;  // the file that was loaded
 };
 

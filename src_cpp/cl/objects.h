@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <utility>
 
 #include "cl/loader.h"
@@ -52,22 +53,30 @@ using Program = ClObject<cl_program, detail::ReleaseProgram>;
 using Kernel = ClObject<cl_kernel, detail::ReleaseKernel>;
 using Event = ClObject<cl_event, detail::ReleaseEvent>;
 
-// A device buffer that remembers its size in bytes.
+// A device buffer that remembers its size in bytes. A buffer over shared virtual
+// memory also holds the SVM allocation (freed after its last buffer) and where in
+// it the buffer starts.
 class Buffer {
  public:
   Buffer() = default;
   Buffer(cl_mem mem, size_t bytes) : mem_(mem), bytes_(bytes) {}
+  Buffer(cl_mem mem, size_t bytes, std::shared_ptr<void> svm, size_t svm_offset)
+      : svm_(std::move(svm)), mem_(mem), bytes_(bytes), svm_offset_(svm_offset) {}
   cl_mem get() const { return mem_.get(); }
   size_t bytes() const { return bytes_; }
   explicit operator bool() const { return static_cast<bool>(mem_); }
+  const std::shared_ptr<void>& svm() const { return svm_; }
+  size_t svm_offset() const { return svm_offset_; }
   void Release() {
-    mem_.Release();
-    bytes_ = 0;
+    mem_.Release();  // before the memory under it
+    svm_.reset();
+    bytes_ = svm_offset_ = 0;
   }
 
  private:
+  std::shared_ptr<void> svm_;  // declared first: destroyed after mem_
   ClObject<cl_mem, detail::ReleaseMem> mem_;
-  size_t bytes_ = 0;
+  size_t bytes_ = 0, svm_offset_ = 0;
 };
 
 }  // namespace clgpu

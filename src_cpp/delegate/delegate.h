@@ -52,6 +52,9 @@ struct MemoryReport {
   size_t staging_bytes = 0;      // float32 transfer copies (fp16 storage)
   size_t scratch_bytes = 0;      // op scratch (Winograd transformed tiles)
   int buffers = 0;
+  // "sub-buffers" / "svm": views into one arena; "shared": shared whole buffers;
+  // "own": a buffer per tensor (sharing would exceed the largest allocation).
+  std::string arena;
   // Larger than the largest allocation (runtime/split.h): activations kept in
   // pieces (own buffers, not in the figures above), ops run in chunks, and the
   // staging buffers the chunks copy their boxes through.

@@ -127,6 +127,7 @@ py::list Memory(const PyDelegate& d) {
     r["staging_bytes"] = m.staging_bytes;
     r["scratch_bytes"] = m.scratch_bytes;
     r["buffers"] = m.buffers;
+    r["arena"] = m.arena;
     r["split_tensors"] = m.split_tensors;
     r["split_pieces"] = m.split_pieces;
     r["split_bytes"] = m.split_bytes;

@@ -18,6 +18,23 @@ Shape TensorShape(const TfLiteTensor& x) {
   return x.dims ? Shape(x.dims->data, x.dims->data + x.dims->size) : Shape{};
 }
 
+enum class ArenaKind { kSubBuffers, kSvm, kShared };
+
+// Where activations live: views into one arena (sub-buffers; on NVIDIA, whose
+// driver crashes releasing used sub-buffers, SVM views), else shared whole
+// buffers. CLGPU_ARENA=subbuffers|svm|shared picks one on any device (tests);
+// "svm" without SVM support falls back to shared buffers.
+ArenaKind PickArena(const DeviceInfo& d) {
+  const char* force = std::getenv("CLGPU_ARENA");
+  const std::string f = force ? force : "";
+  if (f == "subbuffers") return ArenaKind::kSubBuffers;
+  if (f == "svm") return ArenaKind::kSvm;
+  if (f == "shared") return ArenaKind::kShared;
+  if (!f.empty()) throw Error("CLGPU_ARENA must be subbuffers, svm or shared, not '" + f + "'");
+  if (d.vendor.find("NVIDIA") == std::string::npos) return ArenaKind::kSubBuffers;
+  return d.svm_coarse ? ArenaKind::kSvm : ArenaKind::kShared;
+}
+
 }  // namespace
 
 size_t Partition::Value::float_bytes() const {
@@ -321,25 +338,27 @@ void Partition::Plan(TfLiteContext* ctx) {
   const OffsetPlan plan = PlanOffsetsGreedyBySize(usage, env.device().base_addr_align_bytes);
   report_.naive_bytes = plan.naive_bytes;
   report_.lower_bound_bytes = plan.lower_bound_bytes;
-  // NVIDIA's driver (580) crashed releasing sub-buffers that kernels had used once
-  // those kernels were gone (any re-plan after an invoke), so there activations
-  // share whole buffers (shared objects, PlanSharedObjects) instead of living at
-  // offsets in one arena: a little more memory, no sub-buffers.
-  const char* force = std::getenv("CLGPU_SUBBUFFERS");  // "0"/"1": tests of both paths
-  const bool views =
-      force && *force ? force[0] == '1' : env.device().vendor.find("NVIDIA") == std::string::npos;
-  const MemoryPlan shared = views ? MemoryPlan{} : PlanSharedObjects(usage);
+  // NVIDIA's driver (580) crashes releasing sub-buffers that kernels had used once
+  // those kernels are gone (any re-plan after an invoke). There the arena is one
+  // SVM allocation whose views are plain buffers at interior addresses; without
+  // SVM, activations share whole buffers (shared objects, PlanSharedObjects).
+  const ArenaKind kind = PickArena(env.device());
+  if (kind != ArenaKind::kShared && plan.arena_bytes <= max_alloc) {
+    arena_ = kind == ArenaKind::kSvm ? env.CreateSvmArena(plan.arena_bytes, core_->queue())
+                                     : env.CreateBuffer(plan.arena_bytes);
+  }
+  const MemoryPlan shared = arena_ ? MemoryPlan{} : PlanSharedObjects(usage);
   const bool shared_fits =
-      !views && std::all_of(shared.buffer_bytes.begin(), shared.buffer_bytes.end(),
-                            [&](size_t b) { return b <= max_alloc; });
-  if (views && plan.arena_bytes <= max_alloc) {
-    arena_ = env.CreateBuffer(plan.arena_bytes);
+      !arena_ && std::all_of(shared.buffer_bytes.begin(), shared.buffer_bytes.end(),
+                             [&](size_t b) { return b <= max_alloc; });
+  if (arena_) {
     for (size_t i = 0; i < planned.size(); ++i) {
       values_[planned[i]].buffer = env.CreateSubBuffer(arena_, plan.offsets[i], usage[i].bytes);
       values_[planned[i]].arena_offset = plan.offsets[i];
     }
     report_.allocated_bytes = arena_.bytes();
     report_.buffers = 1;
+    report_.arena = arena_.svm() ? "svm" : "sub-buffers";
   } else if (shared_fits) {
     for (size_t b : shared.buffer_bytes) {
       shared_.push_back(env.CreateBuffer(b));
@@ -347,6 +366,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     }
     for (size_t i = 0; i < planned.size(); ++i) values_[planned[i]].slot = shared.assignment[i];
     report_.buffers = static_cast<int>(shared_.size());
+    report_.arena = "shared";
   } else {
     // Sharing would exceed the device's largest allocation: give each tensor its
     // own buffer instead (every buffer stays allocatable).
@@ -355,6 +375,7 @@ void Partition::Plan(TfLiteContext* ctx) {
       report_.allocated_bytes += usage[i].bytes;
     }
     report_.buffers = static_cast<int>(planned.size());
+    report_.arena = "own";
   }
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kConstant || v.pieces.empty()) continue;
