@@ -31,6 +31,7 @@ DEFAULT_MODELS = [
     "mobilenet_v1",
     "mobilenet_v2",
     "inception_v1",
+    "inception_v3",
     "resnet50",
     "alexnet",
     "pynet",

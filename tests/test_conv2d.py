@@ -52,6 +52,11 @@ CASES = {
     ),
     "5x5_larger_than_input": Conv((1, 3, 4, 2), 3, (5, 5)),
     "1x7_then_7x1_like": Conv((1, 9, 15, 5), 6, (1, 7), stride=(2, 1)),
+    # Inception v3's factorized kernels with channels enough for the tiled algorithms; the 1x3
+    # SAME on a map narrower than the kernel (its 8x8 blocks at a small input).
+    "7x1_c20_oc24_relu": Conv((1, 11, 9, 20), 24, (7, 1), activation="RELU"),
+    "1x3_c36_oc40_narrow": Conv((1, 3, 2, 36), 40, (1, 3), activation="RELU"),
+    "3x1_s2_valid_c17": Conv((1, 12, 7, 17), 9, (3, 1), stride=2, padding="VALID"),
     # Enough channels for the tiled algorithms (GEMM, Winograd) to pick them, with remainders.
     "3x3_c37_oc45_tiles": Conv((1, 13, 11, 37), 45, (3, 3), activation="RELU"),
     "3x3_batch2_c33_oc64": Conv((2, 9, 10, 33), 64, (3, 3), activation="RELU6"),

@@ -374,10 +374,12 @@ def test_lenet5_from_the_zoo(runtime: str) -> None:
     assert np.isclose(r.outputs[0].sum(), r.outputs[0].shape[0], rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["mobilenet_v2", "inception_v1"])
-def test_zoo_network_small_input(name: str, runtime: str) -> None:
+# Inception v3's VALID stem and reductions need at least 75 pixels.
+@pytest.mark.parametrize(("name", "size"), [("mobilenet_v2", 48), ("inception_v1", 48),
+                                            ("inception_v3", 75)])
+def test_zoo_network_small_input(name: str, size: int, runtime: str) -> None:
     # Realistic channel counts and depth; a small input keeps it quick on a CPU device.
-    model = zoo.build(name, size=48, num_classes=37, softmax=False)
+    model = zoo.build(name, size=size, num_classes=37, softmax=False)
     r = check_parity(model, runtime)
     claimable = {"CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "FULLY_CONNECTED", "CONCATENATION",
                  "MAX_POOL_2D", "AVERAGE_POOL_2D"}

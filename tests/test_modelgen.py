@@ -478,8 +478,8 @@ def test_save(tmp_path) -> None:
 
 # Options that keep the suite fast; outputs are logits so their scale can be checked.
 ZOO_OPTS = {"lenet5": {}, "mobilenet_v1": {"size": 128}, "mobilenet_v2": {},
-            "inception_v1": {"size": 160}, "resnet50": {"size": 128}, "alexnet": {},
-            "pynet": {"size": 64}}
+            "inception_v1": {"size": 160}, "inception_v3": {"size": 107},
+            "resnet50": {"size": 128}, "alexnet": {}, "pynet": {"size": 64}}
 # (input shape at ZOO_OPTS, output shape, op counts that make the architecture recognisable)
 ZOO_EXPECT = {
     "lenet5": ((1, 32, 32, 1), (1, 10), {"CONV_2D": 2, "AVERAGE_POOL_2D": 2,
@@ -489,6 +489,9 @@ ZOO_EXPECT = {
                                                    "ADD": 10}),
     "inception_v1": ((1, 160, 160, 3), (1, 1000), {"CONV_2D": 57, "CONCATENATION": 9,
                                                    "MAX_POOL_2D": 13, "FULLY_CONNECTED": 1}),
+    "inception_v3": ((1, 107, 107, 3), (1, 1000), {"CONV_2D": 94, "CONCATENATION": 15,
+                                                   "MAX_POOL_2D": 4, "AVERAGE_POOL_2D": 10,
+                                                   "FULLY_CONNECTED": 1}),
     "resnet50": ((1, 128, 128, 3), (1, 1000), {"CONV_2D": 53, "ADD": 16, "MEAN": 1,
                                                "FULLY_CONNECTED": 1}),
     "alexnet": ((1, 227, 227, 3), (1, 1000), {"CONV_2D": 8, "SPLIT": 3, "CONCATENATION": 3,
@@ -519,15 +522,27 @@ def test_zoo_model_runs(rt: ModuleType, name: str) -> None:
     assert 0.1 < float(y.std()) < 10.0, float(y.std())
 
 
-def test_zoo_pynet_kernels() -> None:
-    model = tflite.Model.GetRootAs(_zoo_model("pynet"), 0)
+def _conv_kernels(name: str) -> Counter[tuple[int, int]]:
+    """(KH, KW) of every CONV_2D of zoo model `name`, counted."""
+    model = tflite.Model.GetRootAs(_zoo_model(name), 0)
     graph = model.Subgraphs(0)
-    kernels = set()
+    kernels: Counter[tuple[int, int]] = Counter()
     for i in range(graph.OperatorsLength()):
         op = graph.Operators(i)
         if _OP_NAMES[model.OperatorCodes(op.OpcodeIndex()).BuiltinCode()] == "CONV_2D":
-            kernels.add(int(graph.Tensors(op.Inputs(1)).Shape(1)))
-    assert kernels == {3, 5, 7, 9}
+            shape = graph.Tensors(op.Inputs(1)).ShapeAsNumpy()
+            kernels[int(shape[1]), int(shape[2])] += 1
+    return kernels
+
+
+def test_zoo_pynet_kernels() -> None:
+    assert set(_conv_kernels("pynet")) == {(3, 3), (5, 5), (7, 7), (9, 9)}
+
+
+def test_zoo_inception_v3_kernels() -> None:
+    # Keras InceptionV3: 7x7s factorized into 1x7 + 7x1 (mixed4-8), 1x3 / 3x1 forks (mixed9-10).
+    assert _conv_kernels("inception_v3") == {(1, 1): 40, (3, 3): 17, (5, 5): 3, (1, 7): 13,
+                                             (7, 1): 13, (1, 3): 4, (3, 1): 4}
 
 
 def test_zoo_softmax_and_fp16(rt: ModuleType) -> None:

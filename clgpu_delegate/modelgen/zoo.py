@@ -221,6 +221,76 @@ def inception_v1(
     return net.finish(net.fc(x, num_classes, act=None, gain=1.0), softmax)
 
 
+def _inception_a(net: _Net, x: int, pool_proj: int) -> int:
+    """35x35 block (mixed0-2): 1x1 | 1x1 -> 5x5 | 1x1 -> 3x3 -> 3x3 | avg pool -> 1x1."""
+    b1 = net.conv(x, 64, 1)
+    b5 = net.conv(net.conv(x, 48, 1), 64, 5)
+    b3 = net.conv(net.conv(net.conv(x, 64, 1), 96, 3), 96, 3)
+    bp = net.conv(net.b.avg_pool2d(x, 3, 1, padding="SAME"), pool_proj, 1)
+    return net.b.concat([b1, b5, b3, bp], axis=3)
+
+
+def _inception_b(net: _Net, x: int, c: int) -> int:
+    """17x17 block (mixed4-7): 7x7 convs factorized into 1x7 and 7x1, `c` inner channels."""
+    b1 = net.conv(x, 192, 1)
+    b7 = net.conv(net.conv(net.conv(x, c, 1), c, (1, 7)), 192, (7, 1))
+    bd = net.conv(x, c, 1)
+    for k in ((7, 1), (1, 7), (7, 1)):
+        bd = net.conv(bd, c, k)
+    bd = net.conv(bd, 192, (1, 7))
+    bp = net.conv(net.b.avg_pool2d(x, 3, 1, padding="SAME"), 192, 1)
+    return net.b.concat([b1, b7, bd, bp], axis=3)
+
+
+def _inception_c(net: _Net, x: int) -> int:
+    """8x8 block (mixed9-10): the 3x3s end in parallel 1x3 and 3x1 convs, concatenated."""
+
+    def fork(y: int) -> int:
+        return net.b.concat([net.conv(y, 384, (1, 3)), net.conv(y, 384, (3, 1))], axis=3)
+
+    b1 = net.conv(x, 320, 1)
+    b3 = fork(net.conv(x, 384, 1))
+    bd = fork(net.conv(net.conv(x, 448, 1), 384, 3))
+    bp = net.conv(net.b.avg_pool2d(x, 3, 1, padding="SAME"), 192, 1)
+    return net.b.concat([b1, b3, bd, bp], axis=3)
+
+
+def inception_v3(
+    *,
+    size: int = 299,
+    num_classes: int = 1000,
+    softmax: bool = True,
+    seed: int = 0,
+    fp16_weights: bool = False,
+) -> bytes:
+    """Inception v3 (Keras `InceptionV3` layout) without auxiliary head: VALID-conv stem,
+    3 35x35 blocks, a reduction, 4 17x17 blocks with 1x7 / 7x1 convs, a reduction, 2 8x8
+    blocks; the smallest input its VALID convs and pools allow is 75."""
+    net, x = _start(size, 3, seed, fp16_weights)
+    x = net.conv(x, 32, 3, stride=2, padding="VALID")
+    x = net.conv(x, 32, 3, padding="VALID")
+    x = net.b.max_pool2d(net.conv(x, 64, 3), 3, 2)
+    x = net.conv(x, 80, 1, padding="VALID")
+    x = net.b.max_pool2d(net.conv(x, 192, 3, padding="VALID"), 3, 2)
+    for pool_proj in (32, 64, 64):
+        x = _inception_a(net, x, pool_proj)
+    b3 = net.conv(x, 384, 3, stride=2, padding="VALID")
+    bd = net.conv(net.conv(net.conv(x, 64, 1), 96, 3), 96, 3, stride=2, padding="VALID")
+    x = net.b.concat([b3, bd, net.b.max_pool2d(x, 3, 2)], axis=3)
+    for c in (128, 160, 160, 192):
+        x = _inception_b(net, x, c)
+    b3 = net.conv(net.conv(x, 192, 1), 320, 3, stride=2, padding="VALID")
+    b7 = net.conv(net.conv(net.conv(x, 192, 1), 192, (1, 7)), 192, (7, 1))
+    b7 = net.conv(b7, 192, 3, stride=2, padding="VALID")
+    x = net.b.concat([b3, b7, net.b.max_pool2d(x, 3, 2)], axis=3)
+    for _ in range(2):
+        x = _inception_c(net, x)
+    # Global average pool as one AVERAGE_POOL_2D (as in inception_v1): same values as MEAN.
+    _, h, w, c = net.b.shape(x)
+    x = net.b.reshape(net.b.avg_pool2d(x, (h, w), 1), (1, c))
+    return net.finish(net.fc(x, num_classes, act=None, gain=1.0), softmax)
+
+
 def resnet50(
     *,
     size: int = 224,
@@ -318,6 +388,7 @@ MODELS: dict[str, Callable[..., bytes]] = {
     "mobilenet_v1": mobilenet_v1,
     "mobilenet_v2": mobilenet_v2,
     "inception_v1": inception_v1,
+    "inception_v3": inception_v3,
     "resnet50": resnet50,
     "alexnet": alexnet,
     "pynet": pynet,
