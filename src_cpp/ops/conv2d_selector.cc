@@ -167,6 +167,11 @@ bool SmallMapsFavourSplitK(const ConvGeometry& g, const DeviceInfo& dev, ConvAlg
   const GemmTiles wt = WinogradTiles(g, dev);
   const long tiles = long(g.n) * ((g.oh + k.tile - 1) / k.tile) * ((g.ow + k.tile - 1) / k.tile);
   const long wgroups = k.positions * wt.Groups(tiles, g.oc);
+  // With 1.5 output tiles per compute unit Winograd wins even with few work-groups: on the
+  // H200 PyNET's 64x64 layers (256 tiles, C 64-256 -> 64, 3x3 to 7x7) ran 1.15-1.7x faster
+  // than split-K; at 56x56 (196 tiles) the two tied and below split-K won (ResNet-50,
+  // Inception v1/v3; bench/conv_algorithms.py).
+  if (2 * tiles >= 3L * dev.compute_units) return false;
   const GemmPlan ip = PlanImplicitGemm(dev, g, 0);
   return wgroups < dev.compute_units &&
          ip.tiles.Groups(long(g.n) * g.oh * g.ow, g.oc) < dev.compute_units && ip.splits > 1;
@@ -214,14 +219,26 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
                                   const std::string& forced) {
   for (ConvAlgorithm a : kAll)
     if (forced == ConvAlgorithmName(a) && ConvAlgorithmApplies(a, g)) return a;
-  if (ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g)) return ConvAlgorithm::kGemm1x1;
+  if (ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g)) {
+    // On a GPU the implicit GEMM's tiles beat the plain GEMM's on 1x1 layers of at least
+    // 28x28 outputs: on the H200 in 50 of 56 such layers of the zoo models (MobileNets,
+    // ResNet-50, Inceptions), 9.5% less time in all; below 28x28 GEMM won 42 of 56
+    // (bench/conv_algorithms.py).
+    const bool wide = dev.type == "gpu" && long(g.n) * g.oh * g.ow >= 784;
+    return wide ? ConvAlgorithm::kImplicitGemm : ConvAlgorithm::kGemm1x1;
+  }
   // Few input and output channels at high resolution: Winograd's transformed buffers and a
   // thin GEMM cost more than they save. On an H200 direct_blocked ran 16x2880x3968 3x3 -> 16
   // 1.58x, and 32x1440x1984 / 16x2880x3968 3x3 -> 3 2.1-2.7x faster than F(4x4); with at most
   // 4 output channels also 128x360x496 and 64x720x992 3x3 -> 3 (1.24x, 1.45x). It lost at
   // C = 32, OC = 32 (0.76x), 256x180x248 -> 3 (0.52x) and with C = 512 (0.18-0.26x).
+  // In PyNET-512 it also beat F(4x4) on 48x512x512 3x3 -> 16 (1.12x) and implicit GEMM on
+  // the stride-2 16x512x512 3x3 -> 24 (1.37x).
+  const bool big_map = long(g.oh) * g.ow >= 65536;
   if (dev.type == "gpu" && g.sh == 1 && g.sw == 1 &&
-      ((g.c <= 32 && g.oc <= 16) || (g.c <= 128 && g.oc <= 4)) && long(g.oh) * g.ow >= 65536)
+      ((g.c <= 48 && g.oc <= 16) || (g.c <= 128 && g.oc <= 4)) && big_map)
+    return ConvAlgorithm::kDirectBlocked;
+  if (dev.type == "gpu" && g.sh == 2 && g.sw == 2 && g.c <= 16 && g.oc <= 32 && big_map)
     return ConvAlgorithm::kDirectBlocked;
   if (ConvAlgorithmApplies(ConvAlgorithm::kWinograd4, g) && g.c >= 16) {
     // Winograd needs enough input channels to make its GEMMs worth the transforms
