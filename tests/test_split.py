@@ -215,6 +215,9 @@ CONCAT_CASES = {
     "rows_const": Concat(((1, 13, 12, 4), (1, 9, 12, 4)), 1, const=(1,)),
     "batch_5": Concat(tuple((n, 7, 6, 5) for n in (1, 2, 1, 3, 1)), 0),
     "rank2_neg": Concat(((40, 17), (40, 30)), -1),
+    # More inputs than one launch takes, some of them empty in a chunk's box.
+    "channels_10": Concat(tuple((2, 11, 9, (3, 4, 8, 1, 5)[i % 5]) for i in range(10)), 3),
+    "rows_9_vec4": Concat(tuple((1, 2 + i, 12, 4) for i in range(9)), 1, const=(3,)),
 }
 
 

@@ -1,18 +1,19 @@
 // CONCATENATION of float tensors along any axis: each input is copied into its slice of
-// the output, one launch per input. The kernels clamp by a fused activation, though
-// TFLite's kernels (2.14, LiteRT 2.3) accept only NONE, so Check declines the others.
+// the output, up to kMaxInputsPerLaunch inputs per launch (kernels/concat.cl). The kernels
+// clamp by a fused activation, though TFLite's kernels (2.14, LiteRT 2.3) accept only NONE,
+// so Check declines the others.
 #include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
 #include "ops/op.h"
-#include "ops/row_copy.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
 
 constexpr int kMaxRank = 6;
+constexpr int kMaxInputsPerLaunch = 8;  // the input slots of concat_multi
 
 // `s` as [outer, axis, inner] around `axis`: the same elements in the same order.
 Shape View3(const Shape& s, int axis) {
@@ -33,7 +34,7 @@ class ConcatOp : public Op {
       : Op(whole.node_index()), axis_(1), act_min_(whole.act_min_), act_max_(whole.act_max_) {}
 
   const char* type_name() const override { return "CONCATENATION"; }
-  std::string algorithm() const override { return vec4_ ? "copy_vec4" : "copy"; }
+  std::string algorithm() const override { return vec4_ ? "copy_multi4" : "copy_multi"; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     Shape out = in.at(0);
@@ -89,17 +90,64 @@ class ConcatOp : public Op {
     auto prog = ctx.GetProgram("concat");
     launches_.clear();
     vec4_ = true;
-    int col0 = 0;
+    // Inputs with no elements (possibly no buffer either) take no slot; the others are
+    // contiguous in the output row, so each launch covers one span of columns.
+    std::vector<cl_mem> bufs;
+    std::vector<int> cols;
     for (size_t i = 0; i < in.size(); ++i) {
-      const int cols = in_shapes[i][axis_] * inner;
-      if (rows > 0 && cols > 0)
-        launches_.push_back(RowCopyLaunch(*prog, "concat_copy", in[i], out[0], rows, cols, out_cols,
-                                          col0, &vec4_, act_min_, act_max_));
-      col0 += cols;
+      const int c = in_shapes[i][axis_] * inner;
+      if (c > 0) {
+        bufs.push_back(in[i]);
+        cols.push_back(c);
+      }
+    }
+    if (rows == 0) return;
+    int col0 = 0;
+    for (size_t first = 0; first < bufs.size(); first += kMaxInputsPerLaunch) {
+      const size_t n = std::min(bufs.size() - first, size_t(kMaxInputsPerLaunch));
+      launches_.push_back(
+          MultiLaunch(*prog, &bufs[first], &cols[first], n, rows, out_cols, col0, out[0]));
+      for (size_t k = 0; k < n; ++k) col0 += cols[first + k];
     }
   }
 
  private:
+  // One concat_multi launch: `n` inputs (<= kMaxInputsPerLaunch), `cols[k]` wide, placed one
+  // after another from column `col0` of `out`. And-s `vec4_` with whether it took the float4
+  // form (every width, col0 and the output row multiples of 4).
+  Launch MultiLaunch(const Program& prog, const cl_mem* bufs, const int* cols, size_t n, int rows,
+                     int out_cols, int col0, cl_mem out) {
+    constexpr size_t kGroup = 64;  // work-items per group (the global size is padded to it)
+    bool vec = out_cols % 4 == 0 && col0 % 4 == 0;
+    int span = 0;
+    for (size_t k = 0; k < n; ++k) {
+      vec = vec && cols[k] % 4 == 0;
+      span += cols[k];
+    }
+    vec4_ = vec4_ && vec;
+    const int div = vec ? 4 : 1;
+    // Unused slots: the first input's buffer, ending at the span (never picked).
+    cl_mem slot[kMaxInputsPerLaunch];
+    int end[kMaxInputsPerLaunch];
+    int e = 0;
+    for (size_t k = 0; k < size_t(kMaxInputsPerLaunch); ++k) {
+      slot[k] = k < n ? bufs[k] : bufs[0];
+      if (k < n) e += cols[k] / div;
+      end[k] = e;
+    }
+    const int total = rows * (span / div);
+    Launch l;
+    l.name = vec ? "concat_multi4" : "concat_multi";
+    l.kernel = CreateKernel(prog, l.name);
+    SetArgs(l.kernel, out, total, span / div, out_cols / div, col0 / div, act_min_, act_max_,
+            slot[0], slot[1], slot[2], slot[3], slot[4], slot[5], slot[6], slot[7], end[0], end[1],
+            end[2], end[3], end[4], end[5], end[6]);
+    l.dims = 1;
+    l.global[0] = RoundUp(size_t(total), kGroup);
+    l.local[0] = kGroup;
+    return l;
+  }
+
   int axis_;
   float act_min_ = 0, act_max_ = 0;
   bool vec4_ = false;

@@ -1,7 +1,7 @@
-// The launch CONCATENATION and SPLIT share (kernels/concat.cl): `rows` runs of `cols`
-// elements between a tensor and column `col0` of a tensor `wide_cols` wide (concat writes
-// into the wide one, split reads from it), one work-item per element, or per 4 where every
-// run starts and ends on a 4-element boundary.
+// SPLIT's launch (kernels/concat.cl): `rows` runs of `cols` elements between a tensor and
+// column `col0` of a tensor `wide_cols` wide (split reads from the wide one), one work-item
+// per element, or per 4 where every run starts and ends on a 4-element boundary. (CONCATENATION
+// copies several inputs per launch instead: concat_multi in ops/concat.cc.)
 #pragma once
 
 #include <string>
@@ -10,8 +10,8 @@
 
 namespace clgpu {
 
-// `name` is the kernel ("concat_copy" / "split_copy"; "4" is appended for the float4 form);
-// `extra` follows the geometry arguments (concat's activation bounds). `*vec4` is and-ed with
+// `name` is the kernel ("split_copy"; "4" is appended for the float4 form); `extra` follows
+// the geometry arguments (none for split). `*vec4` is and-ed with
 // whether this run took the float4 form.
 template <typename... Extra>
 Launch RowCopyLaunch(const Program& prog, const std::string& name, cl_mem src, cl_mem dst, int rows,

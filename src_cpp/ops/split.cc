@@ -1,6 +1,6 @@
 // SPLIT and SPLIT_V of float tensors along a constant axis: each output is copied out of
-// its slice of the input, one launch per output (kernels/concat.cl, concat's copy with
-// source and destination swapped). The axis and the sizes must be constants: the output
+// its slice of the input, one launch per output (kernels/concat.cl: split_copy, a row copy
+// like concatenation's the other way round). The axis and the sizes must be constants: the output
 // shapes are then fixed at Prepare like every other tensor of a partition.
 #include <cstring>
 
