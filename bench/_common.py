@@ -51,6 +51,14 @@ def device_info() -> dict[str, Any]:
             "compute_units": dev.compute_units, "clock_mhz": dev.max_clock_mhz}
 
 
+def json_rows_per_line(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """{"meta": ..., "rows": [...]} with one row per line: a few hundred rows stay readable
+    and diffable without one line per field."""
+    body = ",\n".join("  " + json.dumps(r, default=float) for r in rows)
+    return (f'{{"meta": {json.dumps(meta, indent=2, default=float)},\n'
+            f'"rows": [\n{body}\n]}}\n')
+
+
 def write_results(stem: str, meta: dict[str, Any], rows: list[dict[str, Any]],
                   columns: list[tuple[str, str]], out_dir: Path = RESULTS) -> Path:
     """bench/results/<stem>-<device>.json and .md."""
@@ -60,8 +68,7 @@ def write_results(stem: str, meta: dict[str, Any], rows: list[dict[str, Any]],
     out_dir.mkdir(parents=True, exist_ok=True)
     dev = re.sub(r"[^A-Za-z0-9]+", "_", meta.get("device", "unknown")).strip("_")
     base = out_dir / f"{stem}-{dev}"
-    base.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2,
-                                                    default=float))
+    base.with_suffix(".json").write_text(json_rows_per_line(meta, rows))
     lines = [f"# {stem} on {meta.get('device')}", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items()]
     lines += ["", "| " + " | ".join(h for _, h in columns) + " |",

@@ -178,22 +178,6 @@ class _GraphBuilder:
         out *= np.float32(scale)
         return out
 
-    def _op(
-        self,
-        code: int,
-        inputs: list[int],
-        out_shapes: Sequence[Shape],
-        *,
-        options: str | None = None,
-        version: int = 1,
-        out_dtype: Any = np.float32,
-        **fields: Any,
-    ) -> list[int]:
-        prefix = _OP_NAMES[code].lower()
-        outs = [self._new(prefix, s, out_dtype) for s in out_shapes]
-        self._ops.append(_Op(code, version, inputs, outs, options, fields))
-        return outs
-
     # ---- op plumbing ---------------------------------------------------------------------------
 
     def _op(
