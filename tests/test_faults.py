@@ -504,7 +504,9 @@ def at_allocate(name, err, times=1, **options):
     arm(name, times=times, err=err)
     first = outcome(lambda: (it.allocate_tensors(), invoke(it)))
     disarm()
-    return {"first": first, "then": outcome(lambda: (it.allocate_tensors(), invoke(it)))}
+    r = {"first": first, "then": outcome(lambda: (it.allocate_tensors(), invoke(it)))}
+    r["arenas"] = sorted({p["arena"] for p in d.memory()["partitions"]})
+    return r
 
 def at_invoke(name, skip=0, err=-5, delete=False, **options):
     d, it = interp(**options)
@@ -619,7 +621,9 @@ def shim_results(opencl_shim: Path, tmp_path_factory: pytest.TempPathFactory
         for i, out in enumerate(run(ref, inputs)):
             np.save(work / f"expected{i}.npy", out)
         env = dict(os.environ, CLGPU_OPENCL_LIBRARY=str(opencl_shim), CLGPU_LOG="error",
-                   PYTHONPATH=_package_root())
+                   # Prepended: the runtimes may themselves come from PYTHONPATH.
+                   PYTHONPATH=os.pathsep.join(
+                       p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p))
         out: dict[str, dict[str, Any]] = {}
         todo = list(SHIM_SCENARIOS)
         while todo:
@@ -661,6 +665,9 @@ def test_real_opencl_error(scenario: str, runtime: str,
     call, error, where = SHIM_SCENARIOS[scenario]
     r = shim_results(runtime)[scenario]
     assert "crashed" not in r, f"the process died: {r}"
+    if scenario == "sub_buffer" and r["first"] == "ok" and "sub-buffers" not in r["arenas"]:
+        # NVIDIA's arena is SVM views (runtime/partition.cc): no clCreateSubBuffer to fail.
+        pytest.skip(f"this device's arena makes no sub-buffers ({r['arenas']})")
     if where == "cpu":
         # A program that does not build: the model runs on the CPU, correctly.
         assert r["delegated"] == [] and r["first"] == "ok", r
