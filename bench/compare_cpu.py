@@ -160,17 +160,19 @@ def main(argv: list[str] | None = None) -> int:
         f"command: `{meta['command']}`",
         "",
         "| model | CPU (XNNPACK) ms | LiteRT GPU ms | delegate ms | speed-up vs CPU | "
-        "delegated nodes | partitions | init ms (delegate) | max rel diff |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "delegated nodes | partitions | init ms (delegate) | of it, driver setup ms | "
+        "init ms (LiteRT GPU) | max rel diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         c, d, g = r["cpu"], r["delegate"], r.get("litert_gpu", {})
         gm = f"{g['median_ms']:.3f}" if "median_ms" in g else ("n/a" if not g else "failed")
+        gi = f"{g['init_ms']:.0f}" if "init_ms" in g else "-"
         md.append(
             f"| {r['model']} | {c['median_ms']:.3f} | {gm} | {d['median_ms']:.3f} | "
             f"{c['median_ms'] / d['median_ms']:.2f}x | {d['delegated_nodes']}/"
             f"{d['total_nodes']} | {d['partitions']} | {d['init_ms']:.0f} | "
-            f"{d['max_rel_diff']:.1e} |"
+            f"{d.get('driver_setup_ms', 0):.0f} | {gi} | {d['max_rel_diff']:.1e} |"
         )
     errs = [
         f"- {r['model']}: LiteRT GPU {r['litert_gpu']['error']}"

@@ -12,7 +12,7 @@ from ._errors import (
     OpenCLError,
 )
 from .delegate import Delegate, load, plugin_path
-from .devices import Device, devices, select_device
+from .devices import Device, WarmUp, devices, select_device, warm_up
 from .precision import PrecisionReport, check_precision
 from .profile import Profile
 
@@ -28,9 +28,11 @@ __all__ = [
     "OpenCLError",
     "PrecisionReport",
     "Profile",
+    "WarmUp",
     "check_precision",
     "devices",
     "load",
     "plugin_path",
     "select_device",
+    "warm_up",
 ]

@@ -25,6 +25,9 @@ class Result:
 
     name: str
     init_ms: float = 0.0
+    # Of init_ms, the OpenCL driver's device listing + context creation: once per process
+    # (0 when an earlier delegate or warm_up() did it).
+    driver_setup_ms: float = 0.0
     first_ms: float = 0.0
     runs_ms: list[float] = field(default_factory=list)
     rss_mb: float = 0.0  # resident set size growth over interpreter creation + first run
@@ -104,6 +107,7 @@ class _Runner:
         self.inputs = self.interp.get_input_details()
         self.outputs = self.interp.get_output_details()
         if self.delegate is not None:
+            self.result.driver_setup_ms = self.delegate.stats()["driver_setup_us"] / 1e3
             self.result.delegated_nodes = len(self.delegate.delegated_nodes())
             self.result.total_nodes = len(self.delegate.decisions())
             self.result.partitions = len(self.delegate.partitions())
@@ -254,6 +258,13 @@ def format_report(report: dict[str, Any]) -> str:
         row += f"{nodes:>11}{r['partitions'] if r['name'] != 'cpu' else '-':>11}"
         row += f"{r['max_abs_diff']:>11.2e}{r['max_rel_diff']:>11.2e}"
         lines.append(f"{r['name']:<10}" + row)
+        if r.get("driver_setup_ms"):
+            lines.append(
+                f"{'':<10}init {r['init_ms']:.1f} ms = {r['driver_setup_ms']:.1f} ms OpenCL driver "
+                f"setup (devices + context, once per process; clgpu_delegate.warm_up() can "
+                f"overlap it) + {r['init_ms'] - r['driver_setup_ms']:.1f} ms delegate and "
+                "interpreter"
+            )
     if report.get("memory"):
         m = report["memory"]
         mb = 2**20
@@ -265,6 +276,11 @@ def format_report(report: dict[str, Any]) -> str:
             f"(lower bound {m['lower_bound_bytes'] / mb:.2f} MB, x{m['allocated_bytes'] / lb:.3f}; "
             f"naive {m['naive_bytes'] / mb:.2f} MB), weights {m['weight_bytes'] / mb:.2f} MB"
         )
+        if m.get("host_wrapped_bytes"):
+            lines.append(
+                f"zero-copy: {m['host_wrapped_bytes'] / mb:.2f} MB of partition inputs/outputs "
+                "used in place in host memory (not in the activation figures)"
+            )
     if report.get("speedup"):
         lines.append(f"delegate speed-up over CPU (median): {report['speedup']:.2f}x")
     if "profile_table" in report:

@@ -84,6 +84,10 @@ class Delegate:
         activations are kept in `split_pieces` buffers (`split_bytes`, outside the plan
         above), `chunked_ops` ops run as `chunks` sub-ops whose boxes are copied through
         `chunk_staging_bytes` of staging buffers; `allocated_total_bytes` counts both.
+
+        Under zero-copy, partition inputs and outputs are used in place in TFLite's own
+        memory: `host_wrapped_bytes`, outside the figures above (a discrete GPU's driver
+        may mirror them in device memory).
         """
         parts = [dict(p) for p in self._native.memory()]
         keys = (
@@ -98,6 +102,7 @@ class Delegate:
             "chunked_ops",
             "chunks",
             "chunk_staging_bytes",
+            "host_wrapped_bytes",
         )
         out: dict[str, Any] = {k: sum(p[k] for p in parts) for k in keys}
         w = out["weight_bytes"]

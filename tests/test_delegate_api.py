@@ -517,3 +517,47 @@ def test_inspect_cli_bad_option_and_missing_file(run_python, tmp_path: Path) -> 
     p = run_python(["-m", "clgpu_delegate", "inspect", str(tmp_path / "missing.tflite")])
     assert p.returncode != 0
     assert "Traceback" not in p.stderr, p.stderr
+
+
+# ---- driver start-up: warm_up() and the process-wide context ---------------------------------
+
+
+def test_warm_up_takes_the_driver_setup_off_load(run_python) -> None:
+    # Fresh processes, two delegates one after the other. Without warm_up() each creates
+    # the context and builds its programs (the first one's went with it); after warm_up()
+    # load() finds the context ready, and the second delegate reuses the first's programs.
+    code = textwrap.dedent(
+        """
+        import sys, clgpu_delegate
+        from clgpu_delegate.runtime import make_interpreter
+        from clgpu_delegate.modelgen import zoo
+        ms = clgpu_delegate.warm_up().wait() if sys.argv[1] == "warm" else 0.0
+        model = zoo.build("lenet5")
+        stats = []
+        for _ in range(2):
+            d = clgpu_delegate.load(partitioning="all")
+            it = make_interpreter(model, [d], reference=True)
+            it.allocate_tensors(); it.invoke()
+            stats.append(d.stats())
+            del it, d
+        print(ms, stats[0]["driver_setup_us"], *(
+            s[k] for s in stats for k in ("programs_built", "program_cache_hits")))
+        """
+    )
+    cold = run_python(["-c", code, "cold"])
+    warm = run_python(["-c", code, "warm"])
+    assert cold.returncode == 0 and warm.returncode == 0, cold.stderr + warm.stderr
+    _, cold_setup, built0, hits0, built1, hits1 = map(float, cold.stdout.split())
+    assert cold_setup > 0 and built0 > 0 and (built1, hits1) == (built0, hits0), cold.stdout
+    warm_ms, warm_setup, built0, hits0, built1, hits1 = map(float, warm.stdout.split())
+    assert warm_ms > 0 and warm_setup < warm_ms * 1e3 / 4, warm.stdout
+    assert built0 > 0 and built1 == built0 and hits1 > hits0, warm.stdout  # nothing rebuilt
+
+
+def test_warm_up_errors_like_load() -> None:
+    with pytest.raises(clgpu_delegate.NoDeviceError, match="no-such-device"):
+        clgpu_delegate.warm_up("no-such-device", background=False)
+    w = clgpu_delegate.warm_up("no-such-device")
+    assert w.wait(timeout=60) is None and w.done
+    assert isinstance(w.error, clgpu_delegate.NoDeviceError)
+    assert clgpu_delegate.warm_up(background=False) >= 0.0

@@ -115,6 +115,36 @@ def test_zero_copy_gives_identical_results(runtime: str) -> None:
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_zero_copy_reports_the_boundary_tensors_it_uses_in_place(
+    runtime: str, precision: str
+) -> None:
+    # A partition between two CPU ops: its input and output are TFLite tensors that
+    # zero-copy wraps instead of copying; memory() reports them apart from activations.
+    b = ModelBuilder(seed=2)
+    x = b.input("x", (1, 12, 10, 8))
+    y = b.tanh(x)
+    y = b.conv2d(y, b.rand((6, 3, 3, 8)), bias=b.rand((6,)))
+    y = b.conv2d(y, b.rand((5, 1, 1, 6)), bias=b.rand((5,)))
+    b.output(b.tanh(y))
+    model = b.build()
+    boundary = 4 * (12 * 10 * 8 + 12 * 10 * 5)
+    mem = {}
+    for z in ("off", "on"):
+        d, _, out = _delegated(model, runtime, zero_copy=z, precision=precision)
+        mem[z] = d.memory()
+        ref = make_interpreter(model, runtime=runtime, reference=True)
+        ref.allocate_tensors()
+        np.testing.assert_allclose(
+            out[0], run(ref, random_inputs(ref.get_input_details(), 0))[0], rtol=0, atol=2e-2
+        )
+    assert mem["off"]["host_wrapped_bytes"] == 0, mem
+    assert mem["on"]["host_wrapped_bytes"] == boundary, mem
+    # fp32 activations in place take the boundary tensors out of the device plan.
+    if precision == "fp32":
+        assert mem["on"]["naive_bytes"] < mem["off"]["naive_bytes"], mem
+
+
 def test_warm_cache_builds_nothing(run_python, tmp_path: Path) -> None:
     code = (
         "import clgpu_delegate\n"

@@ -1,6 +1,8 @@
 #include "cl/environment.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "cl/errors.h"
@@ -100,11 +102,25 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
 
 std::shared_ptr<Environment> Environment::ForDevice(const DeviceInfo& device) {
   static std::mutex mutex;
-  static std::map<cl_device_id, std::weak_ptr<Environment>> live;
+  // Keyed by the OpenCL library too: tests swap libraries, whose device ids may repeat.
+  using Key = std::pair<const ClApi*, cl_device_id>;
+  static std::map<Key, std::weak_ptr<Environment>> live;
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto env = live[device.id].lock()) return env;
+  std::weak_ptr<Environment>& slot = live[Key(&Cl(), device.id)];
+  if (auto env = slot.lock()) return env;
   auto env = std::make_shared<Environment>(device);
-  live[device.id] = env;
+  slot = env;
+  return env;
+}
+
+std::shared_ptr<Environment> Environment::Pin(const DeviceInfo& device) {
+  static std::mutex mutex;
+  // Never destroyed, so no pinned context is released during static destruction, after
+  // the driver may have torn itself down; the OS reclaims it at exit.
+  static auto* pinned = new std::vector<std::shared_ptr<Environment>>();
+  auto env = ForDevice(device);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(pinned->begin(), pinned->end(), env) == pinned->end()) pinned->push_back(env);
   return env;
 }
 

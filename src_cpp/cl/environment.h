@@ -45,8 +45,12 @@ class ProgramCache {
 
 class Environment {
  public:
-  // One environment per device per process, shared while anyone holds it.
+  // One environment per device per process, shared while anyone holds it: the last
+  // delegate to go releases the context and its programs.
   static std::shared_ptr<Environment> ForDevice(const DeviceInfo& device);
+  // The same, held for the rest of the process (warm_up()): creating a context costs
+  // NVIDIA's driver ~130 ms (H200), which every later delegate would pay again.
+  static std::shared_ptr<Environment> Pin(const DeviceInfo& device);
   explicit Environment(const DeviceInfo& device);
 
   const DeviceInfo& device() const { return device_; }

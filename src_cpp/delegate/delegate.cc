@@ -1,6 +1,7 @@
 #include "delegate/delegate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -179,7 +180,13 @@ void DelegateCore::Destroy(TfLiteDelegate* d) {
 
 DelegateCore::DelegateCore(const Options& options) : options_(options) {
   if (options_.fail_at == "create") throw NoDeviceError("injected failure at create (fail_at)");
+  const auto t0 = std::chrono::steady_clock::now();
   env_ = Environment::ForDevice(SelectDevice(options_.device));
+  // Device listing and context creation: the driver's one-time cost in a process (or
+  // the wait for warm_up()'s), reported apart from the delegate's own setup.
+  driver_setup_us_ =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   queue_ = env_->CreateQueue(options_.profiling);
   if (!options_.serialization_dir.empty())
     disk_ = std::make_unique<BinaryCache>(options_.serialization_dir, options_.model_token,

@@ -51,6 +51,9 @@ struct MemoryReport {
   size_t weight_bytes = 0;       // weights and other constants
   size_t staging_bytes = 0;      // float32 transfer copies (fp16 storage)
   size_t scratch_bytes = 0;      // op scratch (Winograd transformed tiles)
+  // Zero-copy: partition inputs/outputs used in place in TFLite's host memory, outside
+  // the figures above (a discrete GPU's driver may still mirror them on the device).
+  size_t host_wrapped_bytes = 0;
   int buffers = 0;
   // "sub-buffers" / "svm": views into one arena; "shared": shared whole buffers;
   // "own": a buffer per tensor (sharing would exceed the largest allocation).
@@ -83,6 +86,7 @@ class DelegateCore {
   std::shared_ptr<DelegateCore> shared() const { return self_; }
   const Options& options() const { return options_; }
   Environment& env() { return *env_; }
+  int64_t driver_setup_us() const { return driver_setup_us_; }
   cl_command_queue queue() const { return queue_.get(); }
   std::mutex& queue_mutex() { return queue_mutex_; }
   // fp16 storage: activations and weights are half on the device.
@@ -101,9 +105,15 @@ class DelegateCore {
         std::min<size_t>(env_->device().max_alloc_bytes, size_t(INT32_MAX) * storage_bytes());
     return options_.max_alloc_bytes ? std::min<size_t>(dev, options_.max_alloc_bytes) : dev;
   }
+  // "auto": on where the device shares the host's memory, and on NVIDIA GPUs too: there
+  // a host-pointer buffer is pinned once, so each transfer is one DMA instead of the
+  // driver's staging copy of pageable memory. Measured on an H200 (driver 580): every
+  // zoo model's invoke 10-25 % faster with it, PyNET-512 4.3 -> 3.7 ms.
   bool zero_copy() const {
-    return options_.zero_copy == "on" ||
-           (options_.zero_copy == "auto" && env_->device().host_unified_memory);
+    if (options_.zero_copy != "auto") return options_.zero_copy == "on";
+    const DeviceInfo& d = env_->device();
+    return d.host_unified_memory ||
+           (d.type == "gpu" && d.vendor.find("NVIDIA") != std::string::npos);
   }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);
@@ -141,6 +151,7 @@ class DelegateCore {
   bool half_storage_ = false;
   std::unique_ptr<BinaryCache> disk_;
   std::shared_ptr<Environment> env_;
+  int64_t driver_setup_us_ = 0;
   Queue queue_;
   std::mutex queue_mutex_;
   mutable std::mutex report_mutex_;

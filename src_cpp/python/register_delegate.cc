@@ -77,6 +77,7 @@ py::dict Stats(const PyDelegate& d) {
   r["prepares"] = s.prepares;
   r["kernels_created"] = s.kernels_created;
   r["invokes"] = s.invokes;
+  r["driver_setup_us"] = d.core().driver_setup_us();
   r["programs_built"] = d.core().env().programs().builds();
   r["program_cache_hits"] = d.core().env().programs().hits();
   if (BinaryCache* disk = d.core().disk_cache()) {
@@ -126,6 +127,7 @@ py::list Memory(const PyDelegate& d) {
     r["weight_bytes"] = m.weight_bytes;
     r["staging_bytes"] = m.staging_bytes;
     r["scratch_bytes"] = m.scratch_bytes;
+    r["host_wrapped_bytes"] = m.host_wrapped_bytes;
     r["buffers"] = m.buffers;
     r["arena"] = m.arena;
     r["split_tensors"] = m.split_tensors;

@@ -2,7 +2,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+
 #include "cl/device.h"
+#include "cl/environment.h"
 #include "python/register.h"
 
 namespace py = pybind11;
@@ -56,6 +59,18 @@ void RegisterDevices(py::module_& m) {
         return DeviceDict(d);
       },
       py::arg("spec") = "auto", "The device a delegate with device=spec would use.");
+  m.def(
+      "warm_up",
+      [](const std::string& spec) {
+        py::gil_scoped_release release;
+        const auto t0 = std::chrono::steady_clock::now();
+        Environment::Pin(SelectDevice(spec));
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+            .count();
+      },
+      py::arg("spec") = "auto",
+      "Lists the devices and creates the OpenCL context a delegate with device=spec will use "
+      "and keeps it for the process; returns the milliseconds it took.");
   m.def(
       "opencl_library", []() { return Cl().library_path; },
       "Path of the OpenCL library that was loaded.");

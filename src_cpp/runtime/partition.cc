@@ -396,6 +396,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   // float32 copy alone would exceed one buffer. Zero-copy wraps only the others.
   const size_t stage_elems = std::max<size_t>(std::min(chunk_bytes, max_alloc) / sizeof(float), 1);
   size_t stage_need = 0;
+  std::set<int> wrapped;  // a tensor both read and written by the partition counts once
   auto boundary = [&](int t) {
     Value& v = values_[t];
     if (v.kind == Kind::kConstant) return;
@@ -403,7 +404,9 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (v.ranged) {
       PlanTransferRanges(v, core_->half_storage() ? stage_elems : SIZE_MAX);
       for (const Value::Range& r : v.ranges) stage_need = std::max(stage_need, r.end - r.begin);
-    } else if (core_->half_storage() && !zero_copy_ && !v.transfer) {
+    } else if (zero_copy_) {
+      if (wrapped.insert(t).second) report_.host_wrapped_bytes += v.float_bytes();
+    } else if (core_->half_storage() && !v.transfer) {
       v.transfer = env.CreateBuffer(v.float_bytes());
     }
   };

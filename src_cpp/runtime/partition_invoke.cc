@@ -59,6 +59,10 @@ void Partition::Invoke(TfLiteContext* ctx) {
     keep();
   };
   const bool half = core_->half_storage();
+  // Bytes a zero-copy map/unmap moves: none where the device works in host memory, the
+  // tensor where the driver keeps a device copy (a discrete GPU).
+  const bool unified = core_->env().device().host_unified_memory;
+  auto zero_copy_bytes = [&](size_t bytes) { return unified ? int64_t(0) : int64_t(bytes); };
   // A ranged value: each range straight into / out of its piece, or under fp16
   // through transfer_staging_ and a conversion (the in-order queue keeps the
   // staging buffer's uses apart).
@@ -112,14 +116,17 @@ void Partition::Invoke(TfLiteContext* ctx) {
     if (zero_copy_) {
       // The buffer wraps x.data: map + unmap makes the host's writes visible. The
       // map must invalidate: a plain CL_MAP_WRITE lets a driver with a device copy
-      // (NVIDIA) first copy the old device contents over the new input.
+      // (NVIDIA) first copy the old device contents over the new input. Such a driver
+      // copies at the unmap, so that is the command timed (NVIDIA stamps the map,
+      // which moves nothing, with the queue's previous command's times).
       cl_int err = CL_SUCCESS;
       void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_WRITE_INVALIDATE_REGION,
-                                      0, bytes, 0, nullptr, slot(-1, 0), &err);
+                                      0, bytes, 0, nullptr, nullptr, &err);
       CheckCl(err, "clEnqueueMapBuffer");
-      keep();
-      CheckCl(cl.clEnqueueUnmapMemObject(q, TransferMem(t), p, 0, nullptr, nullptr),
+      CheckCl(cl.clEnqueueUnmapMemObject(q, TransferMem(t), p, 0, nullptr,
+                                         slot(-1, zero_copy_bytes(bytes))),
               "clEnqueueUnmapMemObject");
+      keep();
     } else {
       CheckCl(cl.clEnqueueWriteBuffer(q, TransferMem(t), CL_FALSE, 0, bytes, x.data.raw_const, 0,
                                       nullptr, slot(-1, bytes)),
@@ -170,7 +177,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
     if (zero_copy_) {
       cl_int err = CL_SUCCESS;
       void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_READ, 0, bytes, 0,
-                                      nullptr, slot(-2, 0), &err);
+                                      nullptr, slot(-2, zero_copy_bytes(bytes)), &err);
       if (err != CL_SUCCESS) {
         // Leave no output mapped behind the error.
         for (const auto& [mem, ptr] : mapped)
