@@ -240,7 +240,7 @@ SHIM_SOURCE = r"""
 #include <string.h>
 
 enum { CONTEXT, QUEUE, MEM, PROGRAM, KERNEL, EVENT, MAP, KINDS };
-static atomic_long created[KINDS], released[KINDS];
+static atomic_long created[KINDS], released[KINDS], retained[KINDS];
 
 static void* real(const char* name) {
   static void* lib;
@@ -275,6 +275,10 @@ static int should_fail(const char* name) {
 #define FAIL_OBJECT(name, e) \
   do { if (should_fail(#name)) { if (e) *(e) = fail_err; return NULL; } } while (0)
 
+/* Of created[], the references taken by clRetain* rather than new objects. */
+void clgpu_shim_retains(long* out) {
+  for (int i = 0; i < KINDS; ++i) out[i] = retained[i];
+}
 void clgpu_shim_counts(long* out) {  /* created[0..KINDS), then released[0..KINDS) */
   for (int i = 0; i < KINDS; ++i) { out[i] = created[i]; out[KINDS + i] = released[i]; }
 }
@@ -283,6 +287,7 @@ void clgpu_shim_counts(long* out) {  /* created[0..KINDS), then released[0..KIND
   CL_API_ENTRY cl_int CL_API_CALL retain(type o) {                               \
     cl_int st = REAL(retain)(o);                                                 \
     if (st == CL_SUCCESS) atomic_fetch_add(&created[kind], 1);                   \
+    if (st == CL_SUCCESS) atomic_fetch_add(&retained[kind], 1);                  \
     return st;                                                                   \
   }                                                                              \
   CL_API_ENTRY cl_int CL_API_CALL release(type o) {                              \
