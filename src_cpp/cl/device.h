@@ -25,6 +25,8 @@ struct DeviceInfo {
   bool fp16 = false;             // half arithmetic compiled (NVIDIA hides the extension)
   cl_platform_id platform_id = nullptr;
   cl_device_id id = nullptr;
+
+  bool nvidia() const { return vendor.find("NVIDIA") != std::string::npos; }
 };
 
 // Every device of every platform (listed once per process). Throws NoDeviceError

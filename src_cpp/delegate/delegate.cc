@@ -30,6 +30,14 @@ TfLiteIntArray* NewIntArray(const std::vector<int>& v) {
   return a;
 }
 
+// "a,b,c" of a params array's first n entries (n clamped to what the array holds).
+std::string JoinParamInts(const int* v, int n) {
+  std::string out;
+  for (int i = 0; i < std::min(std::max(n, 0), tfl::kMaxParamDims); ++i)
+    out += (i ? "," : "") + std::to_string(v[i]);
+  return out;
+}
+
 std::string DescribeParams(const NodeInfo& n) {
   char buf[160] = "";
   if (!n.builtin_data) return "no params";
@@ -83,21 +91,15 @@ std::string DescribeParams(const NodeInfo& n) {
     case tfl::kReshape: {
       tfl::ReshapeParams p;
       std::memcpy(&p, n.builtin_data, sizeof p);
-      std::string dims;
-      for (int i = 0; i < std::min(std::max(p.num_dimensions, 0), tfl::kMaxParamDims); ++i)
-        dims += (i ? "," : "") + std::to_string(p.shape[i]);
-      std::snprintf(buf, sizeof buf, "new_shape=%s num_dimensions=%d", dims.c_str(),
-                    p.num_dimensions);
+      std::snprintf(buf, sizeof buf, "new_shape=%s num_dimensions=%d",
+                    JoinParamInts(p.shape, p.num_dimensions).c_str(), p.num_dimensions);
       break;
     }
     case tfl::kSqueeze: {
       tfl::SqueezeParams p;
       std::memcpy(&p, n.builtin_data, sizeof p);
-      std::string dims;
-      for (int i = 0; i < std::min(std::max(p.num_squeeze_dims, 0), tfl::kMaxParamDims); ++i)
-        dims += (i ? "," : "") + std::to_string(p.squeeze_dims[i]);
-      std::snprintf(buf, sizeof buf, "squeeze_dims=%s num_squeeze_dims=%d", dims.c_str(),
-                    p.num_squeeze_dims);
+      std::snprintf(buf, sizeof buf, "squeeze_dims=%s num_squeeze_dims=%d",
+                    JoinParamInts(p.squeeze_dims, p.num_squeeze_dims).c_str(), p.num_squeeze_dims);
       break;
     }
     case tfl::kAdd: {

@@ -112,8 +112,7 @@ class DelegateCore {
   bool zero_copy() const {
     if (options_.zero_copy != "auto") return options_.zero_copy == "on";
     const DeviceInfo& d = env_->device();
-    return d.host_unified_memory ||
-           (d.type == "gpu" && d.vendor.find("NVIDIA") != std::string::npos);
+    return d.host_unified_memory || (d.type == "gpu" && d.nvidia());
   }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);

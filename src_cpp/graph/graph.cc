@@ -78,6 +78,19 @@ std::vector<int64_t> GraphView::ConstantInts(int t) const {
   return out;
 }
 
+std::string GraphView::ReadConstantInts(int t, const std::string& what,
+                                        std::vector<int64_t>* out) const {
+  if (!valid_tensor(t)) return what + " input is missing";
+  if (!IsConstant(t))
+    return what + " is not a constant tensor (computed at run time, not constant model data)";
+  try {
+    *out = ConstantInts(t);
+  } catch (const Error& e) {
+    return what + ": " + e.what();
+  }
+  return "";
+}
+
 NodeInfo ReadNode(TfLiteContext* ctx, int node_index, bool* ok) {
   NodeInfo info;
   TfLiteNode* node = nullptr;

@@ -44,6 +44,10 @@ class GraphView {
   std::vector<float> ConstantFloats(int t) const;
   // Constant int32 / int64 tensor as int64 values (permutations, shapes).
   std::vector<int64_t> ConstantInts(int t) const;
+  // The same for an op's parameter input, or why it cannot be used ("" when *out is set):
+  // missing, computed at run time (the op's output would be dynamic), or not integers.
+  // `what` names the input in the reason.
+  std::string ReadConstantInts(int t, const std::string& what, std::vector<int64_t>* out) const;
 
   // Records a DEQUANTIZE node `out = dequantize(src)` whose source is a constant
   // FLOAT16 tensor; its output then counts as a constant.

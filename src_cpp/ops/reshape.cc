@@ -114,14 +114,8 @@ class ReshapeOp : public Op {
 
 // The one constant integer of an EXPAND_DIMS axis tensor; "" or why not.
 std::string ReadAxis(const GraphView& g, int t, int* axis) {
-  if (!g.valid_tensor(t)) return "EXPAND_DIMS axis input is missing";
-  if (!g.IsConstant(t)) return "EXPAND_DIMS axis is computed at run time (a dynamic output)";
   std::vector<int64_t> v;
-  try {
-    v = g.ConstantInts(t);
-  } catch (const Error& e) {
-    return std::string("EXPAND_DIMS axis: ") + e.what();
-  }
+  if (auto why = g.ReadConstantInts(t, "EXPAND_DIMS axis", &v); !why.empty()) return why;
   if (v.size() != 1) return "EXPAND_DIMS axis must be a single value";
   if (v[0] < INT_MIN || v[0] > INT_MAX) return "EXPAND_DIMS axis is out of range";
   *axis = static_cast<int>(v[0]);
@@ -134,15 +128,12 @@ std::string ReadTarget(const GraphView& g, const NodeInfo& node, std::vector<int
   if (node.inputs.size() == 2) {
     const int t = node.inputs[1];
     if (!g.valid_tensor(t)) return "RESHAPE shape input is missing";
-    // On the CPU a non-constant shape makes the output dynamic, whichever source is read.
+    // On the CPU a non-constant shape makes the output dynamic, whichever source is read;
+    // only a 1-D int32 one is read (others leave ReshapeOptions in charge).
     if (!g.IsConstant(t)) return "RESHAPE shape is computed at run time (a dynamic output)";
     if (g.shape(t).size() == 1 && g.type(t) == kTfLiteInt32) {
       std::vector<int64_t> v;
-      try {
-        v = g.ConstantInts(t);
-      } catch (const Error& e) {
-        return std::string("RESHAPE shape: ") + e.what();
-      }
+      if (auto why = g.ReadConstantInts(t, "RESHAPE shape", &v); !why.empty()) return why;
       dims->assign(v.begin(), v.end());
       return "";
     }

@@ -186,15 +186,8 @@ class ResizeOp : public Op {
 
 // The constant output size (height, width), or a reason it is unusable.
 std::string OutputSize(const GraphView& g, const NodeInfo& node, int* oh, int* ow) {
-  const int t = node.inputs[1];
-  if (!g.valid_tensor(t)) return "size tensor is invalid";
-  if (!g.IsConstant(t)) return "output size is not constant";
   std::vector<int64_t> size;
-  try {
-    size = g.ConstantInts(t);
-  } catch (const Error& e) {
-    return e.what();
-  }
+  if (auto why = g.ReadConstantInts(node.inputs[1], "output size", &size); !why.empty()) return why;
   if (size.size() != 2) return "size must have 2 elements";
   if (size[0] < 1 || size[1] < 1 || size[0] > (1 << 24) || size[1] > (1 << 24))
     return "output size " + std::to_string(size[0]) + "x" + std::to_string(size[1]) +

@@ -97,14 +97,9 @@ std::string ReadSplit(const GraphView& g, const NodeInfo& node, int* axis,
   const int rank = static_cast<int>(s.size());
   if (s.empty() || rank > kMaxRank) return "rank must be 1-" + std::to_string(kMaxRank);
   // A run-time axis or size would make the output shapes dynamic.
-  if (!g.valid_tensor(ops.axis) || !g.IsConstant(ops.axis))
-    return std::string(name) + " axis is not a constant tensor";
   std::vector<int64_t> a;
-  try {
-    a = g.ConstantInts(ops.axis);
-  } catch (const Error& e) {
-    return std::string(name) + " axis: " + e.what();
-  }
+  if (auto why = g.ReadConstantInts(ops.axis, std::string(name) + " axis", &a); !why.empty())
+    return why;
   if (a.size() != 1) return std::string(name) + " axis must be a single value";
   *axis = static_cast<int>(a[0] < 0 ? a[0] + rank : a[0]);
   if (*axis < 0 || *axis >= rank) return "axis " + std::to_string(a[0]) + " is out of range";
@@ -117,14 +112,8 @@ std::string ReadSplit(const GraphView& g, const NodeInfo& node, int* axis,
     sizes->assign(n, s[*axis] / n);
     return "";
   }
-  if (!g.valid_tensor(ops.sizes) || !g.IsConstant(ops.sizes))
-    return "SPLIT_V size_splits is not a constant tensor";
   std::vector<int64_t> v;
-  try {
-    v = g.ConstantInts(ops.sizes);
-  } catch (const Error& e) {
-    return std::string("SPLIT_V size_splits: ") + e.what();
-  }
+  if (auto why = g.ReadConstantInts(ops.sizes, "SPLIT_V size_splits", &v); !why.empty()) return why;
   if (static_cast<int>(v.size()) != n) return "SPLIT_V size_splits length != output count";
   // One size may be -1: whatever the others leave.
   int unknown = -1, known = 0;

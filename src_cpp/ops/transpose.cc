@@ -138,15 +138,10 @@ class TransposeOp : public Op {
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
   if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
-  if (!g.IsConstant(node.inputs[1])) return "permutation is not constant";
+  std::vector<int64_t> perm;
+  if (auto why = g.ReadConstantInts(node.inputs[1], "permutation", &perm); !why.empty()) return why;
   const Shape s = g.shape(node.inputs[0]);
   if (s.empty() || s.size() > kMaxRank) return "rank must be 1-" + std::to_string(kMaxRank);
-  std::vector<int64_t> perm;
-  try {
-    perm = g.ConstantInts(node.inputs[1]);
-  } catch (const Error& e) {
-    return e.what();
-  }
   if (perm.size() != s.size()) return "permutation length != rank";
   std::vector<bool> seen(s.size(), false);
   for (int64_t p : perm) {

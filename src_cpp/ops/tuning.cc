@@ -68,9 +68,7 @@ const BlockedEntry kBlockedTable[] = {
 };
 
 const char* DeviceClass(const DeviceInfo& dev) {
-  return dev.type != "gpu"                                ? "cpu"
-         : dev.vendor.find("NVIDIA") != std::string::npos ? "nvidia"
-                                                          : "gpu";
+  return dev.type != "gpu" ? "cpu" : dev.nvidia() ? "nvidia" : "gpu";
 }
 
 const char* TuneOverride(const std::string& name, std::string* env_name) {

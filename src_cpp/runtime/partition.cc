@@ -31,7 +31,7 @@ ArenaKind PickArena(const DeviceInfo& d) {
   if (f == "svm") return ArenaKind::kSvm;
   if (f == "shared") return ArenaKind::kShared;
   if (!f.empty()) throw Error("CLGPU_ARENA must be subbuffers, svm or shared, not '" + f + "'");
-  if (d.vendor.find("NVIDIA") == std::string::npos) return ArenaKind::kSubBuffers;
+  if (!d.nvidia()) return ArenaKind::kSubBuffers;
   return d.svm_coarse ? ArenaKind::kSvm : ArenaKind::kShared;
 }
 
