@@ -12,9 +12,7 @@ from clgpu_delegate.modelgen._graph import (
     Operand,
     _activation,
     _GraphBuilder,
-    _padding,
-    _pair,
-    _window_out,
+    _window,
 )
 
 
@@ -68,22 +66,16 @@ class ConvOps(_GraphBuilder):
         o, kh, kw, i = self.shape(f)
         if i != c:
             raise ValueError(f"filters take {i} input channels, the input has {c}")
-        (sh, sw), (dh, dw) = _pair(stride, "stride"), _pair(dilation, "dilation")
-        pad = _padding(padding)
-        out = (n, _window_out(h, kh, sh, dh, padding), _window_out(w, kw, sw, dw, padding), o)
+        oh, ow, window = _window((h, w), (kh, kw), stride, padding, dilation)
         # TFLite's float conv kernels require the bias input, so a missing bias becomes zeros.
         bias = np.zeros(o, np.float32) if bias is None else bias
         inputs = [x, f, self._bias(bias, o, fp16_weights)]
         return self._op(
             tflite.BuiltinOperator.CONV_2D,
             inputs,
-            [out],
+            [(n, oh, ow, o)],
             options="Conv2DOptions",
-            Padding=pad,
-            StrideW=sw,
-            StrideH=sh,
-            DilationWFactor=dw,
-            DilationHFactor=dh,
+            **window,
             FusedActivationFunction=_activation(activation),
         )[0]
 
@@ -108,24 +100,18 @@ class ConvOps(_GraphBuilder):
                 f"depthwise filters {self.shape(f)} do not match {c} input channels "
                 f"x depth_multiplier {depth_multiplier}"
             )
-        (sh, sw), (dh, dw) = _pair(stride, "stride"), _pair(dilation, "dilation")
-        pad = _padding(padding)
-        out = (n, _window_out(h, kh, sh, dh, padding), _window_out(w, kw, sw, dw, padding), cm)
+        oh, ow, window = _window((h, w), (kh, kw), stride, padding, dilation)
         bias = np.zeros(cm, np.float32) if bias is None else bias
         inputs = [x, f, self._bias(bias, cm, fp16_weights)]
-        version = 2 if (dh, dw) != (1, 1) else 1
+        dilated = (window["DilationHFactor"], window["DilationWFactor"]) != (1, 1)
         return self._op(
             tflite.BuiltinOperator.DEPTHWISE_CONV_2D,
             inputs,
-            [out],
-            version=version,
+            [(n, oh, ow, cm)],
+            version=2 if dilated else 1,
             options="DepthwiseConv2DOptions",
-            Padding=pad,
-            StrideW=sw,
-            StrideH=sh,
+            **window,
             DepthMultiplier=depth_multiplier,
-            DilationWFactor=dw,
-            DilationHFactor=dh,
             FusedActivationFunction=_activation(activation),
         )[0]
 

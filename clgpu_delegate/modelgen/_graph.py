@@ -62,6 +62,23 @@ def _window_out(size: int, k: int, stride: int, dilation: int, padding: str) -> 
     return out
 
 
+def _window(
+    hw: tuple[int, int],
+    k: tuple[int, int],
+    stride: int | Sequence[int],
+    padding: str,
+    dilation: int | Sequence[int] | None = None,
+) -> tuple[int, int, dict[str, int]]:
+    """Output (height, width) of a 2-D window op, and its Padding / Stride (/ Dilation when
+    given) option fields; pooling has no dilation fields."""
+    (sh, sw), (dh, dw) = _pair(stride, "stride"), _pair(dilation or 1, "dilation")
+    opts = {"Padding": _padding(padding), "StrideW": sw, "StrideH": sh}
+    if dilation is not None:
+        opts |= {"DilationWFactor": dw, "DilationHFactor": dh}
+    oh = _window_out(hw[0], k[0], sh, dh, padding)
+    return oh, _window_out(hw[1], k[1], sw, dw, padding), opts
+
+
 def _norm_axis(axis: int, rank: int) -> int:
     if not -rank <= axis < rank:
         raise ValueError(f"axis {axis} out of range for rank {rank}")

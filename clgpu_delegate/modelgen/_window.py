@@ -10,9 +10,8 @@ from clgpu_delegate.modelgen._graph import (
     _activation,
     _GraphBuilder,
     _norm_axis,
-    _padding,
     _pair,
-    _window_out,
+    _window,
 )
 
 
@@ -29,17 +28,14 @@ class WindowOps(_GraphBuilder):
         activation: str | None,
     ) -> int:
         n, h, w, c = self._float_input(x, 4)
-        (kh, kw), (sh, sw) = _pair(size, "pool size"), _pair(stride, "stride")
-        pad = _padding(padding)
-        out = (n, _window_out(h, kh, sh, 1, padding), _window_out(w, kw, sw, 1, padding), c)
+        kh, kw = _pair(size, "pool size")
+        oh, ow, window = _window((h, w), (kh, kw), stride, padding)
         return self._op(
             code,
             [x],
-            [out],
+            [(n, oh, ow, c)],
             options="Pool2DOptions",
-            Padding=pad,
-            StrideW=sw,
-            StrideH=sh,
+            **window,
             FilterWidth=kw,
             FilterHeight=kh,
             FusedActivationFunction=_activation(activation),
