@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "delegate/delegate.h"
@@ -110,6 +111,7 @@ class Partition {
   std::shared_ptr<DelegateCore> core_;
   int id_ = 0;
   bool zero_copy_ = false;
+  std::vector<std::pair<cl_mem, void*>> mapped_;  // Invoke's mapped outputs (zero-copy)
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<std::vector<Shape>> out_shapes_;
   std::vector<OpProfile> op_profiles_;

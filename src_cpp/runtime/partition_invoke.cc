@@ -158,7 +158,8 @@ void Partition::Invoke(TfLiteContext* ctx) {
       if (commands == 2 || commands % 16 == 0) CheckCl(cl.clFlush(q), "clFlush");
     }
   }
-  std::vector<std::pair<cl_mem, void*>> mapped;
+  std::vector<std::pair<cl_mem, void*>>& mapped = mapped_;  // reused: no allocation per invoke
+  mapped.clear();
   for (int t : downloads_) {
     TfLiteTensor& x = ctx->tensors[t];
     const Value& v = values_[t];
