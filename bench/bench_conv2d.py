@@ -30,12 +30,14 @@ SHAPES = [(4, 1440, 1984, 3, 32), (32, 1440, 1984, 3, 32), (32, 720, 992, 3, 64)
           (64, 1440, 1984, 3, 32), (64, 720, 992, 3, 3), (32, 1440, 1984, 5, 32),
           (32, 1440, 1984, 7, 32), (32, 1440, 1984, 9, 32), (16, 2880, 3968, 3, 16),
           (32, 1440, 1984, 3, 3), (16, 2880, 3968, 3, 3)]
-ALGORITHMS = ["direct", "implicit_gemm", "winograd", "winograd4", "gemm", "direct_blocked"]
+ALGORITHMS = ["direct", "implicit_gemm", "winograd", "winograd4", "gemm", "direct_blocked",
+              "winograd4_fused"]
 
 
 def applies(algo: str, k: int) -> bool:
-    # F(4x4) runs filters over 3x3 as sums of 3x3 sub-filters (conv2d_winograd4.cl).
-    return {"gemm": k == 1, "winograd": k == 3, "winograd4": 3 <= k <= 9}.get(algo, True)
+    # F(4x4) runs filters over 3x3 as sums of 3x3 sub-filters (conv2d_winograd4.cl), fused or not.
+    return {"gemm": k == 1, "winograd": k == 3, "winograd4": 3 <= k <= 9,
+            "winograd4_fused": 3 <= k <= 9}.get(algo, True)
 
 
 def conv_model(c: int, h: int, w: int, k: int, oc: int) -> bytes:
@@ -97,7 +99,7 @@ def main() -> int:
         row["pick_within_10pct"] = pick["ms"] <= 1.1 * times[best]
         row["pct_roofline"] = 100 * roof_ms / times[best]
         row["best_tflops"] = flops / times[best] / 1e9
-        for a in ("implicit_gemm", "winograd", "winograd4", "direct_blocked"):
+        for a in ("implicit_gemm", "winograd", "winograd4", "direct_blocked", "winograd4_fused"):
             if f"{a}_ms" in row:
                 row[f"{a}_speedup"] = row["direct_ms"] / row[f"{a}_ms"]
         rows.append(row)
@@ -110,8 +112,10 @@ def main() -> int:
                   "timing": "device time of the delegated kernels (OpenCL events), median"}
     cols = [("shape", "shape"), ("gflop", "GFLOP"), ("direct_ms", "direct ms"),
             ("implicit_gemm_ms", "implicit GEMM ms"), ("winograd_ms", "Winograd F2 ms"),
-            ("winograd4_ms", "Winograd F4 ms"), ("direct_blocked_ms", "blocked ms"),
+            ("winograd4_ms", "Winograd F4 ms"), ("winograd4_fused_ms", "F4 fused ms"),
+            ("direct_blocked_ms", "blocked ms"),
             ("implicit_gemm_speedup", "iGEMM/direct"), ("winograd4_speedup", "F4/direct"),
+            ("winograd4_fused_speedup", "F4 fused/direct"),
             ("direct_blocked_speedup", "blocked/direct"), ("best", "best"),
             ("best_tflops", "best TFLOP/s"),
             ("pct_roofline", "% roofline"), ("selected", "selector"),

@@ -25,7 +25,7 @@ from clgpu_delegate.modelgen import zoo
 from clgpu_delegate.runtime import make_interpreter
 
 MODELS = ["mobilenet_v1", "mobilenet_v2", "inception_v1", "inception_v3", "resnet50", "pynet"]
-ALGORITHMS = ["gemm", "implicit_gemm", "winograd4", "direct_blocked"]
+ALGORITHMS = ["gemm", "implicit_gemm", "winograd4", "direct_blocked", "winograd4_fused"]
 CONV_OPS = {"CONV_2D"}
 
 

@@ -1,7 +1,8 @@
 // Winograd F(4x4, 3x3) for stride-1, dilation-1 CONV_2D (NHWC, OHWI filter): 6x6 input tiles,
 // 36 transformed positions, 4x4 outputs per tile (4x fewer multiplies than direct for 3x3, vs
 // F(2x2, 3x3)'s 2.25x, at some precision cost). Transforms only: the batched GEMM is winograd_gemm
-// from conv2d_winograd.cl, run with NB = 36. Needs common.cl.
+// from conv2d_winograd.cl, run with NB = 36. Needs common.cl; the 1-D transforms are in
+// winograd4_transforms.cl (shared with the one-kernel conv2d_winograd4_fused.cl).
 //
 // Filters larger than 3x3 (KH, KW in 3..9) are cut into SH x SW = ceil(KH/3) x ceil(KW/3)
 // zero-padded 3x3 sub-filters: sub-filter s = (a, b) holds taps [3a, 3a+3) x [3b, 3b+3), and the
@@ -56,21 +57,7 @@
 #define LOADT4(p, i4) LOADF4(p, i4)
 #endif
 
-// y = G x for one 3-vector; strides in elements.
-static inline void winograd_f4_g(const float* x, int sx, float* y, int sy) {
-  const float g0 = x[0], g1 = x[sx], g2 = x[2 * sx];
-  const float a = g0 + g2;
-  const float b = g0 * (1.0f / 24.0f) + g2 * (1.0f / 6.0f);
-  y[0] = 0.25f * g0;
-  y[sy] = -(a + g1) * (1.0f / 6.0f);
-  y[2 * sy] = -(a - g1) * (1.0f / 6.0f);
-  y[3 * sy] = b + g1 * (1.0f / 12.0f);
-  y[4 * sy] = b - g1 * (1.0f / 12.0f);
-  y[5 * sy] = g2;
-}
-
-// Sub-filters per dimension of a KH x KW filter.
-#define WINO_SUBS(k) (((k) + 2) / 3)
+#include "winograd4_transforms.cl"
 
 __kernel void winograd_f4_filter_transform(__global const T* restrict filter,
                                            __global TT* restrict U, int C, int OC, int KH,
@@ -97,21 +84,6 @@ __kernel void winograd_f4_filter_transform(__global const T* restrict filter,
   for (int i = 0; i < 6; ++i) winograd_f4_g(t + 3 * i, 1, u + 6 * i, 1);  // u[6][6] = t G^T
 #pragma unroll
   for (int xi = 0; xi < 36; ++xi) STORET(u[xi], U, (xi * OC + oc) * (SS * C) + s * C + c);
-}
-
-// y = B^T x for one 6-vector.
-static inline void winograd_f4_bt(const float* x, int sx, float* y, int sy) {
-  const float x0 = x[0], x1 = x[sx], x2 = x[2 * sx], x3 = x[3 * sx], x4 = x[4 * sx], x5 = x[5 * sx];
-  const float a = x4 - 4.0f * x2;  // rows 1, 2 share x4 - 4 x2 and x3 - 4 x1
-  const float b = x3 - 4.0f * x1;
-  const float c = x4 - x2;  // rows 3, 4 share x4 - x2 and 2 (x3 - x1)
-  const float d = 2.0f * (x3 - x1);
-  y[0] = 4.0f * x0 - 5.0f * x2 + x4;
-  y[sy] = a + b;
-  y[2 * sy] = a - b;
-  y[3 * sy] = c + d;
-  y[4 * sy] = c - d;
-  y[5 * sy] = 4.0f * x1 - 5.0f * x3 + x5;
 }
 
 __kernel void winograd_f4_input_transform(__global const T* restrict in, __global TT* restrict V,
@@ -151,16 +123,6 @@ __kernel void winograd_f4_input_transform(__global const T* restrict in, __globa
   for (int i = 0; i < 6; ++i) winograd_f4_bt(s + 6 * i, 1, v + 6 * i, 1);  // v = s B
 #pragma unroll
   for (int xi = 0; xi < 36; ++xi) STORET(v[xi], V, (xi * P + p) * (SS * C) + sub * C + c);
-}
-
-// y = A^T x for one 6-vector.
-static inline void winograd_f4_at(const float* x, int sx, float* y, int sy) {
-  const float x0 = x[0], x1 = x[sx], x2 = x[2 * sx], x3 = x[3 * sx], x4 = x[4 * sx], x5 = x[5 * sx];
-  const float a = x1 + x2, b = x1 - x2, c = x3 + x4, d = x3 - x4;
-  y[0] = x0 + a + c;
-  y[sy] = b + 2.0f * d;
-  y[2 * sy] = a + 4.0f * c;
-  y[3 * sy] = b + 8.0f * d + x5;
 }
 
 __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,

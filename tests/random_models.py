@@ -29,7 +29,15 @@ from clgpu_delegate.modelgen import ModelBuilder
 
 # The fused activations the delegate implements (TANH / SIGN_BIT stay on the CPU).
 ACTIVATIONS = (None, "RELU", "RELU6", "RELU_N1_TO_1")
-CONV_ALGORITHMS = ("direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked")
+CONV_ALGORITHMS = (
+    "direct",
+    "implicit_gemm",
+    "gemm",
+    "winograd",
+    "winograd4",
+    "direct_blocked",
+    "winograd4_fused",
+)
 CLAIMED_OPS = (
     "CONV_2D",
     "DEPTHWISE_CONV_2D",

@@ -13,7 +13,16 @@ import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
 
-ALGORITHMS = ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked"]
+ALGORITHMS = [
+    "auto",
+    "direct",
+    "implicit_gemm",
+    "gemm",
+    "winograd",
+    "winograd4",
+    "direct_blocked",
+    "winograd4_fused",
+]
 
 
 class Conv(NamedTuple):
@@ -75,6 +84,11 @@ CASES = {
     "3x3_c8_oc33_wide": Conv((1, 5, 45, 8), 33, (3, 3), activation="RELU"),
     # A dilation wide enough that direct_blocked loads each tap's columns, not one segment.
     "3x3_d5_c4": Conv((1, 14, 23, 4), 6, (3, 3), dilation=5),
+    # winograd4_fused's target shapes, small: 4 -> 32 (one reduction chunk), 16 -> 16 (several),
+    # and a channel count that its chunks (CC) and an OC that its channel blocks do not divide.
+    "3x3_c4_oc32": Conv((1, 14, 19, 4), 32, (3, 3)),
+    "3x3_c16_oc16_batch2": Conv((2, 11, 13, 16), 16, (3, 3), activation="RELU"),
+    "3x3_c6_oc37_valid": Conv((1, 12, 15, 6), 37, (3, 3), padding="VALID", activation="RELU6"),
 }
 
 
@@ -241,4 +255,61 @@ def test_conv2d_blocked_bad_knobs_fail(knobs: str, monkeypatch: pytest.MonkeyPat
     d = clgpu_delegate.load(conv_algorithm="direct_blocked")
     it = make_interpreter(conv_model(CASES["3x3_c37_oc45_tiles"]), [d])
     with pytest.raises(RuntimeError, match="CLGPU_TUNE_DIRECT_BLOCKED"):
+        it.allocate_tensors()
+
+
+# TP,OCB,CC,RT,RO,U_LOCAL of conv2d_winograd4_fused.cl: the GPU table's blocking (OCB 32 over
+# fewer channels, tiles past the row's end), U read from global, 4 x 4 register blocks, odd
+# blocks that divide nothing, one work-item per group.
+FUSED_KNOBS = {
+    "gpu": "16,32,4,2,2,1",
+    "u_global": "16,32,4,2,2,0",
+    "rt4_ro4_cc8": "8,16,8,4,4,1",
+    "odd": "6,9,3,3,3,1",
+    "one": "1,1,1,1,1,0",
+}
+FUSED_CASES = [
+    "3x3_batch2",
+    "3x3_c17_oc19_relu",
+    "3x3_batch2_c33_oc64",
+    "3x3_c4_oc32",
+    "3x3_c16_oc16_batch2",
+    "3x3_c6_oc37_valid",
+    "5x5_s1_valid_batch2",
+    "7x7_s1_c9_oc33",
+    "4x6_s1_valid_aniso",
+]
+
+
+def set_fused_knobs(monkeypatch: pytest.MonkeyPatch, knobs: str) -> None:
+    monkeypatch.setenv("CLGPU_TUNE_WINOGRAD4_FUSED", knobs)
+
+
+@pytest.mark.parametrize("knobs", FUSED_KNOBS.values(), ids=FUSED_KNOBS.keys())
+@pytest.mark.parametrize("name", FUSED_CASES)
+def test_conv2d_winograd4_fused_knobs(
+    name: str, knobs: str, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_fused_knobs(monkeypatch, knobs)
+    r = check_parity(
+        conv_model(CASES[name]),
+        runtime,
+        expect_delegated="all",
+        conv_algorithm="winograd4_fused",
+        profiling=True,
+    )
+    # One kernel and no scratch: the transformed tiles never leave the chip.
+    assert {k.kernel for k in r.delegate.profile().kernels} == {"conv2d_winograd4_fused"}
+    assert r.delegate.profile().partitions[0].kernels_per_invoke == 1
+    assert r.delegate.memory()["partitions"][0]["scratch_bytes"] == 0
+
+
+@pytest.mark.parametrize(
+    "knobs", ["16,32,4,3,2", "16,30,4,2,4", "0,8,4,2,2", "16,32,4,2,2,2", "16,32,4,2", "a,b,c,d,e"]
+)
+def test_conv2d_winograd4_fused_bad_knobs_fail(knobs: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    set_fused_knobs(monkeypatch, knobs)
+    d = clgpu_delegate.load(conv_algorithm="winograd4_fused")
+    it = make_interpreter(conv_model(CASES["3x3_c37_oc45_tiles"]), [d])
+    with pytest.raises(RuntimeError, match="CLGPU_TUNE_WINOGRAD4_FUSED"):
         it.allocate_tensors()

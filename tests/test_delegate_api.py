@@ -64,7 +64,16 @@ def test_unknown_option_names_the_valid_keys() -> None:
         (
             "conv_algorithm",
             "fft",
-            ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked"],
+            [
+                "auto",
+                "direct",
+                "implicit_gemm",
+                "gemm",
+                "winograd",
+                "winograd4",
+                "direct_blocked",
+                "winograd4_fused",
+            ],
         ),
         ("fail_at", "never", ["create", "prepare", "init", "invoke"]),
         ("max_delegated_partitions", -1, []),

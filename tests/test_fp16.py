@@ -10,7 +10,14 @@ from test_add import CASES as ADD_CASES
 from test_add import add_model
 from test_concat import CASES as CONCAT_CASES
 from test_concat import concat_model
-from test_conv2d import ALGORITHMS, BLOCKED_KNOBS, conv_model, set_blocked_knobs
+from test_conv2d import (
+    ALGORITHMS,
+    BLOCKED_KNOBS,
+    FUSED_KNOBS,
+    conv_model,
+    set_blocked_knobs,
+    set_fused_knobs,
+)
 from test_conv2d import CASES as CONV_CASES
 from test_depthwise_conv2d import CASES as DW_CASES
 from test_depthwise_conv2d import depthwise_model
@@ -69,6 +76,16 @@ def test_conv2d_blocked_fp16(
     # Half loads and stores of whole float4 runs (C and OC multiples of 4) and their scalar tails.
     set_blocked_knobs(monkeypatch, knobs)
     check_fp16(conv_model(CONV_CASES[name]), runtime, conv_algorithm="direct_blocked")
+
+
+@pytest.mark.parametrize("knobs", FUSED_KNOBS.values(), ids=FUSED_KNOBS.keys())
+@pytest.mark.parametrize("name", ["3x3_c6_oc37_valid", "7x7_s1_c9_oc33", "3x3_c16_oc16_batch2"])
+def test_conv2d_winograd4_fused_fp16(
+    name: str, knobs: str, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Half input and output around float transforms, float U and float accumulators.
+    set_fused_knobs(monkeypatch, knobs)
+    check_fp16(conv_model(CONV_CASES[name]), runtime, conv_algorithm="winograd4_fused")
 
 
 @pytest.mark.parametrize("case", DW_CASES.values(), ids=DW_CASES.keys())

@@ -15,7 +15,16 @@ import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder, zoo
 from clgpu_delegate.runtime import make_interpreter
 
-ALGORITHMS = ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked"]
+ALGORITHMS = [
+    "auto",
+    "direct",
+    "implicit_gemm",
+    "gemm",
+    "winograd",
+    "winograd4",
+    "direct_blocked",
+    "winograd4_fused",
+]
 ACTIVATIONS = [None, "RELU", "RELU6", "RELU_N1_TO_1"]
 FP16_RTOL = 1e-2  # of each output's range, as tests/test_fp16.py
 
@@ -209,7 +218,9 @@ def test_broadcast_add_is_not_fused(other: tuple[int, ...], runtime: str) -> Non
     check_fusion(b.build(), runtime, fused=0)
 
 
-@pytest.mark.parametrize("algorithm", ["gemm", "implicit_gemm", "winograd4", "direct_blocked"])
+@pytest.mark.parametrize(
+    "algorithm", ["gemm", "implicit_gemm", "winograd4", "direct_blocked", "winograd4_fused"]
+)
 def test_fp16_storage(algorithm: str, runtime: str) -> None:
     kernel = 1 if algorithm == "gemm" else 3
     model = block((1, 10, 11, 20), 20, kernel=kernel, activation="RELU", residual="conv")

@@ -70,7 +70,16 @@ def check_split(
 
 # ---- CONV_2D: every algorithm on chunks of rows, columns, images and output channels ----
 
-ALGORITHMS = ["auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked"]
+ALGORITHMS = [
+    "auto",
+    "direct",
+    "implicit_gemm",
+    "gemm",
+    "winograd",
+    "winograd4",
+    "direct_blocked",
+    "winograd4_fused",
+]
 
 CONV_CASES = {
     "3x3_batch2": Conv((2, 13, 11, 6), 12, (3, 3), activation="RELU"),

@@ -72,7 +72,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       o.partitioning = value;
     } else if (key == "conv_algorithm") {
       OneOf(key, value,
-            {"auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked"});
+            {"auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked",
+             "winograd4_fused"});
       o.conv_algorithm = value;
     } else if (key == "serialization_dir") {
       o.serialization_dir = value;

@@ -13,9 +13,10 @@
 namespace clgpu {
 namespace {
 
-constexpr ConvAlgorithm kAll[] = {ConvAlgorithm::kDirect,       ConvAlgorithm::kGemm1x1,
-                                  ConvAlgorithm::kImplicitGemm, ConvAlgorithm::kWinograd,
-                                  ConvAlgorithm::kWinograd4,    ConvAlgorithm::kDirectBlocked};
+constexpr ConvAlgorithm kAll[] = {ConvAlgorithm::kDirect,        ConvAlgorithm::kGemm1x1,
+                                  ConvAlgorithm::kImplicitGemm,  ConvAlgorithm::kWinograd,
+                                  ConvAlgorithm::kWinograd4,     ConvAlgorithm::kDirectBlocked,
+                                  ConvAlgorithm::kWinograd4Fused};
 
 // Winograd variant: output tile size, positions per tile, kernel names.
 struct WinogradKind {
@@ -39,12 +40,16 @@ const WinogradKind kF4 = {4,
                           "winograd_f4_input_transform",
                           "winograd_f4_output_transform"};
 
-const WinogradKind& Kind(ConvAlgorithm a) { return a == ConvAlgorithm::kWinograd4 ? kF4 : kF2; }
+bool IsF4(ConvAlgorithm a) {
+  return a == ConvAlgorithm::kWinograd4 || a == ConvAlgorithm::kWinograd4Fused;
+}
+
+const WinogradKind& Kind(ConvAlgorithm a) { return IsF4(a) ? kF4 : kF2; }
 
 // F(4x4) runs filters over 3x3 as a sum of 3x3 sub-filters (conv2d_winograd4.cl): the GEMM
 // reduces over subs * C columns.
 int WinogradSubs(ConvAlgorithm a, const ConvGeometry& g) {
-  return a == ConvAlgorithm::kWinograd4 ? ((g.kh + 2) / 3) * ((g.kw + 2) / 3) : 1;
+  return IsF4(a) ? ((g.kh + 2) / 3) * ((g.kw + 2) / 3) : 1;
 }
 
 // F(4x4) with half intermediates loses too much precision: its transformed
@@ -92,6 +97,50 @@ int WinogradRowsPerPass(const OpContext& ctx, ConvAlgorithm a, const ConvGeometr
   const size_t per_row =
       size_t(k.positions) * g.n * tw * std::max(WinogradSubs(a, g) * g.c, g.oc) * tb;
   return static_cast<int>(std::clamp<long>(long(cap / std::max<size_t>(per_row, 1)), 1, th));
+}
+
+// The smallest unit * 2^k that holds `need`, at most `cap` (a multiple of unit): the fused kernel's
+// blocks shrink to small layers in few steps, so few programs get built.
+int ShrinkTo(int need, int unit, int cap) {
+  int x = unit;
+  while (x < need && x < cap) x *= 2;
+  return std::min(x, cap);
+}
+
+// winograd4_fused's blocking for this geometry: the table entry fitted to the device's work-group
+// size and local memory, OCB no larger than OC needs and CC than the reduction has. OCB and CC
+// lay out the filter, so they depend on the channels and the device only (a re-prepare for a
+// new input size keeps its filter); only then does TP shrink to the tiles a row has.
+WinogradFusedTiles FusedFor(const ConvGeometry& g, const DeviceInfo& dev) {
+  WinogradFusedTiles t = WinogradFusedTilesFor("winograd4_fused", dev);
+  t.ocb = ShrinkTo(g.oc, t.ro, t.ocb);
+  t.cc = ShrinkTo(WinogradSubs(ConvAlgorithm::kWinograd4Fused, g) * g.c, 1, t.cc);
+  const auto group = [&] { return size_t(t.tp / t.rt) * (t.ocb / t.ro); };
+  const auto local = [&] { return size_t(4 * 36) * (t.tp * t.cc + t.u_local * t.cc * t.ocb); };
+  const auto half = [](int x, int m) { return std::max(m, x / 2 / m * m); };  // a multiple of m
+  const size_t max_group = std::max<size_t>(dev.max_work_group_size, 1);
+  while (group() > max_group && t.tp > t.rt) t.tp = half(t.tp, t.rt);
+  while (group() > max_group && t.ocb > t.ro) t.ocb = half(t.ocb, t.ro);
+  while (local() > dev.local_mem_bytes && t.cc > 1) t.cc = (t.cc + 1) / 2;
+  if (local() > dev.local_mem_bytes) t.u_local = 0;
+  while (local() > dev.local_mem_bytes && t.tp > t.rt) t.tp = half(t.tp, t.rt);
+  if (group() > max_group || local() > dev.local_mem_bytes)
+    throw Error("winograd4_fused: no blocking fits the device (" + std::to_string(local()) +
+                " bytes of local memory, groups of " + std::to_string(group()) + ")");
+  t.tp = ShrinkTo((g.ow + 3) / 4, t.rt, t.tp);
+  return t;
+}
+
+// The reduction C' = subs * C rounded up to whole chunks: the fused filter's second dimension.
+int FusedCpad(const ConvGeometry& g, const WinogradFusedTiles& t) {
+  return int(RoundUp(size_t(WinogradSubs(ConvAlgorithm::kWinograd4Fused, g)) * g.c, t.cc));
+}
+
+std::string FusedDefines(const WinogradFusedTiles& t) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "-DTP=%d -DOCB=%d -DCC=%d -DRT=%d -DRO=%d -DU_LOCAL=%d", t.tp,
+                t.ocb, t.cc, t.rt, t.ro, t.u_local);
+  return buf;
 }
 
 // direct_blocked's blocking for this geometry: the table entry, with the output channels spread
@@ -177,6 +226,44 @@ bool SmallMapsFavourSplitK(const ConvGeometry& g, const DeviceInfo& dev, ConvAlg
          ip.tiles.Groups(long(g.n) * g.oh * g.ow, g.oc) < dev.compute_units && ip.splits > 1;
 }
 
+// The one launch of winograd4_fused. A kernel whose registers cap its groups below the planned
+// size (CL_KERNEL_WORK_GROUP_SIZE; reqd_work_group_size makes most compilers fit it instead) is
+// rebuilt with fewer tiles per group rather than left to fail at the enqueue.
+Launch EncodeWinogradFused(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
+  const DeviceInfo& dev = ctx.env.device();
+  WinogradFusedTiles t = FusedFor(g, dev);
+  if (t.ocb != w.ocb || FusedCpad(g, t) != w.cpad)
+    throw Error("winograd4_fused: the filter was laid out for OCB " + std::to_string(w.ocb) +
+                " and " + std::to_string(w.cpad) + " reduction rows, the tuning now gives OCB " +
+                std::to_string(t.ocb) + " (CLGPU_TUNE_WINOGRAD4_FUSED changed?)");
+  const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
+  Launch l;
+  l.name = "conv2d_winograd4_fused";
+  for (;;) {
+    l.kernel = CreateKernel(*ctx.GetProgram(l.name, With(FusedDefines(t), rd)), l.name);
+    size_t fits = 0;
+    CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), dev.id, CL_KERNEL_WORK_GROUP_SIZE,
+                                          sizeof fits, &fits, nullptr),
+            "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+    const size_t group = size_t(t.tp / t.rt) * (t.ocb / t.ro);
+    if (group <= fits) break;
+    if (t.tp == t.rt)
+      throw Error("winograd4_fused: groups of " + std::to_string(group) +
+                  " work-items, the kernel allows " + std::to_string(fits) +
+                  " (lower OCB or RO in CLGPU_TUNE_WINOGRAD4_FUSED)");
+    t.tp = std::max(t.rt, t.tp / 2 / t.rt * t.rt);
+  }
+  SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
+                     g.ow, g.oc, g.pad_top, g.pad_left, g.kh, g.kw, w.cpad, act_min, act_max);
+  const size_t th = (g.oh + 3) / 4, tw = (g.ow + 3) / 4;
+  const size_t groups = size_t((g.oc + t.ocb - 1) / t.ocb) * g.n * th * ((tw + t.tp - 1) / t.tp);
+  l.dims = 1;
+  l.local[0] = size_t(t.tp / t.rt) * (t.ocb / t.ro);
+  l.global[0] = groups * l.local[0];
+  return l;
+}
+
 }  // namespace
 
 std::string ConvAlgorithmName(ConvAlgorithm a) {
@@ -191,6 +278,8 @@ std::string ConvAlgorithmName(ConvAlgorithm a) {
       return "winograd";
     case ConvAlgorithm::kWinograd4:
       return "winograd4";
+    case ConvAlgorithm::kWinograd4Fused:
+      return "winograd4_fused";
     case ConvAlgorithm::kDirectBlocked:
       return "direct_blocked";
   }
@@ -209,6 +298,7 @@ bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g) {
     case ConvAlgorithm::kWinograd:
       return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
     case ConvAlgorithm::kWinograd4:
+    case ConvAlgorithm::kWinograd4Fused:
       return g.kh >= 3 && g.kh <= 9 && g.kw >= 3 && g.kw <= 9 && g.sh == 1 && g.sw == 1 &&
              g.dh == 1 && g.dw == 1;
   }
@@ -261,6 +351,11 @@ size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry
     const BlockedTiles t = BlockedFor(g, ctx.env.device());
     return size_t(BlockedChannelBlocks(g, t)) * t.ocb * g.kh * g.kw * g.c * ctx.storage_bytes;
   }
+  if (a == ConvAlgorithm::kWinograd4Fused) {
+    const WinogradFusedTiles t = FusedFor(g, ctx.env.device());
+    const size_t blocks = (g.oc + t.ocb - 1) / t.ocb;
+    return std::max(ohwi, blocks * t.ocb * FusedCpad(g, t) * 36 * sizeof(float));
+  }
   if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return ohwi;
   return std::max(
       ohwi, size_t(Kind(a).positions) * g.oc * WinogradSubs(a, g) * g.c * TransformedBytes(ctx, a));
@@ -268,7 +363,7 @@ size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry
 
 ConvAlgorithm ChooseConvAlgorithm(const OpContext& ctx, const ConvGeometry& g) {
   const ConvAlgorithm a = SelectConvAlgorithm(g, ctx.env.device(), ctx.options.conv_algorithm);
-  if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return a;
+  if (a != ConvAlgorithm::kWinograd && !IsF4(a)) return a;
   ConvGeometry one = g;
   one.oc = 1;
   return ConvWeightBytes(ctx, a, one) > ctx.max_alloc ? ConvAlgorithm::kImplicitGemm : a;
@@ -281,6 +376,21 @@ std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
   if (a == ConvAlgorithm::kDirectBlocked) {
     w->filter =
         UploadWeights(ctx, BlockFilter(g, BlockedFor(g, ctx.env.device()).ocb, filter_ohwi));
+    return w;
+  }
+  if (a == ConvAlgorithm::kWinograd4Fused) {
+    // Transformed once on the device into the blocked layout of conv2d_winograd4_fused.cl.
+    const WinogradFusedTiles t = FusedFor(g, ctx.env.device());
+    w->ocb = t.ocb;
+    w->cpad = FusedCpad(g, t);
+    const size_t elements = size_t((g.oc + t.ocb - 1) / t.ocb) * t.ocb * w->cpad;
+    Buffer ohwi = UploadWeights(ctx, filter_ohwi);
+    w->filter = ctx.env.CreateBuffer(elements * 36 * sizeof(float), CL_MEM_READ_WRITE);
+    Kernel kern = CreateKernel(*ctx.GetProgram("conv2d_winograd4_fused", FusedDefines(t)),
+                               "winograd_f4_fused_filter_transform");
+    SetArgs(kern, ohwi.get(), w->filter.get(), g.c, g.oc, g.kh, g.kw, w->cpad);
+    Run(ctx, kern, elements);
+    CheckCl(Cl().clFinish(ctx.queue), "clFinish(fused filter transform)");
     return w;
   }
   if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) {
@@ -318,6 +428,7 @@ std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, cons
                          long(g.n) * g.oh * g.ow, g.oc);
     return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
   }
+  // winograd4_fused keeps its transformed tiles on chip: no scratch.
   if (a != ConvAlgorithm::kWinograd && a != ConvAlgorithm::kWinograd4) return {};
   const WinogradKind& k = Kind(a);
   const size_t rows = WinogradRowsPerPass(ctx, a, g);
@@ -397,6 +508,9 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
       launches.push_back(std::move(r));
       break;
     }
+    case ConvAlgorithm::kWinograd4Fused:
+      launches.push_back(EncodeWinogradFused(ctx, g, in, w, bias, out, act_min, act_max, residual));
+      break;
     case ConvAlgorithm::kWinograd:
     case ConvAlgorithm::kWinograd4: {
       if (ctx.scratch.size() < 2) throw Error("Winograd convolution without scratch buffers");

@@ -17,13 +17,14 @@ enum class ConvAlgorithm {
   kImplicitGemm,
   kWinograd,
   kWinograd4,
-  kDirectBlocked
+  kDirectBlocked,
+  kWinograd4Fused  // F(4x4) in one kernel (conv2d_winograd4_fused.cl); only when forced for now
 };
 
 std::string ConvAlgorithmName(ConvAlgorithm a);
 
-// Correct for this geometry? (Winograd F(2x2): 3x3, F(4x4): 3x3 to 9x9, both stride 1,
-// dilation 1; GEMM: 1x1 stride 1 without padding; direct and direct_blocked: any.)
+// Correct for this geometry? (Winograd F(2x2): 3x3, F(4x4) and its fused kernel: 3x3 to 9x9, all
+// stride 1, dilation 1; GEMM: 1x1 stride 1 without padding; direct and direct_blocked: any.)
 bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g);
 
 // The forced algorithm (option conv_algorithm) when it applies, else the one
@@ -32,7 +33,8 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
                                   const std::string& forced);
 
 // Bytes of the device-side filter of algorithm `a` (Winograd: the transformed U, or the
-// OHWI upload it is made from if larger; direct_blocked: OC padded to its channel block).
+// OHWI upload it is made from if larger; direct_blocked and winograd4_fused: OC padded to their
+// channel block).
 size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g);
 
 // SelectConvAlgorithm, unless that is Winograd and even one output channel's
@@ -42,15 +44,17 @@ ConvAlgorithm ChooseConvAlgorithm(const OpContext& ctx, const ConvGeometry& g);
 
 // Device-side weights in the layout the algorithm wants (transformed once).
 struct ConvWeights {
-  // OHWI, the Winograd-transformed U, or direct_blocked's [OC / OCB][KH][KW][C][OCB]
+  // OHWI, the Winograd-transformed U, direct_blocked's [OC / OCB][KH][KW][C][OCB] or
+  // winograd4_fused's U [OC / OCB][CPAD][36][OCB]
   Buffer filter;
+  int ocb = 0, cpad = 0;  // winograd4_fused: the blocking its U is laid out for
 };
 
 std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
                                                 const ConvGeometry& g,
                                                 const std::vector<float>& filter_ohwi);
 
-// Scratch bytes per slot (Winograd: V and Mo for one pass of tile rows).
+// Scratch bytes per slot (Winograd: V and Mo for one pass of tile rows; winograd4_fused: none).
 std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g);
 
 // residual (optional, any algorithm): out = act(conv + bias + residual), residual laid out like

@@ -67,6 +67,23 @@ const BlockedEntry kBlockedTable[] = {
     {"cpu", "direct_blocked", {4, 8, 8, 2}},      {"cpu", "direct_blocked_thin", {4, 4, 8, 2}},
 };
 
+struct FusedEntry {
+  const char* device;
+  const char* name;
+  WinogradFusedTiles tiles;
+};
+
+// TP, OCB, CC, RT, RO, U_LOCAL of conv2d_winograd4_fused.cl. GPUs: not tuned yet; 16 tiles x 32
+// channels per group with 2 x 2 per work-item (144 accumulators, 128 work-items), 27 KB of local
+// memory (U staged), a start that fits NVIDIA's 48 KB and leaves room for two groups per SM.
+// CPU devices: small groups, one tile x one channel per work-item (PoCL runs a group's
+// work-items in a loop and takes 3x longer to compile the 2 x 2 block).
+const FusedEntry kFusedTable[] = {
+    {"nvidia", "winograd4_fused", {16, 32, 4, 2, 2, 1}},
+    {"gpu", "winograd4_fused", {16, 32, 4, 2, 2, 1}},
+    {"cpu", "winograd4_fused", {8, 8, 4, 1, 1, 1}},
+};
+
 const char* DeviceClass(const DeviceInfo& dev) {
   return dev.type != "gpu" ? "cpu" : dev.nvidia() ? "nvidia" : "gpu";
 }
@@ -117,6 +134,28 @@ BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev) {
   for (const BlockedEntry& e : kBlockedTable)
     if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
   return {4, 8, 8, 2};
+}
+
+WinogradFusedTiles WinogradFusedTilesFor(const std::string& name, const DeviceInfo& dev) {
+  std::string env_name;
+  if (const char* v = TuneOverride(name, &env_name)) {
+    WinogradFusedTiles t{0, 0, 0, 0, 0, 1};
+    char tail = 0;
+    const int n = std::sscanf(v, "%d,%d,%d,%d,%d,%d%c", &t.tp, &t.ocb, &t.cc, &t.rt, &t.ro,
+                              &t.u_local, &tail);
+    // Like the blocked table: a sweep must not time a configuration other than the one it names.
+    if ((n != 5 && n != 6) || t.tp < 1 || t.tp > 256 || t.ocb < 1 || t.ocb > 256 || t.cc < 1 ||
+        t.cc > 64 || t.rt < 1 || t.rt > 8 || t.ro < 1 || t.ro > 8 || t.tp % t.rt || t.ocb % t.ro ||
+        (t.u_local != 0 && t.u_local != 1))
+      throw Error(env_name + "='" + v +
+                  "': expected TP,OCB,CC,RT,RO[,U_LOCAL] with 1 <= TP, OCB <= 256, 1 <= CC <= 64, "
+                  "1 <= RT, RO <= 8, TP a multiple of RT, OCB a multiple of RO, U_LOCAL 0 or 1");
+    return t;
+  }
+  const char* cls = DeviceClass(dev);
+  for (const FusedEntry& e : kFusedTable)
+    if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
+  return {8, 8, 4, 1, 1, 1};
 }
 
 }  // namespace clgpu

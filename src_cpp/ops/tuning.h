@@ -1,7 +1,7 @@
 // Per-device defaults of the kernels' tunables (the -D defines), in one table.
 // A tuner (or a user) overrides an entry with
-// CLGPU_TUNE_<NAME>="TM,TN,TK,WM,WN[,DBUF,TMAP[,LPAD]]" (GEMM tiles) or "PX,OCB,WGX,WGY"
-// (the blocked direct convolution).
+// CLGPU_TUNE_<NAME>="TM,TN,TK,WM,WN[,DBUF,TMAP[,LPAD]]" (GEMM tiles), "PX,OCB,WGX,WGY"
+// (the blocked direct convolution) or "TP,OCB,CC,RT,RO[,U_LOCAL]" (the fused Winograd F(4x4)).
 #pragma once
 
 #include <cstddef>
@@ -40,5 +40,16 @@ struct BlockedTiles {
 // Entries: "direct_blocked", "direct_blocked_thin" (OC <= 4). An override that is not four
 // integers with PX and OCB in 1..64 and WGX, WGY >= 1 throws Error.
 BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev);
+
+// Blocking of the fused Winograd F(4x4) convolution (conv2d_winograd4_fused.cl): TP output tiles x
+// OCB output channels per work-group, RT tiles x RO channels per work-item (36 * RT * RO float
+// accumulators), CC reduction values per chunk, U_LOCAL: the filter chunk staged in local memory.
+struct WinogradFusedTiles {
+  int tp, ocb, cc, rt, ro, u_local;
+};
+
+// Entry "winograd4_fused". An override that is not five or six integers with 1 <= TP, OCB <= 256,
+// 1 <= CC <= 64, 1 <= RT, RO <= 8, TP % RT == 0, OCB % RO == 0 and U_LOCAL 0 or 1 throws Error.
+WinogradFusedTiles WinogradFusedTilesFor(const std::string& name, const DeviceInfo& dev);
 
 }  // namespace clgpu

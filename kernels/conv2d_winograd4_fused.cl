@@ -1,0 +1,248 @@
+// Winograd F(4x4, 3x3) in one kernel for stride-1, dilation-1 CONV_2D (NHWC, OHWI filter), KH
+// and KW in 3..9 (sums of zero-padded 3x3 sub-filters, cut as in conv2d_winograd4.cl). The input
+// transform, the 36 products and the output transform stay on chip: conv2d_winograd4.cl's three
+// kernels pass V [36][P][C'] and Mo [36][P][OC] through global memory instead (Mo alone is 823 MB
+// for 1440x1984 4 -> 32, and V is 9x the input for a 7x7 filter). Needs common.cl; the 1-D
+// transforms are in winograd4_transforms.cl.
+//
+// A work-group owns TP output tiles, consecutive along W in one row of tiles of one image, times
+// OCB output channels. It walks the reduction over k = s * C + c (sub-filter s, channel c; C' =
+// SS * C values) in chunks of CC:
+//   1. the group transforms the 6x6 input patches of its TP tiles for the chunk's CC values of k
+//      into local Vs [36][CC][TP] (taps outside the image read 0: SAME padding is PT / PL); with
+//      U_LOCAL it also copies the chunk of U to local Us [CC][36][OCB];
+//   2. each work-item adds, for all 36 positions xi, its RT tiles x RO output channels:
+//      M[xi][t][o] += Vs[xi][k][t] * U[k][xi][o], a register block of 36 * RT * RO floats.
+//      Its tiles and its channels are consecutive, so each step reads two short vectors (RT
+//      floats of Vs, RO of U), shared by the work-items of the same tiles or channels.
+// After the last chunk each work-item holds all 36 positions of its (tile, channel) pairs, so
+// A^T M A, bias, residual, clamp and the bounds-checked store of the 4x4 outputs need no
+// exchange. Output tile (n, th, tw) covers rows 4*th..4*th+3, columns 4*tw..4*tw+3 and, for
+// sub-filter (a, b), reads the patch with corner (4*th - PT + 3a, 4*tw - PL + 3b); TH = ceil(OH /
+// 4), TW = ceil(OW / 4), TB = ceil(TW / TP) blocks of tiles per row of tiles, OB = ceil(OC / OCB).
+// Matrices B^T, G, A^T: conv2d_winograd4.cl.
+//
+// Layouts: in [N][H][W][C], out [N][OH][OW][OC] (T); bias [OC] float; residual like out.
+//   U [OB][CPAD][36][OCB] float, U[ob][s*C + c][xi][o] = (G g_s G^T)[i][j] of output channel
+//   ob * OCB + o, made once; CPAD = C' rounded up to a multiple of CC. Zero past OC and C': the
+//   chunk loop needs no tail checks (a zero V meets a zero U), and a group's chunk is CC * 36 * OCB
+//   contiguous floats. Float even with half storage: F(4x4)'s output transform magnifies rounding
+//   (see TRANSFORMED_FLOAT in conv2d_winograd4.cl), and U is small.
+//
+// winograd_f4_fused_filter_transform(filter, U, C, OC, KH, KW, CPAD)
+//   __global const T* filter [OC][KH][KW][C]; __global float* U (above)
+//   NDRange: 1-D, global >= OB * OCB * CPAD (any rounding), any local size.
+//
+// conv2d_winograd4_fused(in, U, bias, out, N, H, W, C, OH, OW, OC, PT, PL, KH, KW, CPAD,
+//                        act_min, act_max[, residual])
+//   NDRange: 1-D, local = WG = (TP / RT) * (OCB / RO) (reqd_work_group_size),
+//            global = WG * OB * N * TH * TB. Group g takes channel block g % OB of tile block
+//            g / OB (row n * TH + th, block tb): the OB groups that share input patches run
+//            side by side, so the patches come from cache after the first.
+//
+// Defines (the host fits them to the device's work-group and local memory limits):
+//   TP (16): tiles per group; RT (2): tiles per work-item; TP % RT == 0.
+//   OCB (32): output channels per group; RO (2): per work-item; OCB % RO == 0.
+//   CC (4): values of k per chunk (the filter's CPAD must be a multiple of it).
+//   U_LOCAL (1): stage U's chunk in local memory; 0 reads it from global (cached) in the loop.
+// Local memory: 4 * 36 * (TP * CC + U_LOCAL * CC * OCB) bytes (27 KB at the defaults).
+
+#ifndef TP
+#define TP 16
+#endif
+#ifndef RT
+#define RT 2
+#endif
+#ifndef OCB
+#define OCB 32
+#endif
+#ifndef RO
+#define RO 2
+#endif
+#ifndef CC
+#define CC 4
+#endif
+#ifndef U_LOCAL
+#define U_LOCAL 1
+#endif
+
+#if (TP % RT) || (OCB % RO)
+#error "TP must be a multiple of RT and OCB a multiple of RO"
+#endif
+
+#define TGROUPS (TP / RT)    // work-items along the tiles
+#define OGROUPS (OCB / RO)   // work-items along the output channels (fastest in the group)
+#define FUSED_WG (TGROUPS * OGROUPS)
+
+#include "winograd4_transforms.cl"
+
+__kernel void winograd_f4_fused_filter_transform(__global const T* restrict filter,
+                                                 __global float* restrict U, int C, int OC,
+                                                 int KH, int KW, int CPAD) {
+  const int SW = WINO_SUBS(KW);
+  const int CP = WINO_SUBS(KH) * SW * C;
+  const int OB = (OC + OCB - 1) / OCB;
+  const int idx = get_global_id(0);
+  if (idx >= OB * OCB * CPAD) return;
+  const int o = idx % OCB;  // fastest: neighbouring work-items store neighbouring floats
+  const int k = (idx / OCB) % CPAD;
+  const int ob = idx / (OCB * CPAD);
+  const int oc = ob * OCB + o;
+  float u[36];
+  if (oc < OC && k < CP) {
+    const int s = k / C, c = k % C;
+    const int a3 = 3 * (s / SW), b3 = 3 * (s % SW);
+    float g[9], t[18];
+#pragma unroll
+    for (int i = 0; i < 3; ++i)
+#pragma unroll
+      for (int j = 0; j < 3; ++j)
+        g[3 * i + j] = (a3 + i < KH && b3 + j < KW)
+                           ? LOADF(filter, ((oc * KH + a3 + i) * KW + b3 + j) * C + c)
+                           : 0.0f;
+#pragma unroll
+    for (int j = 0; j < 3; ++j) winograd_f4_g(g + j, 3, t + j, 3);  // t[6][3] = G g
+#pragma unroll
+    for (int i = 0; i < 6; ++i) winograd_f4_g(t + 3 * i, 1, u + 6 * i, 1);  // u[6][6] = t G^T
+  } else {
+#pragma unroll
+    for (int xi = 0; xi < 36; ++xi) u[xi] = 0.0f;
+  }
+  __global float* dst = U + (ob * CPAD + k) * 36 * OCB + o;
+#pragma unroll
+  for (int xi = 0; xi < 36; ++xi) dst[xi * OCB] = u[xi];
+}
+
+__kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winograd4_fused(
+    __global const T* restrict in, __global const float* restrict U,
+    __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
+    int OH, int OW, int OC, int PT, int PL, int KH, int KW, int CPAD, float act_min,
+    float act_max RESIDUAL_PARAM) {
+  __local float Vs[36 * CC * TP] __attribute__((aligned(16)));
+#if U_LOCAL
+  __local float Us[CC * 36 * OCB] __attribute__((aligned(16)));
+#endif
+  const int SW = WINO_SUBS(KW);
+  const int CP = WINO_SUBS(KH) * SW * C;
+  const int TH = (OH + 3) / 4, TW = (OW + 3) / 4;
+  const int TB = (TW + TP - 1) / TP;
+  const int OB = (OC + OCB - 1) / OCB;
+  const int grp = get_group_id(0);
+  const int ob = grp % OB;
+  const int tb = (grp / OB) % TB;
+  const int row = grp / (OB * TB);  // n * TH + th
+  if (row >= N * TH) return;        // whole groups only: no barrier is left waiting
+  const int n = row / TH, th = row % TH;
+  const int tw0 = tb * TP;
+  const int lid = get_local_id(0);
+  const int og = lid % OGROUPS, tg = lid / OGROUPS;
+
+  float acc[36][RT][RO];
+#pragma unroll
+  for (int xi = 0; xi < 36; ++xi)
+#pragma unroll
+    for (int i = 0; i < RT; ++i)
+#pragma unroll
+      for (int r = 0; r < RO; ++r) acc[xi][i][r] = 0.0f;
+
+  for (int k0 = 0; k0 < CPAD; k0 += CC) {
+    // 1. Input transform of the chunk: one (tile, k) patch per work-item and round, k fastest
+    // so that neighbouring work-items read neighbouring channels of one pixel.
+    for (int q = lid; q < TP * CC; q += FUSED_WG) {
+      const int kk = q % CC, t = q / CC;
+      const int k = k0 + kk, tw = tw0 + t;
+      if (k < CP && tw < TW) {
+        const int sub = k / C, c = k - sub * C;
+        const int ih0 = th * 4 - PT + 3 * (sub / SW), iw0 = tw * 4 - PL + 3 * (sub % SW);
+        // Column by column (s = B^T d), then row by row (v = s B), storing each row as it is
+        // done: 36 live floats instead of 72, next to the 36 * RT * RO accumulators.
+        float s[36];
+#pragma unroll
+        for (int j = 0; j < 6; ++j) {
+          const int iw = iw0 + j;
+          float x[6];
+#pragma unroll
+          for (int i = 0; i < 6; ++i) {
+            const int ih = ih0 + i;
+            x[i] = ((uint)ih < (uint)H && (uint)iw < (uint)W)
+                       ? LOADF(in, ((n * H + ih) * W + iw) * C + c)
+                       : 0.0f;
+          }
+          winograd_f4_bt(x, 1, s + j, 6);
+        }
+#pragma unroll
+        for (int i = 0; i < 6; ++i) {
+          float v[6];
+          winograd_f4_bt(s + 6 * i, 1, v, 1);
+#pragma unroll
+          for (int j = 0; j < 6; ++j) Vs[((6 * i + j) * CC + kk) * TP + t] = v[j];
+        }
+      } else {
+#pragma unroll
+        for (int xi = 0; xi < 36; ++xi) Vs[(xi * CC + kk) * TP + t] = 0.0f;
+      }
+    }
+    // The chunk of U: CC * 36 * OCB contiguous floats (a multiple of 4 from a multiple of 4).
+    __global const float* uchunk = U + (ob * CPAD + k0) * 36 * OCB;
+#if U_LOCAL
+    for (int e = get_local_id(0); e < CC * 9 * OCB; e += FUSED_WG)
+      vstore4(vload4(e, uchunk), e, Us);
+    __local const float* uc = Us;
+#else
+    __global const float* uc = uchunk;
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    // 2. The 36 products of the chunk on this work-item's register block.
+    for (int kk = 0; kk < CC; ++kk) {
+#pragma unroll
+      for (int xi = 0; xi < 36; ++xi) {
+        float v[RT], u[RO];
+#pragma unroll
+        for (int i = 0; i < RT; ++i) v[i] = Vs[(xi * CC + kk) * TP + tg * RT + i];
+#pragma unroll
+        for (int r = 0; r < RO; ++r) u[r] = uc[(kk * 36 + xi) * OCB + og * RO + r];
+#pragma unroll
+        for (int i = 0; i < RT; ++i)
+#pragma unroll
+          for (int r = 0; r < RO; ++r) acc[xi][i][r] = fma(v[i], u[r], acc[xi][i][r]);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // Vs (and Us) are rewritten by the next chunk
+  }
+
+  // 3. Output transform, bias, residual, clamp and store, per (tile, channel) of the block.
+  // Conditions, not breaks: a loop with an early exit is not unrolled, and acc needs constant
+  // indices to stay in registers.
+#pragma unroll
+  for (int i = 0; i < RT; ++i) {
+    const int tw = tw0 + tg * RT + i;
+    const int oh0 = th * 4, ow0 = tw * 4;
+#pragma unroll
+    for (int r = 0; r < RO; ++r) {
+      const int oc = ob * OCB + og * RO + r;
+      if (tw < TW && oc < OC) {
+        float m[36], s[24], y[16];
+#pragma unroll
+        for (int xi = 0; xi < 36; ++xi) m[xi] = acc[xi][i][r];
+#pragma unroll
+        for (int j = 0; j < 6; ++j) winograd_f4_at(m + j, 6, s + j, 6);  // s[4][6] = A^T m
+#pragma unroll
+        for (int a = 0; a < 4; ++a) winograd_f4_at(s + 6 * a, 1, y + 4 * a, 1);  // y = s A
+        const float bv = bias[oc];
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+          const int oh = oh0 + a;
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            const int ow = ow0 + b;
+            if (oh < OH && ow < OW) {
+              const int o = ((n * OH + oh) * OW + ow) * OC + oc;
+              STOREF(ACTIVATE(PLUS_RESIDUAL(y[4 * a + b] + bv, o), act_min, act_max), out, o);
+            }
+          }
+        }
+      }
+    }
+  }
+}
