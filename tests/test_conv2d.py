@@ -89,6 +89,8 @@ CASES = {
     "3x3_c4_oc32": Conv((1, 14, 19, 4), 32, (3, 3)),
     "3x3_c16_oc16_batch2": Conv((2, 11, 13, 16), 16, (3, 3), activation="RELU"),
     "3x3_c6_oc37_valid": Conv((1, 12, 15, 6), 37, (3, 3), padding="VALID", activation="RELU6"),
+    # Rows of more tiles than the GPU blocking's 16 per group: two blocks, the second ragged.
+    "3x3_c12_oc24_wide_batch2": Conv((2, 6, 75, 12), 24, (3, 3), activation="RELU6"),
 }
 
 
@@ -269,6 +271,8 @@ FUSED_KNOBS = {
     "one": "1,1,1,1,1,0",
 }
 FUSED_CASES = [
+    "3x3_c12_oc24_wide_batch2",
+    "3x3_c8_oc33_wide",
     "3x3_batch2",
     "3x3_c17_oc19_relu",
     "3x3_batch2_c33_oc64",
@@ -311,5 +315,20 @@ def test_conv2d_winograd4_fused_bad_knobs_fail(knobs: str, monkeypatch: pytest.M
     set_fused_knobs(monkeypatch, knobs)
     d = clgpu_delegate.load(conv_algorithm="winograd4_fused")
     it = make_interpreter(conv_model(CASES["3x3_c37_oc45_tiles"]), [d])
+    with pytest.raises(RuntimeError, match="CLGPU_TUNE_WINOGRAD4_FUSED"):
+        it.allocate_tensors()
+
+
+def test_conv2d_winograd4_fused_knobs_changed_under_a_prepared_filter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The filter is laid out for one OCB: a re-prepare (a new input size) under other knobs must
+    # say so, not run a kernel that reads the layout wrongly.
+    set_fused_knobs(monkeypatch, "8,8,4,1,1,1")
+    d = clgpu_delegate.load(conv_algorithm="winograd4_fused", partitioning="all")
+    it = make_interpreter(conv_model(CASES["3x3_c37_oc45_tiles"]), [d])
+    it.allocate_tensors()
+    set_fused_knobs(monkeypatch, "8,16,4,1,1,1")
+    it.resize_tensor_input(it.get_input_details()[0]["index"], (1, 9, 11, 37))
     with pytest.raises(RuntimeError, match="CLGPU_TUNE_WINOGRAD4_FUSED"):
         it.allocate_tensors()

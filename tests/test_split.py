@@ -16,7 +16,7 @@ import pytest
 from parity import ParityResult, check_parity, compare, random_inputs, run
 from test_add import Add, add_model
 from test_concat import Concat, concat_model
-from test_conv2d import Conv, conv_model, set_blocked_knobs
+from test_conv2d import Conv, conv_model, set_blocked_knobs, set_fused_knobs
 from test_depthwise_conv2d import Depthwise, depthwise_model
 from test_fully_connected import FC, fc_model
 from test_pool import Pool, pool_model
@@ -123,6 +123,30 @@ def test_conv2d_split_weights_only(runtime: str) -> None:
     r = check_parity(conv_model(case), runtime, expect_delegated="all", max_alloc_bytes=16384)
     mem = r.delegate.memory()
     assert mem["split_tensors"] == 0 and mem["chunked_ops"] == 1 and mem["chunks"] >= 3, mem
+
+
+
+@pytest.mark.parametrize("knobs", [None, "16,32,4,2,2,1"], ids=["table", "gpu"])
+def test_conv2d_split_winograd4_fused_weights(
+    knobs: str | None, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fused filter (40 x 32 x 36 floats, 184 KB) over the limit: it still runs, in chunks of
+    # output channels whose blocks shrink to fit, each its own filter layout.
+    if knobs:
+        set_fused_knobs(monkeypatch, knobs)
+    case = Conv((1, 9, 10, 32), 40, (3, 3), activation="RELU")
+    r = check_parity(
+        conv_model(case),
+        runtime,
+        expect_delegated="all",
+        conv_algorithm="winograd4_fused",
+        max_alloc_bytes=16384,
+        profiling=True,
+    )
+    mem = r.delegate.memory()
+    assert mem["chunked_ops"] == 1 and mem["chunks"] >= 3, mem
+    ran = {k.kernel for k in r.delegate.profile().kernels} - {"copy_in", "copy_out"}
+    assert ran == {"conv2d_winograd4_fused"}, ran
 
 
 # ---- DEPTHWISE_CONV_2D: channel ranges of whole multiplier groups ----
