@@ -328,6 +328,15 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
   // In PyNET-512 it also beat F(4x4) on 48x512x512 3x3 -> 16 (1.12x) and implicit GEMM on
   // the stride-2 16x512x512 3x3 -> 24 (1.37x).
   const bool big_map = long(g.oh) * g.ow >= 65536;
+  // Few input channels into 16 or more outputs, 3x3, at high resolution: the fused F(4x4)
+  // keeps its transforms on chip. On an H200 it ran 4x1440x1984 -> 32 in 0.35 ms (implicit
+  // GEMM 0.42, direct_blocked 0.48) and 16x2880x3968 -> 16 in 1.84 ms (direct_blocked 2.18).
+  // It lost with 3 outputs (0.78-1.08 ms against direct_blocked's 0.56-1.00), with 7x7
+  // filters (12.2 against 8.8 ms) and with C >= 32 to the unfused F(4x4) (1.63 against 1.58
+  // ms at 32 -> 32, 1.54 against 0.99 at 64 -> 64).
+  if (dev.type == "gpu" && g.kh == 3 && g.kw == 3 && g.c <= 16 && g.oc >= 16 && big_map &&
+      ConvAlgorithmApplies(ConvAlgorithm::kWinograd4Fused, g))
+    return ConvAlgorithm::kWinograd4Fused;
   if (dev.type == "gpu" && g.sh == 1 && g.sw == 1 &&
       ((g.c <= 48 && g.oc <= 16) || (g.c <= 128 && g.oc <= 4)) && big_map)
     return ConvAlgorithm::kDirectBlocked;
