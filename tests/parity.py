@@ -19,6 +19,18 @@ import numpy as np
 import clgpu_delegate
 from clgpu_delegate.runtime import make_interpreter
 
+# Every value of the conv_algorithm option: "auto" (the selector) and each forced algorithm.
+CONV_ALGORITHMS = [
+    "auto",
+    "direct",
+    "implicit_gemm",
+    "gemm",
+    "winograd",
+    "winograd4",
+    "direct_blocked",
+    "winograd4_fused",
+]
+
 # Relative error we accept in fp32; atol scales with the largest reference value.
 FP32_RTOL = 1e-4
 FP32_ATOL_FRACTION = 1e-5

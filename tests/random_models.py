@@ -24,20 +24,14 @@ from typing import Any
 
 import numpy as np
 import tflite
+from parity import CONV_ALGORITHMS
 
 from clgpu_delegate.modelgen import ModelBuilder
 
 # The fused activations the delegate implements (TANH / SIGN_BIT stay on the CPU).
 ACTIVATIONS = (None, "RELU", "RELU6", "RELU_N1_TO_1")
-CONV_ALGORITHMS = (
-    "direct",
-    "implicit_gemm",
-    "gemm",
-    "winograd",
-    "winograd4",
-    "direct_blocked",
-    "winograd4_fused",
-)
+# The forced algorithms (the selector's own picks are covered elsewhere).
+FORCED_CONV_ALGORITHMS = tuple(CONV_ALGORITHMS[1:])
 CLAIMED_OPS = (
     "CONV_2D",
     "DEPTHWISE_CONV_2D",
@@ -480,7 +474,7 @@ def generate(seed: int) -> RandomCase:
     has_conv = any(op["op"] == "conv2d" for op in g.ops)
     algorithm = "auto"
     if has_conv and g.chance(0.4):
-        algorithm = g.pick(CONV_ALGORITHMS)
+        algorithm = g.pick(FORCED_CONV_ALGORITHMS)
     # auto is zero-copy on host-memory devices (PoCL): keep the copying path covered too.
     zero_copy = "off" if g.chance(0.3) else "auto"
     return RandomCase(seed, kind, g.b.build(), g.ops, algorithm, zero_copy)

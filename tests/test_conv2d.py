@@ -7,22 +7,11 @@ import math
 from typing import NamedTuple
 
 import pytest
-from parity import check_parity, compare, random_inputs, run
+from parity import CONV_ALGORITHMS, check_parity, compare, random_inputs, run
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
-
-ALGORITHMS = [
-    "auto",
-    "direct",
-    "implicit_gemm",
-    "gemm",
-    "winograd",
-    "winograd4",
-    "direct_blocked",
-    "winograd4_fused",
-]
 
 
 class Conv(NamedTuple):
@@ -116,7 +105,7 @@ def conv_model(case: Conv, seed: int = 0, fp16_weights: bool = False) -> bytes:
     return b.build()
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", CONV_ALGORITHMS)
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_conv2d_parity(case: Conv, algorithm: str, runtime: str) -> None:
     check_parity(conv_model(case), runtime, expect_delegated="all", conv_algorithm=algorithm)
@@ -250,16 +239,6 @@ def test_conv2d_blocked_knobs(
     assert {k.algorithm for k in r.delegate.profile().kernels} == {"direct_blocked"}
 
 
-@pytest.mark.parametrize("knobs", ["8,0,32,4", "65,4,8,8", "8,16,32", "8,16,32,4,1", "a,b,c,d"])
-def test_conv2d_blocked_bad_knobs_fail(knobs: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A sweep must not time a fallback configuration under the name it asked for.
-    monkeypatch.setenv("CLGPU_TUNE_DIRECT_BLOCKED", knobs)
-    d = clgpu_delegate.load(conv_algorithm="direct_blocked")
-    it = make_interpreter(conv_model(CASES["3x3_c37_oc45_tiles"]), [d])
-    with pytest.raises(RuntimeError, match="CLGPU_TUNE_DIRECT_BLOCKED"):
-        it.allocate_tensors()
-
-
 # TP,OCB,CC,RT,RO,U_LOCAL of conv2d_winograd4_fused.cl: the GPU table's blocking (OCB 32 over
 # fewer channels, tiles past the row's end), U read from global, 4 x 4 register blocks, odd
 # blocks that divide nothing, one work-item per group.
@@ -308,14 +287,24 @@ def test_conv2d_winograd4_fused_knobs(
     assert r.delegate.memory()["partitions"][0]["scratch_bytes"] == 0
 
 
-@pytest.mark.parametrize(
-    "knobs", ["16,32,4,3,2", "16,30,4,2,4", "0,8,4,2,2", "16,32,4,2,2,2", "16,32,4,2", "a,b,c,d,e"]
-)
-def test_conv2d_winograd4_fused_bad_knobs_fail(knobs: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    set_fused_knobs(monkeypatch, knobs)
-    d = clgpu_delegate.load(conv_algorithm="winograd4_fused")
+BAD_KNOBS = [
+    ("direct_blocked", k) for k in ["8,0,32,4", "65,4,8,8", "8,16,32", "8,16,32,4,1", "a,b,c,d"]
+] + [
+    ("winograd4_fused", k)
+    for k in ["16,32,4,3,2", "16,30,4,2,4", "0,8,4,2,2", "16,32,4,2,2,2", "16,32,4,2", "a,b,c,d,e"]
+]
+
+
+@pytest.mark.parametrize(("algorithm", "knobs"), BAD_KNOBS)
+def test_conv2d_bad_tuning_knobs_fail(
+    algorithm: str, knobs: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sweep must not time a fallback configuration under the name it asked for.
+    env = f"CLGPU_TUNE_{algorithm.upper()}"
+    monkeypatch.setenv(env, knobs)
+    d = clgpu_delegate.load(conv_algorithm=algorithm)
     it = make_interpreter(conv_model(CASES["3x3_c37_oc45_tiles"]), [d])
-    with pytest.raises(RuntimeError, match="CLGPU_TUNE_WINOGRAD4_FUSED"):
+    with pytest.raises(RuntimeError, match=env):
         it.allocate_tensors()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tflite
-from parity import check_parity, compare, random_inputs, run
+from parity import CONV_ALGORITHMS, check_parity, compare, random_inputs, run
 
 import clgpu_delegate
 from clgpu_delegate._native import core
@@ -64,16 +64,7 @@ def test_unknown_option_names_the_valid_keys() -> None:
         (
             "conv_algorithm",
             "fft",
-            [
-                "auto",
-                "direct",
-                "implicit_gemm",
-                "gemm",
-                "winograd",
-                "winograd4",
-                "direct_blocked",
-                "winograd4_fused",
-            ],
+            CONV_ALGORITHMS,
         ),
         ("fail_at", "never", ["create", "prepare", "init", "invoke"]),
         ("max_delegated_partitions", -1, []),

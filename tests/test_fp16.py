@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from parity import check_parity, random_inputs
+from parity import CONV_ALGORITHMS, check_parity, random_inputs
 from test_add import CASES as ADD_CASES
 from test_add import add_model
 from test_concat import CASES as CONCAT_CASES
 from test_concat import concat_model
 from test_conv2d import (
-    ALGORITHMS,
     BLOCKED_KNOBS,
     FUSED_KNOBS,
     conv_model,
@@ -60,7 +59,7 @@ def check_fp16(model: bytes, runtime: str, **options: object) -> None:
     )
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", CONV_ALGORITHMS)
 @pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
 def test_conv2d_fp16(case, algorithm: str, runtime: str) -> None:
     check_fp16(conv_model(case), runtime, conv_algorithm=algorithm)

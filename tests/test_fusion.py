@@ -9,22 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from parity import ParityResult, check_parity, compare, random_inputs, run
+from parity import CONV_ALGORITHMS, ParityResult, check_parity, compare, random_inputs, run
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder, zoo
 from clgpu_delegate.runtime import make_interpreter
 
-ALGORITHMS = [
-    "auto",
-    "direct",
-    "implicit_gemm",
-    "gemm",
-    "winograd",
-    "winograd4",
-    "direct_blocked",
-    "winograd4_fused",
-]
 ACTIVATIONS = [None, "RELU", "RELU6", "RELU_N1_TO_1"]
 FP16_RTOL = 1e-2  # of each output's range, as tests/test_fp16.py
 
@@ -127,7 +117,7 @@ def test_residual_and_output_at_the_partition_boundary(
     check_fusion(model, runtime, fused=1, **transfer)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", CONV_ALGORITHMS)
 def test_every_conv_algorithm_adds_the_residual(algorithm: str, runtime: str) -> None:
     # 3x3 (1x1 for the GEMM, which applies only there), odd sizes and channel counts.
     kernel = 1 if algorithm == "gemm" else 3

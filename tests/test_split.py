@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from parity import ParityResult, check_parity, compare, random_inputs, run
+from parity import CONV_ALGORITHMS, ParityResult, check_parity, compare, random_inputs, run
 from test_add import Add, add_model
 from test_concat import Concat, concat_model
 from test_conv2d import Conv, conv_model, set_blocked_knobs, set_fused_knobs
@@ -70,16 +70,6 @@ def check_split(
 
 # ---- CONV_2D: every algorithm on chunks of rows, columns, images and output channels ----
 
-ALGORITHMS = [
-    "auto",
-    "direct",
-    "implicit_gemm",
-    "gemm",
-    "winograd",
-    "winograd4",
-    "direct_blocked",
-    "winograd4_fused",
-]
 
 CONV_CASES = {
     "3x3_batch2": Conv((2, 13, 11, 6), 12, (3, 3), activation="RELU"),
@@ -94,14 +84,14 @@ CONV_CASES = {
 }
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", CONV_ALGORITHMS)
 @pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
 def test_conv2d_split(case: Conv, algorithm: str, runtime: str) -> None:
     r = check_split(conv_model(case), runtime, 4096, conv_algorithm=algorithm)
     assert "runs in chunks" in r.decisions[0]["note"]
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS[1:])
+@pytest.mark.parametrize("algorithm", CONV_ALGORITHMS[1:])
 def test_conv2d_split_fp16(algorithm: str, runtime: str) -> None:
     check_split(
         conv_model(CONV_CASES["3x3_ragged_tiles"]), runtime, 2048, "fp16", conv_algorithm=algorithm
@@ -123,7 +113,6 @@ def test_conv2d_split_weights_only(runtime: str) -> None:
     r = check_parity(conv_model(case), runtime, expect_delegated="all", max_alloc_bytes=16384)
     mem = r.delegate.memory()
     assert mem["split_tensors"] == 0 and mem["chunked_ops"] == 1 and mem["chunks"] >= 3, mem
-
 
 
 @pytest.mark.parametrize("knobs", [None, "16,32,4,2,2,1"], ids=["table", "gpu"])
