@@ -60,8 +60,7 @@
 #include "winograd4_transforms.cl"
 
 __kernel void winograd_f4_filter_transform(__global const T* restrict filter,
-                                           __global TT* restrict U, int C, int OC, int KH,
-                                           int KW) {
+                                           __global TT* restrict U, int C, int OC, int KH, int KW) {
   const int SW = WINO_SUBS(KW);
   const int SS = WINO_SUBS(KH) * SW;
   const int idx = get_global_id(0);
@@ -69,19 +68,8 @@ __kernel void winograd_f4_filter_transform(__global const T* restrict filter,
   const int c = idx % C;
   const int s = (idx / C) % SS;
   const int oc = idx / (C * SS);
-  const int a3 = 3 * (s / SW), b3 = 3 * (s % SW);
-  float g[9], t[18], u[36];
-#pragma unroll
-  for (int i = 0; i < 3; ++i)
-#pragma unroll
-    for (int j = 0; j < 3; ++j)
-      g[3 * i + j] = (a3 + i < KH && b3 + j < KW)
-                         ? LOADF(filter, ((oc * KH + a3 + i) * KW + b3 + j) * C + c)
-                         : 0.0f;
-#pragma unroll
-  for (int j = 0; j < 3; ++j) winograd_f4_g(g + j, 3, t + j, 3);  // t[6][3] = G g
-#pragma unroll
-  for (int i = 0; i < 6; ++i) winograd_f4_g(t + 3 * i, 1, u + 6 * i, 1);  // u[6][6] = t G^T
+  float u[36];
+  winograd_f4_filter_tile(filter, oc, c, 3 * (s / SW), 3 * (s % SW), KH, KW, C, u);
 #pragma unroll
   for (int xi = 0; xi < 36; ++xi) STORET(u[xi], U, (xi * OC + oc) * (SS * C) + s * C + c);
 }
@@ -142,25 +130,9 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
   const int oh0 = (tile_row_start + t % tile_rows) * 4;
   const int ow0 = tw * 4;
 
-  float m[36], s[24], y[16];
+  float m[36];
 #pragma unroll
   for (int xi = 0; xi < 36; ++xi) m[xi] = LOADT(Mo, (xi * P + p) * OC + oc);
-#pragma unroll
-  for (int j = 0; j < 6; ++j) winograd_f4_at(m + j, 6, s + j, 6);  // s[4][6] = A^T m
-#pragma unroll
-  for (int i = 0; i < 4; ++i) winograd_f4_at(s + 6 * i, 1, y + 4 * i, 1);  // y[4][4] = s A
-  const float bv = bias[oc];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int oh = oh0 + i;
-    if (oh >= OH) break;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int ow = ow0 + j;
-      if (ow < OW) {
-        const int o = ((n * OH + oh) * OW + ow) * OC + oc;
-        STOREF(ACTIVATE(PLUS_RESIDUAL(y[4 * i + j] + bv, o), act_min, act_max), out, o);
-      }
-    }
-  }
+  winograd_f4_output_tile(m, bias[oc], out, n, oh0, ow0, OH, OW, OC, oc, act_min,
+                          act_max RESIDUAL_PASS);
 }

@@ -70,15 +70,15 @@
 #error "TP must be a multiple of RT and OCB a multiple of RO"
 #endif
 
-#define TGROUPS (TP / RT)    // work-items along the tiles
-#define OGROUPS (OCB / RO)   // work-items along the output channels (fastest in the group)
+#define TGROUPS (TP / RT)   // work-items along the tiles
+#define OGROUPS (OCB / RO)  // work-items along the output channels (fastest in the group)
 #define FUSED_WG (TGROUPS * OGROUPS)
 
 #include "winograd4_transforms.cl"
 
 __kernel void winograd_f4_fused_filter_transform(__global const T* restrict filter,
-                                                 __global float* restrict U, int C, int OC,
-                                                 int KH, int KW, int CPAD) {
+                                                 __global float* restrict U, int C, int OC, int KH,
+                                                 int KW, int CPAD) {
   const int SW = WINO_SUBS(KW);
   const int CP = WINO_SUBS(KH) * SW * C;
   const int OB = (OC + OCB - 1) / OCB;
@@ -90,20 +90,8 @@ __kernel void winograd_f4_fused_filter_transform(__global const T* restrict filt
   const int oc = ob * OCB + o;
   float u[36];
   if (oc < OC && k < CP) {
-    const int s = k / C, c = k % C;
-    const int a3 = 3 * (s / SW), b3 = 3 * (s % SW);
-    float g[9], t[18];
-#pragma unroll
-    for (int i = 0; i < 3; ++i)
-#pragma unroll
-      for (int j = 0; j < 3; ++j)
-        g[3 * i + j] = (a3 + i < KH && b3 + j < KW)
-                           ? LOADF(filter, ((oc * KH + a3 + i) * KW + b3 + j) * C + c)
-                           : 0.0f;
-#pragma unroll
-    for (int j = 0; j < 3; ++j) winograd_f4_g(g + j, 3, t + j, 3);  // t[6][3] = G g
-#pragma unroll
-    for (int i = 0; i < 6; ++i) winograd_f4_g(t + 3 * i, 1, u + 6 * i, 1);  // u[6][6] = t G^T
+    const int s = k / C;
+    winograd_f4_filter_tile(filter, oc, k % C, 3 * (s / SW), 3 * (s % SW), KH, KW, C, u);
   } else {
 #pragma unroll
     for (int xi = 0; xi < 36; ++xi) u[xi] = 0.0f;
@@ -222,26 +210,11 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
     for (int r = 0; r < RO; ++r) {
       const int oc = ob * OCB + og * RO + r;
       if (tw < TW && oc < OC) {
-        float m[36], s[24], y[16];
+        float m[36];
 #pragma unroll
         for (int xi = 0; xi < 36; ++xi) m[xi] = acc[xi][i][r];
-#pragma unroll
-        for (int j = 0; j < 6; ++j) winograd_f4_at(m + j, 6, s + j, 6);  // s[4][6] = A^T m
-#pragma unroll
-        for (int a = 0; a < 4; ++a) winograd_f4_at(s + 6 * a, 1, y + 4 * a, 1);  // y = s A
-        const float bv = bias[oc];
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-          const int oh = oh0 + a;
-#pragma unroll
-          for (int b = 0; b < 4; ++b) {
-            const int ow = ow0 + b;
-            if (oh < OH && ow < OW) {
-              const int o = ((n * OH + oh) * OW + ow) * OC + oc;
-              STOREF(ACTIVATE(PLUS_RESIDUAL(y[4 * a + b] + bv, o), act_min, act_max), out, o);
-            }
-          }
-        }
+        winograd_f4_output_tile(m, bias[oc], out, n, oh0, ow0, OH, OW, OC, oc, act_min,
+                                act_max RESIDUAL_PASS);
       }
     }
   }

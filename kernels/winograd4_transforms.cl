@@ -1,7 +1,8 @@
-// Winograd F(4x4, 3x3) transforms of one 6-vector (or 3-vector for G), shared by
-// conv2d_winograd4.cl (transform kernels around a batched GEMM) and conv2d_winograd4_fused.cl
-// (one kernel). Matrices and the sub-filter cut of larger filters: see conv2d_winograd4.cl.
-// Strides sx, sy in elements, so one helper applies a matrix along rows or columns of a tile.
+// Winograd F(4x4, 3x3) pieces shared by conv2d_winograd4.cl (transform kernels around a batched
+// GEMM) and conv2d_winograd4_fused.cl (one kernel): the 1-D transforms of one 6-vector (or
+// 3-vector for G), one sub-filter's G g G^T, and one tile's A^T m A with its store. Matrices and
+// the sub-filter cut of larger filters: see conv2d_winograd4.cl. Strides sx, sy in elements, so
+// one helper applies a matrix along rows or columns of a tile.
 
 // y = G x for one 3-vector; strides in elements.
 static inline void winograd_f4_g(const float* x, int sx, float* y, int sy) {
@@ -43,3 +44,47 @@ static inline void winograd_f4_at(const float* x, int sx, float* y, int sy) {
 
 // Sub-filters per dimension of a KH x KW filter.
 #define WINO_SUBS(k) (((k) + 2) / 3)
+
+// u[6][6] = G g G^T for the 3x3 sub-filter g with corner (a3, b3) of output channel oc and input
+// channel c of an OHWI filter [OC][KH][KW][C] (taps past KH, KW are 0). Needs common.cl.
+static inline void winograd_f4_filter_tile(__global const T* restrict filter, int oc, int c, int a3,
+                                           int b3, int KH, int KW, int C, float* u) {
+  float g[9], t[18];
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+#pragma unroll
+    for (int j = 0; j < 3; ++j)
+      g[3 * i + j] = (a3 + i < KH && b3 + j < KW)
+                         ? LOADF(filter, ((oc * KH + a3 + i) * KW + b3 + j) * C + c)
+                         : 0.0f;
+#pragma unroll
+  for (int j = 0; j < 3; ++j) winograd_f4_g(g + j, 3, t + j, 3);  // t[6][3] = G g
+#pragma unroll
+  for (int i = 0; i < 6; ++i) winograd_f4_g(t + 3 * i, 1, u + 6 * i, 1);  // u[6][6] = t G^T
+}
+
+// The 4x4 outputs of one tile from its 36 products m: y = A^T m A, then bias, residual, clamp
+// and the store of those inside the OH x OW output (a tile may overhang it). Conditions, not
+// breaks: a loop with an early exit is not unrolled (the fused kernel's m must stay in
+// registers). Needs common.cl.
+static inline void winograd_f4_output_tile(const float* m, float bv, __global T* restrict out,
+                                           int n, int oh0, int ow0, int OH, int OW, int OC, int oc,
+                                           float act_min, float act_max RESIDUAL_PARAM) {
+  float s[24], y[16];
+#pragma unroll
+  for (int j = 0; j < 6; ++j) winograd_f4_at(m + j, 6, s + j, 6);  // s[4][6] = A^T m
+#pragma unroll
+  for (int i = 0; i < 4; ++i) winograd_f4_at(s + 6 * i, 1, y + 4 * i, 1);  // y[4][4] = s A
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int oh = oh0 + i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int ow = ow0 + j;
+      if (oh < OH && ow < OW) {
+        const int o = ((n * OH + oh) * OW + ow) * OC + oc;
+        STOREF(ACTIVATE(PLUS_RESIDUAL(y[4 * i + j] + bv, o), act_min, act_max), out, o);
+      }
+    }
+  }
+}
