@@ -119,9 +119,8 @@ WinogradFusedTiles FusedFor(const ConvGeometry& g, const DeviceInfo& dev) {
   const auto local = [&] { return size_t(4 * 36) * (t.tp * t.cc + t.u_local * t.cc * t.ocb); };
   const auto half = [](int x, int m) { return std::max(m, x / 2 / m * m); };  // a multiple of m
   const size_t max_group = std::max<size_t>(dev.max_work_group_size, 1);
-  // NVIDIA's OpenCL gives a kernel at most 48 KB of (static) local memory, whatever the SM has.
-  const size_t max_local =
-      dev.nvidia() ? std::min<size_t>(dev.local_mem_bytes, 48u << 10) : size_t(dev.local_mem_bytes);
+  // The device's limit (NVIDIA's OpenCL reports its 48 KB per kernel: 49152 on the H200).
+  const size_t max_local = dev.local_mem_bytes;
   while (group() > max_group && t.tp > t.rt) t.tp = half(t.tp, t.rt);
   while (group() > max_group && t.ocb > t.ro) t.ocb = half(t.ocb, t.ro);
   while (local() > max_local && t.cc > 1) t.cc = (t.cc + 1) / 2;
