@@ -22,7 +22,8 @@ KNOBS = {
     "wide_dbuf_tmap2": "64,64,16,8,4,1,2,0",
 }
 ENTRIES = ["GEMM", "GEMM_BIG", "GEMM_SMALL", "IGEMM", "IGEMM_BIG", "IGEMM_THIN", "WINOGRAD_GEMM",
-           "WINOGRAD_GEMM_BIG", "WINOGRAD_GEMM_THIN"]
+           "WINOGRAD_GEMM_BIG", "WINOGRAD_GEMM_THIN", "WINOGRAD_GEMM_WIDE",
+           "WINOGRAD_GEMM_BIG_WIDE", "WINOGRAD_GEMM_THIN_WIDE"]
 
 FC_CASES = {
     "ragged": FC((37, 45), 29, 45, activation="RELU"),

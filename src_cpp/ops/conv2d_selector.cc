@@ -64,9 +64,18 @@ std::string WinogradDefines(const OpContext& ctx, ConvAlgorithm a) {
   return TransformedFloat(ctx, a) ? "-DTRANSFORMED_FLOAT" : "";
 }
 
-GemmTiles WinogradTiles(const ConvGeometry& g, const DeviceInfo& dev) {
-  if (g.oc <= 32) return TilesFor("winograd_gemm_thin", dev);
-  return TilesFor(g.oc >= 128 ? "winograd_gemm_big" : "winograd_gemm", dev);
+// The batched GEMM's tiles: by OC, and the table's "_wide" entry where its bigger tiles still
+// give every compute unit two work-groups (high-resolution layers; PyNET-512's 64x64 layers,
+// 36 groups of 256 rows, would leave most of an H200 idle).
+GemmTiles WinogradTiles(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgorithm a) {
+  const std::string name = g.oc <= 32    ? "winograd_gemm_thin"
+                           : g.oc >= 128 ? "winograd_gemm_big"
+                                         : "winograd_gemm";
+  const WinogradKind& k = Kind(a);
+  const long tiles = long(g.n) * ((g.oh + k.tile - 1) / k.tile) * ((g.ow + k.tile - 1) / k.tile);
+  const GemmTiles wide = TilesFor(name + "_wide", dev);
+  if (k.positions * wide.Groups(tiles, g.oc) >= 2L * dev.compute_units) return wide;
+  return TilesFor(name, dev);
 }
 
 GemmTiles ImplicitGemmTiles(const ConvGeometry& g, const DeviceInfo& dev) {
@@ -215,7 +224,7 @@ Launch Make1d(std::shared_ptr<Program> prog, const char* name, size_t global, si
 bool SmallMapsFavourSplitK(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgorithm w) {
   if (dev.type != "gpu") return false;
   const WinogradKind& k = Kind(w);
-  const GemmTiles wt = WinogradTiles(g, dev);
+  const GemmTiles wt = WinogradTiles(g, dev, w);
   const long tiles = long(g.n) * ((g.oh + k.tile - 1) / k.tile) * ((g.ow + k.tile - 1) / k.tile);
   const long wgroups = k.positions * wt.Groups(tiles, g.oc);
   // With 1.5 output tiles per compute unit Winograd wins even with few work-groups: on the
@@ -527,7 +536,7 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
       if (ctx.scratch.size() < 2) throw Error("Winograd convolution without scratch buffers");
       const WinogradKind& k = Kind(a);
       const std::string wd = WinogradDefines(ctx, a);
-      const GemmTiles t = WinogradTiles(g, dev);
+      const GemmTiles t = WinogradTiles(g, dev, a);
       auto transforms = ctx.GetProgram(k.file, wd);
       auto outputs = residual ? ctx.GetProgram(k.file, With(wd, rd)) : transforms;
       auto gemm = ctx.GetProgram("conv2d_winograd", wd + " " + t.Defines());

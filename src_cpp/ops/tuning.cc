@@ -19,7 +19,11 @@ struct Entry {
 // NVIDIA figures were measured on an H200 (bench/tune_gemm.py, bench/bench_conv2d.py; fields:
 // TM, TN, TK, WM, WN, DBUF, TMAP, LPAD): 256x128 tiles of 16x8 per work-item, double-buffered
 // local memory and LPAD 4 gave 39.6 TFLOP/s at 4096^3 against 33.8 for 128x128 / 8x8; for the
-// Winograd GEMMs 128x128 wins at OC >= 128, 128x64 at OC = 64 and 256x32 at OC <= 32.
+// Winograd GEMMs 128x128 wins at OC >= 128, 128x64 at OC = 64 and 256x32 at OC <= 32. The
+// "_wide" Winograd entries (twice the rows, LPAD 4) serve layers with work-groups to spare
+// (WinogradTiles): on the conv set's high-resolution layers they took the GEMM 10-25 % faster
+// (32x1440x1984 7x7 -> 32: 8.81 -> 7.52 ms per layer; 256x720x992 -> 64: 3.05 -> 2.50;
+// 256x360x496 -> 128: 1.08 -> 0.94), but on PyNET-512's 64x64 layers they left units idle.
 // Other GPUs start from the same shapes; CPU devices want small groups.
 const Entry kTable[] = {
     {"nvidia", "gemm_big", {256, 128, 16, 16, 8, 1, 0, 4}},
@@ -31,6 +35,9 @@ const Entry kTable[] = {
     {"nvidia", "winograd_gemm", {128, 64, 16, 8, 4}},
     {"nvidia", "winograd_gemm_big", {128, 128, 16, 8, 8, 1}},
     {"nvidia", "winograd_gemm_thin", {256, 32, 16, 8, 4}},
+    {"nvidia", "winograd_gemm_wide", {256, 64, 16, 8, 8, 0, 0, 4}},
+    {"nvidia", "winograd_gemm_big_wide", {256, 128, 16, 16, 8, 1, 0, 4}},
+    {"nvidia", "winograd_gemm_thin_wide", {512, 32, 16, 16, 4, 0, 0, 4}},
     {"gpu", "gemm_big", {128, 128, 16, 8, 8, 1, 0, 4}},
     {"gpu", "gemm", {128, 64, 16, 8, 4}},
     {"gpu", "gemm_small", {64, 64, 16, 4, 4}},
@@ -40,6 +47,9 @@ const Entry kTable[] = {
     {"gpu", "winograd_gemm", {128, 64, 16, 8, 4}},
     {"gpu", "winograd_gemm_big", {128, 64, 16, 8, 4}},
     {"gpu", "winograd_gemm_thin", {128, 32, 16, 4, 4}},
+    {"gpu", "winograd_gemm_wide", {128, 64, 16, 8, 4}},
+    {"gpu", "winograd_gemm_big_wide", {128, 64, 16, 8, 4}},
+    {"gpu", "winograd_gemm_thin_wide", {128, 32, 16, 4, 4}},
     {"cpu", "gemm_big", {32, 32, 16, 4, 4}},
     {"cpu", "gemm", {32, 32, 16, 4, 4}},
     {"cpu", "gemm_small", {32, 32, 16, 4, 4}},
@@ -49,6 +59,9 @@ const Entry kTable[] = {
     {"cpu", "winograd_gemm", {32, 32, 16, 4, 4}},
     {"cpu", "winograd_gemm_big", {32, 32, 16, 4, 4}},
     {"cpu", "winograd_gemm_thin", {32, 32, 16, 4, 4}},
+    {"cpu", "winograd_gemm_wide", {32, 32, 16, 4, 4}},
+    {"cpu", "winograd_gemm_big_wide", {32, 32, 16, 4, 4}},
+    {"cpu", "winograd_gemm_thin_wide", {32, 32, 16, 4, 4}},
 };
 
 struct BlockedEntry {
