@@ -64,6 +64,11 @@ std::string WinogradDefines(const OpContext& ctx, ConvAlgorithm a) {
   return TransformedFloat(ctx, a) ? "-DTRANSFORMED_FLOAT" : "";
 }
 
+// Output tiles of a Winograd variant over the whole output: the rows of its batched GEMM.
+long WinogradOutputTiles(const ConvGeometry& g, const WinogradKind& k) {
+  return long(g.n) * ((g.oh + k.tile - 1) / k.tile) * ((g.ow + k.tile - 1) / k.tile);
+}
+
 // The batched GEMM's tiles: by OC, and the table's "_wide" entry where its bigger tiles still
 // give every compute unit two work-groups (high-resolution layers; PyNET-512's 64x64 layers,
 // 36 groups of 256 rows, would leave most of an H200 idle).
@@ -72,7 +77,7 @@ GemmTiles WinogradTiles(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgori
                            : g.oc >= 128 ? "winograd_gemm_big"
                                          : "winograd_gemm";
   const WinogradKind& k = Kind(a);
-  const long tiles = long(g.n) * ((g.oh + k.tile - 1) / k.tile) * ((g.ow + k.tile - 1) / k.tile);
+  const long tiles = WinogradOutputTiles(g, k);
   const GemmTiles wide = TilesFor(name + "_wide", dev);
   if (k.positions * wide.Groups(tiles, g.oc) >= 2L * dev.compute_units) return wide;
   return TilesFor(name, dev);
@@ -225,7 +230,7 @@ bool SmallMapsFavourSplitK(const ConvGeometry& g, const DeviceInfo& dev, ConvAlg
   if (dev.type != "gpu") return false;
   const WinogradKind& k = Kind(w);
   const GemmTiles wt = WinogradTiles(g, dev, w);
-  const long tiles = long(g.n) * ((g.oh + k.tile - 1) / k.tile) * ((g.ow + k.tile - 1) / k.tile);
+  const long tiles = WinogradOutputTiles(g, k);
   const long wgroups = k.positions * wt.Groups(tiles, g.oc);
   // With 1.5 output tiles per compute unit Winograd wins even with few work-groups: on the
   // H200 PyNET's 64x64 layers (256 tiles, C 64-256 -> 64, 3x3 to 7x7) ran 1.15-1.7x faster
