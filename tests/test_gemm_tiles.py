@@ -67,7 +67,8 @@ def test_conv_with_gemm_knobs(case: tuple[Conv, str], knobs: str, runtime: str) 
 def test_single_buffered_wide_runs_on_pocl(monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:
     if "Portable Computing Language" not in core().KernelRunner("auto").device["platform"]:
         pytest.skip("records a PoCL failure")
-    monkeypatch.setenv("CLGPU_TUNE_WINOGRAD_GEMM", "32,64,16,4,8,0,0,0")
+    for name in ("WINOGRAD_GEMM", "WINOGRAD_GEMM_WIDE"):  # whichever the layer's size picks
+        monkeypatch.setenv(f"CLGPU_TUNE_{name}", "32,64,16,4,8,0,0,0")
     check_parity(conv_model(Conv((1, 12, 13, 24), 40, (3, 3))), runtime,
                  expect_delegated="all", conv_algorithm="winograd4")
 
