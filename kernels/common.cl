@@ -42,6 +42,28 @@
 #define PLUS_RESIDUAL4(v, i4) (v)
 #endif
 
+// The TS x TS outputs y of one Winograd tile with corner (oh0, ow0), output channel oc: bias,
+// residual, clamp, and the store of those inside the OH x OW output (a tile may overhang it).
+// Conditions, not breaks: a loop with an early exit is not unrolled (TS is a literal at the
+// call sites, so these loops unroll and y stays in registers).
+static inline void store_winograd_tile(const float* y, const int TS, float bv,
+                                       __global T* restrict out, int n, int oh0, int ow0, int OH,
+                                       int OW, int OC, int oc, float act_min,
+                                       float act_max RESIDUAL_PARAM) {
+#pragma unroll
+  for (int i = 0; i < TS; ++i) {
+    const int oh = oh0 + i;
+#pragma unroll
+    for (int j = 0; j < TS; ++j) {
+      const int ow = ow0 + j;
+      if (oh < OH && ow < OW) {
+        const int o = ((n * OH + oh) * OW + ow) * OC + oc;
+        STOREF(ACTIVATE(PLUS_RESIDUAL(y[TS * i + j] + bv, o), act_min, act_max), out, o);
+      }
+    }
+  }
+}
+
 // Test-only fault injection (delegate option fail_at=build): every build fails
 // through the real error path, build log included.
 #ifdef CLGPU_INJECT_BUILD_FAILURE

@@ -229,16 +229,5 @@ __kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
 #pragma unroll
   for (int i = 0; i < 2; ++i) winograd_f2_at(s + 4 * i, 1, y + 2 * i, 1);  // y[2][2] = s A
   const float bv = bias[oc];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int oh = oh0 + i;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int ow = ow0 + j;
-      if (oh < OH && ow < OW) {
-        const int o = ((n * OH + oh) * OW + ow) * OC + oc;
-        STOREF(ACTIVATE(PLUS_RESIDUAL(y[2 * i + j] + bv, o), act_min, act_max), out, o);
-      }
-    }
-  }
+  store_winograd_tile(y, 2, bv, out, n, oh0, ow0, OH, OW, OC, oc, act_min, act_max RESIDUAL_PASS);
 }

@@ -63,10 +63,8 @@ static inline void winograd_f4_filter_tile(__global const T* restrict filter, in
   for (int i = 0; i < 6; ++i) winograd_f4_g(t + 3 * i, 1, u + 6 * i, 1);  // u[6][6] = t G^T
 }
 
-// The 4x4 outputs of one tile from its 36 products m: y = A^T m A, then bias, residual, clamp
-// and the store of those inside the OH x OW output (a tile may overhang it). Conditions, not
-// breaks: a loop with an early exit is not unrolled (the fused kernel's m must stay in
-// registers). Needs common.cl.
+// The 4x4 outputs of one tile from its 36 products m: y = A^T m A, then store_winograd_tile
+// (common.cl) adds bias and residual, clamps and stores them.
 static inline void winograd_f4_output_tile(const float* m, float bv, __global T* restrict out,
                                            int n, int oh0, int ow0, int OH, int OW, int OC, int oc,
                                            float act_min, float act_max RESIDUAL_PARAM) {
@@ -75,16 +73,5 @@ static inline void winograd_f4_output_tile(const float* m, float bv, __global T*
   for (int j = 0; j < 6; ++j) winograd_f4_at(m + j, 6, s + j, 6);  // s[4][6] = A^T m
 #pragma unroll
   for (int i = 0; i < 4; ++i) winograd_f4_at(s + 6 * i, 1, y + 4 * i, 1);  // y[4][4] = s A
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int oh = oh0 + i;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int ow = ow0 + j;
-      if (oh < OH && ow < OW) {
-        const int o = ((n * OH + oh) * OW + ow) * OC + oc;
-        STOREF(ACTIVATE(PLUS_RESIDUAL(y[4 * i + j] + bv, o), act_min, act_max), out, o);
-      }
-    }
-  }
+  store_winograd_tile(y, 4, bv, out, n, oh0, ow0, OH, OW, OC, oc, act_min, act_max RESIDUAL_PASS);
 }
