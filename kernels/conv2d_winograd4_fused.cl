@@ -15,12 +15,17 @@
 //      M[xi][t][o] += Vs[xi][k][t] * U[k][xi][o], a register block of 36 * RT * RO floats.
 //      Its tiles and its channels are consecutive, so each step reads two short vectors (RT
 //      floats of Vs, RO of U), shared by the work-items of the same tiles or channels.
-// After the last chunk each work-item holds all 36 positions of its (tile, channel) pairs, so
-// A^T M A, bias, residual, clamp and the bounds-checked store of the 4x4 outputs need no
-// exchange. Output tile (n, th, tw) covers rows 4*th..4*th+3, columns 4*tw..4*tw+3 and, for
-// sub-filter (a, b), reads the patch with corner (4*th - PT + 3a, 4*tw - PL + 3b); TH = ceil(OH /
-// 4), TW = ceil(OW / 4), TB = ceil(TW / TP) blocks of tiles per row of tiles, OB = ceil(OC / OCB).
-// Matrices B^T, G, A^T: conv2d_winograd4.cl.
+// With PS = 1, after the last chunk each work-item holds all 36 positions of its (tile, channel)
+// pairs, so A^T M A, bias, residual, clamp and the bounds-checked store of the 4x4 outputs need no
+// exchange. Its register block is then 36 * RT * RO floats, which caps RT * RO at about 4: two
+// loads per 4 FMAs. With PS > 1 the 36 positions are split over PS work-items (36 / PS each),
+// so the same registers hold a larger RT x RO block (fewer loads per FMA); M then goes through
+// local Ms [36][TP][OCB] (reusing the staging memory), and the group's work-items take its
+// (tile, channel) pairs for the output transform, channel fastest so the stores coalesce. Output
+// tile (n, th, tw) covers rows 4*th..4*th+3, columns 4*tw..4*tw+3 and, for sub-filter (a, b), reads
+// the patch with corner (4*th - PT + 3a, 4*tw - PL + 3b); TH = ceil(OH / 4), TW = ceil(OW / 4), TB
+// = ceil(TW / TP) blocks of tiles per row of tiles, OB = ceil(OC / OCB). Matrices B^T, G, A^T:
+// conv2d_winograd4.cl.
 //
 // Layouts: in [N][H][W][C], out [N][OH][OW][OC] (T); bias [OC] float; residual like out.
 //   U [OB][CPAD][36][OCB] float, U[ob][s*C + c][xi][o] = (G g_s G^T)[i][j] of output channel
@@ -35,7 +40,7 @@
 //
 // conv2d_winograd4_fused(in, U, bias, out, N, H, W, C, OH, OW, OC, PT, PL, KH, KW, CPAD,
 //                        act_min, act_max[, residual])
-//   NDRange: 1-D, local = WG = (TP / RT) * (OCB / RO) (reqd_work_group_size),
+//   NDRange: 1-D, local = WG = PS * (TP / RT) * (OCB / RO) (reqd_work_group_size),
 //            global = WG * OB * N * TH * TB. Group g takes channel block g % OB of tile block
 //            g / OB (row n * TH + th, block tb): the OB groups that share input patches run
 //            side by side, so the patches come from cache after the first.
@@ -45,7 +50,9 @@
 //   OCB (32): output channels per group; RO (2): per work-item; OCB % RO == 0.
 //   CC (4): values of k per chunk (the filter's CPAD must be a multiple of it).
 //   U_LOCAL (1): stage U's chunk in local memory; 0 reads it from global (cached) in the loop.
-// Local memory: 4 * 36 * (TP * CC + U_LOCAL * CC * OCB) bytes (27 KB at the defaults).
+//   PS (1): work-items per (tiles, channels) block, each with 36 / PS positions; 36 % PS == 0.
+// Local memory: 4 * 36 * max(TP * CC + U_LOCAL * CC * OCB, PS > 1 ? TP * OCB : 0) bytes (27 KB
+// at the defaults).
 
 #ifndef TP
 #define TP 16
@@ -66,13 +73,20 @@
 #define U_LOCAL 1
 #endif
 
-#if (TP % RT) || (OCB % RO)
-#error "TP must be a multiple of RT and OCB a multiple of RO"
+#ifndef PS
+#define PS 1
+#endif
+
+#if (TP % RT) || (OCB % RO) || (36 % PS)
+#error "TP must be a multiple of RT, OCB a multiple of RO and 36 a multiple of PS"
 #endif
 
 #define TGROUPS (TP / RT)   // work-items along the tiles
 #define OGROUPS (OCB / RO)  // work-items along the output channels (fastest in the group)
-#define FUSED_WG (TGROUPS * OGROUPS)
+#define PP (36 / PS)        // positions per work-item
+#define FUSED_WG (PS * TGROUPS * OGROUPS)
+#define STAGE_FLOATS (36 * CC * TP + U_LOCAL * CC * 36 * OCB)
+#define EXCHANGE_FLOATS (PS > 1 ? 36 * TP * OCB : 0)
 
 #include "winograd4_transforms.cl"
 
@@ -106,9 +120,12 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
     __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
     int OH, int OW, int OC, int PT, int PL, int KH, int KW, int CPAD, float act_min,
     float act_max RESIDUAL_PARAM) {
-  __local float Vs[36 * CC * TP] __attribute__((aligned(16)));
+  // Vs, then Us (36 * CC * TP floats in: 16-byte aligned for vstore4); Ms after the loop.
+  __local float lmem[STAGE_FLOATS > EXCHANGE_FLOATS ? STAGE_FLOATS : EXCHANGE_FLOATS]
+      __attribute__((aligned(16)));
+  __local float* Vs = lmem;
 #if U_LOCAL
-  __local float Us[CC * 36 * OCB] __attribute__((aligned(16)));
+  __local float* Us = lmem + 36 * CC * TP;
 #endif
   const int SW = WINO_SUBS(KW);
   const int CP = WINO_SUBS(KH) * SW * C;
@@ -123,15 +140,16 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
   const int n = row / TH, th = row % TH;
   const int tw0 = tb * TP;
   const int lid = get_local_id(0);
-  const int og = lid % OGROUPS, tg = lid / OGROUPS;
+  const int og = lid % OGROUPS, tg = (lid / OGROUPS) % TGROUPS,
+            xi0 = lid / (OGROUPS * TGROUPS) * PP;
 
-  float acc[36][RT][RO];
+  float acc[PP][RT][RO];
 #pragma unroll
-  for (int xi = 0; xi < 36; ++xi)
+  for (int p = 0; p < PP; ++p)
 #pragma unroll
     for (int i = 0; i < RT; ++i)
 #pragma unroll
-      for (int r = 0; r < RO; ++r) acc[xi][i][r] = 0.0f;
+      for (int r = 0; r < RO; ++r) acc[p][i][r] = 0.0f;
 
   for (int k0 = 0; k0 < CPAD; k0 += CC) {
     // 1. Input transform of the chunk: one (tile, k) patch per work-item and round, k fastest
@@ -181,10 +199,11 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    // 2. The 36 products of the chunk on this work-item's register block.
+    // 2. The products of the chunk for this work-item's positions and register block.
     for (int kk = 0; kk < CC; ++kk) {
 #pragma unroll
-      for (int xi = 0; xi < 36; ++xi) {
+      for (int p = 0; p < PP; ++p) {
+        const int xi = xi0 + p;
         float v[RT], u[RO];
 #pragma unroll
         for (int i = 0; i < RT; ++i) v[i] = Vs[(xi * CC + kk) * TP + tg * RT + i];
@@ -193,13 +212,36 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
 #pragma unroll
         for (int i = 0; i < RT; ++i)
 #pragma unroll
-          for (int r = 0; r < RO; ++r) acc[xi][i][r] = fma(v[i], u[r], acc[xi][i][r]);
+          for (int r = 0; r < RO; ++r) acc[p][i][r] = fma(v[i], u[r], acc[p][i][r]);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // Vs (and Us) are rewritten by the next chunk
   }
 
   // 3. Output transform, bias, residual, clamp and store, per (tile, channel) of the block.
+#if PS > 1
+  // The loop's last barrier freed the staging memory: gather the positions in Ms.
+  __local float* Ms = lmem;
+#pragma unroll
+  for (int p = 0; p < PP; ++p)
+#pragma unroll
+    for (int i = 0; i < RT; ++i)
+#pragma unroll
+      for (int r = 0; r < RO; ++r)
+        Ms[((xi0 + p) * TP + tg * RT + i) * OCB + og * RO + r] = acc[p][i][r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int q = lid; q < TP * OCB; q += FUSED_WG) {
+    const int t = q / OCB, o = q % OCB;
+    const int tw = tw0 + t, oc = ob * OCB + o;
+    if (tw < TW && oc < OC) {
+      float m[36];
+#pragma unroll
+      for (int xi = 0; xi < 36; ++xi) m[xi] = Ms[(xi * TP + t) * OCB + o];
+      winograd_f4_output_tile(m, bias[oc], out, n, th * 4, tw * 4, OH, OW, OC, oc, act_min,
+                              act_max RESIDUAL_PASS);
+    }
+  }
+#else
   // Conditions, not breaks: a loop with an early exit is not unrolled, and acc needs constant
   // indices to stay in registers.
 #pragma unroll
@@ -218,4 +260,5 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
       }
     }
   }
+#endif
 }

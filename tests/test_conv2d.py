@@ -239,15 +239,19 @@ def test_conv2d_blocked_knobs(
     assert {k.algorithm for k in r.delegate.profile().kernels} == {"direct_blocked"}
 
 
-# TP,OCB,CC,RT,RO,U_LOCAL of conv2d_winograd4_fused.cl: the GPU table's blocking (OCB 32 over
-# fewer channels, tiles past the row's end), U read from global, 4 x 4 register blocks, odd
-# blocks that divide nothing, one work-item per group.
+# TP,OCB,CC,RT,RO,U_LOCAL[,PS] of conv2d_winograd4_fused.cl: the GPU table's blocking (OCB 32
+# over fewer channels, tiles past the row's end), U read from global, 4 x 4 register blocks, odd
+# blocks that divide nothing, one work-item per group; positions split over 4, 9 and 36
+# work-items (M exchanged through local memory), with staged or global U and odd blocks.
 FUSED_KNOBS = {
     "gpu": "16,32,4,2,2,1",
     "u_global": "16,32,4,2,2,0",
     "rt4_ro4_cc8": "8,16,8,4,4,1",
     "odd": "6,9,3,3,3,1",
     "one": "1,1,1,1,1,0",
+    "ps4": "16,16,4,4,4,0,4",
+    "ps9_odd": "6,9,3,3,3,1,9",
+    "ps36": "4,4,2,2,2,1,36",
 }
 FUSED_CASES = [
     "3x3_c12_oc24_wide_batch2",
@@ -291,7 +295,17 @@ BAD_KNOBS = [
     ("direct_blocked", k) for k in ["8,0,32,4", "65,4,8,8", "8,16,32", "8,16,32,4,1", "a,b,c,d"]
 ] + [
     ("winograd4_fused", k)
-    for k in ["16,32,4,3,2", "16,30,4,2,4", "0,8,4,2,2", "16,32,4,2,2,2", "16,32,4,2", "a,b,c,d,e"]
+    for k in [
+        "16,32,4,3,2",
+        "16,30,4,2,4",
+        "0,8,4,2,2",
+        "16,32,4,2,2,2",
+        "16,32,4,2",
+        "a,b,c,d,e",
+        "16,32,4,2,2,0,5",
+        "16,32,4,2,2,0,0",
+        "16,32,4,2,2,0,4,1",
+    ]
 ]
 
 

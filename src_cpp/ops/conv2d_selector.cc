@@ -129,14 +129,19 @@ WinogradFusedTiles FusedFor(const ConvGeometry& g, const DeviceInfo& dev) {
   WinogradFusedTiles t = WinogradFusedTilesFor("winograd4_fused", dev);
   t.ocb = ShrinkTo(g.oc, t.ro, t.ocb);
   t.cc = ShrinkTo(WinogradSubs(ConvAlgorithm::kWinograd4Fused, g) * g.c, 1, t.cc);
-  const auto group = [&] { return size_t(t.tp / t.rt) * (t.ocb / t.ro); };
-  const auto local = [&] { return size_t(4 * 36) * (t.tp * t.cc + t.u_local * t.cc * t.ocb); };
+  const auto group = [&] { return t.Group(); };
+  const auto exchange = [&] { return t.ps > 1 ? size_t(4 * 36) * t.tp * t.ocb : 0; };
+  const auto local = [&] {
+    return std::max(size_t(4 * 36) * (t.tp * t.cc + t.u_local * t.cc * t.ocb), exchange());
+  };
   const auto half = [](int x, int m) { return std::max(m, x / 2 / m * m); };  // a multiple of m
   const size_t max_group = std::max<size_t>(dev.max_work_group_size, 1);
   // The device's limit (NVIDIA's OpenCL reports its 48 KB per kernel: 49152 on the H200).
   const size_t max_local = dev.local_mem_bytes;
   while (group() > max_group && t.tp > t.rt) t.tp = half(t.tp, t.rt);
   while (group() > max_group && t.ocb > t.ro) t.ocb = half(t.ocb, t.ro);
+  // Fewer tiles, not a smaller chunk, make the exchange of split positions fit.
+  while (exchange() > max_local && t.tp > t.rt) t.tp = half(t.tp, t.rt);
   while (local() > max_local && t.cc > 1) t.cc = (t.cc + 1) / 2;
   if (local() > max_local) t.u_local = 0;
   while (local() > max_local && t.tp > t.rt) t.tp = half(t.tp, t.rt);
@@ -154,8 +159,8 @@ int FusedCpad(const ConvGeometry& g, const WinogradFusedTiles& t) {
 
 std::string FusedDefines(const WinogradFusedTiles& t) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "-DTP=%d -DOCB=%d -DCC=%d -DRT=%d -DRO=%d -DU_LOCAL=%d", t.tp,
-                t.ocb, t.cc, t.rt, t.ro, t.u_local);
+  std::snprintf(buf, sizeof buf, "-DTP=%d -DOCB=%d -DCC=%d -DRT=%d -DRO=%d -DU_LOCAL=%d -DPS=%d",
+                t.tp, t.ocb, t.cc, t.rt, t.ro, t.u_local, t.ps);
   return buf;
 }
 
@@ -262,7 +267,7 @@ Launch EncodeWinogradFused(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
     CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), dev.id, CL_KERNEL_WORK_GROUP_SIZE,
                                           sizeof fits, &fits, nullptr),
             "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-    const size_t group = size_t(t.tp / t.rt) * (t.ocb / t.ro);
+    const size_t group = t.Group();
     if (group <= fits) break;
     if (t.tp == t.rt)
       throw Error("winograd4_fused: groups of " + std::to_string(group) +
@@ -275,7 +280,7 @@ Launch EncodeWinogradFused(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
   const size_t th = (g.oh + 3) / 4, tw = (g.ow + 3) / 4;
   const size_t groups = size_t((g.oc + t.ocb - 1) / t.ocb) * g.n * th * ((tw + t.tp - 1) / t.tp);
   l.dims = 1;
-  l.local[0] = size_t(t.tp / t.rt) * (t.ocb / t.ro);
+  l.local[0] = t.Group();
   l.global[0] = groups * l.local[0];
   return l;
 }
@@ -341,13 +346,14 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
   // In PyNET-512 it also beat F(4x4) on 48x512x512 3x3 -> 16 (1.12x) and implicit GEMM on
   // the stride-2 16x512x512 3x3 -> 24 (1.37x).
   const bool big_map = long(g.oh) * g.ow >= 65536;
-  // Few input channels into 16 or more outputs, 3x3, at high resolution: the fused F(4x4)
-  // keeps its transforms on chip. On an H200 it ran 4x1440x1984 -> 32 in 0.35 ms (implicit
-  // GEMM 0.42, direct_blocked 0.48) and 16x2880x3968 -> 16 in 1.84 ms (direct_blocked 2.18).
-  // It lost with 3 outputs (0.78-1.08 ms against direct_blocked's 0.56-1.00), with 7x7
-  // filters (12.2 against 8.8 ms) and with C >= 32 to the unfused F(4x4) (1.63 against 1.58
-  // ms at 32 -> 32, 1.54 against 0.99 at 64 -> 64).
-  if (dev.type == "gpu" && g.kh == 3 && g.kw == 3 && g.c <= 16 && g.oc >= 16 && big_map &&
+  // Up to 32 input channels into 16 to 64 outputs at high resolution: the fused F(4x4) keeps
+  // its transforms on chip. On an H200 it ran 4x1440x1984 3x3 -> 32 in 0.27 ms (implicit GEMM
+  // 0.43, direct_blocked 0.48), 16x2880x3968 -> 16 in 1.51 (direct_blocked 2.18), and beat the
+  // unfused F(4x4) at C = 32: 1.03 against 1.40 ms (3x3 -> 32), 0.50 / 0.58 (3x3 -> 64), 3.25 /
+  // 3.67, 7.01 / 7.57 and 7.01 / 7.55 (5x5, 7x7, 9x9 -> 32). From C = 64 the unfused one's GEMM
+  // wins (0.85 / 0.92 ms at 64 -> 64, 1.40 / 1.92 at 128 -> 64, 2.39 / 3.17 with 5x5); with 3
+  // outputs direct_blocked does (0.56-1.00 ms against 0.78-1.08).
+  if (dev.type == "gpu" && g.c <= 32 && g.oc >= 16 && g.oc <= 64 && big_map &&
       ConvAlgorithmApplies(ConvAlgorithm::kWinograd4Fused, g))
     return ConvAlgorithm::kWinograd4Fused;
   if (dev.type == "gpu" && g.sh == 1 && g.sw == 1 &&

@@ -86,17 +86,21 @@ struct FusedEntry {
   WinogradFusedTiles tiles;
 };
 
-// TP, OCB, CC, RT, RO, U_LOCAL of conv2d_winograd4_fused.cl. GPUs: 16 tiles x 32 channels per
-// group with 2 x 2 per work-item (144 accumulators, 128 work-items). On an H200, of 18 blockings
-// swept on 4x1440x1984 -> 32 and 16x2880x3968 -> 16 (CLGPU_TUNE_WINOGRAD4_FUSED), this one with U
-// read through the cache instead of staged in local memory was best on both (0.346 / 1.844 ms;
-// staged 0.352 / 1.96; 4 x 2 or 4 x 1 blocks 1.05-1.6x slower). Other GPUs: the staged start.
+// TP, OCB, CC, RT, RO, U_LOCAL, PS of conv2d_winograd4_fused.cl. NVIDIA: 16 tiles x 32 channels
+// per group (8 tiles where OC = 32 makes the exchange too big for 48 KB of local memory), 8 x 2
+// per work-item with the positions split over 6 work-items (96 accumulators each, 96 or 192
+// work-items per group), chunks of 8, U read through the cache. On an H200, of 30 blockings swept
+// (CLGPU_TUNE_WINOGRAD4_FUSED) it was best or within 3 % on 16x2880x3968 -> 16 (1.51 ms; 1.82
+// with the 2 x 2 blocks and all 36 positions per work-item kept until then), 4x1440x1984 -> 32
+// (0.27 against 0.34), 32x1440x1984 -> 32 (1.03 against 1.67), 32x720x992 -> 64 (0.50 against
+// 0.81) and 64x720x992 -> 64 (0.93 against 1.54); split over 4, 9 or 12 work-items, 4 x 4 and 4 x
+// 2 blocks were 2-20 % slower, over 3 or 18 up to 1.6x. Other GPUs: the staged start, unsplit.
 // CPU devices: small groups, one tile x one channel per work-item (PoCL runs a group's
 // work-items in a loop and takes 3x longer to compile the 2 x 2 block).
 const FusedEntry kFusedTable[] = {
-    {"nvidia", "winograd4_fused", {16, 32, 4, 2, 2, 0}},
-    {"gpu", "winograd4_fused", {16, 32, 4, 2, 2, 1}},
-    {"cpu", "winograd4_fused", {8, 8, 4, 1, 1, 1}},
+    {"nvidia", "winograd4_fused", {16, 32, 8, 8, 2, 0, 6}},
+    {"gpu", "winograd4_fused", {16, 32, 4, 2, 2, 1, 1}},
+    {"cpu", "winograd4_fused", {8, 8, 4, 1, 1, 1, 1}},
 };
 
 const char* DeviceClass(const DeviceInfo& dev) {
@@ -154,23 +158,24 @@ BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev) {
 WinogradFusedTiles WinogradFusedTilesFor(const std::string& name, const DeviceInfo& dev) {
   std::string env_name;
   if (const char* v = TuneOverride(name, &env_name)) {
-    WinogradFusedTiles t{0, 0, 0, 0, 0, 1};
+    WinogradFusedTiles t{0, 0, 0, 0, 0, 1, 1};
     char tail = 0;
-    const int n = std::sscanf(v, "%d,%d,%d,%d,%d,%d%c", &t.tp, &t.ocb, &t.cc, &t.rt, &t.ro,
-                              &t.u_local, &tail);
+    const int n = std::sscanf(v, "%d,%d,%d,%d,%d,%d,%d%c", &t.tp, &t.ocb, &t.cc, &t.rt, &t.ro,
+                              &t.u_local, &t.ps, &tail);
     // Like the blocked table: a sweep must not time a configuration other than the one it names.
-    if ((n != 5 && n != 6) || t.tp < 1 || t.tp > 256 || t.ocb < 1 || t.ocb > 256 || t.cc < 1 ||
+    if (n < 5 || n > 7 || t.tp < 1 || t.tp > 256 || t.ocb < 1 || t.ocb > 256 || t.cc < 1 ||
         t.cc > 64 || t.rt < 1 || t.rt > 8 || t.ro < 1 || t.ro > 8 || t.tp % t.rt || t.ocb % t.ro ||
-        (t.u_local != 0 && t.u_local != 1))
+        (t.u_local != 0 && t.u_local != 1) || t.ps < 1 || 36 % t.ps)
       throw Error(env_name + "='" + v +
-                  "': expected TP,OCB,CC,RT,RO[,U_LOCAL] with 1 <= TP, OCB <= 256, 1 <= CC <= 64, "
-                  "1 <= RT, RO <= 8, TP a multiple of RT, OCB a multiple of RO, U_LOCAL 0 or 1");
+                  "': expected TP,OCB,CC,RT,RO[,U_LOCAL[,PS]] with 1 <= TP, OCB <= 256, 1 <= CC "
+                  "<= 64, 1 <= RT, RO <= 8, TP a multiple of RT, OCB a multiple of RO, U_LOCAL 0 "
+                  "or 1, PS a divisor of 36");
     return t;
   }
   const char* cls = DeviceClass(dev);
   for (const FusedEntry& e : kFusedTable)
     if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
-  return {8, 8, 4, 1, 1, 1};
+  return {8, 8, 4, 1, 1, 1, 1};
 }
 
 }  // namespace clgpu

@@ -42,14 +42,17 @@ struct BlockedTiles {
 BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev);
 
 // Blocking of the fused Winograd F(4x4) convolution (conv2d_winograd4_fused.cl): TP output tiles x
-// OCB output channels per work-group, RT tiles x RO channels per work-item (36 * RT * RO float
-// accumulators), CC reduction values per chunk, U_LOCAL: the filter chunk staged in local memory.
+// OCB output channels per work-group, RT tiles x RO channels per work-item, CC reduction values
+// per chunk, U_LOCAL: the filter chunk staged in local memory, PS: work-items sharing the 36
+// positions of one block (36 / PS * RT * RO float accumulators each).
 struct WinogradFusedTiles {
-  int tp, ocb, cc, rt, ro, u_local;
+  int tp, ocb, cc, rt, ro, u_local, ps;
+  size_t Group() const { return size_t(ps) * (tp / rt) * (ocb / ro); }
 };
 
-// Entry "winograd4_fused". An override that is not five or six integers with 1 <= TP, OCB <= 256,
-// 1 <= CC <= 64, 1 <= RT, RO <= 8, TP % RT == 0, OCB % RO == 0 and U_LOCAL 0 or 1 throws Error.
+// Entry "winograd4_fused". An override that is not five to seven integers with 1 <= TP, OCB <=
+// 256, 1 <= CC <= 64, 1 <= RT, RO <= 8, TP % RT == 0, OCB % RO == 0, U_LOCAL 0 or 1 and PS a
+// divisor of 36 throws Error.
 WinogradFusedTiles WinogradFusedTilesFor(const std::string& name, const DeviceInfo& dev);
 
 }  // namespace clgpu
