@@ -11,8 +11,8 @@
 //   1. the group transforms the 6x6 input patches of its TP tiles for the chunk's CC values of k
 //      into local Vs [36][CC][TP] (taps outside the image read 0: SAME padding is PT / PL); with
 //      U_LOCAL it also copies the chunk of U to local Us [CC][36][OCB];
-//   2. each work-item adds, for all 36 positions xi, its RT tiles x RO output channels:
-//      M[xi][t][o] += Vs[xi][k][t] * U[k][xi][o], a register block of 36 * RT * RO floats.
+//   2. each work-item adds, for its 36 / PS positions xi, its RT tiles x RO output channels:
+//      M[xi][t][o] += Vs[xi][k][t] * U[k][xi][o], a register block of 36 / PS * RT * RO floats.
 //      Its tiles and its channels are consecutive, so each step reads two short vectors (RT
 //      floats of Vs, RO of U), shared by the work-items of the same tiles or channels.
 // With PS = 1, after the last chunk each work-item holds all 36 positions of its (tile, channel)

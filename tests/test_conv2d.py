@@ -241,8 +241,9 @@ def test_conv2d_blocked_knobs(
 
 # TP,OCB,CC,RT,RO,U_LOCAL[,PS] of conv2d_winograd4_fused.cl: the GPU table's blocking (OCB 32
 # over fewer channels, tiles past the row's end), U read from global, 4 x 4 register blocks, odd
-# blocks that divide nothing, one work-item per group; positions split over 4, 9 and 36
-# work-items (M exchanged through local memory), with staged or global U and odd blocks.
+# blocks that divide nothing, one work-item per group; positions split over 4, 6 (the NVIDIA
+# table's blocking), 9 and 36 work-items (M exchanged through local memory), with staged or
+# global U and odd blocks.
 FUSED_KNOBS = {
     "gpu": "16,32,4,2,2,1",
     "u_global": "16,32,4,2,2,0",
@@ -250,6 +251,7 @@ FUSED_KNOBS = {
     "odd": "6,9,3,3,3,1",
     "one": "1,1,1,1,1,0",
     "ps4": "16,16,4,4,4,0,4",
+    "nvidia": "16,32,8,8,2,0,6",
     "ps9_odd": "6,9,3,3,3,1,9",
     "ps36": "4,4,2,2,2,1,36",
 }

@@ -87,15 +87,15 @@ struct FusedEntry {
 };
 
 // TP, OCB, CC, RT, RO, U_LOCAL, PS of conv2d_winograd4_fused.cl. NVIDIA: 16 tiles x 32 channels
-// per group (8 tiles where OC = 32 makes the exchange too big for 48 KB of local memory), 8 x 2
-// per work-item with the positions split over 6 work-items (96 accumulators each, 96 or 192
-// work-items per group), chunks of 8, U read through the cache. On an H200, of 30 blockings swept
-// (CLGPU_TUNE_WINOGRAD4_FUSED) it was best or within 3 % on 16x2880x3968 -> 16 (1.51 ms; 1.82
-// with the 2 x 2 blocks and all 36 positions per work-item kept until then), 4x1440x1984 -> 32
-// (0.27 against 0.34), 32x1440x1984 -> 32 (1.03 against 1.67), 32x720x992 -> 64 (0.50 against
-// 0.81) and 64x720x992 -> 64 (0.93 against 1.54); split over 4, 9 or 12 work-items, 4 x 4 and 4 x
-// 2 blocks were 2-20 % slower, over 3 or 18 up to 1.6x. Other GPUs: the staged start, unsplit.
-// CPU devices: small groups, one tile x one channel per work-item (PoCL runs a group's
+// per group (8 tiles from OC = 32 on: 16 x 32 positions to exchange need 72 KB of local memory,
+// NVIDIA allows 48), 8 x 2 per work-item with the positions split over 6 work-items (96
+// accumulators each, 96 work-items per group), chunks of 8, U read through the cache. On an H200,
+// of 30 blockings swept (CLGPU_TUNE_WINOGRAD4_FUSED) it was best or within 3 % on 16x2880x3968 ->
+// 16 (1.51 ms; 1.82 with the 2 x 2 blocks and all 36 positions per work-item kept until then),
+// 4x1440x1984 -> 32 (0.27 against 0.34), 32x1440x1984 -> 32 (1.03 against 1.67), 32x720x992 -> 64
+// (0.50 against 0.81) and 64x720x992 -> 64 (0.93 against 1.54); split over 4, 9 or 12 work-items, 4
+// x 4 and 4 x 2 blocks were 2-20 % slower, over 3 or 18 up to 1.6x. Other GPUs: the staged start,
+// unsplit. CPU devices: small groups, one tile x one channel per work-item (PoCL runs a group's
 // work-items in a loop and takes 3x longer to compile the 2 x 2 block).
 const FusedEntry kFusedTable[] = {
     {"nvidia", "winograd4_fused", {16, 32, 8, 8, 2, 0, 6}},
