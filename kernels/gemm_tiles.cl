@@ -125,8 +125,13 @@ static inline void fetch_tile_nt(__global const GEMM_SRC_T* restrict src, float*
       const int gr = r0 + tile_row(e, rows, map);
       const int gk4 = (k0 >> 2) + tile_k4(e, rows, map);
       float4 v = (float4)(0.0f);
-      if (e < rows * TILE_K / 4 && (GEMM_EVEN || (gr < nrows && gk4 < kend4)))
+      // Chosen by the preprocessor: NVIDIA's compiler warns on "&& (1 || ...)".
+#if GEMM_EVEN
+      if (e < rows * TILE_K / 4) v = GEMM_LOAD4(src, gr * K4 + gk4);
+#else
+      if (e < rows * TILE_K / 4 && gr < nrows && gk4 < kend4)
         v = GEMM_LOAD4(src, gr * K4 + gk4);
+#endif
       r[4 * i] = v.x;
       r[4 * i + 1] = v.y;
       r[4 * i + 2] = v.z;
