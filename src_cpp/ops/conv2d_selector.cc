@@ -129,7 +129,6 @@ WinogradFusedTiles FusedFor(const ConvGeometry& g, const DeviceInfo& dev) {
   WinogradFusedTiles t = WinogradFusedTilesFor("winograd4_fused", dev);
   t.ocb = ShrinkTo(g.oc, t.ro, t.ocb);
   t.cc = ShrinkTo(WinogradSubs(ConvAlgorithm::kWinograd4Fused, g) * g.c, 1, t.cc);
-  const auto group = [&] { return t.Group(); };
   const auto exchange = [&] { return t.ps > 1 ? size_t(4 * 36) * t.tp * t.ocb : 0; };
   const auto local = [&] {
     return std::max(size_t(4 * 36) * (t.tp * t.cc + t.u_local * t.cc * t.ocb), exchange());
@@ -138,16 +137,16 @@ WinogradFusedTiles FusedFor(const ConvGeometry& g, const DeviceInfo& dev) {
   const size_t max_group = std::max<size_t>(dev.max_work_group_size, 1);
   // The device's limit (NVIDIA's OpenCL reports its 48 KB per kernel: 49152 on the H200).
   const size_t max_local = dev.local_mem_bytes;
-  while (group() > max_group && t.tp > t.rt) t.tp = half(t.tp, t.rt);
-  while (group() > max_group && t.ocb > t.ro) t.ocb = half(t.ocb, t.ro);
+  while (t.Group() > max_group && t.tp > t.rt) t.tp = half(t.tp, t.rt);
+  while (t.Group() > max_group && t.ocb > t.ro) t.ocb = half(t.ocb, t.ro);
   // Fewer tiles, not a smaller chunk, make the exchange of split positions fit.
   while (exchange() > max_local && t.tp > t.rt) t.tp = half(t.tp, t.rt);
   while (local() > max_local && t.cc > 1) t.cc = (t.cc + 1) / 2;
   if (local() > max_local) t.u_local = 0;
   while (local() > max_local && t.tp > t.rt) t.tp = half(t.tp, t.rt);
-  if (group() > max_group || local() > max_local)
+  if (t.Group() > max_group || local() > max_local)
     throw Error("winograd4_fused: no blocking fits the device (" + std::to_string(local()) +
-                " bytes of local memory, groups of " + std::to_string(group()) + ")");
+                " bytes of local memory, groups of " + std::to_string(t.Group()) + ")");
   t.tp = ShrinkTo((g.ow + 3) / 4, t.rt, t.tp);
   return t;
 }
