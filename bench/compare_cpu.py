@@ -100,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--partitioning", default="cost")
     ap.add_argument("--no-litert-gpu", action="store_true")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile each delegated model: kernel time per invoke against the median",
+    )
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args(argv)
     rows = []
@@ -114,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             precision=args.precision,
             partitioning=args.partitioning,
             progress=False,
+            profile=args.profile,
         )
         device = device or rep
         cpu, dlg = rep["results"]
@@ -123,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
             "delegate": dlg,
             "memory": rep.get("memory"),
         }
+        if rep.get("kernel_share_of_invoke"):
+            kernels = sum(p["kernels_per_invoke"] for p in rep["profile"]["partitions"])
+            row["profile"] = {
+                "kernels_per_invoke": kernels,
+                "kernel_ms_per_invoke": rep["kernel_ms_per_invoke"],
+                "kernel_ms_per_invoke_as_timed": rep["kernel_ms_per_invoke_as_timed"],
+                "event_overhead_us": rep["event_overhead_us"],
+                "kernel_share_of_invoke": rep["kernel_share_of_invoke"],
+            }
         if not args.no_litert_gpu:
             row["litert_gpu"] = litert_gpu(path, cpu["runs"])
         rows.append(row)
@@ -181,6 +196,27 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if errs:
         md += ["", *errs]
+    profiled = [r for r in rows if "profile" in r]
+    if profiled:
+        md += [
+            "",
+            "Profile (`--profile`, a second delegate with profiling events, after the timed "
+            "runs): kernel time per invoke from the events, less what each event adds on this "
+            "device (measured when the delegate loads), against the delegate's median above. "
+            "The rest: uploads, downloads, CPU ops, and launch gaps where the host's enqueue "
+            "is slower than the kernels.",
+            "",
+            "| model | kernels per invoke | event overhead us | kernel ms (as timed) | "
+            "kernel ms | of the median invoke |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in profiled:
+            p = r["profile"]
+            md.append(
+                f"| {r['model']} | {p['kernels_per_invoke']} | {p['event_overhead_us']:.2f} | "
+                f"{p['kernel_ms_per_invoke_as_timed']:.3f} | {p['kernel_ms_per_invoke']:.3f} | "
+                f"{100 * p['kernel_share_of_invoke']:.0f}% |"
+            )
     (out / f"{stem}.md").write_text("\n".join(md) + "\n")
     try:
         import matplotlib

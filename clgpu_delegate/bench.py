@@ -220,6 +220,8 @@ def _profile(
         "profile": prof.to_dict(),
         "profile_table": prof.table(limit=15),
         "kernel_ms_per_invoke": kernel_ms,
+        "kernel_ms_per_invoke_as_timed": prof.kernel_ms_per_invoke(raw=True),
+        "event_overhead_us": prof.event_overhead_us,
         "kernel_share_of_invoke": kernel_ms / timed.median_ms if timed.runs_ms else None,
     }
 
@@ -290,7 +292,8 @@ def format_report(report: dict[str, Any]) -> str:
                 f"kernels {report['kernel_ms_per_invoke']:.3f} ms per invoke = "
                 f"{100 * report['kernel_share_of_invoke']:.0f}% of the median delegate invoke "
                 "(profiled separately; the rest: uploads, downloads, CPU ops, host enqueue and "
-                "launch gaps)"
+                f"launch gaps). Events timed {report['kernel_ms_per_invoke_as_timed']:.3f} ms: "
+                f"each adds {report['event_overhead_us']:.2f} us on this device"
             )
     return "\n".join(lines)
 

@@ -39,7 +39,7 @@ def test_profile_covers_every_delegated_node_and_traces_each_kernel(
     } - folded
     assert set(prof.nodes()) == compute
     assert len({k.node for k in prof.kernels if k.algorithm.endswith("+ADD")}) == len(folded)
-    assert all(k.count == 3 and k.total_ms > 0 for k in prof.kernels)
+    assert all(k.count == 3 and 0 <= k.total_ms <= k.raw_ms and k.raw_ms > 0 for k in prof.kernels)
     assert all(
         k.flops > 0 for k in prof.kernels if k.op == "CONV_2D" and k.kernel != "gemm_splitk_reduce"
     )
@@ -54,10 +54,47 @@ def test_profile_covers_every_delegated_node_and_traces_each_kernel(
     # holds every timed command and fits in the host's wall time (same invokes).
     for p in prof.partitions:
         assert 0 < p.enqueue_ms <= p.wall_ms
-        busy = p.upload_ms + p.compute_ms + p.download_ms
+        busy = p.upload_ms + p.compute_raw_ms + p.download_ms
+        assert p.compute_ms <= p.compute_raw_ms
         assert busy * 0.999 <= p.span_ms <= p.wall_ms * 1.01
         assert p.device_idle_ms == pytest.approx(p.span_ms - busy, abs=1e-6)
     assert "idle ms" in prof.table()
+
+
+def test_profile_takes_the_event_overhead_off_each_kernel(
+    runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The overhead is normally measured once per device (runtime/profiler.h); here it is
+    # set, so the arithmetic can be checked against the events' own times.
+    monkeypatch.setenv("CLGPU_EVENT_OVERHEAD_US", "2.5")
+    d, _, _ = _delegated(zoo.build("mobilenet_v2"), runtime, invokes=2, profiling=True)
+    prof = d.profile()
+    assert prof.event_overhead_us == pytest.approx(2.5)
+    for k in prof.kernels:
+        # Each launch loses 2.5 us, but never below 0.
+        assert max(k.raw_ms - k.count * 2.5e-3, 0.0) - 1e-9 <= k.total_ms <= k.raw_ms
+    launches = sum(p.kernels_per_invoke for p in prof.partitions) * prof.invokes()
+    taken = sum(k.raw_ms - k.total_ms for k in prof.kernels)
+    assert 0 < taken <= launches * 2.5e-3 + 1e-9
+    assert prof.kernel_ms_per_invoke() == pytest.approx(
+        prof.kernel_ms_per_invoke(raw=True) - taken / 2
+    )
+    for p in prof.partitions:
+        assert p.compute_raw_ms - p.compute_ms == pytest.approx(taken)
+    assert prof.to_dict()["event_overhead_us"] == pytest.approx(2.5)
+    assert "less 2.50 us per kernel" in prof.table()
+
+
+def test_profile_event_overhead_setting_must_be_a_number(
+    runtime: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CLGPU_EVENT_OVERHEAD_US", "fast")
+    d, _, _ = _delegated(zoo.build("lenet5"), runtime, profiling=True)
+    assert "CLGPU_EVENT_OVERHEAD_US=fast is not a number" in capfd.readouterr().err
+    prof = d.profile()
+    # Measured instead: what PoCL's events add is within noise of nothing, never negative.
+    assert prof.event_overhead_us >= 0
+    assert all(0 <= k.total_ms <= k.raw_ms for k in prof.kernels)
 
 
 @pytest.mark.parametrize("arena", ["", "svm"])

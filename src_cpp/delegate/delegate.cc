@@ -190,6 +190,7 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
           .count();
   queue_ = env_->CreateQueue(options_.profiling);
+  if (options_.profiling) profiler_.set_event_overhead_ns(EventOverheadNs(*env_, queue_.get()));
   if (!options_.serialization_dir.empty())
     disk_ = std::make_unique<BinaryCache>(options_.serialization_dir, options_.model_token,
                                           options_.fail_at == "cache");

@@ -156,6 +156,7 @@ py::dict Profile(const PyDelegate& d) {
     r["bytes"] = k.bytes;
     r["count"] = k.count;
     r["total_ns"] = k.total_ns;
+    r["raw_ns"] = k.raw_ns;
     kernels.append(r);
   }
   for (const PartitionRecord& q : p.partitions()) {
@@ -164,6 +165,7 @@ py::dict Profile(const PyDelegate& d) {
     r["invokes"] = q.invokes;
     r["upload_ns"] = q.upload_ns;
     r["compute_ns"] = q.compute_ns;
+    r["compute_raw_ns"] = q.compute_raw_ns;
     r["download_ns"] = q.download_ns;
     r["wall_ns"] = q.wall_ns;
     r["enqueue_ns"] = q.enqueue_ns;
@@ -178,6 +180,7 @@ py::dict Profile(const PyDelegate& d) {
   }
   py::dict r;
   r["enabled"] = d.core().options().profiling;
+  r["event_overhead_ns"] = p.event_overhead_ns();
   r["kernels"] = kernels;
   r["partitions"] = partitions;
   r["trace"] = trace;
