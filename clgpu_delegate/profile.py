@@ -70,7 +70,7 @@ class Profile:
     """Timings from OpenCL events: per node/kernel, per partition, and a trace.
 
     A profiling event makes the kernel it times look longer than it runs among the others
-    (NVIDIA: ~1.5-1.9 us per kernel). The delegate measures that once per device when a
+    (NVIDIA H200: ~1.3-1.9 us per kernel). The delegate measures that once per device when a
     profiling delegate is created (`event_overhead_us`) and takes it off each kernel's time
     (`total_ms`; `raw_ms` keeps the events' own). The Chrome trace shows the events as
     timed."""
