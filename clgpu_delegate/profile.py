@@ -29,12 +29,18 @@ class KernelStat:
         return self.total_ms / max(self.count, 1)
 
     @property
+    def _rate_ms(self) -> float:
+        # Rates use the events' own times: on a kernel not much longer than the overhead,
+        # the difference would give absurd rates; this way they are a lower bound.
+        return (self.raw_ms or self.total_ms) / max(self.count, 1)
+
+    @property
     def gflops(self) -> float:
-        return self.flops / (self.mean_ms * 1e6) if self.mean_ms > 0 else 0.0
+        return self.flops / (self._rate_ms * 1e6) if self._rate_ms > 0 else 0.0
 
     @property
     def gbytes_per_s(self) -> float:
-        return self.bytes / (self.mean_ms * 1e6) if self.mean_ms > 0 else 0.0
+        return self.bytes / (self._rate_ms * 1e6) if self._rate_ms > 0 else 0.0
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,9 @@ def test_profile_takes_the_event_overhead_off_each_kernel(
     )
     for p in prof.partitions:
         assert p.compute_raw_ms - p.compute_ms == pytest.approx(taken)
+    # Rates come from the events' own times (a lower bound, never inflated by the subtraction).
+    conv = next(k for k in prof.kernels if k.flops > 0)
+    assert conv.gflops == pytest.approx(conv.flops / (conv.raw_ms / conv.count * 1e6))
     assert prof.to_dict()["event_overhead_us"] == pytest.approx(2.5)
     assert "less 2.50 us per kernel" in prof.table()
 

@@ -115,7 +115,8 @@ double MeasureOnce(Environment& env, cl_command_queue queue) {
     CheckCl(cl.clFinish(queue), "clFinish");
     const double wall =
         std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    for (const Event& e : evs) {
+    for (size_t i = 0; events && i < evs.size(); ++i) {
+      const Event& e = evs[i];
       cl_ulong a = 0, b = 0;
       CheckCl(
           cl.clGetEventProfilingInfo(e.get(), CL_PROFILING_COMMAND_START, sizeof a, &a, nullptr),
