@@ -140,6 +140,19 @@ def test_run_repeat_returns_kernel_time(runner, rng) -> None:
     np.testing.assert_array_equal(out, a + b)
 
 
+def test_run_source_runs_any_kernel_text(runner, rng) -> None:
+    # bench/bench_fp16_arith.py measures the device with kernels of its own this way.
+    source = "__kernel void axpb(__global float* x, float a, int b) { int i = get_global_id(0);"
+    source += " x[i] = x[i] * a + (float)(b + SHIFT); }"
+    x = _rand(rng, 32)
+    want = x * 3.0 + 7.0
+    ns = runner.run_source(source, "axpb", "-DSHIFT=2", [x, 3.0, 5], [32], repeat=1)
+    assert ns >= 0
+    np.testing.assert_allclose(x, want, rtol=1e-6)
+    with pytest.raises(clgpu_delegate.BuildError):
+        runner.run_source(source, "axpb", "", [x, 3.0, 5], [32])  # SHIFT undefined
+
+
 @pytest.mark.parametrize(
     ("call", "error", "words"),
     [

@@ -52,10 +52,65 @@ class KernelRunner {
   double Run(const std::string& file, const std::string& kernel, const std::string& defines,
              const py::list& args, const std::vector<size_t>& global,
              const std::vector<size_t>& local, int repeat) {
+    return RunProgram(*env_->programs().Get(file, defines), kernel, args, global, local, repeat);
+  }
+  // The same for a kernel of any source text (benchmarks of the device itself).
+  double RunSource(const std::string& source, const std::string& kernel, const std::string& options,
+                   const py::list& args, const std::vector<size_t>& global,
+                   const std::vector<size_t>& local, int repeat) {
+    return RunProgram(*env_->programs().GetSource("<source>", source, options), kernel, args,
+                      global, local, repeat);
+  }
+
+  // C = A * B^T with CLBlast's SGEMM on this runner's queue (the comparison of
+  // bench_gemm.py). Returns the mean wall time in ns over `repeat` calls after a
+  // warm-up (CLBlast compiles on first use).
+  double ClblastSgemm(const std::string& library, size_t m, size_t n, size_t k, int repeat) {
+    void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw Error("cannot load " + library + ": " + dlerror());
+    using Sgemm =
+        int (*)(int, int, int, size_t, size_t, size_t, float, cl_mem, size_t, size_t, cl_mem,
+                size_t, size_t, float, cl_mem, size_t, size_t, cl_command_queue*, cl_event*);
+    auto sgemm = reinterpret_cast<Sgemm>(dlsym(lib, "CLBlastSgemm"));
+    if (!sgemm) throw Error(library + " has no CLBlastSgemm");
+    std::vector<float> host(std::max({m * k, n * k}), 0.5f);
+    Buffer a = env_->CreateBuffer(m * k * 4), b = env_->CreateBuffer(n * k * 4),
+           c = env_->CreateBuffer(m * n * 4);
+    CheckCl(Cl().clEnqueueWriteBuffer(queue_.get(), a.get(), CL_TRUE, 0, m * k * 4, host.data(), 0,
+                                      nullptr, nullptr),
+            "clEnqueueWriteBuffer");
+    CheckCl(Cl().clEnqueueWriteBuffer(queue_.get(), b.get(), CL_TRUE, 0, n * k * 4, host.data(), 0,
+                                      nullptr, nullptr),
+            "clEnqueueWriteBuffer");
+    constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+    cl_command_queue q = queue_.get();
+    py::gil_scoped_release release;
+    auto call = [&]() {
+      const int status = sgemm(kRowMajor, kNoTrans, kTrans, m, n, k, 1.0f, a.get(), 0, k, b.get(),
+                               0, k, 0.0f, c.get(), 0, n, &q, nullptr);
+      if (status != 0) throw Error("CLBlastSgemm returned " + std::to_string(status));
+    };
+    call();  // compiles CLBlast's kernels
+    CheckCl(Cl().clFinish(q), "clFinish");
+    // Wall time over back-to-back calls: CLBlast may run helper kernels (padding,
+    // transposes) besides the GEMM, and all of them count.
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < std::max(repeat, 1); ++r) call();
+    CheckCl(Cl().clFinish(q), "clFinish");
+    const double total =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    return total / std::max(repeat, 1);
+  }
+
+  py::dict device() const { return DeviceDict(env_->device()); }
+
+ private:
+  double RunProgram(const Program& program, const std::string& kernel, const py::list& args,
+                    const std::vector<size_t>& global, const std::vector<size_t>& local,
+                    int repeat) {
     if (global.empty() || global.size() > 3 || (!local.empty() && local.size() != global.size()))
       throw Error("global must have 1-3 dims and local the same count (or be empty)");
-    auto program = env_->programs().Get(file, defines);
-    Kernel k = CreateKernel(*program, kernel);
+    Kernel k = CreateKernel(program, kernel);
     std::vector<Buffer> buffers;
     std::vector<py::array> arrays;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -112,49 +167,6 @@ class KernelRunner {
     return total_ns / std::max(repeat, 1);
   }
 
-  // C = A * B^T with CLBlast's SGEMM on this runner's queue (the comparison of
-  // bench_gemm.py). Returns the mean wall time in ns over `repeat` calls after a
-  // warm-up (CLBlast compiles on first use).
-  double ClblastSgemm(const std::string& library, size_t m, size_t n, size_t k, int repeat) {
-    void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) throw Error("cannot load " + library + ": " + dlerror());
-    using Sgemm =
-        int (*)(int, int, int, size_t, size_t, size_t, float, cl_mem, size_t, size_t, cl_mem,
-                size_t, size_t, float, cl_mem, size_t, size_t, cl_command_queue*, cl_event*);
-    auto sgemm = reinterpret_cast<Sgemm>(dlsym(lib, "CLBlastSgemm"));
-    if (!sgemm) throw Error(library + " has no CLBlastSgemm");
-    std::vector<float> host(std::max({m * k, n * k}), 0.5f);
-    Buffer a = env_->CreateBuffer(m * k * 4), b = env_->CreateBuffer(n * k * 4),
-           c = env_->CreateBuffer(m * n * 4);
-    CheckCl(Cl().clEnqueueWriteBuffer(queue_.get(), a.get(), CL_TRUE, 0, m * k * 4, host.data(), 0,
-                                      nullptr, nullptr),
-            "clEnqueueWriteBuffer");
-    CheckCl(Cl().clEnqueueWriteBuffer(queue_.get(), b.get(), CL_TRUE, 0, n * k * 4, host.data(), 0,
-                                      nullptr, nullptr),
-            "clEnqueueWriteBuffer");
-    constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
-    cl_command_queue q = queue_.get();
-    py::gil_scoped_release release;
-    auto call = [&]() {
-      const int status = sgemm(kRowMajor, kNoTrans, kTrans, m, n, k, 1.0f, a.get(), 0, k, b.get(),
-                               0, k, 0.0f, c.get(), 0, n, &q, nullptr);
-      if (status != 0) throw Error("CLBlastSgemm returned " + std::to_string(status));
-    };
-    call();  // compiles CLBlast's kernels
-    CheckCl(Cl().clFinish(q), "clFinish");
-    // Wall time over back-to-back calls: CLBlast may run helper kernels (padding,
-    // transposes) besides the GEMM, and all of them count.
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < std::max(repeat, 1); ++r) call();
-    CheckCl(Cl().clFinish(q), "clFinish");
-    const double total =
-        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    return total / std::max(repeat, 1);
-  }
-
-  py::dict device() const { return DeviceDict(env_->device()); }
-
- private:
   std::shared_ptr<Environment> env_;
   Queue queue_;
 };
@@ -170,6 +182,9 @@ void RegisterKernels(py::module_& m) {
       .def("run", &KernelRunner::Run, py::arg("file"), py::arg("kernel"), py::arg("defines"),
            py::arg("args"), py::arg("global_size"), py::arg("local_size") = std::vector<size_t>{},
            py::arg("repeat") = 1)
+      .def("run_source", &KernelRunner::RunSource, py::arg("source"), py::arg("kernel"),
+           py::arg("options"), py::arg("args"), py::arg("global_size"),
+           py::arg("local_size") = std::vector<size_t>{}, py::arg("repeat") = 1)
       .def("clblast_sgemm", &KernelRunner::ClblastSgemm, py::arg("library"), py::arg("m"),
            py::arg("n"), py::arg("k"), py::arg("repeat") = 5)
       .def_property_readonly("device", &KernelRunner::device);
