@@ -78,7 +78,7 @@ GemmTiles WinogradTiles(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgori
                                          : "winograd_gemm";
   const WinogradKind& k = Kind(a);
   const long tiles = WinogradOutputTiles(g, k);
-  const GemmTiles wide = TilesFor(name + "_wide", dev);
+  const GemmTiles wide = TilesFor(name + "_wide", dev, name);
   if (k.positions * wide.Groups(tiles, g.oc) >= 2L * dev.compute_units) return wide;
   return TilesFor(name, dev);
 }

@@ -24,7 +24,8 @@ struct Entry {
 // (WinogradTiles): on the conv set's high-resolution layers they took the GEMM 10-25 % faster
 // (32x1440x1984 7x7 -> 32: 8.81 -> 7.52 ms per layer; 256x720x992 -> 64: 3.05 -> 2.50;
 // 256x360x496 -> 128: 1.08 -> 0.94), but on PyNET-512's 64x64 layers they left units idle.
-// Other GPUs start from the same shapes; CPU devices want small groups.
+// Other GPUs start from the same shapes, without "_wide" entries (TilesFor falls back to the
+// narrow ones); CPU devices want small groups.
 const Entry kTable[] = {
     {"nvidia", "gemm_big", {256, 128, 16, 16, 8, 1, 0, 4}},
     {"nvidia", "gemm", {128, 128, 16, 8, 8, 0, 0, 4}},
@@ -47,9 +48,6 @@ const Entry kTable[] = {
     {"gpu", "winograd_gemm", {128, 64, 16, 8, 4}},
     {"gpu", "winograd_gemm_big", {128, 64, 16, 8, 4}},
     {"gpu", "winograd_gemm_thin", {128, 32, 16, 4, 4}},
-    {"gpu", "winograd_gemm_wide", {128, 64, 16, 8, 4}},
-    {"gpu", "winograd_gemm_big_wide", {128, 64, 16, 8, 4}},
-    {"gpu", "winograd_gemm_thin_wide", {128, 32, 16, 4, 4}},
     {"cpu", "gemm_big", {32, 32, 16, 4, 4}},
     {"cpu", "gemm", {32, 32, 16, 4, 4}},
     {"cpu", "gemm_small", {32, 32, 16, 4, 4}},
@@ -59,9 +57,6 @@ const Entry kTable[] = {
     {"cpu", "winograd_gemm", {32, 32, 16, 4, 4}},
     {"cpu", "winograd_gemm_big", {32, 32, 16, 4, 4}},
     {"cpu", "winograd_gemm_thin", {32, 32, 16, 4, 4}},
-    {"cpu", "winograd_gemm_wide", {32, 32, 16, 4, 4}},
-    {"cpu", "winograd_gemm_big_wide", {32, 32, 16, 4, 4}},
-    {"cpu", "winograd_gemm_thin_wide", {32, 32, 16, 4, 4}},
 };
 
 struct BlockedEntry {
@@ -124,7 +119,7 @@ std::string GemmTiles::Defines() const {
   return buf;
 }
 
-GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev) {
+GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev, const std::string& fallback) {
   std::string env_name;
   if (const char* v = TuneOverride(name, &env_name)) {
     GemmTiles t{};
@@ -135,6 +130,7 @@ GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev) {
   const char* cls = DeviceClass(dev);
   for (const Entry& e : kTable)
     if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
+  if (!fallback.empty()) return TilesFor(fallback, dev);
   return {32, 32, 16, 4, 4};
 }
 

@@ -28,8 +28,11 @@ struct GemmTiles {
 
 // Entries: "gemm_big" (GEMMs of at least two waves of its tiles), "gemm", "gemm_small" (M <= 256),
 // "igemm", "igemm_big" (C, OC >= 64), "igemm_thin" (C <= 8), "winograd_gemm", "winograd_gemm_big"
-// (GEMM K, OC >= 256), "winograd_gemm_thin" (OC <= 32).
-GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev);
+// (GEMM K, OC >= 256), "winograd_gemm_thin" (OC <= 32), and the three Winograd ones + "_wide".
+// Without an override or an entry for the device's class, `fallback`'s tiles when it is given
+// (a variant measured on some devices only), else a generic 32 x 32.
+GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev,
+                   const std::string& fallback = "");
 
 // Register blocking of the blocked direct convolution (conv2d_blocked.cl): PX output pixels along
 // W times OCB output channels per work-item, WGX x WGY work-items per group.
