@@ -53,6 +53,18 @@ using Program = ClObject<cl_program, detail::ReleaseProgram>;
 using Kernel = ClObject<cl_kernel, detail::ReleaseKernel>;
 using Event = ClObject<cl_event, detail::ReleaseEvent>;
 
+// START and END (device clock, ns) of a command on a profiling queue; {0, 0} where the driver
+// gives none (the command failed, or the queue does not profile).
+inline std::pair<cl_ulong, cl_ulong> EventTimes(cl_event e) {
+  cl_ulong start = 0, end = 0;
+  if (Cl().clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) !=
+          CL_SUCCESS ||
+      Cl().clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) !=
+          CL_SUCCESS)
+    return {0, 0};
+  return {start, end};
+}
+
 // A device buffer that remembers its size in bytes. A buffer over shared virtual
 // memory also holds the SVM allocation (freed after its last buffer) and where in
 // it the buffer starts.

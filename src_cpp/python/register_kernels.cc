@@ -151,9 +151,7 @@ class KernelRunner {
                 "clEnqueueNDRangeKernel");
         Event event(ev);
         CheckCl(Cl().clWaitForEvents(1, &ev), "clWaitForEvents");
-        cl_ulong t0 = 0, t1 = 0;
-        Cl().clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, nullptr);
-        Cl().clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, nullptr);
+        const auto [t0, t1] = EventTimes(ev);
         total_ns += double(t1 - t0);
       }
     }

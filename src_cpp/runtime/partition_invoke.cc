@@ -258,11 +258,7 @@ void Partition::RecordProfile(const std::vector<Event>& events, const std::vecto
   std::set<int> attributed;  // ops whose work and traffic went to a kernel record
   cl_ulong first = ~cl_ulong{0}, last = 0;
   for (size_t e = 0; e < events.size(); ++e) {
-    cl_ulong start = 0, end = 0;
-    Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_START, sizeof start, &start,
-                                 nullptr);
-    Cl().clGetEventProfilingInfo(events[e].get(), CL_PROFILING_COMMAND_END, sizeof end, &end,
-                                 nullptr);
+    const auto [start, end] = EventTimes(events[e].get());
     if (start && end >= start) first = std::min(first, start), last = std::max(last, end);
     const int op = event_op[e];
     if (op < 0) {

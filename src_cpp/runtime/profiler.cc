@@ -87,8 +87,8 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// One estimate; throws on an OpenCL error.
-double MeasureOnce(Environment& env, cl_command_queue queue) {
+// The smallest of three estimates; throws on an OpenCL error.
+double Measure(Environment& env, cl_command_queue queue) {
   const auto& cl = Cl();
   Kernel kernel = CreateKernel(*env.programs().Get("event_calibration", ""), "event_calibration");
   const size_t global = size_t(std::max(env.device().compute_units, 1)) * 256;
@@ -116,13 +116,7 @@ double MeasureOnce(Environment& env, cl_command_queue queue) {
     const double wall =
         std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; events && i < evs.size(); ++i) {
-      const Event& e = evs[i];
-      cl_ulong a = 0, b = 0;
-      CheckCl(
-          cl.clGetEventProfilingInfo(e.get(), CL_PROFILING_COMMAND_START, sizeof a, &a, nullptr),
-          "clGetEventProfilingInfo");
-      CheckCl(cl.clGetEventProfilingInfo(e.get(), CL_PROFILING_COMMAND_END, sizeof b, &b, nullptr),
-              "clGetEventProfilingInfo");
+      const auto [a, b] = EventTimes(evs[i].get());
       events->push_back(b >= a ? double(b - a) : 0.0);
     }
     return wall;
@@ -139,18 +133,22 @@ double MeasureOnce(Environment& env, cl_command_queue queue) {
     const double scale = t > 0 ? 1.2 * target_ns / t : 16.0;
     iters = int(std::min<double>(1 << 24, iters * std::clamp(scale, 2.0, 16.0)));
   }
-  // The slope of wall time over the run count leaves out the first launch and the sync.
-  double few = std::numeric_limits<double>::max(), many = few;
-  for (int rep = 0; rep < 3; ++rep) {
-    few = std::min(few, run(iters, 4, nullptr));
-    many = std::min(many, run(iters, 16, nullptr));
+  double overhead = std::numeric_limits<double>::max();
+  for (int round = 0; round < 3; ++round) {
+    // The slope of wall time over the run count leaves out the first launch and the sync.
+    double few = std::numeric_limits<double>::max(), many = few;
+    for (int rep = 0; rep < 3; ++rep) {
+      few = std::min(few, run(iters, 4, nullptr));
+      many = std::min(many, run(iters, 16, nullptr));
+    }
+    const double per_kernel = (many - few) / 12.0;
+    std::vector<double> ev;
+    run(iters, 16, &ev);
+    // Bounded: a loaded host must not make it more than half of a kernel's time.
+    overhead = std::min(overhead,
+                        std::clamp(Median(ev) - per_kernel, 0.0, 0.5 * std::max(per_kernel, 0.0)));
   }
-  const double per_kernel = (many - few) / 12.0;
-  std::vector<double> ev;
-  run(iters, 16, &ev);
-  const double timed = Median(ev);
-  // Bounded: a loaded host must not make it more than half of a kernel's time.
-  return std::clamp(timed - per_kernel, 0.0, 0.5 * std::max(per_kernel, 0.0));
+  return overhead;
 }
 
 }  // namespace
@@ -169,8 +167,7 @@ double EventOverheadNs(Environment& env, cl_command_queue queue) {
   if (auto it = measured.find(env.device().index); it != measured.end()) return it->second;
   double overhead = 0.0;
   try {
-    overhead = std::numeric_limits<double>::max();
-    for (int round = 0; round < 3; ++round) overhead = std::min(overhead, MeasureOnce(env, queue));
+    overhead = Measure(env, queue);
     Log(LogLevel::kInfo, "profiling: an event adds " + std::to_string(overhead / 1e3) +
                              " us to the kernel time it reports on this device");
   } catch (const std::exception& e) {
