@@ -22,7 +22,7 @@ class KernelStat:
     total_ms: float  # event times less the per-event overhead (Profile.event_overhead_us)
     flops: float  # per run
     bytes: float  # per run (activations in + out + weights)
-    raw_ms: float = 0.0  # event times as the driver reports them
+    raw_ms: float  # event times as the driver reports them
 
     @property
     def mean_ms(self) -> float:
@@ -32,7 +32,7 @@ class KernelStat:
     def _rate_ms(self) -> float:
         # Rates use the events' own times: on a kernel not much longer than the overhead,
         # the difference would give absurd rates; this way they are a lower bound.
-        return (self.raw_ms or self.total_ms) / max(self.count, 1)
+        return self.raw_ms / max(self.count, 1)
 
     @property
     def gflops(self) -> float:
