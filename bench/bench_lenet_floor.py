@@ -14,7 +14,8 @@ Rows (medians, ms):
 The bound: delegate one-node - empty kernel + one-group lenet5.
 
 The one-group kernel is checked against numpy before it is timed. PoCL 3.1 computes its second
-conv wrongly (max abs diff 1.4; the same source matches numpy on NVIDIA's driver): there the
+conv wrongly (max abs diff 1.4; the same source matches numpy on NVIDIA's driver; not yet
+reduced to a PoCL bug report): there the
 script stops with that error instead of reporting a bound.
 """
 
