@@ -1,8 +1,9 @@
 """Can any delegated LeNet-5 beat the CPU on this device? The least a delegated partition
-costs per invoke, measured as the benchmark measures (set_tensor, invoke, get_tensor through
-TFLite and Python), against the CPU's whole LeNet-5; and the fastest LeNet-5 kernel we could
-write: the whole network as ONE kernel of ONE work-group, activations and conv filters in
-local memory (a bound, not the product: every launch but one is gone).
+costs per invoke, measured by `clgpu-delegate bench`'s own loop (run_benchmark: CPU and
+delegate alternating; set_tensor, invoke, get_tensor through TFLite and Python), against the
+CPU's whole LeNet-5; and the fastest LeNet-5 kernel we could write: the whole network as ONE
+kernel of ONE work-group, activations and conv filters in local memory (a bound, not the
+product: every launch but one is gone).
 
     python bench/bench_lenet_floor.py [--runs 3000]
 
@@ -15,23 +16,23 @@ The bound: delegate one-node - empty kernel + one-group lenet5.
 
 The one-group kernel is checked against numpy before it is timed. PoCL 3.1 computes its second
 conv wrongly (max abs diff 1.4; the same source matches numpy on NVIDIA's driver; not yet
-reduced to a PoCL bug report): there the
-script stops with that error instead of reporting a bound.
+reduced to a PoCL bug report): there the script stops with that error instead of reporting
+a bound.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import time
+import tempfile
+from pathlib import Path
 
 import numpy as np
 from _common import device_info, write_results
 
-from clgpu_delegate import load
 from clgpu_delegate._native import core
-from clgpu_delegate.modelgen import ModelBuilder, zoo
-from clgpu_delegate.runtime import make_interpreter
+from clgpu_delegate.bench import run_benchmark
+from clgpu_delegate.modelgen import ModelBuilder
 
 # LeNet-5 as one work-group: conv 5x5 (6) + relu, avg 2x2, conv 5x5 (16) + relu, avg 2x2,
 # FC 400-120-84 (relu), FC 84-10. Local regions: A (4704: conv outputs, FC outputs), B (1176:
@@ -63,8 +64,8 @@ static void pool(__local const float* x, __local float* y, const int H, const in
 }
 // P work-items per output, partial sums summed in `part`.
 static void fc(__local const float* x, __global const float* w, __global const float* b,
-               __local float* y, __global float* gy, const int N, const int K, const int P,
-               const int relu, __local float* part) {
+               __local float* y, const int N, const int K, const int P, const int relu,
+               __local float* part) {
   const int t = get_local_id(0), lane = t % P, n = t / P;
   float acc = 0.f;
   if (n < N)
@@ -75,10 +76,7 @@ static void fc(__local const float* x, __global const float* w, __global const f
     if (lane < s) part[t] += part[t + s];
     SYNC;
   }
-  if (lane == 0 && n < N) {
-    const float v = part[t] + b[n];
-    if (gy) gy[n] = v; else y[n] = relu ? fmax(v, 0.f) : v;
-  }
+  if (lane == 0 && n < N) y[n] = relu ? fmax(part[t] + b[n], 0.f) : part[t] + b[n];
 }
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void lenet(__global const float* in, __global const float* w1, __global const float* b1,
@@ -98,11 +96,13 @@ void lenet(__global const float* in, __global const float* w1, __global const fl
   SYNC;
   pool(A, B, 10, 16);
   SYNC;
-  fc(B, f1, c1, A, 0, 120, 400, 8, 1, part);
+  fc(B, f1, c1, A, 120, 400, 8, 1, part);
   SYNC;
-  fc(A, f2, c2, A + 128, 0, 84, 120, 8, 1, part);
+  fc(A, f2, c2, A + 128, 84, 120, 8, 1, part);
   SYNC;
-  fc(A + 128, f3, c3, A, out, 10, 84, 64, 0, part);
+  fc(A + 128, f3, c3, B, 10, 84, 64, 0, part);
+  SYNC;
+  FOR(i, 10) out[i] = B[i];
 }
 """
 
@@ -134,39 +134,22 @@ def one_node_model() -> bytes:
     return b.build()
 
 
-def invoke_median(model: bytes, delegate, runs: int) -> tuple[float, np.ndarray]:
-    """Median ms of set_tensor + invoke + get_tensor, as `clgpu-delegate bench` times it."""
-    it = make_interpreter(model, [delegate] if delegate else None)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    x = np.random.default_rng(0).standard_normal(inp["shape"]).astype(np.float32)
-    times = []
-    for i in range(runs + 50):
-        t0 = time.perf_counter()
-        it.set_tensor(inp["index"], x)
-        it.invoke()
-        y = it.get_tensor(out["index"])
-        if i >= 50:
-            times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times)), y
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3000)
     args = ap.parse_args()
     rows = []
-    lenet = zoo.build("lenet5")
-    one = one_node_model()
-    for name, model in (("lenet5", lenet), ("one-node", one)):
-        cpu, y_cpu = invoke_median(model, None, args.runs)
-        d = load(partitioning="all")
-        dev, y_dev = invoke_median(model, d, args.runs)
-        rows.append({"row": f"cpu {name}", "ms": cpu, "note": "XNNPACK, all threads"})
-        err = float(np.abs(y_dev - y_cpu).max())
-        rows.append({"row": f"delegate {name}", "ms": dev,
-                     "note": f"partitioning=all, {len(d.delegated_nodes())} nodes, "
-                             f"max abs diff {err:.1e}"})
+    with tempfile.TemporaryDirectory() as tmp:
+        one = Path(tmp) / "one-node.tflite"
+        one.write_bytes(one_node_model())
+        for name, model in (("lenet5", "lenet5"), ("one-node", str(one))):
+            rep = run_benchmark(model, runs=args.runs, progress=False, partitioning="all")
+            cpu, dlg = rep["results"]
+            rows.append({"row": f"cpu {name}", "ms": cpu["median_ms"],
+                         "note": f"XNNPACK, {rep['cpu_threads']} threads"})
+            rows.append({"row": f"delegate {name}", "ms": dlg["median_ms"],
+                         "note": f"partitioning=all, {dlg['delegated_nodes']} nodes, "
+                                 f"max abs diff {dlg['max_abs_diff']:.1e}"})
     runner = core().KernelRunner("auto")
     rng = np.random.default_rng(1)
 
