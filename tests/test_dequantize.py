@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from parity import check_parity
+from parity import check_parity, compare, random_inputs, run
 from test_conv2d import CASES as CONV_CASES
 from test_conv2d import conv_model
 from test_depthwise_conv2d import CASES as DW_CASES
@@ -13,7 +13,9 @@ from test_depthwise_conv2d import depthwise_model
 from test_fully_connected import CASES as FC_CASES
 from test_fully_connected import fc_model
 
+import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.runtime import make_interpreter
 
 FP16_MODELS = {
     "conv2d_3x3": lambda: conv_model(CONV_CASES["3x3_batch2"], fp16_weights=True),
@@ -100,3 +102,57 @@ def test_dequantize_read_only_by_a_cpu_op_is_not_claimed(runtime: str) -> None:
     b.output(b.mul(lonely, 1.5))  # node 2
     r = check_parity(b.build(), runtime, expect_delegated={1}, expect_cpu={0, 2})
     assert r.reason(0)
+
+
+def converter_ordered_model(blocks: int = 4) -> tuple[bytes, set[int]]:
+    """conv -> TANH blocks whose fp16 weights are all dequantized first, as TF's converter
+    orders them (face_detection_back has 138 such DEQUANTIZEs ahead of its first conv).
+    Returns the model and the DEQUANTIZE output tensors."""
+    b = ModelBuilder(seed=13)
+    x = b.input("x", (1, 12, 12, 4))
+    weights = [fp16_weight(b, b.rand((4, 3, 3, 4), scale=0.3)) for _ in range(blocks)]
+    for i, w in enumerate(weights):
+        x = b.conv2d(x, w, activation="RELU")
+        if i < blocks - 1:
+            x = b.tanh(x)  # on the CPU: one partition of ours per conv
+    b.output(x)
+    return b.build(), set(weights)
+
+
+def _delegate_nodes(interp: object) -> list[dict]:
+    return [op for op in interp._get_ops_details() if op["op_name"] == "DELEGATE"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("options", [{"max_delegated_partitions": 1}, {}])
+def test_dropped_partitions_leave_their_weights_constant_for_the_cpu(
+    options: dict, runtime: str
+) -> None:
+    # TFLite's partitioner puts every DEQUANTIZE (no run-time input) into the first partition.
+    # Kept there after their convs went back to the CPU, they made that partition hand the
+    # weights to the CPU on every invoke: the CPU convs then read run-time tensors, which
+    # XNNPACK declines, so its single partition broke into pieces around ours.
+    model, weights = converter_ordered_model()
+    r = check_parity(model, runtime, partitioning="all", **options)
+    partition_of = {n: i for i, p in enumerate(r.partitions) for n in p}
+    ops = {op["index"]: op for op in r.interpreter._get_ops_details()}
+    for d in r.decisions:
+        if d["op_name"] != "DEQUANTIZE" or not d["delegated"]:
+            continue
+        readers = [i for i, op in ops.items() if set(op["inputs"]) & set(ops[d["node"]]["outputs"])]
+        assert {partition_of.get(n) for n in readers} == {partition_of[d["node"]]}, d
+
+    # What users get: the default resolver (XNNPACK) for what stays on the CPU.
+    cpu = make_interpreter(model, None, runtime=runtime)
+    cpu.allocate_tensors()
+    delegate = clgpu_delegate.load(partitioning="all", **options)
+    interp = make_interpreter(model, [delegate], runtime=runtime)
+    interp.allocate_tensors()
+    ours = len(delegate.partitions())
+    assert ours == options.get("max_delegated_partitions", 4)
+    nodes = _delegate_nodes(interp)
+    # No delegate node (ours or XNNPACK's) outputs a weight...
+    assert not any(set(op["outputs"]) & weights for op in nodes)
+    # ...and the CPU's accelerated part is at most cut in two by each partition of ours.
+    assert len(nodes) <= len(_delegate_nodes(cpu)) + 2 * ours
+    x = random_inputs(cpu.get_input_details(), 3)
+    compare(run(interp, x), run(cpu, x), 1e-4, None)

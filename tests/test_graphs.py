@@ -58,7 +58,7 @@ def test_max_delegated_partitions_keeps_the_largest(
         expect_partitions=min(limit, 3),
     )
     if kept is not None:
-        assert r.partitions[:1] == kept[:1]  # the largest first
+        assert sorted(r.partitions) == sorted(kept)  # the largest ones, in plan order
         assert r.delegated == {n for p in kept for n in p}
         dropped = {0, 2, 3, 5, 6, 7} - r.delegated
         assert all("max_delegated_partitions" in r.reason(n) for n in dropped)

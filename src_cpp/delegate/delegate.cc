@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "delegate/claim.h"
 #include "delegate/cost_model.h"
 #include "ops/op.h"
 #include "runtime/split.h"
@@ -278,22 +279,9 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     }
 
     // Weights stored as FLOAT16 constants behind DEQUANTIZE count as constants.
-    std::map<int, const NodeInfo*> producer;
-    for (const NodeInfo& n : nodes)
-      for (int t : n.outputs) producer[t] = &n;
-    std::vector<const NodeInfo*> dequantizes;
-    for (const NodeInfo& n : nodes) {
-      if (n.op != tfl::kDequantize || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
-      const int src = n.inputs[0], out = n.outputs[0];
-      if (graph.valid_tensor(src) && graph.valid_tensor(out) && graph.type(src) == kTfLiteFloat16 &&
-          graph.type(out) == kTfLiteFloat32 && graph.IsConstant(src)) {
-        graph.AddFoldedDequantize(out, src);
-        dequantizes.push_back(&n);
-      }
-    }
+    const std::vector<const NodeInfo*> dequantizes = FoldConstantDequantizes(graph, nodes);
 
-    std::vector<NodeDecision> decisions;
-    std::set<int> claimed;
+    ClaimPlan claim;
     for (const NodeInfo& n : nodes) {
       NodeDecision d;
       d.node = n.index;
@@ -317,102 +305,40 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       } else {
         d.reason = "op not supported";
       }
+      // "none": a measured plan found the CPU alone fastest (clgpu_delegate.plan).
+      if (d.reason.empty() && options_.partitioning == "none") d.reason = "partitioning=none";
       d.claimed = d.reason.empty();
-      if (d.claimed) claimed.insert(n.index);
-      decisions.push_back(std::move(d));
-    }
-    // A folded DEQUANTIZE goes to the device only when every consumer does;
-    // otherwise the CPU still needs its output (our kernels read the source).
-    for (const NodeInfo* dq : dequantizes) {
-      bool all = true, any = false;
-      for (const NodeInfo& n : nodes) {
-        if (std::find(n.inputs.begin(), n.inputs.end(), dq->outputs[0]) == n.inputs.end()) continue;
-        any = true;
-        all = all && claimed.count(n.index);
-      }
-      for (auto& d : decisions) {
-        if (d.node != dq->index) continue;
-        if (any && all) {
-          d.claimed = true;
-          d.reason.clear();
-          claimed.insert(dq->index);
-        } else {
-          d.reason = "its output is also read by an op that stays on the CPU";
-        }
-      }
+      claim.decisions.push_back(std::move(d));
     }
 
-    std::vector<int> to_replace;
-    for (int index : plan)
-      if (claimed.count(index)) to_replace.push_back(index);
-
-    std::vector<std::vector<int>> parts;
-    if (!to_replace.empty()) {
-      TfLiteIntArray* nodes_array = NewIntArray(to_replace);
-      TfLiteDelegateParams* preview = nullptr;
+    const PreviewFn preview = [ctx](const std::vector<int>& claimed) {
+      std::vector<PartitionPreview> parts;
+      TfLiteIntArray* nodes_array = NewIntArray(claimed);
+      TfLiteDelegateParams* p = nullptr;
       int num_parts = 0;
-      if (ctx->PreviewDelegatePartitioning(ctx, nodes_array, &preview, &num_parts) == kTfLiteOk) {
-        for (int i = 0; i < num_parts; ++i) {
-          const TfLiteIntArray* p = preview[i].nodes_to_replace;
-          parts.emplace_back(p->data, p->data + p->size);
-        }
+      if (ctx->PreviewDelegatePartitioning(ctx, nodes_array, &p, &num_parts) == kTfLiteOk) {
+        auto vec = [](const TfLiteIntArray* a) {
+          return std::vector<int>(a->data, a->data + a->size);
+        };
+        for (int i = 0; i < num_parts; ++i)
+          parts.push_back(
+              {vec(p[i].nodes_to_replace), vec(p[i].input_tensors), vec(p[i].output_tensors)});
       }
       std::free(nodes_array);
-      if (options_.partitioning == "cost") {
-        std::map<int, const NodeInfo*> by_index;
-        for (const NodeInfo& n : nodes) by_index[n.index] = &n;
-        std::vector<std::vector<int>> kept;
-        for (int i = 0; i < num_parts; ++i) {
-          std::vector<NodeInfo> members;
-          for (int node : parts[i]) members.push_back(*by_index.at(node));
-          const TfLiteDelegateParams& pp = preview[i];
-          PartitionEstimate e =
-              EstimatePartition(graph, members,
-                                std::vector<int>(pp.input_tensors->data,
-                                                 pp.input_tensors->data + pp.input_tensors->size),
-                                std::vector<int>(pp.output_tensors->data,
-                                                 pp.output_tensors->data + pp.output_tensors->size),
-                                env_->device(), options_.fuse_add);
-          if (e.keep) {
-            kept.push_back(parts[i]);
-            continue;
-          }
-          for (int node : parts[i]) {
-            claimed.erase(node);
-            for (auto& d : decisions)
-              if (d.node == node) {
-                d.claimed = false;
-                d.reason = e.reason;
-              }
-          }
-        }
-        parts = kept;
-        to_replace.clear();
-        for (int index : plan)
-          if (claimed.count(index)) to_replace.push_back(index);
-      }
-      if (options_.max_delegated_partitions > 0 &&
-          static_cast<int>(parts.size()) > options_.max_delegated_partitions) {
-        // Keep the largest partitions: fewer boundaries, most work per transfer.
-        std::stable_sort(parts.begin(), parts.end(),
-                         [](const auto& a, const auto& b) { return a.size() > b.size(); });
-        for (size_t i = options_.max_delegated_partitions; i < parts.size(); ++i) {
-          for (int node : parts[i]) {
-            claimed.erase(node);
-            for (auto& d : decisions)
-              if (d.node == node) {
-                d.claimed = false;
-                d.reason = "partition dropped by max_delegated_partitions=" +
-                           std::to_string(options_.max_delegated_partitions);
-              }
-          }
-        }
-        parts.resize(options_.max_delegated_partitions);
-        to_replace.clear();
-        for (int index : plan)
-          if (claimed.count(index)) to_replace.push_back(index);
-      }
-    }
+      return parts;
+    };
+    KeepFn keep;
+    if (options_.partitioning == "cost")
+      keep = [&](const PartitionPreview& p, const std::vector<NodeInfo>& ops) {
+        const PartitionEstimate e =
+            EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), options_.fuse_add);
+        return e.keep ? std::string() : e.reason;
+      };
+    PlanClaims(nodes, dequantizes, preview, keep, options_.max_delegated_partitions, &claim);
+    const std::vector<int>& to_replace = claim.nodes;
+    std::vector<std::vector<int>> parts;
+    for (const PartitionPreview& p : claim.partitions) parts.push_back(p.nodes);
+    const std::vector<NodeDecision>& decisions = claim.decisions;
     {
       std::lock_guard<std::mutex> l(report_mutex_);
       decisions_ = decisions;
@@ -425,7 +351,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     // Build a first program now: a device that cannot compile our kernels leaves
     // the whole model on the CPU (with a warning) instead of failing the interpreter.
     try {
-      env_->programs().Get("add", storage_defines(), disk_.get());
+      env_->programs().Get("device_probe", storage_defines(), disk_.get());
     } catch (const Error& e) {
       Log(LogLevel::kWarning,
           std::string("the device cannot build our kernels; running on the CPU: ") + e.what());

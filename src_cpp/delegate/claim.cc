@@ -1,0 +1,153 @@
+#include "delegate/claim.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "tflite/builtin.h"
+
+namespace clgpu {
+
+std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
+                                                     const std::vector<NodeInfo>& nodes) {
+  std::vector<const NodeInfo*> folded;
+  for (const NodeInfo& n : nodes) {
+    if (n.op != tfl::kDequantize || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    const int src = n.inputs[0], out = n.outputs[0];
+    if (graph.valid_tensor(src) && graph.valid_tensor(out) && graph.type(src) == kTfLiteFloat16 &&
+        graph.type(out) == kTfLiteFloat32 && graph.IsConstant(src)) {
+      graph.AddFoldedDequantize(out, src);
+      folded.push_back(&n);
+    }
+  }
+  return folded;
+}
+
+namespace {
+
+class Claims {
+ public:
+  Claims(const std::vector<NodeInfo>& nodes, const std::vector<const NodeInfo*>& dequantizes,
+         std::vector<NodeDecision>* decisions)
+      : nodes_(nodes) {
+    for (NodeDecision& d : *decisions) decision_[d.node] = &d;
+    for (const NodeInfo& n : nodes) info_[n.index] = &n;
+    std::map<int, int> dq_of_output;
+    for (const NodeInfo* dq : dequantizes) {
+      dq_of_output[dq->outputs[0]] = dq->index;
+      consumers_[dq->index];
+    }
+    for (const NodeInfo& n : nodes)
+      for (int t : n.inputs)
+        if (auto it = dq_of_output.find(t); it != dq_of_output.end())
+          consumers_[it->second].push_back(n.index);
+    for (const auto& [t, dq] : dq_of_output) dq_output_[t] = dq;
+  }
+
+  bool claimed(int node) const { return decision_.at(node)->claimed; }
+  bool is_dequantize(int node) const { return consumers_.count(node) != 0; }
+
+  void Unclaim(int node, const std::string& why) {
+    NodeDecision* d = decision_.at(node);
+    d->claimed = false;
+    d->reason = why;
+    d->note.clear();
+  }
+
+  // A folded DEQUANTIZE goes with its consumers: claimed while all of them are.
+  void FollowConsumers() {
+    for (const auto& [dq, users] : consumers_) {
+      NodeDecision* d = decision_.at(dq);
+      d->claimed = !users.empty() &&
+                   std::all_of(users.begin(), users.end(), [&](int n) { return claimed(n); });
+      d->reason = d->claimed      ? ""
+                  : users.empty() ? "its output is read by no op"
+                                  : "its output is also read by an op that stays on the CPU";
+    }
+  }
+
+  // Unclaims the DEQUANTIZEs whose output leaves their partition (TFLite groups a node with
+  // no run-time inputs into the first partition, not its consumers'); true if any did.
+  bool DropCrossingDequantizes(const std::vector<PartitionPreview>& parts) {
+    bool any = false;
+    for (const PartitionPreview& p : parts)
+      for (int t : p.outputs)
+        if (auto it = dq_output_.find(t); it != dq_output_.end() && claimed(it->second)) {
+          Unclaim(it->second,
+                  "its consumers run in another partition, which reads the weight as a constant");
+          any = true;
+        }
+    return any;
+  }
+
+  std::vector<int> ClaimedInOrder() const {
+    std::vector<int> out;
+    for (const NodeInfo& n : nodes_)
+      if (claimed(n.index)) out.push_back(n.index);
+    return out;
+  }
+
+  // The partition's ops (its folded DEQUANTIZEs run no kernel and cost the CPU nothing
+  // per invoke, so the cost model and the partition ranking leave them out).
+  std::vector<NodeInfo> Ops(const PartitionPreview& p) const {
+    std::vector<NodeInfo> ops;
+    for (int n : p.nodes)
+      if (!is_dequantize(n)) ops.push_back(*info_.at(n));
+    return ops;
+  }
+
+  void UnclaimOps(const PartitionPreview& p, const std::string& why) {
+    for (int n : p.nodes)
+      if (!is_dequantize(n)) Unclaim(n, why);
+  }
+
+ private:
+  const std::vector<NodeInfo>& nodes_;
+  std::map<int, NodeDecision*> decision_;
+  std::map<int, const NodeInfo*> info_;
+  std::map<int, std::vector<int>> consumers_;  // folded DEQUANTIZE -> the nodes reading it
+  std::map<int, int> dq_output_;               // its output tensor -> the DEQUANTIZE
+};
+
+}  // namespace
+
+void PlanClaims(const std::vector<NodeInfo>& nodes, const std::vector<const NodeInfo*>& dequantizes,
+                const PreviewFn& preview, const KeepFn& keep, int max_partitions, ClaimPlan* plan) {
+  Claims claims(nodes, dequantizes, &plan->decisions);
+  auto partitions = [&] {
+    const std::vector<int> claimed = claims.ClaimedInOrder();
+    return claimed.empty() ? std::vector<PartitionPreview>{} : preview(claimed);
+  };
+  // Each round only unclaims, so it ends.
+  for (;;) {
+    claims.FollowConsumers();
+    plan->partitions = partitions();
+    while (claims.DropCrossingDequantizes(plan->partitions)) plan->partitions = partitions();
+
+    bool dropped = false;
+    if (keep) {
+      for (const PartitionPreview& p : plan->partitions) {
+        const std::string why = keep(p, claims.Ops(p));
+        if (why.empty()) continue;
+        claims.UnclaimOps(p, why);
+        dropped = true;
+      }
+    }
+    if (!dropped && max_partitions > 0 &&
+        plan->partitions.size() > static_cast<size_t>(max_partitions)) {
+      // Keep the partitions of the most ops: fewer boundaries, most work per transfer.
+      std::vector<PartitionPreview> parts = plan->partitions;
+      std::stable_sort(parts.begin(), parts.end(), [&](const auto& a, const auto& b) {
+        return claims.Ops(a).size() > claims.Ops(b).size();
+      });
+      for (size_t i = max_partitions; i < parts.size(); ++i)
+        claims.UnclaimOps(parts[i], "partition dropped by max_delegated_partitions=" +
+                                        std::to_string(max_partitions));
+      dropped = true;
+    }
+    if (!dropped) break;
+  }
+  plan->nodes = claims.ClaimedInOrder();
+}
+
+}  // namespace clgpu
