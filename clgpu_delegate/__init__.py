@@ -13,6 +13,7 @@ from ._errors import (
 )
 from .delegate import Delegate, load, plugin_path
 from .devices import Device, WarmUp, devices, select_device, warm_up
+from .planning import Candidate, Plan, plan
 from .precision import PrecisionReport, check_precision
 from .profile import Profile
 
@@ -20,18 +21,21 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BuildError",
+    "Candidate",
     "ClgpuError",
     "Delegate",
     "Device",
     "NativeExtensionMissing",
     "NoDeviceError",
     "OpenCLError",
+    "Plan",
     "PrecisionReport",
     "Profile",
     "WarmUp",
     "check_precision",
     "devices",
     "load",
+    "plan",
     "plugin_path",
     "select_device",
     "warm_up",

@@ -138,6 +138,7 @@ def load(
     max_delegated_partitions: int = 0,
     profiling: bool = False,
     partitioning: str | None = None,
+    model: str | os.PathLike[str] | bytes | None = None,
     **advanced: Any,
 ) -> Delegate:
     """Create a delegate for `Interpreter(..., experimental_delegates=[delegate])`.
@@ -145,7 +146,10 @@ def load(
     device: "auto" (fastest GPU, else any OpenCL device), "gpu", "cpu", an index or a
     name substring. precision: "fp32". max_delegated_partitions: 0 = no limit.
     partitioning: "cost" (default; $CLGPU_PARTITIONING changes it) leaves on the CPU the
-    partitions a cost model says would not win; "all" claims every supported node.
+    partitions a cost model says would not win; "all" claims every supported node;
+    "none" claims nothing; "measure" times the candidate plans on `model` (a path or the
+    flatbuffer's bytes) with `plan()` and loads the fastest, stored in `serialization_dir`
+    (when given) for the next load.
     Unknown options or values raise ValueError; a missing device raises NoDeviceError.
     """
     options: dict[str, Any] = {
@@ -155,6 +159,19 @@ def load(
         "profiling": profiling,
         **advanced,
     }
+    if partitioning == "measure":
+        if model is None:
+            raise ValueError(
+                "partitioning='measure' needs model=... (the .tflite path or bytes) to time on"
+            )
+        from .planning import plan
+
+        if max_delegated_partitions:
+            raise ValueError("partitioning='measure' chooses max_delegated_partitions itself")
+        options.pop("max_delegated_partitions")
+        return Delegate(plan(model, **options).options)
+    if model is not None:
+        raise ValueError("model= is only used with partitioning='measure'")
     if partitioning is not None:
         options["partitioning"] = partitioning
     return Delegate(options)

@@ -53,7 +53,7 @@ const std::vector<std::string>& OptionKeys() {
 Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv) {
   Options o;
   if (const char* env = std::getenv("CLGPU_PARTITIONING"); env && *env) {
-    OneOf("CLGPU_PARTITIONING", env, {"all", "cost"});
+    OneOf("CLGPU_PARTITIONING", env, {"all", "cost", "none"});
     o.partitioning = env;
   }
   for (const auto& [key, value] : kv) {
@@ -68,7 +68,7 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     } else if (key == "profiling") {
       o.profiling = ParseBool(key, value);
     } else if (key == "partitioning") {
-      OneOf(key, value, {"all", "cost"});
+      OneOf(key, value, {"all", "cost", "none"});
       o.partitioning = value;
     } else if (key == "conv_algorithm") {
       OneOf(key, value,

@@ -1,0 +1,180 @@
+"""Partitioning plans on real models: the CPU alone, the default plan (cost model),
+`partitioning="all"`, "all" keeping the largest N partitions, and the measured plan
+(`clgpu_delegate.plan`), per model.
+
+    python bench/bench_plans.py [--zoo a,b] [--dir DIR ...] [--runs N] [--out bench/results]
+
+Two rounds per model. Round 1 is `plan()` itself (it times every candidate, interleaved,
+and stores the winner under a temporary serialization_dir). Round 2 times every candidate
+again, interleaved, plus a delegate loaded with `partitioning="measure"` (which reads the
+stored plan): its figures are the table's, so the measured plan is judged on runs that
+did not choose it. The checks of issue #23: default <= 1.05 x min(CPU, all), and measure
+within 3 % of the best candidate. Writes plans-<device>.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import clgpu_delegate
+from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.runtime import make_interpreter
+
+PUBLIC_DIR = Path("~/.cache/clgpu_delegate/public-models").expanduser()
+
+
+def _feeds(details: list[dict[str, Any]]) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [
+        rng.standard_normal(tuple(int(s) for s in d["shape"])).astype(d["dtype"])
+        if np.dtype(d["dtype"]).kind == "f"
+        else rng.integers(-4, 5, size=tuple(int(s) for s in d["shape"])).astype(d["dtype"])
+        for d in details
+    ]
+
+
+def _round2(
+    data: bytes, plan: clgpu_delegate.Plan, sdir: str, runs: int, threads: int | None
+) -> dict[str, float]:
+    """Median ms of every candidate and of the measured plan, interleaved."""
+    import time
+
+    made: dict[str, Any] = {}
+    for c in plan.candidates:
+        d = None if c.name == "cpu" else clgpu_delegate.load(**c.options)
+        made[c.name] = (d, make_interpreter(data, [d] if d else None, num_threads=threads))
+    d = clgpu_delegate.load(partitioning="measure", model=data, serialization_dir=sdir)
+    made["measure"] = (d, make_interpreter(data, [d], num_threads=threads))
+    for _, it in made.values():
+        it.allocate_tensors()
+    feeds = _feeds(made["cpu"][1].get_input_details())
+    times: dict[str, list[float]] = {k: [] for k in made}
+    for i in range(runs + 3):
+        for k, (_, it) in made.items():
+            for det, x in zip(it.get_input_details(), feeds, strict=True):
+                it.set_tensor(det["index"], x)
+            t0 = time.perf_counter()
+            it.invoke()
+            for det in it.get_output_details():
+                it.get_tensor(det["index"])
+            if i >= 3:
+                times[k].append((time.perf_counter() - t0) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zoo", default="lenet5,mobilenet_v2,resnet50", help="built-in models")
+    ap.add_argument(
+        "--dir",
+        action="append",
+        default=[],
+        help=f"a folder of .tflite files (default: {PUBLIC_DIR})",
+    )
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    args = ap.parse_args(argv)
+    if args.runs < 1:
+        ap.error("--runs must be >= 1")
+
+    models: list[tuple[str, bytes]] = [
+        (m, zoo.path(m).read_bytes()) for m in args.zoo.split(",") if m
+    ]
+    for folder in args.dir or ([str(PUBLIC_DIR)] if PUBLIC_DIR.is_dir() else []):
+        for p in sorted(Path(folder).expanduser().glob("*.tflite")):
+            models.append((p.stem, p.read_bytes()))
+
+    dev = clgpu_delegate.select_device("auto")
+    rows: list[dict[str, Any]] = []
+    for name, data in models:
+        try:
+            make_interpreter(data).allocate_tensors()
+        except Exception as e:  # noqa: BLE001 - custom ops etc.: the CPU itself cannot run it
+            rows.append({"model": name, "skipped": f"the CPU interpreter fails: {e}"[:160]})
+            print(f"{name:<36} skipped: {rows[-1]['skipped']}", flush=True)
+            continue
+        with tempfile.TemporaryDirectory() as sdir:
+            plan = clgpu_delegate.plan(
+                data, runs=args.runs, threads=args.threads, serialization_dir=sdir
+            )
+            med = _round2(data, plan, sdir, args.runs, args.threads)
+        best = min(v for k, v in med.items() if k != "measure")
+        row = {
+            "model": name,
+            "winner": plan.winner,
+            "round1_ms": {c.name: c.median_ms for c in plan.candidates},
+            "round2_ms": med,
+            "nodes": {c.name: c.delegated_nodes for c in plan.candidates},
+            "partitions": {c.name: c.partitions for c in plan.candidates},
+            "default_vs_min_cpu_all": med["default"] / min(med["cpu"], med["all"]),
+            "measure_vs_best": med["measure"] / best,
+        }
+        rows.append(row)
+        print(
+            f"{name:<36} cpu {med['cpu']:8.3f}  default {med['default']:8.3f}  all "
+            f"{med['all']:8.3f}  measure {med['measure']:8.3f} ({plan.winner})  "
+            f"default/min {row['default_vs_min_cpu_all']:.2f}  measure/best "
+            f"{row['measure_vs_best']:.2f}",
+            flush=True,
+        )
+
+    meta = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "device": dev.name,
+        "driver": dev.driver_version,
+        "cpu_threads": os.cpu_count(),
+        "runs": args.runs,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "plans-" + re.sub(r"[^A-Za-z0-9]+", "_", dev.name).strip("_")
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    md = [
+        f"# Partitioning plans on {meta['device']}",
+        "",
+        f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, fp32, "
+        f"median of {meta['runs']} interleaved runs (round 2; round 1 chose the measured plan)",
+        "",
+        f"command: `{meta['command']}`",
+        "",
+        "| model | CPU ms | default ms | all ms | best of largest-N ms | measure ms (plan) | "
+        "default / min(CPU, all) | measure / best | nodes default / all | partitions all |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "skipped" in r:
+            md.append(f"| {r['model']} | skipped: {r['skipped']} |||||||||")
+            continue
+        m = r["round2_ms"]
+        largest = [v for k, v in m.items() if k.startswith("all, largest")]
+        md.append(
+            f"| {r['model']} | {m['cpu']:.3f} | {m['default']:.3f} | {m['all']:.3f} | "
+            f"{min(largest):.3f} | {m['measure']:.3f} ({r['winner']}) | "
+            f"{r['default_vs_min_cpu_all']:.2f} | {r['measure_vs_best']:.2f} | "
+            f"{r['nodes']['default']} / {r['nodes']['all']} | {r['partitions']['all']} |"
+            if largest
+            else f"| {r['model']} | {m['cpu']:.3f} | {m['default']:.3f} | {m['all']:.3f} | - | "
+            f"{m['measure']:.3f} ({r['winner']}) | {r['default_vs_min_cpu_all']:.2f} | "
+            f"{r['measure_vs_best']:.2f} | {r['nodes']['default']} / {r['nodes']['all']} | "
+            f"{r['partitions']['all']} |"
+        )
+    (out / f"{stem}.md").write_text("\n".join(md) + "\n")
+    print(f"wrote {out / stem}.json/.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""Measured partitioning: time the CPU alone and a few delegate plans of one model on this
+device, keep the fastest, and remember the choice per model and device.
+
+    best = clgpu_delegate.plan("model.tflite", serialization_dir="~/.cache/clgpu")
+    delegate = clgpu_delegate.load(**best.options)
+
+or in one step, `clgpu_delegate.load(partitioning="measure", model="model.tflite")`. A cost
+model can only estimate; this measures what the interpreter really does (including how the
+CPU runs the nodes left to it), at the price of timing each candidate at load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Partition counts tried beyond "all": keeping only the largest N partitions trades the
+# small ones' launches and transfers for CPU work.
+_LARGEST = (1, 2, 4)
+_PLAN_FILE_LIMIT = 1 << 20  # a plan is a few KB; anything larger is not ours
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One plan as measured: `options` are what `load()` takes for it."""
+
+    name: str
+    options: dict[str, Any]
+    median_ms: float
+    min_ms: float
+    delegated_nodes: int
+    partitions: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The fastest candidate, and every candidate's measurement."""
+
+    key: str
+    device: str
+    winner: str
+    options: dict[str, Any]
+    candidates: list[Candidate] = field(default_factory=list)
+    from_cache: bool = False
+
+    def candidate(self, name: str) -> Candidate:
+        return next(c for c in self.candidates if c.name == name)
+
+    def speedup_over(self, name: str) -> float:
+        """How many times faster the winner is than candidate `name` (medians)."""
+        return self.candidate(name).median_ms / self.candidate(self.winner).median_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        cands = [Candidate(**c) for c in d["candidates"]]
+        return cls(
+            key=str(d["key"]),
+            device=str(d["device"]),
+            winner=str(d["winner"]),
+            options=dict(d["options"]),
+            candidates=cands,
+            from_cache=True,
+        )
+
+
+def _model_bytes(model: str | os.PathLike[str] | bytes) -> bytes:
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model)
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"model file not found: {path}")
+    return path.read_bytes()
+
+
+def _plan_key(model: bytes, device: str, runtime: str, options: dict[str, Any]) -> str:
+    h = hashlib.sha256()
+    h.update(hashlib.sha256(model).digest())
+    h.update(json.dumps([device, runtime, sorted(options.items())], default=str).encode())
+    return h.hexdigest()[:32]
+
+
+def _read_plan(path: Path, key: str) -> Plan | None:
+    """A stored plan, or None when there is none or it is unusable (then it is re-measured)."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _PLAN_FILE_LIMIT:
+            return None
+        p = Plan.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    names = {c.name for c in p.candidates}
+    return p if p.key == key and p.winner in names else None
+
+
+def _write_plan(path: Path, p: Plan) -> None:
+    """Stores a plan (atomically: a reader sees the old one or the new one); a store that
+    cannot be written costs a measurement at the next load, so it only warns."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(p.to_dict(), indent=1))
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        warnings.warn(f"clgpu_delegate: could not store the plan in {path}: {e}", stacklevel=3)
+
+
+def _feeds(details: list[dict[str, Any]], seed: int) -> list[np.ndarray]:
+    """Seeded inputs: N(0, 1) for float inputs, small integers for the others."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in details:
+        shape = tuple(int(s) for s in d["shape"])
+        if np.dtype(d["dtype"]).kind == "f":
+            out.append(rng.standard_normal(shape).astype(d["dtype"]))
+        else:
+            out.append(rng.integers(-4, 5, size=shape).astype(d["dtype"]))
+    return out
+
+
+class _Timed:
+    """One candidate's interpreter and its run times."""
+
+    def __init__(self, make: Callable[[], tuple[Any, Any]]) -> None:
+        self.delegate, self.interp = make()
+        self.inputs = self.interp.get_input_details()
+        self.outputs = self.interp.get_output_details()
+        self.times: list[float] = []
+
+    def run(self, feeds: list[np.ndarray]) -> float:
+        for d, x in zip(self.inputs, feeds, strict=True):
+            self.interp.set_tensor(d["index"], x)
+        t0 = time.perf_counter()
+        self.interp.invoke()
+        for d in self.outputs:
+            self.interp.get_tensor(d["index"])
+        return (time.perf_counter() - t0) * 1e3
+
+
+def plan(
+    model: str | os.PathLike[str] | bytes,
+    *,
+    runs: int = 30,
+    warmup: int = 3,
+    runtime: str | None = None,
+    threads: int | None = None,
+    serialization_dir: str | os.PathLike[str] | None = None,
+    refresh: bool = False,
+    seed: int = 0,
+    **options: Any,
+) -> Plan:
+    """Times the CPU alone, the default (cost) plan, `partitioning="all"` and "all" keeping
+    only the largest 1, 2 or 4 partitions, interleaved run by run; returns the fastest.
+
+    With `serialization_dir` the result is stored there (`plans/`), keyed by the model's
+    bytes, the device and driver, the runtime and `options`; a later call returns it
+    without measuring (`refresh=True` measures again). `options` are `load()`'s, applied
+    to every candidate (precision, device, ...); `partitioning` and
+    `max_delegated_partitions` are what the candidates vary.
+    """
+    from .delegate import load
+    from .devices import select_device
+    from .runtime import available_runtimes, make_interpreter
+
+    if runs < 1 or warmup < 0:
+        raise ValueError(f"runs must be >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
+    for k in ("partitioning", "max_delegated_partitions"):
+        if k in options:
+            raise ValueError(f"plan() chooses {k!r} itself; do not pass it")
+    data = _model_bytes(model)
+    dev = select_device(options.get("device", "auto"))
+    device = f"{dev.name} | {dev.driver_version}"
+    rt = runtime or os.environ.get("CLGPU_RUNTIME") or (available_runtimes() or ["?"])[0]
+    key = _plan_key(data, device, rt, options | {"threads": threads})
+    store = None
+    if serialization_dir is not None:
+        store = Path(serialization_dir).expanduser() / "plans" / f"{key}.json"
+        if not refresh and (cached := _read_plan(store, key)) is not None:
+            return cached
+
+    common = dict(options)
+    if serialization_dir is not None:  # the candidates share its program binaries too
+        common["serialization_dir"] = str(serialization_dir)
+
+    def maker(opts: dict[str, Any] | None) -> Callable[[], tuple[Any, Any]]:
+        def make() -> tuple[Any, Any]:
+            d = load(**common, **opts) if opts is not None else None
+            it = make_interpreter(data, [d] if d else None, runtime=rt, num_threads=threads)
+            it.allocate_tensors()
+            return d, it
+
+        return make
+
+    named: dict[str, tuple[dict[str, Any], _Timed]] = {
+        "cpu": ({"partitioning": "none"}, _Timed(maker(None))),
+        "default": ({"partitioning": "cost"}, _Timed(maker({"partitioning": "cost"}))),
+        "all": ({"partitioning": "all"}, _Timed(maker({"partitioning": "all"}))),
+    }
+    n_all = len(named["all"][1].delegate.partitions())
+    for n in _LARGEST:
+        if n < n_all:
+            o = {"partitioning": "all", "max_delegated_partitions": n}
+            named[f"all, largest {n}"] = (o, _Timed(maker(o)))
+
+    feeds = _feeds(named["cpu"][1].inputs, seed)
+    for _ in range(warmup):
+        for _, t in named.values():
+            t.run(feeds)
+    for _ in range(runs):  # interleaved, so drift (clocks, other load) hits every candidate
+        for _, t in named.values():
+            t.times.append(t.run(feeds))
+
+    cands = []
+    for name, (opts, t) in named.items():
+        d = t.delegate
+        cands.append(
+            Candidate(
+                name=name,
+                options=opts,
+                median_ms=statistics.median(t.times),
+                min_ms=min(t.times),
+                delegated_nodes=len(d.delegated_nodes()) if d else 0,
+                partitions=len(d.partitions()) if d else 0,
+            )
+        )
+    best = min(cands, key=lambda c: c.median_ms)
+    result = Plan(
+        key=key,
+        device=device,
+        winner=best.name,
+        options=common | best.options,
+        candidates=cands,
+    )
+    if store is not None:
+        _write_plan(store, result)
+    return result

@@ -1,0 +1,134 @@
+"""Measured partitioning (`clgpu_delegate.plan`, `load(partitioning="measure")`): the
+candidates, the stored plan and its reuse, and what a bad store or bad arguments do.
+Which plan wins is a timing, so no test asserts it (bench/bench_plans.py measures it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from parity import check_parity, compare, random_inputs, run
+
+import clgpu_delegate
+import clgpu_delegate.planning as plan_module
+from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.runtime import make_interpreter
+
+
+def two_partition_model() -> bytes:
+    b = ModelBuilder(seed=31)
+    x = b.input("x", (1, 10, 10, 3))
+    y = b.conv2d(x, b.rand((4, 3, 3, 3)), b.rand((4,)), activation="RELU")
+    y = b.tanh(y)  # on the CPU
+    y = b.conv2d(y, b.rand((5, 3, 3, 4)), stride=2)
+    b.output(b.add(y, b.rand((5,))))
+    return b.build()
+
+
+def _plan(model: bytes, **kw: Any) -> clgpu_delegate.Plan:
+    return clgpu_delegate.plan(model, runs=2, warmup=0, **kw)
+
+
+def test_plan_times_every_candidate_and_picks_the_fastest(runtime: str) -> None:
+    p = _plan(two_partition_model(), runtime=runtime)
+    names = [c.name for c in p.candidates]
+    assert names == ["cpu", "default", "all", "all, largest 1"]
+    assert p.winner == min(p.candidates, key=lambda c: c.median_ms).name
+    assert p.options["partitioning"] == p.candidate(p.winner).options["partitioning"]
+    all_ = p.candidate("all")
+    assert (all_.delegated_nodes, all_.partitions) == (3, 2)
+    assert p.candidate("all, largest 1").partitions == 1
+    assert p.candidate("cpu").delegated_nodes == 0
+    assert p.speedup_over(p.winner) == 1.0
+    assert not p.from_cache
+
+
+def test_stored_plan_is_reused_without_measuring(
+    tmp_path: Path, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = two_partition_model()
+    first = _plan(model, runtime=runtime, serialization_dir=tmp_path)
+    stored = list((tmp_path / "plans").glob("*.json"))
+    assert len(stored) == 1
+
+    def no_timing(*a: object, **k: object) -> None:
+        raise AssertionError("a stored plan must not be measured again")
+
+    monkeypatch.setattr(plan_module, "_Timed", no_timing)
+    again = _plan(model, runtime=runtime, serialization_dir=tmp_path)
+    assert again.from_cache and again.winner == first.winner
+    assert again.options == first.options
+    # Another precision is another plan.
+    monkeypatch.undo()
+    other = _plan(model, runtime=runtime, serialization_dir=tmp_path, precision="fp16")
+    assert not other.from_cache
+    assert len(list((tmp_path / "plans").glob("*.json"))) == 2
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other_key", "unknown_winner", "symlink", "dir"])
+def test_a_damaged_store_is_measured_again(tmp_path: Path, runtime: str, damage: str) -> None:
+    model = two_partition_model()
+    first = _plan(model, runtime=runtime, serialization_dir=tmp_path)
+    (path,) = (tmp_path / "plans").glob("*.json")
+    d = json.loads(path.read_text())
+    if damage == "garbage":
+        path.write_bytes(b"\x00{not json")
+    elif damage == "other_key":
+        path.write_text(json.dumps(d | {"key": "0" * 32}))
+    elif damage == "unknown_winner":
+        path.write_text(json.dumps(d | {"winner": "gpu, fast"}))
+    elif damage == "symlink":
+        target = tmp_path / "elsewhere.json"
+        target.write_text(path.read_text())
+        path.unlink()
+        path.symlink_to(target)
+    else:
+        path.unlink()
+        path.mkdir()
+    if damage == "dir":
+        with pytest.warns(UserWarning, match="could not store the plan"):
+            again = _plan(model, runtime=runtime, serialization_dir=tmp_path)
+    else:
+        again = _plan(model, runtime=runtime, serialization_dir=tmp_path)
+    assert not again.from_cache
+    assert {c.name for c in again.candidates} == {c.name for c in first.candidates}
+    assert not path.is_symlink()  # replaced by a regular file, the target untouched
+    if damage == "symlink":
+        assert json.loads((tmp_path / "elsewhere.json").read_text()) == d
+
+
+def test_load_measure_runs_the_winner_and_matches_the_cpu(tmp_path: Path, runtime: str) -> None:
+    model = two_partition_model()
+    d = clgpu_delegate.load(partitioning="measure", model=model, serialization_dir=tmp_path)
+    stored = json.loads(next((tmp_path / "plans").glob("*.json")).read_text())
+    assert d.options["partitioning"] == stored["options"]["partitioning"]
+    interp = make_interpreter(model, [d], runtime=runtime, reference=True)
+    interp.allocate_tensors()
+    ref = make_interpreter(model, None, runtime=runtime, reference=True)
+    ref.allocate_tensors()
+    x = random_inputs(ref.get_input_details(), 4)
+    compare(run(interp, x), run(ref, x), 1e-4, None)
+
+
+def test_partitioning_none_claims_nothing(runtime: str) -> None:
+    r = check_parity(two_partition_model(), runtime, partitioning="none", expect_partitions=0)
+    assert not r.delegated
+    assert {d["reason"] for d in r.decisions} == {"partitioning=none", "op not supported"}
+
+
+def test_bad_arguments_are_one_line_errors() -> None:
+    model = two_partition_model()
+    with pytest.raises(ValueError, match="needs model="):
+        clgpu_delegate.load(partitioning="measure")
+    with pytest.raises(ValueError, match="only used with partitioning='measure'"):
+        clgpu_delegate.load(model=model)
+    with pytest.raises(ValueError, match="chooses max_delegated_partitions"):
+        clgpu_delegate.load(partitioning="measure", model=model, max_delegated_partitions=2)
+    with pytest.raises(ValueError, match="runs must be >= 1"):
+        clgpu_delegate.plan(model, runs=0)
+    with pytest.raises(ValueError, match="chooses 'partitioning'"):
+        clgpu_delegate.plan(model, partitioning="all")
+    with pytest.raises(FileNotFoundError, match="model file not found"):
+        clgpu_delegate.plan("/nonexistent/model.tflite")
