@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             make_interpreter(data).allocate_tensors()
         except Exception as e:  # noqa: BLE001 - custom ops etc.: the CPU itself cannot run it
-            rows.append({"model": name, "skipped": f"the CPU interpreter fails: {e}"[:160]})
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            rows.append({"model": name, "skipped": f"the CPU interpreter fails: {why}"[:160]})
             print(f"{name:<36} skipped: {rows[-1]['skipped']}", flush=True)
             continue
         with tempfile.TemporaryDirectory() as sdir:

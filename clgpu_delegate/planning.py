@@ -27,6 +27,7 @@ import numpy as np
 # Partition counts tried beyond "all": keeping only the largest N partitions trades the
 # small ones' launches and transfers for CPU work.
 _LARGEST = (1, 2, 4)
+_MARGIN = 1.02  # a delegate plan wins only when it is this much faster than the CPU
 _PLAN_FILE_LIMIT = 1 << 20  # a plan is a few KB; anything larger is not ours
 
 
@@ -162,7 +163,8 @@ def plan(
     **options: Any,
 ) -> Plan:
     """Times the CPU alone, the default (cost) plan, `partitioning="all"` and "all" keeping
-    only the largest 1, 2 or 4 partitions, interleaved run by run; returns the fastest.
+    only the largest 1, 2 or 4 partitions, interleaved run by run; returns the fastest
+    (the CPU unless a plan that delegates something is at least 2 % faster).
 
     With `serialization_dir` the result is stored there (`plans/`), keyed by the model's
     bytes, the device and driver, the runtime and `options`; a later call returns it
@@ -235,7 +237,12 @@ def plan(
                 partitions=len(d.partitions()) if d else 0,
             )
         )
-    best = min(cands, key=lambda c: c.median_ms)
+    # A delegate plan that claims nothing is the CPU plan; one must beat the CPU by a margin
+    # larger than run-to-run noise to be worth a device.
+    cpu = cands[0]
+    best = min((c for c in cands if c.delegated_nodes), key=lambda c: c.median_ms, default=cpu)
+    if best.median_ms * _MARGIN > cpu.median_ms:
+        best = cpu
     result = Plan(
         key=key,
         device=device,
