@@ -45,7 +45,7 @@ def _feeds(details: list[dict[str, Any]]) -> list[np.ndarray]:
 
 
 def _round2(
-    data: bytes, plan: clgpu_delegate.Plan, sdir: str, runs: int, threads: int | None
+    data: bytes, plan: clgpu_delegate.Plan, sdir: str, runs: int, threads: int
 ) -> dict[str, float]:
     """Median ms of every candidate and of the measured plan, interleaved."""
     import time
@@ -54,6 +54,8 @@ def _round2(
     for c in plan.candidates:
         d = None if c.name == "cpu" else clgpu_delegate.load(**c.options)
         made[c.name] = (d, make_interpreter(data, [d] if d else None, num_threads=threads))
+    again = clgpu_delegate.plan(data, serialization_dir=sdir, threads=threads)
+    assert again.from_cache and again.winner == plan.winner, "the stored plan was not reused"
     d = clgpu_delegate.load(partitioning="measure", model=data, serialization_dir=sdir)
     made["measure"] = (d, make_interpreter(data, [d], num_threads=threads))
     for _, it in made.values():
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"a folder of .tflite files (default: {PUBLIC_DIR})",
     )
     ap.add_argument("--runs", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args(argv)
     if args.runs < 1:
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "device": dev.name,
         "driver": dev.driver_version,
-        "cpu_threads": os.cpu_count(),
+        "cpu_threads": args.threads,
         "runs": args.runs,
     }
     out = Path(args.out)

@@ -170,7 +170,8 @@ def plan(
     bytes, the device and driver, the runtime and `options`; a later call returns it
     without measuring (`refresh=True` measures again). `options` are `load()`'s, applied
     to every candidate (precision, device, ...); `partitioning` and
-    `max_delegated_partitions` are what the candidates vary.
+    `max_delegated_partitions` are what the candidates vary. `threads`: the interpreter's
+    CPU threads, as you will run it (default: every core).
     """
     from .delegate import load
     from .devices import select_device
@@ -182,6 +183,8 @@ def plan(
         if k in options:
             raise ValueError(f"plan() chooses {k!r} itself; do not pass it")
     data = _model_bytes(model)
+    if threads is None:  # as `clgpu-delegate bench`: the CPU at its best, all cores
+        threads = os.cpu_count() or 1
     dev = select_device(options.get("device", "auto"))
     device = f"{dev.name} | {dev.driver_version}"
     rt = runtime or os.environ.get("CLGPU_RUNTIME") or (available_runtimes() or ["?"])[0]
