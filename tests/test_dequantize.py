@@ -156,3 +156,24 @@ def test_dropped_partitions_leave_their_weights_constant_for_the_cpu(
     assert len(nodes) <= len(_delegate_nodes(cpu)) + 2 * ours
     x = random_inputs(cpu.get_input_details(), 3)
     compare(run(interp, x), run(cpu, x), 1e-4, None)
+
+
+def test_dequantize_whose_output_disagrees_with_its_source_is_not_folded(runtime: str) -> None:
+    # A hostile model: 15 FLOAT16 values behind a DEQUANTIZE declared as 5x6. Folded, the FC
+    # would read 30 weights from 15 (past the end, changing from run to run).
+    b = ModelBuilder(seed=14)
+    x = b.input("x", (2, 6))
+    w = fp16_weight(b, b.rand((5, 6)))
+    b.output(b.fully_connected(x, w))
+    src = b._ops[0].inputs[0]
+    b._tensors[src].shape = (5, 3)
+    b._tensors[src].data = b._tensors[src].data.reshape(-1)[:15].reshape(5, 3)
+    delegate = clgpu_delegate.load(partitioning="all")
+    interp = make_interpreter(b.build(), [delegate], runtime=runtime, reference=True)
+    try:
+        interp.allocate_tensors()
+    except RuntimeError:
+        pass  # the runtime itself may refuse the model; either way nothing of ours reads it
+    reasons = {d["op_name"]: d["reason"] for d in delegate.decisions()}
+    assert not delegate.delegated_nodes(), reasons
+    assert reasons["FULLY_CONNECTED"] == "weights are not constant"

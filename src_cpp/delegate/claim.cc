@@ -14,8 +14,13 @@ std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
   for (const NodeInfo& n : nodes) {
     if (n.op != tfl::kDequantize || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
     const int src = n.inputs[0], out = n.outputs[0];
-    if (graph.valid_tensor(src) && graph.valid_tensor(out) && graph.type(src) == kTfLiteFloat16 &&
-        graph.type(out) == kTfLiteFloat32 && graph.IsConstant(src)) {
+    if (!graph.valid_tensor(src) || !graph.valid_tensor(out)) continue;
+    // The output must be the source's elements: a folded weight is read as the output's
+    // declared shape from the source's data.
+    const int64_t count = NumElements(graph.shape(src));
+    if (graph.type(src) == kTfLiteFloat16 && graph.type(out) == kTfLiteFloat32 &&
+        graph.IsConstant(src) && count == NumElements(graph.shape(out)) &&
+        graph.tensor(src).bytes >= static_cast<size_t>(count) * 2) {
       graph.AddFoldedDequantize(out, src);
       folded.push_back(&n);
     }
