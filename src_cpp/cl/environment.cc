@@ -148,6 +148,7 @@ Buffer Environment::CreateBuffer(size_t bytes, cl_mem_flags flags) const {
   const size_t n = bytes ? bytes : 4;
   cl_mem mem = Cl().clCreateBuffer(context_.get(), flags, n, nullptr, &err);
   if (err != CL_SUCCESS) throw ClError("clCreateBuffer", err, std::to_string(n) + " bytes");
+  CountBufferCreated();
   return Buffer(mem, bytes);
 }
 
@@ -161,6 +162,7 @@ Buffer Environment::CreateSubBuffer(const Buffer& parent, size_t offset, size_t 
     if (err != CL_SUCCESS)
       throw ClError("clCreateBuffer(SVM view)", err,
                     "offset " + std::to_string(at) + ", " + std::to_string(bytes) + " bytes");
+    CountBufferCreated();
     return Buffer(mem, bytes, parent.svm(), at);
   }
   cl_buffer_region region{offset, bytes ? bytes : 4};
@@ -169,6 +171,7 @@ Buffer Environment::CreateSubBuffer(const Buffer& parent, size_t offset, size_t 
   if (err != CL_SUCCESS)
     throw ClError("clCreateSubBuffer", err,
                   "offset " + std::to_string(offset) + ", " + std::to_string(bytes) + " bytes");
+  CountBufferCreated();
   return Buffer(mem, bytes);
 }
 
@@ -191,6 +194,7 @@ Buffer Environment::CreateSvmArena(size_t bytes, cl_command_queue queue) const {
   cl_int err = CL_SUCCESS;
   cl_mem mem = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, n, p, &err);
   if (err != CL_SUCCESS) return {};  // `svm` frees the allocation
+  CountBufferCreated();
   return Buffer(mem, bytes, std::move(svm), 0);
 }
 

@@ -2,6 +2,7 @@
 // delegates on that device) owning a ProgramCache; queues belong to their users.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -68,7 +69,13 @@ class Environment {
   // memory is freed after its last buffer, once `queue` has finished.
   Buffer CreateSvmArena(size_t bytes, cl_command_queue queue) const;
 
+  // cl_mem objects created in this environment, of every kind (a steady-state invoke
+  // creates none: tests/test_steady_state.py).
+  int64_t buffers_created() const { return buffers_created_; }
+  void CountBufferCreated() const { ++buffers_created_; }
+
  private:
+  mutable std::atomic<int64_t> buffers_created_{0};
   DeviceInfo device_;
   Context context_;
   std::unique_ptr<ProgramCache> programs_;

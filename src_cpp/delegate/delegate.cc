@@ -242,9 +242,22 @@ std::map<int, MemoryReport> DelegateCore::memory() const {
   std::lock_guard<std::mutex> l(report_mutex_);
   return memory_;
 }
-void DelegateCore::CountInvoke() {
+void DelegateCore::CountInvoke(const DelegateStats& t) {
   std::lock_guard<std::mutex> l(report_mutex_);
   ++stats_.invokes;
+  stats_.host_syncs += t.host_syncs;
+  stats_.uploads += t.uploads;
+  stats_.downloads += t.downloads;
+  stats_.upload_bytes += t.upload_bytes;
+  stats_.download_bytes += t.download_bytes;
+}
+void DelegateCore::CountPlan() {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  ++stats_.plans;
+}
+void DelegateCore::CountBind() {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  ++stats_.binds;
 }
 
 TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {

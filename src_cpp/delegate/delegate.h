@@ -71,6 +71,13 @@ struct DelegateStats {
   int prepares = 0;  // delegate Prepare calls
   int kernels_created = 0;
   int invokes = 0;
+  // Set-up work a steady-state invoke must not repeat (tests/test_steady_state.py)...
+  int plans = 0;  // partition memory plans: at init, then only when input shapes change
+  int binds = 0;  // kernel arguments bound: after a plan, or when TFLite moved a tensor
+  // ...and the per-invoke work: host waits and partition boundary transfers.
+  int64_t host_syncs = 0;
+  int64_t uploads = 0, downloads = 0;
+  int64_t upload_bytes = 0, download_bytes = 0;
 };
 
 class DelegateCore {
@@ -139,7 +146,9 @@ class DelegateCore {
   void DropMemoryReport(int partition);
   std::map<int, MemoryReport> memory() const;
   Profiler& profiler() { return profiler_; }
-  void CountInvoke();
+  void CountInvoke(const DelegateStats& transfers);  // adds its syncs and transfers
+  void CountPlan();
+  void CountBind();
 
   // Folded DEQUANTIZE outputs -> sources of the graph being prepared; read by
   // kernel init, which runs inside Prepare on the same thread.

@@ -77,6 +77,14 @@ py::dict Stats(const PyDelegate& d) {
   r["prepares"] = s.prepares;
   r["kernels_created"] = s.kernels_created;
   r["invokes"] = s.invokes;
+  r["plans"] = s.plans;
+  r["binds"] = s.binds;
+  r["host_syncs"] = s.host_syncs;
+  r["uploads"] = s.uploads;
+  r["downloads"] = s.downloads;
+  r["upload_bytes"] = s.upload_bytes;
+  r["download_bytes"] = s.download_bytes;
+  r["buffers_created"] = d.core().env().buffers_created();
   r["driver_setup_us"] = d.core().driver_setup_us();
   r["programs_built"] = d.core().env().programs().builds();
   r["program_cache_hits"] = d.core().env().programs().hits();

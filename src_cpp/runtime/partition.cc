@@ -205,6 +205,7 @@ void Partition::FuseResiduals(const OpContext& octx) {
 }
 
 void Partition::Plan(TfLiteContext* ctx) {
+  core_->CountPlan();
   ReleaseLaunches();  // before any buffer they reference is replaced
   for (auto& op : ops_) op->UnfuseResidual();
   absorbed_.assign(ops_.size(), false);
@@ -456,6 +457,7 @@ bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
 }
 
 void Partition::Bind(TfLiteContext* ctx) {
+  core_->CountBind();
   ReleaseLaunches();  // before any buffer they reference is replaced
   OpContext octx = MakeOpContext();
   Environment& env = core_->env();
@@ -484,6 +486,7 @@ void Partition::Bind(TfLiteContext* ctx) {
       cl_mem mem =
           Cl().clCreateBuffer(env.context(), flags | CL_MEM_USE_HOST_PTR, bytes, x.data.raw, &err);
       if (err != CL_SUCCESS) throw ClError("clCreateBuffer(CL_MEM_USE_HOST_PTR)", err);
+      env.CountBufferCreated();
       Buffer b(mem, bytes);
       v.host_ptr = x.data.raw_const;
       if (core_->half_storage()) {

@@ -59,6 +59,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
     keep();
   };
   const bool half = core_->half_storage();
+  DelegateStats counts;  // this invoke's syncs and boundary transfers
   // Bytes a zero-copy map/unmap moves: none where the device works in host memory, the
   // tensor where the driver keeps a device copy (a discrete GPU).
   const bool unified = core_->env().device().host_unified_memory;
@@ -109,6 +110,8 @@ void Partition::Invoke(TfLiteContext* ctx) {
     const size_t bytes = v.float_bytes();
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
+    ++counts.uploads;
+    counts.upload_bytes += int64_t(bytes);
     if (v.ranged) {
       ranged_upload(v, static_cast<const char*>(x.data.raw_const));
       continue;
@@ -166,6 +169,8 @@ void Partition::Invoke(TfLiteContext* ctx) {
     const size_t bytes = v.float_bytes();
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition output has no buffer");
+    ++counts.downloads;
+    counts.download_bytes += int64_t(bytes);
     if (v.kind == Kind::kConstant) {
       std::memcpy(x.data.raw, v.constant.data(), bytes);
       continue;
@@ -206,10 +211,11 @@ void Partition::Invoke(TfLiteContext* ctx) {
   mapped.clear();
   CheckCl(unmap_err, "clEnqueueUnmapMemObject");
   CheckCl(cl.clFinish(q), "clFinish");
+  ++counts.host_syncs;
   drain.armed = false;
   if (core_->options().fail_at == "read")
     throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
-  core_->CountInvoke();
+  core_->CountInvoke(counts);
   if (core_->options().capture_tensors) CaptureValues();
   if (profiling) {
     const auto ns = [&](auto t) {
