@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ops/fusion.h"
+#include "ops/op.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -30,38 +31,17 @@ constexpr double kDiscreteGBps = 8.0;       // host <-> device copies (PCIe, pag
 constexpr double kUnifiedGBps = 15.0;       // shared-memory devices
 constexpr double kWinMargin = 0.8;          // device must be >= 20 % faster
 
-// Ops the device runs as one buffer copy (ops/reshape.cc).
+// Ops the device runs as one buffer copy (no kernel), and each node's arithmetic: from
+// its op's handler (ops/op.h).
 bool IsCopy(int32_t op) {
-  return op == tfl::kReshape || op == tfl::kSqueeze || op == tfl::kExpandDims;
+  const OpHandler* h = FindOpHandler(op);
+  return h && h->flat_copy;
 }
 
 double NodeFlops(const GraphView& g, const NodeInfo& n) {
-  if (IsCopy(n.op)) return 0;  // a memcpy on either side
+  if (const OpHandler* h = FindOpHandler(n.op)) return NodeWork(g, *h, n);
   if (n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return 0;
-  const double out = double(NumElements(g.shape(n.outputs[0])));
-  if ((n.op == tfl::kConv2d || n.op == tfl::kDepthwiseConv2d || n.op == tfl::kFullyConnected) &&
-      n.inputs.size() > 1 && g.valid_tensor(n.inputs[1])) {
-    const Shape w = g.shape(n.inputs[1]);
-    const int out_channels = n.op == tfl::kConv2d           ? w[0]
-                             : n.op == tfl::kFullyConnected ? w[0]
-                                                            : w.back();
-    return 2.0 * out * double(NumElements(w)) / std::max(out_channels, 1);
-  }
-  if (n.op == tfl::kMaxPool2d || n.op == tfl::kAveragePool2d) {
-    tfl::PoolParams p;
-    if (!n.builtin_data) return out;
-    std::memcpy(&p, n.builtin_data, sizeof p);
-    return out * std::max(p.filter_width, 1) * std::max(p.filter_height, 1);  // one op per tap
-  }
-  if (n.op == tfl::kResizeBilinear) return 11.0 * out;  // 4 weighted taps per element
-  if (n.op == tfl::kSplit || n.op == tfl::kSplitV) {
-    // Data movement over all outputs (output 0 alone would undercount it by the split count).
-    double all = 0;
-    for (int t : n.outputs)
-      if (g.valid_tensor(t)) all += double(NumElements(g.shape(t)));
-    return all;
-  }
-  return out;  // elementwise / data movement (concatenation, nearest resize, transpose)
+  return double(NumElements(g.shape(n.outputs[0])));
 }
 
 }  // namespace

@@ -31,90 +31,6 @@ TfLiteIntArray* NewIntArray(const std::vector<int>& v) {
   return a;
 }
 
-// "a,b,c" of a params array's first n entries (n clamped to what the array holds).
-std::string JoinParamInts(const int* v, int n) {
-  std::string out;
-  for (int i = 0; i < std::min(std::max(n, 0), tfl::kMaxParamDims); ++i)
-    out += (i ? "," : "") + std::to_string(v[i]);
-  return out;
-}
-
-std::string DescribeParams(const NodeInfo& n) {
-  char buf[160] = "";
-  if (!n.builtin_data) return "no params";
-  switch (n.op) {
-    case tfl::kConv2d: {
-      tfl::ConvParams p;
-      std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf, "padding=%d stride=%d,%d act=%d dilation=%d,%d", p.padding,
-                    p.stride_width, p.stride_height, p.activation, p.dilation_width,
-                    p.dilation_height);
-      break;
-    }
-    case tfl::kDepthwiseConv2d: {
-      tfl::DepthwiseConvParams p;
-      std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf,
-                    "padding=%d stride=%d,%d depth_multiplier=%d act=%d dilation=%d,%d", p.padding,
-                    p.stride_width, p.stride_height, p.depth_multiplier, p.activation,
-                    p.dilation_width, p.dilation_height);
-      break;
-    }
-    case tfl::kFullyConnected: {
-      tfl::FullyConnectedParams p;
-      std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf, "act=%d weights_format=%d keep_num_dims=%d", p.activation,
-                    p.weights_format, int(p.keep_num_dims));
-      break;
-    }
-    case tfl::kMaxPool2d:
-    case tfl::kAveragePool2d: {
-      tfl::PoolParams p;
-      std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf, "padding=%d stride=%d,%d filter=%d,%d act=%d", p.padding,
-                    p.stride_width, p.stride_height, p.filter_width, p.filter_height, p.activation);
-      break;
-    }
-    case tfl::kConcatenation: {
-      tfl::ConcatenationParams p;
-      std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf, "axis=%d act=%d", p.axis, p.activation);
-      break;
-    }
-    case tfl::kResizeBilinear:
-    case tfl::kResizeNearestNeighbor: {
-      tfl::ResizeParams p;
-      std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf, "align_corners=%d half_pixel_centers=%d", int(p.align_corners),
-                    int(p.half_pixel_centers));
-      break;
-    }
-    case tfl::kReshape: {
-      tfl::ReshapeParams p;
-      std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf, "new_shape=%s num_dimensions=%d",
-                    JoinParamInts(p.shape, p.num_dimensions).c_str(), p.num_dimensions);
-      break;
-    }
-    case tfl::kSqueeze: {
-      tfl::SqueezeParams p;
-      std::memcpy(&p, n.builtin_data, sizeof p);
-      std::snprintf(buf, sizeof buf, "squeeze_dims=%s num_squeeze_dims=%d",
-                    JoinParamInts(p.squeeze_dims, p.num_squeeze_dims).c_str(), p.num_squeeze_dims);
-      break;
-    }
-    case tfl::kAdd: {
-      int act;
-      std::memcpy(&act, n.builtin_data, sizeof act);
-      std::snprintf(buf, sizeof buf, "act=%d", act);
-      break;
-    }
-    default:
-      break;
-  }
-  return buf;
-}
-
 }  // namespace
 
 std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInfo& n,
@@ -310,7 +226,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
         if (d.reason.empty()) d.reason = CheckAllocationLimit(graph, n, *h, &d.note);
         if (d.reason.empty()) {
           abi.params_read.push_back("node " + std::to_string(n.index) + " " + h->name + " " +
-                                    DescribeParams(n));
+                                    DescribeNode(*h, n));
         }
       } else if (n.op == tfl::kDequantize) {
         d.op_name = "DEQUANTIZE";

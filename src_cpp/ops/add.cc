@@ -154,8 +154,14 @@ std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
   return std::make_unique<AddOp>(node, activation);
 }
 
+std::string Describe(const NodeInfo& n) {
+  int act;
+  std::memcpy(&act, n.builtin_data, sizeof act);
+  return "act=" + std::to_string(act);
+}
+
 }  // namespace
 
-extern const OpHandler kAddHandler = {tfl::kAdd, "ADD", Check, Create};
+extern const OpHandler kAddHandler = {tfl::kAdd, "ADD", Check, Create, Describe};
 
 }  // namespace clgpu

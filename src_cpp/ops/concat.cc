@@ -193,9 +193,15 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   return std::make_unique<ConcatOp>(node, axis, p.activation);
 }
 
+std::string Describe(const NodeInfo& n) {
+  tfl::ConcatenationParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  return "axis=" + std::to_string(p.axis) + " act=" + std::to_string(p.activation);
+}
+
 }  // namespace
 
-extern const OpHandler kConcatenationHandler = {tfl::kConcatenation, "CONCATENATION", Check,
-                                                Create};
+extern const OpHandler kConcatenationHandler = {tfl::kConcatenation, "CONCATENATION", Check, Create,
+                                                Describe};
 
 }  // namespace clgpu

@@ -1,6 +1,7 @@
 // CONV_2D: claim check, shape inference, weight upload and the launches of the
 // algorithm the selector (ops/conv2d_selector.cc) picks.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -205,8 +206,19 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   return std::make_unique<Conv2dOp>(g, node, p);
 }
 
+std::string Describe(const NodeInfo& n) {
+  tfl::ConvParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "padding=%d stride=%d,%d act=%d dilation=%d,%d", p.padding,
+                p.stride_width, p.stride_height, p.activation, p.dilation_width, p.dilation_height);
+  return buf;
+}
+
+double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, 0); }
+
 }  // namespace
 
-extern const OpHandler kConv2dHandler = {tfl::kConv2d, "CONV_2D", Check, Create};
+extern const OpHandler kConv2dHandler = {tfl::kConv2d, "CONV_2D", Check, Create, Describe, Work};
 
 }  // namespace clgpu

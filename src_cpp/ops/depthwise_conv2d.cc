@@ -1,4 +1,5 @@
 // DEPTHWISE_CONV_2D: claim check, shapes, weights and launches.
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -201,9 +202,22 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   return std::make_unique<DepthwiseConv2dOp>(g, node, p);
 }
 
+std::string Describe(const NodeInfo& n) {
+  tfl::DepthwiseConvParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "padding=%d stride=%d,%d depth_multiplier=%d act=%d dilation=%d,%d", p.padding,
+                p.stride_width, p.stride_height, p.depth_multiplier, p.activation, p.dilation_width,
+                p.dilation_height);
+  return buf;
+}
+
+double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, -1); }
+
 }  // namespace
 
-extern const OpHandler kDepthwiseConv2dHandler = {tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D", Check,
-                                                  Create};
+extern const OpHandler kDepthwiseConv2dHandler = {
+    tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D", Check, Create, Describe, Work};
 
 }  // namespace clgpu

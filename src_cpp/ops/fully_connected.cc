@@ -195,9 +195,19 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   return std::make_unique<FullyConnectedOp>(g, node, p);
 }
 
+std::string Describe(const NodeInfo& n) {
+  tfl::FullyConnectedParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  return "act=" + std::to_string(p.activation) +
+         " weights_format=" + std::to_string(p.weights_format) +
+         " keep_num_dims=" + std::to_string(int(p.keep_num_dims));
+}
+
+double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, 0); }
+
 }  // namespace
 
-extern const OpHandler kFullyConnectedHandler = {tfl::kFullyConnected, "FULLY_CONNECTED", Check,
-                                                 Create};
+extern const OpHandler kFullyConnectedHandler = {
+    tfl::kFullyConnected, "FULLY_CONNECTED", Check, Create, Describe, Work};
 
 }  // namespace clgpu

@@ -1,13 +1,45 @@
 #include "ops/op.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
 #include "common/half.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 
 size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+std::string DescribeNode(const OpHandler& h, const NodeInfo& node) {
+  if (!node.builtin_data) return "no params";
+  return h.describe ? h.describe(node) : "";
+}
+
+double NodeWork(const GraphView& g, const OpHandler& h, const NodeInfo& node) {
+  if (h.flat_copy) return 0;  // a memcpy on either side
+  if (h.work) return h.work(g, node);
+  if (node.outputs.empty() || !g.valid_tensor(node.outputs[0])) return 0;
+  return static_cast<double>(NumElements(g.shape(node.outputs[0])));
+}
+
+double FilterWork(const GraphView& g, const NodeInfo& node, int out_channel_axis) {
+  if (node.outputs.empty() || !g.valid_tensor(node.outputs[0]) || node.inputs.size() < 2 ||
+      !g.valid_tensor(node.inputs[1]))
+    return 0;
+  const Shape w = g.shape(node.inputs[1]);
+  if (w.empty()) return 0;
+  const int axis = out_channel_axis < 0 ? static_cast<int>(w.size()) - 1 : out_channel_axis;
+  const double out = static_cast<double>(NumElements(g.shape(node.outputs[0])));
+  return 2.0 * out * static_cast<double>(NumElements(w)) / std::max(w[axis], 1);
+}
+
+std::string JoinParamInts(const int* v, int n) {
+  std::string out;
+  for (int i = 0; i < std::min(std::max(n, 0), tfl::kMaxParamDims); ++i)
+    out += (i ? "," : "") + std::to_string(v[i]);
+  return out;
+}
 
 void Op::FuseResidual(int residual, int output, float act_min, float act_max) {
   UnfuseResidual();

@@ -1,5 +1,7 @@
 // MAX_POOL_2D and AVERAGE_POOL_2D: SAME/VALID windows (TFLite's padding arithmetic, as
 // for convolutions), clipped to the input, with a fused clamp activation.
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.h"
@@ -146,10 +148,30 @@ std::unique_ptr<Op> CreateAverage(const GraphView&, const NodeInfo& node) {
   return std::make_unique<PoolOp>(node, false, p);
 }
 
+std::string Describe(const NodeInfo& n) {
+  tfl::PoolParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "padding=%d stride=%d,%d filter=%d,%d act=%d", p.padding,
+                p.stride_width, p.stride_height, p.filter_width, p.filter_height, p.activation);
+  return buf;
+}
+
+// One operation per window tap.
+double Work(const GraphView& g, const NodeInfo& n) {
+  if (n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return 0;
+  const double out = static_cast<double>(NumElements(g.shape(n.outputs[0])));
+  if (!n.builtin_data) return out;
+  tfl::PoolParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  return out * std::max(p.filter_width, 1) * std::max(p.filter_height, 1);
+}
+
 }  // namespace
 
-extern const OpHandler kMaxPool2dHandler = {tfl::kMaxPool2d, "MAX_POOL_2D", Check, CreateMax};
+extern const OpHandler kMaxPool2dHandler = {tfl::kMaxPool2d, "MAX_POOL_2D", Check,
+                                            CreateMax,       Describe,      Work};
 extern const OpHandler kAveragePool2dHandler = {tfl::kAveragePool2d, "AVERAGE_POOL_2D", Check,
-                                                CreateAverage};
+                                                CreateAverage,       Describe,          Work};
 
 }  // namespace clgpu

@@ -187,13 +187,30 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   return std::make_unique<ReshapeOp>(node, std::move(r));
 }
 
+std::string DescribeReshape(const NodeInfo& n) {
+  tfl::ReshapeParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  return "new_shape=" + JoinParamInts(p.shape, p.num_dimensions) +
+         " num_dimensions=" + std::to_string(p.num_dimensions);
+}
+
+std::string DescribeSqueeze(const NodeInfo& n) {
+  tfl::SqueezeParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  return "squeeze_dims=" + JoinParamInts(p.squeeze_dims, p.num_squeeze_dims) +
+         " num_squeeze_dims=" + std::to_string(p.num_squeeze_dims);
+}
+
 }  // namespace
 
-extern const OpHandler kReshapeHandler = {tfl::kReshape, "RESHAPE", Check<Kind::kReshape>,
-                                          Create<Kind::kReshape>};
-extern const OpHandler kSqueezeHandler = {tfl::kSqueeze, "SQUEEZE", Check<Kind::kSqueeze>,
-                                          Create<Kind::kSqueeze>};
-extern const OpHandler kExpandDimsHandler = {tfl::kExpandDims, "EXPAND_DIMS",
-                                             Check<Kind::kExpandDims>, Create<Kind::kExpandDims>};
+extern const OpHandler kReshapeHandler = {
+    tfl::kReshape, "RESHAPE", Check<Kind::kReshape>, Create<Kind::kReshape>, DescribeReshape,
+    nullptr,       true};
+extern const OpHandler kSqueezeHandler = {
+    tfl::kSqueeze, "SQUEEZE", Check<Kind::kSqueeze>, Create<Kind::kSqueeze>, DescribeSqueeze,
+    nullptr,       true};
+extern const OpHandler kExpandDimsHandler = {
+    tfl::kExpandDims, "EXPAND_DIMS", Check<Kind::kExpandDims>, Create<Kind::kExpandDims>, nullptr,
+    nullptr,          true};
 
 }  // namespace clgpu

@@ -219,15 +219,31 @@ std::unique_ptr<Op> Create(const NodeInfo& node, const GraphView& g, bool biline
   return std::make_unique<ResizeOp>(node, bilinear, p, oh, ow);
 }
 
+std::string Describe(const NodeInfo& n) {
+  tfl::ResizeParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  return "align_corners=" + std::to_string(int(p.align_corners)) +
+         " half_pixel_centers=" + std::to_string(int(p.half_pixel_centers));
+}
+
+// Bilinear: 4 weighted taps per element.
+double BilinearWork(const GraphView& g, const NodeInfo& n) {
+  if (n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return 0;
+  return 11.0 * static_cast<double>(NumElements(g.shape(n.outputs[0])));
+}
+
 }  // namespace
 
 extern const OpHandler kResizeBilinearHandler = {
-    tfl::kResizeBilinear, "RESIZE_BILINEAR",
+    tfl::kResizeBilinear,
+    "RESIZE_BILINEAR",
     [](const GraphView& g, const NodeInfo& n) { return CheckResize(g, n, true); },
-    [](const GraphView& g, const NodeInfo& n) { return Create(n, g, true); }};
+    [](const GraphView& g, const NodeInfo& n) { return Create(n, g, true); },
+    Describe,
+    BilinearWork};
 extern const OpHandler kResizeNearestNeighborHandler = {
     tfl::kResizeNearestNeighbor, "RESIZE_NEAREST_NEIGHBOR",
     [](const GraphView& g, const NodeInfo& n) { return CheckResize(g, n, false); },
-    [](const GraphView& g, const NodeInfo& n) { return Create(n, g, false); }};
+    [](const GraphView& g, const NodeInfo& n) { return Create(n, g, false); }, Describe};
 
 }  // namespace clgpu

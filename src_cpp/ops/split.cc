@@ -151,9 +151,17 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
                                    node.op == tfl::kSplit ? "SPLIT" : "SPLIT_V");
 }
 
+// Data movement over all outputs (output 0 alone would undercount it by the split count).
+double Work(const GraphView& g, const NodeInfo& n) {
+  double all = 0;
+  for (int t : n.outputs)
+    if (g.valid_tensor(t)) all += static_cast<double>(NumElements(g.shape(t)));
+  return all;
+}
+
 }  // namespace
 
-extern const OpHandler kSplitHandler = {tfl::kSplit, "SPLIT", Check, Create};
-extern const OpHandler kSplitVHandler = {tfl::kSplitV, "SPLIT_V", Check, Create};
+extern const OpHandler kSplitHandler = {tfl::kSplit, "SPLIT", Check, Create, nullptr, Work};
+extern const OpHandler kSplitVHandler = {tfl::kSplitV, "SPLIT_V", Check, Create, nullptr, Work};
 
 }  // namespace clgpu
