@@ -63,11 +63,7 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
                over + "cannot be split: " + why;
       pieces += static_cast<int>(count);
     }
-    OpContext ctx{*env_, queue(), options_};
-    ctx.storage_defines = storage_defines();
-    ctx.storage_bytes = eb;
-    ctx.disk = disk_.get();
-    ctx.max_alloc = limit;
+    OpContext ctx = MakeOpContext();
     ChunkPlan plan;
     const std::string why = PlanOpChunks(ctx, *op, in, out, limit, &plan);
     if (!why.empty()) return "the node " + over + why;
@@ -82,6 +78,15 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
   } catch (const std::exception& e) {
     return std::string("could not check its buffers against the largest allocation: ") + e.what();
   }
+}
+
+OpContext DelegateCore::MakeOpContext() const {
+  OpContext c{*env_, queue(), OpOptions{options_.conv_algorithm, options_.gemm_splits}};
+  c.storage_defines = storage_defines();
+  c.storage_bytes = storage_bytes();
+  c.disk = disk_.get();
+  c.max_alloc = max_alloc_bytes();
+  return c;
 }
 
 TfLiteDelegate* DelegateCore::Create(const Options& options) {
@@ -111,6 +116,8 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
   if (!options_.serialization_dir.empty())
     disk_ = std::make_unique<BinaryCache>(options_.serialization_dir, options_.model_token,
                                           options_.fail_at == "cache");
+  settings_ = RuntimeSettings{options_.fail_at, options_.profiling, options_.capture_tensors,
+                              options_.fuse_add};
   half_storage_ = options_.precision == "fp16" ||
                   (options_.precision == "auto" && env_->device().type == "gpu");
   tfl_.data_ = this;
@@ -138,11 +145,11 @@ void DelegateCore::CountKernelCreated() {
   std::lock_guard<std::mutex> l(report_mutex_);
   ++stats_.kernels_created;
 }
-void DelegateCore::Capture(int tensor, Captured c) {
+void DelegateCore::Capture(int tensor, CapturedTensor c) {
   std::lock_guard<std::mutex> l(report_mutex_);
   captured_[tensor] = std::move(c);
 }
-std::map<int, DelegateCore::Captured> DelegateCore::captured() const {
+std::map<int, CapturedTensor> DelegateCore::captured() const {
   std::lock_guard<std::mutex> l(report_mutex_);
   return captured_;
 }
@@ -158,14 +165,15 @@ std::map<int, MemoryReport> DelegateCore::memory() const {
   std::lock_guard<std::mutex> l(report_mutex_);
   return memory_;
 }
-void DelegateCore::CountInvoke(const DelegateStats& t) {
+void DelegateCore::CountInvoke(const InvokeCounts& c) {
   std::lock_guard<std::mutex> l(report_mutex_);
   ++stats_.invokes;
-  stats_.host_syncs += t.host_syncs;
-  stats_.uploads += t.uploads;
-  stats_.downloads += t.downloads;
-  stats_.upload_bytes += t.upload_bytes;
-  stats_.download_bytes += t.download_bytes;
+  InvokeCounts& t = stats_.transfers;
+  t.host_syncs += c.host_syncs;
+  t.uploads += c.uploads;
+  t.downloads += c.downloads;
+  t.upload_bytes += c.upload_bytes;
+  t.download_bytes += c.download_bytes;
 }
 void DelegateCore::CountPlan() {
   std::lock_guard<std::mutex> l(report_mutex_);

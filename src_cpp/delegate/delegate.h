@@ -17,6 +17,7 @@
 #include "cl/environment.h"
 #include "delegate/options.h"
 #include "graph/graph.h"
+#include "runtime/partition_host.h"
 #include "runtime/profiler.h"
 #include "tflite/abi.h"
 
@@ -43,44 +44,17 @@ struct AbiObservation {
   std::vector<std::string> params_read;  // "node 3 CONV_2D padding=1 stride=1,1 ..."
 };
 
-// Device memory of one partition (bytes).
-struct MemoryReport {
-  size_t naive_bytes = 0;        // every activation its own buffer
-  size_t lower_bound_bytes = 0;  // max over time of live activation bytes
-  size_t allocated_bytes = 0;    // activation buffers actually allocated
-  size_t weight_bytes = 0;       // weights and other constants
-  size_t staging_bytes = 0;      // float32 transfer copies (fp16 storage)
-  size_t scratch_bytes = 0;      // op scratch (Winograd transformed tiles)
-  // Zero-copy: partition inputs/outputs used in place in TFLite's host memory, outside
-  // the figures above (a discrete GPU's driver may still mirror them on the device).
-  size_t host_wrapped_bytes = 0;
-  int buffers = 0;
-  // "sub-buffers" / "svm": views into one arena; "shared": shared whole buffers;
-  // "own": a buffer per tensor (sharing would exceed the largest allocation).
-  std::string arena;
-  // Larger than the largest allocation (runtime/split.h): activations kept in
-  // pieces (own buffers, not in the figures above), ops run in chunks, and the
-  // staging buffers the chunks copy their boxes through.
-  int split_tensors = 0, split_pieces = 0;
-  size_t split_bytes = 0;
-  int chunked_ops = 0, chunks = 0;
-  size_t chunk_staging_bytes = 0;
-};
-
 struct DelegateStats {
   int prepares = 0;  // delegate Prepare calls
   int kernels_created = 0;
   int invokes = 0;
   // Set-up work a steady-state invoke must not repeat (tests/test_steady_state.py)...
-  int plans = 0;  // partition memory plans: at init, then only when input shapes change
-  int binds = 0;  // kernel arguments bound: after a plan, or when TFLite moved a tensor
-  // ...and the per-invoke work: host waits and partition boundary transfers.
-  int64_t host_syncs = 0;
-  int64_t uploads = 0, downloads = 0;
-  int64_t upload_bytes = 0, download_bytes = 0;
+  int plans = 0;           // partition memory plans: at init, then only when input shapes change
+  int binds = 0;           // kernel arguments bound: after a plan, or when TFLite moved a tensor
+  InvokeCounts transfers;  // ...and the per-invoke work: host waits, boundary transfers
 };
 
-class DelegateCore {
+class DelegateCore final : public PartitionHost {
  public:
   // Throws NoDeviceError / OptionError / ClError.
   static TfLiteDelegate* Create(const Options& options);
@@ -92,17 +66,19 @@ class DelegateCore {
   // A reference for a partition kernel (valid until the kernel is freed).
   std::shared_ptr<DelegateCore> shared() const { return self_; }
   const Options& options() const { return options_; }
-  Environment& env() { return *env_; }
+  Environment& env() override { return *env_; }
   int64_t driver_setup_us() const { return driver_setup_us_; }
-  cl_command_queue queue() const { return queue_.get(); }
+  cl_command_queue queue() const override { return queue_.get(); }
   std::mutex& queue_mutex() { return queue_mutex_; }
   // fp16 storage: activations and weights are half on the device.
-  bool half_storage() const { return half_storage_; }
+  bool half_storage() const override { return half_storage_; }
   std::string storage_defines() const {
     return std::string(half_storage_ ? "-DSTORAGE_HALF" : "") +
            (options_.fail_at == "build" ? " -DCLGPU_INJECT_BUILD_FAILURE" : "");
   }
-  size_t storage_bytes() const { return half_storage_ ? 2 : 4; }
+  size_t storage_bytes() const override { return half_storage_ ? 2 : 4; }
+  const RuntimeSettings& settings() const override { return settings_; }
+  OpContext MakeOpContext() const override;
   BinaryCache* disk_cache() const { return disk_.get(); }
   // The largest single buffer: the device's limit, or the lower max_alloc_bytes, and
   // never more than 2^31 - 1 elements (our kernels index buffers with 32-bit ints;
@@ -116,7 +92,7 @@ class DelegateCore {
   // a host-pointer buffer is pinned once, so each transfer is one DMA instead of the
   // driver's staging copy of pageable memory. Measured on an H200 (driver 580): every
   // zoo model's invoke 10-25 % faster with it, PyNET-512 4.3 -> 3.7 ms.
-  bool zero_copy() const {
+  bool zero_copy() const override {
     if (options_.zero_copy != "auto") return options_.zero_copy == "on";
     const DeviceInfo& d = env_->device();
     return d.host_unified_memory || (d.type == "gpu" && d.nvidia());
@@ -134,28 +110,25 @@ class DelegateCore {
   std::vector<std::vector<int>> partitions() const;
   AbiObservation abi() const;
   DelegateStats stats() const;
-  void CountKernelCreated();
-  int NextPartitionId() { return next_partition_id_++; }
-  struct Captured {
-    Shape shape;
-    std::vector<float> data;
-  };
-  void Capture(int tensor, Captured c);
-  std::map<int, Captured> captured() const;
-  void SetMemoryReport(int partition, const MemoryReport& r);
-  void DropMemoryReport(int partition);
+  void CountKernelCreated() override;
+  int NextPartitionId() override { return next_partition_id_++; }
+  void Capture(int tensor, CapturedTensor c) override;
+  std::map<int, CapturedTensor> captured() const;
+  void SetMemoryReport(int partition, const MemoryReport& r) override;
+  void DropMemoryReport(int partition) override;
   std::map<int, MemoryReport> memory() const;
-  Profiler& profiler() { return profiler_; }
-  void CountInvoke(const DelegateStats& transfers);  // adds its syncs and transfers
-  void CountPlan();
-  void CountBind();
+  Profiler& profiler() override { return profiler_; }
+  void CountInvoke(const InvokeCounts& counts) override;
+  void CountPlan() override;
+  void CountBind() override;
 
   // Folded DEQUANTIZE outputs -> sources of the graph being prepared; read by
   // kernel init, which runs inside Prepare on the same thread.
-  const GraphView* current_graph() const { return current_graph_; }
+  const GraphView* current_graph() const override { return current_graph_; }
 
  private:
   Options options_;
+  RuntimeSettings settings_;
   bool half_storage_ = false;
   std::unique_ptr<BinaryCache> disk_;
   std::shared_ptr<Environment> env_;
@@ -170,7 +143,7 @@ class DelegateCore {
   const GraphView* current_graph_ = nullptr;
   Profiler profiler_;
   std::map<int, MemoryReport> memory_;
-  std::map<int, Captured> captured_;
+  std::map<int, CapturedTensor> captured_;
   std::atomic<int> next_partition_id_{0};
   TfLiteDelegate tfl_{};
   std::shared_ptr<DelegateCore> self_;  // the delegate struct's own reference

@@ -25,7 +25,7 @@ void* Init(TfLiteContext* ctx, const char* buffer, size_t) {
   try {
     const auto* params = reinterpret_cast<const TfLiteDelegateParams*>(buffer);
     h->core = DelegateCore::From(params->delegate)->shared();
-    h->partition = std::make_unique<Partition>(ctx, params);
+    h->partition = std::make_unique<Partition>(ctx, params, h->core);
   } catch (const std::exception& e) {
     h->init_error = e.what();
   }

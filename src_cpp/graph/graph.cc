@@ -20,11 +20,11 @@ std::string ShapeString(const Shape& s) {
   return out + "]";
 }
 
-Shape GraphView::shape(int t) const {
-  const TfLiteIntArray* dims = tensor(t).dims;
-  if (!dims) return {};
-  return Shape(dims->data, dims->data + dims->size);
+Shape TensorShape(const TfLiteTensor& x) {
+  return x.dims ? Shape(x.dims->data, x.dims->data + x.dims->size) : Shape{};
 }
+
+Shape GraphView::shape(int t) const { return TensorShape(tensor(t)); }
 
 std::string GraphView::name(int t) const {
   const char* n = tensor(t).name;

@@ -18,6 +18,9 @@ using Shape = std::vector<int>;
 int64_t NumElements(const Shape& s);
 std::string ShapeString(const Shape& s);
 
+// A tensor's dims as a Shape ({} when it has none).
+Shape TensorShape(const TfLiteTensor& x);
+
 struct NodeInfo {
   int index = -1;
   int32_t op = -1;  // builtin code

@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include "common/error.h"
-#include "delegate/options.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"

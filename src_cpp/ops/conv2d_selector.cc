@@ -6,7 +6,6 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
-#include "delegate/options.h"
 #include "ops/gemm.h"
 #include "ops/tuning.h"
 

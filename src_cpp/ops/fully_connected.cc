@@ -3,7 +3,6 @@
 #include <map>
 
 #include "common/error.h"
-#include "delegate/options.h"
 #include "ops/gemm.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cl/environment.h"
@@ -11,15 +12,20 @@
 
 namespace clgpu {
 
-struct Options;
+// The options ops read (forced choices for tests and benchmarks).
+struct OpOptions {
+  std::string conv_algorithm = "auto";
+  int gemm_splits = 0;  // 0: each GEMM decides
+};
 
 // What an op may use while preparing: the device, the queue for weight uploads,
-// the options (precision, forced algorithms) and the build defines they imply.
+// the options it reads and the build defines the precision implies.
 struct OpContext {
-  OpContext(Environment& e, cl_command_queue q, const Options& o) : env(e), queue(q), options(o) {}
+  OpContext(Environment& e, cl_command_queue q, OpOptions o)
+      : env(e), queue(q), options(std::move(o)) {}
   Environment& env;
   cl_command_queue queue;
-  const Options& options;
+  OpOptions options;
   std::string storage_defines;  // "" for fp32, "-DSTORAGE_HALF" for fp16 storage
   size_t storage_bytes = 4;     // bytes per activation/weight element on the device
   BinaryCache* disk = nullptr;  // serialization_dir, when set

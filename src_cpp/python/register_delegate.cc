@@ -79,11 +79,11 @@ py::dict Stats(const PyDelegate& d) {
   r["invokes"] = s.invokes;
   r["plans"] = s.plans;
   r["binds"] = s.binds;
-  r["host_syncs"] = s.host_syncs;
-  r["uploads"] = s.uploads;
-  r["downloads"] = s.downloads;
-  r["upload_bytes"] = s.upload_bytes;
-  r["download_bytes"] = s.download_bytes;
+  r["host_syncs"] = s.transfers.host_syncs;
+  r["uploads"] = s.transfers.uploads;
+  r["downloads"] = s.transfers.downloads;
+  r["upload_bytes"] = s.transfers.upload_bytes;
+  r["download_bytes"] = s.transfers.download_bytes;
   r["buffers_created"] = d.core().env().buffers_created();
   r["driver_setup_us"] = d.core().driver_setup_us();
   r["programs_built"] = d.core().env().programs().builds();

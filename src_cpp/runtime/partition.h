@@ -1,5 +1,5 @@
-// One delegated partition on the device (partition.cc: build, plan, bind;
-// partition_invoke.cc: invoke). Built at kernel init (ops, weights);
+// One delegated partition on the device (partition.cc: build; partition_plan.cc: plan;
+// partition_bind.cc: bind; partition_invoke.cc: invoke). Built at kernel init (ops, weights);
 // planned when input shapes change (shapes, memory plan, output resizes); bound
 // when buffers change (kernel arguments); run at invoke with one transfer per
 // boundary tensor (per piece or range for one larger than a buffer), every kernel
@@ -18,17 +18,19 @@
 #include <utility>
 #include <vector>
 
-#include "delegate/delegate.h"
 #include "ops/fusion.h"
 #include "ops/op.h"
+#include "runtime/partition_host.h"
 #include "runtime/split.h"
 
 namespace clgpu {
 
 class Partition {
  public:
-  // Valid only inside delegate Prepare (kernel init): reads nodes and constants.
-  Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params);
+  // Valid only inside delegate Prepare (kernel init): reads nodes and constants. `host`
+  // outlives the partition.
+  Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
+            std::shared_ptr<PartitionHost> host);
   ~Partition();
 
   void Prepare(TfLiteContext* ctx);  // kernel prepare: re-plan if shapes changed
@@ -85,7 +87,6 @@ class Partition {
     double flops = 0, bytes = 0;
   };
 
-  OpContext MakeOpContext();
   bool InputShapesChanged(TfLiteContext* ctx);
   void Plan(TfLiteContext* ctx);
   void ReleaseLaunches();
@@ -108,7 +109,7 @@ class Partition {
                      const std::vector<int>& event_step, const std::vector<int64_t>& event_bytes,
                      double wall_ns, double enqueue_ns, int commands);
 
-  std::shared_ptr<DelegateCore> core_;
+  std::shared_ptr<PartitionHost> host_;
   int id_ = 0;
   bool zero_copy_ = false;
   std::vector<std::pair<cl_mem, void*>> mapped_;  // Invoke's mapped outputs (zero-copy)

@@ -27,16 +27,16 @@ struct DrainOnError {
 
 void Partition::Invoke(TfLiteContext* ctx) {
   const auto t0 = std::chrono::steady_clock::now();
-  DrainOnError drain{core_->queue()};
+  DrainOnError drain{host_->queue()};
   if (InputShapesChanged(ctx)) Plan(ctx);  // a dynamic input resized without a prepare
   if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
   const ClApi& cl = Cl();
-  cl_command_queue q = core_->queue();
-  if (core_->options().fail_at == "invoke")
+  cl_command_queue q = host_->queue();
+  if (host_->settings().fail_at == "invoke")
     throw ClError("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, "injected failure (fail_at)");
   // With profiling on, every enqueue gets an event: -1 = upload, -2 = download,
   // otherwise the index of the op (and of its step).
-  const bool profiling = core_->options().profiling;
+  const bool profiling = host_->settings().profiling;
   std::vector<Event> events;
   std::vector<int> event_op, event_step;
   std::vector<int64_t> event_bytes;
@@ -58,11 +58,11 @@ void Partition::Invoke(TfLiteContext* ctx) {
             "clEnqueueNDRangeKernel(convert)");
     keep();
   };
-  const bool half = core_->half_storage();
-  DelegateStats counts;  // this invoke's syncs and boundary transfers
+  const bool half = host_->half_storage();
+  InvokeCounts counts;  // this invoke's syncs and boundary transfers
   // Bytes a zero-copy map/unmap moves: none where the device works in host memory, the
   // tensor where the driver keeps a device copy (a discrete GPU).
-  const bool unified = core_->env().device().host_unified_memory;
+  const bool unified = host_->env().device().host_unified_memory;
   auto zero_copy_bytes = [&](size_t bytes) { return unified ? int64_t(0) : int64_t(bytes); };
   // A ranged value: each range straight into / out of its piece, or under fp16
   // through transfer_staging_ and a conversion (the in-order queue keeps the
@@ -213,10 +213,10 @@ void Partition::Invoke(TfLiteContext* ctx) {
   CheckCl(cl.clFinish(q), "clFinish");
   ++counts.host_syncs;
   drain.armed = false;
-  if (core_->options().fail_at == "read")
+  if (host_->settings().fail_at == "read")
     throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
-  core_->CountInvoke(counts);
-  if (core_->options().capture_tensors) CaptureValues();
+  host_->CountInvoke(counts);
+  if (host_->settings().capture_tensors) CaptureValues();
   if (profiling) {
     const auto ns = [&](auto t) {
       return std::chrono::duration<double, std::nano>(t - t0).count();
@@ -227,20 +227,20 @@ void Partition::Invoke(TfLiteContext* ctx) {
 }
 
 void Partition::CaptureValues() {
-  const size_t storage = core_->storage_bytes();
+  const size_t storage = host_->storage_bytes();
   for (const auto& [t, v] : values_) {
     if (v.kind == Kind::kConstant || (!Mem(t) && !v.split())) continue;
     const size_t n = static_cast<size_t>(NumElements(v.shape));
     // Zero-copy boundary tensors are TFLite's float32 memory itself.
-    const size_t elem = v.host_ptr && !core_->half_storage() ? 4 : storage;
-    DelegateCore::Captured c{v.shape, std::vector<float>(n)};
+    const size_t elem = v.host_ptr && !host_->half_storage() ? 4 : storage;
+    CapturedTensor c{v.shape, std::vector<float>(n)};
     if (n) {
       std::vector<unsigned char> raw(n * elem);
       const Storage st = StorageOf(t);
       for (size_t p = 0; p < st.mems.size(); ++p) {
         const Piece& piece = st.pieces[p];
         const size_t offset = st.offsets.empty() ? 0 : st.offsets[p];
-        CheckCl(Cl().clEnqueueReadBuffer(core_->queue(), st.mems[p], CL_TRUE, offset,
+        CheckCl(Cl().clEnqueueReadBuffer(host_->queue(), st.mems[p], CL_TRUE, offset,
                                          (piece.end - piece.begin) * elem,
                                          raw.data() + piece.begin * elem, 0, nullptr, nullptr),
                 "clEnqueueReadBuffer(capture)");
@@ -252,7 +252,7 @@ void Partition::CaptureValues() {
         std::memcpy(c.data.data(), raw.data(), n * 4);
       }
     }
-    core_->Capture(t, std::move(c));
+    host_->Capture(t, std::move(c));
   }
 }
 
@@ -260,7 +260,7 @@ void Partition::RecordProfile(const std::vector<Event>& events, const std::vecto
                               const std::vector<int>& event_step,
                               const std::vector<int64_t>& event_bytes, double wall_ns,
                               double enqueue_ns, int commands) {
-  Profiler& prof = core_->profiler();
+  Profiler& prof = host_->profiler();
   std::set<int> attributed;  // ops whose work and traffic went to a kernel record
   cl_ulong first = ~cl_ulong{0}, last = 0;
   for (size_t e = 0; e < events.size(); ++e) {

@@ -1,0 +1,251 @@
+// Binding a partition (runtime/partition.h): buffers, zero-copy wraps and kernel arguments,
+// after a plan or when TFLite moved a tensor.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "cl/errors.h"
+#include "common/error.h"
+#include "ops/fusion.h"
+#include "runtime/memory_planner.h"
+#include "runtime/partition.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+
+bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
+  if (!zero_copy_) return false;
+  // Empty tensors are never wrapped (nothing to share): whatever pointer TFLite gives
+  // them must not re-bind every invoke.
+  auto changed = [&](int t) {
+    const Value& v = values_.at(t);
+    return !v.ranged && v.float_bytes() != 0 && ctx->tensors[t].data.raw_const != v.host_ptr;
+  };
+  for (int t : uploads_)
+    if (changed(t)) return true;
+  for (int t : downloads_)
+    if (values_.at(t).kind != Kind::kConstant && changed(t)) return true;
+  return false;
+}
+
+void Partition::Bind(TfLiteContext* ctx) {
+  host_->CountBind();
+  ReleaseLaunches();  // before any buffer they reference is replaced
+  OpContext octx = host_->MakeOpContext();
+  Environment& env = host_->env();
+  if (zero_copy_) {
+    // Wrap TFLite's own tensor memory: on shared-memory devices the kernels then
+    // read inputs and write outputs in place, with map/unmap instead of copies.
+    auto wrap = [&](int t, cl_mem_flags flags) {
+      Value& v = values_[t];
+      if (v.ranged) return;  // larger than one buffer: transferred a range at a time
+      const TfLiteTensor& x = ctx->tensors[t];
+      const size_t bytes = v.float_bytes();
+      if (!x.data.raw || x.bytes < bytes || bytes == 0) {
+        // TFLite has not allocated the tensor yet (first prepare): bind a device
+        // buffer for now, so programs are built at prepare; the first invoke sees
+        // the real pointer and binds again.
+        Buffer b = env.CreateBuffer(bytes);
+        v.host_ptr = nullptr;
+        if (host_->half_storage()) {
+          v.transfer = std::move(b);
+        } else {
+          v.buffer = std::move(b);
+        }
+        return;
+      }
+      cl_int err = CL_SUCCESS;
+      cl_mem mem =
+          Cl().clCreateBuffer(env.context(), flags | CL_MEM_USE_HOST_PTR, bytes, x.data.raw, &err);
+      if (err != CL_SUCCESS) throw ClError("clCreateBuffer(CL_MEM_USE_HOST_PTR)", err);
+      env.CountBufferCreated();
+      Buffer b(mem, bytes);
+      v.host_ptr = x.data.raw_const;
+      if (host_->half_storage()) {
+        v.transfer = std::move(b);
+      } else {
+        v.buffer = std::move(b);
+      }
+    };
+    for (int t : uploads_) wrap(t, CL_MEM_READ_ONLY);
+    for (int t : downloads_)
+      if (values_[t].kind != Kind::kConstant) wrap(t, CL_MEM_WRITE_ONLY);
+  }
+  if (host_->half_storage()) {
+    auto prog = octx.GetProgram("convert");
+    auto make = [&](bool upload, cl_mem floats, cl_mem storage, size_t n, size_t offset) {
+      Launch l;
+      l.name = upload ? "to_storage" : "from_storage";
+      l.kernel = CreateKernel(*prog, l.name);
+      const cl_long off = static_cast<cl_long>(offset);
+      if (upload) {
+        SetArgs(l.kernel, floats, storage, static_cast<int>(n), off);
+      } else {
+        SetArgs(l.kernel, storage, floats, static_cast<int>(n), off);
+      }
+      l.global[0] = std::max<size_t>(n, 1);
+      return l;
+    };
+    auto convert = [&](int t, bool upload) {
+      Value& v = values_[t];
+      if (v.ranged) {
+        for (Value::Range& r : v.ranges) {
+          cl_mem piece = v.split() ? v.piece_buffers[r.piece].get() : Mem(t);
+          const size_t base = v.split() ? v.pieces[r.piece].begin : 0;
+          r.convert = make(upload, transfer_staging_.get(), piece, r.end - r.begin, r.begin - base);
+        }
+        return;
+      }
+      if (!v.transfer) return;
+      v.convert = make(upload, v.transfer.get(), Mem(t), size_t(NumElements(v.shape)), 0);
+    };
+    for (int t : uploads_) convert(t, true);
+    for (int t : downloads_)
+      if (values_[t].kind != Kind::kConstant) convert(t, false);
+  }
+  // An op in chunks: one sub-op per chunk, made before the scratch is sized.
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    OpRun& run = runs_[i];
+    if (run.plan.empty() || RunsNothing(i)) continue;
+    std::vector<Shape> in_shapes;
+    for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
+    for (const Box& box : run.plan.out) {
+      run.chunks.push_back(ops_[i]->MakeChunk(in_shapes, box));
+      if (!run.chunks.back())
+        throw Error(std::string(ops_[i]->type_name()) + " cannot run in chunks");
+    }
+  }
+  // Scratch: the largest request per slot over all ops (and chunks), shared by them.
+  std::vector<size_t> scratch_bytes;
+  auto need_scratch = [&](const Op& op, const std::vector<Shape>& in_shapes) {
+    const std::vector<size_t> need = op.ScratchBytes(octx, in_shapes);
+    if (need.size() > scratch_bytes.size()) scratch_bytes.resize(need.size(), 0);
+    for (size_t j = 0; j < need.size(); ++j) scratch_bytes[j] = std::max(scratch_bytes[j], need[j]);
+  };
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    if (RunsNothing(i)) continue;
+    const OpRun& run = runs_[i];
+    if (run.plan.empty()) {
+      std::vector<Shape> in_shapes;
+      for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
+      need_scratch(*ops_[i], in_shapes);
+      continue;
+    }
+    for (size_t c = 0; c < run.chunks.size(); ++c) {
+      std::vector<Shape> in_shapes;
+      for (const Box& b : run.plan.in[c]) in_shapes.push_back(b.size);
+      need_scratch(*run.chunks[c], in_shapes);
+    }
+  }
+  scratch_.resize(std::max(scratch_.size(), scratch_bytes.size()));
+  size_t scratch_total = 0;
+  for (size_t j = 0; j < scratch_bytes.size(); ++j) {
+    if (!scratch_[j] || scratch_[j].bytes() < scratch_bytes[j])
+      scratch_[j] = env.CreateBuffer(scratch_bytes[j]);
+    octx.scratch.push_back(scratch_[j].get());
+    scratch_total += scratch_[j].bytes();
+  }
+  op_profiles_.assign(ops_.size(), {});
+  size_t weight_bytes = 0;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<Shape> in_shapes;
+    std::vector<cl_mem> in, out;
+    OpProfile& prof = op_profiles_[i];
+    for (int t : ops_[i]->inputs()) {
+      in_shapes.push_back(values_.at(t).shape);
+      in.push_back(Mem(t));
+      prof.shape += (prof.shape.empty() ? "" : "x") + ShapeString(values_.at(t).shape);
+      prof.bytes += double(NumElements(values_.at(t).shape)) * octx.storage_bytes;
+    }
+    prof.shape += "->";
+    for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
+      out.push_back(Mem(ops_[i]->outputs()[j]));
+      prof.shape += ShapeString(out_shapes_[i][j]);
+      prof.bytes += double(NumElements(out_shapes_[i][j])) * octx.storage_bytes;
+    }
+    // A folded ADD, or an op whose outputs are all empty (as the CPU produces for a too-small
+    // input), runs nothing.
+    if (!RunsNothing(i)) {
+      if (ops_[i]->IsFlatCopy()) {
+        // Same elements, same order: one copy between the tensors' storage (more where
+        // either is kept in pieces), both seen as flat.
+        const Shape flat = {static_cast<int>(NumElements(in_shapes[0]))};
+        std::vector<CopyCommand> copies;
+        AppendBoxCopies(StorageOf(ops_[i]->inputs()[0]), flat, WholeBox(flat),
+                        StorageOf(ops_[i]->outputs()[0]), flat, WholeBox(flat), octx.storage_bytes,
+                        &copies);
+        for (const CopyCommand& c : copies)
+          runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
+      } else if (runs_[i].plan.empty()) {
+        ops_[i]->Prepare(octx, in_shapes, out_shapes_[i], in, out);
+        for (const Launch& l : ops_[i]->launches())
+          runs_[i].steps.push_back(Step{&l, {}, nullptr, ops_[i].get()});
+      } else {
+        BindChunks(octx, i);
+      }
+    }
+    prof.flops = ops_[i]->Flops(in_shapes, out_shapes_[i]);
+    prof.bytes += ops_[i]->WeightBytes();
+    weight_bytes += static_cast<size_t>(ops_[i]->WeightBytes());
+  }
+  MemoryReport report = report_;
+  report.weight_bytes += weight_bytes;
+  report.scratch_bytes = scratch_total;
+  host_->SetMemoryReport(id_, report);
+  bound_ = true;
+}
+
+// Per chunk: copies of the input boxes into staging (or the whole tensor as it is),
+// the chunk's kernels, and the copy of its output box out of staging.
+void Partition::BindChunks(OpContext& octx, size_t i) {
+  OpRun& run = runs_[i];
+  const Op& op = *ops_[i];
+  const size_t eb = octx.storage_bytes, n_in = op.inputs().size();
+  const int out_t = op.outputs()[0];
+  const Shape& out_view = run.plan.spec.views.back();
+  auto staging = [&](size_t slot, const Box& box, Shape* view) {
+    *view = box.size;
+    return Storage{{staging_.at(slot).get()}, {Piece{0, size_t(BoxElements(box))}}, {}};
+  };
+  for (size_t c = 0; c < run.chunks.size(); ++c) {
+    Op& chunk = *run.chunks[c];
+    std::vector<Shape> in_shapes;
+    std::vector<cl_mem> in;
+    std::vector<Step> copy_in;
+    for (size_t j = 0; j < n_in; ++j) {
+      const int t = op.inputs()[j];
+      const Box& box = run.plan.in[c][j];
+      const Shape& view = run.plan.spec.views[j];
+      in_shapes.push_back(box.size);
+      if (!values_.at(t).split() && SameBox(box, WholeBox(view))) {
+        in.push_back(Mem(t));  // the whole tensor, as it is
+        continue;
+      }
+      Shape sview;
+      const Storage dst = staging(j, box, &sview);
+      std::vector<CopyCommand> copies;
+      AppendBoxCopies(StorageOf(t), view, box, dst, sview, WholeBox(sview), eb, &copies);
+      for (const CopyCommand& cc : copies) copy_in.push_back(Step{nullptr, cc, "copy_in", &chunk});
+      in.push_back(staging_.at(j).get());
+    }
+    const Box& obox = run.plan.out[c];
+    const std::vector<Shape> chunk_out = chunk.InferShapes(in_shapes);
+    if (chunk_out.size() != 1 || NumElements(chunk_out[0]) != BoxElements(obox))
+      throw Error(std::string(op.type_name()) + " chunk " + ShapeString(obox.size) +
+                  " does not compute its box");
+    const bool direct = !values_.at(out_t).split() && SameBox(obox, WholeBox(out_view));
+    cl_mem out = direct ? Mem(out_t) : staging_.at(n_in).get();
+    chunk.Prepare(octx, in_shapes, chunk_out, in, {out});
+    run.steps.insert(run.steps.end(), copy_in.begin(), copy_in.end());
+    for (const Launch& l : chunk.launches()) run.steps.push_back(Step{&l, {}, nullptr, &chunk});
+    if (direct) continue;
+    Shape sview;
+    const Storage src = staging(n_in, obox, &sview);
+    std::vector<CopyCommand> copies;
+    AppendBoxCopies(src, sview, WholeBox(sview), StorageOf(out_t), out_view, obox, eb, &copies);
+    for (const CopyCommand& cc : copies) run.steps.push_back(Step{nullptr, cc, "copy_out", &chunk});
+  }
+}
+
+}  // namespace clgpu

@@ -1,0 +1,267 @@
+// Planning a partition (runtime/partition.h): shapes, the memory plan, chunks and output
+// resizes, whenever its input shapes change.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "cl/errors.h"
+#include "common/error.h"
+#include "ops/fusion.h"
+#include "runtime/memory_planner.h"
+#include "runtime/partition.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+enum class ArenaKind { kSubBuffers, kSvm, kShared };
+
+// Where activations live: views into one arena (sub-buffers; on NVIDIA, whose
+// driver crashes releasing used sub-buffers, SVM views), else shared whole
+// buffers. CLGPU_ARENA=subbuffers|svm|shared picks one on any device (tests);
+// "svm" without SVM support falls back to shared buffers.
+ArenaKind PickArena(const DeviceInfo& d) {
+  const char* force = std::getenv("CLGPU_ARENA");
+  const std::string f = force ? force : "";
+  if (f == "subbuffers") return ArenaKind::kSubBuffers;
+  if (f == "svm") return ArenaKind::kSvm;
+  if (f == "shared") return ArenaKind::kShared;
+  if (!f.empty()) throw Error("CLGPU_ARENA must be subbuffers, svm or shared, not '" + f + "'");
+  if (!d.nvidia()) return ArenaKind::kSubBuffers;
+  return d.svm_coarse ? ArenaKind::kSvm : ArenaKind::kShared;
+}
+
+}  // namespace
+
+void Partition::Plan(TfLiteContext* ctx) {
+  host_->CountPlan();
+  ReleaseLaunches();  // before any buffer they reference is replaced
+  for (auto& op : ops_) op->UnfuseResidual();
+  absorbed_.assign(ops_.size(), false);
+  for (auto& [t, v] : values_) v.elided = false;
+  OpContext octx = host_->MakeOpContext();
+  Environment& env = host_->env();
+  const size_t eb = octx.storage_bytes, max_alloc = octx.max_alloc;
+  report_ = MemoryReport{};
+  // Constants that ops read as activations (an ADD operand): uploaded once, in
+  // pieces when larger than one buffer. Weights are the ops' own.
+  std::set<int> read;
+  for (const auto& op : ops_) read.insert(op->inputs().begin(), op->inputs().end());
+  for (auto& [t, v] : values_) {
+    if (v.kind != Kind::kConstant || !read.count(t)) continue;
+    if (!v.buffer && !v.split()) {
+      if (v.constant.size() * eb <= max_alloc) {
+        v.buffer = UploadWeights(octx, v.constant);
+      } else {
+        std::string why;
+        v.pieces = PlanPieces(v.shape, max_alloc / eb, &why);
+        if (v.pieces.empty()) throw Error("constant tensor " + std::to_string(t) + ": " + why);
+        for (const Piece& p : v.pieces)
+          v.piece_buffers.push_back(UploadWeights(
+              octx, std::vector<float>(v.constant.begin() + p.begin, v.constant.begin() + p.end)));
+      }
+    }
+    report_.weight_bytes += v.buffer.bytes();
+    for (const Buffer& b : v.piece_buffers) report_.weight_bytes += b.bytes();
+  }
+  out_shapes_.assign(ops_.size(), {});
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<Shape> in;
+    for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
+    out_shapes_[i] = ops_[i]->InferShapes(in);
+    for (size_t j = 0; j < out_shapes_[i].size(); ++j)
+      values_[ops_[i]->outputs()[j]].shape = out_shapes_[i][j];
+  }
+  FuseResiduals(octx);
+  if (host_->settings().fail_at == "alloc")
+    throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
+
+  // Activations larger than one buffer become pieces (allocated below, outside the
+  // memory plan); the ops touching them, or too large themselves, run in chunks.
+  for (auto& [t, v] : values_) {
+    if (v.kind == Kind::kConstant) continue;
+    v.piece_buffers.clear();
+    v.pieces.clear();
+    if (v.elided || size_t(NumElements(v.shape)) * eb <= max_alloc) continue;
+    std::string why;
+    v.pieces = PlanPieces(v.shape, max_alloc / eb, &why);
+    if (v.pieces.empty())
+      throw Error("tensor " + std::to_string(t) + " " + ShapeString(v.shape) + ": " + why);
+  }
+  runs_.clear();
+  runs_.resize(ops_.size());
+  const size_t chunk_bytes =
+      std::min<size_t>(max_alloc, std::max<size_t>(64u << 20, env.device().global_mem_bytes / 16));
+  std::vector<size_t> staging_bytes;  // per slot: inputs of a chunk, then its output
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    if (absorbed_[i]) continue;
+    std::vector<Shape> in;
+    for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
+    OpRun& run = runs_[i];
+    const std::string why =
+        PlanOpChunks(octx, *ops_[i], in, out_shapes_[i], chunk_bytes, &run.plan);
+    if (!why.empty())
+      throw Error(std::string(ops_[i]->type_name()) + " node " +
+                  std::to_string(ops_[i]->node_index()) + ": " + why);
+    if (run.plan.empty()) continue;
+    ++report_.chunked_ops;
+    report_.chunks += static_cast<int>(run.plan.out.size());
+    const size_t slots = in.size() + 1;
+    if (staging_bytes.size() < slots) staging_bytes.resize(slots, 0);
+    for (size_t c = 0; c < run.plan.out.size(); ++c) {
+      for (size_t j = 0; j < in.size(); ++j)
+        staging_bytes[j] = std::max(staging_bytes[j], size_t(BoxElements(run.plan.in[c][j])) * eb);
+      staging_bytes[in.size()] =
+          std::max(staging_bytes[in.size()], size_t(BoxElements(run.plan.out[c])) * eb);
+    }
+  }
+
+  // Lifetimes in op steps: inputs are written before step 0, outputs are read
+  // after the last step; the planner lets disjoint lifetimes share memory.
+  // Under zero-copy without fp16, boundary tensors live in TFLite's memory instead.
+  const bool boundary_outside = zero_copy_ && !host_->half_storage();
+  std::vector<int> planned;
+  std::vector<TensorUsage> usage;
+  std::map<int, size_t> index_of;
+  const int end_step = static_cast<int>(ops_.size());
+  for (auto& [t, v] : values_) {
+    v.transfer.Release();
+    v.host_ptr = nullptr;
+    v.arena_offset = SIZE_MAX;
+    v.ranged = false;
+    v.ranges.clear();
+    if (v.kind == Kind::kConstant) continue;
+    if (v.elided || !v.pieces.empty() ||
+        (boundary_outside && (v.kind == Kind::kInput || v.is_partition_output))) {
+      v.buffer.Release();
+      v.slot = -1;
+      continue;
+    }
+    TensorUsage u;
+    u.bytes = std::max<size_t>(static_cast<size_t>(NumElements(v.shape)) * eb, 4);
+    u.first = v.kind == Kind::kInput ? 0 : end_step;
+    u.last = v.is_partition_output ? end_step : 0;
+    index_of[t] = usage.size();
+    planned.push_back(t);
+    usage.push_back(u);
+  }
+  for (int i = 0; i < end_step; ++i) {
+    if (absorbed_[i]) continue;
+    for (int t : ops_[i]->inputs())
+      if (index_of.count(t)) usage[index_of[t]].last = std::max(usage[index_of[t]].last, i);
+    for (int t : ops_[i]->outputs())
+      if (index_of.count(t)) usage[index_of[t]].first = std::min(usage[index_of[t]].first, i);
+  }
+  for (TensorUsage& u : usage) u.last = std::max(u.last, u.first);
+  if (host_->settings().capture_tensors) {
+    // Every activation must survive to the end of the invoke to be read back.
+    for (TensorUsage& u : usage) u.first = 0, u.last = end_step;
+  }
+  for (int t : planned) {
+    values_[t].buffer.Release();
+    values_[t].slot = -1;
+  }
+  arena_.Release();
+  shared_.clear();
+  staging_.clear();
+  transfer_staging_.Release();
+  const OffsetPlan plan = PlanOffsetsGreedyBySize(usage, env.device().base_addr_align_bytes);
+  report_.naive_bytes = plan.naive_bytes;
+  report_.lower_bound_bytes = plan.lower_bound_bytes;
+  // NVIDIA's driver (580) crashes releasing sub-buffers that kernels had used once
+  // those kernels are gone (any re-plan after an invoke). There the arena is one
+  // SVM allocation whose views are plain buffers at interior addresses; without
+  // SVM, activations share whole buffers (shared objects, PlanSharedObjects).
+  const ArenaKind kind = PickArena(env.device());
+  if (kind != ArenaKind::kShared && plan.arena_bytes <= max_alloc) {
+    arena_ = kind == ArenaKind::kSvm ? env.CreateSvmArena(plan.arena_bytes, host_->queue())
+                                     : env.CreateBuffer(plan.arena_bytes);
+  }
+  const MemoryPlan shared = arena_ ? MemoryPlan{} : PlanSharedObjects(usage);
+  const bool shared_fits =
+      !arena_ && std::all_of(shared.buffer_bytes.begin(), shared.buffer_bytes.end(),
+                             [&](size_t b) { return b <= max_alloc; });
+  if (arena_) {
+    for (size_t i = 0; i < planned.size(); ++i) {
+      values_[planned[i]].buffer = env.CreateSubBuffer(arena_, plan.offsets[i], usage[i].bytes);
+      values_[planned[i]].arena_offset = plan.offsets[i];
+    }
+    report_.allocated_bytes = arena_.bytes();
+    report_.buffers = 1;
+    report_.arena = arena_.svm() ? "svm" : "sub-buffers";
+  } else if (shared_fits) {
+    for (size_t b : shared.buffer_bytes) {
+      shared_.push_back(env.CreateBuffer(b));
+      report_.allocated_bytes += b;
+    }
+    for (size_t i = 0; i < planned.size(); ++i) values_[planned[i]].slot = shared.assignment[i];
+    report_.buffers = static_cast<int>(shared_.size());
+    report_.arena = "shared";
+  } else {
+    // Sharing would exceed the device's largest allocation: give each tensor its
+    // own buffer instead (every buffer stays allocatable).
+    for (size_t i = 0; i < planned.size(); ++i) {
+      values_[planned[i]].buffer = env.CreateBuffer(usage[i].bytes);
+      report_.allocated_bytes += usage[i].bytes;
+    }
+    report_.buffers = static_cast<int>(planned.size());
+    report_.arena = "own";
+  }
+  for (auto& [t, v] : values_) {
+    if (v.kind == Kind::kConstant || v.pieces.empty()) continue;
+    for (const Piece& p : v.pieces) {
+      v.piece_buffers.push_back(env.CreateBuffer((p.end - p.begin) * eb));
+      report_.split_bytes += v.piece_buffers.back().bytes();
+    }
+    ++report_.split_tensors;
+    report_.split_pieces += static_cast<int>(v.pieces.size());
+  }
+  for (size_t b : staging_bytes) {
+    staging_.push_back(env.CreateBuffer(b));
+    report_.chunk_staging_bytes += staging_.back().bytes();
+  }
+
+  // Boundary transfers. A split value goes a piece at a time; under fp16 storage
+  // through a float32 staging buffer (a range at a time), also for a value whose
+  // float32 copy alone would exceed one buffer. Zero-copy wraps only the others.
+  const size_t stage_elems = std::max<size_t>(std::min(chunk_bytes, max_alloc) / sizeof(float), 1);
+  size_t stage_need = 0;
+  std::set<int> wrapped;  // a tensor both read and written by the partition counts once
+  auto boundary = [&](int t) {
+    Value& v = values_[t];
+    if (v.kind == Kind::kConstant) return;
+    v.ranged = v.split() || (host_->half_storage() && v.float_bytes() > max_alloc);
+    if (v.ranged) {
+      PlanTransferRanges(v, host_->half_storage() ? stage_elems : SIZE_MAX);
+      for (const Value::Range& r : v.ranges) stage_need = std::max(stage_need, r.end - r.begin);
+    } else if (zero_copy_) {
+      if (wrapped.insert(t).second) report_.host_wrapped_bytes += v.float_bytes();
+    } else if (host_->half_storage() && !v.transfer) {
+      v.transfer = env.CreateBuffer(v.float_bytes());
+    }
+  };
+  for (int t : uploads_) boundary(t);
+  for (int t : downloads_) boundary(t);
+  if (host_->half_storage() && stage_need)
+    transfer_staging_ = env.CreateBuffer(stage_need * sizeof(float));
+  for (const auto& [t, v] : values_) report_.staging_bytes += v.transfer.bytes();
+  report_.staging_bytes += transfer_staging_.bytes();
+
+  for (int t : downloads_) {
+    TfLiteTensor& x = ctx->tensors[t];
+    const Shape& s = values_[t].shape;
+    if (TensorShape(x) == s) continue;
+    auto* dims = static_cast<TfLiteIntArray*>(std::malloc(sizeof(int) * (1 + s.size())));
+    if (!dims) throw std::bad_alloc();
+    dims->size = static_cast<int>(s.size());
+    std::copy(s.begin(), s.end(), dims->data);
+    // ResizeTensor takes ownership of dims and frees it with free().
+    if (ctx->ResizeTensor(ctx, &x, dims) != kTfLiteOk)
+      throw Error("ResizeTensor failed for tensor " + std::to_string(t));
+  }
+  planned_ = true;
+  bound_ = false;
+}
+
+}  // namespace clgpu
