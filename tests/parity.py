@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import tflite
 
 import clgpu_delegate
+from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
 
 # Every value of the conv_algorithm option: "auto" (the selector) and each forced algorithm.
@@ -30,6 +32,13 @@ CONV_ALGORITHMS = [
     "direct_blocked",
     "winograd4_fused",
 ]
+
+
+def cpu_op(b: ModelBuilder, x: int) -> int:
+    """An op the delegate does not claim (SIN), where a test needs the CPU between partitions.
+    One place to change should the delegate ever claim it."""
+    return b._unary(tflite.BuiltinOperator.SIN, x)
+
 
 # Relative error we accept in fp32; atol scales with the largest reference value.
 FP32_RTOL = 1e-4

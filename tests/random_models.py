@@ -33,6 +33,11 @@ ACTIVATIONS = (None, "RELU", "RELU6", "RELU_N1_TO_1")
 # The forced algorithms (the selector's own picks are covered elsewhere).
 FORCED_CONV_ALGORITHMS = tuple(CONV_ALGORITHMS[1:])
 CLAIMED_OPS = (
+    "RELU",
+    "RELU6",
+    "TANH",
+    "LOGISTIC",
+    "HARD_SWISH",
     "CONV_2D",
     "DEPTHWISE_CONV_2D",
     "FULLY_CONNECTED",
