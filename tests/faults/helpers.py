@@ -1,0 +1,80 @@
+"""Helpers of the test_faults*.py tests: the model they break, its stock-TFLite reference, the
+programs they run in child processes, and the counting, fault-injecting OpenCL shim."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from parity import run
+
+from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.runtime import make_interpreter
+
+HERE = Path(__file__).resolve().parent
+
+
+def script(name: str) -> str:
+    """The path of a child-process program in tests/faults/, for `python PATH args...`."""
+    return str(HERE / name)
+
+
+def two_partition_model() -> bytes:
+    """conv -> conv | TANH | add -> transpose: two delegated partitions around a CPU op."""
+    b = ModelBuilder(seed=81)
+    x = b.input("x", (1, 9, 8, 3))
+    y = b.conv2d(x, b.rand((6, 3, 3, 3)), b.rand((6,)), activation="RELU")
+    y = b.conv2d(y, b.rand((4, 3, 3, 6)), stride=2)
+    y = b.tanh(y)
+    y = b.add(y, b.rand((4,)))
+    b.output(b.transpose(y, (0, 3, 1, 2)))
+    return b.build()
+
+
+MODEL = two_partition_model()
+
+
+def reference(runtime: str, inputs: list[np.ndarray], model: bytes = MODEL) -> list[np.ndarray]:
+    ref = make_interpreter(model, None, runtime=runtime, reference=True)
+    ref.allocate_tensors()
+    return run(ref, inputs)
+
+
+# ---- the OpenCL shim -------------------------------------------------------------------------
+#
+# opencl_shim.c replaces libOpenCL for the delegate through CLGPU_OPENCL_LIBRARY: any entry
+# point can fail on its n-th call, once or for good, and it counts the objects created and
+# released (test_lifetime.py counts with it too). The order of its counters:
+KINDS = ("contexts", "queues", "mems", "programs", "kernels", "events", "maps")
+
+
+def build_opencl_shim(out: Path) -> Path:
+    """Compiles the shim into `out`; skips the test when there is no C compiler."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler for the counting OpenCL shim")
+    lib = out / "libclcount.so"
+    # -l:libOpenCL.so.1: the runtime library, as no development symlink may be installed.
+    p = subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-o",
+            str(lib),
+            str(HERE / "opencl_shim.c"),
+            "-Wl,--no-as-needed",
+            "-l:libOpenCL.so.1",
+            "-ldl",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if p.returncode:
+        pytest.skip(f"cannot build the counting OpenCL shim: {p.stderr[-500:]}")
+    return lib
