@@ -15,17 +15,23 @@ from .delegate import Delegate, load, plugin_path
 from .devices import Device, WarmUp, devices, select_device, warm_up
 from .precision import PrecisionReport, check_precision
 from .profile import Profile
+from .results import AbiObservation, DelegateStats, MemoryReport, NodeDecision, PartitionMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbiObservation",
     "BuildError",
     "ClgpuError",
     "Delegate",
+    "DelegateStats",
     "Device",
+    "MemoryReport",
     "NativeExtensionMissing",
     "NoDeviceError",
+    "NodeDecision",
     "OpenCLError",
+    "PartitionMemory",
     "PrecisionReport",
     "Profile",
     "WarmUp",
