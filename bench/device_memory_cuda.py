@@ -53,10 +53,10 @@ def _child(model_name: str) -> None:
     after = free_bytes()
     m = d.memory()
     print(json.dumps({"delta_mb": (before - after) / 2**20,
-                      "activations_mb": m["allocated_bytes"] / 2**20,
-                      "lower_bound_mb": m["lower_bound_bytes"] / 2**20,
-                      "weights_mb": m["weight_bytes"] / 2**20,
-                      "arena": m["partitions"][0]["arena"]}))
+                      "activations_mb": m.allocated_bytes / 2**20,
+                      "lower_bound_mb": m.lower_bound_bytes / 2**20,
+                      "weights_mb": m.weight_bytes / 2**20,
+                      "arena": m.partitions[0].arena}))
 
 
 def main() -> int:

@@ -16,18 +16,24 @@ from .devices import Device, WarmUp, devices, select_device, warm_up
 from .planning import Candidate, Plan, plan
 from .precision import PrecisionReport, check_precision
 from .profile import Profile
+from .results import AbiObservation, DelegateStats, MemoryReport, NodeDecision, PartitionMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbiObservation",
     "BuildError",
     "Candidate",
     "ClgpuError",
     "Delegate",
+    "DelegateStats",
     "Device",
+    "MemoryReport",
     "NativeExtensionMissing",
     "NoDeviceError",
+    "NodeDecision",
     "OpenCLError",
+    "PartitionMemory",
     "Plan",
     "PrecisionReport",
     "Profile",

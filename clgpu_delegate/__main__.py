@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._errors import ClgpuError, NativeExtensionMissing
+from ._errors import ClgpuError, MissingExtraError, NativeExtensionMissing
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
@@ -23,7 +23,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .inspect import format_report, inspect_model
+    from .report import format_report, inspect_model
 
     opts = dict(kv.split("=", 1) for kv in args.option)
     print(
@@ -109,8 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_cmd_bench)
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
-    except (ClgpuError, NativeExtensionMissing, ValueError, FileNotFoundError) as e:
+        return int(args.func(args))
+    except (
+        ClgpuError,
+        NativeExtensionMissing,
+        MissingExtraError,
+        ValueError,
+        FileNotFoundError,
+    ) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -19,3 +19,21 @@ class BuildError(OpenCLError):
 
 class NativeExtensionMissing(ImportError):
     """The compiled extension clgpu_delegate._core is not built or cannot be loaded."""
+
+
+class MissingExtraError(ImportError):
+    """A feature's optional dependencies are not installed; the message names the extra."""
+
+
+def require_extra(extra: str, feature: str, *modules: str) -> None:
+    """Raise MissingExtraError unless `modules` import (the dependencies of `extra`)."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            raise MissingExtraError(
+                f"{feature} needs {name!r}, from the [{extra}] extra: "
+                f"pip install 'clgpu-delegate[{extra}]'"
+            ) from None

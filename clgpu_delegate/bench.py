@@ -9,14 +9,63 @@ import os
 import platform
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
+import numpy.typing as npt
+
+from ._errors import require_extra
+from .results import MemoryReport
 
 DEFAULT_MODEL = "mobilenet_v2"
+
+
+class ResultSummary(TypedDict):
+    """`Result` as the report holds it: its fields less the runs, plus their statistics."""
+
+    name: str
+    init_ms: float
+    driver_setup_ms: float
+    first_ms: float
+    rss_mb: float
+    device_mb: float
+    delegated_nodes: int
+    total_nodes: int
+    partitions: int
+    max_abs_diff: float
+    max_rel_diff: float
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    runs: int
+
+
+class BenchReport(TypedDict):
+    """What run_benchmark() returns and `bench --json` writes (a JSON document)."""
+
+    model: str
+    date: str
+    host: str
+    cpu_threads: int
+    runtime: str
+    device: str | None
+    device_type: str | None
+    driver: str | None
+    delegate_options: dict[str, str]
+    results: list[ResultSummary]  # cpu, delegate
+    speedup: float | None
+    # MemoryReport.to_dict() less the partitions (their `arenas` stay).
+    memory: NotRequired[dict[str, Any]]
+    # With profile=True: from a second, profiled delegate (see _profile).
+    profile: NotRequired[dict[str, Any]]  # Profile.to_dict()
+    profile_table: NotRequired[str]
+    kernel_ms_per_invoke: NotRequired[float]
+    kernel_ms_per_invoke_as_timed: NotRequired[float]
+    event_overhead_us: NotRequired[float]
+    kernel_share_of_invoke: NotRequired[float | None]
 
 
 @dataclass
@@ -50,15 +99,24 @@ class Result:
     def min_ms(self) -> float:
         return min(self.runs_ms) if self.runs_ms else float("nan")
 
-    def summary(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("runs_ms")
-        return d | {
-            "median_ms": self.median_ms,
-            "p90_ms": self.p90_ms,
-            "min_ms": self.min_ms,
-            "runs": len(self.runs_ms),
-        }
+    def summary(self) -> ResultSummary:
+        return ResultSummary(
+            name=self.name,
+            init_ms=self.init_ms,
+            driver_setup_ms=self.driver_setup_ms,
+            first_ms=self.first_ms,
+            rss_mb=self.rss_mb,
+            device_mb=self.device_mb,
+            delegated_nodes=self.delegated_nodes,
+            total_nodes=self.total_nodes,
+            partitions=self.partitions,
+            max_abs_diff=self.max_abs_diff,
+            max_rel_diff=self.max_rel_diff,
+            median_ms=self.median_ms,
+            p90_ms=self.p90_ms,
+            min_ms=self.min_ms,
+            runs=len(self.runs_ms),
+        )
 
 
 def _rss_mb() -> float:
@@ -95,6 +153,8 @@ class _Runner:
         from .runtime import make_interpreter
 
         self.result = Result(name)
+        self.memory: MemoryReport | None = None  # after first()
+        self.last: list[npt.NDArray[Any]] = []  # outputs of the last run
         rss0 = _rss_mb()
         t0 = time.perf_counter()
         self.delegate = load(**delegate_options) if delegate_options is not None else None
@@ -107,12 +167,12 @@ class _Runner:
         self.inputs = self.interp.get_input_details()
         self.outputs = self.interp.get_output_details()
         if self.delegate is not None:
-            self.result.driver_setup_ms = self.delegate.stats()["driver_setup_us"] / 1e3
+            self.result.driver_setup_ms = self.delegate.stats().driver_setup_us / 1e3
             self.result.delegated_nodes = len(self.delegate.delegated_nodes())
             self.result.total_nodes = len(self.delegate.decisions())
             self.result.partitions = len(self.delegate.partitions())
 
-    def run(self, feeds: list[np.ndarray]) -> float:
+    def run(self, feeds: list[npt.NDArray[Any]]) -> float:
         for d, x in zip(self.inputs, feeds, strict=True):
             self.interp.set_tensor(d["index"], x)
         t0 = time.perf_counter()
@@ -122,12 +182,12 @@ class _Runner:
         self.last = outs
         return dt
 
-    def first(self, feeds: list[np.ndarray]) -> None:
+    def first(self, feeds: list[npt.NDArray[Any]]) -> None:
         self.result.first_ms = self.run(feeds)
         self.result.rss_mb = _rss_mb() - self._rss0
         if self.delegate is not None:
             mem = self.delegate.memory()
-            self.result.device_mb = mem["allocated_total_bytes"] / 2**20
+            self.result.device_mb = mem.allocated_total_bytes / 2**20
             self.memory = mem
 
 
@@ -142,10 +202,12 @@ def run_benchmark(
     profile: bool = False,
     min_seconds: float = 0.0,
     **delegate_options: Any,
-) -> dict[str, Any]:
+) -> BenchReport:
     """Benchmark CPU vs delegate on one model; returns a JSON-able report. With min_seconds,
-    pairs of runs continue past `runs` until that much time has passed (a 40 us model needs
-    thousands of runs for a median that a few us of jitter does not move)."""
+    pairs of runs continue past `runs` until that much time has passed (a model of a few
+    kernels needs thousands of runs for a median that jitter does not move:
+    bench/results/lenet-floor-*.md)."""
+    require_extra("bench", "the benchmark", "tqdm", "tflite", "flatbuffers")
     from tqdm import tqdm
 
     threads = threads or os.cpu_count() or 1
@@ -174,7 +236,7 @@ def run_benchmark(
     finally:
         gc.enable()
     dev = gpu.delegate.device if gpu.delegate is not None else None
-    report: dict[str, Any] = {
+    report: BenchReport = {
         "model": name,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -187,46 +249,45 @@ def run_benchmark(
         "results": [cpu.result.summary(), gpu.result.summary()],
         "speedup": cpu.result.median_ms / gpu.result.median_ms if gpu.result.runs_ms else None,
     }
-    if gpu.delegate is not None and hasattr(gpu, "memory"):
-        report["memory"] = {k: v for k, v in gpu.memory.items() if k != "partitions"}
-        # Where activations live (one arena of views, or shared buffers), per partition.
-        report["memory"]["arenas"] = sorted({p["arena"] for p in gpu.memory["partitions"]})
+    if gpu.memory is not None:
+        report["memory"] = {k: v for k, v in gpu.memory.to_dict().items() if k != "partitions"}
     if profile and gpu.delegate is not None:
-        report.update(_profile(data, delegate_options, threads, runtime, feeds, runs, gpu.result))
+        _profile(report, data, delegate_options, threads, runtime, feeds, gpu.result)
     return report
 
 
 def _profile(
+    report: BenchReport,
     data: bytes,
     delegate_options: dict[str, Any],
     threads: int,
     runtime: str | None,
-    feeds: list[np.ndarray],
-    runs: int,
+    feeds: list[npt.NDArray[Any]],
     timed: Result,
-) -> dict[str, Any]:
-    """The profile from a delegate of its own, after the timed runs: an OpenCL event on every
-    command costs NVIDIA's driver ~6.5 us of host time per kernel, which must not be in the
-    timings. Its kernel time per invoke is set against the unprofiled median invoke."""
+) -> None:
+    """Adds to `report` the profile from a delegate of its own, after the timed runs: an
+    OpenCL event on every command costs the driver host time per kernel (NVIDIA's most),
+    which must not be in the timings. Its kernel time per invoke is set against the
+    unprofiled median invoke."""
     options = {**delegate_options, "profiling": True}
     prof_runner = _Runner("profiled", data, options, threads, runtime)
+    delegate = prof_runner.delegate
+    assert delegate is not None  # delegate options were given
     prof_runner.run(feeds)  # first invoke: builds, uploads
-    prof_runner.delegate.reset_profile()  # steady state only
+    delegate.reset_profile()  # steady state only
     for _ in range(len(timed.runs_ms)):
         prof_runner.run(feeds)
-    prof = prof_runner.delegate.profile()
+    prof = delegate.profile()
     kernel_ms = prof.kernel_ms_per_invoke()
-    return {
-        "profile": prof.to_dict(),
-        "profile_table": prof.table(limit=15),
-        "kernel_ms_per_invoke": kernel_ms,
-        "kernel_ms_per_invoke_as_timed": prof.kernel_ms_per_invoke(raw=True),
-        "event_overhead_us": prof.event_overhead_us,
-        "kernel_share_of_invoke": kernel_ms / timed.median_ms if timed.runs_ms else None,
-    }
+    report["profile"] = prof.to_dict()
+    report["profile_table"] = prof.table(limit=15)
+    report["kernel_ms_per_invoke"] = kernel_ms
+    report["kernel_ms_per_invoke_as_timed"] = prof.kernel_ms_per_invoke(raw=True)
+    report["event_overhead_us"] = prof.event_overhead_us
+    report["kernel_share_of_invoke"] = kernel_ms / timed.median_ms if timed.runs_ms else None
 
 
-def format_report(report: dict[str, Any]) -> str:
+def format_report(report: BenchReport) -> str:
     cols = [
         "init ms",
         "first ms",
@@ -287,10 +348,11 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"delegate speed-up over CPU (median): {report['speedup']:.2f}x")
     if "profile_table" in report:
         lines += ["", "top ops:", report["profile_table"]]
-        if report.get("kernel_share_of_invoke"):
+        share = report.get("kernel_share_of_invoke")
+        if share:
             lines.append(
                 f"kernels {report['kernel_ms_per_invoke']:.3f} ms per invoke = "
-                f"{100 * report['kernel_share_of_invoke']:.0f}% of the median delegate invoke "
+                f"{100 * share:.0f}% of the median delegate invoke "
                 "(profiled separately; the rest: uploads, downloads, CPU ops, host enqueue and "
                 f"launch gaps). Events timed {report['kernel_ms_per_invoke_as_timed']:.3f} ms: "
                 f"each adds {report['event_overhead_us']:.2f} us on this device"
@@ -298,7 +360,8 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot_report(report: dict[str, Any], path: str | Path) -> Path:
+def plot_report(report: BenchReport, path: str | Path) -> Path:
+    require_extra("plot", "the benchmark's plot", "matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -316,5 +379,5 @@ def plot_report(report: dict[str, Any], path: str | Path) -> Path:
     return Path(path)
 
 
-def write_json(report: dict[str, Any], path: str | Path) -> None:
+def write_json(report: BenchReport, path: str | Path) -> None:
     Path(path).write_text(json.dumps(report, indent=2))

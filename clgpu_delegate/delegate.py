@@ -6,9 +6,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._native import core
+import numpy as np
+import numpy.typing as npt
+
+from ._native import native
 from .devices import Device
 from .profile import Profile
+from .results import AbiObservation, DelegateStats, MemoryReport, NodeDecision, PartitionMemory
 
 _PLUGIN_NAME = "libclgpu_delegate.so"
 
@@ -25,7 +29,7 @@ class Delegate:
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options: dict[str, str] = {k: _option_string(v) for k, v in options.items()}
-        self._native = core().Delegate(self.options)
+        self._native = native.Delegate(self.options)
 
     # The only method the tflite_runtime / ai_edge_litert interpreters call.
     def _get_native_delegate_pointer(self) -> int:
@@ -45,14 +49,15 @@ class Delegate:
     def device(self) -> Device:
         return Device.from_dict(self._native.device())
 
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self) -> list[NodeDecision]:
         """Per node of the last graph prepared: op, delegated or not, why not, and a note
         on how a delegated node runs when notable (in chunks, larger than one buffer)."""
-        from .inspect import op_name
+        from .report import op_name
 
-        out = self._native.decisions()
-        for d in out:
+        out = []
+        for d in self._native.decisions():
             d["op_name"] = d["op_name"] or op_name(d["op"])
+            out.append(NodeDecision(**d))
         return out
 
     def delegated_nodes(self) -> list[int]:
@@ -63,8 +68,8 @@ class Delegate:
         """Node indices of each delegated partition at the last Prepare."""
         return [list(p) for p in self._native.partitions()]
 
-    def stats(self) -> dict[str, int]:
-        return dict(self._native.stats())
+    def stats(self) -> DelegateStats:
+        return DelegateStats.from_native(self._native.stats())
 
     def profile(self) -> Profile:
         """Kernel and transfer timings so far (needs load(profiling=True))."""
@@ -73,58 +78,24 @@ class Delegate:
     def reset_profile(self) -> None:
         self._native.reset_profile()
 
-    def memory(self) -> dict[str, Any]:
-        """Device memory of the delegate's live partitions, in bytes.
+    def memory(self) -> MemoryReport:
+        """Device memory of the delegate's live partitions (see `MemoryReport`)."""
+        return MemoryReport.from_partitions([PartitionMemory(**p) for p in self._native.memory()])
 
-        `naive` gives every activation its own buffer; `lower_bound` is the peak of
-        activation bytes alive at once; `allocated` is what the lifetime-based planner
-        allocated. The `*_total` figures add weights (and fp16 staging copies).
-
-        Larger than the device's largest allocation (`max_alloc_bytes`): `split_tensors`
-        activations are kept in `split_pieces` buffers (`split_bytes`, outside the plan
-        above), `chunked_ops` ops run as `chunks` sub-ops whose boxes are copied through
-        `chunk_staging_bytes` of staging buffers; `allocated_total_bytes` counts both.
-
-        Under zero-copy, partition inputs and outputs are used in place in TFLite's own
-        memory: `host_wrapped_bytes`, outside the figures above (a discrete GPU's driver
-        may mirror them in device memory).
-        """
-        parts = [dict(p) for p in self._native.memory()]
-        keys = (
-            "naive_bytes",
-            "lower_bound_bytes",
-            "allocated_bytes",
-            "weight_bytes",
-            "staging_bytes",
-            "split_tensors",
-            "split_pieces",
-            "split_bytes",
-            "chunked_ops",
-            "chunks",
-            "chunk_staging_bytes",
-            "host_wrapped_bytes",
-        )
-        out: dict[str, Any] = {k: sum(p[k] for p in parts) for k in keys}
-        w = out["weight_bytes"]
-        out["naive_total_bytes"] = out["naive_bytes"] + w
-        out["lower_bound_total_bytes"] = out["lower_bound_bytes"] + w
-        out["allocated_total_bytes"] = (
-            out["allocated_bytes"]
-            + w
-            + out["staging_bytes"]
-            + out["split_bytes"]
-            + out["chunk_staging_bytes"]
-        )
-        out["partitions"] = parts
-        return out
-
-    def captured(self) -> dict[int, Any]:
+    def captured(self) -> dict[int, npt.NDArray[np.float32]]:
         """Activations of the last invoke by tensor index (needs capture_tensors=True)."""
         return dict(self._native.captured())
 
-    def abi(self) -> dict[str, Any]:
+    def abi(self) -> AbiObservation:
         """What the delegate observed of the host runtime's ABI at the last Prepare."""
-        return dict(self._native.abi())
+        raw = self._native.abi()
+        return AbiObservation(
+            tensors_size=raw["tensors_size"],
+            node_to_registration=raw["node_to_registration"],
+            node_stride=raw["node_stride"],
+            nodes_seen=raw["nodes_seen"],
+            params_read=tuple(raw["params_read"]),
+        )
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ._native import core
+from ._native import native
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Device:
     fp16: bool  # probed by compiling half arithmetic (NVIDIA does not advertise cl_khr_fp16)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Device:
+    def from_dict(cls, d: Mapping[str, Any]) -> Device:
         return cls(**{f.name: d[f.name] for f in fields(cls)})
 
 
@@ -41,12 +42,12 @@ def devices(probe_fp16: bool = True) -> list[Device]:
 
     Raises NoDeviceError if no OpenCL library can be loaded at all.
     """
-    return [Device.from_dict(d) for d in core().devices(probe_fp16)]
+    return [Device.from_dict(d) for d in native.devices(probe_fp16)]
 
 
 def select_device(spec: str | int = "auto") -> Device:
     """The device `load(device=spec)` would use; NoDeviceError if none matches."""
-    return Device.from_dict(core().select_device(str(spec)))
+    return Device.from_dict(native.select_device(str(spec)))
 
 
 class WarmUp:
@@ -62,7 +63,7 @@ class WarmUp:
 
     def _run(self, device: str) -> None:
         try:
-            self.ms = core().warm_up(device)
+            self.ms = native.warm_up(device)
         except Exception as e:  # load() raises its own clear error; keep it for wait()
             self.error = e
 
@@ -80,7 +81,8 @@ def warm_up(device: str | int = "auto", background: bool = True) -> WarmUp | flo
     """Start the OpenCL driver for `load(device=device)` ahead of time.
 
     A process's first delegate otherwise waits for the driver to list its devices and
-    create a context: ~240 ms on NVIDIA's driver 580 (H200), before any work of ours.
+    create a context, before any work of ours (the "driver setup" column of
+    bench/results/models-*.md).
     Called early (e.g. before importing the TFLite runtime and reading the model), that
     time overlaps with the application's own start. The context (with the programs
     delegates build in it) is then kept for the process, so delegates created later, even
@@ -91,7 +93,7 @@ def warm_up(device: str | int = "auto", background: bool = True) -> WarmUp | flo
     """
     if background:
         return WarmUp(str(device))
-    return float(core().warm_up(str(device)))
+    return float(native.warm_up(str(device)))
 
 
 def _gib(n: int) -> str:

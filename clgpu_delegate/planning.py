@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 # Partition counts tried beyond "all": keeping only the largest N partitions trades the
 # small ones' launches and transfers for CPU work.
@@ -118,7 +119,7 @@ def _write_plan(path: Path, p: Plan) -> None:
         warnings.warn(f"clgpu_delegate: could not store the plan in {path}: {e}", stacklevel=3)
 
 
-def _feeds(details: list[dict[str, Any]], seed: int) -> list[np.ndarray]:
+def _feeds(details: list[dict[str, Any]], seed: int) -> list[NDArray[Any]]:
     """Seeded inputs: N(0, 1) for float inputs, small integers for the others."""
     rng = np.random.default_rng(seed)
     out = []
@@ -140,7 +141,7 @@ class _Timed:
         self.outputs = self.interp.get_output_details()
         self.times: list[float] = []
 
-    def run(self, feeds: list[np.ndarray]) -> float:
+    def run(self, feeds: list[NDArray[Any]]) -> float:
         for d, x in zip(self.inputs, feeds, strict=True):
             self.interp.set_tensor(d["index"], x)
         t0 = time.perf_counter()

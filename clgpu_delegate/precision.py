@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass
@@ -48,7 +49,7 @@ class PrecisionReport:
         return "\n".join(lines)
 
 
-def _error(ref: np.ndarray, got: np.ndarray) -> tuple[float, float]:
+def _error(ref: npt.NDArray[Any], got: npt.NDArray[Any]) -> tuple[float, float]:
     if ref.size == 0:
         return 0.0, 0.0
     diff = float(np.max(np.abs(ref.astype(np.float64) - got.astype(np.float64))))
@@ -128,15 +129,13 @@ def check_precision(
         interp.invoke()
         got = delegate.captured()
         for dec in delegate.decisions():
-            op = ops.get(dec["node"])
-            if not dec["delegated"] or op is None or dec["op_name"] == "DEQUANTIZE":
+            op = ops.get(dec.node)
+            if not dec.delegated or op is None or dec.op_name == "DEQUANTIZE":
                 continue
             t = int(op["outputs"][0])
             if t not in got:
                 continue
-            n = nodes.setdefault(
-                dec["node"], NodeError(dec["node"], dec["op_name"], t, tuple(got[t].shape))
-            )
+            n = nodes.setdefault(dec.node, NodeError(dec.node, dec.op_name, t, tuple(got[t].shape)))
             if t in overwritten:
                 n.no_reference = True
                 continue

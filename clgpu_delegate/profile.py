@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._core import _ProfileDict
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,12 @@ class Profile:
     """Timings from OpenCL events: per node/kernel, per partition, and a trace.
 
     A profiling event makes the kernel it times look longer than it runs among the others
-    (NVIDIA H200: ~1.3-1.9 us per kernel). The delegate measures that once per device when a
-    profiling delegate is created (`event_overhead_us`) and takes it off each kernel's time
-    (`total_ms`; `raw_ms` keeps the events' own). The Chrome trace shows the events as
-    timed."""
+    (bench/results/models-*.md, "event overhead us"). The delegate measures that once per
+    device when a profiling delegate is created (`event_overhead_us`) and takes it off each
+    kernel's time (`total_ms`; `raw_ms` keeps the events' own). The Chrome trace shows the
+    events as timed."""
 
-    def __init__(self, raw: dict[str, Any]) -> None:
+    def __init__(self, raw: _ProfileDict) -> None:
         self.enabled: bool = raw["enabled"]
         self.event_overhead_us: float = raw["event_overhead_ns"] / 1e3
         self.kernels = [

@@ -148,7 +148,7 @@ def test_concat_with_activation_is_declined_like_the_cpu_refuses_it(
     d = clgpu_delegate.load(partitioning="all")
     interp = make_interpreter(model, [d], runtime=runtime, reference=True)
     assert d.delegated_nodes() == []
-    assert "activation" in d.decisions()[0]["reason"], d.decisions()
+    assert "activation" in d.decisions()[0].reason, d.decisions()
     with pytest.raises(RuntimeError, match="activation"):
         interp.allocate_tensors()
 

@@ -190,7 +190,7 @@ def test_conv2d_repeated_invokes_with_new_inputs(runtime: str) -> None:
     for seed in range(1, 4):
         inputs = random_inputs(ref.get_input_details(), seed)
         compare(run(r.interpreter, inputs), run(ref, inputs), 1e-4, None)
-    assert r.delegate.stats()["invokes"] == 4
+    assert r.delegate.stats().invokes == 4
 
 
 # PX,OCB,WGX,WGY of conv2d_blocked.cl forced on both table entries: the GPU-sized blocks the CPU
@@ -290,7 +290,7 @@ def test_conv2d_winograd4_fused_knobs(
     # One kernel and no scratch: the transformed tiles never leave the chip.
     assert {k.kernel for k in r.delegate.profile().kernels} == {"conv2d_winograd4_fused"}
     assert r.delegate.profile().partitions[0].kernels_per_invoke == 1
-    assert r.delegate.memory()["partitions"][0]["scratch_bytes"] == 0
+    assert r.delegate.memory().partitions[0].scratch_bytes == 0
 
 
 BAD_KNOBS = [

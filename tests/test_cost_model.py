@@ -8,8 +8,8 @@ import pytest
 from parity import random_inputs, run
 
 import clgpu_delegate
-from clgpu_delegate.inspect import format_report, inspect_model
 from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.report import format_report, inspect_model
 from clgpu_delegate.runtime import make_interpreter
 
 
@@ -21,7 +21,7 @@ def test_cost_declines_on_a_cpu_device_and_output_is_unchanged(runtime: str) -> 
     interp = make_interpreter(model, [delegate], runtime=runtime, reference=True)
     interp.allocate_tensors()
     assert delegate.delegated_nodes() == []
-    reasons = {d["reason"] for d in delegate.decisions() if d["op_name"] == "CONV_2D"}
+    reasons = {d.reason for d in delegate.decisions() if d.op_name == "CONV_2D"}
     assert reasons and all(r.startswith("cost:") for r in reasons), reasons
     ref = make_interpreter(model, runtime=runtime, reference=True)
     ref.allocate_tensors()
@@ -44,7 +44,7 @@ def test_default_is_cost_without_the_test_override(run_python) -> None:
         "d = clgpu_delegate.load()\n"
         "make_interpreter(zoo.build('lenet5'), [d], reference=True)\n"
         "print(d.device.type, len(d.delegated_nodes()),"
-        " sum(r['reason'].startswith('cost:') for r in d.decisions()))\n",
+        " sum(r.reason.startswith('cost:') for r in d.decisions()))\n",
         env={"CLGPU_PARTITIONING": None},
     )
     assert out.returncode == 0, out.stderr
@@ -56,6 +56,6 @@ def test_default_is_cost_without_the_test_override(run_python) -> None:
 def test_inspect_shows_cost_decisions() -> None:
     report = inspect_model(zoo.build("lenet5"), partitioning="cost")
     text = format_report(report)
-    if report["partitions"]:
+    if report.partitions:
         pytest.skip("the device claims lenet5; nothing declined to show")
     assert "cost:" in text and ("MFLOP" in text or "CPU itself" in text), text

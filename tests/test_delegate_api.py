@@ -208,14 +208,14 @@ def test_struct_layout_observed_in_runtime(runtime: str) -> None:
     r = check_parity(model, runtime, expect_delegated="all")
     abi = r.delegate.abi()
     layout = core().abi_layout()
-    assert abi["node_to_registration"] == layout["sizeof_node"] == 80
-    assert abi["node_stride"] == layout["sizeof_node"] + layout["sizeof_registration"] == 168
+    assert abi.node_to_registration == layout["sizeof_node"] == 80
+    assert abi.node_stride == layout["sizeof_node"] + layout["sizeof_registration"] == 168
     graph = tflite.Model.GetRootAsModel(model, 0).Subgraphs(0)
-    assert abi["tensors_size"] >= graph.TensorsLength()
-    assert abi["nodes_seen"] == graph.OperatorsLength() == len(expected)
+    assert abi.tensors_size >= graph.TensorsLength()
+    assert abi.nodes_seen == graph.OperatorsLength() == len(expected)
 
     read = {}
-    for line in abi["params_read"]:
+    for line in abi.params_read:
         m = re.fullmatch(r"node (\d+) (\w+) ?(.*)", line)
         assert m, line
         params = dict(kv.split("=", 1) for kv in m.group(3).split() if "=" in kv)
@@ -235,7 +235,7 @@ def test_struct_layout_same_in_both_runtimes() -> None:
             pytest.skip(f"{rt} is not installed")
         delegate = clgpu_delegate.load()
         make_interpreter(model, [delegate], runtime=rt, reference=True)
-        abi = delegate.abi()
+        abi = delegate.abi().to_dict()
         # tensors_size differs: 2.14's builtin conv adds temporaries (im2col) at init.
         abi.pop("tensors_size")
         seen.append(abi)
@@ -256,15 +256,15 @@ def test_invokes_build_no_programs(
     inputs = random_inputs(interp.get_input_details(), 0)
     run(interp, inputs)
     first = delegate.stats()
-    assert first["programs_built"] == prepared["programs_built"], (prepared, first)
+    assert first.programs_built == prepared.programs_built, (prepared, first)
     for _ in range(3):
         run(interp, inputs)
     stats = delegate.stats()
-    assert (stats["programs_built"], stats["program_cache_hits"]) == (
-        first["programs_built"],
-        first["program_cache_hits"],
+    assert (stats.programs_built, stats.program_cache_hits) == (
+        first.programs_built,
+        first.program_cache_hits,
     ), f"programs looked up or built during invoke: {first} -> {stats}"
-    assert stats["invokes"] == 4 and stats["prepares"] == 1 and stats["kernels_created"] == 1
+    assert stats.invokes == 4 and stats.prepares == 1 and stats.kernels_created == 1
 
 
 # ---- threads and sharing -------------------------------------------------------------------
@@ -301,7 +301,7 @@ def test_two_interpreters_two_threads(runtime: str, transfer: dict) -> None:
         t.join(timeout=120)
     assert not any(t.is_alive() for t in threads), "a thread hangs"
     assert not errors, errors[0]
-    assert [d.stats()["invokes"] for d in delegates] == [15, 15]
+    assert [d.stats().invokes for d in delegates] == [15, 15]
 
 
 def test_one_delegate_two_interpreters(runtime: str) -> None:
@@ -313,7 +313,7 @@ def test_one_delegate_two_interpreters(runtime: str) -> None:
         interp = make_interpreter(model, [delegate], runtime=runtime, reference=True)
         interp.allocate_tensors()
         interps.append(interp)
-    assert delegate.stats()["kernels_created"] == 2
+    assert delegate.stats().kernels_created == 2
     for _ in range(2):
         for model, interp in zip(models, interps, strict=True):
             inputs = random_inputs(interp.get_input_details(), 7)
@@ -546,8 +546,8 @@ def test_warm_up_takes_the_driver_setup_off_load(run_python) -> None:
             it.allocate_tensors(); it.invoke()
             stats.append(d.stats())
             del it, d
-        print(ms, stats[0]["driver_setup_us"], *(
-            s[k] for s in stats for k in ("programs_built", "program_cache_hits")))
+        print(ms, stats[0].driver_setup_us, *(
+            getattr(s, k) for s in stats for k in ("programs_built", "program_cache_hits")))
         """
     )
     cold = run_python(["-c", code, "cold"])

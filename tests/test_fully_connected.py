@@ -82,7 +82,7 @@ def test_fully_connected_unsupported_activation_stays_on_cpu(activation: str, ru
     delegate = clgpu_delegate.load()
     interp = make_interpreter(model, [delegate], runtime=runtime, reference=True)
     assert delegate.delegated_nodes() == []
-    assert "activation" in delegate.decisions()[0]["reason"]
+    assert "activation" in delegate.decisions()[0].reason
     with pytest.raises(RuntimeError) as err:
         interp.allocate_tensors()
     assert str(err.value) == str(ref_err.value)

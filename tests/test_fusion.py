@@ -235,7 +235,7 @@ def test_in_chunks(algorithm: str, precision: str, runtime: str) -> None:
         max_alloc_bytes=limit,
     )
     mem = r.delegate.memory()
-    assert mem["split_tensors"] >= 2 and mem["chunked_ops"] == 1 and mem["chunks"] > 1, mem
+    assert mem.split_tensors >= 2 and mem.chunked_ops == 1 and mem.chunks > 1, mem
     assert {k.kernel for k in r.delegate.profile().kernels} >= {"copy_in", "copy_out"}
 
 

@@ -135,7 +135,7 @@ def _check_resize(
         compare(run(interp, inputs), expected, 1e-4, None, f" after resize to {shape}")
         # Still delegated: our kernels ran for this shape.
         assert delegate.delegated_nodes() == claimed
-    assert delegate.stats()["invokes"] >= len(shapes)
+    assert delegate.stats().invokes >= len(shapes)
 
 
 @pytest.mark.parametrize("arena", ["", "svm", "shared"])
@@ -384,8 +384,8 @@ def test_zoo_network_small_input(name: str, size: int, runtime: str) -> None:
     claimable = {"CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "FULLY_CONNECTED", "CONCATENATION",
                  "MAX_POOL_2D", "AVERAGE_POOL_2D"}
     for d in r.decisions:
-        if d["op_name"] in claimable:
-            assert d["delegated"], format(d)
+        if d.op_name in claimable:
+            assert d.delegated, format(d)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -397,5 +397,5 @@ def test_pynet_is_one_partition(precision: str, runtime: str) -> None:
     r = check_parity(
         model, runtime, expect_delegated="all", expect_partitions=1, precision=precision, **tol
     )
-    ops = {d["op_name"] for d in r.decisions}
+    ops = {d.op_name for d in r.decisions}
     assert {"CONCATENATION", "MAX_POOL_2D", "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"} <= ops

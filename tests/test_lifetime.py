@@ -188,7 +188,7 @@ def test_interpreter_destroyed_first_in_process(runtime: str) -> None:
         del interp
         gc.collect()
         # The delegate outlives its interpreters and stays usable.
-        assert delegate.stats()["kernels_created"] == 2 * (round_ + 1)
+        assert delegate.stats().kernels_created == 2 * (round_ + 1)
         assert delegate.delegated_nodes() == [0, 2]
 
 
@@ -227,14 +227,14 @@ def cycle(i):
     interp.invoke()
     got = interp.get_tensor(interp.get_output_details()[0]["index"])
     assert np.allclose(got, EXPECTED, rtol=1e-4, atol=1e-5), (i, np.abs(got - EXPECTED).max())
-    built = d.stats()["programs_built"]
+    built = d.stats().programs_built
     del interp, d
     return built
 for i in range(WARMUP):
     cycle(i)
 gc.collect()
 rss0, live0 = rss_kb(), live()
-built0 = anchor.stats()["programs_built"] if anchor else None
+built0 = anchor.stats().programs_built if anchor else None
 t0 = time.perf_counter()
 built = set()
 for i in range(CYCLES):
@@ -246,7 +246,7 @@ gc.collect()
 rss1, live1 = rss_kb(), live()
 result = {"rss_before_kb": rss0, "rss_after_kb": rss1, "live_before": live0,
           "live_after": live1, "seconds": elapsed, "programs_built_per_cycle": sorted(built),
-          "anchor_programs_built": [built0, anchor.stats()["programs_built"] if anchor else None]}
+          "anchor_programs_built": [built0, anchor.stats().programs_built if anchor else None]}
 del anchor
 gc.collect()
 result["live_at_end"] = live()
@@ -369,8 +369,8 @@ def test_concurrent_invokes_separate_and_shared_delegates(runtime: str) -> None:
             compare(run(interps[i], inputs), expected, 1e-4, None, f" thread {i} loop {it}")
 
     _threads(work, 4)
-    assert [d.stats()["invokes"] for d in delegates[:2]] == [loops, loops]
-    assert shared.stats()["invokes"] == 2 * loops
+    assert [d.stats().invokes for d in delegates[:2]] == [loops, loops]
+    assert shared.stats().invokes == 2 * loops
 
 
 def test_create_and_destroy_while_another_thread_invokes(runtime: str) -> None:

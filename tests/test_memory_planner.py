@@ -214,8 +214,8 @@ def test_model_plan_without_sub_buffers(runtime: str, monkeypatch: pytest.Monkey
         interp = make_interpreter(model, [d], runtime=runtime)
         interp.allocate_tensors()
         m = d.memory()
-        assert max(p["buffers"] for p in m["partitions"]) > 1, m  # shared buffers, no arena
-        ratio = m["allocated_bytes"] / m["lower_bound_bytes"]
+        assert max(p.buffers for p in m.partitions) > 1, m  # shared buffers, no arena
+        ratio = m.allocated_bytes / m.lower_bound_bytes
         # 7/6 is the optimum of its main partition (1.217 before this planner).
         assert ratio <= SEVEN_SIXTHS + 1e-6, m
         del interp

@@ -33,9 +33,9 @@ def test_profile_covers_every_delegated_node_and_traces_each_kernel(
     prof = d.profile()
     # Every residual ADD of MobileNetV2 is folded into its projection conv (option fuse_add):
     # it runs no kernel of its own, and the conv's records say "+ADD".
-    folded = {x["node"] for x in d.decisions() if x["op_name"] == "ADD"}
+    folded = {x.node for x in d.decisions() if x.op_name == "ADD"}
     compute = {
-        x["node"] for x in d.decisions() if x["delegated"] and x["op_name"] != "DEQUANTIZE"
+        x.node for x in d.decisions() if x.delegated and x.op_name != "DEQUANTIZE"
     } - folded
     assert set(prof.nodes()) == compute
     assert len({k.node for k in prof.kernels if k.algorithm.endswith("+ADD")}) == len(folded)
@@ -118,13 +118,13 @@ def test_planner_near_lower_bound_and_fp16_halves(
         # avoided (NVIDIA's driver, see runtime/partition.cc) tensors share whole buffers,
         # which on MobileNetV2 cannot go below 7/6 of it (tests/test_memory_planner.py).
         if arena:
-            assert all(p["arena"] == arena for p in m["partitions"]), m
-        one_arena = all(p["buffers"] == 1 for p in m["partitions"])
-        assert m["allocated_bytes"] <= (1.15 if one_arena else 1.17) * m["lower_bound_bytes"], m
-        assert m["lower_bound_bytes"] < m["naive_bytes"], m
-    assert mem["fp16"]["allocated_bytes"] <= 0.55 * mem["fp32"]["allocated_bytes"], mem
+            assert all(p.arena == arena for p in m.partitions), m
+        one_arena = all(p.buffers == 1 for p in m.partitions)
+        assert m.allocated_bytes <= (1.15 if one_arena else 1.17) * m.lower_bound_bytes, m
+        assert m.lower_bound_bytes < m.naive_bytes, m
+    assert mem["fp16"].allocated_bytes <= 0.55 * mem["fp32"].allocated_bytes, mem
     # Weights shrink less: F(4x4) Winograd keeps its transformed filters in float (precision).
-    assert mem["fp16"]["weight_bytes"] < mem["fp32"]["weight_bytes"], mem
+    assert mem["fp16"].weight_bytes < mem["fp32"].weight_bytes, mem
 
 
 @pytest.mark.parametrize("algorithm", ["winograd", "winograd4"])
@@ -142,7 +142,7 @@ def test_winograd_splits_rows_under_a_small_max_allocation(algorithm: str, runti
         split.profile().partitions[0].kernels_per_invoke
         > whole.profile().partitions[0].kernels_per_invoke
     )
-    scratch = split.memory()["partitions"][0]["scratch_bytes"]
+    scratch = split.memory().partitions[0].scratch_bytes
     assert 0 < scratch <= 2 * 96 * 1024, scratch
     check_parity(
         model, runtime, expect_delegated="all", conv_algorithm=algorithm, max_alloc_bytes=96 * 1024
@@ -178,11 +178,11 @@ def test_zero_copy_reports_the_boundary_tensors_it_uses_in_place(
         np.testing.assert_allclose(
             out[0], run(ref, random_inputs(ref.get_input_details(), 0))[0], rtol=0, atol=2e-2
         )
-    assert mem["off"]["host_wrapped_bytes"] == 0, mem
-    assert mem["on"]["host_wrapped_bytes"] == boundary, mem
+    assert mem["off"].host_wrapped_bytes == 0, mem
+    assert mem["on"].host_wrapped_bytes == boundary, mem
     # fp32 activations in place take the boundary tensors out of the device plan.
     if precision == "fp32":
-        assert mem["on"]["naive_bytes"] < mem["off"]["naive_bytes"], mem
+        assert mem["on"].naive_bytes < mem["off"].naive_bytes, mem
 
 
 def test_warm_cache_builds_nothing(run_python, tmp_path: Path) -> None:
@@ -194,7 +194,7 @@ def test_warm_cache_builds_nothing(run_python, tmp_path: Path) -> None:
         " model_token='mnv2')\n"
         "it = make_interpreter(zoo.build('mobilenet_v2'), [d], reference=True)\n"
         "it.allocate_tensors(); it.invoke()\n"
-        "s = d.stats(); print(s['programs_built'], s['disk_cache_hits'], s['disk_cache_stored'])\n"
+        "s = d.stats(); print(s.programs_built, s.disk_cache_hits, s.disk_cache_stored)\n"
     )
     env = {"POCL_KERNEL_CACHE": "0"}
     cold = run_python(code, env=env)

@@ -71,7 +71,7 @@ def test_random_parity(seed: int, runtime: str, precision: str) -> None:
     expected = run(ref, inputs)
 
     delegate = _delegate(runtime, precision, case.conv_algorithm, case.zero_copy)
-    invokes = delegate.stats()["invokes"]
+    invokes = delegate.stats().invokes
     try:
         interp = make_interpreter(case.model, [delegate], runtime=runtime, reference=True)
         interp.allocate_tensors()
@@ -82,12 +82,12 @@ def test_random_parity(seed: int, runtime: str, precision: str) -> None:
     where += f"\ndecisions:\n{format_decisions(decisions)}"
 
     want = expected_delegated(case.model)
-    claimed = {d["node"] for d in decisions if d["delegated"]}
+    claimed = {d.node for d in decisions if d.delegated}
     assert claimed == want, (
         f"delegated nodes {sorted(claimed)}, expected {sorted(want)} "
         f"(ops {[name for name, _, _ in model_ops(case.model)]}){where}")
     assert want, f"the generator made a case without a claimed op{where}"
-    assert delegate.stats()["invokes"] > invokes, f"no delegated kernel ran{where}"
+    assert delegate.stats().invokes > invokes, f"no delegated kernel ran{where}"
 
     try:
         _compare(got, expected, precision, where)

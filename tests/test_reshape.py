@@ -65,7 +65,7 @@ def reshape_model(case: Reshape, seed: int = 0) -> bytes:
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_reshape_parity(case: Reshape, runtime: str) -> None:
     r = check_parity(reshape_model(case), runtime, expect_delegated="all", atol=0, rtol=0)
-    assert {d["op_name"] for d in r.decisions} == {case.op.split("_params")[0].upper()}
+    assert {d.op_name for d in r.decisions} == {case.op.split("_params")[0].upper()}
 
 
 @pytest.mark.parametrize("name", ["batch_flatten", "squeeze_axes", "expand_middle"])
@@ -111,7 +111,7 @@ def test_reshape_between_convs_one_partition(runtime: str, transfer: dict) -> No
     r = check_parity(
         between_convs_model(), runtime, expect_delegated="all", expect_partitions=1, **transfer
     )
-    assert {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"} <= {d["op_name"] for d in r.decisions}
+    assert {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"} <= {d.op_name for d in r.decisions}
 
 
 @pytest.mark.parametrize("arena", ["shared", "subbuffers", "svm"])
@@ -122,9 +122,9 @@ def test_reshape_in_shared_buffers_and_arena_views(
     # copies then address the arena at the views' offsets): source and destination never overlap.
     monkeypatch.setenv("CLGPU_ARENA", arena)
     r = check_parity(between_convs_model(), runtime, expect_delegated="all", zero_copy="off")
-    part = r.delegate.memory()["partitions"][0]
-    assert part["arena"] == arena.replace("subbuffers", "sub-buffers"), part
-    assert part["buffers"] == 1 if arena != "shared" else part["buffers"] >= 2, part
+    part = r.delegate.memory().partitions[0]
+    assert part.arena == arena.replace("subbuffers", "sub-buffers"), part
+    assert part.buffers == 1 if arena != "shared" else part.buffers >= 2, part
 
 
 def test_conv_reshape_fc_one_partition(runtime: str) -> None:
@@ -191,9 +191,9 @@ def test_reshape_of_tensors_in_pieces(
         **tol,
     )
     mem = r.delegate.memory()
-    assert mem["split_tensors"] >= 2 and mem["split_pieces"] > mem["split_tensors"], mem
-    reshape = next(d for d in r.decisions if d["op_name"] == "RESHAPE")
-    assert "pieces" in reshape["note"], reshape
+    assert mem.split_tensors >= 2 and mem.split_pieces > mem.split_tensors, mem
+    reshape = next(d for d in r.decisions if d.op_name == "RESHAPE")
+    assert "pieces" in reshape.note, reshape
 
 
 def test_reshape_graph_input_and_output_in_pieces(runtime: str, transfer: dict) -> None:
@@ -202,7 +202,7 @@ def test_reshape_graph_input_and_output_in_pieces(runtime: str, transfer: dict) 
     r = check_parity(
         model, runtime, expect_delegated="all", atol=0, rtol=0, max_alloc_bytes=4096, **transfer
     )
-    assert r.delegate.memory()["split_tensors"] == 2
+    assert r.delegate.memory().split_tensors == 2
 
 
 # ---- a batch resized after delegation: -1 resolved again -----------------------------------
@@ -272,7 +272,7 @@ def test_int32_reshape_stays_on_cpu(runtime: str) -> None:
     assert "float32" in r.reason(0)
 
 
-def _decision(model: bytes, runtime: str) -> dict:
+def _decision(model: bytes, runtime: str) -> clgpu_delegate.NodeDecision:
     """The delegate's decision on node 0 (the CPU itself may refuse the model afterwards)."""
     d = clgpu_delegate.load(partitioning="all")
     with contextlib.suppress(RuntimeError, ValueError):
@@ -291,7 +291,7 @@ def test_changed_element_count_is_declined(runtime: str) -> None:
     )[0]
     b.output(y)
     d = _decision(b.build(), runtime)
-    assert not d["delegated"] and "changes the element count" in d["reason"], d
+    assert not d.delegated and "changes the element count" in d.reason, d
 
 
 def test_two_minus_ones_are_declined(runtime: str) -> None:
@@ -305,7 +305,7 @@ def test_two_minus_ones_are_declined(runtime: str) -> None:
     )[0]
     b.output(y)
     d = _decision(b.build(), runtime)
-    assert not d["delegated"] and "-1" in d["reason"], d
+    assert not d.delegated and "-1" in d.reason, d
 
 
 def test_squeeze_of_an_axis_that_is_not_one_is_declined(runtime: str) -> None:
@@ -320,7 +320,7 @@ def test_squeeze_of_an_axis_that_is_not_one_is_declined(runtime: str) -> None:
     )[0]
     b.output(y)
     d = _decision(b.build(), runtime)
-    assert not d["delegated"] and "is not 1" in d["reason"], d
+    assert not d.delegated and "is not 1" in d.reason, d
 
 
 # ---- the zoo: AlexNet's trunk and head in one partition --------------------------------------
@@ -332,5 +332,5 @@ def test_alexnet_is_one_partition(runtime: str) -> None:
         model, runtime, expect_delegated="all", expect_partitions=1, partitioning="all", rtol=1e-3
     )
     # Its grouped convs (SPLIT -> conv per group -> CONCATENATION) included.
-    ops = [d["op_name"] for d in r.decisions]
+    ops = [d.op_name for d in r.decisions]
     assert ops.count("SPLIT") == 3 and {"RESHAPE", "FULLY_CONNECTED"} <= set(ops), ops

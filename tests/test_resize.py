@@ -78,7 +78,7 @@ def test_bilinear_align_and_half_pixel_is_declined_like_the_cpu_refuses_it(runti
     model = resize_model(SHAPES["up2x_c4"], "bilinear", True, True)
     interp = make_interpreter(model, [d], runtime=runtime, reference=True)
     assert d.delegated_nodes() == []
-    assert "half_pixel_centers" in d.decisions()[0]["reason"]
+    assert "half_pixel_centers" in d.decisions()[0].reason
     with pytest.raises(RuntimeError):
         interp.allocate_tensors()
 

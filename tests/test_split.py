@@ -438,7 +438,8 @@ for i in range(0, shape[1], 512):  # in slices: no full-size temporaries
     err = max(err, float(np.abs(got[:, i:i + 512] - expected[:, i:i + 512]).max()))
 print(json.dumps({"max_alloc": dev.max_alloc_bytes, "device": dev.name, "out_bytes": out_bytes,
                   "peak": float(np.abs(expected).max()), "err": err, "t_cpu": t_cpu,
-                  "t_gpu": t_gpu, "delegated": d.delegated_nodes(), "memory": d.memory()}))
+                  "t_gpu": t_gpu, "delegated": d.delegated_nodes(),
+                  "memory": d.memory().to_dict()}))
 """
 
 

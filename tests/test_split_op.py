@@ -92,7 +92,7 @@ def _declined(model: bytes, runtime: str, **options: object) -> str:
     d = clgpu_delegate.load(partitioning="all", **options)
     make_interpreter(model, [d], runtime=runtime, reference=True)
     assert d.delegated_nodes() == [], d.decisions()
-    return d.decisions()[0]["reason"]
+    return d.decisions()[0].reason
 
 
 def test_runtime_axis_is_declined(runtime: str) -> None:
@@ -178,8 +178,8 @@ def test_empty_output_does_not_rebind_every_invoke(runtime: str, transfer: dict)
     for _ in range(3):
         run(interp, inputs)
     stats = delegate.stats()
-    assert stats["program_cache_hits"] == first["program_cache_hits"], (first, stats)
-    assert stats["invokes"] == 4
+    assert stats.program_cache_hits == first.program_cache_hits, (first, stats)
+    assert stats.invokes == 4
 
 
 def test_split_over_the_largest_allocation_is_declined(runtime: str) -> None:

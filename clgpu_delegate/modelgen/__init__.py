@@ -1,5 +1,10 @@
 """Pure-Python TFLite model generation: `ModelBuilder` and the benchmark model zoo (`zoo`)."""
 
-from clgpu_delegate.modelgen.builder import ModelBuilder
+from clgpu_delegate._errors import require_extra
+
+# Before the submodules import them: one clear line instead of a bare ModuleNotFoundError.
+require_extra("models", "the model builder (clgpu_delegate.modelgen)", "tflite", "flatbuffers")
+
+from clgpu_delegate.modelgen.builder import ModelBuilder  # noqa: E402
 
 __all__ = ["ModelBuilder"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import tflite
 
 from clgpu_delegate.modelgen.flatbuffer import _TYPES, Shape, _Op, _Tensor, write_model
@@ -29,7 +30,7 @@ _PADDINGS = {"SAME": tflite.Padding.SAME, "VALID": tflite.Padding.VALID}
 
 _OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
 
-Operand = int | np.ndarray  # a tensor id, or an array that becomes a constant
+Operand = int | npt.NDArray[Any]  # a tensor id, or an array that becomes a constant
 
 
 def _pair(value: int | Sequence[int], what: str) -> tuple[int, int]:
@@ -43,13 +44,13 @@ def _activation(activation: str | None) -> int:
     key = activation.upper() if isinstance(activation, str) else activation
     if key not in _ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; use one of {list(_ACTIVATIONS)[1:]}")
-    return _ACTIVATIONS[key]
+    return int(_ACTIVATIONS[key])
 
 
 def _padding(padding: str) -> int:
     if not isinstance(padding, str) or padding.upper() not in _PADDINGS:
         raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
-    return _PADDINGS[padding.upper()]
+    return int(_PADDINGS[padding.upper()])
 
 
 def _window_out(size: int, k: int, stride: int, dilation: int, padding: str) -> int:
@@ -119,7 +120,7 @@ class _GraphBuilder:
         shape: Sequence[int],
         dtype: Any = np.float32,
         name: str | None = None,
-        data: np.ndarray | None = None,
+        data: npt.NDArray[Any] | None = None,
     ) -> int:
         shape = tuple(int(d) for d in shape)
         self._tensors.append(_Tensor(self._name(name, prefix), shape, np.dtype(dtype), data))
@@ -138,7 +139,7 @@ class _GraphBuilder:
         """Static shape of tensor `t`."""
         return self._check(t).shape
 
-    def dtype(self, t: int) -> np.dtype:
+    def dtype(self, t: int) -> np.dtype[Any]:
         """Element type of tensor `t`."""
         return self._check(t).dtype
 
@@ -156,11 +157,11 @@ class _GraphBuilder:
         self._inputs.append(t)
         return t
 
-    def const(self, array: np.ndarray, name: str | None = None) -> int:
+    def const(self, array: npt.NDArray[Any], name: str | None = None) -> int:
         """Adds a constant tensor holding a copy of `array` (float32, float16, int32, ...)."""
         return self._const(array, "const", name)
 
-    def _const(self, array: np.ndarray, prefix: str, name: str | None = None) -> int:
+    def _const(self, array: npt.NDArray[Any], prefix: str, name: str | None = None) -> int:
         if not isinstance(array, np.ndarray) or array.dtype not in _TYPES:
             kind = getattr(array, "dtype", type(array).__name__)
             raise ValueError(f"const needs a numpy array of {[str(d) for d in _TYPES]}, got {kind}")
@@ -181,7 +182,7 @@ class _GraphBuilder:
     def _int_const(self, values: Sequence[int] | int, what: str) -> int:
         return self._const(np.array(values, np.int32), what)
 
-    def rand(self, shape: Sequence[int], scale: float | None = None) -> np.ndarray:
+    def rand(self, shape: Sequence[int], scale: float | None = None) -> npt.NDArray[Any]:
         """Seeded normal float32 weights; default std is He's sqrt(2 / fan_in).
 
         fan_in is prod(shape[1:]) (OHWI filters, (N, K) FC weights), or shape[0] for 1-D shapes.

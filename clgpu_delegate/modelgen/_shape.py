@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tflite
@@ -105,7 +106,7 @@ class ShapeOps(_GraphBuilder):
                 raise ValueError(f"cannot squeeze axes {tuple(axes)} of {shape}")
         else:
             drop = {i for i, d in enumerate(shape) if d == 1}
-        fields = {"SqueezeDims": [int(a) for a in axes]} if axes else {}
+        fields: dict[str, Any] = {"SqueezeDims": [int(a) for a in axes]} if axes else {}
         return self._op(
             tflite.BuiltinOperator.SQUEEZE,
             [x],

@@ -8,6 +8,7 @@ from typing import Any
 
 import flatbuffers
 import numpy as np
+import numpy.typing as npt
 import tflite
 
 Shape = tuple[int, ...]
@@ -34,8 +35,8 @@ _TYPES = {  # numpy dtype -> TensorType
 class _Tensor:
     name: str
     shape: Shape
-    dtype: np.dtype
-    data: np.ndarray | None = None  # constant payload: a private little-endian C-order copy
+    dtype: np.dtype[Any]
+    data: npt.NDArray[Any] | None = None  # constant payload: a private little-endian C-order copy
 
 
 @dataclass
@@ -149,17 +150,17 @@ def _table(fb: flatbuffers.Builder, table: str, fields: dict[str, Any]) -> int:
     getattr(tflite, f"{table}Start")(fb)
     for key, value in values.items():
         getattr(tflite, f"{table}Add{key}")(fb, value)
-    return getattr(tflite, f"{table}End")(fb)
+    return int(getattr(tflite, f"{table}End")(fb))
 
 
-class _Offsets(list):
+class _Offsets(list[int]):
     """A vector of table offsets (not int32 values) for `ModelBuilder._table`."""
 
 
 class _Bytes:
     """A byte vector holding an array's data, aligned for TFLite kernels."""
 
-    def __init__(self, data: np.ndarray) -> None:
+    def __init__(self, data: npt.NDArray[Any]) -> None:
         self.data = data
 
     def write(self, fb: flatbuffers.Builder) -> int:
@@ -167,5 +168,5 @@ class _Bytes:
         fb.StartVector(1, n, _BUFFER_ALIGNMENT)
         # Same raw copy as Builder.CreateNumpyVector, but with the 16-byte alignment it lacks.
         fb.head -= n
-        fb.Bytes[fb.head : fb.head + n] = memoryview(self.data.reshape(-1).view(np.uint8))
-        return fb.EndVector()
+        fb.Bytes[fb.head : fb.head + n] = self.data.reshape(-1).view(np.uint8).tobytes()
+        return int(fb.EndVector())

@@ -8,94 +8,17 @@ Every builder takes keyword options only and returns the .tflite bytes; `path()`
 from __future__ import annotations
 
 import inspect
-import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from clgpu_delegate.modelgen.builder import ModelBuilder
+from clgpu_delegate.modelgen._layers import Net, pool_conv_head, start
 
 __all__ = ["MODELS", "build", "cache_dir", "path"]
 
 # Part of every cached file name: bump it whenever a model's graph or weights change.
 ZOO_VERSION = 1
-_BIAS_STD = 0.02
-
-
-@dataclass
-class _Net:
-    """A builder plus the zoo's layer conventions (He init, folded-BN bias, fp16 option)."""
-
-    b: ModelBuilder
-    fp16: bool = False
-
-    def channels(self, x: int) -> int:
-        return self.b.shape(x)[-1]
-
-    def conv(
-        self,
-        x: int,
-        out: int,
-        k: int | tuple[int, int],
-        stride: int = 1,
-        act: str | None = "RELU",
-        gain: float = 2.0,
-        padding: str = "SAME",
-    ) -> int:
-        """Conv with bias; `gain` 2 suits a following ReLU, 1 a linear output."""
-        kh, kw = (k, k) if isinstance(k, int) else k
-        c = self.channels(x)
-        w = self.b.rand((out, kh, kw, c), scale=math.sqrt(gain / (kh * kw * c)))
-        return self.b.conv2d(
-            x,
-            w,
-            self.b.rand((out,), scale=_BIAS_STD),
-            stride=stride,
-            padding=padding,
-            activation=act,
-            fp16_weights=self.fp16,
-        )
-
-    def dwconv(self, x: int, k: int, stride: int = 1, act: str | None = "RELU6") -> int:
-        c = self.channels(x)
-        w = self.b.rand((1, k, k, c), scale=math.sqrt(2.0 / (k * k)))
-        return self.b.depthwise_conv2d(
-            x,
-            w,
-            self.b.rand((c,), scale=_BIAS_STD),
-            stride=stride,
-            activation=act,
-            fp16_weights=self.fp16,
-        )
-
-    def fc(self, x: int, out: int, act: str | None = "RELU", gain: float = 2.0) -> int:
-        k = self.b.shape(x)[-1]
-        w = self.b.rand((out, k), scale=math.sqrt(gain / k))
-        return self.b.fully_connected(
-            x, w, self.b.rand((out,), scale=_BIAS_STD), activation=act, fp16_weights=self.fp16
-        )
-
-    def finish(self, logits: int, softmax: bool) -> bytes:
-        self.b.output(self.b.softmax(logits) if softmax else logits)
-        return self.b.build()
-
-
-def _start(
-    size: int | tuple[int, int], channels: int, seed: int, fp16_weights: bool
-) -> tuple[_Net, int]:
-    h, w = (size, size) if isinstance(size, int) else size
-    net = _Net(ModelBuilder(seed=seed), fp16_weights)
-    return net, net.b.input("input", (1, h, w, channels))
-
-
-def _pool_conv_head(net: _Net, x: int, num_classes: int) -> int:
-    """Global average pool + 1x1 conv logits + reshape, as in the TFLite MobileNets."""
-    _, h, w, _ = net.b.shape(x)
-    x = net.b.avg_pool2d(x, (h, w), 1)
-    x = net.conv(x, num_classes, 1, act=None, gain=1.0)
-    return net.b.reshape(x, (1, num_classes))
 
 
 def lenet5(
@@ -107,7 +30,7 @@ def lenet5(
     fp16_weights: bool = False,
 ) -> bytes:
     """LeNet-5: 2x (5x5 conv + 2x2 average pool), FC 120 / 84 / classes; input (1, 32, 32, 1)."""
-    net, x = _start(size, 1, seed, fp16_weights)
+    net, x = start(size, 1, seed, fp16_weights)
     for filters in (6, 16):
         x = net.conv(x, filters, 5, padding="VALID")
         x = net.b.avg_pool2d(x, 2, 2)
@@ -133,12 +56,12 @@ def mobilenet_v1(
     fp16_weights: bool = False,
 ) -> bytes:
     """MobileNet v1 1.0: 3x3/2 conv + 13 depthwise-separable blocks, ReLU6, 1x1-conv logits."""
-    net, x = _start(size, 3, seed, fp16_weights)
+    net, x = start(size, 3, seed, fp16_weights)
     x = net.conv(x, 32, 3, stride=2, act="RELU6")
     for filters, stride in _MOBILENET_V1:
         x = net.dwconv(x, 3, stride)
         x = net.conv(x, filters, 1, act="RELU6")
-    return net.finish(_pool_conv_head(net, x, num_classes), softmax)
+    return net.finish(pool_conv_head(net, x, num_classes), softmax)
 
 
 # MobileNet v2 1.0: (expansion t, output channels c, repeats n, first stride s).
@@ -162,7 +85,7 @@ def mobilenet_v2(
     fp16_weights: bool = False,
 ) -> bytes:
     """MobileNet v2 1.0: 17 inverted-residual blocks (expand, depthwise, linear project, ADD)."""
-    net, x = _start(size, 3, seed, fp16_weights)
+    net, x = start(size, 3, seed, fp16_weights)
     x = net.conv(x, 32, 3, stride=2, act="RELU6")
     for t, c, n, s in _MOBILENET_V2:
         for i in range(n):
@@ -173,7 +96,7 @@ def mobilenet_v2(
             y = net.conv(y, c, 1, act=None, gain=0.25 if residual else 1.0)
             x = net.b.add(x, y) if residual else y
     x = net.conv(x, 1280, 1, act="RELU6")
-    return net.finish(_pool_conv_head(net, x, num_classes), softmax)
+    return net.finish(pool_conv_head(net, x, num_classes), softmax)
 
 
 # GoogLeNet inception blocks: 1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection.
@@ -190,7 +113,7 @@ _INCEPTION_V1 = {
 }
 
 
-def _inception(net: _Net, x: int, widths: Sequence[int]) -> int:
+def _inception(net: Net, x: int, widths: Sequence[int]) -> int:
     c1, r3, c3, r5, c5, proj = widths
     b1 = net.conv(x, c1, 1)
     b3 = net.conv(net.conv(x, r3, 1), c3, 3)
@@ -208,7 +131,7 @@ def inception_v1(
     fp16_weights: bool = False,
 ) -> bytes:
     """GoogLeNet (Inception v1) without LRN and auxiliary heads: 9 inception blocks."""
-    net, x = _start(size, 3, seed, fp16_weights)
+    net, x = start(size, 3, seed, fp16_weights)
     x = net.b.max_pool2d(net.conv(x, 64, 7, stride=2), 3, 2, padding="SAME")
     x = net.conv(net.conv(x, 64, 1), 192, 3)
     x = net.b.max_pool2d(x, 3, 2, padding="SAME")
@@ -221,7 +144,7 @@ def inception_v1(
     return net.finish(net.fc(x, num_classes, act=None, gain=1.0), softmax)
 
 
-def _inception_a(net: _Net, x: int, pool_proj: int) -> int:
+def _inception_a(net: Net, x: int, pool_proj: int) -> int:
     """35x35 block (mixed0-2): 1x1 | 1x1 -> 5x5 | 1x1 -> 3x3 -> 3x3 | avg pool -> 1x1."""
     b1 = net.conv(x, 64, 1)
     b5 = net.conv(net.conv(x, 48, 1), 64, 5)
@@ -230,7 +153,7 @@ def _inception_a(net: _Net, x: int, pool_proj: int) -> int:
     return net.b.concat([b1, b5, b3, bp], axis=3)
 
 
-def _inception_b(net: _Net, x: int, c: int) -> int:
+def _inception_b(net: Net, x: int, c: int) -> int:
     """17x17 block (mixed4-7): 7x7 convs factorized into 1x7 and 7x1, `c` inner channels."""
     b1 = net.conv(x, 192, 1)
     b7 = net.conv(net.conv(net.conv(x, c, 1), c, (1, 7)), 192, (7, 1))
@@ -242,7 +165,7 @@ def _inception_b(net: _Net, x: int, c: int) -> int:
     return net.b.concat([b1, b7, bd, bp], axis=3)
 
 
-def _inception_c(net: _Net, x: int) -> int:
+def _inception_c(net: Net, x: int) -> int:
     """8x8 block (mixed9-10): the 3x3s end in parallel 1x3 and 3x1 convs, concatenated."""
 
     def fork(y: int) -> int:
@@ -266,7 +189,7 @@ def inception_v3(
     """Inception v3 (Keras `InceptionV3` layout) without auxiliary head: VALID-conv stem,
     3 35x35 blocks, a reduction, 4 17x17 blocks with 1x7 / 7x1 convs, a reduction, 2 8x8
     blocks; the smallest input its VALID convs and pools allow is 75."""
-    net, x = _start(size, 3, seed, fp16_weights)
+    net, x = start(size, 3, seed, fp16_weights)
     x = net.conv(x, 32, 3, stride=2, padding="VALID")
     x = net.conv(x, 32, 3, padding="VALID")
     x = net.b.max_pool2d(net.conv(x, 64, 3), 3, 2)
@@ -300,7 +223,7 @@ def resnet50(
     fp16_weights: bool = False,
 ) -> bytes:
     """ResNet-50 v1.5: 7x7/2 conv, 3-4-6-3 bottleneck blocks (stride on the 3x3), MEAN + FC."""
-    net, x = _start(size, 3, seed, fp16_weights)
+    net, x = start(size, 3, seed, fp16_weights)
     x = net.b.max_pool2d(net.conv(x, 64, 7, stride=2), 3, 2, padding="SAME")
     for stage, (blocks, width) in enumerate(zip((3, 4, 6, 3), (64, 128, 256, 512), strict=True)):
         for i in range(blocks):
@@ -317,7 +240,7 @@ def resnet50(
     return net.finish(net.fc(x, num_classes, act=None, gain=1.0), softmax)
 
 
-def _grouped_conv(net: _Net, x: int, out: int, k: int, groups: int) -> int:
+def _grouped_conv(net: Net, x: int, out: int, k: int, groups: int) -> int:
     """Grouped conv as SPLIT -> one conv per group -> CONCATENATION."""
     parts = net.b.split(x, axis=3, num=groups)
     return net.b.concat([net.conv(p, out // groups, k) for p in parts], axis=3)
@@ -333,7 +256,7 @@ def alexnet(
 ) -> bytes:
     """AlexNet: 11x11/4 conv, 5x5 and 3x3 convs (two groups where the original split GPUs),
     three max-pools and FC 4096 / 4096 / classes (~61 M parameters at 227)."""
-    net, x = _start(size, 3, seed, fp16_weights)
+    net, x = start(size, 3, seed, fp16_weights)
     x = net.b.max_pool2d(net.conv(x, 96, 11, stride=4, padding="VALID"), 3, 2)
     x = net.b.max_pool2d(_grouped_conv(net, x, 256, 5, 2), 3, 2)
     x = net.conv(x, 384, 3)
@@ -344,7 +267,7 @@ def alexnet(
     return net.finish(net.fc(x, num_classes, act=None, gain=1.0), softmax)
 
 
-def _multi_conv(net: _Net, x: int, filters: int, kernels: Sequence[int]) -> int:
+def _multi_conv(net: Net, x: int, filters: int, kernels: Sequence[int]) -> int:
     """PyNET's multi-scale block: parallel k x k convs (3/5/7/9) concatenated on channels."""
     branches = [net.conv(x, filters, k) for k in kernels]
     return branches[0] if len(branches) == 1 else net.b.concat(branches, axis=3)
@@ -361,7 +284,7 @@ def pynet(*, size: int = 512, seed: int = 0, fp16_weights: bool = False) -> byte
     on the top level) resize + 3x3 conv, concatenated with the encoder features of that level.
     Input and output are (1, size, size, 3).
     """
-    net, x = _start(size, 3, seed, fp16_weights)
+    net, x = start(size, 3, seed, fp16_weights)
     skips = []
     for level, (filters, kernels) in enumerate(_PYNET_LEVELS):
         if level % 2:
