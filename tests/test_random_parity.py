@@ -82,10 +82,22 @@ def test_random_parity(seed: int, runtime: str, precision: str) -> None:
     where += f"\ndecisions:\n{format_decisions(decisions)}"
 
     want = expected_delegated(case.model)
+    ops = model_ops(case.model)
+    dq = {i for i, (name, _, _) in enumerate(ops) if name == "DEQUANTIZE"}
     claimed = {d.node for d in decisions if d.delegated}
-    assert claimed == want, (
+    assert claimed - dq == want - dq, (
         f"delegated nodes {sorted(claimed)}, expected {sorted(want)} "
-        f"(ops {[name for name, _, _ in model_ops(case.model)]}){where}")
+        f"(ops {[name for name, _, _ in ops]}){where}")
+    # A folded DEQUANTIZE goes with its readers: claimed only with all of them and in their
+    # partition (TFLite would put it in the first one), else left to the CPU.
+    partition_of = {n: k for k, p in enumerate(delegate.partitions()) for n in p}
+    for i in dq:
+        readers = [j for j, (_, ins, _) in enumerate(ops) if ops[i][2][0] in ins]
+        if i in claimed:
+            assert {partition_of.get(j) for j in readers} == {partition_of[i]}, f"node {i}{where}"
+        elif i in want:
+            reason = next(d.reason for d in decisions if d.node == i)
+            assert reason.startswith("its consumers run in another partition"), f"{i}{where}"
     assert want, f"the generator made a case without a claimed op{where}"
     assert delegate.stats().invokes > invokes, f"no delegated kernel ran{where}"
 
