@@ -18,20 +18,13 @@ import numpy as np
 import tflite
 
 import clgpu_delegate
+from clgpu_delegate import _core
 from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
 
-# Every value of the conv_algorithm option: "auto" (the selector) and each forced algorithm.
-CONV_ALGORITHMS = [
-    "auto",
-    "direct",
-    "implicit_gemm",
-    "gemm",
-    "winograd",
-    "winograd4",
-    "direct_blocked",
-    "winograd4_fused",
-]
+# Every value of the conv_algorithm option: "auto" (the selector) and each forced algorithm,
+# from the delegate's own table.
+CONV_ALGORITHMS = ["auto", *_core.conv_algorithms()]
 
 
 def cpu_op(b: ModelBuilder, x: int) -> int:

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
+#include "ops/conv2d_selector.h"
 
 namespace clgpu {
 namespace {
@@ -71,9 +72,9 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       OneOf(key, value, {"all", "cost", "none"});
       o.partitioning = value;
     } else if (key == "conv_algorithm") {
-      OneOf(key, value,
-            {"auto", "direct", "implicit_gemm", "gemm", "winograd", "winograd4", "direct_blocked",
-             "winograd4_fused"});
+      std::vector<std::string> allowed = {"auto"};
+      for (const std::string& name : ConvAlgorithmNames()) allowed.push_back(name);
+      OneOf(key, value, allowed);
       o.conv_algorithm = value;
     } else if (key == "serialization_dir") {
       o.serialization_dir = value;

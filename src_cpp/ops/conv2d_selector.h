@@ -1,5 +1,6 @@
-// Convolution algorithms: which apply to a shape ("can"), which one to run on
-// this device ("should"), their weight preparation, scratch needs and launches.
+// Convolution algorithms: which one to run on this device ("should", conv2d_selector.cc),
+// and the calls that reach the chosen one's own file (ops/conv2d_algorithm.h): whether it
+// applies to a shape, its weight preparation, scratch needs and launches.
 #pragma once
 
 #include <memory>
@@ -18,8 +19,11 @@ enum class ConvAlgorithm {
   kWinograd,
   kWinograd4,
   kDirectBlocked,
-  kWinograd4Fused  // F(4x4) in one kernel (conv2d_winograd4_fused.cl); only when forced for now
+  kWinograd4Fused  // F(4x4) in one kernel (conv2d_winograd4_fused.cl)
 };
+
+// The option conv_algorithm's values that force one algorithm ("auto" aside), in one order.
+const std::vector<std::string>& ConvAlgorithmNames();
 
 std::string ConvAlgorithmName(ConvAlgorithm a);
 

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "delegate/delegate.h"
+#include "ops/conv2d_selector.h"
 #include "python/register.h"
 #include "tflite/abi.h"
 
@@ -214,6 +215,8 @@ void RegisterDelegate(py::module_& m) {
       .def("device", [](const PyDelegate& d) { return DeviceDict(d.core().env().device()); });
   m.def("abi_layout", &AbiLayout);
   m.def("option_keys", &OptionKeys);
+  // The values of conv_algorithm that force one algorithm ("auto" aside), for the tests.
+  m.def("conv_algorithms", &ConvAlgorithmNames);
 }
 
 }  // namespace clgpu::python

@@ -1,0 +1,35 @@
+// 1x1 convolution as a plain GEMM: [N*H*W, C] x [C, OC] (ops/gemm.h).
+#include "ops/conv2d_algorithm.h"
+
+namespace clgpu {
+namespace {
+
+bool Applies(const ConvGeometry& g) {
+  return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+         g.oh == g.h && g.ow == g.w;
+}
+
+GemmPlan Plan(const OpContext& ctx, const ConvGeometry& g) {
+  return PlanGemm(ctx.env.device(), long(g.n) * g.h * g.w, g.oc, g.c, ctx.options.gemm_splits);
+}
+
+std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
+  const size_t bytes = GemmScratchBytes(Plan(ctx, g), long(g.n) * g.h * g.w, g.oc);
+  return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
+}
+
+std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
+                           cl_mem bias, cl_mem out, float act_min, float act_max,
+                           cl_mem residual) {
+  const long m = long(g.n) * g.h * g.w;
+  return EncodeGemm(ctx, Plan(ctx, g), in, w.filter.get(), bias, out, static_cast<int>(m), g.oc,
+                    g.c, act_min, act_max, residual);
+}
+
+}  // namespace
+
+extern const ConvAlgorithmDef kConvGemm1x1 = {ConvAlgorithm::kGemm1x1, "gemm", Applies,
+                                              PlainWeightBytes, UploadPlainWeights, Scratch,
+                                              Encode};
+
+}  // namespace clgpu

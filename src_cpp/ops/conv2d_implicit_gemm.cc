@@ -1,0 +1,73 @@
+// Implicit GEMM: the convolution as [N*OH*OW, KH*KW*C] x [KH*KW*C, OC] with the im2col
+// rows read in place, split along K when its output tiles cannot fill the device.
+#include "ops/conv2d_algorithm.h"
+#include "ops/tuning.h"
+
+namespace clgpu {
+namespace {
+
+GemmTiles ImplicitGemmTiles(const ConvGeometry& g, const DeviceInfo& dev) {
+  if (g.c <= 8) return TilesFor("igemm_thin", dev);
+  return TilesFor(g.c >= 64 && g.oc >= 64 ? "igemm_big" : "igemm", dev);
+}
+
+bool Applies(const ConvGeometry&) { return true; }
+
+std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
+  const size_t bytes =
+      GemmScratchBytes(PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits),
+                       long(g.n) * g.oh * g.ow, g.oc);
+  return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
+}
+
+std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
+                           cl_mem bias, cl_mem out, float act_min, float act_max,
+                           cl_mem residual) {
+  std::vector<Launch> launches;
+  const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
+  const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
+  const long m = long(g.n) * g.oh * g.ow;
+  // One program: the split kernel ignores the residual, the reduce adds it.
+  auto prog = ctx.GetProgram("conv2d_implicit_gemm", With(p.tiles.Defines(), rd));
+  if (p.splits <= 1) {
+    Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
+    SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
+                       g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
+                       act_min, act_max);
+    launches.push_back(std::move(l));
+    return launches;
+  }
+  if (ctx.scratch.empty()) throw Error("split-K implicit GEMM without a scratch buffer");
+  Launch l =
+      Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, g.oc), p.tiles.work_group());
+  SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
+          g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, p.k_per_split);
+  l.dims = 2;
+  l.global[1] = p.splits;
+  l.local[1] = 1;
+  launches.push_back(std::move(l));
+  Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * g.oc);
+  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc,
+                     p.splits, act_min, act_max);
+  launches.push_back(std::move(r));
+  return launches;
+}
+
+}  // namespace
+
+// K splits when the output tiles cannot fill the device (strided convs on 14x14 and 7x7
+// maps; bench/results/ has the figures).
+GemmPlan PlanImplicitGemm(const DeviceInfo& dev, const ConvGeometry& g, int forced_splits) {
+  GemmPlan p;
+  p.tiles = ImplicitGemmTiles(g, dev);
+  PlanSplitK(p, dev, p.tiles.Groups(long(g.n) * g.oh * g.ow, g.oc), long(g.kh) * g.kw * g.c,
+             forced_splits);
+  return p;
+}
+
+extern const ConvAlgorithmDef kConvImplicitGemm = {ConvAlgorithm::kImplicitGemm, "implicit_gemm",
+                                                   Applies,          PlainWeightBytes,
+                                                   UploadPlainWeights, Scratch,
+                                                   Encode};
+
+}  // namespace clgpu
