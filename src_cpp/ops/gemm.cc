@@ -11,14 +11,10 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
   // A GEMM of a few tiles leaves compute units idle, or too few work-items on each to
   // hide memory latency, while each group walks the whole of K: split K so that every
   // unit gets two groups and about 2048 work-items (a full NVIDIA SM), keeping at least
-  // four tiles of K per split. On an H200 the 2048 target made implicit GEMM of
-  // 512x90x124 3x3 -> 3 (349 groups of 64 walking K = 4608) 1.4x faster (0.308 -> 0.217 ms)
-  // and left the other conv-set shapes and ResNet/MobileNet layers as they were.
+  // four tiles of K per split (bench/results/gemm-*.md and conv2d-*.md have the figures).
   // CLGPU_SPLITK_THREADS overrides the target (tuning; 0 = only fill every unit twice).
   // Tiles of 64 or more accumulators per work-item fill a unit's registers with one or two
-  // groups, so more groups add no resident work-items: they only fill the units. On an H200
-  // the work-item target split 4096^3 in 3 and 2048^3 in 5, 3.52 against 3.42 ms and 0.546
-  // against 0.496 unsplit (60 -> 58 % of FP32 peak).
+  // groups, so more groups add no resident work-items: they only fill the units.
   p.splits = 1;
   p.k_per_split = 0;
   // An empty output (a batch resized to 0) or an empty reduction has nothing to split.

@@ -16,14 +16,13 @@ struct Entry {
   GemmTiles tiles;
 };
 
-// NVIDIA figures were measured on an H200 (bench/tune_gemm.py, bench/bench_conv2d.py; fields:
-// TM, TN, TK, WM, WN, DBUF, TMAP, LPAD): 256x128 tiles of 16x8 per work-item, double-buffered
-// local memory and LPAD 4 gave 39.6 TFLOP/s at 4096^3 against 33.8 for 128x128 / 8x8; for the
-// Winograd GEMMs 128x128 wins at OC >= 128, 128x64 at OC = 64 and 256x32 at OC <= 32. The
-// "_wide" Winograd entries (twice the rows, LPAD 4) serve layers with work-groups to spare
-// (WinogradTiles): on the conv set's high-resolution layers they took the GEMM 10-25 % faster
-// (32x1440x1984 7x7 -> 32: 8.81 -> 7.52 ms per layer; 256x720x992 -> 64: 3.05 -> 2.50;
-// 256x360x496 -> 128: 1.08 -> 0.94), but on PyNET-512's 64x64 layers they left units idle.
+// NVIDIA entries were tuned on an H200 (bench/tune_gemm.py, bench/bench_conv2d.py; figures in
+// bench/results/gemm-*.md and conv2d-*.md; fields: TM, TN, TK, WM, WN, DBUF, TMAP, LPAD):
+// 256x128 tiles of 16x8 per work-item, double-buffered local memory and LPAD 4; for the
+// Winograd GEMMs 128x128 at OC >= 128, 128x64 at OC = 64 and 256x32 at OC <= 32. The "_wide"
+// Winograd entries (twice the rows, LPAD 4) serve layers with work-groups to spare
+// (WinogradTiles): faster on the conv set's high-resolution layers, but on PyNET-512's 64x64
+// layers they left units idle.
 // Other GPUs start from the same shapes, without "_wide" entries (TilesFor falls back to the
 // narrow ones); CPU devices want small groups.
 const Entry kTable[] = {
@@ -84,14 +83,11 @@ struct FusedEntry {
 // TP, OCB, CC, RT, RO, U_LOCAL, PS of conv2d_winograd4_fused.cl. NVIDIA: 16 tiles x 32 channels
 // per group (8 tiles from OC = 32 on: 16 x 32 positions to exchange need 72 KB of local memory,
 // NVIDIA allows 48), 8 x 2 per work-item with the positions split over 6 work-items (96
-// accumulators each, 96 work-items per group), chunks of 8, U read through the cache. On an H200,
-// of 30 blockings swept (CLGPU_TUNE_WINOGRAD4_FUSED) it was best or within 3 % on 16x2880x3968 ->
-// 16 (1.51 ms; 1.82 with the 2 x 2 blocks and all 36 positions per work-item kept until then),
-// 4x1440x1984 -> 32 (0.27 against 0.34), 32x1440x1984 -> 32 (1.03 against 1.67), 32x720x992 -> 64
-// (0.50 against 0.81) and 64x720x992 -> 64 (0.93 against 1.54); split over 4, 9 or 12 work-items, 4
-// x 4 and 4 x 2 blocks were 2-20 % slower, over 3 or 18 up to 1.6x. Other GPUs: the staged start,
-// unsplit. CPU devices: small groups, one tile x one channel per work-item (PoCL runs a group's
-// work-items in a loop and takes 3x longer to compile the 2 x 2 block).
+// accumulators each, 96 work-items per group), chunks of 8, U read through the cache: of 30
+// blockings swept on an H200 (CLGPU_TUNE_WINOGRAD4_FUSED) the best or within 3 % on the fused
+// kernel's layers; other splits and blocks were slower (bench/results/conv2d-*.md). Other GPUs:
+// the staged start, unsplit. CPU devices: small groups, one tile x one channel per work-item
+// (PoCL runs a group's work-items in a loop and compiles the 2 x 2 block far more slowly).
 const FusedEntry kFusedTable[] = {
     {"nvidia", "winograd4_fused", {16, 32, 8, 8, 2, 0, 6}},
     {"gpu", "winograd4_fused", {16, 32, 4, 2, 2, 1, 1}},

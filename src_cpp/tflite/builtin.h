@@ -94,6 +94,4 @@ struct SqueezeParams {
 };
 static_assert(sizeof(SqueezeParams) == 36, "squeeze params");
 
-const char* BuiltinOpName(int32_t code);
-
 }  // namespace clgpu::tfl
