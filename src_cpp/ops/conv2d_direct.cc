@@ -7,13 +7,12 @@ namespace {
 bool Applies(const ConvGeometry&) { return true; }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max,
-                           cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
   Launch l = Make1d(ctx.GetProgram("conv2d_direct", rd), "conv2d_direct", 0);
   SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
-                     g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
-                     act_min, act_max);
+                     g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min,
+                     act_max);
   l.dims = 3;
   l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
   std::vector<Launch> launches;
@@ -23,8 +22,8 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
 
 }  // namespace
 
-extern const ConvAlgorithmDef kConvDirect = {ConvAlgorithm::kDirect, "direct", Applies,
-                                             PlainWeightBytes, UploadPlainWeights, NoScratch,
-                                             Encode};
+extern const ConvAlgorithmDef kConvDirect = {
+    ConvAlgorithm::kDirect, "direct",  Applies, PlainWeightBytes,
+    UploadPlainWeights,     NoScratch, Encode};
 
 }  // namespace clgpu

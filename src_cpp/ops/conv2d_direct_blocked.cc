@@ -62,8 +62,7 @@ void PrepareWeights(OpContext& ctx, const ConvGeometry& g, const std::vector<flo
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max,
-                           cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
   const BlockedTiles t = BlockedFor(g, ctx.env.device());
   auto prog = ctx.GetProgram("conv2d_blocked", With(Defines(g, t), rd));

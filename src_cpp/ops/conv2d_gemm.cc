@@ -19,8 +19,7 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max,
-                           cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
   const long m = long(g.n) * g.h * g.w;
   return EncodeGemm(ctx, Plan(ctx, g), in, w.filter.get(), bias, out, static_cast<int>(m), g.oc,
                     g.c, act_min, act_max, residual);
@@ -28,8 +27,8 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
 
 }  // namespace
 
-extern const ConvAlgorithmDef kConvGemm1x1 = {ConvAlgorithm::kGemm1x1, "gemm", Applies,
-                                              PlainWeightBytes, UploadPlainWeights, Scratch,
-                                              Encode};
+extern const ConvAlgorithmDef kConvGemm1x1 = {
+    ConvAlgorithm::kGemm1x1, "gemm",  Applies, PlainWeightBytes,
+    UploadPlainWeights,      Scratch, Encode};
 
 }  // namespace clgpu

@@ -21,8 +21,7 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max,
-                           cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
   std::vector<Launch> launches;
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
   const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
@@ -65,9 +64,8 @@ GemmPlan PlanImplicitGemm(const DeviceInfo& dev, const ConvGeometry& g, int forc
   return p;
 }
 
-extern const ConvAlgorithmDef kConvImplicitGemm = {ConvAlgorithm::kImplicitGemm, "implicit_gemm",
-                                                   Applies,          PlainWeightBytes,
-                                                   UploadPlainWeights, Scratch,
-                                                   Encode};
+extern const ConvAlgorithmDef kConvImplicitGemm = {
+    ConvAlgorithm::kImplicitGemm, "implicit_gemm", Applies, PlainWeightBytes,
+    UploadPlainWeights,           Scratch,         Encode};
 
 }  // namespace clgpu

@@ -11,10 +11,9 @@ namespace clgpu {
 namespace {
 
 // The one table of algorithms, in the order the option's values are listed.
-const ConvAlgorithmDef* const kAlgorithms[] = {&kConvDirect,        &kConvImplicitGemm,
-                                               &kConvGemm1x1,       &kConvWinograd,
-                                               &kConvWinograd4,     &kConvDirectBlocked,
-                                               &kConvWinograd4Fused};
+const ConvAlgorithmDef* const kAlgorithms[] = {
+    &kConvDirect,    &kConvImplicitGemm,  &kConvGemm1x1,       &kConvWinograd,
+    &kConvWinograd4, &kConvDirectBlocked, &kConvWinograd4Fused};
 
 const ConvAlgorithmDef& Def(ConvAlgorithm a) {
   for (const ConvAlgorithmDef* d : kAlgorithms)

@@ -78,15 +78,15 @@ bool AppliesF2(const ConvGeometry& g) {
   return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
 }
 bool AppliesF4(const ConvGeometry& g) {
-  return g.kh >= 3 && g.kh <= 9 && g.kw >= 3 && g.kw <= 9 && g.sh == 1 && g.sw == 1 &&
-         g.dh == 1 && g.dw == 1;
+  return g.kh >= 3 && g.kh <= 9 && g.kw >= 3 && g.kw <= 9 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
+         g.dw == 1;
 }
 
 // The transformed U, or the OHWI upload it is made from if larger.
 template <ConvAlgorithm A>
 size_t WeightBytes(const OpContext& ctx, const ConvGeometry& g) {
-  return std::max(OhwiBytes(ctx, g), size_t(Kind(A).positions) * g.oc * Subs(A, g) * g.c *
-                                         TransformedBytes(ctx, A));
+  return std::max(OhwiBytes(ctx, g),
+                  size_t(Kind(A).positions) * g.oc * Subs(A, g) * g.c * TransformedBytes(ctx, A));
 }
 
 // The filter is transformed once, on the device.
@@ -121,8 +121,7 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
 
 template <ConvAlgorithm A>
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max,
-                           cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
   if (ctx.scratch.size() < 2) throw Error("Winograd convolution without scratch buffers");
   std::vector<Launch> launches;
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";  // for the program that writes out
@@ -175,10 +174,10 @@ long WinogradGemmGroups(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgori
 constexpr ConvAlgorithm kF2Id = ConvAlgorithm::kWinograd, kF4Id = ConvAlgorithm::kWinograd4;
 
 extern const ConvAlgorithmDef kConvWinograd = {
-    kF2Id,          "winograd",     AppliesF2, WeightBytes<kF2Id>, PrepareWeights<kF2Id>,
+    kF2Id,          "winograd",   AppliesF2, WeightBytes<kF2Id>, PrepareWeights<kF2Id>,
     Scratch<kF2Id>, Encode<kF2Id>};
 extern const ConvAlgorithmDef kConvWinograd4 = {
-    kF4Id,          "winograd4",    AppliesF4, WeightBytes<kF4Id>, PrepareWeights<kF4Id>,
+    kF4Id,          "winograd4",  AppliesF4, WeightBytes<kF4Id>, PrepareWeights<kF4Id>,
     Scratch<kF4Id>, Encode<kF4Id>};
 
 }  // namespace clgpu

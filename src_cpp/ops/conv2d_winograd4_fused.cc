@@ -61,8 +61,8 @@ std::string FusedDefines(const WinogradFusedTiles& t) {
 
 // As F(4x4): 3x3 to 9x9, stride 1, dilation 1.
 bool Applies(const ConvGeometry& g) {
-  return g.kh >= 3 && g.kh <= 9 && g.kw >= 3 && g.kw <= 9 && g.sh == 1 && g.sw == 1 &&
-         g.dh == 1 && g.dw == 1;
+  return g.kh >= 3 && g.kh <= 9 && g.kw >= 3 && g.kw <= 9 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
+         g.dw == 1;
 }
 
 // U with OC padded to its channel block, or the OHWI upload it is made from if larger.
@@ -92,8 +92,7 @@ void PrepareWeights(OpContext& ctx, const ConvGeometry& g, const std::vector<flo
 // (CL_KERNEL_WORK_GROUP_SIZE; reqd_work_group_size makes most compilers fit it instead) is
 // rebuilt with fewer tiles per group rather than left to fail at the enqueue.
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max,
-                           cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
   const DeviceInfo& dev = ctx.env.device();
   WinogradFusedTiles t = FusedFor(g, dev);
   if (t.ocb != w.ocb || FusedCpad(g, t) != w.cpad)

@@ -25,7 +25,6 @@
 #include "cl/errors.h"
 #include "common/error.h"
 #include "common/half.h"
-#include "delegate/options.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
@@ -266,10 +265,8 @@ int Run(const Config& cfg) {
 
   auto env = clgpu::Environment::ForDevice(clgpu::SelectDevice(cfg.device));
   clgpu::Queue queue = env->CreateQueue(/*profiling=*/false);
-  clgpu::Options options;
-  options.precision = cfg.precision;
   const bool half = cfg.precision == "fp16";
-  clgpu::OpContext ctx{*env, queue.get(), options};
+  clgpu::OpContext ctx{*env, queue.get(), clgpu::OpOptions{}};
   ctx.storage_defines = half ? "-DSTORAGE_HALF" : "";
   ctx.storage_bytes = half ? 2 : 4;
   ctx.max_alloc = env->device().max_alloc_bytes;
