@@ -9,7 +9,7 @@
 # and the children the tests start). Reports go to files under build/sanitize/reports; the
 # job fails when pytest fails or when any report has a frame in our code (src_cpp/, _core,
 # libclgpu_delegate). Reports that only involve other code (TFLite's own out-of-bounds reads
-# on the corrupted models of test_faults.py, PoCL's and Python's leaks) are listed, not fatal.
+# on the corrupted models of test_faults_models.py, PoCL's and Python's leaks) are listed, not fatal.
 # Needs the .venv of .ci/setup. On 2 cores: ~4 min to build, ~5 min for the 1,835 tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."

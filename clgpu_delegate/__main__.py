@@ -93,7 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=None, help="input size for scalable models")
     p.add_argument("--precision", default="fp32")
     p.add_argument("--device", default="auto")
-    p.add_argument("--partitioning", default="cost", choices=["cost", "all"])
+    p.add_argument(
+        "--partitioning",
+        default="cost",
+        choices=["cost", "all", "none", "measure"],
+        help="which nodes to claim; measure: time the plans first, run the fastest",
+    )
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     p.add_argument("--runtime", choices=["tflite_runtime", "ai_edge_litert"], default=None)

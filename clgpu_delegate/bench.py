@@ -57,6 +57,8 @@ class BenchReport(TypedDict):
     delegate_options: dict[str, str]
     results: list[ResultSummary]  # cpu, delegate
     speedup: float | None
+    # partitioning="measure": the plan that won and every candidate's median (plan()).
+    plan: NotRequired[dict[str, Any]]
     # MemoryReport.to_dict() less the partitions (their `arenas` stay).
     memory: NotRequired[dict[str, Any]]
     # With profile=True: from a second, profiled delegate (see _profile).
@@ -213,6 +215,14 @@ def run_benchmark(
     threads = threads or os.cpu_count() or 1
     name, data = _model_bytes(model, size)
     delegate_options.setdefault("partitioning", "cost")
+    measured = None
+    if delegate_options["partitioning"] == "measure":
+        # The delegate runs the plan that plan() measured fastest (docs/partitioning.md).
+        from .planning import plan
+
+        opts = {k: v for k, v in delegate_options.items() if k != "partitioning"}
+        measured = plan(data, threads=threads, runtime=runtime, **opts)
+        delegate_options = dict(measured.options)
     cpu = _Runner("cpu", data, None, threads, runtime)
     gpu = _Runner("delegate", data, delegate_options, threads, runtime)
     rng = np.random.default_rng(0)
@@ -249,6 +259,12 @@ def run_benchmark(
         "results": [cpu.result.summary(), gpu.result.summary()],
         "speedup": cpu.result.median_ms / gpu.result.median_ms if gpu.result.runs_ms else None,
     }
+    if measured is not None:
+        report["plan"] = {
+            "winner": measured.winner,
+            "from_cache": measured.from_cache,
+            "median_ms": {c.name: c.median_ms for c in measured.candidates},
+        }
     if gpu.memory is not None:
         report["memory"] = {k: v for k, v in gpu.memory.to_dict().items() if k != "partitions"}
     if profile and gpu.delegate is not None:
@@ -328,6 +344,15 @@ def format_report(report: BenchReport) -> str:
                 f"overlap it) + {r['init_ms'] - r['driver_setup_ms']:.1f} ms delegate and "
                 "interpreter"
             )
+    if "plan" in report:
+        p = report["plan"]
+        ms = p["median_ms"]
+        others = ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
+        lines.append(
+            f"measured plan: {p['winner']}"
+            + (" (stored)" if p["from_cache"] else "")
+            + f", {ms['default'] / ms[p['winner']]:.2f}x the default plan; medians ms: {others}"
+        )
     if report.get("memory"):
         m = report["memory"]
         mb = 2**20
