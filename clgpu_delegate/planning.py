@@ -221,12 +221,23 @@ def plan(
             named[f"all, largest {n}"] = (o, _Timed(maker(o)))
 
     feeds = _feeds(named["cpu"][1].inputs, seed)
-    for _ in range(warmup):
-        for _, t in named.values():
-            t.run(feeds)
-    for _ in range(runs):  # interleaved, so drift (clocks, other load) hits every candidate
-        for _, t in named.values():
-            t.times.append(t.run(feeds))
+    timed = [t for _, t in named.values()]
+    if dev.type == "cpu":
+        # An OpenCL device on the host's own cores: its worker threads keep spinning after a
+        # delegated run and slow the next candidate down, so each candidate runs in a block
+        # (its warm-up absorbs the previous one's threads), in both orders against drift.
+        for order in (timed, timed[::-1]):
+            for t in order:
+                for _ in range(warmup):
+                    t.run(feeds)
+                t.times += [t.run(feeds) for _ in range((runs + 1) // 2)]
+    else:
+        for _ in range(warmup):
+            for t in timed:
+                t.run(feeds)
+        for _ in range(runs):  # interleaved, so drift (clocks, other load) hits every candidate
+            for t in timed:
+                t.times.append(t.run(feeds))
 
     cands = []
     for name, (opts, t) in named.items():

@@ -136,3 +136,13 @@ def test_bad_arguments_are_one_line_errors() -> None:
         clgpu_delegate.plan(model, partitioning="all")
     with pytest.raises(FileNotFoundError, match="model file not found"):
         clgpu_delegate.plan("/nonexistent/model.tflite")
+
+
+def test_on_a_cpu_opencl_device_the_cpu_plan_wins(runtime: str) -> None:
+    # PoCL runs our kernels on the same cores as XNNPACK, many times slower; a plan that
+    # claims nothing (the default's, there) cannot win either: the CPU alone is kept.
+    if clgpu_delegate.select_device("auto").type != "cpu":
+        pytest.skip("needs an OpenCL device on the CPU")
+    p = clgpu_delegate.plan(two_partition_model(), runtime=runtime, runs=6, warmup=1)
+    assert p.candidate("default").delegated_nodes == 0
+    assert p.winner == "cpu" and p.options["partitioning"] == "none"
