@@ -57,8 +57,7 @@ class BenchReport(TypedDict):
     delegate_options: dict[str, str]
     results: list[ResultSummary]  # cpu, delegate
     speedup: float | None
-    # partitioning="measure": the plan that won and every candidate's median (plan()).
-    plan: NotRequired[dict[str, Any]]
+    plan: NotRequired[dict[str, Any]]  # partitioning="measure": plan()'s winner and medians
     # MemoryReport.to_dict() less the partitions (their `arenas` stay).
     memory: NotRequired[dict[str, Any]]
     # With profile=True: from a second, profiled delegate (see _profile).
@@ -216,12 +215,11 @@ def run_benchmark(
     name, data = _model_bytes(model, size)
     delegate_options.setdefault("partitioning", "cost")
     measured = None
-    if delegate_options["partitioning"] == "measure":
-        # The delegate runs the plan that plan() measured fastest (docs/partitioning.md).
+    if delegate_options["partitioning"] == "measure":  # run what plan() measured fastest
         from .planning import plan
 
-        opts = {k: v for k, v in delegate_options.items() if k != "partitioning"}
-        measured = plan(data, threads=threads, runtime=runtime, **opts)
+        del delegate_options["partitioning"]
+        measured = plan(data, threads=threads, runtime=runtime, **delegate_options)
         delegate_options = dict(measured.options)
     cpu = _Runner("cpu", data, None, threads, runtime)
     gpu = _Runner("delegate", data, delegate_options, threads, runtime)
@@ -260,11 +258,7 @@ def run_benchmark(
         "speedup": cpu.result.median_ms / gpu.result.median_ms if gpu.result.runs_ms else None,
     }
     if measured is not None:
-        report["plan"] = {
-            "winner": measured.winner,
-            "from_cache": measured.from_cache,
-            "median_ms": {c.name: c.median_ms for c in measured.candidates},
-        }
+        report["plan"] = measured.summary()
     if gpu.memory is not None:
         report["memory"] = {k: v for k, v in gpu.memory.to_dict().items() if k != "partitions"}
     if profile and gpu.delegate is not None:
@@ -345,13 +339,11 @@ def format_report(report: BenchReport) -> str:
                 "interpreter"
             )
     if "plan" in report:
-        p = report["plan"]
-        ms = p["median_ms"]
-        others = ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
+        p, ms = report["plan"], report["plan"]["ms"]
         lines.append(
-            f"measured plan: {p['winner']}"
-            + (" (stored)" if p["from_cache"] else "")
-            + f", {ms['default'] / ms[p['winner']]:.2f}x the default plan; medians ms: {others}"
+            f"measured plan: {p['winner']}{' (stored)' if p['cached'] else ''}, "
+            f"{ms['default'] / ms[p['winner']]:.2f}x the default plan; medians ms: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
         )
     if report.get("memory"):
         m = report["memory"]

@@ -11,6 +11,7 @@ CPU runs the nodes left to it), at the price of timing each candidate at load.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -64,6 +65,11 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def summary(self) -> dict[str, Any]:
+        """The winner, whether it was stored, and every candidate's median ms."""
+        ms = {c.name: c.median_ms for c in self.candidates}
+        return {"winner": self.winner, "cached": self.from_cache, "ms": ms}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
@@ -224,13 +230,12 @@ def plan(
     timed = [t for _, t in named.values()]
     if dev.type == "cpu":
         # An OpenCL device on the host's own cores: its worker threads keep spinning after a
-        # delegated run and slow the next candidate down, so each candidate runs in a block
-        # (its warm-up absorbs the previous one's threads), in both orders against drift.
-        for order in (timed, timed[::-1]):
-            for t in order:
-                for _ in range(warmup):
-                    t.run(feeds)
-                t.times += [t.run(feeds) for _ in range((runs + 1) // 2)]
+        # delegated run and slow whatever runs next on those cores. Each candidate runs in a
+        # block, those that delegate nothing first, so only a plan's own threads cost it.
+        for t in sorted(timed, key=lambda t: bool(t.delegate and t.delegate.delegated_nodes())):
+            for _ in range(warmup):
+                t.run(feeds)
+            t.times += [t.run(feeds) for _ in range(runs)]
     else:
         for _ in range(warmup):
             for t in timed:
@@ -252,6 +257,13 @@ def plan(
                 partitions=len(d.partitions()) if d else 0,
             )
         )
+    # Free the candidates now: their devices' queues (and, on a CPU device, its busy worker
+    # threads) must not outlive the measurement and slow what the caller runs next.
+    for t in timed:
+        t.interp = None
+    timed.clear()
+    named.clear()
+    gc.collect()
     # A delegate plan that claims nothing is the CPU plan; one must beat the CPU by a margin
     # larger than run-to-run noise to be worth a device.
     cpu = cands[0]

@@ -143,6 +143,7 @@ def test_on_a_cpu_opencl_device_the_cpu_plan_wins(runtime: str) -> None:
     # claims nothing (the default's, there) cannot win either: the CPU alone is kept.
     if clgpu_delegate.select_device("auto").type != "cpu":
         pytest.skip("needs an OpenCL device on the CPU")
-    p = clgpu_delegate.plan(two_partition_model(), runtime=runtime, runs=6, warmup=1)
+    # One CPU thread: two would wait on each other at every op when the machine is busy.
+    p = clgpu_delegate.plan(two_partition_model(), runtime=runtime, runs=6, warmup=1, threads=1)
     assert p.candidate("default").delegated_nodes == 0
     assert p.winner == "cpu" and p.options["partitioning"] == "none"
