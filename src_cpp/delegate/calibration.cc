@@ -291,6 +291,7 @@ DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue,
   DeviceCosts c, stored;
   const bool have_file = !path.empty() && ReadFile(path, dev, &stored);
   if (auto it = measured.find(key); it != measured.end()) {
+    if (it->second.source == "constants") return {};  // measuring failed here before
     c = it->second;
     c.source = "cache";
   } else if (have_file) {
@@ -309,7 +310,8 @@ DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue,
       Log(LogLevel::kWarning,
           std::string("could not calibrate the cost model on this device; using its constants: ") +
               e.what());
-      return {};  // a later delegate tries again
+      measured[key] = {};  // once per process: a later delegate would fail the same way
+      return {};
     }
   }
   if (c.source != "cache") measured[key] = c;
