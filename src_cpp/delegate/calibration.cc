@@ -95,7 +95,6 @@ bool ReadFile(const std::string& path, const DeviceInfo& dev, DeviceCosts* out) 
   std::istringstream lines(text.substr(key.size()));
   std::string line;
   DeviceCosts c;
-  size_t seen = 0;
   for (const Field& f : kFields) {
     if (!std::getline(lines, line)) return false;
     const std::string prefix = std::string(f.name) + " ";
@@ -104,9 +103,8 @@ bool ReadFile(const std::string& path, const DeviceInfo& dev, DeviceCosts* out) 
     char* end = nullptr;
     c.*f.value = std::strtod(v, &end);
     if (end == v || *end != '\0') return false;
-    ++seen;
   }
-  if (seen != std::size(kFields) || std::getline(lines, line) || !Plausible(c)) return false;
+  if (std::getline(lines, line) || !Plausible(c)) return false;
   c.source = "file";
   *out = c;
   return true;
