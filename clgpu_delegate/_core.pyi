@@ -69,6 +69,12 @@ class _StatsDict(TypedDict):
     downloads: int
     upload_bytes: int
     download_bytes: int
+    calibration_source: str
+    calibration_kernel_us: float
+    calibration_copy_us: float
+    calibration_sync_us: float
+    calibration_gbps: float | None
+    calibration_gflops: float | None
     # Only when the delegate has a disk cache (serialization_dir).
     disk_cache_hits: NotRequired[int]
     disk_cache_misses: NotRequired[int]

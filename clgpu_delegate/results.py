@@ -159,6 +159,14 @@ class DelegateStats(_Record):
     downloads: int
     upload_bytes: int
     download_bytes: int
+    # The cost model's device figures (CLGPU_CALIBRATION): "measured", "cache" (this
+    # process), "file" (serialization_dir) or "constants"; GB/s and GFLOP/s None when not measured.
+    calibration_source: str
+    calibration_kernel_us: float
+    calibration_copy_us: float
+    calibration_sync_us: float
+    calibration_gbps: float | None
+    calibration_gflops: float | None
     # Program binaries on disk (serialization_dir): all 0 when the delegate has none.
     disk_cache: bool = False
     disk_cache_hits: int = 0

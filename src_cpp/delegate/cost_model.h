@@ -11,6 +11,19 @@
 
 namespace clgpu {
 
+// The device side of the estimate. The defaults are the constants the model was first
+// fitted with on the H200 machine (bench/compare_cpu.py); delegate/calibration.h measures
+// them on the delegate's own device and queue.
+struct DeviceCosts {
+  double min_kernel_us = 6.0;        // device time of even the smallest kernel
+  double launch_gap_us = 1.5;        // between kernels, the enqueue overlapping
+  double copy_us = 2.0;              // a RESHAPE's buffer copy: no kernel, no arithmetic
+  double sync_us = 40.0;             // one clFinish + read-back per invoke
+  double gbps = 0;                   // host <-> device copies; 0: 8 (PCIe, pageable), 15 (unified)
+  double gflops = 0;                 // arithmetic peak; 0: compute units x clock x 128 FLOP/cycle
+  std::string source = "constants";  // "measured", "cache" (this process), "file", "constants"
+};
+
 struct PartitionEstimate {
   double flops = 0;
   double boundary_bytes = 0;  // partition inputs + outputs copied per invoke
@@ -24,6 +37,7 @@ struct PartitionEstimate {
 // that fold into their conv (ops/fusion.h) cost no launch of their own.
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
-                                    const DeviceInfo& dev, bool fuse_add = true);
+                                    const DeviceInfo& dev, const DeviceCosts& costs = {},
+                                    bool fuse_add = true);
 
 }  // namespace clgpu

@@ -116,6 +116,8 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
   if (!options_.serialization_dir.empty())
     disk_ = std::make_unique<BinaryCache>(options_.serialization_dir, options_.model_token,
                                           options_.fail_at == "cache");
+  if (options_.partitioning == "cost")  // the only user of the figures
+    device_costs_ = CalibratedDeviceCosts(*env_, queue_.get(), options_.serialization_dir);
   settings_ = RuntimeSettings{options_.fail_at, options_.profiling, options_.capture_tensors,
                               options_.fuse_add};
   half_storage_ = options_.precision == "fp16" ||
@@ -267,8 +269,8 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     KeepFn keep;
     if (options_.partitioning == "cost")
       keep = [&](const PartitionPreview& p, const std::vector<NodeInfo>& ops) {
-        const PartitionEstimate e =
-            EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), options_.fuse_add);
+        const PartitionEstimate e = EstimatePartition(
+            graph, ops, p.inputs, p.outputs, env_->device(), device_costs_, options_.fuse_add);
         return e.keep ? std::string() : e.reason;
       };
     PlanClaims(nodes, dequantizes, preview, keep, options_.max_delegated_partitions, &claim);

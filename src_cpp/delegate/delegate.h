@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cl/environment.h"
+#include "delegate/calibration.h"
 #include "delegate/options.h"
 #include "graph/graph.h"
 #include "runtime/partition_host.h"
@@ -68,6 +69,8 @@ class DelegateCore final : public PartitionHost {
   const Options& options() const { return options_; }
   Environment& env() override { return *env_; }
   int64_t driver_setup_us() const { return driver_setup_us_; }
+  // The cost model's device figures (delegate/calibration.h), fixed at construction.
+  const DeviceCosts& device_costs() const { return device_costs_; }
   cl_command_queue queue() const override { return queue_.get(); }
   std::mutex& queue_mutex() { return queue_mutex_; }
   // fp16 storage: activations and weights are half on the device.
@@ -133,6 +136,7 @@ class DelegateCore final : public PartitionHost {
   std::unique_ptr<BinaryCache> disk_;
   std::shared_ptr<Environment> env_;
   int64_t driver_setup_us_ = 0;
+  DeviceCosts device_costs_;
   Queue queue_;
   std::mutex queue_mutex_;
   mutable std::mutex report_mutex_;

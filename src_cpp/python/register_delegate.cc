@@ -89,6 +89,14 @@ py::dict Stats(const PyDelegate& d) {
   r["driver_setup_us"] = d.core().driver_setup_us();
   r["programs_built"] = d.core().env().programs().builds();
   r["program_cache_hits"] = d.core().env().programs().hits();
+  const DeviceCosts& c = d.core().device_costs();
+  r["calibration_source"] = c.source;
+  r["calibration_kernel_us"] = c.min_kernel_us + c.launch_gap_us;
+  r["calibration_copy_us"] = c.copy_us;
+  r["calibration_sync_us"] = c.sync_us;
+  // None: the model's constant for the kind of memory / compute units x clock.
+  r["calibration_gbps"] = c.gbps > 0 ? py::object(py::float_(c.gbps)) : py::none();
+  r["calibration_gflops"] = c.gflops > 0 ? py::object(py::float_(c.gflops)) : py::none();
   if (BinaryCache* disk = d.core().disk_cache()) {
     r["disk_cache_hits"] = disk->hits.load();
     r["disk_cache_misses"] = disk->misses.load();

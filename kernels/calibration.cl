@@ -1,0 +1,24 @@
+// Kernels the cost model's calibration times on the delegate's device
+// (src_cpp/delegate/calibration.cc): a launch that does next to nothing, and a loop of
+// multiply-adds whose rate stands for the device's arithmetic throughput.
+
+// calibration_tiny(x) — NDRange: global (64).
+__kernel void calibration_tiny(__global float* x) {
+  const int i = get_global_id(0);
+  x[i] += 1.0f;
+}
+
+// calibration_fma(a, iters) — NDRange: global (any). Four independent chains per work-item,
+// so a device that issues one multiply-add per cycle per lane is not held back by latency;
+// 8 * iters FLOP per work-item.
+__kernel void calibration_fma(__global float* a, int iters) {
+  const int i = get_global_id(0);
+  float x0 = a[i], x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f;
+  for (int j = 0; j < iters; ++j) {
+    x0 = mad(x0, 0.999f, 0.5f);
+    x1 = mad(x1, 0.999f, 0.5f);
+    x2 = mad(x2, 0.999f, 0.5f);
+    x3 = mad(x3, 0.999f, 0.5f);
+  }
+  a[i] = x0 + x1 + x2 + x3;
+}

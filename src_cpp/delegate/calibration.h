@@ -1,0 +1,27 @@
+// Measures the device side of the cost model (DeviceCosts, delegate/cost_model.h) on the
+// delegate's own device and queue, once per device and driver in a process, and keeps the
+// figures in serialization_dir for later processes. $CLGPU_CALIBRATION: "off" uses the
+// constants; "force" measures CPU devices too (tests; the cost model declines those anyway).
+#pragma once
+
+#include <string>
+
+#include "cl/environment.h"
+#include "delegate/cost_model.h"
+
+namespace clgpu {
+
+// Back-to-back small kernels and buffer copies, the host's sync round trip, host <-> device
+// bandwidth and multiply-add throughput, each the best of three tries. Throws Error / ClError.
+DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue);
+
+// The figures for env's device: this process's earlier measurement ("cache"), else `dir`'s
+// calibration file when `dir` is not empty ("file"), else a measurement on `queue`
+// ("measured", stored in `dir`). The constants ("constants") for devices other than GPUs,
+// with $CLGPU_CALIBRATION=off, and, with a warning, when measuring fails.
+DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue, const std::string& dir);
+
+// dir/calibration-<hash of the device, driver and project version>.txt
+std::string CalibrationPath(const DeviceInfo& dev, const std::string& dir);
+
+}  // namespace clgpu
