@@ -22,9 +22,10 @@
 #define STOREF4A(v, p, i4) (((__global float4*)(p))[(i4)] = (v))
 #endif
 
-// Fused activations are clamps: NONE (-inf, inf), RELU [0, inf), RELU6 [0, 6],
-// RELU_N1_TO_1 [-1, 1]. The host passes the bounds.
-#define ACTIVATE(x, lo, hi) fmin(fmax((x), (lo)), (hi))
+// Fused activations are clamps: NONE [-FLT_MAX, FLT_MAX], RELU [0, FLT_MAX], RELU6 [0, 6],
+// RELU_N1_TO_1 [-1, 1], the bounds TFLite's CPU kernels use. The host passes them. Written as
+// comparisons, scalar or vector: fmin/fmax would turn a NaN into a bound, the CPU keeps it.
+#define ACTIVATE(x, lo, hi) ((x) < (lo) ? (lo) : (x) > (hi) ? (hi) : (x))
 
 // A residual ADD folded into a convolution's output (the host builds with -DHAS_RESIDUAL): the
 // kernel takes one more argument, its last, the ADD's other operand laid out like the output, and

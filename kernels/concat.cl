@@ -56,7 +56,7 @@ __kernel void concat_multi4(__global T* out, int total4, int span4, int out_cols
   const int y = i / span4, x = i - y * span4;
   CONCAT_PICK(x, span4);
   const float4 v = LOADF4A(src, y * w + x - start);
-  STOREF4A(fmin(fmax(v, (float4)act_min), (float4)act_max), out, (long)y * out_cols4 + col0_4 + x);
+  STOREF4A(ACTIVATE(v, act_min, act_max), out, (long)y * out_cols4 + col0_4 + x);
 }
 
 // SPLIT / SPLIT_V, the inverse, one launch per output: an output's row of `cols` elements is

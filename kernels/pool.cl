@@ -38,7 +38,7 @@ __kernel void max_pool2d_c4(POOL_ARGS) {
   float4 m = (float4)(-FLT_MAX);
   for (int ky = ky0; ky < ky1; ++ky)
     for (int kx = kx0; kx < kx1; ++kx) m = fmax(m, LOADF4A(in, POOL_IN(ky, kx)));
-  STOREF4A(fmin(fmax(m, (float4)act_min), (float4)act_max), out, dst);
+  STOREF4A(ACTIVATE(m, act_min, act_max), out, dst);
 }
 
 // An empty window divides 0 by 0, as the CPU does.
@@ -57,5 +57,5 @@ __kernel void avg_pool2d_c4(POOL_ARGS) {
   for (int ky = ky0; ky < ky1; ++ky)
     for (int kx = kx0; kx < kx1; ++kx) s += LOADF4A(in, POOL_IN(ky, kx));
   const float count = (float)(max(ky1 - ky0, 0) * max(kx1 - kx0, 0));
-  STOREF4A(fmin(fmax(s / count, (float4)act_min), (float4)act_max), out, dst);
+  STOREF4A(ACTIVATE(s / count, act_min, act_max), out, dst);
 }

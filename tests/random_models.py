@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import tflite
-from parity import CONV_ALGORITHMS
+from parity import CONV_ALGORITHMS, cpu_op
 
 from clgpu_delegate.modelgen import ModelBuilder
 
@@ -42,6 +42,11 @@ CLAIMED_OPS = (
     "DEPTHWISE_CONV_2D",
     "FULLY_CONNECTED",
     "ADD",
+    "SUB",
+    "MUL",
+    "DIV",
+    "MAXIMUM",
+    "PRELU",
     "TRANSPOSE",
     "CONCATENATION",
     "MAX_POOL_2D",
@@ -374,20 +379,28 @@ def _step_transpose(g: _Gen, x: int, seen: list[int]) -> int | None:
 
 
 def _step_transpose_roundtrip(g: _Gen, x: int, seen: list[int]) -> int | None:
-    """NHWC -> NCHW -> (CPU op) -> NHWC, as converted PyTorch models do."""
+    """NHWC -> NCHW -> (an elementwise op) -> NHWC, as converted PyTorch models do."""
     y = g.transpose(x, (0, 3, 1, 2))
-    y = _step_cpu_unary(g, y, seen)
+    y = _step_elementwise(g, y, seen)
     return g.transpose(y, (0, 2, 3, 1))
 
 
-def _step_cpu_unary(g: _Gen, x: int, seen: list[int]) -> int:
+def _step_elementwise(g: _Gen, x: int, seen: list[int]) -> int:
     b = g.b
-    name = g.pick(("mul", "relu", "relu6", "tanh", "logistic", "sub", "hard_swish"))
+    name = g.pick(("mul", "relu", "relu6", "tanh", "logistic", "sub", "hard_swish", "prelu",
+                   "maximum", "div"))
     g.ops.append({"op": name})
+    channel = g.rng.standard_normal(b.shape(x)[-1:]).astype(np.float32)
     if name == "mul":
         return b.mul(x, float(g.rng.uniform(0.25, 2.0)))
     if name == "sub":
-        return b.sub(x, g.rng.standard_normal(b.shape(x)[-1:]).astype(np.float32))
+        return b.sub(x, channel)
+    if name == "prelu":
+        return b.prelu(x, channel * np.float32(0.3))
+    if name == "maximum":
+        return b.maximum(x, channel)
+    if name == "div":
+        return b.div(x, np.abs(channel) + np.float32(0.5))
     return getattr(b, name)(x)
 
 
@@ -431,19 +444,19 @@ def _step_reshape(g: _Gen, x: int, seen: list[int]) -> int | None:
 
 
 def _step_shared_fp16_weight(g: _Gen, x: int, seen: list[int]) -> int | None:
-    """One FLOAT16 constant behind one DEQUANTIZE, read by a claimed ADD and a CPU MUL: the
-    DEQUANTIZE must stay on the CPU (the CPU MUL needs its output)."""
+    """One FLOAT16 constant behind one DEQUANTIZE, read by a claimed ADD and a CPU op: the
+    DEQUANTIZE must stay on the CPU (the CPU op needs its output)."""
     c = g.b.shape(x)[-1]
     dq = g.constant(g.rng.standard_normal((c,)).astype(np.float32), fp16=True)
     g.ops.append({"op": "shared_fp16_weight", "c": c})
     y = g.add(x, dq)
-    return g.b.mul(y, dq)
+    return g.b.mul(y, cpu_op(g.b, dq))
 
 
 GRAPH_STEPS: tuple[Callable[[_Gen, int, list[int]], int | None], ...] = (
     _step_conv, _step_conv, _step_conv, _step_depthwise, _step_depthwise, _step_fc,
     _step_add_const, _step_add_branch, _step_add_branch, _step_transpose_roundtrip,
-    _step_cpu_unary, _step_cpu_unary, _step_pool, _step_concat, _step_pad, _step_mean,
+    _step_elementwise, _step_elementwise, _step_pool, _step_concat, _step_pad, _step_mean,
     _step_reshape, _step_shared_fp16_weight,
 )
 

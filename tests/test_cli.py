@@ -57,17 +57,19 @@ def _small_model() -> bytes:
     x = b.input("x", (1, 12, 12, 6))
     y = b.conv2d(x, b.rand((8, 3, 3, 6)), activation="RELU")
     y = b.depthwise_conv2d(y, b.rand((1, 3, 3, 8), scale=0.5))
-    y = b.mul(y, 0.5)  # CPU
+    y = b.mul(y, 0.5)
     b.output(b.fully_connected(y, b.rand((5, 8)), keep_num_dims=True))
     return b.build()
 
 
 def test_check_precision_reports_every_delegated_node() -> None:
     report = clgpu_delegate.check_precision(_small_model())
-    assert [n.op for n in report.nodes] == ["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"]
+    ops = ["CONV_2D", "DEPTHWISE_CONV_2D", "MUL", "FULLY_CONNECTED"]
+    assert [n.op for n in report.nodes] == ops
     compared = [n for n in report.nodes if not n.no_reference]
-    # The depthwise output feeds an in-place MUL on the CPU: no reference value survives.
-    assert [n.op for n in compared] == ["CONV_2D", "FULLY_CONNECTED"]
+    # The depthwise output feeds a MUL that the CPU reference runs in place: no reference value
+    # survives.
+    assert [n.op for n in compared] == ["CONV_2D", "MUL", "FULLY_CONNECTED"]
     for n in compared:
         assert n.errors["fp32"][1] < 1e-4, n
         assert n.errors["fp16"][1] < 1e-2, n

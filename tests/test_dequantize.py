@@ -51,7 +51,7 @@ def test_dequantize_also_read_by_cpu_op_stays_on_cpu(runtime: str) -> None:
     x = b.input("x", (1, 8, 9, 3))
     w = fp16_weight(b, b.rand((4, 3, 3, 3)))  # node 0
     y = b.conv2d(x, w, activation="RELU")  # node 1: delegated
-    z = b.mul(w, 2.0)  # node 2: a CPU op reading the dequantized weights
+    z = cpu_op(b, w)  # node 2: a CPU op reading the dequantized weights
     b.output(y)
     b.output(z)
     r = check_parity(b.build(), runtime, expect_delegated={1}, expect_cpu={0, 2})
@@ -100,9 +100,9 @@ def test_dequantized_constant_added_or_transposed(runtime: str) -> None:
 def test_dequantize_read_only_by_a_cpu_op_is_not_claimed(runtime: str) -> None:
     b = ModelBuilder(seed=11)
     x = b.input("x", (1, 5, 5, 2))
-    lonely = fp16_weight(b, b.rand((2, 2)))  # node 0, read by the MUL only
+    lonely = fp16_weight(b, b.rand((2, 2)))  # node 0, read by the CPU op only
     b.output(b.conv2d(x, b.rand((3, 1, 1, 2))))  # node 1
-    b.output(b.mul(lonely, 1.5))  # node 2
+    b.output(cpu_op(b, lonely))  # node 2
     r = check_parity(b.build(), runtime, expect_delegated={1}, expect_cpu={0, 2})
     assert r.reason(0)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from parity import check_parity, random_inputs
+from parity import check_parity, cpu_op, random_inputs
 
 from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
@@ -92,8 +92,8 @@ def _unsupported() -> dict[str, tuple[bytes, set[int], str]]:
         x = b.input("x", (1, 4, 4, 3))
         # 0, 1: DEQUANTIZE of the filter and of the (zero) bias, 2: CONV_2D
         y = b.conv2d(x, b.rand((3, 1, 1, 3)), fp16_weights=True)
-        w = b._weights(b.rand((3,)), 1, True, "w")  # 3: DEQUANTIZE read by ADD and MUL
-        b.output(b.mul(b.add(y, w), w))  # 4 ADD (GPU), 5 MUL (CPU)
+        w = b._weights(b.rand((3,)), 1, True, "w")  # 3: DEQUANTIZE read by ADD and SIN
+        b.output(b.add(b.add(y, w), cpu_op(b, w)))  # 4 ADD (GPU), 5 SIN (CPU), 6 ADD
 
     model(conv_act("TANH"), {0}, "activation", "conv2d_tanh")
     model(conv_act("SIGN_BIT"), {0}, "activation", "conv2d_sign_bit")

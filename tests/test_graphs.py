@@ -24,7 +24,7 @@ def alternating_model() -> bytes:
     y = cpu_op(b, y)  # 1 CPU
     y = b.conv2d(y, b.rand((6, 3, 3, 5)), stride=2)  # 2
     y = b.add(y, b.rand((6,)), "RELU6")  # 3
-    y = b.mul(y, 0.5)  # 4 CPU
+    y = cpu_op(b, y)  # 4 CPU
     y = b.depthwise_conv2d(y, b.rand((1, 3, 3, 6), scale=math.sqrt(2 / 9)), padding="VALID")  # 5
     y = b.transpose(y, (0, 3, 1, 2))  # 6
     y = b.add(y, b.rand((1, 6, 1, 1)))  # 7
@@ -108,7 +108,7 @@ def resizable_model() -> bytes:
     x = b.input("x", (1, 8, 8, 3))
     y = b.conv2d(x, b.rand((4, 3, 3, 3)), activation="RELU")
     y = b.depthwise_conv2d(y, b.rand((1, 3, 3, 4), scale=math.sqrt(2 / 9)), stride=2)
-    y = b.mul(y, 0.5)  # CPU, between two partitions
+    y = cpu_op(b, y)  # CPU, between two partitions
     y = b.add(y, b.rand((4,)))
     y = b.fully_connected(y, b.rand((6, 4)), keep_num_dims=True)
     b.output(b.transpose(y, (0, 3, 1, 2)))
@@ -357,7 +357,7 @@ def test_graph_input_is_also_graph_output(runtime: str) -> None:
     y = b.conv2d(x, b.rand((3, 1, 1, 2)))
     b.output(x)
     b.output(b.add(y, y))
-    b.output(b.mul(y, y))
+    b.output(cpu_op(b, y))
     check_parity(b.build(), runtime, expect_delegated={0, 1}, expect_cpu={2})
 
 

@@ -29,10 +29,10 @@ def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("n", [1, 4, 1003])
-def test_add_same_kernel(runner, rng, n: int) -> None:
+def test_binary_add_same_kernel(runner, rng, n: int) -> None:
     a, b = _rand(rng, n), _rand(rng, n)
     out = np.full(n, np.nan, np.float32)
-    runner.run("add", "add_same", "", [a, b, out, n, -0.5, 0.7], [(n + 3) // 4])
+    runner.run("binary", "binary_same", "", [a, b, out, n, 0, -0.5, 0.7], [(n + 3) // 4])
     np.testing.assert_allclose(out, np.clip(a + b, -0.5, 0.7), rtol=1e-6, atol=0)
 
 
@@ -45,7 +45,7 @@ def _broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int
     return strides
 
 
-def test_add_broadcast_kernel(runner, rng) -> None:
+def test_binary_add_broadcast_kernel(runner, rng) -> None:
     sa, sb = (2, 1, 4, 3), (5, 1, 3)
     out_shape = np.broadcast_shapes(sa, sb)
     a, b = _rand(rng, *sa), _rand(rng, *sb)
@@ -57,7 +57,11 @@ def test_add_broadcast_kernel(runner, rng) -> None:
     out = np.zeros(out_shape, np.float32)
     inf = float("inf")
     runner.run(
-        "add", "add_broadcast", "", [a, b, out, total, len(out_shape), meta, 0.0, inf], [total]
+        "binary",
+        "binary_broadcast",
+        "",
+        [a, b, out, total, len(out_shape), meta, 0, 0.0, inf],
+        [total],
     )
     np.testing.assert_allclose(out, np.maximum(a + b, 0), rtol=1e-6, atol=0)
 
@@ -135,7 +139,9 @@ def test_transpose_kernel(runner, rng) -> None:
 def test_run_repeat_returns_kernel_time(runner, rng) -> None:
     a, b = _rand(rng, 64), _rand(rng, 64)
     out = np.zeros(64, np.float32)
-    ns = runner.run("add", "add_same", "", [a, b, out, 64, -np.inf, np.inf], [16], [16], repeat=3)
+    ns = runner.run(
+        "binary", "binary_same", "", [a, b, out, 64, 0, -np.inf, np.inf], [16], [16], repeat=3
+    )
     assert ns >= 0
     np.testing.assert_array_equal(out, a + b)
 
@@ -157,18 +163,18 @@ def test_run_source_runs_any_kernel_text(runner, rng) -> None:
     ("call", "error", "words"),
     [
         (
-            lambda r: r.run("add", "no_such_kernel", "", [], [1]),
+            lambda r: r.run("binary", "no_such_kernel", "", [], [1]),
             "OpenCLError",
             ["CL_INVALID_KERNEL_NAME", "no_such_kernel"],
         ),
         (lambda r: r.build("no_such_file", ""), "ClgpuError", ["no_such_file"]),
         (
-            lambda r: r.run("add", "add_same", "", [np.zeros(8, np.float32)[::2]], [1]),
+            lambda r: r.run("binary", "binary_same", "", [np.zeros(8, np.float32)[::2]], [1]),
             "ClgpuError",
             ["contiguous"],
         ),
-        (lambda r: r.run("add", "add_same", "", [], [1, 1, 1, 1]), "ClgpuError", ["dims"]),
-        (lambda r: r.run("add", "add_same", "", ["text"], [1]), "ClgpuError", ["argument 0"]),
+        (lambda r: r.run("binary", "binary_same", "", [], [1, 1, 1, 1]), "ClgpuError", ["dims"]),
+        (lambda r: r.run("binary", "binary_same", "", ["text"], [1]), "ClgpuError", ["argument 0"]),
     ],
 )
 def test_runner_errors_are_python_exceptions(runner, call, error: str, words: list[str]) -> None:

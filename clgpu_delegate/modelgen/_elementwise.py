@@ -1,4 +1,4 @@
-"""Element-wise ops: ADD, MUL, SUB and the unary activations."""
+"""Element-wise ops: the binary ops with broadcasting and the unary activations."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 import tflite
 
 from clgpu_delegate.modelgen._graph import (
+    _OP_NAMES,
     Operand,
     _activation,
     _GraphBuilder,
@@ -16,7 +17,14 @@ class ElementwiseOps(_GraphBuilder):
     """Element-wise op builders."""
 
     def _binary(
-        self, code: int, options: str, a: Operand, b2: Operand, activation: str | None
+        self,
+        code: int,
+        options: str | None,
+        a: Operand,
+        b2: Operand,
+        activation: str | None,
+        *,
+        fused: bool = True,
     ) -> int:
         ta, tb = self._operand(a, "lhs"), self._operand(b2, "rhs")
         if self.dtype(ta) != self.dtype(tb):
@@ -25,14 +33,12 @@ class ElementwiseOps(_GraphBuilder):
             out = np.broadcast_shapes(self.shape(ta), self.shape(tb))
         except ValueError as e:
             raise ValueError(f"cannot broadcast {self.shape(ta)} with {self.shape(tb)}") from e
-        return self._op(
-            code,
-            [ta, tb],
-            [out],
-            options=options,
-            out_dtype=self.dtype(ta),
-            FusedActivationFunction=_activation(activation),
-        )[0]
+        if not fused and activation is not None:
+            raise ValueError(f"{_OP_NAMES[code]} has no fused activation")
+        fields = {"FusedActivationFunction": _activation(activation)} if fused else {}
+        return self._op(code, [ta, tb], [out], options=options, out_dtype=self.dtype(ta), **fields)[
+            0
+        ]
 
     def add(self, a: Operand, b2: Operand, activation: str | None = None) -> int:
         """ADD with numpy broadcasting; numpy operands become constants."""
@@ -45,6 +51,33 @@ class ElementwiseOps(_GraphBuilder):
     def sub(self, a: Operand, b2: Operand, activation: str | None = None) -> int:
         """SUB with numpy broadcasting."""
         return self._binary(tflite.BuiltinOperator.SUB, "SubOptions", a, b2, activation)
+
+    def div(self, a: Operand, b2: Operand, activation: str | None = None) -> int:
+        """DIV with numpy broadcasting."""
+        return self._binary(tflite.BuiltinOperator.DIV, "DivOptions", a, b2, activation)
+
+    def maximum(self, a: Operand, b2: Operand) -> int:
+        """MAXIMUM with numpy broadcasting."""
+        code = tflite.BuiltinOperator.MAXIMUM
+        return self._binary(code, "MaximumMinimumOptions", a, b2, None, fused=False)
+
+    def minimum(self, a: Operand, b2: Operand) -> int:
+        """MINIMUM with numpy broadcasting."""
+        code = tflite.BuiltinOperator.MINIMUM
+        return self._binary(code, "MaximumMinimumOptions", a, b2, None, fused=False)
+
+    def squared_difference(self, a: Operand, b2: Operand) -> int:
+        """SQUARED_DIFFERENCE, (a - b)^2, with numpy broadcasting."""
+        code = tflite.BuiltinOperator.SQUARED_DIFFERENCE
+        return self._binary(code, "SquaredDifferenceOptions", a, b2, None, fused=False)
+
+    def pow(self, a: Operand, b2: Operand) -> int:
+        """POW with numpy broadcasting."""
+        return self._binary(tflite.BuiltinOperator.POW, "PowOptions", a, b2, None, fused=False)
+
+    def prelu(self, x: Operand, alpha: Operand) -> int:
+        """PRELU: x where x >= 0, else alpha * x (alpha broadcasts, e.g. per channel)."""
+        return self._binary(tflite.BuiltinOperator.PRELU, None, x, alpha, None, fused=False)
 
     def _unary(self, code: int, x: int, options: str | None = None) -> int:
         return self._op(code, [x], [self._float_input(x)], options=options)[0]

@@ -108,15 +108,16 @@ NodeInfo ReadNode(TfLiteContext* ctx, int node_index, bool* ok) {
 }
 
 bool ActivationRange(int activation, float* lo, float* hi) {
-  const float inf = std::numeric_limits<float>::infinity();
+  // TFLite's own bounds: NONE clamps to the finite range, so +-Inf becomes +-FLT_MAX there too.
+  const float big = std::numeric_limits<float>::max();
   switch (activation) {
     case 0:
-      *lo = -inf;
-      *hi = inf;
+      *lo = -big;
+      *hi = big;
       return true;  // NONE
     case 1:
       *lo = 0.f;
-      *hi = inf;
+      *hi = big;
       return true;  // RELU
     case 2:
       *lo = -1.f;

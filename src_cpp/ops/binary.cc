@@ -1,4 +1,6 @@
-// ADD: same-shape (vectorised) and NumPy-style broadcasting up to 6 dims.
+// Element-wise binary ops with NumPy-style broadcasting up to 6 dims: ADD, SUB, MUL, DIV,
+// MAXIMUM, MINIMUM, SQUARED_DIFFERENCE, POW and PRELU. One program (kernels/binary.cl) serves all
+// of them: the op is a kernel argument. Same-shape operands take a 4-wide path.
 #include <algorithm>
 #include <cstring>
 
@@ -11,15 +13,43 @@ namespace {
 
 constexpr int kMaxRank = 6;
 
+// TFLite builtin codes, the op numbers kernels/binary.cl switches on, and whether the node's
+// params start with a fused activation (TfLiteAddParams, TfLiteSubParams, TfLiteMulParams,
+// TfLiteDivParams all do).
+struct BinaryKind {
+  int32_t code;
+  const char* name;
+  int op;
+  bool activation;
+};
+constexpr BinaryKind kKinds[] = {
+    {tfl::kAdd, "ADD", 0, true},
+    {41, "SUB", 1, true},
+    {18, "MUL", 2, true},
+    {42, "DIV", 3, true},
+    {55, "MAXIMUM", 4, false},
+    {57, "MINIMUM", 5, false},
+    {99, "SQUARED_DIFFERENCE", 6, false},
+    {78, "POW", 7, false},
+    {54, "PRELU", 8, false},
+};
+
+const BinaryKind& KindOf(int32_t code) {
+  for (const BinaryKind& k : kKinds)
+    if (k.code == code) return k;
+  throw Error("not a binary op: " + std::to_string(code));
+}
+
 // Broadcast output shape, or throws.
-Shape BroadcastShape(const Shape& a, const Shape& b) {
+Shape BroadcastShape(const char* op, const Shape& a, const Shape& b) {
   const size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
   for (size_t i = 0; i < rank; ++i) {
     const int da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     const int db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw Error("ADD shapes " + ShapeString(a) + " and " + ShapeString(b) + " do not broadcast");
+      throw Error(std::string(op) + " shapes " + ShapeString(a) + " and " + ShapeString(b) +
+                  " do not broadcast");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -44,24 +74,28 @@ Shape Aligned(const Shape& s, size_t rank) {
   return v;
 }
 
-class AddOp : public Op {
+class BinaryOp : public Op {
  public:
-  AddOp(const NodeInfo& node, int activation)
-      : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}) {
+  BinaryOp(const NodeInfo& node, const BinaryKind& kind, int activation)
+      : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}), kind_(kind) {
     ActivationRange(activation, &act_min_, &act_max_);
   }
-  // A chunk: the same sum over boxes of the operands.
-  explicit AddOp(const AddOp& whole)
-      : Op(whole.node_index()), act_min_(whole.act_min_), act_max_(whole.act_max_) {}
-  const char* type_name() const override { return "ADD"; }
+  // A chunk: the same op over boxes of the operands.
+  explicit BinaryOp(const BinaryOp& whole)
+      : Op(whole.node_index()),
+        kind_(whole.kind_),
+        act_min_(whole.act_min_),
+        act_max_(whole.act_max_) {}
+  const char* type_name() const override { return kind_.name; }
   bool IsResidualAdd(float* act_min, float* act_max) const override {
+    if (kind_.code != tfl::kAdd) return false;
     *act_min = act_min_, *act_max = act_max_;
     return true;
   }
   std::string algorithm() const override { return same_ ? "elementwise" : "broadcast"; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    return {BroadcastShape(in[0], in[1])};
+    return {BroadcastShape(kind_.name, in[0], in[1])};
   }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
     return static_cast<double>(NumElements(out[0]));
@@ -70,7 +104,7 @@ class AddOp : public Op {
   // Chunks are boxes of the output; each operand (seen at the output's rank) gives
   // the same box, or index 0 along the axes it broadcasts.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    const Shape out = BroadcastShape(in[0], in[1]);
+    const Shape out = BroadcastShape(kind_.name, in[0], in[1]);
     spec->views = {Aligned(in[0], out.size()), Aligned(in[1], out.size()), out};
     for (size_t a = 0; a < out.size(); ++a) spec->axes.push_back(static_cast<int>(a));
     return true;
@@ -87,7 +121,7 @@ class AddOp : public Op {
     return boxes;
   }
   std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
-    return std::make_unique<AddOp>(*this);
+    return std::make_unique<BinaryOp>(*this);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
@@ -96,13 +130,13 @@ class AddOp : public Op {
     const Shape& o = out_shapes[0];
     const int total = static_cast<int>(NumElements(o));
     same_ = NumElements(in_shapes[0]) == total && NumElements(in_shapes[1]) == total;
-    auto prog = ctx.GetProgram("add");
+    auto prog = ctx.GetProgram("binary");
     Launch l;
     l.dims = 1;
     if (same_) {
-      l.name = "add_same";
+      l.name = "binary_same";
       l.kernel = CreateKernel(*prog, l.name);
-      SetArgs(l.kernel, in[0], in[1], out[0], total, act_min_, act_max_);
+      SetArgs(l.kernel, in[0], in[1], out[0], total, kind_.op, act_min_, act_max_);
       l.global[0] = (total + 3) / 4;
     } else {
       std::vector<int> meta(o.begin(), o.end());
@@ -111,10 +145,11 @@ class AddOp : public Op {
         meta.insert(meta.end(), st.begin(), st.end());
       }
       meta_ = UploadInts(ctx, meta);
-      l.name = "add_broadcast";
+      l.name = "binary_broadcast";
       l.kernel = CreateKernel(*prog, l.name);
       const int rank = static_cast<int>(o.size());
-      SetArgs(l.kernel, in[0], in[1], out[0], total, rank, meta_.get(), act_min_, act_max_);
+      SetArgs(l.kernel, in[0], in[1], out[0], total, rank, meta_.get(), kind_.op, act_min_,
+              act_max_);
       l.global[0] = total;
     }
     launches_.clear();
@@ -122,26 +157,33 @@ class AddOp : public Op {
   }
 
  private:
+  const BinaryKind& kind_;
   float act_min_ = 0, act_max_ = 0;
   bool same_ = true;
   Buffer meta_;
 };
 
+// The fused activation of a node whose params start with one (0 = none otherwise).
+int ActivationOf(const BinaryKind& kind, const NodeInfo& node) {
+  int act = 0;
+  if (kind.activation) std::memcpy(&act, node.builtin_data, sizeof act);
+  return act;
+}
+
 std::string Check(const GraphView& g, const NodeInfo& node) {
-  if (!node.builtin_data) return "missing ADD params";
+  const BinaryKind& kind = KindOf(node.op);
+  if (kind.activation && !node.builtin_data) return std::string("missing ") + kind.name + " params";
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
-  tfl::AddParams p;
-  std::memcpy(&p.activation, node.builtin_data, sizeof p.activation);
   float lo, hi;
-  if (!ActivationRange(p.activation, &lo, &hi))
-    return "fused activation " + std::to_string(p.activation) + " is not supported";
+  if (const int act = ActivationOf(kind, node); !ActivationRange(act, &lo, &hi))
+    return "fused activation " + std::to_string(act) + " is not supported";
   if (auto why = CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
       !why.empty())
     return why;
   const Shape a = g.shape(node.inputs[0]), b = g.shape(node.inputs[1]);
   if (a.size() > kMaxRank || b.size() > kMaxRank) return "rank above " + std::to_string(kMaxRank);
   try {
-    BroadcastShape(a, b);
+    BroadcastShape(kind.name, a, b);
   } catch (const Error& e) {
     return e.what();
   }
@@ -149,19 +191,26 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
 }
 
 std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
-  int activation = 0;
-  std::memcpy(&activation, node.builtin_data, sizeof activation);
-  return std::make_unique<AddOp>(node, activation);
+  const BinaryKind& kind = KindOf(node.op);
+  return std::make_unique<BinaryOp>(node, kind, ActivationOf(kind, node));
 }
 
 std::string Describe(const NodeInfo& n) {
-  int act;
-  std::memcpy(&act, n.builtin_data, sizeof act);
-  return "act=" + std::to_string(act);
+  const BinaryKind& kind = KindOf(n.op);
+  return kind.activation ? "act=" + std::to_string(ActivationOf(kind, n)) : "";
 }
 
 }  // namespace
 
 extern const OpHandler kAddHandler = {tfl::kAdd, "ADD", Check, Create, Describe};
+extern const OpHandler kSubHandler = {41, "SUB", Check, Create, Describe};
+extern const OpHandler kMulHandler = {18, "MUL", Check, Create, Describe};
+extern const OpHandler kDivHandler = {42, "DIV", Check, Create, Describe};
+extern const OpHandler kMaximumHandler = {55, "MAXIMUM", Check, Create, Describe};
+extern const OpHandler kMinimumHandler = {57, "MINIMUM", Check, Create, Describe};
+extern const OpHandler kSquaredDifferenceHandler = {99, "SQUARED_DIFFERENCE", Check, Create,
+                                                    Describe};
+extern const OpHandler kPowHandler = {78, "POW", Check, Create, Describe};
+extern const OpHandler kPreluHandler = {54, "PRELU", Check, Create, Describe};
 
 }  // namespace clgpu
