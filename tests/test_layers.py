@@ -28,14 +28,14 @@ def test_the_tree_includes_only_downwards() -> None:
 def test_a_planted_upward_include_fails(tmp_path: Path) -> None:
     src = tmp_path / "src_cpp"
     shutil.copytree(ROOT / "src_cpp", src)
-    victim = src / "ops" / "add.cc"
+    victim = src / "ops" / "binary.cc"
     lines = victim.read_text().splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.startswith('#include "ops/op.h"'))
     lines.insert(at + 1, '#include "runtime/partition.h"\n')
     victim.write_text("".join(lines))
     r = check(src)
     assert r.returncode == 1
-    assert f"add.cc:{at + 2}:" in r.stdout
+    assert f"binary.cc:{at + 2}:" in r.stdout
     assert "ops/ may not include runtime/" in r.stdout
     assert "1 upward include(s)" in r.stdout
 

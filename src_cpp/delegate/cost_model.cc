@@ -46,11 +46,13 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                                     const DeviceInfo& dev, const DeviceCosts& costs,
                                     bool fuse_add) {
   PartitionEstimate e;
-  std::set<size_t> folded;  // ADDs that run inside their conv's kernel: compute, no launch
-  if (fuse_add)
-    for (const ResidualFusion& f :
-         FindResidualFusions(g, nodes, std::set<int>(outputs.begin(), outputs.end())))
-      folded.insert(f.add);
+  // ADDs and clamp activations that run inside their producer's kernel: compute, no launch.
+  std::set<size_t> folded;
+  if (fuse_add) {
+    const std::set<int> outs(outputs.begin(), outputs.end());
+    for (const ResidualFusion& f : FindResidualFusions(g, nodes, outs)) folded.insert(f.add);
+    for (const ClampFusion& f : FindClampFusions(g, nodes, outs)) folded.insert(f.act);
+  }
   const double peak_gflops =
       costs.gflops > 0 ? costs.gflops
                        : std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;

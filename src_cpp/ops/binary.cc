@@ -93,6 +93,11 @@ class BinaryOp : public Op {
     return true;
   }
   std::string algorithm() const override { return same_ ? "elementwise" : "broadcast"; }
+  bool GetClamp(float* lo, float* hi) const override {
+    *lo = act_min_, *hi = act_max_;
+    return true;
+  }
+  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     return {BroadcastShape(kind_.name, in[0], in[1])};
@@ -202,15 +207,18 @@ std::string Describe(const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kAddHandler = {tfl::kAdd, "ADD", Check, Create, Describe};
-extern const OpHandler kSubHandler = {41, "SUB", Check, Create, Describe};
-extern const OpHandler kMulHandler = {18, "MUL", Check, Create, Describe};
-extern const OpHandler kDivHandler = {42, "DIV", Check, Create, Describe};
-extern const OpHandler kMaximumHandler = {55, "MAXIMUM", Check, Create, Describe};
-extern const OpHandler kMinimumHandler = {57, "MINIMUM", Check, Create, Describe};
-extern const OpHandler kSquaredDifferenceHandler = {99, "SQUARED_DIFFERENCE", Check, Create,
-                                                    Describe};
-extern const OpHandler kPowHandler = {78, "POW", Check, Create, Describe};
-extern const OpHandler kPreluHandler = {54, "PRELU", Check, Create, Describe};
+extern const OpHandler kAddHandler = {tfl::kAdd, "ADD",   Check, Create,
+                                      Describe,  nullptr, false, true};
+extern const OpHandler kSubHandler = {41, "SUB", Check, Create, Describe, nullptr, false, true};
+extern const OpHandler kMulHandler = {18, "MUL", Check, Create, Describe, nullptr, false, true};
+extern const OpHandler kDivHandler = {42, "DIV", Check, Create, Describe, nullptr, false, true};
+extern const OpHandler kMaximumHandler = {55,       "MAXIMUM", Check, Create,
+                                          Describe, nullptr,   false, true};
+extern const OpHandler kMinimumHandler = {57,       "MINIMUM", Check, Create,
+                                          Describe, nullptr,   false, true};
+extern const OpHandler kSquaredDifferenceHandler = {
+    99, "SQUARED_DIFFERENCE", Check, Create, Describe, nullptr, false, true};
+extern const OpHandler kPowHandler = {78, "POW", Check, Create, Describe, nullptr, false, true};
+extern const OpHandler kPreluHandler = {54, "PRELU", Check, Create, Describe, nullptr, false, true};
 
 }  // namespace clgpu

@@ -133,6 +133,11 @@ class Conv2dOp : public Op {
     return ConvScratchBytes(ctx, ChooseConvAlgorithm(ctx, g), g);
   }
 
+  bool GetClamp(float* lo, float* hi) const override {
+    *lo = act_min_, *hi = act_max_;
+    return true;
+  }
+  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
@@ -218,6 +223,7 @@ double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, 0);
 
 }  // namespace
 
-extern const OpHandler kConv2dHandler = {tfl::kConv2d, "CONV_2D", Check, Create, Describe, Work};
+extern const OpHandler kConv2dHandler = {tfl::kConv2d, "CONV_2D", Check, Create,
+                                         Describe,     Work,      false, true};
 
 }  // namespace clgpu

@@ -72,6 +72,11 @@ class DepthwiseConv2dOp : public Op {
 
   const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
   std::string algorithm() const override { return "depthwise_fast"; }
+  bool GetClamp(float* lo, float* hi) const override {
+    *lo = act_min_, *hi = act_max_;
+    return true;
+  }
+  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   ConvGeometry Geometry(const Shape& in) const {
     if (chunk_) {
@@ -218,6 +223,6 @@ double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, -1)
 }  // namespace
 
 extern const OpHandler kDepthwiseConv2dHandler = {
-    tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D", Check, Create, Describe, Work};
+    tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D", Check, Create, Describe, Work, false, true};
 
 }  // namespace clgpu

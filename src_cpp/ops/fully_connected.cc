@@ -68,6 +68,11 @@ class FullyConnectedOp : public Op {
 
   const char* type_name() const override { return "FULLY_CONNECTED"; }
   std::string algorithm() const override { return algorithm_; }
+  bool GetClamp(float* lo, float* hi) const override {
+    *lo = act_min_, *hi = act_max_;
+    return true;
+  }
+  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   int Rows(const Shape& in) const {
     const int64_t total = NumElements(in);
@@ -207,6 +212,6 @@ double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, 0);
 }  // namespace
 
 extern const OpHandler kFullyConnectedHandler = {
-    tfl::kFullyConnected, "FULLY_CONNECTED", Check, Create, Describe, Work};
+    tfl::kFullyConnected, "FULLY_CONNECTED", Check, Create, Describe, Work, false, true};
 
 }  // namespace clgpu

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 
+#include "ops/op.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -50,6 +51,48 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
       best_at = at;
     }
     if (best_at >= 0) out.push_back(best);
+  }
+  return out;
+}
+
+std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                          const std::set<int>& outputs) {
+  // The clamp activations as bounds: the fused-activation codes of the same clamps.
+  auto bounds = [](int32_t op, float* lo, float* hi) {
+    switch (op) {
+      case tfl::kRelu:
+        return ActivationRange(tfl::kActRelu, lo, hi);
+      case tfl::kRelu6:
+        return ActivationRange(tfl::kActRelu6, lo, hi);
+      case tfl::kReluN1To1:
+        return ActivationRange(tfl::kActReluN1To1, lo, hi);
+      case tfl::kRelu0To1:
+        return (*lo = 0.f, *hi = 1.f, true);
+      default:
+        return false;
+    }
+  };
+  std::map<int, size_t> producer;
+  std::map<int, int> reads;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (int t : nodes[i].outputs) producer[t] = i;
+    for (int t : nodes[i].inputs) ++reads[t];
+  }
+  std::vector<ClampFusion> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& n = nodes[i];
+    ClampFusion f;
+    if (n.inputs.size() != 1 || n.outputs.size() != 1 || !bounds(n.op, &f.lo, &f.hi)) continue;
+    const int t = n.inputs[0];
+    const auto p = producer.find(t);
+    if (p == producer.end() || p->second >= i || reads[t] != 1 || outputs.count(t)) continue;
+    const NodeInfo& prod = nodes[p->second];
+    const OpHandler* h = FindOpHandler(prod.op);
+    if (!h || !h->clamp_epilogue || prod.outputs.size() != 1) continue;
+    if (!g.valid_tensor(n.outputs[0]) || g.shape(n.outputs[0]) != g.shape(t)) continue;
+    f.producer = p->second;
+    f.act = i;
+    out.push_back(f);
   }
   return out;
 }

@@ -27,4 +27,16 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
                                                 const std::vector<NodeInfo>& nodes,
                                                 const std::set<int>& outputs);
 
+// A clamp activation (RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1) whose input only it reads, written
+// by an earlier node of the partition whose handler clamps in its kernels (OpHandler::
+// clamp_epilogue), and not a partition output: the producer applies the clamp too and writes
+// the activation's output (Op::FoldClamp), one launch fewer.
+struct ClampFusion {
+  size_t producer = 0, act = 0;  // positions in the node list
+  float lo = 0, hi = 0;          // the activation's bounds
+};
+
+std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                          const std::set<int>& outputs);
+
 }  // namespace clgpu

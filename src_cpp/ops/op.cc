@@ -50,6 +50,26 @@ void Op::FuseResidual(int residual, int output, float act_min, float act_max) {
   residual_ = Residual{true, act_min, act_max};
 }
 
+bool Op::FoldClamp(int output, float lo, float hi) {
+  float own_lo, own_hi;
+  if (clamp_.on || residual_.on || outputs_.size() != 1 || !GetClamp(&own_lo, &own_hi))
+    return false;
+  // clamp(clamp(x, a, b), c, d) = clamp(x, max(a, c), min(b, d)) when the ranges overlap.
+  const float new_lo = std::max(own_lo, lo), new_hi = std::min(own_hi, hi);
+  if (new_lo > new_hi) return false;
+  clamp_ = ClampFold{true, own_lo, own_hi, outputs_[0]};
+  SetClamp(new_lo, new_hi);
+  outputs_[0] = output;
+  return true;
+}
+
+void Op::UnfoldClamp() {
+  if (!clamp_.on) return;
+  SetClamp(clamp_.lo, clamp_.hi);
+  outputs_[0] = clamp_.own_output;
+  clamp_ = ClampFold{};
+}
+
 void Op::UnfuseResidual() {
   if (!residual_.on) return;
   inputs_.pop_back();

@@ -148,6 +148,22 @@ class Op {
   void UnfuseResidual();
   bool has_residual() const { return residual_.on; }
 
+  // --- A clamp activation (RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1) folded into the op that
+  // produces its input (ops/fusion.h): the op clamps with both bounds and writes the activation's
+  // output; the activation runs nothing. Ops that clamp in their store override these two. ---
+
+  // The op's own clamp bounds; false if it applies none.
+  virtual bool GetClamp(float* lo, float* hi) const {
+    (void)lo, (void)hi;
+    return false;
+  }
+  virtual void SetClamp(float lo, float hi) { (void)lo, (void)hi; }
+  // Folds the clamp [lo, hi] in, writing `output`; false (nothing changed) if the op applies no
+  // clamp, already folds one, has a residual, or the bounds do not overlap.
+  bool FoldClamp(int output, float lo, float hi);
+  void UnfoldClamp();
+  bool has_folded_clamp() const { return clamp_.on; }
+
   const std::vector<Launch>& launches() const { return launches_; }
   // Drops the kernels (and their references to buffers) before the buffers they
   // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
@@ -169,6 +185,12 @@ class Op {
   int node_index_;
   std::vector<int> inputs_, outputs_;
   int own_output_ = -1;  // output 0 while a residual ADD is folded in
+  struct ClampFold {
+    bool on = false;
+    float lo = 0, hi = 0;  // the op's own bounds, restored by UnfoldClamp
+    int own_output = -1;
+  };
+  ClampFold clamp_;
 };
 
 // Everything the delegate knows of one op code, defined in the op's own file as
@@ -189,6 +211,9 @@ struct OpHandler {
   // Runs as one device buffer copy, no kernel (RESHAPE and its kin): the cost model counts
   // no launch and no arithmetic.
   bool flat_copy = false;
+  // Clamps its output in its own kernels (Op::GetClamp): a clamp activation reading it alone
+  // folds in (ops/fusion.h).
+  bool clamp_epilogue = false;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

@@ -34,6 +34,11 @@ class PoolOp : public Op {
 
   const char* type_name() const override { return max_ ? "MAX_POOL_2D" : "AVERAGE_POOL_2D"; }
   std::string algorithm() const override { return vec4_ ? "window_vec4" : "window"; }
+  bool GetClamp(float* lo, float* hi) const override {
+    *lo = act_min_, *hi = act_max_;
+    return true;
+  }
+  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   ConvGeometry Geometry(const Shape& in) const {
     if (in.size() != 4) throw Error(std::string(type_name()) + " needs a 4-D input");
@@ -169,9 +174,9 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kMaxPool2dHandler = {tfl::kMaxPool2d, "MAX_POOL_2D", Check,
-                                            CreateMax,       Describe,      Work};
-extern const OpHandler kAveragePool2dHandler = {tfl::kAveragePool2d, "AVERAGE_POOL_2D", Check,
-                                                CreateAverage,       Describe,          Work};
+extern const OpHandler kMaxPool2dHandler = {tfl::kMaxPool2d, "MAX_POOL_2D", Check, CreateMax,
+                                            Describe,        Work,          false, true};
+extern const OpHandler kAveragePool2dHandler = {
+    tfl::kAveragePool2d, "AVERAGE_POOL_2D", Check, CreateAverage, Describe, Work, false, true};
 
 }  // namespace clgpu

@@ -72,6 +72,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   }
   // Which ADDs may fold into a conv; each plan decides with its shapes (FuseResiduals).
   fusions_ = FindResidualFusions(*graph, op_nodes, outputs);
+  clamps_ = FindClampFusions(*graph, op_nodes, outputs);
   host_->CountKernelCreated();
 }
 
@@ -162,12 +163,29 @@ void Partition::FuseResiduals(const OpContext& octx) {
     std::vector<Shape> in;
     for (int t : conv.inputs()) in.push_back(values_.at(t).shape);
     float lo = 0, hi = 0;
-    if (!add.IsResidualAdd(&lo, &hi) || values_.at(f.residual).shape != s ||
-        values_.at(z).shape != s || !conv.CanFuseResidual(octx, in))
+    if (conv.has_folded_clamp() || !add.IsResidualAdd(&lo, &hi) ||
+        values_.at(f.residual).shape != s || values_.at(z).shape != s ||
+        !conv.CanFuseResidual(octx, in))
       continue;
     conv.FuseResidual(f.residual, z, lo, hi);
     out_shapes_[f.producer] = {s};
     absorbed_[f.add] = true;
+    values_.at(y).elided = true;
+  }
+}
+
+// Folds each clamp activation into the op producing its input (before FuseResiduals: an ADD that
+// took a clamp folds into its conv with it). Off with capture_tensors, which reads every tensor.
+void Partition::FoldClamps() {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  for (const ClampFusion& f : clamps_) {
+    Op& producer = *ops_[f.producer];
+    const int y = producer.outputs()[0], z = ops_[f.act]->outputs()[0];
+    if (absorbed_[f.producer] || values_.at(y).shape != values_.at(z).shape ||
+        !producer.FoldClamp(z, f.lo, f.hi))
+      continue;
+    absorbed_[f.act] = true;
     values_.at(y).elided = true;
   }
 }

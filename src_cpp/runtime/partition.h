@@ -92,6 +92,7 @@ class Partition {
   void ReleaseLaunches();
   bool HostPointersChanged(TfLiteContext* ctx) const;
   void FuseResiduals(const OpContext& octx);
+  void FoldClamps();
   // An ADD folded into its conv, or an op whose outputs are all empty (as the CPU
   // produces for a too-small input; one empty output of a SPLIT_V is not enough): no launches.
   bool RunsNothing(size_t op) const;
@@ -125,7 +126,8 @@ class Partition {
   Buffer transfer_staging_;               // float32 ranges of ranged fp16 transfers
   std::vector<OpRun> runs_;               // per op; released before the buffers above
   std::vector<ResidualFusion> fusions_;   // ADDs that may fold into a conv (ops/fusion.h)
-  std::vector<bool> absorbed_;            // per op: an ADD folded into its conv this plan
+  std::vector<ClampFusion> clamps_;       // clamp activations that may fold into their producer
+  std::vector<bool> absorbed_;            // per op: folded into another op this plan (runs nothing)
   MemoryReport report_;
   bool planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued

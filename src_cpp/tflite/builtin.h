@@ -16,6 +16,9 @@ enum BuiltinOp : int32_t {
   kDequantize = 6,
   kFullyConnected = 9,
   kMaxPool2d = 17,
+  kRelu = 19,
+  kReluN1To1 = 20,
+  kRelu6 = 21,
   kReshape = 22,
   kResizeBilinear = 23,
   kTranspose = 39,
@@ -25,6 +28,7 @@ enum BuiltinOp : int32_t {
   kExpandDims = 70,
   kResizeNearestNeighbor = 97,
   kSplitV = 102,
+  kRelu0To1 = 152,
 };
 
 enum Padding : int { kPaddingUnknown = 0, kPaddingSame = 1, kPaddingValid = 2 };
