@@ -2,8 +2,13 @@
 GPU accelerator (CompiledModel, WebGPU on Vulkan; when available) and this delegate.
 
     python bench/compare_cpu.py [--models a,b] [--runs N] [--out bench/results]
+    python bench/compare_cpu.py --set real [--dir DIR ...]
 
-Writes bench/results/models-<device>.json and .md (device, driver, date, command) and a
+The `zoo` set (default) is the package's own generated models; the `real` set is every .tflite
+under the --dir folders: by default the public corpus (../shared/models/fetch-public-models.sh)
+and the Keras models bench/keras_models.py converts (needs TensorFlow). For real models the
+table also gives what `partitioning="all"` would claim, the coverage the default starts from.
+Writes bench/results/models[-real]-<device>.json and .md (device, driver, date, command) and a
 PNG plot. Times are medians of synchronous inferences including input upload and output
 read-back, batch 1.
 """
@@ -23,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
+import clgpu_delegate
 from clgpu_delegate.bench import run_benchmark
 from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.runtime import make_interpreter
 
 DEFAULT_MODELS = [
     "lenet5",
@@ -36,6 +43,29 @@ DEFAULT_MODELS = [
     "alexnet",
     "pynet",
 ]
+
+
+REAL_DIRS = [
+    Path("~/.cache/clgpu_delegate/public-models").expanduser(),
+    Path("~/.cache/clgpu_delegate/keras-models").expanduser(),
+]
+
+
+def coverage_all(path: Path) -> dict[str, Any]:
+    """Nodes and partitions under partitioning="all": what the delegate can claim at all."""
+    try:
+        d = clgpu_delegate.load(partitioning="all")
+        interp = make_interpreter(str(path), [d])
+        interp.allocate_tensors()
+        dec = d.decisions()
+        return {
+            "claimed": sum(1 for x in dec if x.delegated),
+            "nodes": len(dec),
+            "partitions": len(d.partitions()),
+            "cpu_ops": sorted({x.op_name for x in dec if not x.delegated}),
+        }
+    except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def litert_gpu(model_path: Path, runs: int) -> dict[str, Any]:
@@ -88,7 +118,11 @@ def litert_gpu(model_path: Path, runs: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    ap.add_argument("--set", choices=["zoo", "real"], default="zoo")
+    ap.add_argument("--models", default=None, help="zoo names (default: the zoo set)")
+    ap.add_argument(
+        "--dir", action="append", default=None, help="--set real: folders of .tflite files"
+    )
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument(
         "--min-seconds",
@@ -109,22 +143,39 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = []
     device = None
-    for name in [m for m in args.models.split(",") if m]:
-        opts = {"size": args.pynet_size} if name == "pynet" else {}
-        path = zoo.path(name, **opts)
-        rep = run_benchmark(
-            str(path),
-            runs=args.runs,
-            min_seconds=args.min_seconds,
-            precision=args.precision,
-            partitioning=args.partitioning,
-            progress=False,
-            profile=args.profile,
-        )
+    if args.set == "real":
+        dirs = [Path(d).expanduser() for d in args.dir] if args.dir else REAL_DIRS
+        models = [(p.stem, p) for d in dirs if d.is_dir() for p in sorted(d.glob("*.tflite"))]
+        if not models:
+            ap.error(f"no .tflite files under {', '.join(map(str, dirs))}")
+    else:
+        names = [m for m in (args.models or ",".join(DEFAULT_MODELS)).split(",") if m]
+        models = [
+            (
+                n + (f"-{args.pynet_size}" if n == "pynet" else ""),
+                zoo.path(n, **({"size": args.pynet_size} if n == "pynet" else {})),
+            )
+            for n in names
+        ]
+    for name, path in models:
+        try:
+            rep = run_benchmark(
+                str(path),
+                runs=args.runs,
+                min_seconds=args.min_seconds,
+                precision=args.precision,
+                partitioning=args.partitioning,
+                progress=False,
+                profile=args.profile,
+            )
+        except Exception as e:  # noqa: BLE001 - one model that fails does not end the run
+            print(f"{name:<16} failed: {type(e).__name__}: {e}", flush=True)
+            rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
+            continue
         device = device or rep
         cpu, dlg = rep["results"]
         row = {
-            "model": name + (f"-{args.pynet_size}" if name == "pynet" else ""),
+            "model": name,
             "cpu": cpu,
             "delegate": dlg,
             "memory": rep.get("memory"),
@@ -138,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                 "event_overhead_us": rep["event_overhead_us"],
                 "kernel_share_of_invoke": rep["kernel_share_of_invoke"],
             }
+        if args.set == "real":
+            row["all"] = coverage_all(path)
         if not args.no_litert_gpu:
             row["litert_gpu"] = litert_gpu(path, cpu["runs"])
         rows.append(row)
@@ -162,8 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = "models-" + re.sub(r"[^A-Za-z0-9]+", "_", meta["device"] or "unknown").strip("_")
-    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    failed = [r for r in rows if "error" in r]
+    rows = [r for r in rows if "error" not in r]
+    stem = ("models-real-" if args.set == "real" else "models-") + re.sub(
+        r"[^A-Za-z0-9]+", "_", meta["device"] or "unknown"
+    ).strip("_")
+    (out / f"{stem}.json").write_text(
+        json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
+    )
     md = [
         f"# Benchmark models on {meta['device']}",
         "",
@@ -194,6 +253,26 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows
         if "error" in r.get("litert_gpu", {})
     ]
+    errs += [f"- {r['model']}: the benchmark failed: {r['error']}" for r in failed]
+    covered = [r for r in rows if "all" in r]
+    if covered:
+        md += [
+            "",
+            '`partitioning="all"`: the nodes the delegate can claim, the partitions they make, '
+            "and the ops it leaves to the CPU.",
+            "",
+            "| model | claimable nodes | partitions | CPU ops |",
+            "|---|---|---|---|",
+        ]
+        for r in covered:
+            a = r["all"]
+            if "error" in a:
+                md.append(f"| {r['model']} | failed: {a['error']} | | |")
+            else:
+                md.append(
+                    f"| {r['model']} | {a['claimed']}/{a['nodes']} | {a['partitions']} | "
+                    f"{', '.join(a['cpu_ops'])} |"
+                )
     if errs:
         md += ["", *errs]
     profiled = [r for r in rows if "profile" in r]

@@ -233,11 +233,53 @@ def test_resize_resolves_minus_one_again(runtime: str, transfer: dict) -> None:
 # ---- what stays on the CPU -------------------------------------------------------------------
 
 
-def test_dynamic_flatten_stays_on_cpu(runtime: str, transfer: dict) -> None:
-    # SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE: the target exists only at run time.
-    r = check_parity(dynamic_reshape_model(), runtime, expect_cpu={2, 3, 4, 5}, **transfer)
-    assert {0, 1, 6} <= r.delegated
-    assert "run time" in r.reason(5), r.reason(5)
+def test_dynamic_flatten_is_folded(runtime: str, transfer: dict) -> None:
+    # SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE: the target is evaluated at Prepare, its batch
+    # kept as "the input's axis 0" (tests/test_graphs.py resizes it).
+    r = check_parity(dynamic_reshape_model(), runtime, expect_delegated="all", **transfer)
+    assert len(r.partitions) == 1
+
+
+def _shape_of_other_tensor_model() -> bytes:
+    """RESHAPE x (2, 12) to [SHAPE(z)[0], -1]: two extents unknown to the rule (z's and -1)."""
+    bi = tflite.BuiltinOperator
+    b = ModelBuilder()
+    x, z = b.input("x", (2, 12)), b.input("z", (2, 3))
+    dims = b._op(
+        bi.SHAPE,
+        [z],
+        [(2,)],
+        options="ShapeOptions",
+        out_dtype=np.int32,
+        OutType=tflite.TensorType.INT32,
+    )[0]
+    ends = [b._int_const([k], f"k{k}") for k in (0, 1, 1)]
+    first = b._op(
+        bi.STRIDED_SLICE,
+        [dims, *ends],
+        [()],
+        options="StridedSliceOptions",
+        out_dtype=np.int32,
+        ShrinkAxisMask=1,
+    )[0]
+    target = b._op(
+        bi.PACK,
+        [first, b._int_const(-1, "m1")],
+        [(2,)],
+        options="PackOptions",
+        out_dtype=np.int32,
+        ValuesCount=2,
+        Axis=0,
+    )[0]
+    b.output(b._op(bi.RESHAPE, [b.relu(x), target], [(2, 12)], options="ReshapeOptions")[0])
+    return b.build()
+
+
+def test_target_from_other_tensors_extents_stays_on_cpu(runtime: str) -> None:
+    cpu = {"SHAPE", "STRIDED_SLICE", "PACK", "RESHAPE"}  # the shape nodes follow the RESHAPE
+    r = check_parity(_shape_of_other_tensor_model(), runtime, expect_cpu=cpu)
+    reshape = next(d.node for d in r.decisions if d.op_name == "RESHAPE")
+    assert "other tensors" in r.reason(reshape), r.reason(reshape)
 
 
 def test_runtime_shape_input_stays_on_cpu(runtime: str) -> None:

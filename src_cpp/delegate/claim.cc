@@ -59,9 +59,11 @@ class Claims {
     d->note.clear();
   }
 
-  // A folded DEQUANTIZE goes with its consumers: claimed while all of them are.
+  // A folded DEQUANTIZE or shape computation goes with its consumers: claimed while all of them
+  // are. Last node first: a chain of folded nodes (SHAPE -> STRIDED_SLICE -> PACK) follows its end.
   void FollowConsumers() {
-    for (const auto& [dq, users] : consumers_) {
+    for (auto it = consumers_.rbegin(); it != consumers_.rend(); ++it) {
+      const auto& [dq, users] = *it;
       NodeDecision* d = decision_.at(dq);
       d->claimed = !users.empty() &&
                    std::all_of(users.begin(), users.end(), [&](int n) { return claimed(n); });
@@ -79,7 +81,7 @@ class Claims {
       for (int t : p.outputs)
         if (auto it = dq_output_.find(t); it != dq_output_.end() && claimed(it->second)) {
           Unclaim(it->second,
-                  "its consumers run in another partition, which reads the weight as a constant");
+                  "its consumers run in another partition, which reads the value as a constant");
           any = true;
         }
     return any;

@@ -12,6 +12,7 @@
 #include "delegate/claim.h"
 #include "delegate/cost_model.h"
 #include "ops/op.h"
+#include "ops/shape_folding.h"
 #include "runtime/split.h"
 #include "tflite/builtin.h"
 
@@ -218,7 +219,9 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     }
 
     // Weights stored as FLOAT16 constants behind DEQUANTIZE count as constants.
-    const std::vector<const NodeInfo*> dequantizes = FoldConstantDequantizes(graph, nodes);
+    // So do shape computations on constants and tensor shapes: they make RESHAPEs static.
+    std::vector<const NodeInfo*> dequantizes = FoldConstantDequantizes(graph, nodes);
+    for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
 
     ClaimPlan claim;
     for (const NodeInfo& n : nodes) {
@@ -241,6 +244,9 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       } else if (n.op == tfl::kDequantize) {
         d.op_name = "DEQUANTIZE";
         d.reason = "only a constant FLOAT16 weight feeding a delegated op is claimed";
+      } else if (*ShapeNodeName(n.op)) {
+        d.op_name = ShapeNodeName(n.op);
+        d.reason = "only a shape computation feeding delegated ops is claimed";
       } else {
         d.reason = "op not supported";
       }

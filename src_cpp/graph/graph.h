@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tflite/abi.h"
@@ -57,10 +58,29 @@ class GraphView {
   void AddFoldedDequantize(int out, int src) { folded_[out] = src; }
   bool IsFoldedDequantizeOutput(int t) const { return folded_.count(t) != 0; }
 
+  // An integer tensor the model computes from tensor shapes and constants, evaluated at Prepare
+  // (ops/shape_folding.h). from[i]: the tensor and axis whose extent element i is (it may change
+  // with resize_tensor_input), or {-1, -1} for a constant. Not IsConstant: only readers that
+  // handle such elements (RESHAPE's target) use it.
+  struct DimSource {
+    int tensor = -1, axis = -1;
+    bool derived() const { return tensor >= 0; }
+  };
+  struct FoldedInts {
+    std::vector<int64_t> values;
+    std::vector<DimSource> from;
+  };
+  void AddFoldedInts(int t, FoldedInts v) { folded_ints_[t] = std::move(v); }
+  const FoldedInts* FoldedIntsOf(int t) const {
+    auto it = folded_ints_.find(t);
+    return it == folded_ints_.end() ? nullptr : &it->second;
+  }
+
  private:
   bool IsModelConstant(int t) const;
   TfLiteContext* ctx_;
   std::map<int, int> folded_;
+  std::map<int, FoldedInts> folded_ints_;
 };
 
 // Copies what we need of a node (valid only during delegate Prepare / kernel init).

@@ -20,7 +20,10 @@ enum class Kind { kReshape, kSqueeze, kExpandDims };
 struct Rule {
   Kind kind = Kind::kReshape;
   std::vector<int> dims;  // RESHAPE: the target (one -1 allowed); SQUEEZE: axes (none: all 1s)
-  int axis = 0;           // EXPAND_DIMS: where the new axis goes (negative from the end)
+  // RESHAPE with a target computed from shapes: per element, the input axis whose extent it is
+  // (-1: dims[i] as it is). Empty: none.
+  std::vector<int> input_axis;
+  int axis = 0;  // EXPAND_DIMS: where the new axis goes (negative from the end)
 };
 
 const char* NameOf(Kind k) {
@@ -36,26 +39,39 @@ std::string Apply(const Rule& r, const Shape& in, Shape* out) {
   out->clear();
   switch (r.kind) {
     case Kind::kReshape: {
+      std::vector<int> dims = r.dims;
+      for (size_t i = 0; i < r.input_axis.size(); ++i) {
+        const int a = r.input_axis[i];
+        if (a < 0) continue;
+        if (a >= rank)
+          return "RESHAPE target follows axis " + std::to_string(a) + " of " + ShapeString(in) +
+                 ", which has no such axis";
+        dims[i] = in[a];
+      }
       int stretch = -1;
       int64_t known = 1;
-      for (size_t i = 0; i < r.dims.size(); ++i) {
-        if (r.dims[i] == -1 && stretch < 0) {
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (dims[i] == -1 && stretch < 0) {
           stretch = static_cast<int>(i);
-        } else if (r.dims[i] < 0) {
-          return "RESHAPE target " + ShapeString(r.dims) + " has more than one -1 or a negative";
+        } else if (dims[i] < 0) {
+          return "RESHAPE target " + ShapeString(dims) + " has more than one -1 or a negative";
         } else {
-          known *= r.dims[i];
-          if (known > INT_MAX) return "RESHAPE target " + ShapeString(r.dims) + " is too large";
+          known *= dims[i];
+          if (known > INT_MAX) return "RESHAPE target " + ShapeString(dims) + " is too large";
         }
       }
-      *out = r.dims;
+      *out = dims;
       if (stretch >= 0) {
-        // The CPU kernel divides by the known extents: with a 0 among them -1 is undefined.
-        if (known == 0) return "RESHAPE target " + ShapeString(r.dims) + " has -1 next to a 0";
-        (*out)[stretch] = static_cast<int>(n / known);
+        // LiteRT's rule, zeros included: the extents' non-zero products give -1, except that
+        // an empty input with no 0 in the target gives 0. (tflite_runtime 2.14 fails there.)
+        int64_t nz_in = 1, nz_out = 1;
+        for (int d : in) nz_in *= d ? d : 1;
+        for (size_t i = 0; i < dims.size(); ++i)
+          if (static_cast<int>(i) != stretch && dims[i]) nz_out *= dims[i];
+        (*out)[stretch] = n == 0 && known != 0 ? 0 : static_cast<int>(nz_in / nz_out);
       }
       if (NumElements(*out) != n)
-        return "RESHAPE of " + ShapeString(in) + " to " + ShapeString(r.dims) +
+        return "RESHAPE of " + ShapeString(in) + " to " + ShapeString(dims) +
                " changes the element count";
       return "";
     }
@@ -122,14 +138,41 @@ std::string ReadAxis(const GraphView& g, int t, int* axis) {
   return "";
 }
 
+// A target computed from shapes at Prepare (ops/shape_folding.h), kept as a rule that holds for
+// any resized input: an element that is an extent of the RESHAPE's own input follows that axis;
+// one that is another tensor's extent reads as -1 (the element count gives it) when no other
+// element does; more than that cannot be rebuilt, and the node stays on the CPU.
+std::string FoldedTarget(const GraphView::FoldedInts& f, int input, Rule* r) {
+  int unknown = 0;
+  r->dims.clear();
+  r->input_axis.assign(f.values.size(), -1);
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    if (f.values[i] < INT_MIN || f.values[i] > INT_MAX) return "RESHAPE shape is out of range";
+    const GraphView::DimSource& s = f.from[i];
+    if (s.tensor == input) {
+      r->input_axis[i] = s.axis;
+    } else if (s.derived() || f.values[i] == -1) {
+      ++unknown;
+      r->dims.push_back(-1);
+      continue;
+    }
+    r->dims.push_back(static_cast<int>(f.values[i]));
+  }
+  if (unknown > 1) return "RESHAPE shape is computed at run time from the extents of other tensors";
+  return "";
+}
+
 // RESHAPE's target as the CPU kernel picks it: a 1-D int32 shape tensor when there is
 // one, else ReshapeOptions (where a lone 0 is a legacy spelling of a scalar).
-std::string ReadTarget(const GraphView& g, const NodeInfo& node, std::vector<int>* dims) {
+std::string ReadTarget(const GraphView& g, const NodeInfo& node, Rule* r) {
+  std::vector<int>* dims = &r->dims;
   if (node.inputs.size() == 2) {
     const int t = node.inputs[1];
     if (!g.valid_tensor(t)) return "RESHAPE shape input is missing";
     // On the CPU a non-constant shape makes the output dynamic, whichever source is read;
     // only a 1-D int32 one is read (others leave ReshapeOptions in charge).
+    if (const GraphView::FoldedInts* f = g.FoldedIntsOf(t))
+      return FoldedTarget(*f, node.inputs[0], r);
     if (!g.IsConstant(t)) return "RESHAPE shape is computed at run time (a dynamic output)";
     if (g.shape(t).size() == 1 && g.type(t) == kTfLiteInt32) {
       std::vector<int64_t> v;
@@ -157,7 +200,7 @@ std::string ReadRule(const GraphView& g, const NodeInfo& node, Kind kind, Rule* 
   if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   std::string why;
   if (kind == Kind::kReshape) {
-    why = ReadTarget(g, node, &r->dims);
+    why = ReadTarget(g, node, r);
   } else if (kind == Kind::kExpandDims) {
     why = ReadAxis(g, node.inputs[1], &r->axis);
   } else if (!node.builtin_data) {

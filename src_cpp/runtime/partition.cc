@@ -35,6 +35,9 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     bool ok = false;
     NodeInfo node = ReadNode(ctx, params->nodes_to_replace->data[i], &ok);
     if (!ok) throw Error("cannot read node " + std::to_string(params->nodes_to_replace->data[i]));
+    // A folded shape computation (ops/shape_folding.h): its consumers read its value at
+    // Prepare; nothing runs.
+    if (node.outputs.size() == 1 && graph->FoldedIntsOf(node.outputs[0])) continue;
     if (node.op == tfl::kDequantize) {
       // A folded weight: its value is a constant of this partition.
       Value& v = values_[node.outputs[0]];

@@ -1,0 +1,192 @@
+#include "ops/shape_folding.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "common/error.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int32_t kShape = 77, kStridedSlice = 45, kPack = 83, kGather = 36, kCast = 53,
+                  kConcatenation = 2;
+
+// TfLiteStridedSliceParams, TfLitePackParams, TfLiteGatherParams, TfLiteConcatenationParams:
+// the leading fields both runtimes share.
+struct StridedSliceParams {
+  int begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask;
+};
+struct PackParams {
+  int values_count, axis;
+};
+struct AxisParams {
+  int axis;
+};
+
+using Folded = GraphView::FoldedInts;
+
+bool IsInt(TfLiteType t) { return t == kTfLiteInt32 || t == kTfLiteInt64; }
+
+// The value of an integer tensor: a model constant or an already folded one.
+std::optional<Folded> ValueOf(const GraphView& g, int t) {
+  if (!g.valid_tensor(t) || !IsInt(g.type(t))) return std::nullopt;
+  if (const Folded* f = g.FoldedIntsOf(t)) return *f;
+  if (!g.IsConstant(t)) return std::nullopt;
+  try {
+    Folded f;
+    f.values = g.ConstantInts(t);
+    f.from.assign(f.values.size(), GraphView::DimSource{});
+    return f;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// One axis of a 1-D STRIDED_SLICE as the CPU kernel resolves it: masks, negative indices,
+// clamping to the extent.
+std::optional<Folded> StridedSlice1d(const Folded& in, int64_t begin, int64_t end, int64_t stride,
+                                     const StridedSliceParams& p) {
+  const int64_t n = static_cast<int64_t>(in.values.size());
+  if (stride == 0 || p.ellipsis_mask || p.new_axis_mask) return std::nullopt;
+  Folded out;
+  if (p.shrink_axis_mask & 1) {
+    const int64_t i = begin < 0 ? begin + n : begin;
+    if (i < 0 || i >= n) return std::nullopt;
+    out.values = {in.values[i]};
+    out.from = {in.from[i]};
+    return out;
+  }
+  auto resolve = [&](int64_t v, bool masked, bool is_begin) {
+    if (masked) return stride > 0 ? (is_begin ? int64_t{0} : n) : (is_begin ? n - 1 : int64_t{-1});
+    if (v < 0) v += n;
+    return stride > 0 ? std::min(std::max(v, int64_t{0}), n)
+                      : std::min(std::max(v, int64_t{-1}), n - 1);
+  };
+  const int64_t b = resolve(begin, p.begin_mask & 1, true), e = resolve(end, p.end_mask & 1, false);
+  for (int64_t i = b; stride > 0 ? i < e : i > e; i += stride) {
+    out.values.push_back(in.values[i]);
+    out.from.push_back(in.from[i]);
+  }
+  return out;
+}
+
+std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
+  if (n.outputs.size() != 1 || !g.valid_tensor(n.outputs[0]) || !IsInt(g.type(n.outputs[0])))
+    return std::nullopt;
+  switch (n.op) {
+    case kShape: {
+      if (n.inputs.size() != 1 || !g.valid_tensor(n.inputs[0])) return std::nullopt;
+      Folded f;
+      const Shape s = g.shape(n.inputs[0]);
+      // Every dim may follow an input resized at run time: remember whose it is.
+      for (size_t a = 0; a < s.size(); ++a) {
+        f.values.push_back(s[a]);
+        f.from.push_back({n.inputs[0], static_cast<int>(a)});
+      }
+      return f;
+    }
+    case kStridedSlice: {
+      if (n.inputs.size() != 4 || !n.builtin_data) return std::nullopt;
+      const auto in = ValueOf(g, n.inputs[0]);
+      if (!in || g.shape(n.inputs[0]).size() != 1) return std::nullopt;
+      int64_t bes[3];
+      for (int k = 0; k < 3; ++k) {
+        const auto v = ValueOf(g, n.inputs[1 + k]);
+        if (!v || v->values.size() != 1 || v->from[0].derived()) return std::nullopt;
+        bes[k] = v->values[0];
+      }
+      StridedSliceParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      return StridedSlice1d(*in, bes[0], bes[1], bes[2], p);
+    }
+    case kPack: {
+      if (!n.builtin_data) return std::nullopt;
+      PackParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      if (p.axis != 0 || p.values_count != static_cast<int>(n.inputs.size())) return std::nullopt;
+      Folded f;
+      for (int t : n.inputs) {
+        const auto v = ValueOf(g, t);
+        if (!v || !g.shape(t).empty() || v->values.size() != 1) return std::nullopt;
+        f.values.push_back(v->values[0]);
+        f.from.push_back(v->from[0]);
+      }
+      return f;
+    }
+    case kConcatenation: {
+      if (!n.builtin_data) return std::nullopt;
+      AxisParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      if (p.axis != 0 && p.axis != -1) return std::nullopt;
+      Folded f;
+      for (int t : n.inputs) {
+        const auto v = ValueOf(g, t);
+        if (!v || g.shape(t).size() != 1) return std::nullopt;
+        f.values.insert(f.values.end(), v->values.begin(), v->values.end());
+        f.from.insert(f.from.end(), v->from.begin(), v->from.end());
+      }
+      return f;
+    }
+    case kGather: {
+      if (n.inputs.size() != 2 || !n.builtin_data) return std::nullopt;
+      AxisParams p;
+      std::memcpy(&p, n.builtin_data, sizeof p);
+      const auto params = ValueOf(g, n.inputs[0]), idx = ValueOf(g, n.inputs[1]);
+      if (p.axis != 0 || !params || !idx || g.shape(n.inputs[0]).size() != 1) return std::nullopt;
+      Folded f;
+      const int64_t size = static_cast<int64_t>(params->values.size());
+      for (size_t i = 0; i < idx->values.size(); ++i) {
+        const int64_t k = idx->values[i];
+        if (idx->from[i].derived() || k < 0 || k >= size) return std::nullopt;
+        f.values.push_back(params->values[k]);
+        f.from.push_back(params->from[k]);
+      }
+      return f;
+    }
+    case kCast: {
+      if (n.inputs.size() != 1) return std::nullopt;
+      return ValueOf(g, n.inputs[0]);
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+const char* ShapeNodeName(int32_t op) {
+  switch (op) {
+    case kShape:
+      return "SHAPE";
+    case kStridedSlice:
+      return "STRIDED_SLICE";
+    case kPack:
+      return "PACK";
+    case kGather:
+      return "GATHER";
+    case kCast:
+      return "CAST";
+    case kConcatenation:
+      return "CONCATENATION";
+    default:
+      return "";
+  }
+}
+
+std::vector<const NodeInfo*> FoldShapeComputations(GraphView& g,
+                                                   const std::vector<NodeInfo>& nodes) {
+  std::vector<const NodeInfo*> folded;
+  for (const NodeInfo& n : nodes) {
+    if (!*ShapeNodeName(n.op)) continue;
+    std::optional<Folded> v = Evaluate(g, n);
+    // The value must fill the output the model declares.
+    if (!v || static_cast<int64_t>(v->values.size()) != NumElements(g.shape(n.outputs[0])))
+      continue;
+    g.AddFoldedInts(n.outputs[0], std::move(*v));
+    folded.push_back(&n);
+  }
+  return folded;
+}
+
+}  // namespace clgpu
