@@ -57,9 +57,11 @@ def unet(keras: Any, size: int = 256, base: int = 16, depth: int = 4) -> Any:
 
 
 def upsampling(keras: Any, size: int = 512, width: int = 32) -> Any:
-    """A PyNET-like image-to-image model: strided convs down, UpSampling2D (nearest) up."""
+    """A PyNET-like image-to-image model: strided convs down, UpSampling2D (nearest) up. Batch 1
+    fixed: with a dynamic batch TF 2.21's converter leaves the convs after an UpSampling2D as TF
+    ops."""
     layers = keras.layers
-    x = inp = keras.Input((size, size, 3))
+    x = inp = keras.Input((size, size, 3), batch_size=1)
     for w in (width, 2 * width, 4 * width):
         x = layers.Conv2D(w, 3, strides=2, padding="same", activation="relu")(x)
     for w in (2 * width, width, width):
@@ -115,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(builders)}")
     keras.utils.set_random_seed(0)
+    failed = []
     for name in names:
         variants = [(False, out / f"keras_{name}.tflite")]
         if args.fp16:
@@ -124,10 +127,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         model = builders[name]()
         for fp16, p in todo:
-            p.write_bytes(convert(tf, model, fp16))
+            try:
+                p.write_bytes(convert(tf, model, fp16))
+            except Exception as e:  # noqa: BLE001 - one model the converter refuses is reported
+                failed.append(f"{p.name}: {type(e).__name__}: {str(e).splitlines()[0]}")
+                continue
             print(f"{p}: {p.stat().st_size / 1e6:.1f} MB", flush=True)
         keras.backend.clear_session()
-    return 0
+    for f in failed:
+        print(f"keras_models: not converted: {f}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from clgpu_delegate.modelgen._graph import (
     _GraphBuilder,
     _norm_axis,
 )
+from clgpu_delegate.modelgen.flatbuffer import Shape
 
 
 class ShapeOps(_GraphBuilder):
@@ -128,19 +129,45 @@ class ShapeOps(_GraphBuilder):
             out_dtype=self.dtype(x),
         )[0]
 
-    def pad(self, x: int, paddings: Sequence[Sequence[int]]) -> int:
-        """PAD with zeros; paddings is (rank, 2) of (before, after)."""
+    def _padded(self, x: int, paddings: Sequence[Sequence[int]]) -> tuple[Shape, list[Any]]:
         shape = self._check(x).shape
         p = np.array(paddings, dtype=np.int64)
         if p.shape != (len(shape), 2) or (p < 0).any():
             raise ValueError(f"paddings must be non-negative with shape ({len(shape)}, 2)")
         out = tuple(int(d + a + b) for d, (a, b) in zip(shape, p, strict=True))
+        return out, p.tolist()
+
+    def pad(self, x: int, paddings: Sequence[Sequence[int]]) -> int:
+        """PAD with zeros; paddings is (rank, 2) of (before, after)."""
+        out, p = self._padded(x, paddings)
         return self._op(
             tflite.BuiltinOperator.PAD,
-            [x, self._int_const(p.tolist(), "paddings")],
+            [x, self._int_const(p, "paddings")],
             [out],
             options="PadOptions",
             out_dtype=self.dtype(x),
+        )[0]
+
+    def pad_v2(self, x: int, paddings: Sequence[Sequence[int]], value: float) -> int:
+        """PADV2: PAD with a constant value."""
+        out, p = self._padded(x, paddings)
+        v = self._const(np.array(value, np.float32), "constant_values")
+        return self._op(
+            tflite.BuiltinOperator.PADV2,
+            [x, self._int_const(p, "paddings"), v],
+            [out],
+            options="PadV2Options",
+        )[0]
+
+    def mirror_pad(self, x: int, paddings: Sequence[Sequence[int]], mode: str = "REFLECT") -> int:
+        """MIRROR_PAD, mode REFLECT or SYMMETRIC."""
+        out, p = self._padded(x, paddings)
+        return self._op(
+            tflite.BuiltinOperator.MIRROR_PAD,
+            [x, self._int_const(p, "paddings")],
+            [out],
+            options="MirrorPadOptions",
+            Mode=getattr(tflite.MirrorPadMode, mode),
         )[0]
 
     def split(self, x: int, axis: int, num: int) -> list[int]:

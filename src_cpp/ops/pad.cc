@@ -1,0 +1,144 @@
+// PAD, PADV2 and MIRROR_PAD (REFLECT, SYMMETRIC) of float tensors up to rank 6: one work-item per
+// output element reads its source element or writes the pad value. One program for the three:
+// the mode is a kernel argument.
+#include <cstring>
+
+#include "common/error.h"
+#include "ops/op.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int32_t kPad = 34, kPadV2 = 60, kMirrorPad = 100;
+constexpr int kMaxRank = 6;
+// The modes kernels/pad.cl switches on.
+constexpr int kConstant = 0, kReflect = 1, kSymmetric = 2;
+
+// TfLiteMirrorPaddingParams: its mode, 1 REFLECT, 2 SYMMETRIC (0 unknown).
+struct MirrorPadParams {
+  int mode;
+};
+
+const char* NameOf(int32_t op) {
+  return op == kPad ? "PAD" : op == kPadV2 ? "PADV2" : "MIRROR_PAD";
+}
+
+struct PadSpec {
+  int mode = kConstant;
+  float value = 0;
+  std::vector<int> before, after;  // per axis
+};
+
+class PadOp : public Op {
+ public:
+  PadOp(const NodeInfo& node, PadSpec spec)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}), op_(node.op), spec_(std::move(spec)) {}
+  const char* type_name() const override { return NameOf(op_); }
+  std::string algorithm() const override { return "gather"; }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    const Shape& s = in.at(0);
+    if (s.size() != spec_.before.size())
+      throw Error(std::string(NameOf(op_)) + " input " + ShapeString(s) + " has rank " +
+                  std::to_string(s.size()) + ", its paddings " +
+                  std::to_string(spec_.before.size()));
+    Shape out(s.size());
+    for (size_t a = 0; a < s.size(); ++a) {
+      const int lim = spec_.mode == kReflect ? s[a] - 1 : s[a];
+      if (spec_.mode != kConstant && (spec_.before[a] > lim || spec_.after[a] > lim))
+        throw Error("MIRROR_PAD paddings exceed axis " + std::to_string(a) + " of " +
+                    ShapeString(s));
+      out[a] = s[a] + spec_.before[a] + spec_.after[a];
+    }
+    return {out};
+  }
+  double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
+    return static_cast<double>(NumElements(out[0]));
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+               const std::vector<cl_mem>& out) override {
+    const Shape &s = in_shapes[0], &o = out_shapes[0];
+    std::vector<int> meta(o.begin(), o.end());
+    meta.insert(meta.end(), s.begin(), s.end());
+    meta.insert(meta.end(), spec_.before.begin(), spec_.before.end());
+    meta_ = UploadInts(ctx, meta);
+    const int total = static_cast<int>(NumElements(o)), rank = static_cast<int>(o.size());
+    Launch l;
+    l.name = "pad";
+    l.kernel = CreateKernel(*ctx.GetProgram("pad"), l.name);
+    SetArgs(l.kernel, in[0], out[0], total, rank, meta_.get(), spec_.mode, spec_.value);
+    l.global[0] = static_cast<size_t>(total);
+    launches_.clear();
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  int32_t op_;
+  PadSpec spec_;
+  Buffer meta_;
+};
+
+std::string ReadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
+  const char* name = NameOf(node.op);
+  const size_t want = node.op == kPadV2 ? 3 : 2;
+  if (node.inputs.size() < 2 || node.inputs.size() > want || node.outputs.size() != 1)
+    return "unexpected input/output count";
+  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  const Shape in = g.shape(node.inputs[0]);
+  const int rank = static_cast<int>(in.size());
+  if (rank > kMaxRank) return "rank above " + std::to_string(kMaxRank);
+  std::vector<int64_t> p;
+  if (auto why = g.ReadConstantInts(node.inputs[1], std::string(name) + " paddings", &p);
+      !why.empty())
+    return why;
+  if (g.shape(node.inputs[1]) != Shape{rank, 2} && !(rank == 0 && p.empty()))
+    return std::string(name) + " paddings must have shape [" + std::to_string(rank) + ", 2]";
+  for (int64_t v : p)
+    if (v < 0 || v > (1 << 24)) return std::string(name) + " paddings must be in [0, 2^24]";
+  for (int a = 0; a < rank; ++a) {
+    spec->before.push_back(static_cast<int>(p[2 * a]));
+    spec->after.push_back(static_cast<int>(p[2 * a + 1]));
+  }
+  if (node.op == kPadV2 && node.inputs.size() == 3 && node.inputs[2] >= 0) {
+    const int t = node.inputs[2];
+    if (!g.valid_tensor(t) || g.type(t) != kTfLiteFloat32 || !g.IsConstant(t) ||
+        NumElements(g.shape(t)) != 1)
+      return "PADV2 constant_values must be a constant float32 scalar";
+    spec->value = g.ConstantFloats(t)[0];
+  }
+  if (node.op == kMirrorPad) {
+    if (!node.builtin_data) return "missing MIRROR_PAD params";
+    MirrorPadParams mp;
+    std::memcpy(&mp, node.builtin_data, sizeof mp);
+    if (mp.mode != kReflect && mp.mode != kSymmetric)
+      return "MIRROR_PAD mode " + std::to_string(mp.mode) + " is not REFLECT or SYMMETRIC";
+    spec->mode = mp.mode;
+    for (int a = 0; a < rank; ++a) {
+      const int lim = spec->mode == kReflect ? in[a] - 1 : in[a];
+      if (spec->before[a] > lim || spec->after[a] > lim)
+        return "MIRROR_PAD paddings exceed axis " + std::to_string(a) + " of " + ShapeString(in);
+    }
+  }
+  return "";
+}
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  PadSpec spec;
+  return ReadSpec(g, node, &spec);
+}
+
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  PadSpec spec;
+  if (auto why = ReadSpec(g, node, &spec); !why.empty()) throw Error(why);
+  return std::make_unique<PadOp>(node, std::move(spec));
+}
+
+}  // namespace
+
+extern const OpHandler kPadHandler = {kPad, "PAD", Check, Create};
+extern const OpHandler kPadV2Handler = {kPadV2, "PADV2", Check, Create};
+extern const OpHandler kMirrorPadHandler = {kMirrorPad, "MIRROR_PAD", Check, Create};
+
+}  // namespace clgpu
