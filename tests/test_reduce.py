@@ -52,6 +52,8 @@ def _x(shape: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
         ((5, 7), (1, 1, -1)),  # repeated axes
         ((2, 1, 5, 1, 3), (1, 3)),  # only size-1 axes: a copy
         ((2, 1, 5, 1, 3), (0, 3, 4)),
+        ((1, 1, 1), (1,)),  # nothing but size-1 axes
+        ((500, 3, 2), (1,)),  # few columns, short extent: one work-item per output
     ],
 )
 def test_mean_parity(
@@ -85,16 +87,19 @@ def test_reduce_prod(axes: tuple[int, ...], runtime: str) -> None:
     check_parity(reduce_model("reduce_prod", shape, axes), runtime, [x], expect_delegated="all")
 
 
-@pytest.mark.parametrize("axes", [(1,), (0,), (0, 2)], ids=["last", "first", "general"])
+@pytest.mark.parametrize(
+    ("shape", "axes"),
+    [((3, 5), (1,)), ((3, 5), (0,)), ((3, 5, 2), (0, 2)), ((3, 40), (1,)), ((40, 9), (0,))],
+    ids=["short_last", "first", "general", "tiled_last", "tiled_first"],
+)
 @pytest.mark.parametrize("op", ["reduce_max", "reduce_min", "sum"])
 def test_reductions_with_nan_and_inf_match_tflite(
-    op: str, axes: tuple[int, ...], runtime: str
+    op: str, shape: tuple[int, ...], axes: tuple[int, ...], runtime: str
 ) -> None:
     # TFLite's MAX and MIN give the result over the inputs after the last NaN (in input order),
     # NaN when the last input is one; SUM propagates NaNs. Infinities at the extremes.
-    shape = (3, 5, 2) if len(axes) == 2 else (3, 5)
     x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) % 7
-    for i in (0, 7, 9, 22, 29):
+    for i in (0, 7, 9, 22, 29, 79, 100, 119, 200, 351):
         if i < x.size:
             x.flat[i] = np.nan
     x.flat[10:14] = -np.inf

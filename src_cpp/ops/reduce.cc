@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kMaxRank = 8;     // kept + reduced dims the general kernel's metadata holds
 constexpr int kMaxGroup = 256;  // RED_LOCAL in kernels/reduce.cl
+constexpr int kMinGroup = 32;   // smaller tiled groups run one work-item per output instead
 
 // TFLite builtin codes, and the RED_OP numbers of kernels/reduce.cl.
 struct ReduceKind {
@@ -150,17 +151,22 @@ class ReduceOp : public Op {
     auto prog = ctx.GetProgram("reduce", "-DRED_OP=" + std::to_string(kind_.op));
     const int reduced_runs = static_cast<int>(
         std::count_if(segs.begin(), segs.end(), [](const Segment& g) { return g.reduced; }));
+    // [outer, reduce, inner] when there is at most one reduced run, kept runs on either side.
+    int64_t outer = 1, reduce = 1, inner = 1;
+    bool after = false;
+    for (const Segment& g : segs) {
+      if (g.reduced)
+        reduce = g.size, after = true;
+      else
+        (after ? inner : outer) *= g.size;
+    }
+    // Few columns and a short reduced extent would make groups of a few work-items, most of
+    // each SIMD lane group idle: one work-item per output does better there.
+    const bool tiny =
+        CeilPow2(std::min<int64_t>(inner, 64)) * CeilPow2(std::min<int64_t>(reduce, kMaxGroup)) <
+        kMinGroup;
     Launch l;
-    if (reduced_runs <= 1) {
-      // [outer, reduce, inner]: at most one reduced run, kept runs on either side.
-      int64_t outer = 1, reduce = 1, inner = 1;
-      bool after = false;
-      for (const Segment& g : segs) {
-        if (g.reduced)
-          reduce = g.size, after = true;
-        else
-          (after ? inner : outer) *= g.size;
-      }
+    if (reduced_runs <= 1 && !tiny) {
       l.name = "reduce_tiled";
       l.kernel = CreateKernel(*prog, l.name);
       const int group = GroupLimit(ctx, l.kernel);
@@ -189,6 +195,7 @@ class ReduceOp : public Op {
       meta.insert(meta.end(), kstrides.begin(), kstrides.end());
       meta.insert(meta.end(), rdims.begin(), rdims.end());
       meta.insert(meta.end(), rstrides.begin(), rstrides.end());
+      if (meta.empty()) meta.push_back(0);  // all axes of size 1: no zero-byte buffer
       meta_ = UploadInts(ctx, meta);
       l.name = "reduce_general";
       l.kernel = CreateKernel(*prog, l.name);
