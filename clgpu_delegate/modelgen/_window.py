@@ -1,4 +1,5 @@
-"""Window ops: pooling, MEAN, SOFTMAX and the resizes."""
+"""Window ops: pooling, the reductions (MEAN, SUM, REDUCE_MAX, REDUCE_MIN), SOFTMAX,
+LOG_SOFTMAX and the resizes."""
 
 from __future__ import annotations
 
@@ -65,23 +66,40 @@ class WindowOps(_GraphBuilder):
             tflite.BuiltinOperator.AVERAGE_POOL_2D, x, size, stride, padding, activation
         )
 
-    def mean(self, x: int, axes: Sequence[int], keep_dims: bool = False) -> int:
-        """MEAN over `axes`."""
+    def _reduce(self, code: int, x: int, axes: Sequence[int], keep_dims: bool) -> int:
+        """A reduction over `axes`; they are written as given (negative or repeated axes
+        reach the runtime as they are), the output shape uses them normalized."""
         shape = self._float_input(x)
-        axes_n = sorted({_norm_axis(int(a), len(shape)) for a in axes})
+        axes_n = {_norm_axis(int(a), len(shape)) for a in axes}
         if not axes_n:
-            raise ValueError("mean needs at least one axis")
+            raise ValueError("a reduction needs at least one axis")
         if keep_dims:
             out = tuple(1 if i in axes_n else d for i, d in enumerate(shape))
         else:
             out = tuple(d for i, d in enumerate(shape) if i not in axes_n)
         return self._op(
-            tflite.BuiltinOperator.MEAN,
-            [x, self._int_const(axes_n, "axes")],
+            code,
+            [x, self._int_const([int(a) for a in axes], "axes")],
             [out],
             options="ReducerOptions",
             KeepDims=bool(keep_dims),
         )[0]
+
+    def mean(self, x: int, axes: Sequence[int], keep_dims: bool = False) -> int:
+        """MEAN over `axes`."""
+        return self._reduce(tflite.BuiltinOperator.MEAN, x, axes, keep_dims)
+
+    def sum(self, x: int, axes: Sequence[int], keep_dims: bool = False) -> int:
+        """SUM over `axes`."""
+        return self._reduce(tflite.BuiltinOperator.SUM, x, axes, keep_dims)
+
+    def reduce_max(self, x: int, axes: Sequence[int], keep_dims: bool = False) -> int:
+        """REDUCE_MAX over `axes`."""
+        return self._reduce(tflite.BuiltinOperator.REDUCE_MAX, x, axes, keep_dims)
+
+    def reduce_min(self, x: int, axes: Sequence[int], keep_dims: bool = False) -> int:
+        """REDUCE_MIN over `axes`."""
+        return self._reduce(tflite.BuiltinOperator.REDUCE_MIN, x, axes, keep_dims)
 
     def softmax(self, x: int, beta: float = 1.0) -> int:
         """SOFTMAX over the last axis."""
@@ -92,6 +110,10 @@ class WindowOps(_GraphBuilder):
             options="SoftmaxOptions",
             Beta=float(beta),
         )[0]
+
+    def log_softmax(self, x: int) -> int:
+        """LOG_SOFTMAX over the last axis."""
+        return self._op(tflite.BuiltinOperator.LOG_SOFTMAX, [x], [self._float_input(x)])[0]
 
     def _resize(
         self,

@@ -1,0 +1,282 @@
+// Reductions over constant axes: MEAN, SUM, REDUCE_PROD, REDUCE_MAX, REDUCE_MIN
+// (kernels/reduce.cl). The reduced axes are canonicalized on the host: size-1 axes dropped and
+// neighbours of the same kind merged, so most reductions (global pooling over H, W; layer-norm
+// style over the last axis; everything) become one [outer, reduce, inner] view.
+#include <algorithm>
+#include <cstring>
+
+#include "cl/errors.h"
+#include "cl/loader.h"
+#include "common/error.h"
+#include "ops/op.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int kMaxRank = 8;     // kept + reduced dims the general kernel's metadata holds
+constexpr int kMaxGroup = 256;  // RED_LOCAL in kernels/reduce.cl
+constexpr int kMinGroup = 32;   // smaller tiled groups run one work-item per output instead
+
+// TFLite builtin codes, and the RED_OP numbers of kernels/reduce.cl.
+struct ReduceKind {
+  int32_t code;
+  const char* name;
+  int op;
+  bool mean;
+};
+constexpr ReduceKind kKinds[] = {
+    {40, "MEAN", 0, true},        {74, "SUM", 0, false},        {81, "REDUCE_PROD", 1, false},
+    {82, "REDUCE_MAX", 2, false}, {89, "REDUCE_MIN", 3, false},
+};
+
+const ReduceKind& KindOf(int32_t code) {
+  for (const ReduceKind& k : kKinds)
+    if (k.code == code) return k;
+  throw Error("not a reduction: " + std::to_string(code));
+}
+
+// TfLiteReducerParams.
+struct ReducerParams {
+  bool keep_dims;
+};
+
+// Which axes of a rank-`rank` input the (possibly negative, possibly repeated) axes reduce;
+// "" or why they are invalid.
+std::string ReducedMask(const std::vector<int64_t>& axes, size_t rank, std::vector<bool>* mask) {
+  mask->assign(rank, false);
+  for (int64_t a : axes) {
+    const int64_t r = static_cast<int64_t>(rank);
+    if (a < -r || a >= r)
+      return "axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank);
+    (*mask)[static_cast<size_t>(a < 0 ? a + r : a)] = true;
+  }
+  return "";
+}
+
+Shape ReducedShape(const Shape& in, const std::vector<bool>& mask, bool keep_dims) {
+  Shape out;
+  for (size_t a = 0; a < in.size(); ++a) {
+    if (!mask[a])
+      out.push_back(in[a]);
+    else if (keep_dims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+// The input as runs of kept / reduced axes: size-1 axes dropped, neighbours of one kind merged.
+struct Segment {
+  bool reduced;
+  int64_t size;
+};
+std::vector<Segment> Canonical(const Shape& in, const std::vector<bool>& mask) {
+  std::vector<Segment> segs;
+  for (size_t a = 0; a < in.size(); ++a) {
+    if (in[a] == 1) continue;
+    if (!segs.empty() && segs.back().reduced == mask[a])
+      segs.back().size *= in[a];
+    else
+      segs.push_back({static_cast<bool>(mask[a]), in[a]});
+  }
+  return segs;
+}
+
+int FloorPow2(int x) {
+  int p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+int CeilPow2(int64_t x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+class ReduceOp : public Op {
+ public:
+  ReduceOp(const NodeInfo& node, const ReduceKind& kind, std::vector<int64_t> axes, bool keep_dims)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+        kind_(kind),
+        axes_(std::move(axes)),
+        keep_dims_(keep_dims) {}
+  // A chunk: the same reduction of a box of the input (all of its reduced extent).
+  explicit ReduceOp(const ReduceOp& whole)
+      : Op(whole.node_index()),
+        kind_(whole.kind_),
+        axes_(whole.axes_),
+        keep_dims_(whole.keep_dims_) {}
+  const char* type_name() const override { return kind_.name; }
+  std::string algorithm() const override { return algorithm_; }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    return {ReducedShape(in[0], Mask(in[0]), keep_dims_)};
+  }
+  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
+    return static_cast<double>(NumElements(in[0]));
+  }
+
+  // Chunks are boxes of the output seen with kept dims: each reads the same box of the input
+  // along the kept axes and all of the reduced ones.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    const std::vector<bool> mask = Mask(in[0]);
+    spec->views = {in[0], ReducedShape(in[0], mask, true)};
+    for (size_t a = 0; a < in[0].size(); ++a)
+      if (!mask[a]) spec->axes.push_back(static_cast<int>(a));
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    const std::vector<bool> mask = Mask(in[0]);
+    Box b = out;
+    for (size_t a = 0; a < mask.size(); ++a)
+      if (mask[a]) b.begin[a] = 0, b.size[a] = in[0][a];
+    return {b};
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
+    return std::make_unique<ReduceOp>(*this);
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+               const std::vector<cl_mem>& out) override {
+    launches_.clear();
+    const Shape& s = in_shapes[0];
+    const int total = static_cast<int>(NumElements(out_shapes[0]));
+    if (total == 0) return;  // nothing to compute
+    const std::vector<bool> mask = Mask(s);
+    const std::vector<Segment> segs = Canonical(s, mask);
+    int64_t count = 1;
+    for (const Segment& g : segs)
+      if (g.reduced) count *= g.size;
+    const float divisor = kind_.mean ? static_cast<float>(count) : 1.0f;
+    auto prog = ctx.GetProgram("reduce", "-DRED_OP=" + std::to_string(kind_.op));
+    const int reduced_runs = static_cast<int>(
+        std::count_if(segs.begin(), segs.end(), [](const Segment& g) { return g.reduced; }));
+    // [outer, reduce, inner] when there is at most one reduced run, kept runs on either side.
+    int64_t outer = 1, reduce = 1, inner = 1;
+    bool after = false;
+    for (const Segment& g : segs) {
+      if (g.reduced)
+        reduce = g.size, after = true;
+      else
+        (after ? inner : outer) *= g.size;
+    }
+    // Few columns and a short reduced extent would make groups of a few work-items, most of
+    // each SIMD lane group idle: one work-item per output does better there.
+    const bool tiny =
+        CeilPow2(std::min<int64_t>(inner, 64)) * CeilPow2(std::min<int64_t>(reduce, kMaxGroup)) <
+        kMinGroup;
+    Launch l;
+    if (reduced_runs <= 1 && !tiny) {
+      l.name = "reduce_tiled";
+      l.kernel = CreateKernel(*prog, l.name);
+      const int group = GroupLimit(ctx, l.kernel);
+      // Up to 64 inner columns per group, the rest of the group along the reduced extent.
+      const int lx = std::min(CeilPow2(std::min<int64_t>(inner, 64)), group);
+      const int ly =
+          std::min(FloorPow2(group / lx), CeilPow2(std::min<int64_t>(reduce, kMaxGroup)));
+      SetArgs(l.kernel, in[0], out[0], static_cast<int>(outer), static_cast<int>(reduce),
+              static_cast<int>(inner), divisor, lx, ly);
+      l.dims = 2;
+      l.global[0] = static_cast<size_t>(outer) * RoundUp(static_cast<size_t>(inner), lx);
+      l.global[1] = ly;
+      l.local[0] = lx, l.local[1] = ly;
+      algorithm_ = "tiled";
+    } else {
+      // Strides of the merged runs, then kept runs and reduced runs apart.
+      std::vector<int> kdims, kstrides, rdims, rstrides;
+      int64_t stride = 1;
+      std::vector<int64_t> strides(segs.size());
+      for (size_t i = segs.size(); i-- > 0;) strides[i] = stride, stride *= segs[i].size;
+      for (size_t i = 0; i < segs.size(); ++i) {
+        (segs[i].reduced ? rdims : kdims).push_back(static_cast<int>(segs[i].size));
+        (segs[i].reduced ? rstrides : kstrides).push_back(static_cast<int>(strides[i]));
+      }
+      std::vector<int> meta = kdims;
+      meta.insert(meta.end(), kstrides.begin(), kstrides.end());
+      meta.insert(meta.end(), rdims.begin(), rdims.end());
+      meta.insert(meta.end(), rstrides.begin(), rstrides.end());
+      if (meta.empty()) meta.push_back(0);  // all axes of size 1: no zero-byte buffer
+      meta_ = UploadInts(ctx, meta);
+      l.name = "reduce_general";
+      l.kernel = CreateKernel(*prog, l.name);
+      SetArgs(l.kernel, in[0], out[0], total, static_cast<int>(kdims.size()),
+              static_cast<int>(rdims.size()), static_cast<int>(count), divisor, meta_.get());
+      l.global[0] = static_cast<size_t>(total);
+      algorithm_ = "general";
+    }
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  std::vector<bool> Mask(const Shape& in) const {
+    std::vector<bool> mask;
+    if (auto why = ReducedMask(axes_, in.size(), &mask); !why.empty())
+      throw Error(std::string(kind_.name) + ": " + why);
+    return mask;
+  }
+  // The largest power-of-2 group this kernel may run with on this device (registers or the
+  // device can cap it below kMaxGroup).
+  static int GroupLimit(OpContext& ctx, const Kernel& k) {
+    size_t fits = 0;
+    CheckCl(Cl().clGetKernelWorkGroupInfo(k.get(), ctx.env.device().id, CL_KERNEL_WORK_GROUP_SIZE,
+                                          sizeof fits, &fits, nullptr),
+            "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+    fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, size_t(kMaxGroup)});
+    return FloorPow2(static_cast<int>(std::max<size_t>(fits, 1)));
+  }
+
+  const ReduceKind& kind_;
+  std::vector<int64_t> axes_;
+  bool keep_dims_;
+  std::string algorithm_ = "tiled";
+  Buffer meta_;
+};
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  if (!node.builtin_data) return std::string("missing ") + KindOf(node.op).name + " params";
+  if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  std::vector<int64_t> axes;
+  if (auto why = g.ReadConstantInts(node.inputs[1], "axes", &axes); !why.empty()) return why;
+  const Shape s = g.shape(node.inputs[0]);
+  if (s.empty() || s.size() > kMaxRank) return "rank must be 1-" + std::to_string(kMaxRank);
+  std::vector<bool> mask;
+  if (auto why = ReducedMask(axes, s.size(), &mask); !why.empty()) return why;
+  if (NumElements(s) == 0) return "empty input";
+  ReducerParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  const Shape want = ReducedShape(s, mask, p.keep_dims);
+  if (g.shape(node.outputs[0]) != want)
+    return "output shape " + ShapeString(g.shape(node.outputs[0])) + " is not the reduced shape " +
+           ShapeString(want);
+  return "";
+}
+
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  ReducerParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  return std::make_unique<ReduceOp>(node, KindOf(node.op), g.ConstantInts(node.inputs[1]),
+                                    p.keep_dims);
+}
+
+std::string Describe(const NodeInfo& node) {
+  ReducerParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  return "keep_dims=" + std::to_string(int(p.keep_dims));
+}
+
+// One operation per input element.
+double Work(const GraphView& g, const NodeInfo& n) {
+  if (n.inputs.empty() || !g.valid_tensor(n.inputs[0])) return 0;
+  return static_cast<double>(NumElements(g.shape(n.inputs[0])));
+}
+
+}  // namespace
+
+extern const OpHandler kMeanHandler = {40, "MEAN", Check, Create, Describe, Work};
+extern const OpHandler kSumHandler = {74, "SUM", Check, Create, Describe, Work};
+extern const OpHandler kReduceProdHandler = {81, "REDUCE_PROD", Check, Create, Describe, Work};
+extern const OpHandler kReduceMaxHandler = {82, "REDUCE_MAX", Check, Create, Describe, Work};
+extern const OpHandler kReduceMinHandler = {89, "REDUCE_MIN", Check, Create, Describe, Work};
+
+}  // namespace clgpu

@@ -1,0 +1,130 @@
+// SOFTMAX (with beta) and LOG_SOFTMAX over the last axis (kernels/softmax.cl): short rows take
+// one work-item each, long rows one work-group each with reductions in local memory.
+#include <algorithm>
+#include <cstring>
+
+#include "cl/errors.h"
+#include "cl/loader.h"
+#include "common/error.h"
+#include "ops/op.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int32_t kSoftmax = 25, kLogSoftmax = 50;
+constexpr int kMaxGroup = 256;  // SM_LOCAL in kernels/softmax.cl
+constexpr int kShortRow = 64;   // rows up to this long take one work-item each
+
+// TfLiteSoftmaxParams.
+struct SoftmaxParams {
+  float beta;
+};
+
+class SoftmaxOp : public Op {
+ public:
+  SoftmaxOp(const NodeInfo& node, bool log_out, float beta)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}), log_(log_out), beta_(beta) {}
+  // A chunk: the same op over whole rows.
+  explicit SoftmaxOp(const SoftmaxOp& whole)
+      : Op(whole.node_index()), log_(whole.log_), beta_(whole.beta_) {}
+  const char* type_name() const override { return log_ ? "LOG_SOFTMAX" : "SOFTMAX"; }
+  std::string algorithm() const override { return algorithm_; }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    if (in[0].empty()) throw Error(std::string(type_name()) + " of a scalar");
+    return {in[0]};
+  }
+  // max, subtract, exp, sum, scale per element.
+  double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
+    return 5.0 * static_cast<double>(NumElements(out[0]));
+  }
+
+  // Chunks are boxes of whole rows: every axis but the last may shrink.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    spec->views = {in[0], in[0]};
+    for (size_t a = 0; a + 1 < in[0].size(); ++a) spec->axes.push_back(static_cast<int>(a));
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>&, const Box& out) const override {
+    return {out};
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
+    return std::make_unique<SoftmaxOp>(*this);
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
+               const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+    launches_.clear();
+    const Shape& s = in_shapes[0];
+    const int d = s.back();
+    const int rows = d == 0 ? 0 : static_cast<int>(NumElements(s) / d);
+    if (rows == 0) return;  // nothing to compute
+    auto prog = ctx.GetProgram("softmax");
+    Launch l;
+    if (d <= kShortRow) {
+      l.name = "softmax_rows";
+      l.kernel = CreateKernel(*prog, l.name);
+      l.global[0] = static_cast<size_t>(rows);
+      algorithm_ = "row_per_item";
+    } else {
+      l.name = "softmax_group";
+      l.kernel = CreateKernel(*prog, l.name);
+      size_t fits = 0;
+      CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
+                                            CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
+              "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+      fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, size_t(kMaxGroup)});
+      // A power of 2 (the tree reductions halve it), no wider than the row needs.
+      size_t group = 1;
+      while (group * 2 <= fits && group < static_cast<size_t>(d)) group *= 2;
+      l.local[0] = group;
+      l.global[0] = static_cast<size_t>(rows) * group;
+      algorithm_ = "row_per_group";
+    }
+    SetArgs(l.kernel, in[0], out[0], rows, d, beta_, log_ ? 1 : 0);
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  bool log_;
+  float beta_;
+  std::string algorithm_ = "row_per_item";
+};
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  if (node.op == kSoftmax && !node.builtin_data) return "missing SOFTMAX params";
+  if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
+  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  const Shape s = g.shape(node.inputs[0]);
+  if (s.empty()) return "input is a scalar (no last axis)";
+  if (g.shape(node.outputs[0]) != s) return "output shape differs from the input's";
+  return "";
+}
+
+std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
+  if (node.op == kLogSoftmax) return std::make_unique<SoftmaxOp>(node, true, 1.0f);
+  SoftmaxParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  return std::make_unique<SoftmaxOp>(node, false, p.beta);
+}
+
+std::string Describe(const NodeInfo& node) {
+  if (node.op == kLogSoftmax) return "";
+  SoftmaxParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  return "beta=" + std::to_string(p.beta);
+}
+
+// max, exp, sum and the scale per element.
+double Work(const GraphView& g, const NodeInfo& n) {
+  if (n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return 0;
+  return 5.0 * static_cast<double>(NumElements(g.shape(n.outputs[0])));
+}
+
+}  // namespace
+
+extern const OpHandler kSoftmaxHandler = {kSoftmax, "SOFTMAX", Check, Create, Describe, Work};
+extern const OpHandler kLogSoftmaxHandler = {kLogSoftmax, "LOG_SOFTMAX", Check,
+                                             Create,      Describe,      Work};
+
+}  // namespace clgpu
