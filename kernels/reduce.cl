@@ -34,19 +34,24 @@
 
 #define RED_LOCAL 256  // largest group the host launches
 
-// reduce_tiled(x, out, outer, reduce, inner, divisor, lx, ly) — the [outer, reduce, inner] view.
+// reduce_tiled(x, out, outer, reduce, inner, divisor, lx, ly, slices) — the [outer, reduce, inner]
+// view. With slices > 1 (sums only) each group reduces one of `slices` equal runs of the reduced
+// extent and writes [outer, slices, inner]; the host adds the slices up with a second launch.
 // Groups of lx x ly work-items (ly a power of 2, lx * ly <= RED_LOCAL): lx consecutive inner
 // columns, so reads coalesce across them, and ly rows of the reduced extent each, combined by a
 // tree in local memory. Groups along dimension 0 cover (outer, inner block) pairs, so no
-// dimension but 0 grows with the tensor. NDRange: global (outer * ceil(inner / lx) * lx, ly),
+// dimension but 0 grows with the tensor. NDRange: global (outer * slices * ceil(inner / lx) * lx, ly),
 // local (lx, ly). The result is divided by `divisor` (the count for MEAN, else 1).
 __kernel void reduce_tiled(__global const T* x, __global T* out, int outer, int reduce, int inner,
-                           float divisor, int lx, int ly) {
+                           float divisor, int lx, int ly, int slices) {
   __local float part[RED_LOCAL];
   const int lxi = get_local_id(0), lyi = get_local_id(1);
   const int blocks = (inner + lx - 1) / lx;
-  const int o = get_group_id(0) / blocks;
+  const int o = get_group_id(0) / (blocks * slices);
+  const int slice = get_group_id(0) / blocks % slices;
   const int ix = (get_group_id(0) % blocks) * lx + lxi;
+  const int run = (reduce + slices - 1) / slices;
+  const int r0 = slice * run, r1 = min(reduce, r0 + run);
   const long base = (long)o * reduce * inner + ix;
   float acc = RED_INIT;
 #ifdef RED_NAN_RESETS
@@ -74,7 +79,7 @@ __kernel void reduce_tiled(__global const T* x, __global T* out, int outer, int 
   }
 #else
   if (ix < inner)
-    for (int r = lyi; r < reduce; r += ly) acc = RED(acc, LOADF(x, base + (long)r * inner));
+    for (int r = r0 + lyi; r < r1; r += ly) acc = RED(acc, LOADF(x, base + (long)r * inner));
 #endif
   part[lyi * lx + lxi] = acc;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -87,7 +92,7 @@ __kernel void reduce_tiled(__global const T* x, __global T* out, int outer, int 
 #ifdef RED_NAN_RESETS
     if (p == reduce - 1) result = NAN;
 #endif
-    STOREF(result, out, (long)o * inner + ix);
+    STOREF(result, out, ((long)o * slices + slice) * inner + ix);
   }
 }
 

@@ -199,3 +199,27 @@ def test_out_of_range_axis_is_refused() -> None:
     decisions = d.decisions()
     if decisions:  # the runtime may reject the model before the delegate sees it
         assert "out of range" in decisions[0]["reason"]
+
+
+def test_squeeze_excite_block_is_one_partition(runtime: str) -> None:
+    # MEAN -> FC (conv 1x1) -> FC -> sigmoid -> MUL, as MobileNetV3 and EfficientNet have.
+    b = ModelBuilder(seed=2)
+    x = b.input("x", (1, 9, 9, 8))
+    s = b.mean(x, [1, 2], keep_dims=True)
+    s = b.conv2d(s, b.rand((2, 1, 1, 8)), activation="RELU")
+    s = b.logistic(b.conv2d(s, b.rand((8, 1, 1, 2))))
+    b.output(b.mul(x, s))
+    check_parity(b.build(), runtime, expect_delegated="all", expect_partitions=1)
+
+
+@pytest.mark.parametrize("op", ["MEAN", "SUM"])
+def test_long_reduction_over_few_outputs_runs_in_slices(op: str, runtime: str) -> None:
+    # A squeeze-excite MEAN over a large image: few groups, each with a long extent, so the
+    # extent is cut into slices reduced apart and added up by a second launch.
+    b = ModelBuilder(seed=4)
+    x = b.input("x", (1, 64, 48, 5))
+    b.output(b.mean(x, [1, 2], True) if op == "MEAN" else b.sum(x, [1, 2], True))
+    r = check_parity(b.build(), runtime, expect_delegated="all", profiling=True)
+    prof = r.delegate.profile()
+    assert [k.algorithm for k in prof.kernels] == ["tiled_split"]
+    assert prof.partitions[0].kernels_per_invoke == 2

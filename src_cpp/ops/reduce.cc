@@ -142,24 +142,14 @@ class ReduceOp : public Op {
     const Shape& s = in_shapes[0];
     const int total = static_cast<int>(NumElements(out_shapes[0]));
     if (total == 0) return;  // nothing to compute
-    const std::vector<bool> mask = Mask(s);
-    const std::vector<Segment> segs = Canonical(s, mask);
+    const std::vector<Segment> segs = Canonical(s, Mask(s));
     int64_t count = 1;
     for (const Segment& g : segs)
       if (g.reduced) count *= g.size;
     const float divisor = kind_.mean ? static_cast<float>(count) : 1.0f;
     auto prog = ctx.GetProgram("reduce", "-DRED_OP=" + std::to_string(kind_.op));
-    const int reduced_runs = static_cast<int>(
-        std::count_if(segs.begin(), segs.end(), [](const Segment& g) { return g.reduced; }));
-    // [outer, reduce, inner] when there is at most one reduced run, kept runs on either side.
     int64_t outer = 1, reduce = 1, inner = 1;
-    bool after = false;
-    for (const Segment& g : segs) {
-      if (g.reduced)
-        reduce = g.size, after = true;
-      else
-        (after ? inner : outer) *= g.size;
-    }
+    const int reduced_runs = View(s, &outer, &reduce, &inner);
     // Few columns and a short reduced extent would make groups of a few work-items, most of
     // each SIMD lane group idle: one work-item per output does better there.
     const bool tiny =
@@ -174,13 +164,32 @@ class ReduceOp : public Op {
       const int lx = std::min(CeilPow2(std::min<int64_t>(inner, 64)), group);
       const int ly =
           std::min(FloorPow2(group / lx), CeilPow2(std::min<int64_t>(reduce, kMaxGroup)));
-      SetArgs(l.kernel, in[0], out[0], static_cast<int>(outer), static_cast<int>(reduce),
-              static_cast<int>(inner), divisor, lx, ly);
+      const int slices = Slices(outer, reduce, inner);
+      if (slices > 1 && ctx.scratch.empty()) throw Error("split reduction without scratch");
+      // Split: each slice of the reduced extent into scratch ([outer, slices, inner], already
+      // divided for MEAN), then the slices summed by a second launch of the same kernel.
+      SetArgs(l.kernel, in[0], slices > 1 ? ctx.scratch[0] : out[0], static_cast<int>(outer),
+              static_cast<int>(reduce), static_cast<int>(inner), divisor, lx, ly, slices);
       l.dims = 2;
-      l.global[0] = static_cast<size_t>(outer) * RoundUp(static_cast<size_t>(inner), lx);
+      l.global[0] = static_cast<size_t>(outer) * slices * RoundUp(static_cast<size_t>(inner), lx);
       l.global[1] = ly;
       l.local[0] = lx, l.local[1] = ly;
-      algorithm_ = "tiled";
+      algorithm_ = slices > 1 ? "tiled_split" : "tiled";
+      if (slices > 1) {
+        Launch l2;
+        l2.name = l.name;
+        l2.dims = 2;
+        l2.local[0] = lx;
+        l2.kernel = CreateKernel(*prog, l.name);
+        const int ly2 = std::min(ly, CeilPow2(slices));
+        SetArgs(l2.kernel, ctx.scratch[0], out[0], static_cast<int>(outer), slices,
+                static_cast<int>(inner), 1.0f, lx, ly2, 1);
+        l2.global[0] = static_cast<size_t>(outer) * RoundUp(static_cast<size_t>(inner), lx);
+        l2.global[1] = ly2;
+        l2.local[1] = ly2;
+        launches_.push_back(std::move(l));
+        l = std::move(l2);
+      }
     } else {
       // Strides of the merged runs, then kept runs and reduced runs apart.
       std::vector<int> kdims, kstrides, rdims, rstrides;
@@ -205,6 +214,41 @@ class ReduceOp : public Op {
       algorithm_ = "general";
     }
     launches_.push_back(std::move(l));
+  }
+
+ private:
+  // [outer, reduce, inner] when there is at most one reduced run, kept runs on either side;
+  // returns the number of reduced runs.
+  int View(const Shape& s, int64_t* outer, int64_t* reduce, int64_t* inner) const {
+    const std::vector<Segment> segs = Canonical(s, Mask(s));
+    bool after = false;
+    int runs = 0;
+    for (const Segment& g : segs) {
+      if (g.reduced)
+        *reduce = g.size, after = true, ++runs;
+      else
+        (after ? *inner : *outer) *= g.size;
+    }
+    return runs;
+  }
+
+  // Slices of the reduced extent reduced apart when few groups would each walk a long extent
+  // (a squeeze-excite MEAN over a large image): sums only, which may be split and re-added.
+  int Slices(int64_t outer, int64_t reduce, int64_t inner) const {
+    if (kind_.op != 0) return 1;
+    const int64_t groups = outer * ((inner + 63) / 64);
+    if (groups >= 64 || reduce < 1024) return 1;
+    return static_cast<int>(std::min<int64_t>((128 + groups - 1) / groups, reduce / 256));
+  }
+
+ public:
+  std::vector<size_t> ScratchBytes(const OpContext& ctx,
+                                   const std::vector<Shape>& in) const override {
+    int64_t outer = 1, reduce = 1, inner = 1;
+    if (View(in[0], &outer, &reduce, &inner) > 1) return {};
+    const int slices = Slices(outer, reduce, inner);
+    if (slices <= 1) return {};
+    return {static_cast<size_t>(outer * slices * inner) * ctx.storage_bytes};
   }
 
  private:
