@@ -115,6 +115,73 @@ class ConvOps(_GraphBuilder):
             FusedActivationFunction=_activation(activation),
         )[0]
 
+    def transpose_conv(
+        self,
+        x: int,
+        filters: Operand,
+        output_hw: Sequence[int],
+        stride: int | Sequence[int] = 2,
+        padding: str = "SAME",
+        bias: Operand | None = None,
+        activation: str | None = None,
+        dynamic_batch: bool = False,
+    ) -> int:
+        """TRANSPOSE_CONV; filters (OC, KH, KW, IC). dynamic_batch: the output shape is built at
+        run time from SHAPE(x) -> STRIDED_SLICE -> PACK, as TF's converter does for Keras'
+        Conv2DTranspose with an unknown batch."""
+        n, _, _, c = self._float_input(x, 4)
+        f = self._operand(filters, "filters")
+        oc, _, _, ic = self.shape(f)
+        if ic != c:
+            raise ValueError(f"transpose conv filters {self.shape(f)} do not fit {c} channels")
+        sh, sw = (stride, stride) if isinstance(stride, int) else tuple(stride)
+        oh, ow = (int(v) for v in output_hw)
+        bi = tflite.BuiltinOperator
+        if dynamic_batch:
+            dims = self._op(
+                bi.SHAPE,
+                [x],
+                [(4,)],
+                options="ShapeOptions",
+                out_dtype=np.int32,
+                OutType=tflite.TensorType.INT32,
+            )[0]
+            ends = [self._int_const([k], f"slice{k}") for k in (0, 1, 1)]
+            batch = self._op(
+                bi.STRIDED_SLICE,
+                [dims, *ends],
+                [()],
+                options="StridedSliceOptions",
+                out_dtype=np.int32,
+                ShrinkAxisMask=1,
+            )[0]
+            rest = [self._int_const(v, "dim") for v in (oh, ow, oc)]
+            shape = self._op(
+                bi.PACK,
+                [batch, *rest],
+                [(4,)],
+                options="PackOptions",
+                out_dtype=np.int32,
+                ValuesCount=4,
+                Axis=0,
+            )[0]
+        else:
+            shape = self._int_const([n, oh, ow, oc], "output_shape")
+        inputs = [shape, f, x]
+        if bias is not None:
+            inputs.append(self._operand(bias, "bias"))
+        return self._op(
+            bi.TRANSPOSE_CONV,
+            inputs,
+            [(n, oh, ow, oc)],
+            version=4,
+            options="TransposeConvOptions",
+            Padding=getattr(tflite.Padding, padding),
+            StrideH=sh,
+            StrideW=sw,
+            FusedActivationFunction=_activation(activation),
+        )[0]
+
     def fully_connected(
         self,
         x: int,
