@@ -170,6 +170,20 @@ class ShapeOps(_GraphBuilder):
             Mode=getattr(tflite.MirrorPadMode, mode),
         )[0]
 
+    def tile(self, x: int, multiples: Sequence[int]) -> int:
+        """TILE: the tensor repeated `multiples[a]` times along each axis a."""
+        shape = self._check(x).shape
+        if len(multiples) != len(shape) or any(m < 0 for m in multiples):
+            raise ValueError(f"multiples must be {len(shape)} non-negative values")
+        out = tuple(int(d * m) for d, m in zip(shape, multiples, strict=True))
+        return self._op(
+            tflite.BuiltinOperator.TILE,
+            [x, self._int_const(list(multiples), "multiples")],
+            [out],
+            options="TileOptions",
+            out_dtype=self.dtype(x),
+        )[0]
+
     def split(self, x: int, axis: int, num: int) -> list[int]:
         """SPLIT into `num` equal parts along `axis`."""
         shape = self._check(x).shape
