@@ -25,7 +25,33 @@
 // Fused activations are clamps: NONE [-FLT_MAX, FLT_MAX], RELU [0, FLT_MAX], RELU6 [0, 6],
 // RELU_N1_TO_1 [-1, 1], the bounds TFLite's CPU kernels use. The host passes them. Written as
 // comparisons, scalar or vector: fmin/fmax would turn a NaN into a bound, the CPU keeps it.
-#define ACTIVATE(x, lo, hi) ((x) < (lo) ? (lo) : (x) > (hi) ? (hi) : (x))
+#define CLAMP_KEEP_NAN(x, lo, hi) ((x) < (lo) ? (lo) : (x) > (hi) ? (hi) : (x))
+
+// An element-wise op folded into the producing kernel's store (Op::FoldEpilogue): the host builds
+// with -DCLGPU_EPILOGUE=<n> (and -DCLGPU_EPILOGUE_ALPHA=<a> for LEAKY_RELU); it applies after the
+// clamp, to a scalar or a vector. src_cpp/ops/fusion.h keeps the same numbers.
+#if CLGPU_EPILOGUE == 1  // swish: x * sigmoid(x), a LOGISTIC and a MUL
+#define EPILOGUE(v) ((v) / (1.0f + exp(-(v))))
+#elif CLGPU_EPILOGUE == 2  // HARD_SWISH
+#define EPILOGUE(v) ((v) * clamp((v) + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f))
+#elif CLGPU_EPILOGUE == 3  // LOGISTIC
+#define EPILOGUE(v) (1.0f / (1.0f + exp(-(v))))
+#elif CLGPU_EPILOGUE == 4  // TANH
+#define EPILOGUE(v) tanh(v)
+#elif CLGPU_EPILOGUE == 5  // GELU
+#define EPILOGUE(v) (0.5f * (v) * (1.0f + erf((v) * 0.70710678118654752f)))
+#elif CLGPU_EPILOGUE == 6  // GELU, tanh approximation
+#define EPILOGUE(v) \
+  (0.5f * (v) * (1.0f + tanh(0.7978845608028654f * ((v) + 0.044715f * (v) * (v) * (v)))))
+#elif CLGPU_EPILOGUE == 7  // ELU
+#define EPILOGUE(v) ((v) < 0.0f ? expm1(v) : (v))
+#elif CLGPU_EPILOGUE == 8  // LEAKY_RELU
+#define EPILOGUE(v) ((v) > 0.0f ? (v) : (v) * CLGPU_EPILOGUE_ALPHA)
+#else
+#define EPILOGUE(v) (v)
+#endif
+
+#define ACTIVATE(x, lo, hi) EPILOGUE(CLAMP_KEEP_NAN(x, lo, hi))
 
 // A residual ADD folded into a convolution's output (the host builds with -DHAS_RESIDUAL): the
 // kernel takes one more argument, its last, the ADD's other operand laid out like the output, and

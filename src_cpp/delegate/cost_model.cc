@@ -52,6 +52,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     const std::set<int> outs(outputs.begin(), outputs.end());
     for (const ResidualFusion& f : FindResidualFusions(g, nodes, outs)) folded.insert(f.add);
     for (const ClampFusion& f : FindClampFusions(g, nodes, outs)) folded.insert(f.act);
+    for (const EpilogueFusion& f : FindEpilogueFusions(g, nodes, outs))
+      folded.insert(f.absorbed.begin(), f.absorbed.end());
   }
   const double peak_gflops =
       costs.gflops > 0 ? costs.gflops

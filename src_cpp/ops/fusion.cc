@@ -55,6 +55,96 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
   return out;
 }
 
+namespace {
+
+constexpr int32_t kLogistic = 14, kTanh = 28, kMul = 18, kLeakyRelu = 98, kElu = 111,
+                  kHardSwish = 117, kGelu = 150;
+
+// The epilogue number of a unary node, or 0.
+int UnaryEpilogue(const NodeInfo& n, float* alpha) {
+  *alpha = 0;
+  switch (n.op) {
+    case kHardSwish:
+      return 2;
+    case kLogistic:
+      return 3;
+    case kTanh:
+      return 4;
+    case kElu:
+      return 7;
+    case kGelu: {
+      if (!n.builtin_data) return 0;
+      bool approximate = false;
+      std::memcpy(&approximate, n.builtin_data, sizeof approximate);
+      return approximate ? 6 : 5;
+    }
+    case kLeakyRelu:
+      if (!n.builtin_data) return 0;
+      std::memcpy(alpha, n.builtin_data, sizeof *alpha);
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
+                                                const std::vector<NodeInfo>& nodes,
+                                                const std::set<int>& outputs) {
+  std::map<int, std::vector<size_t>> readers;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (int t : nodes[i].inputs) readers[t].push_back(i);
+  auto float_same = [&](int a, int b) {
+    return g.valid_tensor(a) && g.valid_tensor(b) && g.type(a) == kTfLiteFloat32 &&
+           g.type(b) == kTfLiteFloat32 && g.shape(a) == g.shape(b);
+  };
+  std::vector<EpilogueFusion> out;
+  for (size_t p = 0; p < nodes.size(); ++p) {
+    const NodeInfo& prod = nodes[p];
+    const OpHandler* h = FindOpHandler(prod.op);
+    if (!h || !h->clamp_epilogue || prod.outputs.size() != 1) continue;
+    const int y = prod.outputs[0];
+    if (outputs.count(y)) continue;
+    const std::vector<size_t>& r = readers[y];
+    EpilogueFusion f;
+    f.producer = p;
+    if (r.size() == 1) {
+      const NodeInfo& u = nodes[r[0]];
+      if (r[0] <= p || u.inputs.size() != 1 || u.outputs.size() != 1) continue;
+      f.kind = UnaryEpilogue(u, &f.alpha);
+      if (!f.kind || !float_same(y, u.outputs[0])) continue;
+      f.absorbed = {r[0]};
+      f.intermediates = {y};
+      f.output = u.outputs[0];
+    } else if (r.size() == 2) {
+      // swish: s = LOGISTIC(y), z = MUL(y, s) with no activation.
+      size_t li = r[0], mi = r[1];
+      if (nodes[li].op != kLogistic) std::swap(li, mi);
+      const NodeInfo &l = nodes[li], &m = nodes[mi];
+      if (li <= p || mi <= li || l.op != kLogistic || m.op != kMul || l.outputs.size() != 1 ||
+          m.inputs.size() != 2 || m.outputs.size() != 1 || !m.builtin_data)
+        continue;
+      const int s = l.outputs[0];
+      int act = 0;
+      std::memcpy(&act, m.builtin_data, sizeof act);
+      const bool pair =
+          (m.inputs[0] == y && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == y);
+      if (act != 0 || !pair || readers[s].size() != 1 || outputs.count(s) || !float_same(y, s) ||
+          !float_same(y, m.outputs[0]))
+        continue;
+      f.kind = 1;
+      f.absorbed = {li, mi};
+      f.intermediates = {y, s};
+      f.output = m.outputs[0];
+    } else {
+      continue;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                           const std::set<int>& outputs) {
   // The clamp activations as bounds: the fused-activation codes of the same clamps.

@@ -36,6 +36,24 @@ struct ClampFusion {
   float lo = 0, hi = 0;          // the activation's bounds
 };
 
+// An element-wise op folded into the op producing its input, as an epilogue of that op's kernels
+// (Op::FoldEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU or LEAKY_RELU
+// reading the producer's output alone, or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no
+// activation, no broadcast) that are its output's only readers. The producer's handler clamps in
+// its kernels (OpHandler::clamp_epilogue); no intermediate is a partition output.
+struct EpilogueFusion {
+  size_t producer = 0;
+  std::vector<size_t> absorbed;    // the folded nodes; the last writes `output`
+  std::vector<int> intermediates;  // tensors no longer written (the producer's own output first)
+  int output = -1;
+  int kind = 0;  // kernels/common.cl's CLGPU_EPILOGUE numbers
+  float alpha = 0;
+};
+
+std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
+                                                const std::vector<NodeInfo>& nodes,
+                                                const std::set<int>& outputs);
+
 std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                           const std::set<int>& outputs);
 

@@ -1,6 +1,7 @@
 #include "ops/op.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.h"
@@ -68,6 +69,32 @@ void Op::UnfoldClamp() {
   SetClamp(clamp_.lo, clamp_.hi);
   outputs_[0] = clamp_.own_output;
   clamp_ = ClampFold{};
+}
+
+bool Op::FoldEpilogue(int output, int kind, float alpha) {
+  float lo, hi;
+  if (kind == 0 || has_epilogue() || residual_.on || outputs_.size() != 1 || !GetClamp(&lo, &hi))
+    return false;
+  epilogue_ = Epilogue{kind, alpha, outputs_[0]};
+  outputs_[0] = output;
+  return true;
+}
+
+void Op::UnfoldEpilogue() {
+  if (!has_epilogue()) return;
+  outputs_[0] = epilogue_.own_output;
+  epilogue_ = Epilogue{};
+}
+
+std::string Op::epilogue_defines() const {
+  if (!has_epilogue()) return "";
+  std::string d = "-DCLGPU_EPILOGUE=" + std::to_string(epilogue_.kind);
+  if (epilogue_.alpha != 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " -DCLGPU_EPILOGUE_ALPHA=%.9ef", epilogue_.alpha);
+    d += buf;
+  }
+  return d;
 }
 
 void Op::UnfuseResidual() {

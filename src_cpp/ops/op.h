@@ -164,6 +164,16 @@ class Op {
   void UnfoldClamp();
   bool has_folded_clamp() const { return clamp_.on; }
 
+  // --- An element-wise op (or swish's LOGISTIC + MUL) folded into the op producing its input
+  // (ops/fusion.h): the op's kernels apply it after their clamp (kernels/common.cl, EPILOGUE) and
+  // write `output`; the folded nodes run nothing. Only ops that clamp in their store
+  // (OpHandler::clamp_epilogue) take one. ---
+  bool FoldEpilogue(int output, int kind, float alpha);
+  void UnfoldEpilogue();
+  bool has_epilogue() const { return epilogue_.kind != 0; }
+  // Build defines for the op's programs ("" without an epilogue).
+  std::string epilogue_defines() const;
+
   const std::vector<Launch>& launches() const { return launches_; }
   // Drops the kernels (and their references to buffers) before the buffers they
   // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
@@ -191,6 +201,12 @@ class Op {
     int own_output = -1;
   };
   ClampFold clamp_;
+  struct Epilogue {
+    int kind = 0;  // 0: none
+    float alpha = 0;
+    int own_output = -1;
+  };
+  Epilogue epilogue_;
 };
 
 // Everything the delegate knows of one op code, defined in the op's own file as

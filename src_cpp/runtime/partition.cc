@@ -76,6 +76,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   // Which ADDs may fold into a conv; each plan decides with its shapes (FuseResiduals).
   fusions_ = FindResidualFusions(*graph, op_nodes, outputs);
   clamps_ = FindClampFusions(*graph, op_nodes, outputs);
+  epilogues_ = FindEpilogueFusions(*graph, op_nodes, outputs);
   host_->CountKernelCreated();
 }
 
@@ -166,9 +167,9 @@ void Partition::FuseResiduals(const OpContext& octx) {
     std::vector<Shape> in;
     for (int t : conv.inputs()) in.push_back(values_.at(t).shape);
     float lo = 0, hi = 0;
-    if (conv.has_folded_clamp() || !add.IsResidualAdd(&lo, &hi) ||
-        values_.at(f.residual).shape != s || values_.at(z).shape != s ||
-        !conv.CanFuseResidual(octx, in))
+    if (conv.has_folded_clamp() || conv.has_epilogue() || add.has_epilogue() ||
+        !add.IsResidualAdd(&lo, &hi) || values_.at(f.residual).shape != s ||
+        values_.at(z).shape != s || !conv.CanFuseResidual(octx, in))
       continue;
     conv.FuseResidual(f.residual, z, lo, hi);
     out_shapes_[f.producer] = {s};
@@ -190,6 +191,25 @@ void Partition::FoldClamps() {
       continue;
     absorbed_[f.act] = true;
     values_.at(y).elided = true;
+  }
+}
+
+// Folds element-wise ops into their producer's kernels (after FoldClamps, before FuseResiduals,
+// which leaves an op with an epilogue alone). Off like the other fusions.
+void Partition::FoldEpilogues() {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  for (const EpilogueFusion& f : epilogues_) {
+    Op& producer = *ops_[f.producer];
+    if (absorbed_[f.producer]) continue;
+    bool free = true;
+    for (size_t a : f.absorbed) free = free && !absorbed_[a];
+    const Shape& s = values_.at(producer.outputs()[0]).shape;
+    if (!free || values_.at(f.output).shape != s ||
+        !producer.FoldEpilogue(f.output, f.kind, f.alpha))
+      continue;
+    for (size_t a : f.absorbed) absorbed_[a] = true;
+    for (int t : f.intermediates) values_.at(t).elided = true;
   }
 }
 

@@ -93,6 +93,7 @@ class Partition {
   bool HostPointersChanged(TfLiteContext* ctx) const;
   void FuseResiduals(const OpContext& octx);
   void FoldClamps();
+  void FoldEpilogues();
   // An ADD folded into its conv, or an op whose outputs are all empty (as the CPU
   // produces for a too-small input; one empty output of a SPLIT_V is not enough): no launches.
   bool RunsNothing(size_t op) const;
@@ -118,16 +119,17 @@ class Partition {
   std::vector<std::vector<Shape>> out_shapes_;
   std::vector<OpProfile> op_profiles_;
   std::map<int, Value> values_;
-  std::vector<int> uploads_, downloads_;  // tensor indices, in a fixed order
-  Buffer arena_;                          // the activations, placed by the memory planner
-  std::vector<Buffer> shared_;            // whole shared buffers where views are avoided
-  std::vector<Buffer> scratch_;           // shared op scratch (Winograd transforms), one per slot
-  std::vector<Buffer> staging_;           // chunks' input boxes, then output boxes, per slot
-  Buffer transfer_staging_;               // float32 ranges of ranged fp16 transfers
-  std::vector<OpRun> runs_;               // per op; released before the buffers above
-  std::vector<ResidualFusion> fusions_;   // ADDs that may fold into a conv (ops/fusion.h)
-  std::vector<ClampFusion> clamps_;       // clamp activations that may fold into their producer
-  std::vector<bool> absorbed_;            // per op: folded into another op this plan (runs nothing)
+  std::vector<int> uploads_, downloads_;   // tensor indices, in a fixed order
+  Buffer arena_;                           // the activations, placed by the memory planner
+  std::vector<Buffer> shared_;             // whole shared buffers where views are avoided
+  std::vector<Buffer> scratch_;            // shared op scratch (Winograd transforms), one per slot
+  std::vector<Buffer> staging_;            // chunks' input boxes, then output boxes, per slot
+  Buffer transfer_staging_;                // float32 ranges of ranged fp16 transfers
+  std::vector<OpRun> runs_;                // per op; released before the buffers above
+  std::vector<ResidualFusion> fusions_;    // ADDs that may fold into a conv (ops/fusion.h)
+  std::vector<ClampFusion> clamps_;        // clamp activations that may fold into their producer
+  std::vector<EpilogueFusion> epilogues_;  // element-wise ops that may fold into their producer
+  std::vector<bool> absorbed_;  // per op: folded into another op this plan (runs nothing)
   MemoryReport report_;
   bool planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued

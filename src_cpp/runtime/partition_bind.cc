@@ -14,6 +14,16 @@
 
 namespace clgpu {
 
+namespace {
+// The context an op prepares in: its programs built with its folded epilogue, if any.
+OpContext WithEpilogue(const OpContext& octx, const Op& op) {
+  OpContext c = octx;
+  if (const std::string d = op.epilogue_defines(); !d.empty())
+    c.storage_defines += (c.storage_defines.empty() ? "" : " ") + d;
+  return c;
+}
+}  // namespace
+
 bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
   if (!zero_copy_) return false;
   // Empty tensors are never wrapped (nothing to share): whatever pointer TFLite gives
@@ -178,7 +188,8 @@ void Partition::Bind(TfLiteContext* ctx) {
         for (const CopyCommand& c : copies)
           runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
       } else if (runs_[i].plan.empty()) {
-        ops_[i]->Prepare(octx, in_shapes, out_shapes_[i], in, out);
+        OpContext op_ctx = WithEpilogue(octx, *ops_[i]);
+        ops_[i]->Prepare(op_ctx, in_shapes, out_shapes_[i], in, out);
         for (const Launch& l : ops_[i]->launches())
           runs_[i].steps.push_back(Step{&l, {}, nullptr, ops_[i].get()});
       } else {
@@ -236,7 +247,8 @@ void Partition::BindChunks(OpContext& octx, size_t i) {
                   " does not compute its box");
     const bool direct = !values_.at(out_t).split() && SameBox(obox, WholeBox(out_view));
     cl_mem out = direct ? Mem(out_t) : staging_.at(n_in).get();
-    chunk.Prepare(octx, in_shapes, chunk_out, in, {out});
+    OpContext op_ctx = WithEpilogue(octx, op);
+    chunk.Prepare(op_ctx, in_shapes, chunk_out, in, {out});
     run.steps.insert(run.steps.end(), copy_in.begin(), copy_in.end());
     for (const Launch& l : chunk.launches()) run.steps.push_back(Step{&l, {}, nullptr, &chunk});
     if (direct) continue;

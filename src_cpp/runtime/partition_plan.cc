@@ -37,7 +37,7 @@ ArenaKind PickArena(const DeviceInfo& d) {
 void Partition::Plan(TfLiteContext* ctx) {
   host_->CountPlan();
   ReleaseLaunches();  // before any buffer they reference is replaced
-  for (auto& op : ops_) op->UnfuseResidual(), op->UnfoldClamp();
+  for (auto& op : ops_) op->UnfuseResidual(), op->UnfoldClamp(), op->UnfoldEpilogue();
   absorbed_.assign(ops_.size(), false);
   for (auto& [t, v] : values_) v.elided = false;
   OpContext octx = host_->MakeOpContext();
@@ -74,6 +74,7 @@ void Partition::Plan(TfLiteContext* ctx) {
       values_[ops_[i]->outputs()[j]].shape = out_shapes_[i][j];
   }
   FoldClamps();
+  FoldEpilogues();
   FuseResiduals(octx);
   if (host_->settings().fail_at == "alloc")
     throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");

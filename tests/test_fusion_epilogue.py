@@ -1,0 +1,125 @@
+"""Element-wise ops folded into the kernels of the op producing their input (ops/fusion.h,
+Op::FoldEpilogue): swish (LOGISTIC + MUL), HARD_SWISH, LOGISTIC, TANH, GELU, ELU and LEAKY_RELU
+after convs (every algorithm), depthwise, FC, binary ops, pools and transpose convs. Each case
+matches stock TFLite CPU with fusion on and off (option fuse_add) and launches that many fewer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import tflite
+from parity import CONV_ALGORITHMS, ParityResult, check_parity
+
+from clgpu_delegate.modelgen import ModelBuilder
+
+
+def _launches(r: ParityResult) -> int:
+    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
+
+
+def check_folds(model: bytes, runtime: str, folded: int, **options: Any) -> ParityResult:
+    common = {"expect_delegated": "all", "profiling": True, **options}
+    on = check_parity(model, runtime, **common)
+    off = check_parity(model, runtime, **common, fuse_add=False)
+    assert _launches(on) == _launches(off) - folded, on.delegate.profile().table()
+    return on
+
+
+def unary(b: ModelBuilder, name: str, x: int) -> int:
+    options: dict[str, Any] = {}
+    code = name
+    if name == "LEAKY_RELU":
+        options = {"options": "LeakyReluOptions", "Alpha": 0.15}
+    elif name.startswith("GELU"):
+        code = "GELU"
+        options = {"options": "GeluOptions", "Approximate": name == "GELU_TANH"}
+    return b._op(getattr(tflite.BuiltinOperator, code), [x], [b.shape(x)], **options)[0]
+
+
+def epilogue(b: ModelBuilder, name: str, y: int) -> tuple[int, int]:
+    """The epilogue after y, and the number of nodes it folds."""
+    if name == "SWISH":
+        return b.mul(y, b.logistic(y)), 2
+    if name == "SWISH_REVERSED":
+        return b.mul(b.logistic(y), y), 2
+    return unary(b, name, y), 1
+
+
+KINDS = [
+    "SWISH",
+    "SWISH_REVERSED",
+    "HARD_SWISH",
+    "LOGISTIC",
+    "TANH",
+    "GELU",
+    "GELU_TANH",
+    "ELU",
+    "LEAKY_RELU",
+]
+PRODUCERS: dict[str, Callable[[ModelBuilder, int], int]] = {
+    "conv": lambda b, x: b.conv2d(x, b.rand((6, 3, 3, 4)), activation="RELU6"),
+    "depthwise": lambda b, x: b.depthwise_conv2d(x, b.rand((1, 3, 3, 4))),
+    "fully_connected": lambda b, x: b.fully_connected(x, b.rand((6, 4)), keep_num_dims=True),
+    "mul_broadcast": lambda b, x: b.mul(x, b.rand((4,), 1.0)),
+    "avg_pool": lambda b, x: b.avg_pool2d(x, 2, 1),
+    "transpose_conv": lambda b, x: b.transpose_conv(x, b.rand((3, 2, 2, 4)), (14, 12)),
+}
+
+
+def _model(producer: str, kind: str, shape: tuple[int, ...] = (1, 7, 6, 4)) -> tuple[bytes, int]:
+    b = ModelBuilder(seed=5)
+    x = b.input("x", shape)
+    y, n = epilogue(b, kind, PRODUCERS[producer](b, b.mul(x, 2.0)))
+    b.output(y)
+    return b.build(), n
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_epilogue_folds_into_its_producer(producer: str, kind: str, runtime: str) -> None:
+    model, n = _model(producer, kind)
+    check_folds(model, runtime, folded=n)
+
+
+@pytest.mark.parametrize("algorithm", CONV_ALGORITHMS)
+def test_swish_folds_into_every_conv_algorithm(algorithm: str, runtime: str) -> None:
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (1, 12, 12, 8))
+    y, n = epilogue(b, "SWISH", b.conv2d(x, b.rand((8, 3, 3, 8))))
+    b.output(b.add(y, x))
+    check_folds(b.build(), runtime, folded=n, conv_algorithm=algorithm)
+
+
+def test_swish_stays_when_the_logistic_is_read_elsewhere(runtime: str) -> None:
+    b = ModelBuilder(seed=7)
+    x = b.input("x", (1, 6, 5, 4))
+    y = b.conv2d(x, b.rand((4, 3, 3, 4)))
+    s = b.logistic(y)
+    b.output(b.mul(y, s))
+    b.output(s)
+    # The LOGISTIC's output is a graph output: only nothing folds but the partition is whole.
+    check_folds(b.build(), runtime, folded=0)
+
+
+def test_epilogue_with_fp16_storage_and_chunks(runtime: str) -> None:
+    model, n = _model("conv", "SWISH", (1, 16, 16, 4))
+    check_folds(model, runtime, folded=n, precision="fp16", rtol=1e-2, atol=3e-2)
+    r = check_parity(model, runtime, expect_delegated="all", max_alloc_bytes=2048)
+    assert r.delegate.memory()["chunked_ops"] >= 1
+
+
+def test_squeeze_excite_with_swish_is_one_partition(runtime: str) -> None:
+    # EfficientNet's block: conv + swish, depthwise + swish, MEAN -> conv + swish -> conv ->
+    # LOGISTIC -> MUL, projection conv.
+    b = ModelBuilder(seed=8)
+    x = b.input("x", (1, 10, 10, 8))
+    y, _ = epilogue(b, "SWISH", b.conv2d(x, b.rand((16, 1, 1, 8))))
+    y, _ = epilogue(b, "SWISH", b.depthwise_conv2d(y, b.rand((1, 3, 3, 16))))
+    s = b.mean(y, [1, 2], keep_dims=True)
+    s, _ = epilogue(b, "SWISH", b.conv2d(s, b.rand((4, 1, 1, 16))))
+    s = b.logistic(b.conv2d(s, b.rand((16, 1, 1, 4))))
+    b.output(b.conv2d(b.mul(y, s), b.rand((8, 1, 1, 16))))
+    r = check_folds(b.build(), runtime, folded=7)
+    assert len(r.partitions) == 1
