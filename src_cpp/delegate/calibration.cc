@@ -297,7 +297,15 @@ DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue,
   } else {
     try {
       const auto t0 = Clock::now();
-      c = MeasureDeviceCosts(env, queue);
+      // A busy host can make one slope negative: measure again before giving up.
+      for (int attempt = 0;; ++attempt) {
+        try {
+          c = MeasureDeviceCosts(env, queue);
+          break;
+        } catch (const Error&) {
+          if (attempt == 2) throw;
+        }
+      }
       char buf[200];
       std::snprintf(buf, sizeof buf,
                     "calibration: %.2f us/kernel, %.2f us/copy, %.1f us sync, %.2f GB/s, "

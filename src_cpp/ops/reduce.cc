@@ -237,8 +237,8 @@ class ReduceOp : public Op {
   int Slices(int64_t outer, int64_t reduce, int64_t inner) const {
     if (kind_.op != 0) return 1;
     const int64_t groups = outer * ((inner + 63) / 64);
-    if (groups >= 64 || reduce < 1024) return 1;
-    return static_cast<int>(std::min<int64_t>((128 + groups - 1) / groups, reduce / 256));
+    if (groups >= 64 || reduce < 256) return 1;
+    return static_cast<int>(std::min<int64_t>((128 + groups - 1) / groups, reduce / 64));
   }
 
  public:
