@@ -389,7 +389,7 @@ def _step_transpose_roundtrip(g: _Gen, x: int, seen: list[int]) -> int | None:
 def _step_elementwise(g: _Gen, x: int, seen: list[int]) -> int:
     b = g.b
     name = g.pick(("mul", "relu", "relu6", "tanh", "logistic", "sub", "hard_swish", "prelu",
-                   "maximum", "div"))
+                   "maximum", "div", "swish"))
     g.ops.append({"op": name})
     channel = g.rng.standard_normal(b.shape(x)[-1:]).astype(np.float32)
     if name == "mul":
@@ -402,6 +402,8 @@ def _step_elementwise(g: _Gen, x: int, seen: list[int]) -> int:
         return b.maximum(x, channel)
     if name == "div":
         return b.div(x, np.abs(channel) + np.float32(0.5))
+    if name == "swish":  # folds into a conv before it (Op::FoldEpilogue)
+        return b.mul(x, b.logistic(x))
     return getattr(b, name)(x)
 
 
