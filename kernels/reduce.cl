@@ -6,6 +6,7 @@
 #define RED_PROD 1
 #define RED_MAX 2
 #define RED_MIN 3
+#define RED_POOL_MAX 4
 
 // RED combines two values, RED_SEQ folds the next input into a running result in input order.
 // They differ for MAX and MIN only, where a NaN matters as TFLite's CPU kernels treat it: their
@@ -25,25 +26,32 @@
 #define RED(acc, v) ((v) > (acc) ? (v) : (acc))
 #define RED_SEQ(acc, v) ((acc) > (v) ? (acc) : (v))
 #define RED_NAN_RESETS
-#else
+#elif RED_OP == RED_MIN
 #define RED_INIT INFINITY
 #define RED(acc, v) ((v) < (acc) ? (v) : (acc))
 #define RED_SEQ(acc, v) ((acc) < (v) ? (acc) : (v))
 #define RED_NAN_RESETS
+#elif RED_OP == RED_POOL_MAX
+// MAX_POOL_2D over a whole image (src_cpp/ops/pool.cc): the window kernel's arithmetic.
+#define RED_INIT (-FLT_MAX)
+#define RED(acc, v) fmax(acc, v)
+#define RED_SEQ(acc, v) RED(acc, v)
 #endif
 
 #define RED_LOCAL 256  // largest group the host launches
 
-// reduce_tiled(x, out, outer, reduce, inner, divisor, lx, ly, slices) — the [outer, reduce, inner]
+// reduce_tiled(x, out, outer, reduce, inner, divisor, lx, ly, slices, act_lo, act_hi) — the [outer, reduce, inner]
 // view. With slices > 1 (sums only) each group reduces one of `slices` equal runs of the reduced
 // extent and writes [outer, slices, inner]; the host adds the slices up with a second launch.
 // Groups of lx x ly work-items (ly a power of 2, lx * ly <= RED_LOCAL): lx consecutive inner
 // columns, so reads coalesce across them, and ly rows of the reduced extent each, combined by a
 // tree in local memory. Groups along dimension 0 cover (outer, inner block) pairs, so no
 // dimension but 0 grows with the tensor. NDRange: global (outer * slices * ceil(inner / lx) * lx, ly),
-// local (lx, ly). The result is divided by `divisor` (the count for MEAN, else 1).
+// local (lx, ly). The result is divided by `divisor` (the count for MEAN, else 1), then clamped
+// to [act_lo, act_hi] and put through the program's EPILOGUE (a pool's fused activation; a
+// reduction passes infinite bounds and builds no epilogue).
 __kernel void reduce_tiled(__global const T* x, __global T* out, int outer, int reduce, int inner,
-                           float divisor, int lx, int ly, int slices) {
+                           float divisor, int lx, int ly, int slices, float act_lo, float act_hi) {
   __local float part[RED_LOCAL];
   const int lxi = get_local_id(0), lyi = get_local_id(1);
   const int blocks = (inner + lx - 1) / lx;
@@ -92,7 +100,7 @@ __kernel void reduce_tiled(__global const T* x, __global T* out, int outer, int 
 #ifdef RED_NAN_RESETS
     if (p == reduce - 1) result = NAN;
 #endif
-    STOREF(result, out, ((long)o * slices + slice) * inner + ix);
+    STOREF(ACTIVATE(result, act_lo, act_hi), out, ((long)o * slices + slice) * inner + ix);
   }
 }
 

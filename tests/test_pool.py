@@ -77,3 +77,43 @@ def test_pools_between_convs_one_partition(runtime: str) -> None:
     y = b.conv2d(y, b.rand((6, 3, 3, 8)), activation="RELU")
     b.output(b.avg_pool2d(y, 2, 2, "VALID"))
     check_parity(b.build(), runtime, expect_delegated="all", expect_partitions=1)
+
+
+# Windows covering the whole image run as a reduction over H x W (src_cpp/ops/reduce_tiled.h): one
+# group for small maps, slices summed by a second launch when few groups would walk a large one.
+WHOLE = {
+    "valid_small": (Pool((2, 7, 5, 16), (7, 5), 1), "whole_tiled"),
+    "same_window_larger": (Pool((1, 9, 9, 8), (12, 12), 12, "SAME", "RELU"), "whole_tiled"),
+    "large_split": (Pool((1, 96, 80, 16), (96, 80), 1, "VALID", "RELU6"), "whole_tiled_split"),
+    "odd_channels_split": (Pool((1, 64, 64, 3), (64, 64), 2), "whole_tiled_split"),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case", WHOLE.values(), ids=WHOLE.keys())
+def test_pool_whole_image_runs_as_reduction(case: tuple[Pool, str], kind: str, runtime: str) -> None:
+    pool, algorithm = case
+    tol = {"atol": 0, "rtol": 0} if kind == "max" else {}
+    r = check_parity(
+        pool_model(pool, kind), runtime, expect_delegated="all", profiling=True, **tol
+    )
+    kernels = r.delegate.profile().kernels
+    assert {k.algorithm for k in kernels} == {algorithm}
+    assert {k.kernel for k in kernels} == {"reduce_tiled"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pool_whole_image_fp16(kind: str, runtime: str) -> None:
+    pool = Pool((1, 96, 80, 16), (96, 80), 1)
+    check_parity(pool_model(pool, kind), runtime, precision="fp16", rtol=1e-2, atol=1e-2)
+
+
+def test_pool_whole_image_with_folded_epilogue(runtime: str) -> None:
+    # A folded LOGISTIC must apply once, to the mean, not to each slice's partial sum.
+    b = ModelBuilder(seed=3)
+    x = b.input("x", (1, 96, 80, 16))
+    y = b.avg_pool2d(x, (96, 80), 1, "VALID")
+    b.output(b.logistic(y))
+    r = check_parity(b.build(), runtime, expect_delegated="all", profiling=True)
+    kernels = r.delegate.profile().kernels
+    assert {k.op for k in kernels} == {"AVERAGE_POOL_2D"}, "the LOGISTIC did not fold"

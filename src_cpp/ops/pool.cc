@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
+#include "ops/reduce_tiled.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -33,7 +34,7 @@ class PoolOp : public Op {
         fixed_(g) {}
 
   const char* type_name() const override { return max_ ? "MAX_POOL_2D" : "AVERAGE_POOL_2D"; }
-  std::string algorithm() const override { return vec4_ ? "window_vec4" : "window"; }
+  std::string algorithm() const override { return algorithm_; }
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
     return true;
@@ -83,10 +84,26 @@ class PoolOp : public Op {
     return std::make_unique<PoolOp>(*this, ChunkGeometry(in[0], out, &box));
   }
 
+  std::vector<size_t> ScratchBytes(const OpContext& ctx,
+                                   const std::vector<Shape>& in) const override {
+    TiledReduction r;
+    if (!WholeImage(Geometry(in[0]), &r)) return {};
+    const size_t bytes = TiledReductionScratchBytes(r, ctx.storage_bytes);
+    if (!bytes) return {};
+    return {bytes};
+  }
+
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
+    launches_.clear();
+    TiledReduction r;
+    if (WholeImage(g, &r)) {
+      algorithm_ = "whole_" + AppendTiledReduction(ctx, r, in[0], out[0], &launches_);
+      return;
+    }
     vec4_ = g.c % 4 == 0;
+    algorithm_ = vec4_ ? "window_vec4" : "window";
     const int cv = vec4_ ? g.c / 4 : g.c;
     auto prog = ctx.GetProgram("pool");
     Launch l;
@@ -101,11 +118,26 @@ class PoolOp : public Op {
     l.global[1] = g.oh;
     l.global[2] = g.n;
     l.local[0] = kGroup, l.local[1] = l.local[2] = 1;
-    launches_.clear();
     launches_.push_back(std::move(l));
   }
 
  private:
+  // A window that covers the whole image (global pooling, as MediaPipe's models write it) is a
+  // reduction over H x W: the window kernel would give each channel one work-item walking the
+  // image alone. The tiled reduction spreads it over groups (ops/reduce_tiled.h).
+  bool WholeImage(const ConvGeometry& g, TiledReduction* r) const {
+    if (chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h || g.kw - g.pad_left < g.w)
+      return false;
+    const int64_t hw = int64_t(g.h) * g.w;
+    if (hw == 0 || TiledReductionIsTiny(hw, g.c)) return false;
+    r->red_op = max_ ? 4 : 0;  // kernels/reduce.cl: RED_POOL_MAX, RED_SUM
+    r->outer = g.n, r->reduce = hw, r->inner = g.c;
+    r->divisor = max_ ? 1.0f : static_cast<float>(hw);
+    r->act_lo = act_min_, r->act_hi = act_max_;
+    r->has_epilogue = has_epilogue();
+    return true;
+  }
+
   // Pooling is per channel: the chunk reads only its own channels.
   ConvGeometry ChunkGeometry(const Shape& in, const Box& out, Box* box) const {
     ConvGeometry g = Geometry(in).Chunk(out, box);
@@ -121,6 +153,7 @@ class PoolOp : public Op {
   bool chunk_ = false;
   ConvGeometry fixed_;  // a chunk's geometry
   bool vec4_ = false;
+  std::string algorithm_ = "window";
 };
 
 std::string Check(const GraphView& g, const NodeInfo& node) {

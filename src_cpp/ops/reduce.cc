@@ -5,17 +5,14 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cl/errors.h"
-#include "cl/loader.h"
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/reduce_tiled.h"
 
 namespace clgpu {
 namespace {
 
 constexpr int kMaxRank = 8;     // kept + reduced dims the general kernel's metadata holds
-constexpr int kMaxGroup = 256;  // RED_LOCAL in kernels/reduce.cl
-constexpr int kMinGroup = 32;   // smaller tiled groups run one work-item per output instead
 
 // TFLite builtin codes, and the RED_OP numbers of kernels/reduce.cl.
 struct ReduceKind {
@@ -81,17 +78,6 @@ std::vector<Segment> Canonical(const Shape& in, const std::vector<bool>& mask) {
   return segs;
 }
 
-int FloorPow2(int x) {
-  int p = 1;
-  while (p * 2 <= x) p *= 2;
-  return p;
-}
-int CeilPow2(int64_t x) {
-  int p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
 class ReduceOp : public Op {
  public:
   ReduceOp(const NodeInfo& node, const ReduceKind& kind, std::vector<int64_t> axes, bool keep_dims)
@@ -147,72 +133,41 @@ class ReduceOp : public Op {
     for (const Segment& g : segs)
       if (g.reduced) count *= g.size;
     const float divisor = kind_.mean ? static_cast<float>(count) : 1.0f;
-    auto prog = ctx.GetProgram("reduce", "-DRED_OP=" + std::to_string(kind_.op));
     int64_t outer = 1, reduce = 1, inner = 1;
     const int reduced_runs = View(s, &outer, &reduce, &inner);
-    // Few columns and a short reduced extent would make groups of a few work-items, most of
-    // each SIMD lane group idle: one work-item per output does better there.
-    const bool tiny =
-        CeilPow2(std::min<int64_t>(inner, 64)) * CeilPow2(std::min<int64_t>(reduce, kMaxGroup)) <
-        kMinGroup;
-    Launch l;
-    if (reduced_runs <= 1 && !tiny) {
-      l.name = "reduce_tiled";
-      l.kernel = CreateKernel(*prog, l.name);
-      const int group = GroupLimit(ctx, l.kernel);
-      // Up to 64 inner columns per group, the rest of the group along the reduced extent.
-      const int lx = std::min(CeilPow2(std::min<int64_t>(inner, 64)), group);
-      const int ly =
-          std::min(FloorPow2(group / lx), CeilPow2(std::min<int64_t>(reduce, kMaxGroup)));
-      const int slices = Slices(outer, reduce, inner);
-      if (slices > 1 && ctx.scratch.empty()) throw Error("split reduction without scratch");
-      // Split: each slice of the reduced extent into scratch ([outer, slices, inner], already
-      // divided for MEAN), then the slices summed by a second launch of the same kernel.
-      SetArgs(l.kernel, in[0], slices > 1 ? ctx.scratch[0] : out[0], static_cast<int>(outer),
-              static_cast<int>(reduce), static_cast<int>(inner), divisor, lx, ly, slices);
-      l.dims = 2;
-      l.global[0] = static_cast<size_t>(outer) * slices * RoundUp(static_cast<size_t>(inner), lx);
-      l.global[1] = ly;
-      l.local[0] = lx, l.local[1] = ly;
-      algorithm_ = slices > 1 ? "tiled_split" : "tiled";
-      if (slices > 1) {
-        Launch l2;
-        l2.name = l.name;
-        l2.dims = 2;
-        l2.local[0] = lx;
-        l2.kernel = CreateKernel(*prog, l.name);
-        const int ly2 = std::min(ly, CeilPow2(slices));
-        SetArgs(l2.kernel, ctx.scratch[0], out[0], static_cast<int>(outer), slices,
-                static_cast<int>(inner), 1.0f, lx, ly2, 1);
-        l2.global[0] = static_cast<size_t>(outer) * RoundUp(static_cast<size_t>(inner), lx);
-        l2.global[1] = ly2;
-        l2.local[1] = ly2;
-        launches_.push_back(std::move(l));
-        l = std::move(l2);
-      }
-    } else {
-      // Strides of the merged runs, then kept runs and reduced runs apart.
-      std::vector<int> kdims, kstrides, rdims, rstrides;
-      int64_t stride = 1;
-      std::vector<int64_t> strides(segs.size());
-      for (size_t i = segs.size(); i-- > 0;) strides[i] = stride, stride *= segs[i].size;
-      for (size_t i = 0; i < segs.size(); ++i) {
-        (segs[i].reduced ? rdims : kdims).push_back(static_cast<int>(segs[i].size));
-        (segs[i].reduced ? rstrides : kstrides).push_back(static_cast<int>(strides[i]));
-      }
-      std::vector<int> meta = kdims;
-      meta.insert(meta.end(), kstrides.begin(), kstrides.end());
-      meta.insert(meta.end(), rdims.begin(), rdims.end());
-      meta.insert(meta.end(), rstrides.begin(), rstrides.end());
-      if (meta.empty()) meta.push_back(0);  // all axes of size 1: no zero-byte buffer
-      meta_ = UploadInts(ctx, meta);
-      l.name = "reduce_general";
-      l.kernel = CreateKernel(*prog, l.name);
-      SetArgs(l.kernel, in[0], out[0], total, static_cast<int>(kdims.size()),
-              static_cast<int>(rdims.size()), static_cast<int>(count), divisor, meta_.get());
-      l.global[0] = static_cast<size_t>(total);
-      algorithm_ = "general";
+    // Few columns and a short reduced extent would make tiled groups of a few work-items, most
+    // of each SIMD lane group idle: one work-item per output does better there.
+    if (reduced_runs <= 1 && !TiledReductionIsTiny(reduce, inner)) {
+      TiledReduction r;
+      r.red_op = kind_.op;
+      r.outer = outer, r.reduce = reduce, r.inner = inner;
+      r.divisor = divisor;
+      algorithm_ = AppendTiledReduction(ctx, r, in[0], out[0], &launches_);
+      return;
     }
+    // Strides of the merged runs, then kept runs and reduced runs apart.
+    std::vector<int> kdims, kstrides, rdims, rstrides;
+    int64_t stride = 1;
+    std::vector<int64_t> strides(segs.size());
+    for (size_t i = segs.size(); i-- > 0;) strides[i] = stride, stride *= segs[i].size;
+    for (size_t i = 0; i < segs.size(); ++i) {
+      (segs[i].reduced ? rdims : kdims).push_back(static_cast<int>(segs[i].size));
+      (segs[i].reduced ? rstrides : kstrides).push_back(static_cast<int>(strides[i]));
+    }
+    std::vector<int> meta = kdims;
+    meta.insert(meta.end(), kstrides.begin(), kstrides.end());
+    meta.insert(meta.end(), rdims.begin(), rdims.end());
+    meta.insert(meta.end(), rstrides.begin(), rstrides.end());
+    if (meta.empty()) meta.push_back(0);  // all axes of size 1: no zero-byte buffer
+    meta_ = UploadInts(ctx, meta);
+    Launch l;
+    l.name = "reduce_general";
+    l.kernel =
+        CreateKernel(*ctx.GetProgram("reduce", "-DRED_OP=" + std::to_string(kind_.op)), l.name);
+    SetArgs(l.kernel, in[0], out[0], total, static_cast<int>(kdims.size()),
+            static_cast<int>(rdims.size()), static_cast<int>(count), divisor, meta_.get());
+    l.global[0] = static_cast<size_t>(total);
+    algorithm_ = "general";
     launches_.push_back(std::move(l));
   }
 
@@ -232,23 +187,17 @@ class ReduceOp : public Op {
     return runs;
   }
 
-  // Slices of the reduced extent reduced apart when few groups would each walk a long extent
-  // (a squeeze-excite MEAN over a large image): sums only, which may be split and re-added.
-  int Slices(int64_t outer, int64_t reduce, int64_t inner) const {
-    if (kind_.op != 0) return 1;
-    const int64_t groups = outer * ((inner + 63) / 64);
-    if (groups >= 64 || reduce < 256) return 1;
-    return static_cast<int>(std::min<int64_t>((128 + groups - 1) / groups, reduce / 64));
-  }
-
  public:
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
     int64_t outer = 1, reduce = 1, inner = 1;
-    if (View(in[0], &outer, &reduce, &inner) > 1) return {};
-    const int slices = Slices(outer, reduce, inner);
-    if (slices <= 1) return {};
-    return {static_cast<size_t>(outer * slices * inner) * ctx.storage_bytes};
+    if (View(in[0], &outer, &reduce, &inner) > 1 || TiledReductionIsTiny(reduce, inner)) return {};
+    TiledReduction r;
+    r.red_op = kind_.op;
+    r.outer = outer, r.reduce = reduce, r.inner = inner;
+    const size_t bytes = TiledReductionScratchBytes(r, ctx.storage_bytes);
+    if (!bytes) return {};
+    return {bytes};
   }
 
  private:
@@ -258,17 +207,6 @@ class ReduceOp : public Op {
       throw Error(std::string(kind_.name) + ": " + why);
     return mask;
   }
-  // The largest power-of-2 group this kernel may run with on this device (registers or the
-  // device can cap it below kMaxGroup).
-  static int GroupLimit(OpContext& ctx, const Kernel& k) {
-    size_t fits = 0;
-    CheckCl(Cl().clGetKernelWorkGroupInfo(k.get(), ctx.env.device().id, CL_KERNEL_WORK_GROUP_SIZE,
-                                          sizeof fits, &fits, nullptr),
-            "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-    fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, size_t(kMaxGroup)});
-    return FloorPow2(static_cast<int>(std::max<size_t>(fits, 1)));
-  }
-
   const ReduceKind& kind_;
   std::vector<int64_t> axes_;
   bool keep_dims_;
