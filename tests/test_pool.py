@@ -91,12 +91,12 @@ WHOLE = {
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("case", WHOLE.values(), ids=WHOLE.keys())
-def test_pool_whole_image_runs_as_reduction(case: tuple[Pool, str], kind: str, runtime: str) -> None:
+def test_pool_whole_image_runs_as_reduction(
+    case: tuple[Pool, str], kind: str, runtime: str
+) -> None:
     pool, algorithm = case
     tol = {"atol": 0, "rtol": 0} if kind == "max" else {}
-    r = check_parity(
-        pool_model(pool, kind), runtime, expect_delegated="all", profiling=True, **tol
-    )
+    r = check_parity(pool_model(pool, kind), runtime, expect_delegated="all", profiling=True, **tol)
     kernels = r.delegate.profile().kernels
     assert {k.algorithm for k in kernels} == {algorithm}
     assert {k.kernel for k in kernels} == {"reduce_tiled"}
