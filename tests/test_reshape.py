@@ -154,9 +154,31 @@ def test_reshape_of_an_empty_batch(runtime: str) -> None:
 
 
 def test_reshape_profile_names_the_copy(runtime: str) -> None:
-    r = check_parity(alexnet_like_model(), runtime, expect_delegated="all", profiling=True)
+    # A constant reshaped on the device is copied (the constant has its own buffer).
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (1, 3, 4, 5))
+    b.output(b.add(x, b.reshape(b.const(b.rand((12, 5), scale=1.0)), (1, 3, 4, 5))))
+    r = check_parity(b.build(), runtime, expect_delegated="all", profiling=True)
     copies = [k for k in r.delegate.profile().kernels if k.op == "RESHAPE"]
     assert copies and {(k.kernel, k.algorithm) for k in copies} == {("copy", "buffer_copy")}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("arena", ["shared", "subbuffers", "svm"])
+@pytest.mark.parametrize("model", [between_convs_model, alexnet_like_model])
+def test_reshape_between_activations_runs_nothing(
+    model, arena: str, precision: str, monkeypatch: pytest.MonkeyPatch, runtime: str
+) -> None:
+    # Between two activations the output is the input's memory under another shape, a chain of
+    # RESHAPE / SQUEEZE / EXPAND_DIMS included: no copy runs, and the values are right in every
+    # kind of activation memory.
+    monkeypatch.setenv("CLGPU_ARENA", arena)
+    tol = {"rtol": 1e-2, "atol": 1e-2} if precision == "fp16" else {}
+    r = check_parity(
+        model(), runtime, expect_delegated="all", profiling=True, precision=precision, **tol
+    )
+    ops = {k.op for k in r.delegate.profile().kernels}
+    assert not ops & {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}, ops
 
 
 # ---- larger than the largest allocation: copied piece by piece, never in chunks ----------
