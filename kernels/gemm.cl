@@ -19,7 +19,8 @@
 //   H200 measurements (bench in tests/kernels_pyopencl_check.py): 128x128 / 8x8 beats the default
 //   on big square problems (34 vs 27 TFLOP/s fp32 at 4096^3); 64x64 / 4x4 on small ones (M=196).
 //
-// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max) -- same arguments, 1 <= M <= SM_MAX_M
+// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max[, residual]) -- same arguments,
+//   1 <= M <= SM_MAX_M
 //   Batch-1 (or small batch) FULLY_CONNECTED: memory-bound, so B is read exactly once, coalesced
 //   along K; a group owns SM_N consecutive output columns, its SM_WG work-items stride over K and
 //   the partial sums are reduced in local memory.
@@ -98,7 +99,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_split
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
-    __global T* restrict C, int M, int N, int K, float act_min, float act_max) {
+    __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM) {
   __local float red[SM_MAX_M * SM_N][SM_WG];
 
   const int lid = get_local_id(0);
@@ -159,6 +160,8 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
   if (lid < slots) {
     const int m = lid / SM_N;
     const int n = n0 + lid % SM_N;
-    if (n < N) STOREF(ACTIVATE(red[lid][0] + bias[n], act_min, act_max), C, m * N + n);
+    if (n < N)
+      STOREF(ACTIVATE(PLUS_RESIDUAL(red[lid][0] + bias[n], m * N + n), act_min, act_max), C,
+             m * N + n);
   }
 }

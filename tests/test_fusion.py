@@ -137,6 +137,15 @@ def test_split_k_reduce_adds_the_residual(algorithm: str, kernel: int, runtime: 
     assert "gemm_splitk_reduce" in ran, ran
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 1, 40), (6, 1, 1, 40), (2, 2, 2, 40)])
+def test_small_m_gemv_adds_the_residual(shape: tuple[int, int, int, int], runtime: str) -> None:
+    # A 1x1 conv over at most 8 output pixels (a squeeze-excite conv on a 1x1 map) runs as the
+    # GEMV kernel, which adds a folded residual before the activation.
+    model = block(shape, 40, kernel=1, activation="RELU6", residual="second_input")
+    r = check_fusion(model, runtime, fused=1, conv_algorithm="gemm")
+    assert {k.kernel for k in r.delegate.profile().kernels} == {"gemm_nt_small_m"}
+
+
 def test_conv_output_read_elsewhere_is_not_fused(runtime: str) -> None:
     # The conv's output feeds a second ADD too, or leaves the graph: it must be written.
     b = ModelBuilder(seed=3)

@@ -106,7 +106,6 @@ class FullyConnectedOp : public Op {
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
     const int m = Rows(in[0]);
-    if (m <= kSmallM) return {};
     const size_t bytes =
         GemmScratchBytes(PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits), m, n_);
     return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
@@ -117,25 +116,9 @@ class FullyConnectedOp : public Op {
     const int m = Rows(in_shapes[0]);
     buffers_ = &src_->Get(ctx, n0_, n_);
     cl_mem w = buffers_->first.get(), bias = buffers_->second.get();
-    Launch l;
-    if (m <= kSmallM) {
-      // Batch-1 FC is memory-bound: stream the weights once.
-      auto prog = ctx.GetProgram("gemm", "-DSM_MAX_M=" + std::to_string(kSmallM));
-      l.name = "gemm_nt_small_m";
-      l.global[0] = RoundUp(static_cast<size_t>(n_), kSmallN) / kSmallN * kSmallWg;
-      l.local[0] = kSmallWg;
-      l.kernel = CreateKernel(*prog, l.name);
-      algorithm_ = "gemv";
-    } else {
-      launches_ = EncodeGemm(ctx, PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits),
-                             in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
-      algorithm_ = launches_.size() > 1 ? "gemm_splitk" : "gemm";
-      return;
-    }
-    SetArgs(l.kernel, in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
-    l.dims = 1;
-    launches_.clear();
-    launches_.push_back(std::move(l));
+    const GemmPlan p = PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits);
+    launches_ = EncodeGemm(ctx, p, in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
+    algorithm_ = GemmAlgorithm(p);
   }
 
   // Chunks see the input as [M, K] and the output as [M, N]: rows of M, ranges of N.
@@ -159,8 +142,6 @@ class FullyConnectedOp : public Op {
 
  private:
   // gemm.cl's gemm_nt_small_m defaults (SM_WG, SM_N) and the batch it is used for.
-  static constexpr int kSmallM = 8;
-  static constexpr size_t kSmallN = 8, kSmallWg = 128;
   std::string algorithm_ = "gemm";
   bool keep_num_dims_;
   std::shared_ptr<FullyConnectedSource> src_;

@@ -40,6 +40,10 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
 
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {
   GemmPlan p;
+  if (m <= kGemvMaxM && forced_splits <= 0) {
+    p.small_m = true;
+    return p;
+  }
   p.tiles = TilesFor(m <= 256 ? "gemm_small" : "gemm", dev);
   if (m > 256) {
     // The biggest tiles reuse each loaded value most, but only pay once they give the
@@ -57,15 +61,32 @@ size_t GemmScratchBytes(const GemmPlan& p, long m, long n) {
   return p.splits > 1 ? size_t(p.splits) * m * n * sizeof(float) : 0;
 }
 
+const char* GemmAlgorithm(const GemmPlan& p) {
+  return p.small_m ? "gemv" : p.splits > 1 ? "gemm_splitk" : "gemm";
+}
+
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
                                cl_mem residual) {
+  std::vector<Launch> out;
+  if (p.small_m) {
+    // SM_N columns per group of SM_WG work-items (kernels/gemm.cl's defaults).
+    constexpr size_t kSmallN = 8, kSmallWg = 128;
+    auto prog = ctx.GetProgram("gemm", residual ? "-DHAS_RESIDUAL" : "");
+    Launch l;
+    l.name = "gemm_nt_small_m";
+    l.kernel = CreateKernel(*prog, l.name);
+    SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max);
+    l.global[0] = RoundUp(static_cast<size_t>(n), kSmallN) / kSmallN * kSmallWg;
+    l.local[0] = kSmallWg;
+    out.push_back(std::move(l));
+    return out;
+  }
   // Whole tiles only: the kernel's loads skip their bounds checks.
   const bool even =
       m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
   auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
                                          (residual ? " -DHAS_RESIDUAL" : ""));
-  std::vector<Launch> out;
   Launch l;
   l.dims = 1;
   l.global[0] = p.tiles.Global(m, n);

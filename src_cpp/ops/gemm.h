@@ -13,7 +13,12 @@ struct GemmPlan {
   GemmTiles tiles;
   int splits = 1;  // > 1: gemm_nt_splitk + gemm_splitk_reduce
   int k_per_split = 0;
+  // M <= kGemvMaxM: gemm_nt_small_m, which reads B once, coalesced along K (batch-1 FC, the
+  // 1x1 convs on a 1x1 map of squeeze-excite blocks); a tile of rows would be mostly idle.
+  bool small_m = false;
 };
+
+constexpr int kGemvMaxM = 8;  // SM_MAX_M of kernels/gemm.cl
 
 // Splits of K for `groups` output tiles with these tiles: on a GPU, when the tiles alone
 // would leave compute units idle. forced_splits > 0 (option gemm_splits, a test hook)
@@ -28,6 +33,8 @@ size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
 
 // residual (optional): C = act(A B^T + bias + residual), residual laid out like C; under
 // split-K the reduce adds it.
+// The launches' algorithm name for profiles: "gemv", "gemm" or "gemm_splitk".
+const char* GemmAlgorithm(const GemmPlan& p);
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
                                cl_mem residual = nullptr);
