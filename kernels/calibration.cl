@@ -1,11 +1,16 @@
 // Kernels the cost model's calibration times on the delegate's device
-// (src_cpp/delegate/calibration.cc): a launch that does next to nothing, and a loop of
+// (src_cpp/delegate/calibration.cc): a small layer-sized launch, and a loop of
 // multiply-adds whose rate stands for the device's arithmetic throughput.
 
-// calibration_tiny(x) — NDRange: global (64).
-__kernel void calibration_tiny(__global float* x) {
+// calibration_small(in, out) — NDRange: global (4096), local (64). A kernel of the size a batch-1
+// layer's small ops have: a few thousand work-items, each reading a 3x3 window's worth of
+// values written by the kernel before it (the host alternates the two buffers). A kernel that
+// does next to nothing would leave out the memory latency every such layer pays.
+__kernel void calibration_small(__global const float* in, __global float* out) {
   const int i = get_global_id(0);
-  x[i] += 1.0f;
+  float s = 0.0f;
+  for (int k = 0; k < 9; ++k) s += in[(i + k * 67) & 4095];
+  out[i] = s * 0.1f;
 }
 
 // calibration_fma(a, iters) — NDRange: global (any). Four independent chains per work-item,

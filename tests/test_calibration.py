@@ -95,7 +95,7 @@ def test_a_bad_file_is_ignored_and_rewritten(run_python, tmp_path: Path, damage:
     assert first["calibration_source"] == "measured", first
     _assert_sane(first)
     assert not path.is_symlink() and path.stat().st_size < 4096
-    assert path.read_text().startswith("clgpu_delegate calibration 1\n")
+    assert path.read_text().startswith("clgpu_delegate calibration 2\n")
     assert "\nsync_us " in path.read_text() and "garbage" not in path.read_text()
     if damage == "symlink":
         assert target.read_text() == good  # the link was replaced, not written through
