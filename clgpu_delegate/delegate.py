@@ -50,8 +50,9 @@ class Delegate:
         return Device.from_dict(self._native.device())
 
     def decisions(self) -> list[NodeDecision]:
-        """Per node of the last graph prepared: op, delegated or not, why not, and a note
-        on how a delegated node runs when notable (in chunks, larger than one buffer)."""
+        """Per node of every subgraph prepared (the primary one first; a model with control flow
+        or an init subgraph has several): op, delegated or not, why not, and a note on how a
+        delegated node runs when notable (in chunks, larger than one buffer)."""
         from .report import op_name
 
         out = []
@@ -61,12 +62,17 @@ class Delegate:
         return out
 
     def delegated_nodes(self) -> list[int]:
-        """TFLite node indices claimed at the last Prepare."""
+        """TFLite node indices claimed, subgraph by subgraph (the primary subgraph's first)."""
         return [d["node"] for d in self._native.decisions() if d["delegated"]]
 
     def partitions(self) -> list[list[int]]:
-        """Node indices of each delegated partition at the last Prepare."""
+        """Node indices of each delegated partition, subgraph by subgraph (see
+        `partition_subgraphs`)."""
         return [list(p) for p in self._native.partitions()]
+
+    def partition_subgraphs(self) -> list[int]:
+        """The subgraph of each of `partitions()`."""
+        return list(self._native.partition_subgraphs())
 
     def stats(self) -> DelegateStats:
         return DelegateStats.from_native(self._native.stats())

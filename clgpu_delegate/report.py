@@ -31,12 +31,14 @@ class InspectReport:
     device: str
     nodes: tuple[NodeDecision, ...]
     partitions: tuple[tuple[int, ...], ...]
+    partition_subgraphs: tuple[int, ...] = ()  # the subgraph of each partition
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "device": self.device,
             "nodes": [n.to_dict() for n in self.nodes],
             "partitions": [list(p) for p in self.partitions],
+            "partition_subgraphs": list(self.partition_subgraphs),
         }
 
 
@@ -52,6 +54,7 @@ def inspect_model(model: str | bytes, runtime: str | None = None, **options: Any
         device=delegate.device.name,
         nodes=tuple(delegate.decisions()),
         partitions=tuple(tuple(p) for p in delegate.partitions()),
+        partition_subgraphs=tuple(delegate.partition_subgraphs()),
     )
     del interp
     return report
@@ -64,12 +67,17 @@ def format_report(report: InspectReport) -> str:
         f"device: {report.device}",
         f"delegated {n_del} of {len(nodes)} nodes in {len(report.partitions)} partition(s)",
     ]
-    for i, p in enumerate(report.partitions):
-        lines.append(f"  partition {i}: nodes {list(p)}")
+    # A model with several subgraphs (control flow, an init subgraph) names each node's.
+    several = len({n.subgraph for n in nodes}) > 1
+    subgraphs = report.partition_subgraphs or (0,) * len(report.partitions)
+    for i, (p, s) in enumerate(zip(report.partitions, subgraphs, strict=True)):
+        lines.append(f"  partition {i}: {f'subgraph {s} ' if several else ''}nodes {list(p)}")
     lines.append("")
-    lines.append(f"{'node':>5}  {'op':<22} {'where':<6} reason / note")
+    head = f"{'subgraph':>8}  " if several else ""
+    lines.append(f"{head}{'node':>5}  {'op':<22} {'where':<6} reason / note")
     for n in nodes:
         where = "GPU" if n.delegated else "CPU"
         why = n.note if n.delegated else n.reason
-        lines.append(f"{n.node:>5}  {n.op_name:<22} {where:<6} {why}")
+        sub = f"{n.subgraph:>8}  " if several else ""
+        lines.append(f"{sub}{n.node:>5}  {n.op_name:<22} {where:<6} {why}")
     return "\n".join(lines)

@@ -40,8 +40,9 @@ class _Record:
 
 @dataclass(frozen=True)
 class NodeDecision(_Record):
-    """What the delegate did with one TFLite node at the last Prepare."""
+    """What the delegate did with one TFLite node at the last Prepare of its subgraph."""
 
+    subgraph: int  # 0: the primary subgraph; others in the order TFLite prepared them
     node: int
     op: int  # TFLite builtin operator code
     op_name: str

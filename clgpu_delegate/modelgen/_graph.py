@@ -13,7 +13,14 @@ import numpy as np
 import numpy.typing as npt
 import tflite
 
-from clgpu_delegate.modelgen.flatbuffer import _TYPES, Shape, _Op, _Tensor, write_model
+from clgpu_delegate.modelgen.flatbuffer import (
+    _TYPES,
+    Shape,
+    _Op,
+    _Subgraph,
+    _Tensor,
+    write_model,
+)
 
 _INPUT_DTYPES = {"float32": np.dtype(np.float32), "int32": np.dtype(np.int32)}
 
@@ -214,6 +221,21 @@ class _GraphBuilder:
         self._ops.append(_Op(code, version, inputs, outs, options, fields))
         return outs
 
+    def call_once(self, init_subgraph: int) -> None:
+        """CALL_ONCE: runs subgraph `init_subgraph` (see build()) before the first invoke, as
+        converters do to initialise resource variables; it has no inputs or outputs."""
+        if init_subgraph < 1:
+            raise ValueError(
+                f"init_subgraph must name a subgraph after this one, not {init_subgraph}"
+            )
+        self._op(
+            tflite.BuiltinOperator.CALL_ONCE,
+            [],
+            [],
+            options="CallOnceOptions",
+            InitSubgraphIndex=init_subgraph,
+        )
+
     def _float_input(self, t: int, rank: int | None = None) -> Shape:
         tensor = self._check(t)
         if tensor.dtype != np.float32:
@@ -231,11 +253,17 @@ class _GraphBuilder:
             raise ValueError(f"tensor {self._tensors[t].name!r} is already an output")
         self._outputs.append(int(t))
 
-    def build(self) -> bytes:
-        """Serialises the model (schema version 3, file identifier TFL3)."""
+    def build(self, subgraphs: Sequence[_GraphBuilder] = ()) -> bytes:
+        """Serialises the model (schema version 3, file identifier TFL3). `subgraphs` become
+        subgraphs 1, 2, ... (the graphs a CALL_ONCE, IF or WHILE of this one names); they may
+        have no outputs."""
         if not self._outputs:
             raise ValueError("the model has no outputs; call output() first")
-        return write_model(self._tensors, self._ops, self._inputs, self._outputs)
+        extra = tuple(
+            _Subgraph(g._tensors, g._ops, g._inputs, g._outputs, f"subgraph_{i + 1}")
+            for i, g in enumerate(subgraphs)
+        )
+        return write_model(self._tensors, self._ops, self._inputs, self._outputs, extra)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Writes build() to `path` and returns it as a Path."""

@@ -49,62 +49,81 @@ class _Op:
     fields: dict[str, Any] = field(default_factory=dict)  # table field -> int/float/bool/list
 
 
+@dataclass
+class _Subgraph:
+    tensors: list[_Tensor]
+    ops: list[_Op]
+    inputs: list[int]
+    outputs: list[int]
+    name: str = "main"
+
+
 def write_model(
-    tensors_in: list[_Tensor], ops: list[_Op], inputs: list[int], outputs: list[int]
+    tensors_in: list[_Tensor],
+    ops: list[_Op],
+    inputs: list[int],
+    outputs: list[int],
+    extra_subgraphs: tuple[_Subgraph, ...] = (),
 ) -> bytes:
-    """The model as flatbuffer bytes (schema version 3, file identifier TFL3)."""
-    consts = [t.data for t in tensors_in if t.data is not None]
+    """The model as flatbuffer bytes (schema version 3, file identifier TFL3): the graph given, then
+    `extra_subgraphs` (subgraphs 1, 2, ... that control-flow ops such as CALL_ONCE name)."""
+    graphs = [_Subgraph(tensors_in, ops, inputs, outputs), *extra_subgraphs]
+    consts = [t.data for g in graphs for t in g.tensors if t.data is not None]
     data_size = sum(d.nbytes + _BUFFER_ALIGNMENT for d in consts)
     if data_size > _FLATBUFFER_LIMIT - (1 << 24):
         raise ValueError(f"{data_size} bytes of constants exceed the 2 GiB flatbuffer limit")
-    fb = flatbuffers.Builder(data_size + (1 << 16) + 256 * len(tensors_in))
+    n_tensors = sum(len(g.tensors) for g in graphs)
+    fb = flatbuffers.Builder(data_size + (1 << 16) + 256 * n_tensors)
 
     # Buffer 0 is the empty buffer every non-constant tensor points to.
     buffers = [_table(fb, "Buffer", {})]
-    buffer_of: dict[int, int] = {}
-    for i, t in enumerate(tensors_in):
-        if t.data is not None:
-            buffer_of[i] = len(buffers)
-            buffers.append(_table(fb, "Buffer", {"Data": _Bytes(t.data)}))
-    tensors = [
-        _table(
-            fb,
-            "Tensor",
-            {
-                "Shape": list(t.shape),
-                "Type": _TYPES[t.dtype],
-                "Buffer": buffer_of.get(i, 0),
-                "Name": fb.CreateString(t.name),
-            },
-        )
-        for i, t in enumerate(tensors_in)
-    ]
-
     opcode_index: dict[tuple[int, int], int] = {}
-    operators = []
-    for op in ops:
-        key = (op.code, op.version)
-        opcode_index.setdefault(key, len(opcode_index))
-        fields: dict[str, Any] = {
-            "OpcodeIndex": opcode_index[key],
-            "Inputs": op.inputs,
-            "Outputs": op.outputs,
-        }
-        if op.options is not None:
-            fields["BuiltinOptionsType"] = getattr(tflite.BuiltinOptions, op.options)
-            fields["BuiltinOptions"] = _table(fb, op.options, op.fields)
-        operators.append(_table(fb, "Operator", fields))
-    subgraph = _table(
-        fb,
-        "SubGraph",
-        {
-            "Tensors": _Offsets(tensors),
-            "Inputs": inputs,
-            "Outputs": outputs,
-            "Operators": _Offsets(operators),
-            "Name": fb.CreateString("main"),
-        },
-    )
+    subgraphs = []
+    for g in graphs:
+        buffer_of: dict[int, int] = {}
+        for i, t in enumerate(g.tensors):
+            if t.data is not None:
+                buffer_of[i] = len(buffers)
+                buffers.append(_table(fb, "Buffer", {"Data": _Bytes(t.data)}))
+        tensors = [
+            _table(
+                fb,
+                "Tensor",
+                {
+                    "Shape": list(t.shape),
+                    "Type": _TYPES[t.dtype],
+                    "Buffer": buffer_of.get(i, 0),
+                    "Name": fb.CreateString(t.name),
+                },
+            )
+            for i, t in enumerate(g.tensors)
+        ]
+        operators = []
+        for op in g.ops:
+            key = (op.code, op.version)
+            opcode_index.setdefault(key, len(opcode_index))
+            fields: dict[str, Any] = {
+                "OpcodeIndex": opcode_index[key],
+                "Inputs": op.inputs,
+                "Outputs": op.outputs,
+            }
+            if op.options is not None:
+                fields["BuiltinOptionsType"] = getattr(tflite.BuiltinOptions, op.options)
+                fields["BuiltinOptions"] = _table(fb, op.options, op.fields)
+            operators.append(_table(fb, "Operator", fields))
+        subgraphs.append(
+            _table(
+                fb,
+                "SubGraph",
+                {
+                    "Tensors": _Offsets(tensors),
+                    "Inputs": g.inputs,
+                    "Outputs": g.outputs,
+                    "Operators": _Offsets(operators),
+                    "Name": fb.CreateString(g.name),
+                },
+            )
+        )
     codes = [
         _table(
             fb,
@@ -123,7 +142,7 @@ def write_model(
         {
             "Version": _SCHEMA_VERSION,
             "OperatorCodes": _Offsets(codes),
-            "Subgraphs": _Offsets([subgraph]),
+            "Subgraphs": _Offsets(subgraphs),
             "Buffers": _Offsets(buffers),
             "Description": fb.CreateString("clgpu_delegate.modelgen"),
         },

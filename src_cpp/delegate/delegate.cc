@@ -130,11 +130,38 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
 
 std::vector<NodeDecision> DelegateCore::decisions() const {
   std::lock_guard<std::mutex> l(report_mutex_);
-  return decisions_;
+  std::vector<NodeDecision> out;
+  for (const SubgraphClaims& s : subgraphs_)
+    out.insert(out.end(), s.decisions.begin(), s.decisions.end());
+  return out;
 }
 std::vector<std::vector<int>> DelegateCore::partitions() const {
   std::lock_guard<std::mutex> l(report_mutex_);
-  return partitions_;
+  std::vector<std::vector<int>> out;
+  for (const SubgraphClaims& s : subgraphs_)
+    out.insert(out.end(), s.partitions.begin(), s.partitions.end());
+  return out;
+}
+std::vector<int> DelegateCore::partition_subgraphs() const {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  std::vector<int> out;
+  for (size_t i = 0; i < subgraphs_.size(); ++i)
+    out.insert(out.end(), subgraphs_[i].partitions.size(), static_cast<int>(i));
+  return out;
+}
+
+// TFLite prepares an interpreter's subgraphs in order, the primary one first, and again in
+// order when it re-applies the delegate: the primary subgraph's context starts a new round.
+void DelegateCore::RecordClaims(TfLiteContext* ctx, std::vector<NodeDecision> decisions,
+                                std::vector<std::vector<int>> partitions) {
+  auto it = std::find_if(subgraphs_.begin(), subgraphs_.end(),
+                         [&](const SubgraphClaims& s) { return s.context == ctx; });
+  if (it == subgraphs_.begin() && it != subgraphs_.end()) subgraphs_.clear(), it = subgraphs_.end();
+  if (it == subgraphs_.end()) it = subgraphs_.insert(subgraphs_.end(), SubgraphClaims{ctx, {}, {}});
+  const int index = static_cast<int>(it - subgraphs_.begin());
+  for (NodeDecision& d : decisions) d.subgraph = index;
+  it->decisions = std::move(decisions);
+  it->partitions = std::move(partitions);
 }
 AbiObservation DelegateCore::abi() const {
   std::lock_guard<std::mutex> l(report_mutex_);
@@ -283,11 +310,9 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     const std::vector<int>& to_replace = claim.nodes;
     std::vector<std::vector<int>> parts;
     for (const PartitionPreview& p : claim.partitions) parts.push_back(p.nodes);
-    const std::vector<NodeDecision>& decisions = claim.decisions;
     {
       std::lock_guard<std::mutex> l(report_mutex_);
-      decisions_ = decisions;
-      partitions_ = parts;
+      RecordClaims(ctx, claim.decisions, parts);
       abi_ = abi;
       ++stats_.prepares;
     }
@@ -301,12 +326,12 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       Log(LogLevel::kWarning,
           std::string("the device cannot build our kernels; running on the CPU: ") + e.what());
       std::lock_guard<std::mutex> l(report_mutex_);
-      for (auto& d : decisions_)
+      for (auto& d : claim.decisions)
         if (d.claimed) {
           d.claimed = false;
           d.reason = "device program build failed (see warning)";
         }
-      partitions_.clear();
+      RecordClaims(ctx, claim.decisions, {});
       return kTfLiteOk;
     }
 

@@ -26,8 +26,9 @@ namespace clgpu {
 
 struct OpHandler;
 
-// Why each node was or was not delegated at the last Prepare.
+// Why each node was or was not delegated at the last Prepare of its subgraph.
 struct NodeDecision {
+  int subgraph = 0;  // in the order TFLite prepares them: the primary one first
   int node = -1;
   int32_t op = -1;
   std::string op_name;  // ours, or "" for ops we do not know (Python maps the code)
@@ -108,9 +109,10 @@ class DelegateCore final : public PartitionHost {
   std::string CheckAllocationLimit(const GraphView& g, const NodeInfo& n, const OpHandler& h,
                                    std::string* note) const;
 
-  // Snapshot of the last Prepare (thread-safe copies).
+  // Snapshot of the last Prepare of each subgraph, in subgraph order (thread-safe copies).
   std::vector<NodeDecision> decisions() const;
   std::vector<std::vector<int>> partitions() const;
+  std::vector<int> partition_subgraphs() const;  // the subgraph of each of partitions()
   AbiObservation abi() const;
   DelegateStats stats() const;
   void CountKernelCreated() override;
@@ -140,8 +142,17 @@ class DelegateCore final : public PartitionHost {
   Queue queue_;
   std::mutex queue_mutex_;
   mutable std::mutex report_mutex_;
-  std::vector<NodeDecision> decisions_;
-  std::vector<std::vector<int>> partitions_;
+  // Per subgraph, by the context TFLite prepares it with: a model with control flow or an init
+  // subgraph (CALL_ONCE) has several, and the primary one comes first.
+  struct SubgraphClaims {
+    TfLiteContext* context = nullptr;
+    std::vector<NodeDecision> decisions;
+    std::vector<std::vector<int>> partitions;
+  };
+  // Records one subgraph's claims (report_mutex_ held).
+  void RecordClaims(TfLiteContext* ctx, std::vector<NodeDecision> decisions,
+                    std::vector<std::vector<int>> partitions);
+  std::vector<SubgraphClaims> subgraphs_;
   AbiObservation abi_;
   DelegateStats stats_;
   const GraphView* current_graph_ = nullptr;

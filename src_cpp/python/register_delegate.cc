@@ -50,6 +50,7 @@ py::list Decisions(const PyDelegate& d) {
   py::list out;
   for (const NodeDecision& n : d.core().decisions()) {
     py::dict r;
+    r["subgraph"] = n.subgraph;
     r["node"] = n.node;
     r["op"] = n.op;
     r["op_name"] = n.op_name;
@@ -214,6 +215,8 @@ void RegisterDelegate(py::module_& m) {
       .def_property_readonly("closed", &PyDelegate::closed)
       .def("decisions", &Decisions)
       .def("partitions", [](const PyDelegate& d) { return d.core().partitions(); })
+      .def("partition_subgraphs",
+           [](const PyDelegate& d) { return d.core().partition_subgraphs(); })
       .def("abi", &Abi)
       .def("stats", &Stats)
       .def("profile", &Profile)
