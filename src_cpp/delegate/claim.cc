@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "graph/sparse.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -20,10 +21,43 @@ std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
     const int64_t count = NumElements(graph.shape(src));
     if (graph.type(src) == kTfLiteFloat16 && graph.type(out) == kTfLiteFloat32 &&
         graph.IsConstant(src) && count == NumElements(graph.shape(out)) &&
-        graph.tensor(src).bytes >= static_cast<size_t>(count) * 2) {
+        (graph.IsComputedConstant(src) ||
+         graph.tensor(src).bytes >= static_cast<size_t>(count) * 2)) {
       graph.AddFoldedDequantize(out, src);
       folded.push_back(&n);
     }
+  }
+  return folded;
+}
+
+std::vector<const NodeInfo*> FoldConstantDensifies(GraphView& graph,
+                                                   const std::vector<NodeInfo>& nodes,
+                                                   std::map<int, std::string>* refused) {
+  std::vector<const NodeInfo*> folded;
+  for (const NodeInfo& n : nodes) {
+    if (n.op != tfl::kDensify) continue;
+    if (n.inputs.size() != 1 || n.outputs.size() != 1 || !graph.valid_tensor(n.inputs[0]) ||
+        !graph.valid_tensor(n.outputs[0])) {
+      (*refused)[n.index] = "unexpected inputs or outputs";
+      continue;
+    }
+    const int src = n.inputs[0], out = n.outputs[0];
+    if (!graph.IsConstant(src)) {
+      (*refused)[n.index] = "its input is not a constant";
+      continue;
+    }
+    if (graph.type(out) != graph.type(src) || graph.shape(out) != graph.shape(src)) {
+      (*refused)[n.index] = "its output differs from its input in type or shape";
+      continue;
+    }
+    std::vector<float> dense;
+    const std::string why = DensifyConstant(graph.tensor(src), &dense);
+    if (!why.empty()) {
+      (*refused)[n.index] = "its sparse constant cannot be expanded: " + why;
+      continue;
+    }
+    graph.AddComputedConstant(out, std::move(dense));
+    folded.push_back(&n);
   }
   return folded;
 }
