@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from parity import check_parity, cpu_op
 
-from clgpu_delegate import _core
 from clgpu_delegate.modelgen import ModelBuilder
 
 
@@ -112,12 +111,3 @@ def test_densify_read_by_a_cpu_op_stays_on_cpu(runtime: str) -> None:
     b.output(cpu_op(b, w))
     r = check_parity(b.build(), runtime, expect_delegated={"CONV_2D"})
     assert "also read by an op that stays on the CPU" in r.reason(0), r.reason(0)
-
-
-def test_sparsity_layout_declarations() -> None:
-    # TfLiteSparsity and TfLiteDimensionMetadata as TFLite's common.h lays them out in both
-    # runtimes (the parity tests above read every field through them).
-    layout = _core.abi_layout()
-    assert layout["offsetof_tensor_sparsity"] == 96
-    assert layout["sizeof_sparsity"] == 32
-    assert layout["sizeof_dimension_metadata"] == 24

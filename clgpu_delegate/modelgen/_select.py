@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import tflite
 
 from clgpu_delegate.modelgen._graph import _GraphBuilder, _norm_axis
@@ -83,7 +84,9 @@ class SelectOps(_GraphBuilder):
             if out_shape is not None
             else _strided_slice_shape(shape, begin, end, strides, masks, offset)
         )
-        version = 8 if offset else 5 if len(shape) > 4 else 4 if ellipsis_mask or new_axis_mask else 1
+        version = (
+            8 if offset else 5 if len(shape) > 4 else 4 if ellipsis_mask or new_axis_mask else 1
+        )
         fields: dict[str, Any] = dict(masks)
         if offset:
             fields["Offset"] = True
@@ -111,7 +114,9 @@ class SelectOps(_GraphBuilder):
         for d, b, s in zip(shape, begin, size, strict=True):
             n = d - b if s == -1 else s
             if b < 0 or n < 0 or b + n > d:
-                raise ValueError(f"slice begin {list(begin)} size {list(size)} does not fit {shape}")
+                raise ValueError(
+                    f"slice begin {list(begin)} size {list(size)} does not fit {shape}"
+                )
             out.append(int(n))
         return self._op(
             tflite.BuiltinOperator.SLICE,
@@ -122,7 +127,7 @@ class SelectOps(_GraphBuilder):
             out_dtype=self.dtype(x),
         )[0]
 
-    def gather(self, x: int, indices: Sequence[Any] | np.ndarray, axis: int = 0) -> int:
+    def gather(self, x: int, indices: Sequence[Any] | npt.NDArray[Any], axis: int = 0) -> int:
         """GATHER along `axis` with constant int32 indices of any shape (batch_dims 0)."""
         shape = self._check(x).shape
         ax = _norm_axis(axis, len(shape))

@@ -13,8 +13,8 @@ import tflite
 from clgpu_delegate.modelgen._conv import ConvOps
 from clgpu_delegate.modelgen._elementwise import ElementwiseOps
 from clgpu_delegate.modelgen._select import SelectOps
-from clgpu_delegate.modelgen._sparse import SparseOps
 from clgpu_delegate.modelgen._shape import ShapeOps
+from clgpu_delegate.modelgen._sparse import SparseOps
 from clgpu_delegate.modelgen._window import WindowOps
 
 __all__ = ["ModelBuilder", "tflite"]

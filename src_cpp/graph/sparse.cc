@@ -87,8 +87,8 @@ std::string DensifyConstant(const TfLiteTensor& t, std::vector<float>* dense) {
   w.order = Ints(sp->traversal_order);
   w.block_map = Ints(sp->block_map);
   const int k = static_cast<int>(w.block_map.size()), levels = w.rank + k;
-  if (w.rank < 1 || static_cast<int>(w.order.size()) != levels ||
-      sp->dim_metadata_size != levels || !sp->dim_metadata)
+  if (w.rank < 1 || static_cast<int>(w.order.size()) != levels || sp->dim_metadata_size != levels ||
+      !sp->dim_metadata)
     return "sparsity metadata does not match the tensor's rank";
   // The first `rank` levels walk the dense (blocked) axes in some order, the rest the blocks in
   // order; blocked axes ascend (TFLite pairs them with the blocks in that order).
@@ -100,7 +100,8 @@ std::string DensifyConstant(const TfLiteTensor& t, std::vector<float>* dense) {
   }
   for (int b = 0; b < k; ++b) {
     if (w.order[w.rank + b] != w.rank + b) return "block levels out of order";
-    if (w.block_map[b] < 0 || w.block_map[b] >= w.rank || (b && w.block_map[b] <= w.block_map[b - 1]))
+    if (w.block_map[b] < 0 || w.block_map[b] >= w.rank ||
+        (b && w.block_map[b] <= w.block_map[b - 1]))
       return "block map is not ascending axes";
   }
   std::vector<int> blocked(t.dims->data, t.dims->data + w.rank);

@@ -2,12 +2,13 @@
 // the output, up to kMaxInputsPerLaunch inputs per launch (kernels/concat.cl). The kernels
 // clamp by a fused activation, though TFLite's kernels (2.14, LiteRT 2.3) accept only NONE,
 // so Check declines the others.
+#include "ops/concat.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "common/error.h"
-#include "ops/concat.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 

@@ -77,6 +77,6 @@ std::string Describe(const NodeInfo& n) {
 }  // namespace
 
 extern const OpHandler kDepthToSpaceHandler = {tfl::kDepthToSpace, "DEPTH_TO_SPACE", Check, Create,
-                                               Describe, OutputsWork};
+                                               Describe,           OutputsWork};
 
 }  // namespace clgpu

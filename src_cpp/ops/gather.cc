@@ -75,7 +75,8 @@ std::string Read(const GraphView& g, const NodeInfo& node, int* axis,
   if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   tfl::GatherParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
-  if (p.batch_dims != 0) return "batch_dims " + std::to_string(p.batch_dims) + " (only 0 is claimed)";
+  if (p.batch_dims != 0)
+    return "batch_dims " + std::to_string(p.batch_dims) + " (only 0 is claimed)";
   if (auto why = g.ReadConstantInts(node.inputs[1], "GATHER indices", indices); !why.empty())
     return why;
   const Shape in = g.shape(node.inputs[0]);
@@ -111,7 +112,7 @@ std::string Describe(const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kGatherHandler = {tfl::kGather, "GATHER", Check, Create, Describe,
-                                         OutputsWork};
+extern const OpHandler kGatherHandler = {tfl::kGather, "GATHER", Check,
+                                         Create,       Describe, OutputsWork};
 
 }  // namespace clgpu

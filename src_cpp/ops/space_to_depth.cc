@@ -50,8 +50,8 @@ std::string Read(const GraphView& g, const NodeInfo& node, int* block) {
   const Shape s = g.shape(node.inputs[0]);
   if (s.size() != 4) return "input is not 4-D";
   if (p.block_size < 1 || p.block_size > 4096 || s[1] % p.block_size || s[2] % p.block_size)
-    return ShapeString(s) + " does not split into blocks of " + std::to_string(p.block_size) +
-           "x" + std::to_string(p.block_size);
+    return ShapeString(s) + " does not split into blocks of " + std::to_string(p.block_size) + "x" +
+           std::to_string(p.block_size);
   if (NumElements(s) > INT_MAX) return "tensor has more than 2^31 - 1 elements";
   return "";
 }
@@ -76,6 +76,6 @@ std::string Describe(const NodeInfo& n) {
 }  // namespace
 
 extern const OpHandler kSpaceToDepthHandler = {tfl::kSpaceToDepth, "SPACE_TO_DEPTH", Check, Create,
-                                               Describe, OutputsWork};
+                                               Describe,           OutputsWork};
 
 }  // namespace clgpu

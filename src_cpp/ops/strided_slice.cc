@@ -104,14 +104,15 @@ std::string Resolve(const Shape& in, const Spec& s, AxisMap* m, Shape* out) {
     const int64_t span = int64_t(stop) - start;
     int extent = 0;
     if ((span < 0) == (a.stride < 0) && span != 0)
-      extent = static_cast<int>(a.stride < 0 ? (span + 1) / a.stride + 1 : (span - 1) / a.stride + 1);
+      extent =
+          static_cast<int>(a.stride < 0 ? (span + 1) / a.stride + 1 : (span - 1) / a.stride + 1);
     // With offset, TFLite sizes the output from `end` alone; a slice the input clamps would
     // leave part of that output unwritten.
     if (s.p.offset && !a.end_mask && a.spec >= 0) {
       const int64_t want = s.end[a.spec];
       const int64_t sized = (want < 0) != (a.stride < 0) || want == 0 ? 0
-                            : a.stride < 0 ? (want + 1) / a.stride + 1
-                                           : (want - 1) / a.stride + 1;
+                            : a.stride < 0                            ? (want + 1) / a.stride + 1
+                                                                      : (want - 1) / a.stride + 1;
       if (sized != extent) return "an offset slice past the end of its axis";
     }
     out->push_back(extent);
@@ -199,6 +200,6 @@ std::string Describe(const NodeInfo& n) {
 }  // namespace
 
 extern const OpHandler kStridedSliceHandler = {tfl::kStridedSlice, "STRIDED_SLICE", Check, Create,
-                                               Describe, OutputsWork};
+                                               Describe,           OutputsWork};
 
 }  // namespace clgpu

@@ -86,7 +86,7 @@ std::string Describe(const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kUnpackHandler = {tfl::kUnpack, "UNPACK", Check, Create, Describe,
-                                         OutputsWork};
+extern const OpHandler kUnpackHandler = {tfl::kUnpack, "UNPACK", Check,
+                                         Create,       Describe, OutputsWork};
 
 }  // namespace clgpu

@@ -186,9 +186,9 @@ void Partition::Bind(TfLiteContext* ctx) {
         std::vector<CopyCommand> copies;
         for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
           const Shape to = {static_cast<int>(NumElements(out_shapes_[i][j]))};
-          AppendBoxCopies(StorageOf(ops_[i]->inputs()[0]), flat,
-                          Box{{static_cast<int>(first.at(j))}, to}, StorageOf(ops_[i]->outputs()[j]),
-                          to, WholeBox(to), octx.storage_bytes, &copies);
+          AppendBoxCopies(
+              StorageOf(ops_[i]->inputs()[0]), flat, Box{{static_cast<int>(first.at(j))}, to},
+              StorageOf(ops_[i]->outputs()[j]), to, WholeBox(to), octx.storage_bytes, &copies);
         }
         for (const CopyCommand& c : copies)
           runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});

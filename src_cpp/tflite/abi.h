@@ -83,7 +83,7 @@ typedef enum TfLiteDimensionType {
 
 typedef struct TfLiteDimensionMetadata {
   TfLiteDimensionType format;
-  int dense_size;  // a dense level's extent
+  int dense_size;                  // a dense level's extent
   TfLiteIntArray* array_segments;  // a CSR level's segments and indices
   TfLiteIntArray* array_indices;
 } TfLiteDimensionMetadata;
