@@ -132,3 +132,11 @@ def test_params_read_in_both_runtimes(runtime: str) -> None:
         "begin_mask=0 end_mask=0 ellipsis_mask=0 new_axis_mask=0 shrink_axis_mask=0 offset=1",
         "begin_mask=8 end_mask=8 ellipsis_mask=0 new_axis_mask=2 shrink_axis_mask=1 offset=0",
     ], read
+
+
+def test_offset_past_the_end_stays_on_cpu(runtime: str) -> None:
+    # TFLite sizes an offset slice from `end` alone but copies only what the axis holds.
+    b = ModelBuilder()
+    b.output(b.strided_slice(b.input("x", (4, 5)), [2, 0], [3, 5], offset=True, out_shape=(3, 5)))
+    (d,) = _decisions(b.build(), runtime)
+    assert not d.delegated and "offset slice past the end" in d.reason, d.reason

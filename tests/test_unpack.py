@@ -61,3 +61,13 @@ def test_unpack_of_a_large_inner_axis_stays_on_cpu(runtime: str) -> None:
         b.output(b.add(y, 1.0))
     r = check_parity(b.build(), runtime, expect_cpu={1}, max_alloc_bytes=1024)
     assert "cannot run in chunks" in r.reason(1), r.reason(1)
+
+
+def test_unpack_from_graph_input_to_graph_outputs(runtime: str, transfer: dict) -> None:
+    # Flat copies straight between boundary tensors, under every transfer mode.
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (3, 4, 5))
+    for y in b.unpack(x, 0):
+        b.output(y)
+    b.output(b.relu(x))
+    check_parity(b.build(), runtime, expect_delegated="all", atol=0.0, rtol=0.0, **transfer)

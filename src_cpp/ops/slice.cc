@@ -18,7 +18,7 @@ std::string MapOf(const Shape& in, const std::vector<int64_t>& begin,
   m->in = in;
   for (size_t a = 0; a < in.size(); ++a) {
     const int64_t n = size[a] == -1 ? in[a] - begin[a] : size[a];
-    if (begin[a] < 0 || n < 0 || begin[a] + n > in[a])
+    if (begin[a] < 0 || begin[a] > in[a] || n < 0 || n > in[a] - begin[a])
       return "the box begin " + std::to_string(begin[a]) + " size " + std::to_string(size[a]) +
              " does not fit axis " + std::to_string(a) + " of " + ShapeString(in);
     m->out.push_back(static_cast<int>(n));

@@ -2,6 +2,8 @@
 // (begin, end, ellipsis, new axis, shrink axis) and `offset` (version 8): resolved per axis as
 // TFLite's kernel does, then run as an index map (ops/strided_copy.h), or as a flat copy when
 // the slice is one contiguous range.
+#include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "common/error.h"
@@ -37,8 +39,9 @@ std::string Resolve(const Shape& in, const Spec& s, AxisMap* m, Shape* out) {
   for (int mask : {p.begin_mask, p.end_mask, p.ellipsis_mask, p.new_axis_mask, p.shrink_axis_mask})
     if (n < 31 && (static_cast<unsigned>(mask) >> n) != 0) return "mask bits past the slice spec";
   if (p.ellipsis_mask & (p.ellipsis_mask - 1)) return "more than one ellipsis";
-  if (p.offset && (p.ellipsis_mask || p.new_axis_mask))
-    return "offset with an ellipsis or new axis (TFLite sizes such outputs inconsistently)";
+  // With offset TFLite sizes each output axis from the end tensor at the axis' own position.
+  if (p.offset && (p.ellipsis_mask || p.new_axis_mask || n != rank))
+    return "offset with an ellipsis, a new axis or fewer specs than axes";
   int added = 0;
   for (int i = 0; i < n; ++i) added += Bit(p.new_axis_mask, i) && !Bit(p.ellipsis_mask, i);
   const int eff = rank + added;
@@ -85,7 +88,8 @@ std::string Resolve(const Shape& in, const Spec& s, AxisMap* m, Shape* out) {
   out->clear();
   for (int i = 0; i < eff; ++i) {
     const EffAxis& a = axes[i];
-    if (a.stride == 0) return "stride 0";
+    // TFLite's kernel fails on these (the CPU then reports it).
+    if (a.stride == 0 || a.stride == INT_MIN) return "stride " + std::to_string(a.stride);
     const int size = a.in_axis < 0 ? 1 : in[a.in_axis];
     int start = a.begin < 0 ? a.begin + size : a.begin;
     start = a.stride > 0 ? Clamp(start, 0, size) : Clamp(start, -1, size - 1);
@@ -97,8 +101,9 @@ std::string Resolve(const Shape& in, const Spec& s, AxisMap* m, Shape* out) {
       m->first[a.in_axis] = start;
       continue;
     }
-    int stop = a.end + (s.p.offset ? start : 0);
-    if (stop < 0) stop += size;
+    int64_t stop64 = int64_t(a.end) + (s.p.offset ? start : 0);
+    if (stop64 < 0) stop64 += size;
+    int stop = static_cast<int>(std::min<int64_t>(std::max<int64_t>(stop64, -1), size));
     stop = a.stride > 0 ? Clamp(stop, 0, size) : Clamp(stop, -1, size - 1);
     if (a.end_mask) stop = a.stride > 0 ? size : -1;
     const int64_t span = int64_t(stop) - start;
@@ -106,10 +111,10 @@ std::string Resolve(const Shape& in, const Spec& s, AxisMap* m, Shape* out) {
     if ((span < 0) == (a.stride < 0) && span != 0)
       extent =
           static_cast<int>(a.stride < 0 ? (span + 1) / a.stride + 1 : (span - 1) / a.stride + 1);
-    // With offset, TFLite sizes the output from `end` alone; a slice the input clamps would
-    // leave part of that output unwritten.
-    if (s.p.offset && !a.end_mask && a.spec >= 0) {
-      const int64_t want = s.end[a.spec];
+    // With offset, TFLite sizes the output from `end` alone (masks aside); a slice the input
+    // clamps, or an end mask, would leave part of that output unwritten or overrun it.
+    if (s.p.offset) {
+      const int64_t want = s.end[i];
       const int64_t sized = (want < 0) != (a.stride < 0) || want == 0 ? 0
                             : a.stride < 0                            ? (want + 1) / a.stride + 1
                                                                       : (want - 1) / a.stride + 1;
