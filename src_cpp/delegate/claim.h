@@ -4,7 +4,6 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -28,13 +27,6 @@ using KeepFn = std::function<std::string(const PartitionPreview&, const std::vec
 // output is registered with `graph` as a constant read from the FLOAT16 source.
 std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
                                                      const std::vector<NodeInfo>& nodes);
-
-// The DENSIFY nodes of sparse FLOAT32/FLOAT16 constants (MediaPipe's sparse conv weights): each
-// output is expanded now and registered with `graph` as a computed constant, so a DEQUANTIZE
-// reading it folds too. A DENSIFY that cannot be expanded gets its reason in `refused`.
-std::vector<const NodeInfo*> FoldConstantDensifies(GraphView& graph,
-                                                   const std::vector<NodeInfo>& nodes,
-                                                   std::map<int, std::string>* refused);
 
 struct ClaimPlan {
   std::vector<NodeDecision> decisions;       // one per node, plan order

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "delegate/claim.h"
 #include "delegate/cost_model.h"
+#include "ops/densify.h"
 #include "ops/op.h"
 #include "ops/shape_folding.h"
 #include "runtime/split.h"
@@ -248,8 +249,8 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       } else if (n.op == tfl::kDequantize) {
         d.op_name = "DEQUANTIZE";
         d.reason = "only a constant FLOAT16 weight feeding a delegated op is claimed";
-      } else if (n.op == tfl::kDensify) {
-        d.op_name = "DENSIFY";
+      } else if (*DensifyNodeName(n.op)) {
+        d.op_name = DensifyNodeName(n.op);
         auto it = sparse_refused.find(n.index);
         d.reason = it != sparse_refused.end()
                        ? it->second
