@@ -5,8 +5,10 @@
     case.describe()                # the kind and every op's parameters, for a bug report
 
 Kinds: one claimed op with random parameters (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD,
-TRANSPOSE; weights sometimes FLOAT16 behind DEQUANTIZE), or a small graph mixing claimed ops
-(also pooling, CONCATENATION and MEAN) with ops the delegate leaves on the CPU (MUL, PAD, ...).
+TRANSPOSE; weights sometimes FLOAT16 behind DEQUANTIZE; a data-movement op: STRIDED_SLICE, SLICE,
+GATHER, PACK, UNPACK, DEPTH_TO_SPACE, SPACE_TO_DEPTH), or a small graph mixing claimed ops
+(also pooling, CONCATENATION, MEAN, the data-movement ops and sparse conv weights behind DENSIFY)
+with ops the delegate leaves on the CPU (MUL, PAD, ...).
 Claimed ops only get variants the delegate supports, so every one of them must be delegated
 (`expected_delegated` derives that from the model itself).
 
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 import tflite
 from parity import CONV_ALGORITHMS, cpu_op
+from random_select import SELECT_STEPS, select_case
 
 from clgpu_delegate.modelgen import ModelBuilder
 
@@ -53,7 +56,16 @@ CLAIMED_OPS = (
     "RESHAPE",
     "MEAN",
     "PAD",
+    "STRIDED_SLICE",
+    "SLICE",
+    "GATHER",
+    "PACK",
+    "UNPACK",
+    "DEPTH_TO_SPACE",
+    "SPACE_TO_DEPTH",
 )
+# Folded at Prepare, claimed with their readers: a DEQUANTIZE of a FLOAT16 constant, a DENSIFY.
+FOLDED_OPS = ("DEQUANTIZE", "DENSIFY")
 MAX_ELEMENTS = 6000  # per tensor: keeps a case well under 100 ms on a 2-core PoCL
 
 _OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
@@ -93,11 +105,12 @@ def model_ops(model: bytes) -> list[tuple[str, list[int], list[int]]]:
 
 def expected_delegated(model: bytes) -> set[int]:
     """Nodes the delegate must claim: every claimed op (the generator makes only supported
-    variants), and a DEQUANTIZE when every consumer of its output is claimed."""
+    variants), and a DEQUANTIZE or DENSIFY when every consumer of its output is claimed (last
+    first: a DENSIFY -> DEQUANTIZE chain follows its end)."""
     ops = model_ops(model)
     claimed = {i for i, (name, _, _) in enumerate(ops) if name in CLAIMED_OPS}
-    for i, (name, _, outs) in enumerate(ops):
-        if name != "DEQUANTIZE":
+    for i, (name, _, outs) in reversed(list(enumerate(ops))):
+        if name not in FOLDED_OPS:
             continue
         consumers = [j for j, (_, ins, _) in enumerate(ops) if outs[0] in ins]
         if consumers and all(j in claimed for j in consumers):
@@ -461,6 +474,7 @@ GRAPH_STEPS: tuple[Callable[[_Gen, int, list[int]], int | None], ...] = (
     _step_add_const, _step_add_branch, _step_add_branch, _step_transpose_roundtrip,
     _step_elementwise, _step_elementwise, _step_pool, _step_concat, _step_pad, _step_mean,
     _step_reshape, _step_shared_fp16_weight,
+    *SELECT_STEPS,
 )
 
 # A free TRANSPOSE ends a graph: any 4-D result is still valid NHWC for the next step, but keep
@@ -477,6 +491,7 @@ KINDS: dict[str, tuple[float, Callable[[_Gen], Any]]] = {
     "add": (0.14, _add),
     "transpose": (0.12, _transpose),
     "graph": (0.25, _graph),
+    "select": (0.12, select_case),
 }
 
 

@@ -201,6 +201,11 @@ def test_abi_layout_declarations() -> None:
     assert layout["offsetof_delegate_flags"] == 40
     assert layout["sizeof_delegate_params"] == 32
     assert layout["sizeof_context"] >= 200
+    # TfLiteSparsity (TfLiteTensor::sparsity) and its TfLiteDimensionMetadata, read by DENSIFY's
+    # folding: tests/test_densify.py reads every field of them in both runtimes.
+    assert layout["offsetof_tensor_sparsity"] == 96
+    assert layout["sizeof_sparsity"] == 32
+    assert layout["sizeof_dimension_metadata"] == 24
 
 
 def test_struct_layout_observed_in_runtime(runtime: str) -> None:

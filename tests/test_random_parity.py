@@ -83,13 +83,13 @@ def test_random_parity(seed: int, runtime: str, precision: str) -> None:
 
     want = expected_delegated(case.model)
     ops = model_ops(case.model)
-    dq = {i for i, (name, _, _) in enumerate(ops) if name == "DEQUANTIZE"}
+    dq = {i for i, (name, _, _) in enumerate(ops) if name in ("DEQUANTIZE", "DENSIFY")}
     claimed = {d.node for d in decisions if d.delegated}
     assert claimed - dq == want - dq, (
         f"delegated nodes {sorted(claimed)}, expected {sorted(want)} "
         f"(ops {[name for name, _, _ in ops]}){where}")
-    # A folded DEQUANTIZE goes with its readers: claimed only with all of them and in their
-    # partition (TFLite would put it in the first one), else left to the CPU.
+    # A folded DEQUANTIZE or DENSIFY goes with its readers: claimed only with all of them and in
+    # their partition (TFLite would put it in the first one), else left to the CPU.
     partition_of = {n: k for k, p in enumerate(delegate.partitions()) for n in p}
     for i in dq:
         readers = [j for j, (_, ins, _) in enumerate(ops) if ops[i][2][0] in ins]

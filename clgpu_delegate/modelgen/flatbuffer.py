@@ -37,6 +37,7 @@ class _Tensor:
     shape: Shape
     dtype: np.dtype[Any]
     data: npt.NDArray[Any] | None = None  # constant payload: a private little-endian C-order copy
+    sparsity: Any = None  # a sparse constant's SparsityParameters (_sparse.SparseEncoding)
 
 
 @dataclass
@@ -94,7 +95,8 @@ def write_model(
                     "Type": _TYPES[t.dtype],
                     "Buffer": buffer_of.get(i, 0),
                     "Name": fb.CreateString(t.name),
-                },
+                }
+                | ({"Sparsity": t.sparsity} if t.sparsity is not None else {}),
             )
             for i, t in enumerate(g.tensors)
         ]
@@ -156,8 +158,8 @@ def _table(fb: flatbuffers.Builder, table: str, fields: dict[str, Any]) -> int:
     # Vectors and nested objects must be finished before the table starts.
     values = {}
     for key, value in fields.items():
-        if isinstance(value, _Bytes):
-            value = value.write(fb)
+        if isinstance(value, _Bytes) or hasattr(value, "write"):
+            value = value.write(fb)  # a vector or table that must precede this one
         elif isinstance(value, _Offsets):
             getattr(tflite, f"{table}Start{key}Vector")(fb, len(value))
             for off in reversed(value):

@@ -20,7 +20,8 @@ std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
     const int64_t count = NumElements(graph.shape(src));
     if (graph.type(src) == kTfLiteFloat16 && graph.type(out) == kTfLiteFloat32 &&
         graph.IsConstant(src) && count == NumElements(graph.shape(out)) &&
-        graph.tensor(src).bytes >= static_cast<size_t>(count) * 2) {
+        (graph.IsComputedConstant(src) ||
+         graph.tensor(src).bytes >= static_cast<size_t>(count) * 2)) {
       graph.AddFoldedDequantize(out, src);
       folded.push_back(&n);
     }

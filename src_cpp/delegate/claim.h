@@ -1,6 +1,6 @@
 // Which nodes the delegate claims and how they group into partitions: the op checks'
 // verdicts, then the partitions TFLite would form, thinned by the cost model and
-// max_delegated_partitions, with folded FLOAT16 DEQUANTIZEs following their consumers.
+// max_delegated_partitions, with folded FLOAT16 DEQUANTIZEs and DENSIFYs following their consumers.
 #pragma once
 
 #include <functional>

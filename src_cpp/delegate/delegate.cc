@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "delegate/claim.h"
 #include "delegate/cost_model.h"
+#include "ops/densify.h"
 #include "ops/op.h"
 #include "ops/shape_folding.h"
 #include "runtime/split.h"
@@ -245,9 +247,12 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       nodes.push_back(std::move(n));
     }
 
-    // Weights stored as FLOAT16 constants behind DEQUANTIZE count as constants.
+    // Weights stored as sparse constants behind DENSIFY, or as FLOAT16 constants behind
+    // DEQUANTIZE (or both, DENSIFY first), count as constants.
     // So do shape computations on constants and tensor shapes: they make RESHAPEs static.
-    std::vector<const NodeInfo*> dequantizes = FoldConstantDequantizes(graph, nodes);
+    std::map<int, std::string> sparse_refused;
+    std::vector<const NodeInfo*> dequantizes = FoldConstantDensifies(graph, nodes, &sparse_refused);
+    for (const NodeInfo* n : FoldConstantDequantizes(graph, nodes)) dequantizes.push_back(n);
     for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
 
     ClaimPlan claim;
@@ -271,6 +276,12 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       } else if (n.op == tfl::kDequantize) {
         d.op_name = "DEQUANTIZE";
         d.reason = "only a constant FLOAT16 weight feeding a delegated op is claimed";
+      } else if (*DensifyNodeName(n.op)) {
+        d.op_name = DensifyNodeName(n.op);
+        auto it = sparse_refused.find(n.index);
+        d.reason = it != sparse_refused.end()
+                       ? it->second
+                       : "only a sparse constant weight feeding a delegated op is claimed";
       } else if (*ShapeNodeName(n.op)) {
         d.op_name = ShapeNodeName(n.op);
         d.reason = "only a shape computation feeding delegated ops is claimed";

@@ -39,13 +39,14 @@ bool GraphView::IsModelConstant(int t) const {
 }
 
 bool GraphView::IsConstant(int t) const {
-  if (auto it = folded_.find(t); it != folded_.end()) return IsModelConstant(it->second);
-  return IsModelConstant(t);
+  if (auto it = folded_.find(t); it != folded_.end()) t = it->second;
+  return computed_.count(t) != 0 || IsModelConstant(t);
 }
 
 std::vector<float> GraphView::ConstantFloats(int t) const {
   int src = t;
   if (auto it = folded_.find(t); it != folded_.end()) src = it->second;
+  if (auto it = computed_.find(src); it != computed_.end()) return it->second;
   if (!IsModelConstant(src)) throw Error("tensor " + name(t) + " is not constant");
   const TfLiteTensor& x = tensor(src);
   const int64_t n = NumElements(shape(src));

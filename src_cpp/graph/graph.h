@@ -42,7 +42,7 @@ class GraphView {
   std::string name(int t) const;
 
   // Constant = model data that lives on the CPU (mmap'ed or persistent
-  // read-only), or the output of a DEQUANTIZE of such a FLOAT16 constant.
+  // read-only), a computed constant, or the output of a DEQUANTIZE of a FLOAT16 one.
   bool IsConstant(int t) const;
   // Constant as float32 (float16 sources are widened). Throws Error otherwise.
   std::vector<float> ConstantFloats(int t) const;
@@ -57,6 +57,11 @@ class GraphView {
   // FLOAT16 tensor; its output then counts as a constant.
   void AddFoldedDequantize(int out, int src) { folded_[out] = src; }
   bool IsFoldedDequantizeOutput(int t) const { return folded_.count(t) != 0; }
+
+  // A constant computed at Prepare (a DENSIFY of a sparse constant, graph/sparse.h): its float
+  // values; it counts as a constant, also as the source of a folded DEQUANTIZE.
+  void AddComputedConstant(int t, std::vector<float> values) { computed_[t] = std::move(values); }
+  bool IsComputedConstant(int t) const { return computed_.count(t) != 0; }
 
   // An integer tensor the model computes from tensor shapes and constants, evaluated at Prepare
   // (ops/shape_folding.h). from[i]: the tensor and axis whose extent element i is (it may change
@@ -80,6 +85,7 @@ class GraphView {
   bool IsModelConstant(int t) const;
   TfLiteContext* ctx_;
   std::map<int, int> folded_;
+  std::map<int, std::vector<float>> computed_;
   std::map<int, FoldedInts> folded_ints_;
 };
 

@@ -2,7 +2,10 @@
 // the output, up to kMaxInputsPerLaunch inputs per launch (kernels/concat.cl). The kernels
 // clamp by a fused activation, though TFLite's kernels (2.14, LiteRT 2.3) accept only NONE,
 // so Check declines the others.
+#include "ops/concat.h"
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -25,18 +28,30 @@ Shape View3(const Shape& s, int axis) {
 
 class ConcatOp : public Op {
  public:
-  ConcatOp(const NodeInfo& node, int axis, int activation)
-      : Op(node, node.inputs, {node.outputs[0]}), axis_(axis) {
+  // `stack`: PACK, whose inputs are each seen with a unit axis inserted at `axis`.
+  ConcatOp(const NodeInfo& node, int axis, int activation, bool stack = false)
+      : Op(node, node.inputs, {node.outputs[0]}),
+        axis_(axis),
+        stack_(stack),
+        name_(stack ? "PACK" : "CONCATENATION") {
     ActivationRange(activation, &act_min_, &act_max_);
+    // TFLite's PACK copies; the +-FLT_MAX bounds of NONE would turn an infinity finite.
+    if (stack) act_min_ = -INFINITY, act_max_ = INFINITY;
   }
   // A chunk: the input boxes concatenated along axis 1 of the [outer, axis, inner] views.
   explicit ConcatOp(const ConcatOp& whole)
-      : Op(whole.node_index()), axis_(1), act_min_(whole.act_min_), act_max_(whole.act_max_) {}
+      : Op(whole.node_index()),
+        axis_(1),
+        act_min_(whole.act_min_),
+        act_max_(whole.act_max_),
+        name_(whole.name_) {}  // a PACK's chunk is a concatenation of its [outer, 1, inner] boxes
 
-  const char* type_name() const override { return "CONCATENATION"; }
+  const char* type_name() const override { return name_; }
   std::string algorithm() const override { return vec4_ ? "copy_multi4" : "copy_multi"; }
 
-  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in_shapes) const override {
+    std::vector<Shape> in;
+    for (const Shape& s : in_shapes) in.push_back(In(s));
     Shape out = in.at(0);
     if (axis_ >= static_cast<int>(out.size()))
       throw Error("CONCATENATION axis " + std::to_string(axis_) + " is out of range for " +
@@ -54,11 +69,17 @@ class ConcatOp : public Op {
     return {out};
   }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>&) const override { return 0; }
+  // One input without a clamp (PACK of one tensor): its elements in order, a flat copy.
+  bool FlatRanges(const std::vector<Shape>& in, std::vector<size_t>* first) const override {
+    if (in.size() != 1 || !stack_) return false;
+    first->assign(1, 0);
+    return true;
+  }
 
   // Chunks are boxes of the [outer, axis, inner] output view; each input gives the part
   // of the box's axis range it covers (possibly none: an empty box, nothing copied).
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    for (const Shape& s : in) spec->views.push_back(View3(s, axis_));
+    for (const Shape& s : in) spec->views.push_back(View3(In(s), axis_));
     spec->views.push_back(View3(InferShapes(in)[0], axis_));
     spec->axes = {0, 1, 2};
     return true;
@@ -67,7 +88,7 @@ class ConcatOp : public Op {
     std::vector<Box> boxes;
     int offset = 0;
     for (const Shape& s : in) {
-      const int n = s[axis_];
+      const int n = In(s)[axis_];
       const int lo = std::max(out.begin[1], offset);
       const int hi = std::min(out.begin[1] + out.size[1], offset + n);
       Box b = out;
@@ -95,7 +116,7 @@ class ConcatOp : public Op {
     std::vector<cl_mem> bufs;
     std::vector<int> cols;
     for (size_t i = 0; i < in.size(); ++i) {
-      const int c = in_shapes[i][axis_] * inner;
+      const int c = In(in_shapes[i])[axis_] * inner;
       if (c > 0) {
         bufs.push_back(in[i]);
         cols.push_back(c);
@@ -148,8 +169,18 @@ class ConcatOp : public Op {
     return l;
   }
 
+  // An input as concatenated: PACK's gets its unit axis.
+  Shape In(const Shape& s) const {
+    if (!stack_) return s;
+    Shape t = s;
+    t.insert(t.begin() + std::min<size_t>(axis_, t.size()), 1);
+    return t;
+  }
+
   int axis_;
+  bool stack_ = false;
   float act_min_ = 0, act_max_ = 0;
+  const char* name_ = "CONCATENATION";
   bool vec4_ = false;
 };
 
@@ -200,6 +231,10 @@ std::string Describe(const NodeInfo& n) {
 }
 
 }  // namespace
+
+std::unique_ptr<Op> MakePackOp(const NodeInfo& node, int axis) {
+  return std::make_unique<ConcatOp>(node, axis, tfl::kActNone, true);
+}
 
 extern const OpHandler kConcatenationHandler = {tfl::kConcatenation, "CONCATENATION", Check, Create,
                                                 Describe};

@@ -100,6 +100,16 @@ class Op {
   // (RESHAPE): the partition then copies the buffer itself, piece by piece where a tensor
   // is larger than one buffer, and the op has no launches and never runs in chunks.
   virtual bool IsFlatCopy() const { return false; }
+  // The same for ops whose every output j is a contiguous range of input 0, elements
+  // [(*first)[j], (*first)[j] + its size) in order, for these input shapes (a SLICE of whole
+  // outer rows, an UNPACK along the outermost axis): the partition copies each range itself.
+  // The default is IsFlatCopy()'s one range from 0.
+  virtual bool FlatRanges(const std::vector<Shape>& in, std::vector<size_t>* first) const {
+    (void)in;
+    if (!IsFlatCopy()) return false;
+    first->assign(1, 0);
+    return true;
+  }
 
   // --- Chunks (runtime/split.h): the op as a sequence of sub-ops, each computing
   // one box of the output from copies of the input boxes it reads. ---

@@ -120,6 +120,9 @@ py::dict AbiLayout() {
   r["sizeof_delegate_params"] = sizeof(TfLiteDelegateParams);
   r["sizeof_context"] = sizeof(TfLiteContext);
   r["offsetof_delegate_flags"] = offsetof(TfLiteDelegate, flags);
+  r["offsetof_tensor_sparsity"] = offsetof(TfLiteTensor, sparsity);
+  r["sizeof_sparsity"] = sizeof(TfLiteSparsity);
+  r["sizeof_dimension_metadata"] = sizeof(TfLiteDimensionMetadata);
   return r;
 }
 

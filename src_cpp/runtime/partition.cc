@@ -38,8 +38,8 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     // A folded shape computation (ops/shape_folding.h): its consumers read its value at
     // Prepare; nothing runs.
     if (node.outputs.size() == 1 && graph->FoldedIntsOf(node.outputs[0])) continue;
-    if (node.op == tfl::kDequantize) {
-      // A folded weight: its value is a constant of this partition.
+    if (node.op == tfl::kDequantize || graph->IsComputedConstant(node.outputs[0])) {
+      // A folded weight (FLOAT16 DEQUANTIZE, DENSIFY): its value is a constant of this partition.
       Value& v = values_[node.outputs[0]];
       v.kind = Kind::kConstant;
       v.shape = graph->shape(node.outputs[0]);

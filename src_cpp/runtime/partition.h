@@ -81,6 +81,7 @@ class Partition {
     ChunkPlan plan;  // empty: the op runs whole
     std::vector<std::unique_ptr<Op>> chunks;
     std::vector<Step> steps;
+    bool flat = false;  // its steps are the copies of Op::FlatRanges
   };
   struct OpProfile {
     std::string shape;

@@ -176,15 +176,20 @@ void Partition::Bind(TfLiteContext* ctx) {
     }
     // A folded ADD, or an op whose outputs are all empty (as the CPU produces for a too-small
     // input), runs nothing.
+    std::vector<size_t> first;
+    runs_[i].flat = ops_[i]->FlatRanges(in_shapes, &first);
     if (!RunsNothing(i)) {
-      if (ops_[i]->IsFlatCopy()) {
-        // Same elements, same order: one copy between the tensors' storage (more where
-        // either is kept in pieces), both seen as flat.
+      if (runs_[i].flat) {
+        // Same elements, same order: one copy per output from its range of the input's storage
+        // (more where either is kept in pieces), both seen as flat.
         const Shape flat = {static_cast<int>(NumElements(in_shapes[0]))};
         std::vector<CopyCommand> copies;
-        AppendBoxCopies(StorageOf(ops_[i]->inputs()[0]), flat, WholeBox(flat),
-                        StorageOf(ops_[i]->outputs()[0]), flat, WholeBox(flat), octx.storage_bytes,
-                        &copies);
+        for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
+          const Shape to = {static_cast<int>(NumElements(out_shapes_[i][j]))};
+          AppendBoxCopies(
+              StorageOf(ops_[i]->inputs()[0]), flat, Box{{static_cast<int>(first.at(j))}, to},
+              StorageOf(ops_[i]->outputs()[j]), to, WholeBox(to), octx.storage_bytes, &copies);
+        }
         for (const CopyCommand& c : copies)
           runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
       } else if (runs_[i].plan.empty()) {

@@ -281,7 +281,7 @@ void Partition::RecordProfile(const std::vector<Event>& events, const std::vecto
     r.kernel = st.launch ? st.launch->name : st.name;
     r.shape = op_profiles_[op].shape;
     // Work and traffic are attributed to the op's first kernel only (a flat copy's first copy).
-    if ((st.launch || o.IsFlatCopy()) && attributed.insert(op).second) {
+    if ((st.launch || runs_[op].flat) && attributed.insert(op).second) {
       r.flops = op_profiles_[op].flops;
       r.bytes = op_profiles_[op].bytes;
     }

@@ -311,7 +311,8 @@ bool TryChunks(const OpContext& ctx, const Op& op, const std::vector<Shape>& in,
 std::string PlanOpChunks(const OpContext& ctx, const Op& op, const std::vector<Shape>& in,
                          const std::vector<Shape>& out, size_t chunk_bytes, ChunkPlan* plan) {
   *plan = ChunkPlan{};
-  if (op.IsFlatCopy()) return "";  // its copies address the tensors' pieces directly
+  std::vector<size_t> first;
+  if (op.FlatRanges(in, &first)) return "";  // its copies address the tensors' pieces directly
   const size_t limit = ctx.max_alloc, eb = ctx.storage_bytes;
   auto over = [&](const Shape& s) { return size_t(NumElements(s)) * eb > limit; };
   bool need = std::any_of(in.begin(), in.end(), over) || std::any_of(out.begin(), out.end(), over);

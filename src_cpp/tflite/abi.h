@@ -75,6 +75,26 @@ typedef union TfLitePtrUnion {
   void* data;
 } TfLitePtrUnion;
 
+// Sparse constants (TfLiteTensor::sparsity; facts: TFLite's common.h, same in both runtimes).
+typedef enum TfLiteDimensionType {
+  kTfLiteDimDense = 0,
+  kTfLiteDimSparseCSR = 1,
+} TfLiteDimensionType;
+
+typedef struct TfLiteDimensionMetadata {
+  TfLiteDimensionType format;
+  int dense_size;                  // a dense level's extent
+  TfLiteIntArray* array_segments;  // a CSR level's segments and indices
+  TfLiteIntArray* array_indices;
+} TfLiteDimensionMetadata;
+
+typedef struct TfLiteSparsity {
+  TfLiteIntArray* traversal_order;
+  TfLiteIntArray* block_map;
+  TfLiteDimensionMetadata* dim_metadata;  // one per level of the traversal order
+  int dim_metadata_size;
+} TfLiteSparsity;
+
 struct TfLiteDelegate;
 struct TfLiteContext;
 
@@ -92,7 +112,7 @@ typedef struct TfLiteTensor {
   bool data_is_stale;
   bool is_variable;
   TfLiteQuantization quantization;
-  void* sparsity;
+  TfLiteSparsity* sparsity;  // NULL if dense
   const TfLiteIntArray* dims_signature;
 } TfLiteTensor;
 
@@ -194,6 +214,11 @@ typedef struct TfLiteDelegate {
 static_assert(sizeof(TfLiteTensor) == 112, "context->tensors stride");
 static_assert(offsetof(TfLiteTensor, dims_signature) == 104, "TfLiteTensor layout");
 static_assert(offsetof(TfLiteTensor, quantization) == 80, "TfLiteTensor layout");
+static_assert(offsetof(TfLiteTensor, sparsity) == 96, "TfLiteTensor layout");
+static_assert(sizeof(TfLiteDimensionMetadata) == 24, "TfLiteDimensionMetadata layout");
+static_assert(offsetof(TfLiteDimensionMetadata, array_segments) == 8, "TfLiteDimensionMetadata");
+static_assert(sizeof(TfLiteSparsity) == 32, "TfLiteSparsity layout");
+static_assert(offsetof(TfLiteSparsity, dim_metadata_size) == 24, "TfLiteSparsity layout");
 static_assert(sizeof(TfLiteNode) == 80, "TfLiteNode layout");
 static_assert(sizeof(TfLiteRegistration) == 88, "TfLiteRegistration layout");
 static_assert(offsetof(TfLiteRegistration, builtin_code) == 40, "TfLiteRegistration layout");

@@ -29,6 +29,14 @@ enum BuiltinOp : int32_t {
   kResizeNearestNeighbor = 97,
   kSplitV = 102,
   kRelu0To1 = 152,
+  kDepthToSpace = 5,
+  kSpaceToDepth = 26,
+  kGather = 36,
+  kStridedSlice = 45,
+  kSlice = 65,
+  kPack = 83,
+  kUnpack = 88,
+  kDensify = 124,
 };
 
 enum Padding : int { kPaddingUnknown = 0, kPaddingSame = 1, kPaddingValid = 2 };
@@ -97,5 +105,26 @@ struct SqueezeParams {
   int num_squeeze_dims;
 };
 static_assert(sizeof(SqueezeParams) == 36, "squeeze params");
+
+// TfLiteStridedSliceParams (24 B in both runtimes; `offset`, op version 8, is honoured by both).
+struct StridedSliceParams {
+  int begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask;
+  bool offset;
+};
+static_assert(sizeof(StridedSliceParams) == 24, "strided slice params");
+
+struct GatherParams {
+  int axis, batch_dims;
+};
+struct PackParams {
+  int values_count, axis;
+};
+struct UnpackParams {
+  int num, axis;
+};
+// TfLiteDepthToSpaceParams and TfLiteSpaceToDepthParams.
+struct BlockSizeParams {
+  int block_size;
+};
 
 }  // namespace clgpu::tfl
