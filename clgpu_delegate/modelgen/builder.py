@@ -11,13 +11,14 @@ import tflite
 
 from clgpu_delegate.modelgen._conv import ConvOps
 from clgpu_delegate.modelgen._elementwise import ElementwiseOps
+from clgpu_delegate.modelgen._quant import QuantOps
 from clgpu_delegate.modelgen._shape import ShapeOps
 from clgpu_delegate.modelgen._window import WindowOps
 
 __all__ = ["ModelBuilder", "tflite"]
 
 
-class ModelBuilder(ConvOps, ElementwiseOps, ShapeOps, WindowOps):
+class ModelBuilder(ConvOps, ElementwiseOps, ShapeOps, WindowOps, QuantOps):
     """Builds a single-subgraph TFLite model; methods return tensor ids (ints).
 
     Shapes are static and inferred per op. Ops whose arguments do not fit raise ValueError.

@@ -119,6 +119,10 @@ py::dict AbiLayout() {
   r["sizeof_delegate_params"] = sizeof(TfLiteDelegateParams);
   r["sizeof_context"] = sizeof(TfLiteContext);
   r["offsetof_delegate_flags"] = offsetof(TfLiteDelegate, flags);
+  r["offsetof_tensor_quantization"] = offsetof(TfLiteTensor, quantization);
+  r["sizeof_quantization"] = sizeof(TfLiteQuantization);
+  r["sizeof_affine_quantization"] = sizeof(TfLiteAffineQuantization);
+  r["offsetof_affine_quantized_dimension"] = offsetof(TfLiteAffineQuantization, quantized_dimension);
   return r;
 }
 

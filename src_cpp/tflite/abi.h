@@ -68,6 +68,16 @@ typedef struct TfLiteQuantization {
   void* params;
 } TfLiteQuantization;
 
+enum { kTfLiteNoQuantization = 0, kTfLiteAffineQuantization = 1 };
+
+// What TfLiteQuantization::params points to when type == kTfLiteAffineQuantization: one scale
+// and zero point per tensor, or one per index of quantized_dimension (per-channel).
+typedef struct TfLiteAffineQuantization {
+  TfLiteFloatArray* scale;
+  TfLiteIntArray* zero_point;
+  int32_t quantized_dimension;
+} TfLiteAffineQuantization;
+
 typedef union TfLitePtrUnion {
   float* f;
   void* raw;
@@ -194,6 +204,13 @@ typedef struct TfLiteDelegate {
 static_assert(sizeof(TfLiteTensor) == 112, "context->tensors stride");
 static_assert(offsetof(TfLiteTensor, dims_signature) == 104, "TfLiteTensor layout");
 static_assert(offsetof(TfLiteTensor, quantization) == 80, "TfLiteTensor layout");
+static_assert(offsetof(TfLiteTensor, params) == 24, "TfLiteTensor layout");
+static_assert(sizeof(TfLiteQuantizationParams) == 8, "legacy per-tensor quantization");
+static_assert(sizeof(TfLiteQuantization) == 16, "TfLiteQuantization layout");
+static_assert(offsetof(TfLiteQuantization, params) == 8, "TfLiteQuantization layout");
+static_assert(sizeof(TfLiteAffineQuantization) == 24, "TfLiteAffineQuantization layout");
+static_assert(offsetof(TfLiteAffineQuantization, zero_point) == 8, "affine quantization");
+static_assert(offsetof(TfLiteAffineQuantization, quantized_dimension) == 16, "affine quantization");
 static_assert(sizeof(TfLiteNode) == 80, "TfLiteNode layout");
 static_assert(sizeof(TfLiteRegistration) == 88, "TfLiteRegistration layout");
 static_assert(offsetof(TfLiteRegistration, builtin_code) == 40, "TfLiteRegistration layout");
