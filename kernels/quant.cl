@@ -37,3 +37,23 @@ static inline int quant_output(int acc, int2 ms, int c, int up_below, int zero_p
 #define QT4 char4
 #define convert_QT4 convert_char4
 #endif
+
+// dot4(a, b, acc): acc + the dot product of the four signed 8-bit lanes of a and b (lane 0 in the
+// low byte, as four consecutive chars load as an int). The host picks the instruction per device
+// (src_cpp/cl/int8_dot.h); the integer result is the same on every path.
+#if defined(QUANT_DOT_DP4A)
+static inline int dot4(int a, int b, int acc) {
+  int d;
+  asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(acc));
+  return d;
+}
+#elif defined(QUANT_DOT_KHR)
+static inline int dot4(int a, int b, int acc) {
+  return acc + dot_4x8packed_ss_int((uint)a, (uint)b);
+}
+#else
+static inline int dot4(int a, int b, int acc) {
+  const char4 x = as_char4(a), y = as_char4(b);
+  return acc + (int)x.s0 * y.s0 + (int)x.s1 * y.s1 + (int)x.s2 * y.s2 + (int)x.s3 * y.s3;
+}
+#endif
