@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "common/error.h"
-#include "ops/conv2d_int8.h"
+#include "ops/int8_ops.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"

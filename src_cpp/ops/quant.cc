@@ -127,6 +127,36 @@ std::string CheckQuantBias(const GraphView& g, int t, int channels) {
   return "";
 }
 
+std::string CheckInt8FilterOp(const GraphView& g, const NodeInfo& node, int weight_axis,
+                                 int channels) {
+  const int x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
+  if (g.value_type(x) != ValueType::kInt8 || g.value_type(y) != ValueType::kInt8)
+    return "quantized input/output is not int8 (uint8 filters are not supported)";
+  if (auto why = CheckQuantActivation(g, x, ValueType::kInt8); !why.empty()) return why;
+  if (auto why = CheckQuantActivation(g, y, ValueType::kInt8); !why.empty()) return why;
+  if (auto why = CheckQuantWeights(g, w, weight_axis, channels); !why.empty()) return why;
+  const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
+  if (has_bias)
+    if (auto why = CheckQuantBias(g, node.inputs[2], channels); !why.empty()) return why;
+  // Each output sums K products of at most 255 x 128 in int32, as TFLite does; and the GEMM's
+  // bias with the input zero point folded in must stay an int32.
+  const int64_t k = NumElements(g.shape(w)) / std::max(channels, 1);
+  if (k * 255 * 128 > INT_MAX) return "more than 65793 products per output overflow int32";
+  const std::vector<int8_t> wq = ConstantInt8(g, w);
+  const std::vector<int32_t> bias = has_bias ? ConstantInt32(g, node.inputs[2]) : std::vector<int32_t>();
+  const int64_t zp = g.quant(x).zero_point[0];
+  std::vector<int64_t> sum(channels, 0);
+  const Shape ws = g.shape(w);
+  int64_t inner = 1;  // elements after the channel axis
+  for (size_t a = weight_axis + 1; a < ws.size(); ++a) inner *= ws[a];
+  for (size_t i = 0; i < wq.size(); ++i) sum[(int64_t(i) / inner) % channels] += wq[i];
+  for (int c = 0; c < channels; ++c) {
+    const int64_t f = (has_bias ? bias[c] : 0) - zp * sum[c];
+    if (f < INT_MIN || f > INT_MAX) return "the bias with the input zero point folded in overflows int32";
+  }
+  return "";
+}
+
 std::string DescribeQuant(const QuantParams& q) {
   if (!q.valid()) return "none";
   if (q.per_channel())

@@ -63,6 +63,14 @@ std::string CheckQuantWeights(const GraphView& g, int t, int axis, int channels)
 // A constant int32 bias of `channels` values.
 std::string CheckQuantBias(const GraphView& g, int t, int channels);
 
+// What the int8 ops with a filter check alike (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED): int8
+// input and output quantized per tensor, constant int8 weights (zero points 0) per tensor or
+// per output channel along `weight_axis` (`channels` scales), an optional constant int32 bias of
+// `channels` values, and sums that stay in int32 (also with the input zero point folded into the
+// bias, as the int8 GEMM does).
+std::string CheckInt8FilterOp(const GraphView& g, const NodeInfo& node, int weight_axis,
+                              int channels);
+
 // "scale/zero point" of a tensor's quantization, for Describe.
 std::string DescribeQuant(const QuantParams& q);
 
