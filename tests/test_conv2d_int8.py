@@ -22,7 +22,9 @@ CASES = [
 ]
 
 
-def conv_model(case, per_channel: bool, seed: int, io: str = "int8") -> bytes:
+def conv_model(
+    case, per_channel: bool, seed: int, io: str = "int8", pow2_scales: bool = False
+) -> bytes:
     shape, (oc, kh, kw), stride, dilation, padding, act = case
     b = ModelBuilder(seed=seed)
     x = b.input("x", shape)
@@ -36,7 +38,9 @@ def conv_model(case, per_channel: bool, seed: int, io: str = "int8") -> bytes:
         activation=act,
     )
     b.output(y)
-    return quantize_model(b.build(), per_channel=per_channel, io=io, seed=seed, jitter=0.4)
+    return quantize_model(
+        b.build(), per_channel=per_channel, io=io, seed=seed, jitter=0.4, pow2_scales=pow2_scales
+    )
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -56,3 +60,10 @@ def test_conv2d_int8_float_io_is_one_partition(runtime: str, precision: str) -> 
     # QUANTIZE -> CONV_2D -> DEQUANTIZE: one partition, the float ends kept float32 under fp16.
     model = conv_model(CASES[1], True, seed=5, io="float")
     check_int8_parity(model, runtime, expect_partitions=1, precision=precision)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[7]])
+def test_conv2d_int8_ties(runtime: str, case) -> None:
+    # Power-of-two scales: exact ties in every requantization's final shift (ruy rounds them up).
+    model = conv_model(case, True, seed=11, pow2_scales=True)
+    check_int8_parity(model, runtime, min_fraction=1.0)

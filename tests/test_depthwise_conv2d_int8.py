@@ -22,7 +22,7 @@ CASES = [
 ]
 
 
-def dw_model(case, per_channel: bool, seed: int) -> bytes:
+def dw_model(case, per_channel: bool, seed: int, pow2_scales: bool = False) -> bytes:
     shape, (kh, kw), mult, stride, dilation, padding, act = case
     c = shape[3] * mult
     b = ModelBuilder(seed=seed)
@@ -38,10 +38,20 @@ def dw_model(case, per_channel: bool, seed: int) -> bytes:
         activation=act,
     )
     b.output(y)
-    return quantize_model(b.build(), per_channel=per_channel, io="int8", seed=seed, jitter=0.4)
+    return quantize_model(
+        b.build(), per_channel=per_channel, io="int8", seed=seed, jitter=0.4, pow2_scales=pow2_scales
+    )
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("per_channel", [True, False])
 def test_depthwise_conv2d_int8(runtime: str, case, per_channel: bool) -> None:
     check_int8_parity(dw_model(case, per_channel, seed=case[0][3]), runtime)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[4]])
+def test_depthwise_conv2d_int8_ties(runtime: str, case) -> None:
+    # Power-of-two scales: exact ties in every requantization's final shift, rounded as each
+    # runtime's output loop does (scalar away from zero; LiteRT's NEON loop up, 8 channels at a
+    # time).
+    check_int8_parity(dw_model(case, True, seed=13, pow2_scales=True), runtime, min_fraction=1.0)

@@ -118,6 +118,7 @@ def _activation_params(
     ranges: dict[int, tuple[float, float]],
     rng: np.random.Generator | None,
     jitter: float,
+    pow2_scales: bool,
 ) -> dict[int, QuantParams]:
     const = {i for i, t in enumerate(m.tensors) if t.data is not None}
     groups = _Groups()
@@ -148,7 +149,7 @@ def _activation_params(
                 f = float(np.exp(rng.uniform(-jitter, jitter)))
                 shift = float(rng.uniform(-jitter, jitter)) * (hi - lo)
                 lo, hi = lo * f + shift, hi * f + shift
-            q = affine_params(lo, hi)
+            q = affine_params(lo, hi, pow2_scale=pow2_scales)
         for t in tensors:
             params[t] = q
     return params
@@ -162,6 +163,7 @@ def quantize_model(
     io: str = "float",
     seed: int = 0,
     jitter: float = 0.0,
+    pow2_scales: bool = False,
     runtime: str | None = None,
 ) -> bytes:
     """An int8 version of the float32 `model`.
@@ -170,7 +172,9 @@ def quantize_model(
     scale per output channel (else per tensor). io: "float" keeps float32 inputs and outputs
     (QUANTIZE / DEQUANTIZE at the boundary), "int8" makes them int8. jitter > 0 widens, narrows
     and shifts each calibrated range at random (log-scale factor and shift up to `jitter`), so
-    tests see saturation and unusual zero points.
+    tests see saturation and unusual zero points. pow2_scales: every scale a power of two, so the
+    fixed-point multipliers are too and their final shifts meet exact ties, where the CPU
+    kernels' roundings differ.
     """
     if io not in ("float", "int8"):
         raise ValueError(f"io must be 'float' or 'int8', got {io!r}")
@@ -185,7 +189,7 @@ def quantize_model(
         ]
     # The runtime may add tensors of its own (im2col buffers) after the model's.
     ranges = {t: r for t, r in calibrate(model, samples, runtime).items() if t < len(m.tensors)}
-    params = _activation_params(m, ranges, rng, jitter)
+    params = _activation_params(m, ranges, rng, jitter, pow2_scales)
     tensors = list(m.tensors)
     for t, q in params.items():
         x = tensors[t]
@@ -198,7 +202,7 @@ def quantize_model(
             if w in done or tensors[w].data is None:
                 continue
             per = per_channel or op.code == _B.DEPTHWISE_CONV_2D
-            data, wq = symmetric_weights(tensors[w].data, axis if per else None)
+            data, wq = symmetric_weights(tensors[w].data, axis if per else None, pow2_scales)
             tensors[w] = _Tensor(tensors[w].name, tensors[w].shape, np.dtype(np.int8), data, wq)
             done.add(w)
             b = op.inputs[bias_at] if len(op.inputs) > bias_at else -1
@@ -209,7 +213,9 @@ def quantize_model(
                 done.add(b)
     for i, x in enumerate(tensors):  # any other float constant: int8 per tensor
         if x.data is not None and x.dtype == np.float32 and i not in done:
-            q = affine_params(float(x.data.min(initial=0)), float(x.data.max(initial=0)))
+            q = affine_params(
+                float(x.data.min(initial=0)), float(x.data.max(initial=0)), pow2_scale=pow2_scales
+            )
             tensors[i] = _Tensor(x.name, x.shape, np.dtype(np.int8), quantize_array(x.data, q, "int8"), q)
     ops = list(m.ops)
     inputs, outputs = list(m.inputs), list(m.outputs)

@@ -23,14 +23,21 @@ def qrange(dtype: np.dtype[np.generic] | str) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def affine_params(lo: float, hi: float, dtype: str = "int8") -> QuantParams:
+def pow2(scale: float) -> float:
+    """The power of two nearest to `scale` (in log scale)."""
+    return float(2.0 ** round(np.log2(scale)))
+
+
+def affine_params(lo: float, hi: float, dtype: str = "int8", pow2_scale: bool = False) -> QuantParams:
     """Per-tensor parameters covering [lo, hi] (widened to hold 0, as TFLite's converter does,
-    so that zero is exact: the padding of convs and pools)."""
+    so that zero is exact: the padding of convs and pools). pow2_scale: a power-of-two scale."""
     qmin, qmax = qrange(dtype)
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     scale = (hi - lo) / (qmax - qmin)
     if not scale > 0:
         scale = 1.0 / (qmax - qmin)
+    if pow2_scale:
+        scale = pow2(scale)
     zero_point = int(np.clip(round(qmin - lo / scale), qmin, qmax))
     return QuantParams((float(np.float32(scale)),), (zero_point,))
 
@@ -50,16 +57,18 @@ def quantize_array(x: npt.NDArray[np.floating], q: QuantParams, dtype: str) -> n
 
 
 def symmetric_weights(
-    w: npt.NDArray[np.floating], axis: int | None
+    w: npt.NDArray[np.floating], axis: int | None, pow2_scale: bool = False
 ) -> tuple[npt.NDArray[np.int8], QuantParams]:
     """int8 weights with zero point 0 and a scale per index of `axis` (None: one scale),
-    max |w| -> 127, as TFLite's converter quantizes filters."""
+    max |w| -> 127, as TFLite's converter quantizes filters (pow2_scale: powers of two)."""
     w = w.astype(np.float32)
     if axis is None:
         peak = np.array([np.abs(w).max(initial=0.0)], np.float32)
     else:
         peak = np.abs(np.moveaxis(w, axis, 0)).reshape(w.shape[axis], -1).max(axis=1, initial=0.0)
     scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    if pow2_scale:
+        scales = np.array([pow2(float(v)) for v in scales], np.float32)
     q = QuantParams(tuple(float(s) for s in scales), (0,) * len(scales), axis or 0)
     return quantize_array(w, q, "int8").astype(np.int8), q
 

@@ -20,4 +20,8 @@ std::unique_ptr<Op> CreateDepthwiseConv2dInt8(const GraphView& g, const NodeInfo
 std::string CheckFullyConnectedInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateFullyConnectedInt8(const GraphView& g, const NodeInfo& node);
 
+// ADD and SUB (binary_int8.cc).
+std::string CheckAddInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node);
+
 }  // namespace clgpu
