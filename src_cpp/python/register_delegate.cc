@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "cl/int8_dot.h"
 #include "common/error.h"
 #include "delegate/delegate.h"
 #include "ops/conv2d_selector.h"
@@ -224,7 +225,12 @@ void RegisterDelegate(py::module_& m) {
       .def("memory", &Memory)
       .def("captured", &Captured)
       .def("reset_profile", [](const PyDelegate& d) { d.core().profiler().Reset(); })
-      .def("device", [](const PyDelegate& d) { return DeviceDict(d.core().env().device()); });
+      .def("device", [](const PyDelegate& d) {
+        // The int8 dot-product path this delegate's int8 kernels use (probed once per device).
+        py::dict r = DeviceDict(d.core().env().device());
+        r["int8_dot"] = Int8DotPath(d.core().env().device());
+        return r;
+      });
   m.def("abi_layout", &AbiLayout);
   m.def("option_keys", &OptionKeys);
   // The values of conv_algorithm that force one algorithm ("auto" aside), for the tests.
