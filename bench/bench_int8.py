@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -80,11 +79,21 @@ def run_layers_child() -> list[dict[str, Any]]:
         expected = ref.get_tensor(ref.get_output_details()[0]["index"])
         t = time_model(model, [x], runs=20, warmup=3)
         exact, worst = quanta(t["output"], expected)
-        flops = 2.0 * np.prod(expected.shape) * (
-            layer[2] if len(layer) == 4 else layer[3] * layer[3] * layer[1][3]
+        flops = (
+            2.0
+            * np.prod(expected.shape)
+            * (layer[2] if len(layer) == 4 else layer[3] * layer[3] * layer[1][3])
         )
-        rows.append({"layer": layer[0], "algorithm": t["algorithm"], "ms": t["ms"],
-                     "gops": flops / t["ms"] / 1e6, "bit_exact": exact, "max_quanta": worst})
+        rows.append(
+            {
+                "layer": layer[0],
+                "algorithm": t["algorithm"],
+                "ms": t["ms"],
+                "gops": flops / t["ms"] / 1e6,
+                "bit_exact": exact,
+                "max_quanta": worst,
+            }
+        )
     return rows
 
 
@@ -92,17 +101,30 @@ def run_layers() -> None:
     rows = []
     for path in PATHS:
         env = dict(os.environ, CLGPU_INT8_DOT=path)
-        out = subprocess.run([sys.executable, __file__, "--layers-child"], env=env, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--layers-child"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         for r in json.loads(out.strip().splitlines()[-1]):
             r["asked"] = path
             rows.append(r)
-            print(f"{path:9s} {r['layer']:36s} {r['algorithm']:32s} {r['ms']:8.4f} ms "
-                  f"{r['gops']:9.1f} GOP/s exact {100 * r['bit_exact']:.2f} % "
-                  f"max {r['max_quanta']} q")
-    cols = [("asked", "path asked"), ("layer", "layer"), ("algorithm", "ran (algorithm/path)"),
-            ("ms", "kernel ms"), ("gops", "GOP/s"), ("bit_exact", "bit-exact"),
-            ("max_quanta", "max quanta")]
+            print(
+                f"{path:9s} {r['layer']:36s} {r['algorithm']:32s} {r['ms']:8.4f} ms "
+                f"{r['gops']:9.1f} GOP/s exact {100 * r['bit_exact']:.2f} % "
+                f"max {r['max_quanta']} q"
+            )
+    cols = [
+        ("asked", "path asked"),
+        ("layer", "layer"),
+        ("algorithm", "ran (algorithm/path)"),
+        ("ms", "kernel ms"),
+        ("gops", "GOP/s"),
+        ("bit_exact", "bit-exact"),
+        ("max_quanta", "max quanta"),
+    ]
     print(write_results("int8-layers", device_info(), rows, cols))
 
 
@@ -137,16 +159,29 @@ def run_models(names: list[str], runs: int) -> None:
         it.invoke()
         got = it.get_tensor(it.get_output_details()[0]["index"])
         worst = float(np.abs(got - expected).max()) / output_scale(ref)
-        rows.append({"model": name, "cpu_ms": cpu["median_ms"], "delegate_ms": dev["median_ms"],
-                     "speedup": rep["speedup"], "partitions": dev.get("partitions"),
-                     "delegated": f"{dev.get('delegated_nodes')}/{dev.get('total_nodes')}",
-                     "exact_outputs": float((got == expected).mean()),
-                     "max_quanta_est": round(worst, 3)})
+        rows.append(
+            {
+                "model": name,
+                "cpu_ms": cpu["median_ms"],
+                "delegate_ms": dev["median_ms"],
+                "speedup": rep["speedup"],
+                "partitions": dev.get("partitions"),
+                "delegated": f"{dev.get('delegated_nodes')}/{dev.get('total_nodes')}",
+                "exact_outputs": float((got == expected).mean()),
+                "max_quanta_est": round(worst, 3),
+            }
+        )
         print(rows[-1])
-    cols = [("model", "model (int8, float I/O)"), ("cpu_ms", "CPU ms (XNNPACK)"),
-            ("delegate_ms", "delegate ms"), ("speedup", "speedup"), ("partitions", "partitions"),
-            ("delegated", "delegated nodes"), ("exact_outputs", "bit-exact outputs"),
-            ("max_quanta_est", "max diff (output steps)")]
+    cols = [
+        ("model", "model (int8, float I/O)"),
+        ("cpu_ms", "CPU ms (XNNPACK)"),
+        ("delegate_ms", "delegate ms"),
+        ("speedup", "speedup"),
+        ("partitions", "partitions"),
+        ("delegated", "delegated nodes"),
+        ("exact_outputs", "bit-exact outputs"),
+        ("max_quanta_est", "max diff (output steps)"),
+    ]
     print(write_results("int8-models", device_info(), rows, cols))
 
 

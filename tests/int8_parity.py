@@ -157,7 +157,9 @@ def check_int8_parity(
         got = {d[key] for d in decisions if d["delegated"]}
         assert got == want, f"expected {sorted(want)} delegated, got {sorted(got)}{context}"
     if expect_partitions is not None:
-        assert len(partitions) == expect_partitions, f"expected {expect_partitions} partitions{context}"
+        assert len(partitions) == expect_partitions, (
+            f"expected {expect_partitions} partitions{context}"
+        )
     assert stats.max_quanta <= max_quanta, f"{stats}{context}"
     assert stats.fraction >= min_fraction or stats.elements - stats.exact <= 1, f"{stats}{context}"
     return Int8Result(stats, delegate, decisions, partitions, outputs, reference)

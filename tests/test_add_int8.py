@@ -35,7 +35,10 @@ def test_add_int8(runtime: str, case) -> None:
     rng = np.random.default_rng(a_shape[-1])
     shapes = [a_shape] + ([] if b_shape is None else [b_shape])
     samples = [
-        [rng.standard_normal(s).astype(np.float32) * (factor if i else 1) for i, s in enumerate(shapes)]
+        [
+            rng.standard_normal(s).astype(np.float32) * (factor if i else 1)
+            for i, s in enumerate(shapes)
+        ]
         for _ in range(3)
     ]
     model = quantize_model(b.build(), samples, io="int8", jitter=0.3, seed=a_shape[-1])

@@ -39,7 +39,12 @@ def dw_model(case, per_channel: bool, seed: int, pow2_scales: bool = False) -> b
     )
     b.output(y)
     return quantize_model(
-        b.build(), per_channel=per_channel, io="int8", seed=seed, jitter=0.4, pow2_scales=pow2_scales
+        b.build(),
+        per_channel=per_channel,
+        io="int8",
+        seed=seed,
+        jitter=0.4,
+        pow2_scales=pow2_scales,
     )
 
 

@@ -26,7 +26,10 @@ def test_public_int8_model(runtime: str, name: str) -> None:
         pytest.skip(f"{path} is not there (shared/models/fetch-public-models.sh)")
     cpu_ops, partitions = MODELS[name]
     r = check_int8_parity(
-        path.read_bytes(), runtime, expect_delegated=None, expect_partitions=partitions,
+        path.read_bytes(),
+        runtime,
+        expect_delegated=None,
+        expect_partitions=partitions,
         min_fraction=1.0,
     )
     assert {d["op_name"] for d in r.decisions if not d["delegated"]} == cpu_ops

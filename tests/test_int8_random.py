@@ -41,7 +41,9 @@ def _step(b: ModelBuilder, y: int, rng: np.random.Generator, ops: list[str]) -> 
         k = int(rng.integers(1, 6))
         stride = int(rng.integers(1, 3))
         dil = int(rng.integers(1, 3)) if k > 1 and stride == 1 else 1
-        if pad == "VALID" and not (_window_fits(h, k, stride, dil) and _window_fits(w, k, stride, dil)):
+        if pad == "VALID" and not (
+            _window_fits(h, k, stride, dil) and _window_fits(w, k, stride, dil)
+        ):
             pad = "SAME"
         if kind == "conv":
             oc = int(rng.integers(1, 25))
@@ -85,8 +87,12 @@ def generate(seed: int) -> tuple[bytes, str, dict[str, Any]]:
     """The model, its description and the delegate options of case `seed`."""
     rng = np.random.default_rng(seed)
     b = ModelBuilder(seed=seed)
-    shape = (int(rng.integers(1, 3)), int(rng.integers(3, 13)), int(rng.integers(3, 13)),
-             int(rng.integers(1, 20)))
+    shape = (
+        int(rng.integers(1, 3)),
+        int(rng.integers(3, 13)),
+        int(rng.integers(3, 13)),
+        int(rng.integers(1, 20)),
+    )
     y = b.input("x", shape)
     ops: list[str] = [f"input {shape}"]
     for _ in range(int(rng.integers(1, 5))):
@@ -109,7 +115,10 @@ def generate(seed: int) -> tuple[bytes, str, dict[str, Any]]:
         "precision": str(rng.choice(["fp32", "fp16"])),
         "conv_algorithm": str(rng.choice(["auto", "auto", "direct", "implicit_gemm"])),
     }
-    desc = f"seed={seed} per_channel={per_channel} io={io} jitter={jitter} pow2={pow2}: " + "; ".join(ops)
+    desc = (
+        f"seed={seed} per_channel={per_channel} io={io} jitter={jitter} pow2={pow2}: "
+        + "; ".join(ops)
+    )
     return model, desc, options
 
 
@@ -118,8 +127,10 @@ def _cases() -> list[Any]:
     if one:
         return [pytest.param(int(one), rt, id=f"{one}-{rt}") for rt in RUNTIMES]
     n = int(os.environ.get("CLGPU_INT8_CASES", CI_CASES))
-    return [pytest.param(BASE_SEED + i, RUNTIMES[i % 2], id=f"{BASE_SEED + i}-{RUNTIMES[i % 2]}")
-            for i in range(n)]
+    return [
+        pytest.param(BASE_SEED + i, RUNTIMES[i % 2], id=f"{BASE_SEED + i}-{RUNTIMES[i % 2]}")
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize(("seed", "runtime"), _cases())

@@ -19,7 +19,9 @@ def test_concat_int8(runtime: str, axis: int) -> None:
     if axis not in (3, -1):
         xs = [b.input(f"y{i}", (2, 3, 4, 5)) for i in range(3)]
     b.output(b.concat(xs, axis))
-    check_int8_parity(quantize_model(b.build(), io="int8", seed=axis + 9), runtime, min_fraction=1.0)
+    check_int8_parity(
+        quantize_model(b.build(), io="int8", seed=axis + 9), runtime, min_fraction=1.0
+    )
 
 
 def test_concat_uint8_requantizes(runtime: str) -> None:

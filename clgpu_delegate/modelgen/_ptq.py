@@ -199,36 +199,46 @@ def quantize_model(
         if op.code in _FILTERED:
             axis, bias_at = _FILTERED[op.code]
             w = op.inputs[1]
-            if w in done or tensors[w].data is None:
+            w_data = tensors[w].data
+            if w in done or w_data is None:
                 continue
             per = per_channel or op.code == _B.DEPTHWISE_CONV_2D
-            data, wq = symmetric_weights(tensors[w].data, axis if per else None, pow2_scales)
+            data, wq = symmetric_weights(w_data, axis if per else None, pow2_scales)
             tensors[w] = _Tensor(tensors[w].name, tensors[w].shape, np.dtype(np.int8), data, wq)
             done.add(w)
             b = op.inputs[bias_at] if len(op.inputs) > bias_at else -1
             src = op.inputs[2] if op.code == _B.TRANSPOSE_CONV else op.inputs[0]
-            if b >= 0 and tensors[b].data is not None and b not in done:
-                bq_data, bq = int32_bias(tensors[b].data, params[src].scale[0], wq)
-                tensors[b] = _Tensor(tensors[b].name, tensors[b].shape, np.dtype(np.int32), bq_data, bq)
+            b_data = tensors[b].data if b >= 0 else None
+            if b_data is not None and b not in done:
+                bq_data, bq = int32_bias(b_data, params[src].scale[0], wq)
+                tensors[b] = _Tensor(
+                    tensors[b].name, tensors[b].shape, np.dtype(np.int32), bq_data, bq
+                )
                 done.add(b)
     for i, x in enumerate(tensors):  # any other float constant: int8 per tensor
         if x.data is not None and x.dtype == np.float32 and i not in done:
             q = affine_params(
                 float(x.data.min(initial=0)), float(x.data.max(initial=0)), pow2_scale=pow2_scales
             )
-            tensors[i] = _Tensor(x.name, x.shape, np.dtype(np.int8), quantize_array(x.data, q, "int8"), q)
+            tensors[i] = _Tensor(
+                x.name, x.shape, np.dtype(np.int8), quantize_array(x.data, q, "int8"), q
+            )
     ops = list(m.ops)
     inputs, outputs = list(m.inputs), list(m.outputs)
     if io == "float":
         head, tail = [], []
         for k, t in enumerate(inputs):
             f = len(tensors)
-            tensors.append(_Tensor(tensors[t].name + "_float", tensors[t].shape, np.dtype(np.float32)))
+            tensors.append(
+                _Tensor(tensors[t].name + "_float", tensors[t].shape, np.dtype(np.float32))
+            )
             head.append(_Op(_B.QUANTIZE, 2, [f], [t], "QuantizeOptions", {}))
             inputs[k] = f
         for k, t in enumerate(outputs):
             f = len(tensors)
-            tensors.append(_Tensor(tensors[t].name + "_float", tensors[t].shape, np.dtype(np.float32)))
+            tensors.append(
+                _Tensor(tensors[t].name + "_float", tensors[t].shape, np.dtype(np.float32))
+            )
             tail.append(_Op(_B.DEQUANTIZE, 2, [t], [f], "DequantizeOptions", {}))
             outputs[k] = f
         ops = head + ops + tail

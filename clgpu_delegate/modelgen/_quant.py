@@ -6,6 +6,7 @@ A quantized value is real = scale * (q - zero_point), as in TFLite's schema."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +29,9 @@ def pow2(scale: float) -> float:
     return float(2.0 ** round(np.log2(scale)))
 
 
-def affine_params(lo: float, hi: float, dtype: str = "int8", pow2_scale: bool = False) -> QuantParams:
+def affine_params(
+    lo: float, hi: float, dtype: str = "int8", pow2_scale: bool = False
+) -> QuantParams:
     """Per-tensor parameters covering [lo, hi] (widened to hold 0, as TFLite's converter does,
     so that zero is exact: the padding of convs and pools). pow2_scale: a power-of-two scale."""
     qmin, qmax = qrange(dtype)
@@ -42,7 +45,7 @@ def affine_params(lo: float, hi: float, dtype: str = "int8", pow2_scale: bool = 
     return QuantParams((float(np.float32(scale)),), (zero_point,))
 
 
-def quantize_array(x: npt.NDArray[np.floating], q: QuantParams, dtype: str) -> npt.NDArray:
+def quantize_array(x: npt.NDArray[Any], q: QuantParams, dtype: str) -> npt.NDArray[Any]:
     """TFLite's affine quantization of an array: round half away from zero, then saturate."""
     qmin, qmax = qrange(dtype)
     scale = np.asarray(q.scale, np.float32)
@@ -53,11 +56,12 @@ def quantize_array(x: npt.NDArray[np.floating], q: QuantParams, dtype: str) -> n
         scale, zp = scale.reshape(shape), zp.reshape(shape)
     r = (x.astype(np.float32) / scale).astype(np.float64)
     v = np.floor(np.abs(r) + 0.5) * np.sign(r)  # half away from zero, as std::round
-    return np.clip(v.astype(np.int64) + zp, qmin, qmax).astype(_QTYPES[dtype])
+    out: npt.NDArray[Any] = np.clip(v.astype(np.int64) + zp, qmin, qmax).astype(_QTYPES[dtype])
+    return out
 
 
 def symmetric_weights(
-    w: npt.NDArray[np.floating], axis: int | None, pow2_scale: bool = False
+    w: npt.NDArray[Any], axis: int | None, pow2_scale: bool = False
 ) -> tuple[npt.NDArray[np.int8], QuantParams]:
     """int8 weights with zero point 0 and a scale per index of `axis` (None: one scale),
     max |w| -> 127, as TFLite's converter quantizes filters (pow2_scale: powers of two)."""
@@ -74,7 +78,7 @@ def symmetric_weights(
 
 
 def int32_bias(
-    b: npt.NDArray[np.floating], input_scale: float, weight: QuantParams
+    b: npt.NDArray[Any], input_scale: float, weight: QuantParams
 ) -> tuple[npt.NDArray[np.int32], QuantParams]:
     """The int32 bias of a conv / FC: scale input_scale * weight scale (per channel), zero point
     0."""

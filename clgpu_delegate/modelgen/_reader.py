@@ -5,14 +5,14 @@ model can be rewritten (post-training quantization, `_ptq`) and written again.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import tflite
 
 from clgpu_delegate.modelgen.flatbuffer import _TYPES, QuantParams, _Op, _Tensor
 
-_DTYPES = {v: k for k, v in _TYPES.items()}
+_DTYPES: dict[int, np.dtype[Any]] = {int(v): cast("np.dtype[Any]", k) for k, v in _TYPES.items()}
 _OPTION_NAMES = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
 
 

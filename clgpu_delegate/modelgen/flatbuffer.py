@@ -79,15 +79,15 @@ def write_model(
             buffers.append(_table(fb, "Buffer", {"Data": _Bytes(t.data)}))
     tensors = []
     for i, t in enumerate(tensors_in):
-        fields = {
+        tensor: dict[str, Any] = {
             "Shape": list(t.shape),
             "Type": _TYPES[t.dtype],
             "Buffer": buffer_of.get(i, 0),
             "Name": fb.CreateString(t.name),
         }
         if t.quant is not None:
-            fields["Quantization"] = _quant_table(fb, t.quant)
-        tensors.append(_table(fb, "Tensor", fields))
+            tensor["Quantization"] = _quant_table(fb, t.quant)
+        tensors.append(_table(fb, "Tensor", tensor))
 
     opcode_index: dict[tuple[int, int], int] = {}
     operators = []

@@ -324,10 +324,11 @@ def _builder(name: str) -> Callable[..., bytes]:
     return MODELS[name]
 
 
-def build(name: str, int8: bool = False, **opts: object) -> bytes:
-    """The .tflite bytes of zoo model `name` built with `opts` (e.g. size=64). int8: its full
-    integer version (modelgen.quantize_model: per-channel int8 weights, int32 biases, scales
-    calibrated on two N(0, 1) inputs, float I/O through QUANTIZE / DEQUANTIZE)."""
+def build(name: str, **opts: object) -> bytes:
+    """The .tflite bytes of zoo model `name` built with `opts` (e.g. size=64). int8=True: its
+    full integer version (modelgen.quantize_model: per-channel int8 weights, int32 biases,
+    scales calibrated on two N(0, 1) inputs, float I/O through QUANTIZE / DEQUANTIZE)."""
+    int8 = bool(opts.pop("int8", False))
     data = _builder(name)(**opts)
     if int8:
         from clgpu_delegate.modelgen._ptq import quantize_model
@@ -353,14 +354,15 @@ def _file_name(name: str, opts: dict[str, object], int8: bool = False) -> str:
     return "-".join([name, *parts, f"v{ZOO_VERSION}"]) + ".tflite"
 
 
-def path(name: str, int8: bool = False, **opts: object) -> Path:
-    """Path of the cached .tflite for `name` and `opts` (int8: its integer version, see
+def path(name: str, **opts: object) -> Path:
+    """Path of the cached .tflite for `name` and `opts` (int8=True: its integer version, see
     build()); built (atomically) only if missing."""
+    int8 = bool(opts.pop("int8", False))
     target = cache_dir() / _file_name(name, opts, int8)
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    data = build(name, int8, **opts)
+    data = build(name, int8=int8, **opts)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -77,7 +77,6 @@ class Conv2dInt8Op : public Op {
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = Choose(ctx, g);
-    dot_ = Int8DotPathOf(ctx);
     launches_.clear();
     if (algo_ == Algo::kDirect) {
       if (!direct_filter_) {
@@ -106,7 +105,7 @@ class Conv2dInt8Op : public Op {
                .first;
     const int m = g.n * g.oh * g.ow;
     launches_ = EncodeInt8Gemm(ctx, it->second, in[0], out[0], m, in_zero_, stage_,
-                               algo_ == Algo::kImplicitGemm ? &g : nullptr);
+                               algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_);
   }
 
  private:

@@ -56,8 +56,8 @@ class FullyConnectedInt8Op : public Op {
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     if (!w_.b) w_ = PrepareInt8Gemm(ctx, weights_, n_, k_, bias_, in_zero_, stage_);
-    dot_ = Int8DotPathOf(ctx);
-    launches_ = EncodeInt8Gemm(ctx, w_, in[0], out[0], Rows(in_shapes[0]), in_zero_, stage_);
+    launches_ = EncodeInt8Gemm(ctx, w_, in[0], out[0], Rows(in_shapes[0]), in_zero_, stage_,
+                               nullptr, &dot_);
   }
 
  private:

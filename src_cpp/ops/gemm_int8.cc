@@ -15,10 +15,13 @@ struct Int8Tiles {
   size_t work_group() const { return size_t(tm / wm) * (tn / wn); }
 };
 
-// Per device class; CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides (bench/bench_int8.py).
-Int8Tiles TilesFor(const DeviceInfo& dev) {
-  Int8Tiles t = dev.type == "gpu" && dev.nvidia() ? Int8Tiles{64, 64, 8, 8, 4}
-                                                  : Int8Tiles{32, 32, 4, 4, 4};
+// Per device class, for an m x n output; CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides
+// (bench/bench_int8.py). On NVIDIA GPUs 64 x 64 tiles, unless they would leave compute units
+// without a work-group (late layers of batch-1 networks: a 7x7 map is 49 rows).
+Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
+  const Int8Tiles small{32, 32, 4, 4, 4}, big{64, 64, 8, 8, 4};
+  const long big_groups = ((m + big.tm - 1) / big.tm) * ((n + big.tn - 1) / big.tn);
+  Int8Tiles t = dev.type == "gpu" && dev.nvidia() && big_groups >= dev.compute_units ? big : small;
   if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
     Int8Tiles o{};
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 ||
@@ -59,9 +62,9 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
 }
 
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
-                                   int m, int a_zero, const OutputStage& s,
-                                   const ConvGeometry* g) {
-  const Int8Tiles t = TilesFor(ctx.env.device());
+                                   int m, int a_zero, const OutputStage& s, const ConvGeometry* g,
+                                   std::string* path_used) {
+  const Int8Tiles t = TilesFor(ctx.env.device(), m, w.n);
   char tiles[96];
   std::snprintf(tiles, sizeof tiles, "-DTM=%d -DTN=%d -DTK4=%d -DWM=%d -DWN=%d", t.tm, t.tn, t.tk4,
                 t.wm, t.wn);
@@ -69,11 +72,22 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   const bool vec = g ? g->c % 4 == 0 : w.k % 4 == 0;
   if (g) defines += " -DIM2COL";
   if (vec) defines += " -DVEC_A";
-  const std::string dot = Int8DotDefines(Int8DotPathOf(ctx));
-  if (!dot.empty()) defines += " " + dot;
+  // The device's dot-product path; should its program not build (a driver that takes the probe
+  // but not the whole kernel), the portable one.
+  std::string path = Int8DotPathOf(ctx);
+  std::shared_ptr<Program> prog;
+  try {
+    const std::string dot = Int8DotDefines(path);
+    prog = ctx.GetProgram("gemm_int8", dot.empty() ? defines : defines + " " + dot);
+  } catch (const BuildError&) {
+    if (path == "portable") throw;
+    path = "portable";
+    prog = ctx.GetProgram("gemm_int8", defines);
+  }
+  if (path_used) *path_used = path;
   Launch l;
   l.name = g ? "gemm_int8_im2col" : "gemm_int8";
-  l.kernel = CreateKernel(*ctx.GetProgram("gemm_int8", defines), "gemm_int8");
+  l.kernel = CreateKernel(*prog, "gemm_int8");
   ConvGeometry none;
   const ConvGeometry& c = g ? *g : none;
   SetArgs(l.kernel, a, w.b.get(), w.bias.get(), w.stage.get(), out, m, w.n, w.k, w.kp, a_zero,

@@ -28,12 +28,14 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
                                 const OutputStage& stage);
 
 // The launch computing out [m][n] from A (plain when `im2col` is null, else the convolution
-// input of that geometry, whose m = N * OH * OW and k = KH * KW * C).
+// input of that geometry, whose m = N * OH * OW and k = KH * KW * C). *path_used: the
+// dot-product path it runs ("dp4a", "khr", "portable"), for profiles.
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& stage,
-                                   const ConvGeometry* im2col = nullptr);
+                                   const ConvGeometry* im2col = nullptr,
+                                   std::string* path_used = nullptr);
 
-// The dot-product path on this context's device ("dp4a", "khr", "portable"), for profiles.
+// The dot-product path probed on this context's device (cl/int8_dot.h).
 const std::string& Int8DotPathOf(const OpContext& ctx);
 
 }  // namespace clgpu
