@@ -38,7 +38,7 @@ class DepthwiseConv2dInt8Op : public Op {
   }
 
   const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
-  std::string algorithm() const override { return "int8_direct"; }
+  std::string algorithm() const override { return c4_ ? "int8_direct_c4" : "int8_direct"; }
 
   ConvGeometry Geometry(const Shape& in) const {
     if (in.size() != 4 || in[3] <= 0 || filter_shape_[3] % in[3] != 0)
@@ -72,15 +72,17 @@ class DepthwiseConv2dInt8Op : public Op {
       bias_buf_ = UploadBytes(ctx, bias_.data(), bias_.size() * 4);
       stage_buf_ = UploadOutputStage(ctx, stage_);
     }
+    // Four channels per work-item where the channels allow it.
+    c4_ = g.oc == g.c && g.c % 4 == 0;
     Launch l;
-    l.name = "depthwise_conv2d_int8";
+    l.name = c4_ ? "depthwise_conv2d_int8_c4" : "depthwise_conv2d_int8";
     l.kernel = CreateKernel(*ctx.GetProgram("depthwise_conv2d_int8"), l.name);
     SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), stage_buf_.get(), out[0], g.n,
             g.h, g.w, g.c, g.oh, g.ow, g.oc / g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top,
             g.pad_left, in_zero_, stage_.up_below, stage_.zero_point, stage_.act_min,
             stage_.act_max);
     l.dims = 3;
-    l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
+    l.global[0] = c4_ ? g.oc / 4 : g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
     launches_.clear();
     launches_.push_back(std::move(l));
   }
@@ -93,6 +95,7 @@ class DepthwiseConv2dInt8Op : public Op {
   int in_zero_ = 0;
   OutputStage stage_;
   Buffer filter_buf_, bias_buf_, stage_buf_;
+  bool c4_ = false;
 };
 
 }  // namespace
