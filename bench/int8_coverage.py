@@ -3,7 +3,7 @@ the public corpus's int8 models, TensorFlow's post-training-quantized Keras mode
 (bench/keras_models.py --int8) and the zoo's int8 versions, against TFLite's reference int8
 kernels in each installed runtime.
 
-    python bench/int8_coverage.py [--zoo-size 224]
+    python bench/int8_coverage.py [--zoo-size 224] [--public-dir D] [--keras-dir D]
 
 Writes bench/results/int8-coverage-<device>.{json,md}. On a GPU this is also the bit-exactness
 check of the device's dot-product path on whole models (`int8_dot` in the results).
@@ -98,14 +98,16 @@ def check(name: str, model: bytes, runtime: str) -> dict[str, Any]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--zoo-size", type=int, default=224)
+    p.add_argument("--public-dir", default=str(CACHE / "public-models"))
+    p.add_argument("--keras-dir", default=str(CACHE / "keras-models"))
     a = p.parse_args()
     models: list[tuple[str, bytes]] = []
     for name in PUBLIC:
-        f = CACHE / "public-models" / f"{name}.tflite"
+        f = Path(a.public_dir) / f"{name}.tflite"
         if f.is_file():
             models.append((f"public/{name}", f.read_bytes()))
     for name in KERAS:
-        f = CACHE / "keras-models" / f"keras_{name}_int8.tflite"
+        f = Path(a.keras_dir) / f"keras_{name}_int8.tflite"
         if f.is_file():
             models.append((f"keras/{name}_int8", f.read_bytes()))
     for name in ZOO:
