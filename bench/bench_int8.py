@@ -4,6 +4,7 @@ inline PTX vs the portable integer path), and the zoo's int8 models against TFLi
     python bench/bench_int8.py                     # layers with every path, then the models
     python bench/bench_int8.py --layers            # only the layers
     python bench/bench_int8.py --models mobilenet_v2,resnet50 --runs 100
+    python bench/bench_int8.py --models DIR/keras_mobilenet_v2_int8.tflite
 
 Layers: single int8 CONV_2D / FULLY_CONNECTED models with the shapes of MobileNetV2 and
 ResNet-50 layers (per-channel weights, calibrated scales), run once per dot-product path in a
@@ -22,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -141,7 +143,10 @@ def output_scale(interp: Any) -> float:
 def run_models(names: list[str], runs: int) -> None:
     rows = []
     for name in names:
-        path = zoo.path(name, int8=True)
+        # A .tflite file (e.g. keras_mobilenet_v2_int8.tflite from keras_models.py --int8), or
+        # a zoo model's int8 version.
+        path = Path(name) if name.endswith(".tflite") else zoo.path(name, int8=True)
+        name = path.stem if name.endswith(".tflite") else name
         ref = make_interpreter(str(path), reference=True)
         ref.allocate_tensors()
         d = ref.get_input_details()[0]
@@ -188,7 +193,11 @@ def run_models(names: list[str], runs: int) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--layers", action="store_true", help="only the layers")
-    p.add_argument("--models", default=None, help=f"comma-separated (default {','.join(MODELS)})")
+    p.add_argument(
+        "--models",
+        default=None,
+        help=f"comma-separated zoo names or .tflite paths (default {','.join(MODELS)})",
+    )
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--layers-child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
