@@ -4,11 +4,13 @@ UpSampling2D image model, a transformer encoder), converted by TensorFlow's own 
 way users convert theirs.
 
     pip install tensorflow-cpu   # optional: never needed by the package or its tests
-    python bench/keras_models.py [--out DIR] [--models a,b] [--fp16]
+    python bench/keras_models.py [--out DIR] [--models a,b] [--fp16] [--int8]
 
-Writes DIR/keras_<name>.tflite (float32) and, with --fp16, keras_<name>_fp16.tflite (float16
-weights behind DEQUANTIZE, as `converter.target_spec.supported_types = [tf.float16]` makes).
-Existing files are kept. DIR defaults to ~/.cache/clgpu_delegate/keras-models.
+Writes DIR/keras_<name>.tflite (float32), with --fp16 keras_<name>_fp16.tflite (float16
+weights behind DEQUANTIZE, as `converter.target_spec.supported_types = [tf.float16]` makes) and
+with --int8 keras_<name>_int8.tflite (full-integer post-training quantization: int8 builtins
+only, calibrated on a random representative dataset, float inputs and outputs through QUANTIZE /
+DEQUANTIZE). Existing files are kept. DIR defaults to ~/.cache/clgpu_delegate/keras-models.
 """
 
 from __future__ import annotations
@@ -82,12 +84,26 @@ def encoder(keras: Any, seq: int = 128, dim: int = 256, heads: int = 4, layers_n
     return keras.Model(inp, x)
 
 
-def convert(tf: Any, model: Any, fp16: bool) -> bytes:
+def convert(tf: Any, model: Any, kind: str) -> bytes:
+    """kind: "fp32", "fp16" (float16 weights) or "int8" (full-integer PTQ, float I/O)."""
     # from_keras_model freezes the variables into constants, as users' conversions do.
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    if fp16:
+    if kind == "fp16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.target_spec.supported_types = [tf.float16]
+    elif kind == "int8":
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        shapes = [(1, *(int(d) for d in t.shape[1:])) for t in model.inputs]
+
+        def representative() -> Any:
+            for _ in range(8):  # random inputs: scales that look calibrated, not trained
+                yield [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = representative
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     data: bytes = conv.convert()
     return data
 
@@ -109,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(DEFAULT_DIR))
     ap.add_argument("--models", default=",".join(builders))
     ap.add_argument("--fp16", action="store_true", help="also write fp16-weight variants")
+    ap.add_argument("--int8", action="store_true", help="also write int8 (PTQ) variants")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -119,16 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     keras.utils.set_random_seed(0)
     failed = []
     for name in names:
-        variants = [(False, out / f"keras_{name}.tflite")]
+        variants = [("fp32", out / f"keras_{name}.tflite")]
         if args.fp16:
-            variants.append((True, out / f"keras_{name}_fp16.tflite"))
-        todo = [(fp16, p) for fp16, p in variants if not p.exists()]
+            variants.append(("fp16", out / f"keras_{name}_fp16.tflite"))
+        if args.int8:
+            variants.append(("int8", out / f"keras_{name}_int8.tflite"))
+        todo = [(kind, p) for kind, p in variants if not p.exists()]
         if not todo:
             continue
         model = builders[name]()
-        for fp16, p in todo:
+        for kind, p in todo:
             try:
-                p.write_bytes(convert(tf, model, fp16))
+                p.write_bytes(convert(tf, model, kind))
             except Exception as e:  # noqa: BLE001 - one model the converter refuses is reported
                 failed.append(f"{p.name}: {type(e).__name__}: {str(e).splitlines()[0]}")
                 continue

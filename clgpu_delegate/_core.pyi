@@ -30,6 +30,7 @@ class _DeviceDict(TypedDict):
     host_unified_memory: bool
     fp16_advertised: bool
     fp16: bool
+    int8_dot: str
 
 def devices(probe_fp16: bool = True) -> list[_DeviceDict]: ...
 def select_device(spec: str = "auto") -> _DeviceDict: ...

@@ -31,10 +31,13 @@ class Device:
     host_unified_memory: bool
     fp16_advertised: bool
     fp16: bool  # probed by compiling half arithmetic (NVIDIA does not advertise cl_khr_fp16)
+    # The int8 kernels' dot product: "dp4a" (NVIDIA PTX), "khr" (cl_khr_integer_dot_product),
+    # "portable"; probed by compiling and running each ("" when devices() did not probe).
+    int8_dot: str = ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Device:
-        return cls(**{f.name: d[f.name] for f in fields(cls)})
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 def devices(probe_fp16: bool = True) -> list[Device]:
@@ -116,6 +119,7 @@ def format_table(devs: list[Device]) -> str:
         "max alloc",
         "unified",
         "fp16",
+        "int8",
     ]
     rows = [
         [
@@ -132,6 +136,7 @@ def format_table(devs: list[Device]) -> str:
             _gib(d.max_alloc_bytes),
             "yes" if d.host_unified_memory else "no",
             ("yes" if d.fp16 else "no") + ("" if d.fp16 == d.fp16_advertised else " (probed)"),
+            d.int8_dot or "-",
         ]
         for d in devs
     ]

@@ -2,7 +2,28 @@
 // load/store helpers, so each kernel is written once for fp32 and fp16 storage.
 // Arithmetic is always float; half is storage only (vload_half is core OpenCL).
 
-#ifdef STORAGE_HALF
+#if defined(STORAGE_INT8) || defined(STORAGE_UINT8)
+// Quantized values (OpContext::ForValues) in kernels that only move, compare or average them:
+// loads are exact floats, stores round half away from zero (TFLite's integer rounding) and
+// saturate to the type.
+#ifdef STORAGE_INT8
+#define T char
+#define STORAGE_CONVERT(v) convert_char_sat(round(v))
+#define STORAGE_CONVERT4(v) convert_char4_sat(round(v))
+#define T4_ char4
+#else
+#define T uchar
+#define STORAGE_CONVERT(v) convert_uchar_sat(round(v))
+#define STORAGE_CONVERT4(v) convert_uchar4_sat(round(v))
+#define T4_ uchar4
+#endif
+#define LOADF(p, i) convert_float((p)[(i)])
+#define STOREF(v, p, i) ((p)[(i)] = STORAGE_CONVERT(v))
+#define LOADF4(p, i4) convert_float4(vload4((i4), (p)))
+#define STOREF4(v, p, i4) vstore4(STORAGE_CONVERT4(v), (i4), (p))
+#define LOADF4A(p, i4) convert_float4(((__global const T4_*)(p))[(i4)])
+#define STOREF4A(v, p, i4) (((__global T4_*)(p))[(i4)] = STORAGE_CONVERT4(v))
+#elif defined(STORAGE_HALF)
 #define T half
 #define LOADF(p, i) vload_half((i), (p))
 #define STOREF(v, p, i) vstore_half((v), (i), (p))

@@ -78,3 +78,22 @@ __kernel void split_copy4(__global const T* in, __global T* out, int total4, int
   const int y = i / cols4, x = i - y * cols4;
   STOREF4A(LOADF4A(in, (long)y * in_cols4 + col0_4 + x), out, i);
 }
+
+#if defined(STORAGE_INT8) || defined(STORAGE_UINT8)
+// A quantized input whose scale or zero point differs from the output's (uint8: TFLite rescales
+// it in float; int8 it refuses), written over its columns after the plain copy:
+// round(q * scale + bias) + out_zero, clamped to the type, with scale = in_scale / out_scale and
+// bias = -in_zero * scale as TFLite computes them in float, one rounding per operation.
+#pragma OPENCL FP_CONTRACT OFF
+// concat_requant(in, out, total, cols, out_cols, col0, scale, bias, out_zero, qmin, qmax) —
+// total = rows * cols. NDRange: global (total).
+__kernel void concat_requant(__global const T* in, __global T* out, int total, int cols,
+                             int out_cols, int col0, float scale, float bias, int out_zero,
+                             int qmin, int qmax) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int y = i / cols, x = i - y * cols;
+  const float v = (float)in[i] * scale + bias;
+  out[(long)y * out_cols + col0 + x] = (T)clamp((int)round(v) + out_zero, qmin, qmax);
+}
+#endif

@@ -59,3 +59,19 @@ __kernel void avg_pool2d_c4(POOL_ARGS) {
   const float count = (float)(max(ky1 - ky0, 0) * max(kx1 - kx0, 0));
   STOREF4A(ACTIVATE(s / count, act_min, act_max), out, dst);
 }
+
+#if defined(STORAGE_INT8) || defined(STORAGE_UINT8)
+// AVERAGE_POOL_2D on quantized values (OpContext::ForValues), TFLite's integer rounding: the sum
+// over the window's in-bounds taps divided by their count, rounded half away from zero, then the
+// clamp (act_min / act_max are the activation's quantized bounds). An empty window stores the
+// clamp of 0, where TFLite's kernel leaves its output unwritten.
+__kernel void avg_pool2d_int(POOL_ARGS) {
+  POOL_WINDOW
+  int s = 0;
+  for (int ky = ky0; ky < ky1; ++ky)
+    for (int kx = kx0; kx < kx1; ++kx) s += (int)in[POOL_IN(ky, kx)];
+  const int count = max(ky1 - ky0, 0) * max(kx1 - kx0, 0);
+  const int avg = count == 0 ? 0 : (s > 0 ? s + count / 2 : s - count / 2) / count;
+  out[dst] = (T)clamp(avg, (int)act_min, (int)act_max);
+}
+#endif

@@ -167,6 +167,7 @@ class ShapeOps(_GraphBuilder):
             [x, self._int_const(p, "paddings")],
             [out],
             options="MirrorPadOptions",
+            out_dtype=self.dtype(x),
             Mode=getattr(tflite.MirrorPadMode, mode),
         )[0]
 

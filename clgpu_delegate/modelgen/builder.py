@@ -12,6 +12,7 @@ import tflite
 
 from clgpu_delegate.modelgen._conv import ConvOps
 from clgpu_delegate.modelgen._elementwise import ElementwiseOps
+from clgpu_delegate.modelgen._quant import QuantOps
 from clgpu_delegate.modelgen._select import SelectOps
 from clgpu_delegate.modelgen._shape import ShapeOps
 from clgpu_delegate.modelgen._sparse import SparseOps
@@ -20,7 +21,7 @@ from clgpu_delegate.modelgen._window import WindowOps
 __all__ = ["ModelBuilder", "tflite"]
 
 
-class ModelBuilder(ConvOps, ElementwiseOps, ShapeOps, WindowOps, SelectOps, SparseOps):
+class ModelBuilder(ConvOps, ElementwiseOps, ShapeOps, WindowOps, SelectOps, SparseOps, QuantOps):
     """Builds a single-subgraph TFLite model; methods return tensor ids (ints).
 
     Shapes are static and inferred per op. Ops whose arguments do not fit raise ValueError.

@@ -31,6 +31,16 @@ _TYPES = {  # numpy dtype -> TensorType
 }
 
 
+@dataclass(frozen=True)
+class QuantParams:
+    """Affine quantization of a tensor: real = scale * (q - zero_point), one (scale, zero point)
+    per tensor, or one per index of `axis` (per-channel)."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int = 0
+
+
 @dataclass
 class _Tensor:
     name: str
@@ -38,6 +48,7 @@ class _Tensor:
     dtype: np.dtype[Any]
     data: npt.NDArray[Any] | None = None  # constant payload: a private little-endian C-order copy
     sparsity: Any = None  # a sparse constant's SparsityParameters (_sparse.SparseEncoding)
+    quant: QuantParams | None = None
 
 
 @dataclass
@@ -86,20 +97,19 @@ def write_model(
             if t.data is not None:
                 buffer_of[i] = len(buffers)
                 buffers.append(_table(fb, "Buffer", {"Data": _Bytes(t.data)}))
-        tensors = [
-            _table(
-                fb,
-                "Tensor",
-                {
-                    "Shape": list(t.shape),
-                    "Type": _TYPES[t.dtype],
-                    "Buffer": buffer_of.get(i, 0),
-                    "Name": fb.CreateString(t.name),
-                }
-                | ({"Sparsity": t.sparsity} if t.sparsity is not None else {}),
-            )
-            for i, t in enumerate(g.tensors)
-        ]
+        tensors = []
+        for i, t in enumerate(g.tensors):
+            tensor: dict[str, Any] = {
+                "Shape": list(t.shape),
+                "Type": _TYPES[t.dtype],
+                "Buffer": buffer_of.get(i, 0),
+                "Name": fb.CreateString(t.name),
+            }
+            if t.sparsity is not None:
+                tensor["Sparsity"] = t.sparsity
+            if t.quant is not None:
+                tensor["Quantization"] = _quant_table(fb, t.quant)
+            tensors.append(_table(fb, "Tensor", tensor))
         operators = []
         for op in g.ops:
             key = (op.code, op.version)
@@ -151,6 +161,16 @@ def write_model(
     )
     fb.Finish(model, file_identifier=b"TFL3")
     return bytes(memoryview(fb.Bytes)[fb.Head() :])  # one copy; Output() would add another
+
+
+def _quant_table(fb: flatbuffers.Builder, q: QuantParams) -> int:
+    scale = fb.CreateNumpyVector(np.array(q.scale, dtype="<f4"))
+    zero_point = fb.CreateNumpyVector(np.array(q.zero_point, dtype="<i8"))
+    tflite.QuantizationParametersStart(fb)
+    tflite.QuantizationParametersAddScale(fb, scale)
+    tflite.QuantizationParametersAddZeroPoint(fb, zero_point)
+    tflite.QuantizationParametersAddQuantizedDimension(fb, q.axis)
+    return int(tflite.QuantizationParametersEnd(fb))
 
 
 def _table(fb: flatbuffers.Builder, table: str, fields: dict[str, Any]) -> int:

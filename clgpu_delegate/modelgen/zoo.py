@@ -325,8 +325,16 @@ def _builder(name: str) -> Callable[..., bytes]:
 
 
 def build(name: str, **opts: object) -> bytes:
-    """The .tflite bytes of zoo model `name` built with `opts` (e.g. size=64)."""
-    return _builder(name)(**opts)
+    """The .tflite bytes of zoo model `name` built with `opts` (e.g. size=64). int8=True: its
+    full integer version (modelgen.quantize_model: per-channel int8 weights, int32 biases,
+    scales calibrated on two N(0, 1) inputs, float I/O through QUANTIZE / DEQUANTIZE)."""
+    int8 = bool(opts.pop("int8", False))
+    data = _builder(name)(**opts)
+    if int8:
+        from clgpu_delegate.modelgen._ptq import quantize_model
+
+        data = quantize_model(data, samples=2)
+    return data
 
 
 def cache_dir() -> Path:
@@ -335,22 +343,26 @@ def cache_dir() -> Path:
     return Path(base) / "clgpu_delegate" / "models"
 
 
-def _file_name(name: str, opts: dict[str, object]) -> str:
+def _file_name(name: str, opts: dict[str, object], int8: bool = False) -> str:
     """Cache file name: options that differ from the defaults, in a fixed order."""
     fn = _builder(name)
     bound = inspect.signature(fn).bind(**opts)  # TypeError for unknown options
     params = inspect.signature(fn).parameters
     parts = [f"{k}{v}" for k, v in sorted(bound.arguments.items()) if v != params[k].default]
+    if int8:
+        parts.append("int8")
     return "-".join([name, *parts, f"v{ZOO_VERSION}"]) + ".tflite"
 
 
 def path(name: str, **opts: object) -> Path:
-    """Path of the cached .tflite for `name` and `opts`; built (atomically) only if missing."""
-    target = cache_dir() / _file_name(name, opts)
+    """Path of the cached .tflite for `name` and `opts` (int8=True: its integer version, see
+    build()); built (atomically) only if missing."""
+    int8 = bool(opts.pop("int8", False))
+    target = cache_dir() / _file_name(name, opts, int8)
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    data = build(name, **opts)
+    data = build(name, int8=int8, **opts)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -60,11 +60,18 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                        : std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;
   const double dev_gflops = kDeviceEfficiency * peak_gflops;
   double device_compute_ms = 0;
+  double cpu_flops = 0;  // int8 nodes count half: the CPU's integer kernels run about twice as fast
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo& n = nodes[i];
     const double f = NodeFlops(g, n);
     e.flops += f;
-    if (n.op == tfl::kDequantize) continue;
+    const bool int8 = !n.outputs.empty() && g.valid_tensor(n.outputs[0]) &&
+                      IsQuantized(g.value_type(n.outputs[0]));
+    cpu_flops += int8 ? f / 2 : f;
+    // A folded FLOAT16 weight runs nothing (an int8 DEQUANTIZE is a kernel).
+    if (n.op == tfl::kDequantize && !n.outputs.empty() &&
+        g.IsFoldedDequantizeOutput(n.outputs[0]))
+      continue;
     if (folded.count(i)) {
       device_compute_ms += f / (dev_gflops * 1e9) * 1e3;
       continue;
@@ -74,14 +81,17 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                              ? costs.copy_us * 1e-3
                              : std::max(f / (dev_gflops * 1e9) * 1e3, costs.min_kernel_us * 1e-3);
   }
+  auto bytes = [&](int t) {
+    return double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
+  };
   for (int t : inputs)
-    if (g.valid_tensor(t) && !g.IsConstant(t)) e.boundary_bytes += 4.0 * NumElements(g.shape(t));
+    if (g.valid_tensor(t) && !g.IsConstant(t)) e.boundary_bytes += bytes(t);
   for (int t : outputs)
-    if (g.valid_tensor(t)) e.boundary_bytes += 4.0 * NumElements(g.shape(t));
+    if (g.valid_tensor(t)) e.boundary_bytes += bytes(t);
 
   const double threads = std::max(1u, std::thread::hardware_concurrency());
   e.cpu_ms =
-      e.flops / (kCpuGflopsPerThread * threads * 1e9) * 1e3 + nodes.size() * kCpuNodeUs * 1e-3;
+      cpu_flops / (kCpuGflopsPerThread * threads * 1e9) * 1e3 + nodes.size() * kCpuNodeUs * 1e-3;
   const double gbps = costs.gbps > 0            ? costs.gbps
                       : dev.host_unified_memory ? kUnifiedGBps
                                                 : kDiscreteGBps;

@@ -38,13 +38,18 @@ TfLiteIntArray* NewIntArray(const std::vector<int>& v) {
 
 std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInfo& n,
                                                const OpHandler& h, std::string* note) const {
-  const size_t limit = max_alloc_bytes(), eb = storage_bytes();
+  const size_t limit = max_alloc_bytes();
+  // Device bytes of an element of tensor t: the float storage, or its integer type's.
+  auto eb = [&](int t) {
+    const ValueType vt = g.value_type(t);
+    return vt == ValueType::kFloat ? storage_bytes() : HostElementBytes(vt);
+  };
   // Most nodes are far below the limit: nothing an op allocates (transformed
   // weights, Winograd or split-K scratch) is 64x its largest tensor.
   size_t largest = 0;
   for (const auto* list : {&n.inputs, &n.outputs})
     for (int t : *list)
-      if (g.valid_tensor(t)) largest = std::max(largest, size_t(NumElements(g.shape(t))) * eb);
+      if (g.valid_tensor(t)) largest = std::max(largest, size_t(NumElements(g.shape(t))) * eb(t));
   if (largest <= limit / 64) return "";
   const std::string over =
       "exceeds the device's largest allocation (" + std::to_string(limit) + " bytes) and ";
@@ -58,15 +63,23 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
     for (size_t i = 0; i < in.size() + out.size(); ++i) {
       const Shape& s = i < in.size() ? in[i] : out[i - in.size()];
       const int t = i < in.size() ? op->inputs()[i] : op->outputs()[i - in.size()];
-      if (size_t(NumElements(s)) * eb <= limit) continue;
+      if (size_t(NumElements(s)) * eb(t) <= limit) continue;
       std::string why;
-      const size_t count = PlanPieces(s, limit / eb, &why).size();
+      const size_t count = PlanPieces(s, limit / eb(t), &why).size();
       if (!count)
-        return "tensor " + g.name(t) + " (" + std::to_string(NumElements(s) * eb) + " bytes) " +
+        return "tensor " + g.name(t) + " (" + std::to_string(NumElements(s) * eb(t)) + " bytes) " +
                over + "cannot be split: " + why;
       pieces += static_cast<int>(count);
     }
-    OpContext ctx = MakeOpContext();
+    // Activations all of one quantized type: the op prepares in that type's context (as in
+    // Partition::OpCtx).
+    ValueType common = ValueType::kUnsupported;
+    for (const auto* list : {&op->inputs(), &op->outputs()})
+      for (int t : *list) {
+        if (common == ValueType::kUnsupported) common = g.value_type(t);
+        if (g.value_type(t) != common) common = ValueType::kFloat;
+      }
+    OpContext ctx = IsQuantized(common) ? MakeOpContext().ForValues(common) : MakeOpContext();
     ChunkPlan plan;
     const std::string why = PlanOpChunks(ctx, *op, in, out, limit, &plan);
     if (!why.empty()) return "the node " + over + why;
@@ -87,6 +100,7 @@ OpContext DelegateCore::MakeOpContext() const {
   OpContext c{*env_, queue(), OpOptions{options_.conv_algorithm, options_.gemm_splits}};
   c.storage_defines = storage_defines();
   c.storage_bytes = storage_bytes();
+  c.float_bytes = storage_bytes();
   c.disk = disk_.get();
   c.max_alloc = max_alloc_bytes();
   return c;
@@ -225,6 +239,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     const std::vector<int> plan(plan_array->data, plan_array->data + plan_array->size);
 
     GraphView graph(ctx);
+    graph.set_cpu_kernels(IdentifyCpuKernels(ctx, options_.runtime));
     AbiObservation abi;
     abi.tensors_size = ctx->tensors_size;
     std::vector<NodeInfo> nodes;

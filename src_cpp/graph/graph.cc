@@ -31,6 +31,10 @@ std::string GraphView::name(int t) const {
   return n ? n : "#" + std::to_string(t);
 }
 
+ValueType GraphView::value_type(int t) const {
+  return IsFoldedDequantizeOutput(t) ? ValueType::kFloat : ValueTypeOf(type(t));
+}
+
 bool GraphView::IsModelConstant(int t) const {
   if (!valid_tensor(t)) return false;
   const TfLiteTensor& x = tensor(t);
@@ -60,6 +64,17 @@ std::vector<float> GraphView::ConstantFloats(int t) const {
     throw Error("tensor " + name(t) + " is not a float constant");
   }
   return out;
+}
+
+std::vector<uint8_t> GraphView::ConstantBytes(int t) const {
+  if (!IsModelConstant(t)) throw Error("tensor " + name(t) + " is not constant");
+  const TfLiteTensor& x = tensor(t);
+  const ValueType vt = ValueTypeOf(x.type);
+  const size_t n = static_cast<size_t>(NumElements(shape(t))) * HostElementBytes(vt);
+  if (vt == ValueType::kUnsupported || vt == ValueType::kFloat || x.bytes < n)
+    throw Error("tensor " + name(t) + " is not an integer constant");
+  const auto* p = static_cast<const uint8_t*>(x.data.raw_const);
+  return std::vector<uint8_t>(p, p + n);
 }
 
 std::vector<int64_t> GraphView::ConstantInts(int t) const {

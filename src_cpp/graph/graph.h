@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/quant.h"
 #include "tflite/abi.h"
 
 namespace clgpu {
@@ -40,12 +41,22 @@ class GraphView {
   Shape shape(int t) const;
   TfLiteType type(int t) const { return tensor(t).type; }
   std::string name(int t) const;
+  // The element type a partition would hold the tensor as (a folded DEQUANTIZE's output is a
+  // float constant).
+  ValueType value_type(int t) const;
+  // Its quantization (graph/quant.h; empty when it has none).
+  QuantParams quant(int t) const { return ReadQuantParams(tensor(t)); }
+  // The rounding of the host runtime's int8 kernels, set once per Prepare by the delegate.
+  const CpuKernels& cpu_kernels() const { return cpu_kernels_; }
+  void set_cpu_kernels(CpuKernels k) { cpu_kernels_ = std::move(k); }
 
   // Constant = model data that lives on the CPU (mmap'ed or persistent
   // read-only), a computed constant, or the output of a DEQUANTIZE of a FLOAT16 one.
   bool IsConstant(int t) const;
   // Constant as float32 (float16 sources are widened). Throws Error otherwise.
   std::vector<float> ConstantFloats(int t) const;
+  // A constant's bytes as TFLite holds them (int8 / uint8 / int32 data). Throws Error otherwise.
+  std::vector<uint8_t> ConstantBytes(int t) const;
   // Constant int32 / int64 tensor as int64 values (permutations, shapes).
   std::vector<int64_t> ConstantInts(int t) const;
   // The same for an op's parameter input, or why it cannot be used ("" when *out is set):
@@ -84,6 +95,7 @@ class GraphView {
  private:
   bool IsModelConstant(int t) const;
   TfLiteContext* ctx_;
+  CpuKernels cpu_kernels_;
   std::map<int, int> folded_;
   std::map<int, std::vector<float>> computed_;
   std::map<int, FoldedInts> folded_ints_;

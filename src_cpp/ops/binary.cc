@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -182,7 +183,12 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   float lo, hi;
   if (const int act = ActivationOf(kind, node); !ActivationRange(act, &lo, &hi))
     return "fused activation " + std::to_string(act) + " is not supported";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
+  // Quantized tensors: binary_int8.cc (ADD, SUB).
+  const bool quantized = g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
+  if (quantized && kind.code != tfl::kAdd && kind.code != 41)
+    return std::string("int8 ") + kind.name + " is not supported";
+  if (auto why = quantized ? CheckAddInt8(g, node)
+                           : CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
       !why.empty())
     return why;
   const Shape a = g.shape(node.inputs[0]), b = g.shape(node.inputs[1]);
@@ -195,7 +201,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   return "";
 }
 
-std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  if (IsQuantized(g.value_type(node.inputs[0]))) return CreateAddInt8(g, node);
   const BinaryKind& kind = KindOf(node.op);
   return std::make_unique<BinaryOp>(node, kind, ActivationOf(kind, node));
 }

@@ -1,7 +1,9 @@
-// CONCATENATION of float tensors along any axis: each input is copied into its slice of
-// the output, up to kMaxInputsPerLaunch inputs per launch (kernels/concat.cl). The kernels
-// clamp by a fused activation, though TFLite's kernels (2.14, LiteRT 2.3) accept only NONE,
-// so Check declines the others.
+// CONCATENATION of float or quantized tensors along any axis: each input is copied into its
+// slice of the output, up to kMaxInputsPerLaunch inputs per launch (kernels/concat.cl; quantized
+// values as their integers, OpContext::ForValues). A uint8 input quantized unlike the output is
+// then rescaled over its slice as TFLite does (int8 inputs must match: TFLite refuses others).
+// The kernels clamp by a fused activation, though TFLite's kernels (2.14, LiteRT 2.3) accept
+// only NONE, so Check declines the others. PACK is this op with a unit axis per input.
 #include "ops/concat.h"
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/quant.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -78,7 +81,7 @@ class ConcatOp : public Op {
 
   // Chunks are boxes of the [outer, axis, inner] output view; each input gives the part
   // of the box's axis range it covers (possibly none: an empty box, nothing copied).
-  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+  bool CopyChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const {
     for (const Shape& s : in) spec->views.push_back(View3(In(s), axis_));
     spec->views.push_back(View3(InferShapes(in)[0], axis_));
     spec->axes = {0, 1, 2};
@@ -101,6 +104,20 @@ class ConcatOp : public Op {
   }
   std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
     return std::make_unique<ConcatOp>(*this);
+  }
+
+  // Quantized inputs to rescale: (input, scale, bias), and the output's zero point and range.
+  struct Rescale {
+    size_t input;
+    float scale, bias;
+  };
+  void SetRescales(std::vector<Rescale> r, int out_zero, int qmin, int qmax) {
+    rescales_ = std::move(r);
+    out_zero_ = out_zero, qmin_ = qmin, qmax_ = qmax;
+  }
+  // Rescaled chunks would need each chunk's own inputs: chunks only without rescales.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    return rescales_.empty() && CopyChunkSpec(in, spec);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
@@ -129,6 +146,19 @@ class ConcatOp : public Op {
       launches_.push_back(
           MultiLaunch(*prog, &bufs[first], &cols[first], n, rows, out_cols, col0, out[0]));
       for (size_t k = 0; k < n; ++k) col0 += cols[first + k];
+    }
+    for (const Rescale& r : rescales_) {
+      int start = 0;
+      for (size_t i = 0; i < r.input; ++i) start += In(in_shapes[i])[axis_] * inner;
+      const int c = In(in_shapes[r.input])[axis_] * inner, total = rows * c;
+      if (total == 0) continue;
+      Launch l;
+      l.name = "concat_requant";
+      l.kernel = CreateKernel(*prog, l.name);
+      SetArgs(l.kernel, in[r.input], out[0], total, c, out_cols, start, r.scale, r.bias, out_zero_,
+              qmin_, qmax_);
+      l.global[0] = RoundUp(size_t(total), 64);
+      launches_.push_back(std::move(l));
     }
   }
 
@@ -182,7 +212,25 @@ class ConcatOp : public Op {
   float act_min_ = 0, act_max_ = 0;
   const char* name_ = "CONCATENATION";
   bool vec4_ = false;
+  std::vector<Rescale> rescales_;
+  int out_zero_ = 0, qmin_ = 0, qmax_ = 0;
 };
+
+// Quantized tensors: all of the output's type; an int8 input quantized unlike the output is
+// refused (as TFLite does), a uint8 one rescaled.
+std::string CheckQuantized(const GraphView& g, const NodeInfo& node, ValueType t) {
+  std::vector<int> tensors = node.inputs;
+  tensors.push_back(node.outputs[0]);
+  for (int x : tensors)
+    if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+  const QuantParams out = g.quant(node.outputs[0]);
+  for (int x : node.inputs) {
+    const QuantParams q = g.quant(x);
+    if (t == ValueType::kInt8 && (q.scale != out.scale || q.zero_point != out.zero_point))
+      return "an int8 input is quantized unlike the output (TFLite's kernel refuses it)";
+  }
+  return "";
+}
 
 // The axis in [0, rank), or -1 if out of range (negative counts from the end, as on the CPU).
 int NormalizedAxis(int axis, int rank) {
@@ -202,7 +250,10 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
            " on CONCATENATION (TFLite's kernel accepts none)";
   std::vector<int> tensors = node.inputs;
   tensors.push_back(node.outputs[0]);
-  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
+  const ValueType t = g.valid_tensor(node.outputs[0]) ? g.value_type(node.outputs[0]) : ValueType::kFloat;
+  if (auto why = IsQuantized(t) ? CheckQuantized(g, node, t) : CheckFloatTensors(g, tensors);
+      !why.empty())
+    return why;
   const Shape s0 = g.shape(node.inputs[0]);
   if (s0.empty() || s0.size() > kMaxRank) return "rank must be 1-" + std::to_string(kMaxRank);
   const int axis = NormalizedAxis(p.axis, static_cast<int>(s0.size()));
@@ -221,7 +272,22 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   tfl::ConcatenationParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   const int axis = NormalizedAxis(p.axis, static_cast<int>(g.shape(node.inputs[0]).size()));
-  return std::make_unique<ConcatOp>(node, axis, p.activation);
+  auto op = std::make_unique<ConcatOp>(node, axis, p.activation);
+  const ValueType t = g.value_type(node.outputs[0]);
+  if (IsQuantized(t)) {
+    const QuantParams out = g.quant(node.outputs[0]);
+    std::vector<ConcatOp::Rescale> rescales;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const QuantParams q = g.quant(node.inputs[i]);
+      if (q.scale == out.scale && q.zero_point == out.zero_point) continue;
+      // TFLite's float arithmetic, operation by operation.
+      const float inverse = 1.f / out.scale[0];
+      const float scale = q.scale[0] * inverse;
+      rescales.push_back({i, scale, -static_cast<float>(q.zero_point[0]) * scale});
+    }
+    op->SetRescales(std::move(rescales), out.zero_point[0], QuantMin(t), QuantMax(t));
+  }
+  return op;
 }
 
 std::string Describe(const NodeInfo& n) {

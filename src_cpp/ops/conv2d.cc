@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "ops/int8_ops.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
@@ -191,8 +192,14 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
   tfl::ConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
-  if (auto why = CheckConvCommon(g, node, p.padding, p.stride_width, p.stride_height,
-                                 p.dilation_width, p.dilation_height, p.activation);
+  // int8 tensors: conv2d_int8.cc.
+  const bool quantized = g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
+  if (quantized && (!g.valid_tensor(node.inputs[1]) || !g.valid_tensor(node.outputs[0])))
+    return "invalid tensor index";
+  if (auto why = quantized ? CheckConvParams(p.padding, p.stride_width, p.stride_height,
+                                             p.dilation_width, p.dilation_height, p.activation)
+                           : CheckConvCommon(g, node, p.padding, p.stride_width, p.stride_height,
+                                             p.dilation_width, p.dilation_height, p.activation);
       !why.empty())
     return why;
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
@@ -201,10 +208,11 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (f[3] != in[3]) return "grouped convolution (filter channels != input channels)";
   if (NumElements(f) == 0) return "empty filter";
   if (has_bias && NumElements(g.shape(node.inputs[2])) != f[0]) return "bias size != filters";
-  return "";
+  return quantized ? CheckConv2dInt8(g, node) : "";
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  if (IsQuantized(g.value_type(node.inputs[0]))) return CreateConv2dInt8(g, node);
   tfl::ConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   return std::make_unique<Conv2dOp>(g, node, p);

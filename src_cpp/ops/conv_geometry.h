@@ -65,11 +65,10 @@ struct ConvGeometry {
   }
 };
 
-// What CONV_2D and DEPTHWISE_CONV_2D check alike: activation, padding, strides
-// and dilations, and float tensors with a constant filter (and bias). "" if fine.
-inline std::string CheckConvCommon(const GraphView& g, const NodeInfo& node, int padding,
-                                   int stride_w, int stride_h, int dilation_w, int dilation_h,
-                                   int activation) {
+// What CONV_2D and DEPTHWISE_CONV_2D check alike, float or int8: activation, padding, strides
+// and dilations. "" if fine.
+inline std::string CheckConvParams(int padding, int stride_w, int stride_h, int dilation_w,
+                                   int dilation_h, int activation) {
   float lo, hi;
   if (!ActivationRange(activation, &lo, &hi))
     return "fused activation " + std::to_string(activation) + " is not supported";
@@ -81,6 +80,16 @@ inline std::string CheckConvCommon(const GraphView& g, const NodeInfo& node, int
   constexpr int kMaxStep = 32767;
   if (std::max({stride_w, stride_h, dilation_w, dilation_h}) > kMaxStep)
     return "stride or dilation above " + std::to_string(kMaxStep);
+  return "";
+}
+
+// The same, and float tensors with a constant filter (and bias). "" if fine.
+inline std::string CheckConvCommon(const GraphView& g, const NodeInfo& node, int padding,
+                                   int stride_w, int stride_h, int dilation_w, int dilation_h,
+                                   int activation) {
+  if (auto why = CheckConvParams(padding, stride_w, stride_h, dilation_w, dilation_h, activation);
+      !why.empty())
+    return why;
   std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
   if (has_bias) tensors.push_back(node.inputs[2]);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "ops/int8_ops.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
@@ -186,8 +187,14 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
   tfl::DepthwiseConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
-  if (auto why = CheckConvCommon(g, node, p.padding, p.stride_width, p.stride_height,
-                                 p.dilation_width, p.dilation_height, p.activation);
+  // int8 tensors: depthwise_conv2d_int8.cc.
+  const bool quantized = g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
+  if (quantized && (!g.valid_tensor(node.inputs[1]) || !g.valid_tensor(node.outputs[0])))
+    return "invalid tensor index";
+  if (auto why = quantized ? CheckConvParams(p.padding, p.stride_width, p.stride_height,
+                                             p.dilation_width, p.dilation_height, p.activation)
+                           : CheckConvCommon(g, node, p.padding, p.stride_width, p.stride_height,
+                                             p.dilation_width, p.dilation_height, p.activation);
       !why.empty())
     return why;
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
@@ -198,10 +205,11 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
     return "filter channels are not a multiple of input channels";
   if (p.depth_multiplier != f[3] / in[3]) return "depth_multiplier does not match the filter";
   if (has_bias && NumElements(g.shape(node.inputs[2])) != f[3]) return "bias size != channels";
-  return "";
+  return quantized ? CheckDepthwiseConv2dInt8(g, node) : "";
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  if (IsQuantized(g.value_type(node.inputs[0]))) return CreateDepthwiseConv2dInt8(g, node);
   tfl::DepthwiseConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   return std::make_unique<DepthwiseConv2dOp>(g, node, p);

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "ops/gemm.h"
+#include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -161,6 +162,11 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!ActivationRange(p.activation, &lo, &hi))
     return "fused activation " + std::to_string(p.activation) + " is not supported";
   if (p.weights_format != 0) return "shuffled weights format";
+  // int8 tensors: fully_connected_int8.cc.
+  if (g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0])))
+    return g.valid_tensor(node.inputs[1]) && g.valid_tensor(node.outputs[0])
+               ? CheckFullyConnectedInt8(g, node)
+               : "invalid tensor index";
   std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
   if (has_bias) tensors.push_back(node.inputs[2]);
@@ -175,6 +181,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  if (IsQuantized(g.value_type(node.inputs[0]))) return CreateFullyConnectedInt8(g, node);
   tfl::FullyConnectedParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   return std::make_unique<FullyConnectedOp>(g, node, p);

@@ -12,6 +12,28 @@ namespace clgpu {
 
 size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+OpContext OpContext::ForValues(ValueType t) const {
+  OpContext c = *this;
+  if (t == values) return c;
+  // The storage define leads the defines (delegate's MakeOpContext); the rest stay as they are.
+  std::string rest;
+  for (size_t b = 0; b < storage_defines.size();) {
+    size_t e = storage_defines.find(' ', b);
+    if (e == std::string::npos) e = storage_defines.size();
+    const std::string word = storage_defines.substr(b, e - b);
+    if (!word.empty() && word.rfind("-DSTORAGE_", 0) != 0) rest += (rest.empty() ? "" : " ") + word;
+    b = e + 1;
+  }
+  const char* add = t == ValueType::kInt8                        ? "-DSTORAGE_INT8"
+                    : t == ValueType::kUInt8                     ? "-DSTORAGE_UINT8"
+                    : t == ValueType::kFloat && float_bytes == 2 ? "-DSTORAGE_HALF"
+                                                                 : "";
+  c.storage_defines = *add ? std::string(add) + (rest.empty() ? "" : " " + rest) : rest;
+  c.values = t;
+  c.storage_bytes = ElementBytes(t);
+  return c;
+}
+
 std::string DescribeNode(const OpHandler& h, const NodeInfo& node) {
   if (!node.builtin_data) return "no params";
   return h.describe ? h.describe(node) : "";
@@ -104,7 +126,6 @@ void Op::UnfuseResidual() {
   residual_ = Residual{};
 }
 
-namespace {
 Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes) {
   Buffer buf = ctx.env.CreateBuffer(bytes, CL_MEM_READ_ONLY);
   if (bytes) {
@@ -114,10 +135,9 @@ Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes) {
   }
   return buf;
 }
-}  // namespace
 
 Buffer UploadWeights(OpContext& ctx, const std::vector<float>& data) {
-  if (ctx.storage_bytes == 2) {
+  if ((ctx.values == ValueType::kFloat ? ctx.storage_bytes : ctx.float_bytes) == 2) {
     std::vector<uint16_t> h(data.size());
     for (size_t i = 0; i < data.size(); ++i) h[i] = FloatToHalf(data[i]);
     return UploadBytes(ctx, h.data(), h.size() * 2);

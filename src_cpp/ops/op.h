@@ -28,11 +28,26 @@ struct OpContext {
   OpOptions options;
   std::string storage_defines;  // "" for fp32, "-DSTORAGE_HALF" for fp16 storage
   size_t storage_bytes = 4;     // bytes per activation/weight element on the device
+  // The type of the op's activations: kFloat (the partition's float storage), or int8 / uint8
+  // for an op whose values all are (ForValues).
+  ValueType values = ValueType::kFloat;
+  size_t float_bytes = 4;  // the partition's float storage, whatever `values` is
   BinaryCache* disk = nullptr;  // serialization_dir, when set
   size_t max_alloc = 0;         // largest single buffer (device limit or max_alloc_bytes)
   // Partition-wide scratch buffers, shared by all ops (they run one after another),
   // sized to the largest ScratchBytes() request per slot.
   std::vector<cl_mem> scratch = {};
+
+  // This context for an op whose activations are all of type `t`: int8 / uint8 programs build
+  // with -DSTORAGE_INT8 / -DSTORAGE_UINT8 (kernels/common.cl: T is the integer type, loads are
+  // exact floats) and an element is 1 byte. kFloat: the partition's float storage.
+  OpContext ForValues(ValueType t) const;
+  // Device bytes of one element of type `t` (kFloat: the float storage).
+  size_t ElementBytes(ValueType t) const {
+    return t == ValueType::kFloat ? float_bytes : HostElementBytes(t);
+  }
+  // Whether the op's float values are float32 on the device.
+  bool float32() const { return values == ValueType::kFloat32 || float_bytes == 4; }
 
   // kernels/<file>.cl built for this context's storage type (cached).
   std::shared_ptr<Program> GetProgram(const std::string& file, const std::string& extra = "") {
@@ -95,6 +110,11 @@ class Op {
 
   // Bytes of weights the op reads per run (profiles, cost model).
   virtual double WeightBytes() const { return 0; }
+
+  // true if the op reads and writes float values only at a quantization boundary (QUANTIZE's
+  // input, DEQUANTIZE's output): a float value that only such ops touch stays float32 on the
+  // device under fp16 storage (ValueType::kFloat32), so its integers match the CPU's.
+  virtual bool KeepsFloat32() const { return false; }
 
   // true if output 0 is input 0's elements in the same order under another shape
   // (RESHAPE): the partition then copies the buffer itself, piece by piece where a tensor
@@ -267,7 +287,9 @@ void SetArgs(const Kernel& k, const Args&... args);
 template <typename... Args>
 void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args);
 
-// Uploads host floats into a new read-only buffer in the context's storage type.
+// Uploads bytes as they are into a new read-only buffer (int8 weights, int32 biases).
+Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes);
+// Uploads host floats into a new read-only buffer in the context's float storage type.
 Buffer UploadWeights(OpContext& ctx, const std::vector<float>& data);
 // Uploads host floats as float32 regardless of storage (biases, small metadata).
 Buffer UploadFloat32(OpContext& ctx, const std::vector<float>& data);

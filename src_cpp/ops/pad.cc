@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/quant.h"
 
 namespace clgpu {
 namespace {
@@ -85,7 +86,17 @@ std::string ReadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
   const size_t want = node.op == kPadV2 ? 3 : 2;
   if (node.inputs.size() < 2 || node.inputs.size() > want || node.outputs.size() != 1)
     return "unexpected input/output count";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  // Quantized tensors are copied as their integers (OpContext::ForValues); the constant padding
+  // is the output's zero point, as TFLite pads them, or PADV2's own quantized value.
+  const ValueType t =
+      g.valid_tensor(node.inputs[0]) ? g.value_type(node.inputs[0]) : ValueType::kFloat;
+  if (IsQuantized(t)) {
+    for (int x : {node.inputs[0], node.outputs[0]})
+      if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+    spec->value = static_cast<float>(g.quant(node.outputs[0]).zero_point[0]);
+  } else if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) {
+    return why;
+  }
   const Shape in = g.shape(node.inputs[0]);
   const int rank = static_cast<int>(in.size());
   if (rank > kMaxRank) return "rank above " + std::to_string(kMaxRank);
@@ -102,11 +113,17 @@ std::string ReadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
     spec->after.push_back(static_cast<int>(p[2 * a + 1]));
   }
   if (node.op == kPadV2 && node.inputs.size() == 3 && node.inputs[2] >= 0) {
-    const int t = node.inputs[2];
-    if (!g.valid_tensor(t) || g.type(t) != kTfLiteFloat32 || !g.IsConstant(t) ||
-        NumElements(g.shape(t)) != 1)
-      return "PADV2 constant_values must be a constant float32 scalar";
-    spec->value = g.ConstantFloats(t)[0];
+    const int c = node.inputs[2];
+    const ValueType ct = g.valid_tensor(c) ? g.value_type(c) : ValueType::kUnsupported;
+    if (ct != (IsQuantized(t) ? t : ValueType::kFloat) || !g.IsConstant(c) ||
+        NumElements(g.shape(c)) != 1)
+      return "PADV2 constant_values must be a constant scalar of the input's type";
+    if (IsQuantized(t)) {
+      const std::vector<uint8_t> b = g.ConstantBytes(c);
+      spec->value = t == ValueType::kInt8 ? float(static_cast<int8_t>(b[0])) : float(b[0]);
+    } else {
+      spec->value = g.ConstantFloats(c)[0];
+    }
   }
   if (node.op == kMirrorPad) {
     if (!node.builtin_data) return "missing MIRROR_PAD params";

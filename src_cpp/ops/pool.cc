@@ -8,6 +8,7 @@
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
 #include "ops/reduce_tiled.h"
+#include "ops/quant.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -19,9 +20,18 @@ constexpr size_t kGroup = 64;  // work-items per group, along an output row
 
 class PoolOp : public Op {
  public:
-  PoolOp(const NodeInfo& node, bool max, const tfl::PoolParams& p)
+  PoolOp(const GraphView& g, const NodeInfo& node, bool max, const tfl::PoolParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), max_(max), params_(p) {
     ActivationRange(p.activation, &act_min_, &act_max_);
+    // Quantized values: the kernels see their integers (OpContext::ForValues), the activation
+    // clamps to its quantized bounds; TFLite pools the raw values without rescaling.
+    const ValueType t = g.value_type(node.outputs[0]);
+    quantized_ = IsQuantized(t);
+    if (quantized_) {
+      int lo = 0, hi = 0;
+      QuantizedActivationRange(p.activation, g.quant(node.outputs[0]), t, &lo, &hi);
+      act_min_ = float(lo), act_max_ = float(hi);
+    }
   }
   // A chunk: this geometry exactly (its padding is where its input box starts).
   PoolOp(const PoolOp& whole, const ConvGeometry& g)
@@ -30,14 +40,16 @@ class PoolOp : public Op {
         params_(whole.params_),
         act_min_(whole.act_min_),
         act_max_(whole.act_max_),
+        quantized_(whole.quantized_),
         chunk_(true),
         fixed_(g) {}
 
   const char* type_name() const override { return max_ ? "MAX_POOL_2D" : "AVERAGE_POOL_2D"; }
   std::string algorithm() const override { return algorithm_; }
+  // Quantized bounds do not compose with a float activation's: no clamp folds into an int8 pool.
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
-    return true;
+    return !quantized_;
   }
   void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
@@ -102,12 +114,16 @@ class PoolOp : public Op {
       algorithm_ = "whole_" + AppendTiledReduction(ctx, r, in[0], out[0], &launches_);
       return;
     }
-    vec4_ = g.c % 4 == 0;
+    // An average of integers rounds as TFLite's integer kernel (avg_pool2d_int, one channel per
+    // work-item); a max is exact in the float kernels.
+    const bool int_avg = !max_ && IsQuantized(ctx.values);
+    vec4_ = g.c % 4 == 0 && !int_avg;
     algorithm_ = vec4_ ? "window_vec4" : "window";
     const int cv = vec4_ ? g.c / 4 : g.c;
     auto prog = ctx.GetProgram("pool");
     Launch l;
-    l.name = std::string(max_ ? "max_pool2d" : "avg_pool2d") + (vec4_ ? "_c4" : "");
+    l.name = int_avg ? "avg_pool2d_int"
+                     : std::string(max_ ? "max_pool2d" : "avg_pool2d") + (vec4_ ? "_c4" : "");
     l.kernel = CreateKernel(*prog, l.name);
     SetArgs(l.kernel, in[0], out[0], g.h, g.w, cv, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pad_top,
             g.pad_left, act_min_, act_max_);
@@ -124,9 +140,10 @@ class PoolOp : public Op {
  private:
   // A window that covers the whole image (global pooling, as MediaPipe's models write it) is a
   // reduction over H x W: the window kernel would give each channel one work-item walking the
-  // image alone. The tiled reduction spreads it over groups (ops/reduce_tiled.h).
+  // image alone. The tiled reduction spreads it over groups (ops/reduce_tiled.h). Floats only:
+  // an int8 average rounds as TFLite's integer kernel does.
   bool WholeImage(const ConvGeometry& g, TiledReduction* r) const {
-    if (chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h || g.kw - g.pad_left < g.w)
+    if (quantized_ || chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h || g.kw - g.pad_left < g.w)
       return false;
     const int64_t hw = int64_t(g.h) * g.w;
     if (hw == 0 || TiledReductionIsTiny(hw, g.c)) return false;
@@ -150,6 +167,7 @@ class PoolOp : public Op {
   bool max_;
   tfl::PoolParams params_;
   float act_min_ = 0, act_max_ = 0;
+  bool quantized_ = false;
   bool chunk_ = false;
   ConvGeometry fixed_;  // a chunk's geometry
   bool vec4_ = false;
@@ -169,21 +187,27 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
     return "invalid stride or filter size";
   if (std::max({p.stride_width, p.stride_height, p.filter_width, p.filter_height}) > kMaxStep)
     return "stride or filter size above " + std::to_string(kMaxStep);
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  const ValueType t = g.valid_tensor(node.inputs[0]) ? g.value_type(node.inputs[0]) : ValueType::kFloat;
+  if (IsQuantized(t)) {
+    for (int x : {node.inputs[0], node.outputs[0]})
+      if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+  } else if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) {
+    return why;
+  }
   if (g.shape(node.inputs[0]).size() != 4) return "input must be 4-D (NHWC)";
   return "";
 }
 
-std::unique_ptr<Op> CreateMax(const GraphView&, const NodeInfo& node) {
+std::unique_ptr<Op> CreateMax(const GraphView& g, const NodeInfo& node) {
   tfl::PoolParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
-  return std::make_unique<PoolOp>(node, true, p);
+  return std::make_unique<PoolOp>(g, node, true, p);
 }
 
-std::unique_ptr<Op> CreateAverage(const GraphView&, const NodeInfo& node) {
+std::unique_ptr<Op> CreateAverage(const GraphView& g, const NodeInfo& node) {
   tfl::PoolParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
-  return std::make_unique<PoolOp>(node, false, p);
+  return std::make_unique<PoolOp>(g, node, false, p);
 }
 
 std::string Describe(const NodeInfo& n) {

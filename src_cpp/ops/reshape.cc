@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/quant.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -197,7 +198,16 @@ std::string ReadRule(const GraphView& g, const NodeInfo& node, Kind kind, Rule* 
   const size_t want_max = kind == Kind::kSqueeze ? 1 : 2;
   if (node.inputs.size() < want_min || node.inputs.size() > want_max || node.outputs.size() != 1)
     return "unexpected input/output count";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  // Quantized tensors of one type: a flat copy of the integers. TFLite copies them as they are
+  // even where the output is quantized differently (measured on both runtimes), so does this.
+  const ValueType t =
+      g.valid_tensor(node.inputs[0]) ? g.value_type(node.inputs[0]) : ValueType::kFloat;
+  if (IsQuantized(t)) {
+    for (int x : {node.inputs[0], node.outputs[0]})
+      if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+  } else if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) {
+    return why;
+  }
   std::string why;
   if (kind == Kind::kReshape) {
     why = ReadTarget(g, node, r);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "cl/int8_dot.h"
 #include "common/error.h"
 #include "delegate/delegate.h"
 #include "ops/conv2d_selector.h"
@@ -123,6 +124,10 @@ py::dict AbiLayout() {
   r["offsetof_tensor_sparsity"] = offsetof(TfLiteTensor, sparsity);
   r["sizeof_sparsity"] = sizeof(TfLiteSparsity);
   r["sizeof_dimension_metadata"] = sizeof(TfLiteDimensionMetadata);
+  r["offsetof_tensor_quantization"] = offsetof(TfLiteTensor, quantization);
+  r["sizeof_quantization"] = sizeof(TfLiteQuantization);
+  r["sizeof_affine_quantization"] = sizeof(TfLiteAffineQuantization);
+  r["offsetof_affine_quantized_dimension"] = offsetof(TfLiteAffineQuantization, quantized_dimension);
   return r;
 }
 
@@ -226,7 +231,12 @@ void RegisterDelegate(py::module_& m) {
       .def("memory", &Memory)
       .def("captured", &Captured)
       .def("reset_profile", [](const PyDelegate& d) { d.core().profiler().Reset(); })
-      .def("device", [](const PyDelegate& d) { return DeviceDict(d.core().env().device()); });
+      .def("device", [](const PyDelegate& d) {
+        // The int8 dot-product path this delegate's int8 kernels use (probed once per device).
+        py::dict r = DeviceDict(d.core().env().device());
+        r["int8_dot"] = Int8DotPath(d.core().env().device());
+        return r;
+      });
   m.def("abi_layout", &AbiLayout);
   m.def("option_keys", &OptionKeys);
   // The values of conv_algorithm that force one algorithm ("auto" aside), for the tests.

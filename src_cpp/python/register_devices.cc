@@ -6,6 +6,7 @@
 
 #include "cl/device.h"
 #include "cl/environment.h"
+#include "cl/int8_dot.h"
 #include "python/register.h"
 
 namespace py = pybind11;
@@ -31,6 +32,7 @@ py::dict DeviceDict(const DeviceInfo& d) {
   r["host_unified_memory"] = d.host_unified_memory;
   r["fp16_advertised"] = d.fp16_advertised;
   r["fp16"] = d.fp16;
+  r["int8_dot"] = "";  // probed by devices() only (cl/int8_dot.h)
   return r;
 }
 
@@ -44,10 +46,21 @@ void RegisterDevices(py::module_& m) {
           list = ListDevices(probe_fp16);
         }
         py::list out;
-        for (const auto& d : list) out.append(DeviceDict(d));
+        for (const auto& d : list) {
+          py::dict r = DeviceDict(d);
+          if (probe_fp16) {
+            py::gil_scoped_release release;
+            const std::string path = Int8DotPath(d);
+            py::gil_scoped_acquire acquire;
+            r["int8_dot"] = path;
+          }
+          out.append(r);
+        }
         return out;
       },
-      py::arg("probe_fp16") = true, "Every OpenCL device of every platform.");
+      py::arg("probe_fp16") = true,
+      "Every OpenCL device of every platform; with probe_fp16, also FP16 and the int8 "
+      "dot-product path probed by compiling.");
   m.def(
       "select_device",
       [](const std::string& spec) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "cl/errors.h"
@@ -13,8 +14,31 @@
 
 namespace clgpu {
 
-size_t Partition::Value::float_bytes() const {
-  return static_cast<size_t>(NumElements(shape)) * sizeof(float);
+size_t Partition::Value::host_bytes() const {
+  return static_cast<size_t>(NumElements(shape)) * HostElementBytes(type);
+}
+
+size_t Partition::ElemBytes(int t) const {
+  const ValueType type = values_.at(t).type;
+  return type == ValueType::kFloat ? host_->storage_bytes() : HostElementBytes(type);
+}
+
+OpContext Partition::OpCtx(const OpContext& octx, size_t i) const {
+  const Op& op = *ops_[i];
+  ValueType common = ValueType::kUnsupported;
+  bool same = true, float32 = false, storage_float = false;
+  for (const auto* list : {&op.inputs(), &op.outputs()})
+    for (int t : *list) {
+      const ValueType vt = values_.at(t).type;
+      if (common == ValueType::kUnsupported) common = vt;
+      same = same && vt == common;
+      float32 = float32 || vt == ValueType::kFloat32;
+      storage_float = storage_float || vt == ValueType::kFloat;
+    }
+  if (same && IsQuantized(common)) return octx.ForValues(common);
+  // A quantization boundary whose float side is kept float32.
+  if (float32 && !storage_float) return octx.ForValues(ValueType::kFloat32);
+  return octx;
 }
 
 Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
@@ -38,7 +62,8 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     // A folded shape computation (ops/shape_folding.h): its consumers read its value at
     // Prepare; nothing runs.
     if (node.outputs.size() == 1 && graph->FoldedIntsOf(node.outputs[0])) continue;
-    if (node.op == tfl::kDequantize || graph->IsComputedConstant(node.outputs[0])) {
+    if ((node.op == tfl::kDequantize && graph->IsFoldedDequantizeOutput(node.outputs[0])) ||
+        graph->IsComputedConstant(node.outputs[0])) {
       // A folded weight (FLOAT16 DEQUANTIZE, DENSIFY): its value is a constant of this partition.
       Value& v = values_[node.outputs[0]];
       v.kind = Kind::kConstant;
@@ -55,20 +80,35 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     for (int t : op.inputs()) {
       if (values_.count(t)) continue;
       Value& v = values_[t];
+      v.type = graph->value_type(t);
       if (graph->IsConstant(t)) {
         v.kind = Kind::kConstant;
         v.shape = graph->shape(t);
-        v.constant = graph->ConstantFloats(t);
+        if (v.type == ValueType::kFloat) {
+          v.constant = graph->ConstantFloats(t);
+        } else {
+          v.constant_bytes = graph->ConstantBytes(t);
+        }
       } else if (inputs.count(t)) {
         v.kind = Kind::kInput;
       }
     }
     for (int t : op.outputs()) {
       Value& v = values_[t];
+      v.type = graph->value_type(t);
       v.is_partition_output = outputs.count(t) != 0;
       v.kind = v.is_partition_output ? Kind::kOutput : Kind::kInternal;
     }
   }
+  // Float values that only quantization-boundary ops touch stay float32 (Op::KeepsFloat32).
+  std::map<int, bool> keep;
+  for (const auto& op : ops_)
+    for (const auto* list : {&op->inputs(), &op->outputs()})
+      for (int t : *list)
+        if (values_[t].type == ValueType::kFloat && values_[t].kind != Kind::kConstant)
+          keep[t] = (keep.count(t) ? keep[t] : true) && op->KeepsFloat32();
+  for (const auto& [t, k] : keep)
+    if (k) values_[t].type = ValueType::kFloat32;
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kInput) uploads_.push_back(t);
     if (v.is_partition_output) downloads_.push_back(t);
@@ -129,8 +169,10 @@ bool Partition::InputShapesChanged(TfLiteContext* ctx) {
   bool changed = !planned_;
   for (int t : uploads_) {
     const TfLiteTensor& x = ctx->tensors[t];
-    if (x.type != kTfLiteFloat32)
-      throw Error("partition input " + std::to_string(t) + " is not float32");
+    const ValueType vt = values_[t].type == ValueType::kFloat32 ? ValueType::kFloat : values_[t].type;
+    if (ValueTypeOf(x.type) != vt)
+      throw Error("partition input " + std::to_string(t) + " is not " +
+                  ValueTypeName(values_[t].type));
     Shape s = TensorShape(x);
     if (s != values_[t].shape) {
       values_[t].shape = std::move(s);

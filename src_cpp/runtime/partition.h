@@ -41,14 +41,18 @@ class Partition {
   struct Value {
     Kind kind = Kind::kInternal;
     bool is_partition_output = false;
+    // Its element type (graph/quant.h): kFloat is float32 in TFLite's memory and the float
+    // storage on the device; int8 / uint8 are the same bytes on both sides.
+    ValueType type = ValueType::kFloat;
     Shape shape;
     Buffer buffer;  // constants: own buffer; activations: a view into arena_ (or own)
     int slot = -1;  // index into shared_ when activations share whole buffers
     size_t arena_offset = SIZE_MAX;  // where `buffer` (a view) sits in arena_
-    std::vector<float> constant;     // host copy of a constant
-    // The float32 buffer TFLite's tensor is transferred through when it is not
-    // `buffer` itself: a staging copy under fp16 storage, or a host-pointer
-    // buffer over the tensor's own memory under zero-copy.
+    std::vector<float> constant;     // host copy of a float constant
+    std::vector<uint8_t> constant_bytes;  // of any other constant, as TFLite holds it
+    // The buffer TFLite's tensor is transferred through when it is not `buffer`
+    // itself: a float32 staging copy of a float value under fp16 storage, or a
+    // host-pointer buffer over the tensor's own memory under zero-copy.
     Buffer transfer;
     const void* host_ptr = nullptr;  // tensor memory `transfer` wraps (zero-copy)
     Launch convert;                  // fp16 storage: transfer <-> buffer
@@ -68,7 +72,7 @@ class Partition {
     // written, no memory.
     bool elided = false;
     bool split() const { return !piece_buffers.empty(); }
-    size_t float_bytes() const;
+    size_t host_bytes() const;  // in TFLite's memory
   };
   // One enqueue of an op: a kernel, or a copy of a chunk's box.
   struct Step {
@@ -104,6 +108,15 @@ class Partition {
     return v.slot >= 0 ? shared_[v.slot].get() : v.buffer.get();
   }
   cl_mem TransferMem(int t) const;
+  // Device bytes of one element of value t.
+  size_t ElemBytes(int t) const;
+  // A float value under fp16 storage: transferred through a float32 copy and a conversion.
+  bool Converted(const Value& v) const {
+    return v.type == ValueType::kFloat && host_->half_storage();
+  }
+  // The context op i prepares in: its activations' integer type when they all have one
+  // (OpContext::ForValues), else the float storage's.
+  OpContext OpCtx(const OpContext& octx, size_t i) const;
   Storage StorageOf(int t) const;
   void PlanTransferRanges(Value& v, size_t stage_elems);
   void BindChunks(OpContext& octx, size_t i);

@@ -30,7 +30,7 @@ bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
   // them must not re-bind every invoke.
   auto changed = [&](int t) {
     const Value& v = values_.at(t);
-    return !v.ranged && v.float_bytes() != 0 && ctx->tensors[t].data.raw_const != v.host_ptr;
+    return !v.ranged && v.host_bytes() != 0 && ctx->tensors[t].data.raw_const != v.host_ptr;
   };
   for (int t : uploads_)
     if (changed(t)) return true;
@@ -51,14 +51,14 @@ void Partition::Bind(TfLiteContext* ctx) {
       Value& v = values_[t];
       if (v.ranged) return;  // larger than one buffer: transferred a range at a time
       const TfLiteTensor& x = ctx->tensors[t];
-      const size_t bytes = v.float_bytes();
+      const size_t bytes = v.host_bytes();
       if (!x.data.raw || x.bytes < bytes || bytes == 0) {
         // TFLite has not allocated the tensor yet (first prepare): bind a device
         // buffer for now, so programs are built at prepare; the first invoke sees
         // the real pointer and binds again.
         Buffer b = env.CreateBuffer(bytes);
         v.host_ptr = nullptr;
-        if (host_->half_storage()) {
+        if (Converted(v)) {
           v.transfer = std::move(b);
         } else {
           v.buffer = std::move(b);
@@ -72,7 +72,7 @@ void Partition::Bind(TfLiteContext* ctx) {
       env.CountBufferCreated();
       Buffer b(mem, bytes);
       v.host_ptr = x.data.raw_const;
-      if (host_->half_storage()) {
+      if (Converted(v)) {
         v.transfer = std::move(b);
       } else {
         v.buffer = std::move(b);
@@ -99,6 +99,7 @@ void Partition::Bind(TfLiteContext* ctx) {
     };
     auto convert = [&](int t, bool upload) {
       Value& v = values_[t];
+      if (!Converted(v)) return;  // transferred as it is
       if (v.ranged) {
         for (Value::Range& r : v.ranges) {
           cl_mem piece = v.split() ? v.piece_buffers[r.piece].get() : Mem(t);
@@ -128,8 +129,8 @@ void Partition::Bind(TfLiteContext* ctx) {
   }
   // Scratch: the largest request per slot over all ops (and chunks), shared by them.
   std::vector<size_t> scratch_bytes;
-  auto need_scratch = [&](const Op& op, const std::vector<Shape>& in_shapes) {
-    const std::vector<size_t> need = op.ScratchBytes(octx, in_shapes);
+  auto need_scratch = [&](size_t i, const Op& op, const std::vector<Shape>& in_shapes) {
+    const std::vector<size_t> need = op.ScratchBytes(OpCtx(octx, i), in_shapes);
     if (need.size() > scratch_bytes.size()) scratch_bytes.resize(need.size(), 0);
     for (size_t j = 0; j < need.size(); ++j) scratch_bytes[j] = std::max(scratch_bytes[j], need[j]);
   };
@@ -139,13 +140,13 @@ void Partition::Bind(TfLiteContext* ctx) {
     if (run.plan.empty()) {
       std::vector<Shape> in_shapes;
       for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
-      need_scratch(*ops_[i], in_shapes);
+      need_scratch(i, *ops_[i], in_shapes);
       continue;
     }
     for (size_t c = 0; c < run.chunks.size(); ++c) {
       std::vector<Shape> in_shapes;
       for (const Box& b : run.plan.in[c]) in_shapes.push_back(b.size);
-      need_scratch(*run.chunks[c], in_shapes);
+      need_scratch(i, *run.chunks[c], in_shapes);
     }
   }
   scratch_.resize(std::max(scratch_.size(), scratch_bytes.size()));
@@ -166,13 +167,13 @@ void Partition::Bind(TfLiteContext* ctx) {
       in_shapes.push_back(values_.at(t).shape);
       in.push_back(Mem(t));
       prof.shape += (prof.shape.empty() ? "" : "x") + ShapeString(values_.at(t).shape);
-      prof.bytes += double(NumElements(values_.at(t).shape)) * octx.storage_bytes;
+      prof.bytes += double(NumElements(values_.at(t).shape)) * double(ElemBytes(t));
     }
     prof.shape += "->";
     for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
       out.push_back(Mem(ops_[i]->outputs()[j]));
       prof.shape += ShapeString(out_shapes_[i][j]);
-      prof.bytes += double(NumElements(out_shapes_[i][j])) * octx.storage_bytes;
+      prof.bytes += double(NumElements(out_shapes_[i][j])) * double(ElemBytes(ops_[i]->outputs()[j]));
     }
     // A folded ADD, or an op whose outputs are all empty (as the CPU produces for a too-small
     // input), runs nothing.
@@ -188,12 +189,12 @@ void Partition::Bind(TfLiteContext* ctx) {
           const Shape to = {static_cast<int>(NumElements(out_shapes_[i][j]))};
           AppendBoxCopies(
               StorageOf(ops_[i]->inputs()[0]), flat, Box{{static_cast<int>(first.at(j))}, to},
-              StorageOf(ops_[i]->outputs()[j]), to, WholeBox(to), octx.storage_bytes, &copies);
+              StorageOf(ops_[i]->outputs()[j]), to, WholeBox(to), ElemBytes(ops_[i]->inputs()[0]), &copies);
         }
         for (const CopyCommand& c : copies)
           runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
       } else if (runs_[i].plan.empty()) {
-        OpContext op_ctx = WithEpilogue(octx, *ops_[i]);
+        OpContext op_ctx = WithEpilogue(OpCtx(octx, i), *ops_[i]);
         ops_[i]->Prepare(op_ctx, in_shapes, out_shapes_[i], in, out);
         for (const Launch& l : ops_[i]->launches())
           runs_[i].steps.push_back(Step{&l, {}, nullptr, ops_[i].get()});
@@ -217,7 +218,7 @@ void Partition::Bind(TfLiteContext* ctx) {
 void Partition::BindChunks(OpContext& octx, size_t i) {
   OpRun& run = runs_[i];
   const Op& op = *ops_[i];
-  const size_t eb = octx.storage_bytes, n_in = op.inputs().size();
+  const size_t n_in = op.inputs().size();
   const int out_t = op.outputs()[0];
   const Shape& out_view = run.plan.spec.views.back();
   auto staging = [&](size_t slot, const Box& box, Shape* view) {
@@ -241,7 +242,7 @@ void Partition::BindChunks(OpContext& octx, size_t i) {
       Shape sview;
       const Storage dst = staging(j, box, &sview);
       std::vector<CopyCommand> copies;
-      AppendBoxCopies(StorageOf(t), view, box, dst, sview, WholeBox(sview), eb, &copies);
+      AppendBoxCopies(StorageOf(t), view, box, dst, sview, WholeBox(sview), ElemBytes(t), &copies);
       for (const CopyCommand& cc : copies) copy_in.push_back(Step{nullptr, cc, "copy_in", &chunk});
       in.push_back(staging_.at(j).get());
     }
@@ -252,7 +253,7 @@ void Partition::BindChunks(OpContext& octx, size_t i) {
                   " does not compute its box");
     const bool direct = !values_.at(out_t).split() && SameBox(obox, WholeBox(out_view));
     cl_mem out = direct ? Mem(out_t) : staging_.at(n_in).get();
-    OpContext op_ctx = WithEpilogue(octx, op);
+    OpContext op_ctx = WithEpilogue(OpCtx(octx, i), op);
     chunk.Prepare(op_ctx, in_shapes, chunk_out, in, {out});
     run.steps.insert(run.steps.end(), copy_in.begin(), copy_in.end());
     for (const Launch& l : chunk.launches()) run.steps.push_back(Step{&l, {}, nullptr, &chunk});
@@ -260,7 +261,8 @@ void Partition::BindChunks(OpContext& octx, size_t i) {
     Shape sview;
     const Storage src = staging(n_in, obox, &sview);
     std::vector<CopyCommand> copies;
-    AppendBoxCopies(src, sview, WholeBox(sview), StorageOf(out_t), out_view, obox, eb, &copies);
+    AppendBoxCopies(src, sview, WholeBox(sview), StorageOf(out_t), out_view, obox, ElemBytes(out_t),
+                    &copies);
     for (const CopyCommand& cc : copies) run.steps.push_back(Step{nullptr, cc, "copy_out", &chunk});
   }
 }

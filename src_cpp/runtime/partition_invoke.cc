@@ -58,27 +58,27 @@ void Partition::Invoke(TfLiteContext* ctx) {
             "clEnqueueNDRangeKernel(convert)");
     keep();
   };
-  const bool half = host_->half_storage();
   InvokeCounts counts;  // this invoke's syncs and boundary transfers
   // Bytes a zero-copy map/unmap moves: none where the device works in host memory, the
   // tensor where the driver keeps a device copy (a discrete GPU).
   const bool unified = host_->env().device().host_unified_memory;
   auto zero_copy_bytes = [&](size_t bytes) { return unified ? int64_t(0) : int64_t(bytes); };
-  // A ranged value: each range straight into / out of its piece, or under fp16
-  // through transfer_staging_ and a conversion (the in-order queue keeps the
+  // A ranged value: each range straight into / out of its piece, or a float value under
+  // fp16 storage through transfer_staging_ and a conversion (the in-order queue keeps the
   // staging buffer's uses apart).
   auto ranged_upload = [&](const Value& v, const char* host) {
+    const size_t eb = HostElementBytes(v.type);
     for (const Value::Range& r : v.ranges) {
-      const size_t bytes = (r.end - r.begin) * sizeof(float);
-      const char* src = host + r.begin * sizeof(float);
-      if (half) {
+      const size_t bytes = (r.end - r.begin) * eb;
+      const char* src = host + r.begin * eb;
+      if (Converted(v)) {
         CheckCl(cl.clEnqueueWriteBuffer(q, transfer_staging_.get(), CL_FALSE, 0, bytes, src, 0,
                                         nullptr, slot(-1, int64_t(bytes))),
                 "clEnqueueWriteBuffer");
         keep();
         run_convert(r.convert, -1);
       } else {
-        const size_t off = (r.begin - v.pieces[r.piece].begin) * sizeof(float);
+        const size_t off = (r.begin - v.pieces[r.piece].begin) * eb;
         CheckCl(cl.clEnqueueWriteBuffer(q, v.piece_buffers[r.piece].get(), CL_FALSE, off, bytes,
                                         src, 0, nullptr, slot(-1, int64_t(bytes))),
                 "clEnqueueWriteBuffer");
@@ -87,16 +87,17 @@ void Partition::Invoke(TfLiteContext* ctx) {
     }
   };
   auto ranged_download = [&](const Value& v, char* host) {
+    const size_t eb = HostElementBytes(v.type);
     for (const Value::Range& r : v.ranges) {
-      const size_t bytes = (r.end - r.begin) * sizeof(float);
-      char* dst = host + r.begin * sizeof(float);
-      if (half) {
+      const size_t bytes = (r.end - r.begin) * eb;
+      char* dst = host + r.begin * eb;
+      if (Converted(v)) {
         run_convert(r.convert, -2);
         CheckCl(cl.clEnqueueReadBuffer(q, transfer_staging_.get(), CL_FALSE, 0, bytes, dst, 0,
                                        nullptr, slot(-2, int64_t(bytes))),
                 "clEnqueueReadBuffer");
       } else {
-        const size_t off = (r.begin - v.pieces[r.piece].begin) * sizeof(float);
+        const size_t off = (r.begin - v.pieces[r.piece].begin) * eb;
         CheckCl(cl.clEnqueueReadBuffer(q, v.piece_buffers[r.piece].get(), CL_FALSE, off, bytes, dst,
                                        0, nullptr, slot(-2, int64_t(bytes))),
                 "clEnqueueReadBuffer");
@@ -107,7 +108,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
   for (int t : uploads_) {
     const TfLiteTensor& x = ctx->tensors[t];
     const Value& v = values_[t];
-    const size_t bytes = v.float_bytes();
+    const size_t bytes = v.host_bytes();
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
     ++counts.uploads;
@@ -166,13 +167,16 @@ void Partition::Invoke(TfLiteContext* ctx) {
   for (int t : downloads_) {
     TfLiteTensor& x = ctx->tensors[t];
     const Value& v = values_[t];
-    const size_t bytes = v.float_bytes();
+    const size_t bytes = v.host_bytes();
     if (!bytes) continue;
     if (!x.data.raw || x.bytes < bytes) throw Error("partition output has no buffer");
     ++counts.downloads;
     counts.download_bytes += int64_t(bytes);
     if (v.kind == Kind::kConstant) {
-      std::memcpy(x.data.raw, v.constant.data(), bytes);
+      std::memcpy(x.data.raw,
+                  v.type == ValueType::kFloat ? static_cast<const void*>(v.constant.data())
+                                              : v.constant_bytes.data(),
+                  bytes);
       continue;
     }
     if (v.ranged) {
@@ -226,13 +230,14 @@ void Partition::Invoke(TfLiteContext* ctx) {
   }
 }
 
+// Each activation as floats: float values as they are, quantized ones as their integers (errors
+// against the CPU's tensors then read in quanta).
 void Partition::CaptureValues() {
-  const size_t storage = host_->storage_bytes();
   for (const auto& [t, v] : values_) {
     if (v.kind == Kind::kConstant || (!Mem(t) && !v.split())) continue;
     const size_t n = static_cast<size_t>(NumElements(v.shape));
-    // Zero-copy boundary tensors are TFLite's float32 memory itself.
-    const size_t elem = v.host_ptr && !host_->half_storage() ? 4 : storage;
+    // Zero-copy boundary tensors are TFLite's memory itself.
+    const size_t elem = v.host_ptr && !Converted(v) ? HostElementBytes(v.type) : ElemBytes(t);
     CapturedTensor c{v.shape, std::vector<float>(n)};
     if (n) {
       std::vector<unsigned char> raw(n * elem);
@@ -245,7 +250,17 @@ void Partition::CaptureValues() {
                                          raw.data() + piece.begin * elem, 0, nullptr, nullptr),
                 "clEnqueueReadBuffer(capture)");
       }
-      if (elem == 2) {
+      if (v.type == ValueType::kInt8) {
+        for (size_t i = 0; i < n; ++i) c.data[i] = static_cast<int8_t>(raw[i]);
+      } else if (v.type == ValueType::kUInt8) {
+        for (size_t i = 0; i < n; ++i) c.data[i] = raw[i];
+      } else if (v.type == ValueType::kInt32) {
+        for (size_t i = 0; i < n; ++i) {
+          int32_t x;
+          std::memcpy(&x, raw.data() + 4 * i, 4);
+          c.data[i] = static_cast<float>(x);
+        }
+      } else if (elem == 2) {
         const auto* h = reinterpret_cast<const uint16_t*>(raw.data());
         for (size_t i = 0; i < n; ++i) c.data[i] = HalfToFloat(h[i]);
       } else {

@@ -42,7 +42,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   for (auto& [t, v] : values_) v.elided = false;
   OpContext octx = host_->MakeOpContext();
   Environment& env = host_->env();
-  const size_t eb = octx.storage_bytes, max_alloc = octx.max_alloc;
+  const size_t max_alloc = octx.max_alloc;
   report_ = MemoryReport{};
   // Constants that ops read as activations (an ADD operand): uploaded once, in
   // pieces when larger than one buffer. Weights are the ops' own.
@@ -50,16 +50,22 @@ void Partition::Plan(TfLiteContext* ctx) {
   for (const auto& op : ops_) read.insert(op->inputs().begin(), op->inputs().end());
   for (auto& [t, v] : values_) {
     if (v.kind != Kind::kConstant || !read.count(t)) continue;
+    const size_t eb = ElemBytes(t);
+    // Elements [b, e) in the value's device storage.
+    auto upload = [&](size_t b, size_t e) {
+      if (v.type == ValueType::kFloat)
+        return UploadWeights(octx, std::vector<float>(v.constant.begin() + b, v.constant.begin() + e));
+      return UploadBytes(octx, v.constant_bytes.data() + b * eb, (e - b) * eb);
+    };
     if (!v.buffer && !v.split()) {
-      if (v.constant.size() * eb <= max_alloc) {
-        v.buffer = UploadWeights(octx, v.constant);
+      const size_t n = static_cast<size_t>(NumElements(v.shape));
+      if (n * eb <= max_alloc) {
+        v.buffer = upload(0, n);
       } else {
         std::string why;
         v.pieces = PlanPieces(v.shape, max_alloc / eb, &why);
         if (v.pieces.empty()) throw Error("constant tensor " + std::to_string(t) + ": " + why);
-        for (const Piece& p : v.pieces)
-          v.piece_buffers.push_back(UploadWeights(
-              octx, std::vector<float>(v.constant.begin() + p.begin, v.constant.begin() + p.end)));
+        for (const Piece& p : v.pieces) v.piece_buffers.push_back(upload(p.begin, p.end));
       }
     }
     report_.weight_bytes += v.buffer.bytes();
@@ -85,6 +91,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (v.kind == Kind::kConstant) continue;
     v.piece_buffers.clear();
     v.pieces.clear();
+    const size_t eb = ElemBytes(t);
     if (v.elided || size_t(NumElements(v.shape)) * eb <= max_alloc) continue;
     std::string why;
     v.pieces = PlanPieces(v.shape, max_alloc / eb, &why);
@@ -102,7 +109,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
     OpRun& run = runs_[i];
     const std::string why =
-        PlanOpChunks(octx, *ops_[i], in, out_shapes_[i], chunk_bytes, &run.plan);
+        PlanOpChunks(OpCtx(octx, i), *ops_[i], in, out_shapes_[i], chunk_bytes, &run.plan);
     if (!why.empty())
       throw Error(std::string(ops_[i]->type_name()) + " node " +
                   std::to_string(ops_[i]->node_index()) + ": " + why);
@@ -113,16 +120,18 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (staging_bytes.size() < slots) staging_bytes.resize(slots, 0);
     for (size_t c = 0; c < run.plan.out.size(); ++c) {
       for (size_t j = 0; j < in.size(); ++j)
-        staging_bytes[j] = std::max(staging_bytes[j], size_t(BoxElements(run.plan.in[c][j])) * eb);
+        staging_bytes[j] =
+            std::max(staging_bytes[j],
+                     size_t(BoxElements(run.plan.in[c][j])) * ElemBytes(ops_[i]->inputs()[j]));
       staging_bytes[in.size()] =
-          std::max(staging_bytes[in.size()], size_t(BoxElements(run.plan.out[c])) * eb);
+          std::max(staging_bytes[in.size()],
+                   size_t(BoxElements(run.plan.out[c])) * ElemBytes(ops_[i]->outputs()[0]));
     }
   }
 
   // Lifetimes in op steps: inputs are written before step 0, outputs are read
   // after the last step; the planner lets disjoint lifetimes share memory.
-  // Under zero-copy without fp16, boundary tensors live in TFLite's memory instead.
-  const bool boundary_outside = zero_copy_ && !host_->half_storage();
+  // Under zero-copy, boundary tensors stored as TFLite holds them live in its memory instead.
   std::vector<int> planned;
   std::vector<TensorUsage> usage;
   std::map<int, size_t> index_of;
@@ -135,13 +144,13 @@ void Partition::Plan(TfLiteContext* ctx) {
     v.ranges.clear();
     if (v.kind == Kind::kConstant) continue;
     if (v.elided || !v.pieces.empty() ||
-        (boundary_outside && (v.kind == Kind::kInput || v.is_partition_output))) {
+        (zero_copy_ && !Converted(v) && (v.kind == Kind::kInput || v.is_partition_output))) {
       v.buffer.Release();
       v.slot = -1;
       continue;
     }
     TensorUsage u;
-    u.bytes = std::max<size_t>(static_cast<size_t>(NumElements(v.shape)) * eb, 4);
+    u.bytes = std::max<size_t>(static_cast<size_t>(NumElements(v.shape)) * ElemBytes(t), 4);
     u.first = v.kind == Kind::kInput ? 0 : end_step;
     u.last = v.is_partition_output ? end_step : 0;
     index_of[t] = usage.size();
@@ -245,7 +254,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kConstant || v.pieces.empty()) continue;
     for (const Piece& p : v.pieces) {
-      v.piece_buffers.push_back(env.CreateBuffer((p.end - p.begin) * eb));
+      v.piece_buffers.push_back(env.CreateBuffer((p.end - p.begin) * ElemBytes(t)));
       report_.split_bytes += v.piece_buffers.back().bytes();
     }
     ++report_.split_tensors;
@@ -256,8 +265,8 @@ void Partition::Plan(TfLiteContext* ctx) {
     report_.chunk_staging_bytes += staging_.back().bytes();
   }
 
-  // Boundary transfers. A split value goes a piece at a time; under fp16 storage
-  // through a float32 staging buffer (a range at a time), also for a value whose
+  // Boundary transfers. A split value goes a piece at a time; a float value under fp16
+  // storage through a float32 staging buffer (a range at a time), also one whose
   // float32 copy alone would exceed one buffer. Zero-copy wraps only the others.
   const size_t stage_elems = std::max<size_t>(std::min(chunk_bytes, max_alloc) / sizeof(float), 1);
   size_t stage_need = 0;
@@ -265,19 +274,20 @@ void Partition::Plan(TfLiteContext* ctx) {
   auto boundary = [&](int t) {
     Value& v = values_[t];
     if (v.kind == Kind::kConstant) return;
-    v.ranged = v.split() || (host_->half_storage() && v.float_bytes() > max_alloc);
+    v.ranged = v.split() || (Converted(v) && v.host_bytes() > max_alloc);
     if (v.ranged) {
-      PlanTransferRanges(v, host_->half_storage() ? stage_elems : SIZE_MAX);
-      for (const Value::Range& r : v.ranges) stage_need = std::max(stage_need, r.end - r.begin);
+      PlanTransferRanges(v, Converted(v) ? stage_elems : SIZE_MAX);
+      if (Converted(v))
+        for (const Value::Range& r : v.ranges) stage_need = std::max(stage_need, r.end - r.begin);
     } else if (zero_copy_) {
-      if (wrapped.insert(t).second) report_.host_wrapped_bytes += v.float_bytes();
-    } else if (host_->half_storage() && !v.transfer) {
-      v.transfer = env.CreateBuffer(v.float_bytes());
+      if (wrapped.insert(t).second) report_.host_wrapped_bytes += v.host_bytes();
+    } else if (Converted(v) && !v.transfer) {
+      v.transfer = env.CreateBuffer(v.host_bytes());
     }
   };
   for (int t : uploads_) boundary(t);
   for (int t : downloads_) boundary(t);
-  if (host_->half_storage() && stage_need)
+  if (stage_need)
     transfer_staging_ = env.CreateBuffer(stage_need * sizeof(float));
   for (const auto& [t, v] : values_) report_.staging_bytes += v.transfer.bytes();
   report_.staging_bytes += transfer_staging_.bytes();

@@ -68,6 +68,16 @@ typedef struct TfLiteQuantization {
   void* params;
 } TfLiteQuantization;
 
+enum { kTfLiteNoQuantization = 0, kTfLiteAffineQuantization = 1 };
+
+// What TfLiteQuantization::params points to when type == kTfLiteAffineQuantization: one scale
+// and zero point per tensor, or one per index of quantized_dimension (per-channel).
+typedef struct TfLiteAffineQuantization {
+  TfLiteFloatArray* scale;
+  TfLiteIntArray* zero_point;
+  int32_t quantized_dimension;
+} TfLiteAffineQuantization;
+
 typedef union TfLitePtrUnion {
   float* f;
   void* raw;
@@ -219,6 +229,13 @@ static_assert(sizeof(TfLiteDimensionMetadata) == 24, "TfLiteDimensionMetadata la
 static_assert(offsetof(TfLiteDimensionMetadata, array_segments) == 8, "TfLiteDimensionMetadata");
 static_assert(sizeof(TfLiteSparsity) == 32, "TfLiteSparsity layout");
 static_assert(offsetof(TfLiteSparsity, dim_metadata_size) == 24, "TfLiteSparsity layout");
+static_assert(offsetof(TfLiteTensor, params) == 24, "TfLiteTensor layout");
+static_assert(sizeof(TfLiteQuantizationParams) == 8, "legacy per-tensor quantization");
+static_assert(sizeof(TfLiteQuantization) == 16, "TfLiteQuantization layout");
+static_assert(offsetof(TfLiteQuantization, params) == 8, "TfLiteQuantization layout");
+static_assert(sizeof(TfLiteAffineQuantization) == 24, "TfLiteAffineQuantization layout");
+static_assert(offsetof(TfLiteAffineQuantization, zero_point) == 8, "affine quantization");
+static_assert(offsetof(TfLiteAffineQuantization, quantized_dimension) == 16, "affine quantization");
 static_assert(sizeof(TfLiteNode) == 80, "TfLiteNode layout");
 static_assert(sizeof(TfLiteRegistration) == 88, "TfLiteRegistration layout");
 static_assert(offsetof(TfLiteRegistration, builtin_code) == 40, "TfLiteRegistration layout");

@@ -1,0 +1,35 @@
+// ADD and SUB on int8 / uint8 tensors with NumPy-style broadcasting, bit for bit with TFLite's
+// integer kernels: each operand (q - zero point) is shifted left by `left_shift` and rescaled by
+// its own multiplier to a common scale, the two are added (subtracted), and the sum is rescaled to
+// the output (quant.cl), + zero point, clamped. Needs common.cl and quant.cl; QT is the type.
+//
+// add_int8(a, b, out, total, rank, meta, p, up_below)
+//   meta: int[3 * rank] = output dims, then a's strides, then b's strides (0 where that operand
+//   broadcasts along the axis). p: int[14] = a_offset, b_offset, left_shift, a_multiplier,
+//   a_shift, b_multiplier, b_shift, out_multiplier, out_shift, out_zero, act_min, act_max,
+//   subtract (0 or 1), unused. Elements below up_below round ties up (the NEON loop), the rest
+//   away from zero (quant.cl). NDRange: global (total).
+#include "quant.cl"
+
+__kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
+                       int rank, __global const int* meta, __global const int* p, int up_below) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  int rem = i, ia = 0, ib = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int dim = meta[d];
+    const int x = rem % dim;
+    rem /= dim;
+    ia += x * meta[rank + d];
+    ib += x * meta[2 * rank + d];
+  }
+  const bool up = i < up_below;
+  const int left = p[2];
+  const int va = ((int)a[ia] + p[0]) * (1 << left);
+  const int vb = ((int)b[ib] + p[1]) * (1 << left);
+  const int sa = quant_multiply(va, p[3], p[4], up);
+  const int sb = quant_multiply(vb, p[5], p[6], up);
+  const int sum = p[12] ? sa - sb : sa + sb;
+  const int v = quant_multiply(sum, p[7], p[8], up) + p[9];
+  out[i] = (QT)clamp(v, p[10], p[11]);
+}

@@ -1,0 +1,173 @@
+// The int8 GEMM behind FULLY_CONNECTED and the int8 convolutions (implicit GEMM, 1x1 GEMM):
+// out[M][N] = requantize(sum_k A[m][k] * B[n][k] + bias[n]) with int32 accumulation, bit for bit
+// with TFLite's kernels. Needs common.cl and quant.cl.
+//
+// gemm_int8(a, b, bias, stage, out, M, N, K, Kp, a_zero, up_below, out_zero, act_min, act_max,
+//           H, W, C, OW, OH, KW, SH, SW, DH, DW, PT, PL)
+//   __global const char* a: [M][K], or with -DIM2COL the NHWC input [N][H][W][C] read as its
+//   im2col matrix (row m = output pixel (n, oh, ow), column k = (kh, kw, c), taps outside the
+//   input read a_zero); __global const int* b: B [N][Kp / 4], the int8 weights packed four to
+//   an int along k (Kp = K rounded up to 4, zero-filled); bias [N]: the model's bias minus
+//   a_zero * sum_k B[n][k], so the input's zero point needs no subtraction per element;
+//   __global const int2* stage [N]: (multiplier, shift) per output channel (quant.cl);
+//   __global char* out [M][N]. The geometry arguments are read with -DIM2COL only (the input's
+//   H, W, C; the output's OW, OH; the filter's KW; strides, dilations, top/left padding).
+//   NDRange: 1-D, local = GEMM_WG = (TM / WM) * (TN / WN) (reqd_work_group_size), global =
+//   ceil(M / TM) * ceil(N / TN) * GEMM_WG. A group computes a TM x TN block of the output, a
+//   work-item WM x WN of it (rows ty + i * TM / WM, columns tx + j * TN / WN), TK4 groups of four
+//   k per step through local memory, each a dot4 (dp4a where the device has it).
+//   Defines: TM (32), TN (32), TK4 (4), WM (4), WN (4), IM2COL, VEC_A (the four k of a group are
+//   four neighbouring bytes of A, 4-byte aligned: K % 4 == 0 for a plain A, C % 4 == 0 with
+//   IM2COL).
+#include "quant.cl"
+
+#ifndef TM
+#define TM 32
+#endif
+#ifndef TN
+#define TN 32
+#endif
+#ifndef TK4
+#define TK4 4
+#endif
+#ifndef WM
+#define WM 4
+#endif
+#ifndef WN
+#define WN 4
+#endif
+#define RTM (TM / WM)
+#define RTN (TN / WN)
+#define GEMM_WG (RTM * RTN)
+#define A_PER ((TM * TK4 + GEMM_WG - 1) / GEMM_WG)  // A ints a work-item loads per step
+#define B_PER ((TN * TK4 + GEMM_WG - 1) / GEMM_WG)
+#if (TM % WM) || (TN % WN)
+#error "gemm_int8.cl: TM and TN must be multiples of WM and WN"
+#endif
+
+// Four bytes packed as one int, lane 0 lowest.
+static inline int pack4(int x0, int x1, int x2, int x3) {
+  return (x0 & 0xff) | (x1 & 0xff) << 8 | (x2 & 0xff) << 16 | (x3 & 0xff) << 24;
+}
+
+#ifdef IM2COL
+// Byte (tap / channel) k of the im2col row of a pixel whose tap (0, 0) is at (ih0, iw0) of the
+// image starting at `base`; a_zero outside the input or past K.
+static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0, int k, int K,
+                              int H, int W, int C, int KW, int DH, int DW, int a_zero) {
+  if (k >= K) return a_zero;
+  const int c = k % C, t = k / C;
+  const int ih = ih0 + (t / KW) * DH, iw = iw0 + (t % KW) * DW;
+  return ((uint)ih < (uint)H && (uint)iw < (uint)W) ? a[base + (ih * W + iw) * C + c] : a_zero;
+}
+#endif
+
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
+    __global const char* restrict a, __global const int* restrict b,
+    __global const int* restrict bias, __global const int2* restrict stage,
+    __global char* restrict out, int M, int N, int K, int Kp, int a_zero, int up_below,
+    int out_zero, int act_min, int act_max, int H, int W, int C, int OW, int OH, int KW, int SH,
+    int SW, int DH, int DW, int PT, int PL) {
+  __local int As[TK4][TM];
+  __local int Bs[TK4][TN];
+  const int lid = get_local_id(0);
+  const int groups_n = (N + TN - 1) / TN;
+  const int m0 = (get_group_id(0) / groups_n) * TM, n0 = (get_group_id(0) % groups_n) * TN;
+  const int tx = lid % RTN, ty = lid / RTN;
+  const int zero4 = pack4(a_zero, a_zero, a_zero, a_zero);
+
+  // The A rows this work-item loads, and where their pixels start (IM2COL).
+  int a_row[A_PER];
+#ifdef IM2COL
+  int a_base[A_PER], a_ih[A_PER], a_iw[A_PER];
+#endif
+#pragma unroll
+  for (int i = 0; i < A_PER; ++i) {
+    const int m = m0 + (lid + i * GEMM_WG) / TK4;
+    a_row[i] = m;
+#ifdef IM2COL
+    const int ow = m % OW, t = m / OW;
+    a_base[i] = (t / OH) * H * W * C;
+    a_ih[i] = (t % OH) * SH - PT;
+    a_iw[i] = ow * SW - PL;
+#endif
+  }
+
+  int acc[WM][WN];
+#pragma unroll
+  for (int i = 0; i < WM; ++i)
+#pragma unroll
+    for (int j = 0; j < WN; ++j) acc[i][j] = 0;
+
+  const int Kp4 = Kp >> 2;
+  for (int k0 = 0; k0 < Kp; k0 += 4 * TK4) {
+#pragma unroll
+    for (int i = 0; i < A_PER; ++i) {
+      const int e = lid + i * GEMM_WG;
+      if (e < TM * TK4) {
+        const int g = e % TK4, m = a_row[i], k = k0 + 4 * g;
+        int v = zero4;
+        if (m < M && k < K) {
+#if defined(IM2COL) && defined(VEC_A)
+          const int c = k % C, t = k / C;
+          const int ih = a_ih[i] + (t / KW) * DH, iw = a_iw[i] + (t % KW) * DW;
+          if ((uint)ih < (uint)H && (uint)iw < (uint)W)
+            v = ((__global const int*)a)[(a_base[i] + (ih * W + iw) * C + c) >> 2];
+#elif defined(IM2COL)
+          v = pack4(im2col_byte(a, a_base[i], a_ih[i], a_iw[i], k, K, H, W, C, KW, DH, DW, a_zero),
+                    im2col_byte(a, a_base[i], a_ih[i], a_iw[i], k + 1, K, H, W, C, KW, DH, DW,
+                                a_zero),
+                    im2col_byte(a, a_base[i], a_ih[i], a_iw[i], k + 2, K, H, W, C, KW, DH, DW,
+                                a_zero),
+                    im2col_byte(a, a_base[i], a_ih[i], a_iw[i], k + 3, K, H, W, C, KW, DH, DW,
+                                a_zero));
+#elif defined(VEC_A)
+          v = ((__global const int*)a)[(m * K + k) >> 2];
+#else
+          const int r = m * K;
+          v = pack4(a[r + k], k + 1 < K ? a[r + k + 1] : a_zero, k + 2 < K ? a[r + k + 2] : a_zero,
+                    k + 3 < K ? a[r + k + 3] : a_zero);
+#endif
+        }
+        As[g][e / TK4] = v;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < B_PER; ++i) {
+      const int e = lid + i * GEMM_WG;
+      if (e < TN * TK4) {
+        const int g = e % TK4, n = n0 + e / TK4, k4 = (k0 >> 2) + g;
+        Bs[g][e / TK4] = (n < N && k4 < Kp4) ? b[n * Kp4 + k4] : 0;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int g = 0; g < TK4; ++g) {
+      int av[WM], bv[WN];
+#pragma unroll
+      for (int i = 0; i < WM; ++i) av[i] = As[g][ty + i * RTM];
+#pragma unroll
+      for (int j = 0; j < WN; ++j) bv[j] = Bs[g][tx + j * RTN];
+#pragma unroll
+      for (int i = 0; i < WM; ++i)
+#pragma unroll
+        for (int j = 0; j < WN; ++j) acc[i][j] = dot4(av[i], bv[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+#pragma unroll
+  for (int j = 0; j < WN; ++j) {
+    const int n = n0 + tx + j * RTN;
+    if (n >= N) continue;
+    const int2 ms = stage[n];
+    const int bn = bias[n];
+#pragma unroll
+    for (int i = 0; i < WM; ++i) {
+      const int m = m0 + ty + i * RTM;
+      if (m < M)
+        out[m * N + n] =
+            (char)quant_output(acc[i][j] + bn, ms, n, up_below, out_zero, act_min, act_max);
+    }
+  }
+}

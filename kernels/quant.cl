@@ -1,0 +1,59 @@
+// TFLite's integer requantization, bit for bit; the host side is src_cpp/ops/quant.h (which
+// also says how the two roundings were found). Included by the int8 kernels.
+//
+// quant_multiply(x, multiplier, shift, up): x * multiplier * 2^(shift - 31), multiplier a Q31
+// value in [2^30, 2^31) or 0: a left shift by max(shift, 0) (wrapping, as the CPU kernels do),
+// a rounding doubling high multiply (ties up), then a rounding right shift by max(-shift, 0)
+// whose ties go up (`up`: ruy's GEMM kernels, TFLite's NEON loops) or away from zero (TFLite's
+// scalar MultiplyByQuantizedMultiplier).
+static inline int quant_multiply(int x, int multiplier, int shift, bool up) {
+  const int left = shift > 0 ? shift : 0;
+  const int right = shift > 0 ? 0 : -shift;
+  const long prod = (long)(int)((uint)x << left) * (long)multiplier;
+  const long high = (prod + (1L << 30)) >> 31;  // fits an int: |prod| < 2^62
+  if (right == 0) return (int)high;
+  if (up) return (int)((high + (1L << (right - 1))) >> right);
+  const long mask = (1L << right) - 1;
+  const long threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+  return (int)((high >> right) + ((high & mask) > threshold ? 1 : 0));
+}
+
+// An int32 accumulator of output channel `c` to the output's integer value: the channel's
+// (multiplier, shift) in `ms`, then + zero point, clamped to [lo, hi] (the type's range narrowed
+// by a fused activation). Channels below up_below round ties up (quant_multiply).
+static inline int quant_output(int acc, int2 ms, int c, int up_below, int zero_point, int lo,
+                             int hi) {
+  return clamp(quant_multiply(acc, ms.x, ms.y, c < up_below) + zero_point, lo, hi);
+}
+
+// The quantized storage types: QT is the element type of the int8 kernels' activations (int8 by
+// default, uint8 with -DQUANT_UINT8).
+#ifdef QUANT_UINT8
+#define QT uchar
+#define QT4 uchar4
+#define convert_QT4 convert_uchar4
+#else
+#define QT char
+#define QT4 char4
+#define convert_QT4 convert_char4
+#endif
+
+// dot4(a, b, acc): acc + the dot product of the four signed 8-bit lanes of a and b (lane 0 in the
+// low byte, as four consecutive chars load as an int). The host picks the instruction per device
+// (src_cpp/cl/int8_dot.h); the integer result is the same on every path.
+#if defined(QUANT_DOT_DP4A)
+static inline int dot4(int a, int b, int acc) {
+  int d;
+  asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(acc));
+  return d;
+}
+#elif defined(QUANT_DOT_KHR)
+static inline int dot4(int a, int b, int acc) {
+  return acc + dot_4x8packed_ss_int((uint)a, (uint)b);
+}
+#else
+static inline int dot4(int a, int b, int acc) {
+  const char4 x = as_char4(a), y = as_char4(b);
+  return acc + (int)x.s0 * y.s0 + (int)x.s1 * y.s1 + (int)x.s2 * y.s2 + (int)x.s3 * y.s3;
+}
+#endif

@@ -1,0 +1,64 @@
+// QUANTIZE (float -> int8 / uint8, and requantization between quantized types) and DEQUANTIZE
+// (int8 / uint8 -> float), bit for bit with TFLite's kernels. Where a runtime runs a vector loop
+// over the first vec_below elements (LiteRT's NEON loops, 8 at a time) those elements take the
+// loop's arithmetic, the rest the scalar code's (src_cpp/ops/quantize.cc says which is which).
+// NDRange: global (n), one element each. QT: kernels/quant.cl.
+#include "quant.cl"
+
+// The float expressions below are TFLite's roundings, one by one: no fused multiply-adds.
+#pragma OPENCL FP_CONTRACT OFF
+
+// round-half-away-from-zero of the exact quotient a / s (s > 0), as TFLite's scalar code gets
+// from a double division: an estimate, then the exact sign of a - (m + 0.5) * s through fma
+// decides each neighbouring boundary (no double precision needed). Saturates beyond 2^22.
+static inline float div_round_away(float a, float s, float inv) {
+  const float mag = fabs(a);
+  const float k = floor(fmin(mag * inv, 4194304.0f));
+  float r = k;
+  if (fma(-(k + 0.5f), s, mag) >= 0.0f) r = k + 1.0f;
+  if (k >= 1.0f && fma(-(k - 0.5f), s, mag) < 0.0f) r = k - 1.0f;
+  return a < 0.0f ? -r : r;
+}
+
+// quantize_float(x, out, n, scale, inv_scale, zero_point, qmin, qmax, vec_below)
+//   out[i] = clamp(round(x[i] / scale) + zero_point, qmin, qmax): below vec_below
+//   rint(x * inv_scale) (ties to even, the NEON loop), else the rounding of div_round_away.
+__kernel void quantize_float(__global const T* x, __global QT* out, int n, float scale,
+                             float inv_scale, int zero_point, int qmin, int qmax, int vec_below) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const float v = LOADF(x, i);
+  const float q = i < vec_below ? rint(v * inv_scale) : div_round_away(v, scale, inv_scale);
+  // Saturate in float first: the conversion of an out-of-range float is undefined.
+  const float c = clamp(q + (float)zero_point, (float)qmin, (float)qmax);
+  out[i] = (QT)(int)c;
+}
+
+// requantize(x, out, n, in_zero_point, multiplier, shift, out_zero_point, qmin, qmax, up_below)
+//   out[i] = clamp(quant_multiply(x[i] - in_zero_point) + out_zero_point, qmin, qmax). The input
+//   type is IN_QT (char, or uchar with -DIN_UINT8).
+#ifdef IN_UINT8
+#define IN_QT uchar
+#else
+#define IN_QT char
+#endif
+__kernel void requantize(__global const IN_QT* x, __global QT* out, int n, int in_zero_point,
+                         int multiplier, int shift, int out_zero_point, int qmin, int qmax,
+                         int up_below) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const int v = quant_multiply((int)x[i] - in_zero_point, multiplier, shift, i < up_below);
+  out[i] = (QT)clamp(v + out_zero_point, qmin, qmax);
+}
+
+// dequantize(x, out, n, scale, zero_point, zero_scaled, vec_below)
+//   out[i] = (x[i] - zero_point) * scale, one rounding; below vec_below x * scale - zero_scaled
+//   (zero_scaled = zero_point * scale rounded to float: the NEON loop's two roundings).
+__kernel void dequantize(__global const QT* x, __global T* out, int n, float scale,
+                         int zero_point, float zero_scaled, int vec_below) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const int q = (int)x[i];
+  const float v = i < vec_below ? (float)q * scale - zero_scaled : (float)(q - zero_point) * scale;
+  STOREF(v, out, i);
+}

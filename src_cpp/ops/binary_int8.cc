@@ -1,0 +1,116 @@
+// ADD and SUB on int8 / uint8 tensors, with broadcasting (binary_int8.cl): TFLite's integer
+// arithmetic, each operand rescaled to twice the larger input scale with 20 bits of headroom, the
+// sum rescaled to the output. Its multipliers are applied by TFLite's own rounding (ties away from
+// zero, ops/quant.h) in both runtimes, measured with power-of-two scale ratios (many ties).
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "ops/int8_ops.h"
+#include "ops/quant.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int32_t kSub = 41;
+
+// Output dims, then each operand's strides aligned to them (0 where it broadcasts).
+std::vector<int> BroadcastMeta(const Shape& a, const Shape& b, const Shape& out) {
+  std::vector<int> meta(out.begin(), out.end());
+  for (const Shape* s : {&a, &b}) {
+    std::vector<int> strides(out.size(), 0);
+    int stride = 1;
+    for (int i = static_cast<int>(s->size()) - 1; i >= 0; --i) {
+      strides[out.size() - s->size() + i] = (*s)[i] == 1 ? 0 : stride;
+      stride *= (*s)[i];
+    }
+    meta.insert(meta.end(), strides.begin(), strides.end());
+  }
+  return meta;
+}
+
+class AddInt8Op : public Op {
+ public:
+  AddInt8Op(const GraphView& g, const NodeInfo& node, int activation)
+      : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}),
+        sub_(node.op == kSub),
+        type_(g.value_type(node.outputs[0])) {
+    const QuantParams a = g.quant(node.inputs[0]), b = g.quant(node.inputs[1]),
+                      out = g.quant(node.outputs[0]);
+    constexpr int kLeftShift = 20;
+    // As TFLite computes them: the doubled larger scale in float, the ratios in double.
+    const float twice_max = 2 * std::max(a.scale[0], b.scale[0]);
+    const FixedPoint ma = QuantizeMultiplier(double(a.scale[0]) / double(twice_max));
+    const FixedPoint mb = QuantizeMultiplier(double(b.scale[0]) / double(twice_max));
+    const FixedPoint mo = QuantizeMultiplier(double(twice_max) /
+                                             double(float(1 << kLeftShift) * out.scale[0]));
+    int lo = 0, hi = 0;
+    QuantizedActivationRange(activation, out, type_, &lo, &hi);
+    params_ = {-a.zero_point[0], -b.zero_point[0], kLeftShift, ma.multiplier, ma.shift,
+               mb.multiplier,    mb.shift,         mo.multiplier, mo.shift,   out.zero_point[0],
+               lo,               hi,               sub_ ? 1 : 0,  0};
+  }
+
+  const char* type_name() const override { return sub_ ? "SUB" : "ADD"; }
+  std::string algorithm() const override { return "int8"; }
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    const size_t rank = std::max(in[0].size(), in[1].size());
+    Shape out(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      const int da = i < rank - in[0].size() ? 1 : in[0][i - (rank - in[0].size())];
+      const int db = i < rank - in[1].size() ? 1 : in[1][i - (rank - in[1].size())];
+      if (da != db && da != 1 && db != 1)
+        throw Error(std::string(type_name()) + " shapes " + ShapeString(in[0]) + " and " +
+                    ShapeString(in[1]) + " do not broadcast");
+      out[i] = da == 1 ? db : da;
+    }
+    return {out};
+  }
+  double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
+    return double(NumElements(out[0]));
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+               const std::vector<cl_mem>& out) override {
+    const Shape& o = out_shapes[0];
+    const int total = static_cast<int>(NumElements(o));
+    if (!params_buf_) params_buf_ = UploadInts(ctx, params_);
+    meta_ = UploadInts(ctx, BroadcastMeta(in_shapes[0], in_shapes[1], o));
+    const int up_below = 0;
+    Launch l;
+    l.name = "add_int8";
+    l.kernel = CreateKernel(
+        *ctx.GetProgram("binary_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""),
+        l.name);
+    SetArgs(l.kernel, in[0], in[1], out[0], total, static_cast<int>(o.size()), meta_.get(),
+            params_buf_.get(), up_below);
+    l.global[0] = RoundUp(std::max(total, 1), 64);
+    launches_.clear();
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  bool sub_;
+  ValueType type_;
+  std::vector<int> params_;
+  Buffer params_buf_, meta_;
+};
+
+}  // namespace
+
+std::string CheckAddInt8(const GraphView& g, const NodeInfo& node) {
+  const ValueType t = g.value_type(node.inputs[0]);
+  for (int x : {node.inputs[0], node.inputs[1], node.outputs[0]})
+    if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+  return "";
+}
+
+std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node) {
+  int activation = 0;
+  std::memcpy(&activation, node.builtin_data, sizeof activation);
+  return std::make_unique<AddInt8Op>(g, node, activation);
+}
+
+}  // namespace clgpu

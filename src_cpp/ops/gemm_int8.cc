@@ -1,0 +1,105 @@
+#include "ops/gemm_int8.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cl/int8_dot.h"
+#include "common/error.h"
+
+namespace clgpu {
+namespace {
+
+struct Int8Tiles {
+  int tm, tn, tk4, wm, wn;
+  size_t work_group() const { return size_t(tm / wm) * (tn / wn); }
+};
+
+// Per device class, for an m x n output; CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides
+// (bench/bench_int8.py). On NVIDIA GPUs 64 x 64 tiles, unless they would leave compute units
+// without a work-group (late layers of batch-1 networks: a 7x7 map is 49 rows).
+Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
+  const Int8Tiles small{32, 32, 4, 4, 4}, big{64, 64, 8, 8, 4};
+  const long big_groups = ((m + big.tm - 1) / big.tm) * ((n + big.tn - 1) / big.tn);
+  Int8Tiles t = dev.type == "gpu" && dev.nvidia() && big_groups >= dev.compute_units ? big : small;
+  if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
+    Int8Tiles o{};
+    if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 ||
+        o.wm < 1 || o.wn < 1 || o.tk4 < 1 || o.tm % o.wm || o.tn % o.wn || o.tm > 256 ||
+        o.tn > 256)
+      throw Error(std::string("CLGPU_TUNE_GEMM_INT8 must be TM,TN,TK4,WM,WN, not '") + env + "'");
+    t = o;
+  }
+  return t;
+}
+
+}  // namespace
+
+const std::string& Int8DotPathOf(const OpContext& ctx) { return Int8DotPath(ctx.env.device()); }
+
+Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, int n, int k,
+                                const std::vector<int32_t>& bias, int a_zero,
+                                const OutputStage& stage) {
+  Int8GemmWeights w;
+  w.n = n, w.k = k, w.kp = (k + 3) / 4 * 4;
+  std::vector<int8_t> packed(size_t(n) * w.kp, 0);
+  std::vector<int32_t> folded(n);
+  for (int r = 0; r < n; ++r) {
+    int64_t sum = 0;
+    for (int c = 0; c < k; ++c) {
+      const int8_t v = b[size_t(r) * k + c];
+      packed[size_t(r) * w.kp + c] = v;
+      sum += v;
+    }
+    const int64_t f = (bias.empty() ? 0 : int64_t(bias[r])) - int64_t(a_zero) * sum;
+    if (f < INT_MIN || f > INT_MAX) throw Error("int8 GEMM: a folded bias leaves int32");
+    folded[r] = static_cast<int32_t>(f);
+  }
+  w.b = UploadBytes(ctx, packed.data(), packed.size());
+  w.bias = UploadBytes(ctx, folded.data(), folded.size() * 4);
+  w.stage = UploadOutputStage(ctx, stage);
+  return w;
+}
+
+std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
+                                   int m, int a_zero, const OutputStage& s, const ConvGeometry* g,
+                                   std::string* path_used) {
+  const Int8Tiles t = TilesFor(ctx.env.device(), m, w.n);
+  char tiles[96];
+  std::snprintf(tiles, sizeof tiles, "-DTM=%d -DTN=%d -DTK4=%d -DWM=%d -DWN=%d", t.tm, t.tn, t.tk4,
+                t.wm, t.wn);
+  std::string defines = tiles;
+  const bool vec = g ? g->c % 4 == 0 : w.k % 4 == 0;
+  if (g) defines += " -DIM2COL";
+  if (vec) defines += " -DVEC_A";
+  // The device's dot-product path; should its program not build (a driver that takes the probe
+  // but not the whole kernel), the portable one.
+  std::string path = Int8DotPathOf(ctx);
+  std::shared_ptr<Program> prog;
+  try {
+    const std::string dot = Int8DotDefines(path);
+    prog = ctx.GetProgram("gemm_int8", dot.empty() ? defines : defines + " " + dot);
+  } catch (const BuildError&) {
+    if (path == "portable") throw;
+    path = "portable";
+    prog = ctx.GetProgram("gemm_int8", defines);
+  }
+  if (path_used) *path_used = path;
+  Launch l;
+  l.name = g ? "gemm_int8_im2col" : "gemm_int8";
+  l.kernel = CreateKernel(*prog, "gemm_int8");
+  ConvGeometry none;
+  const ConvGeometry& c = g ? *g : none;
+  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), w.stage.get(), out, m, w.n, w.k, w.kp, a_zero,
+          s.up_below, s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow, c.oh, c.kw, c.sh,
+          c.sw, c.dh, c.dw, c.pad_top, c.pad_left);
+  const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
+  l.dims = 1;
+  l.global[0] = size_t(groups) * t.work_group();
+  l.local[0] = t.work_group();
+  std::vector<Launch> launches;
+  launches.push_back(std::move(l));
+  return launches;
+}
+
+}  // namespace clgpu

@@ -1,0 +1,41 @@
+// The int8 GEMM (kernels/gemm_int8.cl) behind FULLY_CONNECTED and the int8 convolutions:
+// out[M][N] = requantize(A[M][K] x B[N][K]^T + bias) in int32, A a plain matrix or the im2col of
+// an NHWC input (implicit GEMM, never materialised). The dot-product instruction is the
+// device's (cl/int8_dot.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/conv_geometry.h"
+#include "ops/op.h"
+#include "ops/quant.h"
+
+namespace clgpu {
+
+// B packed four int8 to an int along k (K padded to Kp, a multiple of 4) and the bias with
+// -a_zero * sum_k B[n][k] folded in, on the device.
+struct Int8GemmWeights {
+  Buffer b, bias, stage;
+  int n = 0, k = 0, kp = 0;
+};
+
+// b: [n][k] int8 (row-major), bias: n int32 values (empty: zeros), a_zero: A's zero point.
+// Throws Error if a folded bias leaves int32.
+Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, int n, int k,
+                                const std::vector<int32_t>& bias, int a_zero,
+                                const OutputStage& stage);
+
+// The launch computing out [m][n] from A (plain when `im2col` is null, else the convolution
+// input of that geometry, whose m = N * OH * OW and k = KH * KW * C). *path_used: the
+// dot-product path it runs ("dp4a", "khr", "portable"), for profiles.
+std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
+                                   int m, int a_zero, const OutputStage& stage,
+                                   const ConvGeometry* im2col = nullptr,
+                                   std::string* path_used = nullptr);
+
+// The dot-product path probed on this context's device (cl/int8_dot.h).
+const std::string& Int8DotPathOf(const OpContext& ctx);
+
+}  // namespace clgpu

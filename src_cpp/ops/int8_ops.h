@@ -1,0 +1,27 @@
+// The int8 branches of the ops that have one, each defined in its op's <op>_int8.cc: the op's
+// Check and Create (in <op>.cc) hand a node over to these when its tensors are quantized. An
+// int8 op reads quantization through GraphView::quant, computes its multipliers with
+// ops/quant.h and requantizes on the device with kernels/quant.cl.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ops/op.h"
+
+namespace clgpu {
+
+std::string CheckConv2dInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateConv2dInt8(const GraphView& g, const NodeInfo& node);
+
+std::string CheckDepthwiseConv2dInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateDepthwiseConv2dInt8(const GraphView& g, const NodeInfo& node);
+
+std::string CheckFullyConnectedInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateFullyConnectedInt8(const GraphView& g, const NodeInfo& node);
+
+// ADD and SUB (binary_int8.cc).
+std::string CheckAddInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node);
+
+}  // namespace clgpu

@@ -1,0 +1,121 @@
+// QUANTIZE (float32 -> int8 / uint8, and requantization between quantized types) and DEQUANTIZE
+// (int8 / uint8 -> float32): the boundaries of an int8 model with float I/O, so the whole model
+// is one partition. Bit for bit with each runtime's CPU kernels, whose arithmetic was measured:
+// tflite_runtime 2.14 (x86) rounds x / scale in double, half away from zero, and dequantizes
+// as (q - zero_point) * scale; LiteRT 2.3 runs NEON loops (8 elements at a time) that use
+// rint(x * (1 / scale)) and q * scale - zero_point * scale, and the scalar code for the rest.
+// A DEQUANTIZE of a FLOAT16 constant is folded into a constant instead (delegate/claim.h).
+#include <cstdio>
+
+#include "common/error.h"
+#include "ops/op.h"
+#include "ops/quant.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+constexpr int32_t kQuantize = 114;
+constexpr int kNeonWidth = 8;  // elements per iteration of the runtimes' NEON loops
+
+class QuantizeOp : public Op {
+ public:
+  QuantizeOp(const GraphView& g, const NodeInfo& node)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+        op_(node.op),
+        in_type_(g.value_type(node.inputs[0])),
+        out_type_(g.value_type(node.outputs[0])),
+        in_(g.quant(node.inputs[0])),
+        out_(g.quant(node.outputs[0])),
+        neon_(g.cpu_kernels().neon) {}
+
+  const char* type_name() const override { return op_ == kQuantize ? "QUANTIZE" : "DEQUANTIZE"; }
+  std::string algorithm() const override {
+    return in_type_ == ValueType::kFloat    ? "quantize"
+           : out_type_ == ValueType::kFloat ? "dequantize"
+                                            : "requantize";
+  }
+  bool KeepsFloat32() const override { return true; }
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
+  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
+    return double(NumElements(in[0]));
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
+               const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+    const int n = static_cast<int>(NumElements(in_shapes[0]));
+    const int vec_below = neon_ ? n / kNeonWidth * kNeonWidth : 0;
+    const ValueType q = out_type_ == ValueType::kFloat ? in_type_ : out_type_;
+    std::string defines = q == ValueType::kUInt8 ? "-DQUANT_UINT8" : "";
+    if (in_type_ == ValueType::kUInt8) defines += " -DIN_UINT8";
+    auto prog = ctx.GetProgram("quantize", defines);
+    Launch l;
+    l.name = algorithm() == "quantize" ? "quantize_float" : algorithm();
+    l.kernel = CreateKernel(*prog, l.name);
+    if (in_type_ == ValueType::kFloat) {
+      const float scale = out_.scale[0];
+      // 1 / scale rounded once to float, as the NEON loop has it.
+      const float inv = static_cast<float>(1.0 / static_cast<double>(scale));
+      SetArgs(l.kernel, in[0], out[0], n, scale, inv, out_.zero_point[0], QuantMin(out_type_),
+              QuantMax(out_type_), vec_below);
+    } else if (out_type_ == ValueType::kFloat) {
+      const float scale = in_.scale[0];
+      const float zero_scaled = static_cast<float>(in_.zero_point[0]) * scale;
+      SetArgs(l.kernel, in[0], out[0], n, scale, in_.zero_point[0], zero_scaled, vec_below);
+    } else {
+      const FixedPoint f =
+          QuantizeMultiplier(static_cast<double>(in_.scale[0]) / static_cast<double>(out_.scale[0]));
+      SetArgs(l.kernel, in[0], out[0], n, in_.zero_point[0], f.multiplier, f.shift,
+              out_.zero_point[0], QuantMin(out_type_), QuantMax(out_type_), vec_below);
+    }
+    l.global[0] = RoundUp(std::max(n, 1), 64);
+    launches_.clear();
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  int32_t op_;
+  ValueType in_type_, out_type_;
+  QuantParams in_, out_;
+  bool neon_;
+};
+
+std::string CheckQuantize(const GraphView& g, const NodeInfo& node) {
+  if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
+  const int x = node.inputs[0], y = node.outputs[0];
+  if (!g.valid_tensor(x) || !g.valid_tensor(y)) return "invalid tensor index";
+  if (g.IsConstant(x)) return "the input is constant";
+  const ValueType out = g.value_type(y);
+  if (!IsQuantized(out)) return std::string("output type ") + ValueTypeName(out) + " is not int8/uint8";
+  if (auto why = CheckQuantActivation(g, y, out); !why.empty()) return why;
+  const ValueType in = g.value_type(x);
+  if (in == ValueType::kFloat) return CheckFloatTensors(g, {x});
+  if (!IsQuantized(in)) return std::string("input type ") + ValueTypeName(in) + " is not supported";
+  return CheckQuantActivation(g, x, in);
+}
+
+std::string CheckDequantize(const GraphView& g, const NodeInfo& node) {
+  if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
+  const int x = node.inputs[0], y = node.outputs[0];
+  if (!g.valid_tensor(x) || !g.valid_tensor(y)) return "invalid tensor index";
+  // A FLOAT16 weight: folded into a constant while its consumers are claimed (delegate/claim.h).
+  if (g.IsFoldedDequantizeOutput(y))
+    return "only a constant FLOAT16 weight feeding a delegated op is claimed";
+  if (g.IsConstant(x)) return "the input is a constant (a weight-only quantized model)";
+  const ValueType in = g.value_type(x);
+  if (!IsQuantized(in)) return std::string("input type ") + ValueTypeName(in) + " is not int8/uint8";
+  if (auto why = CheckQuantActivation(g, x, in); !why.empty()) return why;
+  return CheckFloatTensors(g, {y});
+}
+
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  return std::make_unique<QuantizeOp>(g, node);
+}
+
+}  // namespace
+
+extern const OpHandler kQuantizeHandler = {kQuantize, "QUANTIZE", CheckQuantize, Create};
+extern const OpHandler kDequantizeHandler = {tfl::kDequantize, "DEQUANTIZE", CheckDequantize,
+                                             Create};
+
+}  // namespace clgpu

@@ -1,0 +1,35 @@
+"""The public corpus's int8 models (~/.cache/clgpu_delegate/public-models, fetched by
+shared/models/fetch-public-models.sh; skipped where absent): claimed but for the int8 ops not
+implemented yet, and bit-exact against TFLite's reference kernels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from int8_parity import check_int8_parity
+
+CORPUS = Path.home() / ".cache" / "clgpu_delegate" / "public-models"
+# Model -> the ops left on the CPU (int8 MEAN and SOFTMAX are not implemented yet) and the
+# partitions that leaves.
+MODELS = {
+    "keyword_spotting_mobilenetv2": ({"MEAN", "SOFTMAX"}, 2),
+    "tflite_micro_speech": ({"SOFTMAX"}, 1),
+    "audio_example1": ({"SOFTMAX"}, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_public_int8_model(runtime: str, name: str) -> None:
+    path = CORPUS / f"{name}.tflite"
+    if not path.is_file():
+        pytest.skip(f"{path} is not there (shared/models/fetch-public-models.sh)")
+    cpu_ops, partitions = MODELS[name]
+    r = check_int8_parity(
+        path.read_bytes(),
+        runtime,
+        expect_delegated=None,
+        expect_partitions=partitions,
+        min_fraction=1.0,
+    )
+    assert {d["op_name"] for d in r.decisions if not d["delegated"]} == cpu_ops
