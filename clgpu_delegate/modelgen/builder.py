@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tflite
 
+from clgpu_delegate.modelgen._attention import AttentionOps
 from clgpu_delegate.modelgen._conv import ConvOps
 from clgpu_delegate.modelgen._elementwise import ElementwiseOps
 from clgpu_delegate.modelgen._shape import ShapeOps
@@ -17,7 +18,7 @@ from clgpu_delegate.modelgen._window import WindowOps
 __all__ = ["ModelBuilder", "tflite"]
 
 
-class ModelBuilder(ConvOps, ElementwiseOps, ShapeOps, WindowOps):
+class ModelBuilder(ConvOps, ElementwiseOps, ShapeOps, WindowOps, AttentionOps):
     """Builds a single-subgraph TFLite model; methods return tensor ids (ints).
 
     Shapes are static and inferred per op. Ops whose arguments do not fit raise ValueError.

@@ -69,6 +69,9 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
       v.kind = v.is_partition_output ? Kind::kOutput : Kind::kInternal;
     }
   }
+  for (const auto& op : ops_)
+    for (int t : op->ShapeInputs())
+      if (!values_.count(t)) shape_reads_[t];
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kInput) uploads_.push_back(t);
     if (v.is_partition_output) downloads_.push_back(t);
@@ -136,6 +139,10 @@ bool Partition::InputShapesChanged(TfLiteContext* ctx) {
       values_[t].shape = std::move(s);
       changed = true;
     }
+  }
+  for (auto& [t, shape] : shape_reads_) {
+    Shape s = TensorShape(ctx->tensors[t]);
+    if (s != shape) shape = std::move(s), changed = true;
   }
   return changed;
 }

@@ -120,6 +120,7 @@ class Partition {
   std::vector<OpProfile> op_profiles_;
   std::map<int, Value> values_;
   std::vector<int> uploads_, downloads_;   // tensor indices, in a fixed order
+  std::map<int, Shape> shape_reads_;       // tensors ops read the shape of only (Op::ShapeInputs)
   Buffer arena_;                           // the activations, placed by the memory planner
   std::vector<Buffer> shared_;             // whole shared buffers where views are avoided
   std::vector<Buffer> scratch_;            // shared op scratch (Winograd transforms), one per slot

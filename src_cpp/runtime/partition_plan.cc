@@ -69,6 +69,12 @@ void Partition::Plan(TfLiteContext* ctx) {
   for (size_t i = 0; i < ops_.size(); ++i) {
     std::vector<Shape> in;
     for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
+    // Shapes read but not data: this partition's values', else TFLite's tensor's (an input of
+    // the partition that only a folded SHAPE reads).
+    for (int t : ops_[i]->ShapeInputs()) {
+      const auto v = values_.find(t);
+      in.push_back(v != values_.end() ? v->second.shape : shape_reads_.at(t));
+    }
     out_shapes_[i] = ops_[i]->InferShapes(in);
     for (size_t j = 0; j < out_shapes_[i].size(); ++j)
       values_[ops_[i]->outputs()[j]].shape = out_shapes_[i][j];
