@@ -65,13 +65,22 @@ struct ConvGeometry {
   }
 };
 
+// The clamp of a CONV_2D / DEPTHWISE_CONV_2D fused activation as TFLite's float kernels apply it:
+// they take the activation's range (CalculateActivationRange), which is the whole float range
+// for TANH, SIGN_BIT and SIGMOID, so those apply nothing (both runtimes, measured); false for a
+// code that is no activation at all.
+inline bool ConvActivationRange(int activation, float* lo, float* hi) {
+  if (activation >= 4 && activation <= 6) return ActivationRange(0, lo, hi);
+  return ActivationRange(activation, lo, hi);
+}
+
 // What CONV_2D and DEPTHWISE_CONV_2D check alike: activation, padding, strides
 // and dilations, and float tensors with a constant filter (and bias). "" if fine.
 inline std::string CheckConvCommon(const GraphView& g, const NodeInfo& node, int padding,
                                    int stride_w, int stride_h, int dilation_w, int dilation_h,
                                    int activation) {
   float lo, hi;
-  if (!ActivationRange(activation, &lo, &hi))
+  if (!ConvActivationRange(activation, &lo, &hi))
     return "fused activation " + std::to_string(activation) + " is not supported";
   if (padding != 1 && padding != 2) return "unknown padding";
   if (stride_w < 1 || stride_h < 1 || dilation_w < 1 || dilation_h < 1)

@@ -1,4 +1,5 @@
-// FULLY_CONNECTED: any leading dims (flattened to rows), keep_num_dims both ways.
+// FULLY_CONNECTED: any leading dims (flattened to rows), keep_num_dims both ways, weights a
+// constant (uploaded once) or computed at run time (read from their device buffer).
 #include <cstring>
 #include <map>
 
@@ -11,15 +12,21 @@ namespace clgpu {
 namespace {
 
 // The weights [N, K] and bias on the host and their device copies per range of N,
-// shared by the op and its chunks.
+// shared by the op and its chunks. Run-time weights: no host copy, only the bias is uploaded.
 struct FullyConnectedSource {
   int n = 0, k = 0;
+  bool runtime_weights = false;
   std::vector<float> weights, bias;
   std::map<std::pair<int, int>, std::pair<Buffer, Buffer>> buffers;  // (n0, count) -> weights, bias
 
   const std::pair<Buffer, Buffer>& Get(OpContext& ctx, int n0, int count) {
     auto& b = buffers[{n0, count}];
-    if (b.first) return b;
+    if (b.second) return b;
+    if (runtime_weights) {
+      b.second =
+          UploadFloat32(ctx, std::vector<float>(bias.begin() + n0, bias.begin() + n0 + count));
+      return b;
+    }
     if (n0 == 0 && count == n) {
       b.first = UploadWeights(ctx, weights);
       b.second = UploadFloat32(ctx, bias);
@@ -40,13 +47,14 @@ struct FullyConnectedSource {
 class FullyConnectedOp : public Op {
  public:
   FullyConnectedOp(const GraphView& g, const NodeInfo& node, const tfl::FullyConnectedParams& p)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+      : Op(node, Operands(g, node), {node.outputs[0]}),
         keep_num_dims_(p.keep_num_dims),
         src_(std::make_shared<FullyConnectedSource>()) {
     const Shape w = g.shape(node.inputs[1]);
     src_->n = w[0], src_->k = w[1];
     n_ = w[0], k_ = w[1];
-    src_->weights = g.ConstantFloats(node.inputs[1]);
+    src_->runtime_weights = !g.IsConstant(node.inputs[1]);
+    if (!src_->runtime_weights) src_->weights = g.ConstantFloats(node.inputs[1]);
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
       src_->bias = g.ConstantFloats(node.inputs[2]);
     } else {
@@ -66,6 +74,12 @@ class FullyConnectedOp : public Op {
         act_min_(whole.act_min_),
         act_max_(whole.act_max_) {}
 
+  // The input, and the weights when they are computed at run time.
+  static std::vector<int> Operands(const GraphView& g, const NodeInfo& node) {
+    if (g.IsConstant(node.inputs[1])) return {node.inputs[0]};
+    return {node.inputs[0], node.inputs[1]};
+  }
+
   const char* type_name() const override { return "FULLY_CONNECTED"; }
   std::string algorithm() const override { return algorithm_; }
   bool GetClamp(float* lo, float* hi) const override {
@@ -83,6 +97,10 @@ class FullyConnectedOp : public Op {
   }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    // Run-time weights keep the shape they were claimed with: N and K size the kernels.
+    if (src_->runtime_weights && in.at(1) != Shape{n_, k_})
+      throw Error("FULLY_CONNECTED run-time weights " + ShapeString(in[1]) + " are not [" +
+                  std::to_string(n_) + "," + std::to_string(k_) + "]");
     const int m = Rows(in[0]);
     if (keep_num_dims_) {
       if (in[0].empty() || in[0].back() != k_)
@@ -116,7 +134,8 @@ class FullyConnectedOp : public Op {
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const int m = Rows(in_shapes[0]);
     buffers_ = &src_->Get(ctx, n0_, n_);
-    cl_mem w = buffers_->first.get(), bias = buffers_->second.get();
+    cl_mem w = src_->runtime_weights ? in.at(1) : buffers_->first.get();
+    cl_mem bias = buffers_->second.get();
     Launch l;
     if (m <= kSmallM) {
       // Batch-1 FC is memory-bound: stream the weights once.
@@ -139,19 +158,23 @@ class FullyConnectedOp : public Op {
   }
 
   // Chunks see the input as [M, K] and the output as [M, N]: rows of M, ranges of N.
+  // Run-time weights are one more input, [N, K], cut by ranges of N like uploaded ones.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
     const int m = Rows(in[0]);
     spec->views = {{m, k_}, {m, n_}};
-    spec->weight_axes = {1};
+    if (src_->runtime_weights) spec->views.insert(spec->views.begin() + 1, Shape{n_, k_});
+    if (!src_->runtime_weights) spec->weight_axes = {1};
     spec->axes = {0, 1};
     return true;
   }
   std::vector<Box> ChunkInputs(const std::vector<Shape>&, const Box& out) const override {
-    return {Box{{out.begin[0], 0}, {out.size[0], k_}}};
+    std::vector<Box> boxes = {Box{{out.begin[0], 0}, {out.size[0], k_}}};
+    if (src_->runtime_weights) boxes.push_back(Box{{out.begin[1], 0}, {out.size[1], k_}});
+    return boxes;
   }
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>&,
                           const Box& out) const override {
-    return size_t(out.size[1]) * k_ * ctx.storage_bytes;
+    return src_->runtime_weights ? 0 : size_t(out.size[1]) * k_ * ctx.storage_bytes;
   }
   std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box& out) const override {
     return std::make_unique<FullyConnectedOp>(*this, n0_ + out.begin[1], out.size[1]);
@@ -178,14 +201,14 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   std::memcpy(&p, node.builtin_data, sizeof p);
   float lo, hi;
   if (!ActivationRange(p.activation, &lo, &hi))
-    return "fused activation " + std::to_string(p.activation) + " is not supported";
+    return "fused activation " + std::to_string(p.activation) +
+           " (TFLite's FULLY_CONNECTED kernel refuses it: the model fails on the CPU too)";
   if (p.weights_format != 0) return "shuffled weights format";
   std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
   if (has_bias) tensors.push_back(node.inputs[2]);
   if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
-  if (!g.IsConstant(node.inputs[1])) return "weights are not constant";
-  if (has_bias && !g.IsConstant(node.inputs[2])) return "bias is not constant";
+  if (has_bias && !g.IsConstant(node.inputs[2])) return "bias is computed at run time";
   const Shape w = g.shape(node.inputs[1]);
   if (w.size() != 2 || w[1] <= 0) return "weights must be 2-D [N, K] with K > 0";
   if (NumElements(g.shape(node.inputs[0])) % w[1] != 0) return "input size is not a multiple of K";
