@@ -2,6 +2,7 @@
 // constant (uploaded once) or computed at run time (read from their device buffer).
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "common/error.h"
 #include "ops/gemm.h"
@@ -88,28 +89,38 @@ class FullyConnectedOp : public Op {
   }
   void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
-  int Rows(const Shape& in) const {
-    const int64_t total = NumElements(in);
-    if (k_ <= 0 || total % k_ != 0)
-      throw Error("FULLY_CONNECTED input " + ShapeString(in) +
-                  " is not a multiple of K=" + std::to_string(k_));
-    return static_cast<int>(total / k_);
+  // N and K: the weights' (run-time weights: as the plan gives them, whatever was declared).
+  std::pair<int, int> NK(const std::vector<Shape>& in) const {
+    if (!src_->runtime_weights) return {n_, k_};
+    const Shape& w = in.at(1);
+    if (w.size() != 2 || w[1] <= 0)
+      throw Error("FULLY_CONNECTED run-time weights " + ShapeString(w) + " are not [N, K > 0]");
+    // The bias (a constant) fixes N.
+    if (!chunk_ && w[0] != src_->n)
+      throw Error("FULLY_CONNECTED run-time weights " + ShapeString(w) + " do not fit its " +
+                  std::to_string(src_->n) + " biases");
+    return {w[0], w[1]};
+  }
+  int Rows(const std::vector<Shape>& in) const {
+    const int k = NK(in).second;
+    const int64_t total = NumElements(in.at(0));
+    if (k <= 0 || total % k != 0)
+      throw Error("FULLY_CONNECTED input " + ShapeString(in[0]) + " is not a multiple of K=" +
+                  std::to_string(k));
+    return static_cast<int>(total / k);
   }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    // Run-time weights keep the shape they were claimed with: N and K size the kernels.
-    if (src_->runtime_weights && in.at(1) != Shape{n_, k_})
-      throw Error("FULLY_CONNECTED run-time weights " + ShapeString(in[1]) + " are not [" +
-                  std::to_string(n_) + "," + std::to_string(k_) + "]");
-    const int m = Rows(in[0]);
+    const auto [n, k] = NK(in);
+    const int m = Rows(in);
     if (keep_num_dims_) {
-      if (in[0].empty() || in[0].back() != k_)
+      if (in[0].empty() || in[0].back() != k)
         throw Error("FULLY_CONNECTED keep_num_dims needs the last input dim == K");
       Shape out = in[0];
-      out.back() = n_;
+      out.back() = n;
       return {out};
     }
-    return {{m, n_}};
+    return {{m, n}};
   }
 
   double WeightBytes() const override {
@@ -118,22 +129,25 @@ class FullyConnectedOp : public Op {
   }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return 2.0 * Rows(in[0]) * n_ * k_;
+    const auto [n, k] = NK(in);
+    return 2.0 * Rows(in) * n * k;
   }
 
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
-    const int m = Rows(in[0]);
+    const int m = Rows(in);
+    const auto [n, k] = NK(in);
     if (m <= kSmallM) return {};
     const size_t bytes =
-        GemmScratchBytes(PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits), m, n_);
+        GemmScratchBytes(PlanGemm(ctx.env.device(), m, n, k, ctx.options.gemm_splits), m, n);
     return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
-    const int m = Rows(in_shapes[0]);
-    buffers_ = &src_->Get(ctx, n0_, n_);
+    const int m = Rows(in_shapes);
+    const auto [n, k] = NK(in_shapes);
+    buffers_ = &src_->Get(ctx, n0_, n);
     cl_mem w = src_->runtime_weights ? in.at(1) : buffers_->first.get();
     cl_mem bias = buffers_->second.get();
     Launch l;
@@ -141,17 +155,17 @@ class FullyConnectedOp : public Op {
       // Batch-1 FC is memory-bound: stream the weights once.
       auto prog = ctx.GetProgram("gemm", "-DSM_MAX_M=" + std::to_string(kSmallM));
       l.name = "gemm_nt_small_m";
-      l.global[0] = RoundUp(static_cast<size_t>(n_), kSmallN) / kSmallN * kSmallWg;
+      l.global[0] = RoundUp(static_cast<size_t>(n), kSmallN) / kSmallN * kSmallWg;
       l.local[0] = kSmallWg;
       l.kernel = CreateKernel(*prog, l.name);
       algorithm_ = "gemv";
     } else {
-      launches_ = EncodeGemm(ctx, PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits),
-                             in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
+      launches_ = EncodeGemm(ctx, PlanGemm(ctx.env.device(), m, n, k, ctx.options.gemm_splits),
+                             in[0], w, bias, out[0], m, n, k, act_min_, act_max_);
       algorithm_ = launches_.size() > 1 ? "gemm_splitk" : "gemm";
       return;
     }
-    SetArgs(l.kernel, in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
+    SetArgs(l.kernel, in[0], w, bias, out[0], m, n, k, act_min_, act_max_);
     l.dims = 1;
     launches_.clear();
     launches_.push_back(std::move(l));
@@ -160,16 +174,18 @@ class FullyConnectedOp : public Op {
   // Chunks see the input as [M, K] and the output as [M, N]: rows of M, ranges of N.
   // Run-time weights are one more input, [N, K], cut by ranges of N like uploaded ones.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    const int m = Rows(in[0]);
-    spec->views = {{m, k_}, {m, n_}};
-    if (src_->runtime_weights) spec->views.insert(spec->views.begin() + 1, Shape{n_, k_});
+    const int m = Rows(in);
+    const auto [n, k] = NK(in);
+    spec->views = {{m, k}, {m, n}};
+    if (src_->runtime_weights) spec->views.insert(spec->views.begin() + 1, Shape{n, k});
     if (!src_->runtime_weights) spec->weight_axes = {1};
     spec->axes = {0, 1};
     return true;
   }
-  std::vector<Box> ChunkInputs(const std::vector<Shape>&, const Box& out) const override {
-    std::vector<Box> boxes = {Box{{out.begin[0], 0}, {out.size[0], k_}}};
-    if (src_->runtime_weights) boxes.push_back(Box{{out.begin[1], 0}, {out.size[1], k_}});
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    const int k = NK(in).second;
+    std::vector<Box> boxes = {Box{{out.begin[0], 0}, {out.size[0], k}}};
+    if (src_->runtime_weights) boxes.push_back(Box{{out.begin[1], 0}, {out.size[1], k}});
     return boxes;
   }
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>&,

@@ -94,7 +94,7 @@ cl_mem Partition::TransferMem(int t) const {
 }
 
 Storage Partition::StorageOf(int t) const {
-  const Value& v = values_.at(t);
+  const Value& v = values_.at(Root(t));  // an alias has its root's elements, in order
   Storage s;
   if (v.split()) {
     for (const Buffer& b : v.piece_buffers) s.mems.push_back(b.get());
@@ -217,6 +217,26 @@ void Partition::FoldEpilogues() {
       continue;
     for (size_t a : f.absorbed) absorbed_[a] = true;
     for (int t : f.intermediates) values_.at(t).elided = true;
+  }
+}
+
+// Keeps the output of each RESHAPE, SQUEEZE or EXPAND_DIMS (a flat copy) in its input's storage
+// instead of copying: both are the same elements in the same order, and neither is written again.
+// Only between activations of this partition (not boundary tensors, which may live in TFLite's
+// memory, nor tensors kept in pieces). Off with capture_tensors, which reads every tensor back.
+void Partition::AliasFlatCopies() {
+  if (host_->settings().capture_tensors) return;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op& op = *ops_[i];
+    if (absorbed_[i] || !op.IsFlatCopy()) continue;
+    const int x = op.inputs()[0], y = op.outputs()[0];
+    const Value &vx = values_.at(x), &vy = values_.at(y);
+    auto inside = [](const Value& v) {
+      return v.kind == Kind::kInternal && !v.is_partition_output && !v.elided && v.pieces.empty();
+    };
+    if (!inside(vx) || !inside(vy)) continue;
+    values_.at(y).alias = x;
+    absorbed_[i] = true;
   }
 }
 

@@ -67,6 +67,9 @@ class Partition {
     // The output of a conv whose ADD consumer is folded into it this plan: never
     // written, no memory.
     bool elided = false;
+    // This plan: the output of a RESHAPE (or its kin) kept in its input's storage, the copy
+    // skipped (AliasFlatCopies): the tensor whose storage it shares.
+    int alias = -1;
     bool split() const { return !piece_buffers.empty(); }
     size_t float_bytes() const;
   };
@@ -94,12 +97,18 @@ class Partition {
   void FuseResiduals(const OpContext& octx);
   void FoldClamps();
   void FoldEpilogues();
+  void AliasFlatCopies();
+  // The tensor whose storage `t` uses (itself unless aliased).
+  int Root(int t) const {
+    while (values_.at(t).alias >= 0) t = values_.at(t).alias;
+    return t;
+  }
   // An ADD folded into its conv, or an op whose outputs are all empty (as the CPU
   // produces for a too-small input; one empty output of a SPLIT_V is not enough): no launches.
   bool RunsNothing(size_t op) const;
   void Bind(TfLiteContext* ctx);
   cl_mem Mem(int t) const {
-    const Value& v = values_.at(t);
+    const Value& v = values_.at(Root(t));
     return v.slot >= 0 ? shared_[v.slot].get() : v.buffer.get();
   }
   cl_mem TransferMem(int t) const;

@@ -39,7 +39,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   ReleaseLaunches();  // before any buffer they reference is replaced
   for (auto& op : ops_) op->UnfuseResidual(), op->UnfoldClamp(), op->UnfoldEpilogue();
   absorbed_.assign(ops_.size(), false);
-  for (auto& [t, v] : values_) v.elided = false;
+  for (auto& [t, v] : values_) v.elided = false, v.alias = -1;
   OpContext octx = host_->MakeOpContext();
   Environment& env = host_->env();
   const size_t eb = octx.storage_bytes, max_alloc = octx.max_alloc;
@@ -97,6 +97,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (v.pieces.empty())
       throw Error("tensor " + std::to_string(t) + " " + ShapeString(v.shape) + ": " + why);
   }
+  AliasFlatCopies();
   runs_.clear();
   runs_.resize(ops_.size());
   const size_t chunk_bytes =
@@ -140,7 +141,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     v.ranged = false;
     v.ranges.clear();
     if (v.kind == Kind::kConstant) continue;
-    if (v.elided || !v.pieces.empty() ||
+    if (v.elided || v.alias >= 0 || !v.pieces.empty() ||
         (boundary_outside && (v.kind == Kind::kInput || v.is_partition_output))) {
       v.buffer.Release();
       v.slot = -1;
@@ -156,10 +157,12 @@ void Partition::Plan(TfLiteContext* ctx) {
   }
   for (int i = 0; i < end_step; ++i) {
     if (absorbed_[i]) continue;
-    for (int t : ops_[i]->inputs())
-      if (index_of.count(t)) usage[index_of[t]].last = std::max(usage[index_of[t]].last, i);
-    for (int t : ops_[i]->outputs())
-      if (index_of.count(t)) usage[index_of[t]].first = std::min(usage[index_of[t]].first, i);
+    for (int u : ops_[i]->inputs())
+      if (const int t = Root(u); index_of.count(t))
+        usage[index_of[t]].last = std::max(usage[index_of[t]].last, i);
+    for (int u : ops_[i]->outputs())
+      if (const int t = Root(u); index_of.count(t))
+        usage[index_of[t]].first = std::min(usage[index_of[t]].first, i);
   }
   for (TensorUsage& u : usage) u.last = std::max(u.last, u.first);
   if (host_->settings().capture_tensors) {
