@@ -167,7 +167,7 @@ class AttentionOps(_GraphBuilder):
 
         q = project(wq, (0, 2, 1, 3))
         kt = project(wk, (0, 2, 3, 1))
-        scores = self.mul(self.batch_matmul(q, kt), np.float32(1.0 / math.sqrt(dh)))
+        scores = self.mul(self.batch_matmul(q, kt), np.array(1.0 / math.sqrt(dh), np.float32))
         p = self.softmax(self.reshape(scores, (-1, heads, s, s), resolve=False))
         v = project(wv, (0, 2, 1, 3))
         o = self.reshape(self.batch_matmul(p, v), (-1, heads, s, dh), resolve=False)

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "cl/errors.h"
 #include "common/error.h"
 #include "ops/fusion.h"
+#include "ops/group_rewrite.h"
 #include "runtime/memory_planner.h"
 #include "tflite/builtin.h"
 
@@ -30,7 +32,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
                               params->output_tensors->data + params->output_tensors->size);
   const std::set<int> inputs(params->input_tensors->data,
                              params->input_tensors->data + params->input_tensors->size);
-  std::vector<NodeInfo> op_nodes;  // per op, for FindResidualFusions
+  std::vector<NodeInfo> nodes;  // the nodes that run as ops
   for (int i = 0; i < params->nodes_to_replace->size; ++i) {
     bool ok = false;
     NodeInfo node = ReadNode(ctx, params->nodes_to_replace->data[i], &ok);
@@ -47,10 +49,29 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
       v.is_partition_output = outputs.count(node.outputs[0]) != 0;
       continue;
     }
-    const OpHandler* h = FindOpHandler(node.op);
-    if (!h) throw Error("node " + std::to_string(node.index) + " is not ours");
-    ops_.push_back(h->create(*graph, node));
-    op_nodes.push_back(node);
+    nodes.push_back(std::move(node));
+  }
+  // Groups of nodes one op runs (ops/group_rewrite.h), created at the group's last node. Off,
+  // like the plans' fusions, without fuse_add or with capture_tensors (which reads every tensor).
+  std::vector<GroupRewrite> groups;
+  if (host_->settings().fuse_add && !host_->settings().capture_tensors)
+    groups = FindGroupRewrites(*graph, nodes, outputs);
+  std::map<size_t, const GroupRewrite*> group_at;  // last node -> its group; others: nullptr
+  for (const GroupRewrite& r : groups)
+    for (size_t k : r.nodes) group_at[k] = k == r.nodes.back() ? &r : nullptr;
+  std::vector<NodeInfo> op_nodes;  // per op, for the fusions
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& node = nodes[i];
+    if (const auto g = group_at.find(i); g != group_at.end()) {
+      if (!g->second) continue;
+      ops_.push_back(g->second->make(*graph));
+      op_nodes.push_back(g->second->info);
+    } else {
+      const OpHandler* h = FindOpHandler(node.op);
+      if (!h) throw Error("node " + std::to_string(node.index) + " is not ours");
+      ops_.push_back(h->create(*graph, node));
+      op_nodes.push_back(node);
+    }
     const Op& op = *ops_.back();
     for (int t : op.inputs()) {
       if (values_.count(t)) continue;
@@ -80,6 +101,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   fusions_ = FindResidualFusions(*graph, op_nodes, outputs);
   clamps_ = FindClampFusions(*graph, op_nodes, outputs);
   epilogues_ = FindEpilogueFusions(*graph, op_nodes, outputs);
+  views_ = FindViewFusions(*graph, op_nodes, outputs);
   host_->CountKernelCreated();
 }
 
@@ -212,9 +234,39 @@ void Partition::FoldEpilogues() {
     bool free = true;
     for (size_t a : f.absorbed) free = free && !absorbed_[a];
     const Shape& s = values_.at(producer.outputs()[0]).shape;
-    if (!free || values_.at(f.output).shape != s ||
+    const Shape& z = values_.at(f.output).shape;
+    if (!free || (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
         !producer.FoldEpilogue(f.output, f.kind, f.alpha))
       continue;
+    for (size_t a : f.absorbed) absorbed_[a] = true;
+    for (int t : f.intermediates) values_.at(t).elided = true;
+  }
+}
+
+// Folds TRANSPOSE / RESHAPE chains (and a scale) into the matmul they feed or follow, as strided
+// views (ops/matmul_views.h), where this plan's shapes make them views and the tensor read or
+// written fits one buffer (pieces are planned after). Off like the other fusions.
+void Partition::FoldViews(const OpContext& octx) {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  auto shape_of = [&](int t) { return values_.at(t).shape; };
+  for (const ViewFusion& f : views_) {
+    Op& op = *ops_[f.op];
+    bool free = op.TakesViews() && !absorbed_[f.op];
+    for (size_t a : f.absorbed) free = free && !absorbed_[a];
+    const Value& v = values_.at(f.tensor);
+    if (!free || v.split() || NumElements(v.shape) * octx.storage_bytes > octx.max_alloc) continue;
+    StridedView view;
+    float scale = 1.0f;
+    if (!ChainView(f, shape_of, &view, &scale)) continue;
+    if (f.operand >= 0) {
+      op.FoldInputView(static_cast<size_t>(f.operand), f.tensor, std::move(view));
+    } else {
+      if (op.has_output_view() || op.has_epilogue() || op.has_folded_clamp() ||
+          op.has_residual())
+        continue;
+      op.FoldOutputView(f.tensor, std::move(view), scale);
+    }
     for (size_t a : f.absorbed) absorbed_[a] = true;
     for (int t : f.intermediates) values_.at(t).elided = true;
   }

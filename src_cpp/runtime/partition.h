@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ops/fusion.h"
+#include "ops/matmul_views.h"
 #include "ops/op.h"
 #include "runtime/partition_host.h"
 #include "runtime/split.h"
@@ -97,6 +98,7 @@ class Partition {
   void FuseResiduals(const OpContext& octx);
   void FoldClamps();
   void FoldEpilogues();
+  void FoldViews(const OpContext& octx);
   void AliasFlatCopies();
   // The tensor whose storage `t` uses (itself unless aliased).
   int Root(int t) const {
@@ -139,6 +141,7 @@ class Partition {
   std::vector<ResidualFusion> fusions_;    // ADDs that may fold into a conv (ops/fusion.h)
   std::vector<ClampFusion> clamps_;        // clamp activations that may fold into their producer
   std::vector<EpilogueFusion> epilogues_;  // element-wise ops that may fold into their producer
+  std::vector<ViewFusion> views_;          // TRANSPOSE / RESHAPE chains around a matmul
   std::vector<bool> absorbed_;  // per op: folded into another op this plan (runs nothing)
   MemoryReport report_;
   bool planned_ = false, bound_ = false;

@@ -37,7 +37,8 @@ ArenaKind PickArena(const DeviceInfo& d) {
 void Partition::Plan(TfLiteContext* ctx) {
   host_->CountPlan();
   ReleaseLaunches();  // before any buffer they reference is replaced
-  for (auto& op : ops_) op->UnfuseResidual(), op->UnfoldClamp(), op->UnfoldEpilogue();
+  for (auto& op : ops_)
+    op->UnfuseResidual(), op->UnfoldClamp(), op->UnfoldEpilogue(), op->UnfoldViews();
   absorbed_.assign(ops_.size(), false);
   for (auto& [t, v] : values_) v.elided = false, v.alias = -1;
   OpContext octx = host_->MakeOpContext();
@@ -82,6 +83,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   FoldClamps();
   FoldEpilogues();
   FuseResiduals(octx);
+  FoldViews(octx);
   if (host_->settings().fail_at == "alloc")
     throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
 
