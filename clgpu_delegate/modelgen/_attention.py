@@ -10,11 +10,15 @@ import numpy as np
 import numpy.typing as npt
 import tflite
 
-from clgpu_delegate.modelgen._graph import Operand, _GraphBuilder
+from clgpu_delegate.modelgen._elementwise import ElementwiseOps
+from clgpu_delegate.modelgen._graph import Operand
+from clgpu_delegate.modelgen._shape import ShapeOps
+from clgpu_delegate.modelgen._window import WindowOps
 
 
-class AttentionOps(_GraphBuilder):
-    """BATCH_MATMUL, GELU and the converter's transformer patterns."""
+class AttentionOps(ElementwiseOps, ShapeOps, WindowOps):
+    """BATCH_MATMUL, GELU and the converter's transformer patterns (built on the element-wise,
+    shape and window op families)."""
 
     def batch_matmul(self, x: Operand, y: Operand, adj_x: bool = False, adj_y: bool = False) -> int:
         """BATCH_MATMUL: x[..., M, K] @ y[..., K, N] (adj_*: the operand's last two axes
@@ -71,26 +75,52 @@ class AttentionOps(_GraphBuilder):
         if shape[-1] != k:
             raise ValueError(f"Dense weights {weights.shape} do not fit input {shape}")
         lead = shape[:-1]
-        dims = self._int_op(bi.SHAPE, [x], (len(shape),), options="ShapeOptions",
-                            OutType=tflite.TensorType.INT32)
-        head = self._int_op(bi.GATHER, [dims, self._int_const(list(range(len(lead))), "lead")],
-                            (len(lead),), options="GatherOptions", Axis=0)
-        tail = self._int_op(bi.GATHER, [dims, self._int_const([len(lead)], "last")], (1,),
-                            options="GatherOptions", Axis=0)
+        dims = self._int_op(
+            bi.SHAPE, [x], (len(shape),), options="ShapeOptions", OutType=tflite.TensorType.INT32
+        )
+        head = self._int_op(
+            bi.GATHER,
+            [dims, self._int_const(list(range(len(lead))), "lead")],
+            (len(lead),),
+            options="GatherOptions",
+            Axis=0,
+        )
+        tail = self._int_op(
+            bi.GATHER,
+            [dims, self._int_const([len(lead)], "last")],
+            (1,),
+            options="GatherOptions",
+            Axis=0,
+        )
         axis0 = self._int_const([0], "axis0")
-        rows = self._int_op(bi.REDUCE_PROD, [head, axis0], (), options="ReducerOptions",
-                            KeepDims=False)
-        cols = self._int_op(bi.REDUCE_PROD, [tail, axis0], (), options="ReducerOptions",
-                            KeepDims=False)
-        flat_shape = self._int_op(bi.PACK, [rows, cols], (2,), options="PackOptions",
-                                  ValuesCount=2, Axis=0)
-        out_shape = self._int_op(bi.CONCATENATION, [head, self._int_const([n], "units")],
-                                 (len(shape),), options="ConcatenationOptions", Axis=0)
+        rows = self._int_op(
+            bi.REDUCE_PROD, [head, axis0], (), options="ReducerOptions", KeepDims=False
+        )
+        cols = self._int_op(
+            bi.REDUCE_PROD, [tail, axis0], (), options="ReducerOptions", KeepDims=False
+        )
+        flat_shape = self._int_op(
+            bi.PACK, [rows, cols], (2,), options="PackOptions", ValuesCount=2, Axis=0
+        )
+        out_shape = self._int_op(
+            bi.CONCATENATION,
+            [head, self._int_const([n], "units")],
+            (len(shape),),
+            options="ConcatenationOptions",
+            Axis=0,
+        )
         flat = self._op(bi.RESHAPE, [x, flat_shape], [(1, 1)], options="ReshapeOptions")[0]
-        fc = self._op(bi.FULLY_CONNECTED, [flat, self._const(weights, "kernel"),
-                                           -1 if bias is None else self._const(bias, "bias")],
-                      [(math.prod(lead), n)], options="FullyConnectedOptions",
-                      FusedActivationFunction=0)[0]
+        fc = self._op(
+            bi.FULLY_CONNECTED,
+            [
+                flat,
+                self._const(weights, "kernel"),
+                -1 if bias is None else self._const(bias, "bias"),
+            ],
+            [(math.prod(lead), n)],
+            options="FullyConnectedOptions",
+            FusedActivationFunction=0,
+        )[0]
         y = self._op(bi.RESHAPE, [fc, out_shape], [(*lead, n)], options="ReshapeOptions")[0]
         if activation == "gelu":
             y = self.gelu(y)
@@ -120,21 +150,30 @@ class AttentionOps(_GraphBuilder):
             return self._op(bi.MEAN, [t, axis], [keep], options="ReducerOptions", KeepDims=True)[0]
 
         mu = mean(x)
-        var = mean(self._op(bi.SQUARED_DIFFERENCE, [x, mu], [shape],
-                            options="SquaredDifferenceOptions")[0])
-        ve = self._op(bi.ADD, [var, self._const(np.array(eps, np.float32), "eps")], [keep],
-                      options="AddOptions")[0]
+        var = mean(
+            self._op(bi.SQUARED_DIFFERENCE, [x, mu], [shape], options="SquaredDifferenceOptions")[0]
+        )
+        ve = self._op(
+            bi.ADD,
+            [var, self._const(np.array(eps, np.float32), "eps")],
+            [keep],
+            options="AddOptions",
+        )[0]
         g = self._unary_op(bi.RSQRT, ve)
         if gamma is not None:
-            g = self._op(bi.MUL, [g, self._const(gamma.reshape(1, 1, -1) if len(shape) == 3
-                                                 else gamma, "gamma")],
-                         [shape], options="MulOptions")[0]
+            g = self._op(
+                bi.MUL,
+                [g, self._const(gamma.reshape(1, 1, -1) if len(shape) == 3 else gamma, "gamma")],
+                [shape],
+                options="MulOptions",
+            )[0]
         if form == "centered":
             d = self._op(bi.SUB, [x, mu], [shape], options="SubOptions")[0]
             y = self._op(bi.MUL, [d, g], [shape], options="MulOptions")[0]
             if beta is not None:
-                y = self._op(bi.ADD, [y, self._const(beta, "beta")], [shape],
-                             options="AddOptions")[0]
+                y = self._op(bi.ADD, [y, self._const(beta, "beta")], [shape], options="AddOptions")[
+                    0
+                ]
             return y
         if form != "batch_norm":
             raise ValueError(f"unknown layer norm form {form!r}")
@@ -145,13 +184,17 @@ class AttentionOps(_GraphBuilder):
             t = self._op(bi.MUL, [neg, g], [gshape], options="MulOptions")[0]
         else:
             mg = self._op(bi.MUL, [mu, g], [gshape], options="MulOptions")[0]
-            t = self._op(bi.SUB, [self._const(beta, "beta"), mg], [gshape],
-                         options="SubOptions")[0]
+            t = self._op(bi.SUB, [self._const(beta, "beta"), mg], [gshape], options="SubOptions")[0]
         return self._op(bi.ADD, [xg, t], [shape], options="AddOptions")[0]
 
     def attention(
-        self, x: int, heads: int, wq: npt.NDArray[np.float32], wk: npt.NDArray[np.float32],
-        wv: npt.NDArray[np.float32], wo: npt.NDArray[np.float32],
+        self,
+        x: int,
+        heads: int,
+        wq: npt.NDArray[np.float32],
+        wk: npt.NDArray[np.float32],
+        wv: npt.NDArray[np.float32],
+        wo: npt.NDArray[np.float32],
     ) -> int:
         """Keras MultiHeadAttention(x, x) as the converter writes it (no biases): FULLY_CONNECTED
         projections, RESHAPE + TRANSPOSE to heads, BATCH_MATMUL, a scale MUL, SOFTMAX,
@@ -160,8 +203,13 @@ class AttentionOps(_GraphBuilder):
         dh = d // heads
 
         def project(w: npt.NDArray[np.float32], perm: tuple[int, ...]) -> int:
-            y = self._op(tflite.BuiltinOperator.FULLY_CONNECTED, [x, self._const(w, "w"), -1],
-                         [(b, s, d)], options="FullyConnectedOptions", KeepNumDims=True)[0]
+            y = self._op(
+                tflite.BuiltinOperator.FULLY_CONNECTED,
+                [x, self._const(w, "w"), -1],
+                [(b, s, d)],
+                options="FullyConnectedOptions",
+                KeepNumDims=True,
+            )[0]
             y = self.reshape(y, (-1, s, heads, dh), resolve=False)
             return self.transpose(y, perm)
 
@@ -172,8 +220,13 @@ class AttentionOps(_GraphBuilder):
         v = project(wv, (0, 2, 1, 3))
         o = self.reshape(self.batch_matmul(p, v), (-1, heads, s, dh), resolve=False)
         o = self.reshape(self.transpose(o, (0, 2, 1, 3)), (-1, s, d), resolve=False)
-        return self._op(tflite.BuiltinOperator.FULLY_CONNECTED, [o, self._const(wo, "wo"), -1],
-                        [(b, s, d)], options="FullyConnectedOptions", KeepNumDims=True)[0]
+        return self._op(
+            tflite.BuiltinOperator.FULLY_CONNECTED,
+            [o, self._const(wo, "wo"), -1],
+            [(b, s, d)],
+            options="FullyConnectedOptions",
+            KeepNumDims=True,
+        )[0]
 
     def encoder_block(self, x: int, heads: int = 2, mlp: int = 2, beta: bool = False) -> int:
         """One Keras transformer encoder layer as TF 2.21's converter writes it: attention,

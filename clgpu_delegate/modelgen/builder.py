@@ -18,7 +18,7 @@ from clgpu_delegate.modelgen._window import WindowOps
 __all__ = ["ModelBuilder", "tflite"]
 
 
-class ModelBuilder(ConvOps, ElementwiseOps, ShapeOps, WindowOps, AttentionOps):
+class ModelBuilder(AttentionOps, ConvOps, ElementwiseOps, ShapeOps, WindowOps):
     """Builds a single-subgraph TFLite model; methods return tensor ids (ints).
 
     Shapes are static and inferred per op. Ops whose arguments do not fit raise ValueError.

@@ -76,6 +76,9 @@ class BatchMatMulOp : public Op {
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}),
         adj_x_(p.adj_x),
         adj_y_(p.adj_y) {}
+  // A chunk: the same product over boxes of the batch axes and of M.
+  explicit BatchMatMulOp(const BatchMatMulOp& whole)
+      : Op(whole.node_index()), adj_x_(whole.adj_x_), adj_y_(whole.adj_y_) {}
 
   const char* type_name() const override { return "BATCH_MATMUL"; }
   std::string algorithm() const override { return algorithm_; }
@@ -93,6 +96,38 @@ class BatchMatMulOp : public Op {
     Shape out;
     if (!OutputShape(x, y, adj_x_, adj_y_, &out).empty()) return 0;
     return 2.0 * double(NumElements(out)) * (adj_x_ ? x[x.size() - 2] : x.back());
+  }
+
+  // Chunks are boxes of the output's batch axes and rows (M): x's matching box, all of K; y's
+  // batch box, all of K and N. Not with views folded in (their tensors fit one buffer).
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    if (input_view(0) || input_view(1) || output_view()) return false;
+    const std::vector<Shape> out = InferShapes(in);
+    spec->views = {in[0], in[1], out[0]};
+    for (int a = 0; a + 1 < static_cast<int>(out[0].size()); ++a) spec->axes.push_back(a);
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    const int r = static_cast<int>(out.begin.size());
+    std::vector<Box> boxes;
+    for (int j = 0; j < 2; ++j) {
+      const Shape& s = in[j];
+      const int rs = static_cast<int>(s.size());
+      Box b{std::vector<int>(rs, 0), s};
+      for (int a = 0; a < rs - 2; ++a) {
+        const int d = a + (r - rs);
+        if (s[a] != 1) b.begin[a] = out.begin[d], b.size[a] = out.size[d];
+      }
+      if (j == 0) {
+        const int m_axis = adj_x_ ? rs - 1 : rs - 2;
+        b.begin[m_axis] = out.begin[r - 2], b.size[m_axis] = out.size[r - 2];
+      }
+      boxes.push_back(std::move(b));
+    }
+    return boxes;
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
+    return std::make_unique<BatchMatMulOp>(*this);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,

@@ -254,8 +254,15 @@ void Partition::FoldViews(const OpContext& octx) {
     Op& op = *ops_[f.op];
     bool free = op.TakesViews() && !absorbed_[f.op];
     for (size_t a : f.absorbed) free = free && !absorbed_[a];
-    const Value& v = values_.at(f.tensor);
-    if (!free || v.split() || NumElements(v.shape) * octx.storage_bytes > octx.max_alloc) continue;
+    // The op then reads and writes whole tensors, each within one buffer: no chunks.
+    auto fits = [&](int t) {
+      const Value& v = values_.at(t);
+      return !v.split() && NumElements(v.shape) * octx.storage_bytes <= octx.max_alloc;
+    };
+    free = free && fits(f.tensor);
+    for (int t : op.inputs()) free = free && fits(t);
+    for (int t : op.outputs()) free = free && fits(t);
+    if (!free) continue;
     StridedView view;
     float scale = 1.0f;
     if (!ChainView(f, shape_of, &view, &scale)) continue;
