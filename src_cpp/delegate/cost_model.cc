@@ -60,13 +60,13 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       folded.insert(f.absorbed.begin(), f.absorbed.end());
     for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
       folded.insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
-    // A RESHAPE between two of the partition's activations keeps its input's storage (the
-    // partition's AliasFlatCopies): no copy.
+    // A RESHAPE keeps its input's storage, or its input the output's (the partition's
+    // AliasFlatCopies), unless both are boundary tensors: no copy.
     std::set<int> written;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const NodeInfo& n = nodes[i];
       if (IsCopy(n.op) && !n.inputs.empty() && n.outputs.size() == 1 &&
-          written.count(n.inputs[0]) && !outs.count(n.outputs[0]))
+          (written.count(n.inputs[0]) || !outs.count(n.outputs[0])))
         folded.insert(i);
       written.insert(n.outputs.begin(), n.outputs.end());
     }

@@ -17,6 +17,7 @@ namespace {
 struct FullyConnectedSource {
   int n = 0, k = 0;
   bool runtime_weights = false;
+  bool has_bias = false;  // else zeros, as many as a plan's N
   std::vector<float> weights, bias;
   std::map<std::pair<int, int>, std::pair<Buffer, Buffer>> buffers;  // (n0, count) -> weights, bias
 
@@ -24,8 +25,9 @@ struct FullyConnectedSource {
     auto& b = buffers[{n0, count}];
     if (b.second) return b;
     if (runtime_weights) {
-      b.second =
-          UploadFloat32(ctx, std::vector<float>(bias.begin() + n0, bias.begin() + n0 + count));
+      b.second = UploadFloat32(ctx, has_bias ? std::vector<float>(bias.begin() + n0,
+                                                                  bias.begin() + n0 + count)
+                                             : std::vector<float>(count, 0.f));
       return b;
     }
     if (n0 == 0 && count == n) {
@@ -56,7 +58,8 @@ class FullyConnectedOp : public Op {
     n_ = w[0], k_ = w[1];
     src_->runtime_weights = !g.IsConstant(node.inputs[1]);
     if (!src_->runtime_weights) src_->weights = g.ConstantFloats(node.inputs[1]);
-    if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
+    src_->has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
+    if (src_->has_bias) {
       src_->bias = g.ConstantFloats(node.inputs[2]);
     } else {
       src_->bias.assign(n_, 0.f);
@@ -95,8 +98,8 @@ class FullyConnectedOp : public Op {
     const Shape& w = in.at(1);
     if (w.size() != 2 || w[1] <= 0)
       throw Error("FULLY_CONNECTED run-time weights " + ShapeString(w) + " are not [N, K > 0]");
-    // The bias (a constant) fixes N.
-    if (!chunk_ && w[0] != src_->n)
+    // A bias (a constant) fixes N.
+    if (!chunk_ && src_->has_bias && w[0] != src_->n)
       throw Error("FULLY_CONNECTED run-time weights " + ShapeString(w) + " do not fit its " +
                   std::to_string(src_->n) + " biases");
     return {w[0], w[1]};

@@ -162,9 +162,17 @@ class Matcher {
       n.nodes.push_back(gm);
       gt = nodes_[gm].outputs[0];
     }
-    if (!Tail(x, mu, other, gt, &n)) return std::nullopt;
+    if (!Tail(x, mu, other, gt, &n) || !IsFloat(n.out)) return std::nullopt;
     ResidualAdd(x, &n);
     std::sort(n.nodes.begin(), n.nodes.end());
+    // Nothing the group computes but its output may be needed outside it.
+    for (size_t k : n.nodes)
+      for (int t : nodes_[k].outputs) {
+        if (t == n.out) continue;
+        if (outputs_.count(t)) return std::nullopt;
+        for (size_t r : Readers(t))
+          if (!std::binary_search(n.nodes.begin(), n.nodes.end(), r)) return std::nullopt;
+      }
     return n;
   }
 

@@ -279,22 +279,37 @@ void Partition::FoldViews(const OpContext& octx) {
   }
 }
 
-// Keeps the output of each RESHAPE, SQUEEZE or EXPAND_DIMS (a flat copy) in its input's storage
-// instead of copying: both are the same elements in the same order, and neither is written again.
-// Only between activations of this partition (not boundary tensors, which may live in TFLite's
-// memory, nor tensors kept in pieces). Off with capture_tensors, which reads every tensor back.
+// Keeps the output of each RESHAPE, SQUEEZE or EXPAND_DIMS (a flat copy) in its input's storage,
+// or the input in the output's, instead of copying: both are the same elements in the same order,
+// and neither is written again. The output follows an input of the partition or an activation; an
+// activation that only the copy reads, into a partition output, is written there (a boundary
+// output may be a write-only host buffer under zero-copy). Not for tensors kept in
+// pieces, and not when both are boundary tensors (which may live in TFLite's memory). Off with
+// capture_tensors, which reads every tensor back.
 void Partition::AliasFlatCopies() {
   if (host_->settings().capture_tensors) return;
+  auto plain = [](const Value& v) { return !v.elided && v.pieces.empty(); };
+  auto read_by_others = [&](int t, size_t copy) {
+    for (size_t j = 0; j < ops_.size(); ++j)
+      if (j != copy && !absorbed_[j])
+        for (int u : ops_[j]->inputs())
+          if (u == t) return true;
+    return false;
+  };
   for (size_t i = 0; i < ops_.size(); ++i) {
     const Op& op = *ops_[i];
     if (absorbed_[i] || !op.IsFlatCopy()) continue;
     const int x = op.inputs()[0], y = op.outputs()[0];
-    const Value &vx = values_.at(x), &vy = values_.at(y);
-    auto inside = [](const Value& v) {
-      return v.kind == Kind::kInternal && !v.is_partition_output && !v.elided && v.pieces.empty();
-    };
-    if (!inside(vx) || !inside(vy)) continue;
-    values_.at(y).alias = x;
+    Value &vx = values_.at(x), &vy = values_.at(y);
+    if (!plain(vx) || !plain(vy) || vx.kind == Kind::kConstant) continue;
+    if (vy.kind == Kind::kInternal && !vy.is_partition_output) {
+      vy.alias = x;
+    } else if (vx.kind == Kind::kInternal && !vx.is_partition_output && vx.alias < 0 &&
+               vy.kind == Kind::kOutput && !read_by_others(x, i)) {
+      vx.alias = y;
+    } else {
+      continue;
+    }
     absorbed_[i] = true;
   }
 }
