@@ -289,29 +289,35 @@ void Partition::FoldViews(const OpContext& octx) {
 void Partition::AliasFlatCopies() {
   if (host_->settings().capture_tensors) return;
   auto plain = [](const Value& v) { return !v.elided && v.pieces.empty(); };
-  auto read_by_others = [&](int t, size_t copy) {
-    for (size_t j = 0; j < ops_.size(); ++j)
-      if (j != copy && !absorbed_[j])
-        for (int u : ops_[j]->inputs())
-          if (u == t) return true;
-    return false;
-  };
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    const Op& op = *ops_[i];
-    if (absorbed_[i] || !op.IsFlatCopy()) continue;
-    const int x = op.inputs()[0], y = op.outputs()[0];
-    Value &vx = values_.at(x), &vy = values_.at(y);
-    if (!plain(vx) || !plain(vy) || vx.kind == Kind::kConstant) continue;
-    if (vy.kind == Kind::kInternal && !vy.is_partition_output) {
-      vy.alias = x;
-    } else if (vx.kind == Kind::kInternal && !vx.is_partition_output && vx.alias < 0 &&
-               vy.kind == Kind::kOutput && !read_by_others(x, i)) {
-      vx.alias = y;
-    } else {
-      continue;
+  // First the outputs into their inputs' storage, then the inputs into outputs', once every
+  // reader of an input's storage (through aliases too) is known.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = *ops_[i];
+      if (absorbed_[i] || !op.IsFlatCopy()) continue;
+      const int x = op.inputs()[0], y = op.outputs()[0];
+      Value &vx = values_.at(x), &vy = values_.at(y);
+      if (!plain(vx) || !plain(vy) || vx.kind == Kind::kConstant) continue;
+      if (pass == 0 && vy.kind == Kind::kInternal && !vy.is_partition_output) {
+        vy.alias = x;
+      } else if (pass == 1 && vx.kind == Kind::kInternal && !vx.is_partition_output &&
+                 vx.alias < 0 && vy.kind == Kind::kOutput && !StorageReadBesides(x, i)) {
+        vx.alias = y;
+      } else {
+        continue;
+      }
+      absorbed_[i] = true;
     }
-    absorbed_[i] = true;
   }
+}
+
+// Whether an op other than ops_[op] reads tensor t's storage (t, or a tensor aliased to it).
+bool Partition::StorageReadBesides(int t, size_t op) const {
+  for (size_t j = 0; j < ops_.size(); ++j)
+    if (j != op && !absorbed_[j])
+      for (int u : ops_[j]->inputs())
+        if (Root(u) == t) return true;
+  return false;
 }
 
 bool Partition::RunsNothing(size_t op) const {

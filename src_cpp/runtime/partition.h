@@ -100,6 +100,7 @@ class Partition {
   void FoldEpilogues();
   void FoldViews(const OpContext& octx);
   void AliasFlatCopies();
+  bool StorageReadBesides(int t, size_t op) const;
   // The tensor whose storage `t` uses (itself unless aliased).
   int Root(int t) const {
     while (values_.at(t).alias >= 0) t = values_.at(t).alias;
