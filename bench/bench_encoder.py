@@ -1,7 +1,8 @@
 """The Keras transformer encoder (bench/keras_models.py: 4 layers, seq 128, dim 256, float32 and
-fp16-weight) on stock TFLite CPU (XNNPACK, all cores) against the delegate, default options and
-without its rewrites (fuse_add=false): median invoke, claimed nodes and partitions, device
-commands per invoke and kernel time from a profiled run, and the output difference.
+fp16-weight) on stock TFLite CPU (XNNPACK, all cores) against the delegate, default options,
+without split-K (gemm_splits=1) and without its rewrites (fuse_add=false): median invoke,
+claimed nodes and partitions, device commands per invoke and kernel time from a profiled run,
+and the output difference.
 
     python bench/bench_encoder.py [--dir DIR] [--runs N] [--min-seconds S]
 
@@ -22,7 +23,10 @@ from clgpu_delegate.bench import run_benchmark
 
 DEFAULT_DIR = Path("~/.cache/clgpu_delegate/keras-models").expanduser()
 MODELS = ["keras_encoder_4x128x256", "keras_encoder_4x128x256_fp16"]
-VARIANTS = {"default": {}, "no rewrites": {"fuse_add": False}}
+# Default options; without split-K (on a GPU the encoder's GEMMs, 128 rows, split K in four to
+# sixteen: one more launch each, which may cost more than it saves at this size); without the
+# rewrites.
+VARIANTS = {"default": {}, "no split-K": {"gemm_splits": 1}, "no rewrites": {"fuse_add": False}}
 
 
 def row(name: str, path: str, args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
