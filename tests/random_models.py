@@ -5,10 +5,11 @@
     case.describe()                # the kind and every op's parameters, for a bug report
 
 Kinds: one claimed op with random parameters (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD,
-TRANSPOSE; weights sometimes FLOAT16 behind DEQUANTIZE; a data-movement op: STRIDED_SLICE, SLICE,
-GATHER, PACK, UNPACK, DEPTH_TO_SPACE, SPACE_TO_DEPTH), or a small graph mixing claimed ops
-(also pooling, CONCATENATION, MEAN, the data-movement ops and sparse conv weights behind DENSIFY)
-with ops the delegate leaves on the CPU (MUL, PAD, ...).
+TRANSPOSE, BATCH_MATMUL; weights sometimes FLOAT16 behind DEQUANTIZE, FC weights sometimes an
+input; a data-movement op: STRIDED_SLICE, SLICE, GATHER, PACK, UNPACK, DEPTH_TO_SPACE,
+SPACE_TO_DEPTH), or a small graph mixing claimed ops (also pooling, CONCATENATION, MEAN, the
+data-movement ops, sparse conv weights behind DENSIFY, BATCH_MATMUL, layer norms and Keras Dense
+layers as converters write them) with ops the delegate leaves on the CPU (MUL, PAD, ...).
 Claimed ops only get variants the delegate supports, so every one of them must be delegated
 (`expected_delegated` derives that from the model itself).
 
@@ -32,6 +33,8 @@ from clgpu_delegate.modelgen import ModelBuilder
 
 # The fused activations the delegate implements (TANH / SIGN_BIT stay on the CPU).
 ACTIVATIONS = (None, "RELU", "RELU6", "RELU_N1_TO_1")
+# Convolutions also take TANH and SIGN_BIT, which TFLite's float conv kernels ignore.
+CONV_ACTIVATIONS = (*ACTIVATIONS, "TANH", "SIGN_BIT")
 # The forced algorithms (the selector's own picks are covered elsewhere).
 FORCED_CONV_ALGORITHMS = tuple(CONV_ALGORITHMS[1:])
 CLAIMED_OPS = (
@@ -63,9 +66,16 @@ CLAIMED_OPS = (
     "UNPACK",
     "DEPTH_TO_SPACE",
     "SPACE_TO_DEPTH",
+    "BATCH_MATMUL",
+    "GELU",
+    "SOFTMAX",
+    "SQUARED_DIFFERENCE",
+    "RSQRT",
+    "NEG",
 )
-# Folded at Prepare, claimed with their readers: a DEQUANTIZE of a FLOAT16 constant, a DENSIFY.
-FOLDED_OPS = ("DEQUANTIZE", "DENSIFY")
+# Folded at Prepare, claimed with their readers: a DEQUANTIZE of a FLOAT16 constant, a DENSIFY,
+# and the integer shape computations (SHAPE -> GATHER / REDUCE_PROD / PACK -> a RESHAPE's shape).
+FOLDED_OPS = ("DEQUANTIZE", "DENSIFY", "SHAPE", "GATHER", "REDUCE_PROD", "PACK")
 MAX_ELEMENTS = 6000  # per tensor: keeps a case well under 100 ms on a 2-core PoCL
 
 _OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
@@ -176,7 +186,8 @@ class _Gen:
         bias = b.rand((out_c,)) if self.chance(0.7) else None
         p = {"op": "conv2d", "in": b.shape(x), "out_c": out_c, "kernel": w["kernel"],
              "stride": w["stride"], "dilation": w["dilation"], "padding": w["padding"],
-             "activation": self.act(), "bias": bias is not None, "fp16_weights": self.fp16()}
+             "activation": self.pick(CONV_ACTIVATIONS), "bias": bias is not None,
+             "fp16_weights": self.fp16()}
         self.ops.append(p)
         return b.conv2d(x, b.rand((out_c, *w["kernel"], c)), bias, stride=w["stride"],
                         dilation=w["dilation"], padding=w["padding"], activation=p["activation"],
@@ -189,8 +200,8 @@ class _Gen:
         bias = b.rand((c * multiplier,)) if self.chance(0.7) else None
         p = {"op": "depthwise_conv2d", "in": b.shape(x), "multiplier": multiplier,
              "kernel": w["kernel"], "stride": w["stride"], "dilation": w["dilation"],
-             "padding": w["padding"], "activation": self.act(), "bias": bias is not None,
-             "fp16_weights": self.fp16()}
+             "padding": w["padding"], "activation": self.pick(CONV_ACTIVATIONS),
+             "bias": bias is not None, "fp16_weights": self.fp16()}
         self.ops.append(p)
         return b.depthwise_conv2d(
             x, b.rand((1, kh, kw, c * multiplier), scale=math.sqrt(2 / (kh * kw))), bias,
@@ -203,11 +214,14 @@ class _Gen:
         shape = b.shape(x)
         k = shape[-1] if keep_num_dims else self.fc_k(shape)
         bias = b.rand((n_out,)) if self.chance(0.6) else None
+        runtime_weights = self.chance(0.2)
         p = {"op": "fully_connected", "in": shape, "k": k, "n_out": n_out,
              "keep_num_dims": keep_num_dims, "activation": self.act(), "bias": bias is not None,
-             "fp16_weights": self.fp16()}
+             "fp16_weights": not runtime_weights and self.fp16(),
+             "runtime_weights": runtime_weights}
         self.ops.append(p)
-        return b.fully_connected(x, b.rand((n_out, k)), bias, activation=p["activation"],
+        w = self.input((n_out, k)) if runtime_weights else b.rand((n_out, k))
+        return b.fully_connected(x, w, bias, activation=p["activation"],
                                  keep_num_dims=keep_num_dims, fp16_weights=p["fp16_weights"])
 
     def fc_k(self, shape: tuple[int, ...]) -> int:
@@ -312,6 +326,28 @@ def _transpose(g: _Gen) -> int:
     return g.transpose(g.input(g.shape(rank, 7)))
 
 
+def _batch_matmul(g: _Gen) -> int:
+    """BATCH_MATMUL of ranks 2-5 with broadcast batch axes, adj flags, and sometimes a constant
+    (float32 or fp16) operand."""
+    m, k, n = g.size(9, 40), g.size(9, 40), g.size(9, 40)
+    out_batch = g.shape(int(g.rng.integers(0, 4)), 4, budget=max(1, MAX_ELEMENTS // (m * n)))
+
+    def batch() -> tuple[int, ...]:
+        dims = out_batch[int(g.rng.integers(0, len(out_batch) + 1)):]
+        return tuple(1 if g.chance(0.3) else d for d in dims)
+
+    adj_x, adj_y = g.chance(0.3), g.chance(0.4)
+    sx = (*batch(), *((k, m) if adj_x else (m, k)))
+    sy = (*batch(), *((n, k) if adj_y else (k, n)))
+    x = g.input(sx)
+    kind = g.pick(("input", "input", "const", "fp16_const"))
+    g.ops.append({"op": "batch_matmul", "x": sx, "y": sy, "adj_x": adj_x, "adj_y": adj_y,
+                  "y_kind": kind})
+    y = (g.input(sy) if kind == "input" else
+         g.constant(g.rng.standard_normal(sy).astype(np.float32), kind == "fp16_const"))
+    return g.b.batch_matmul(x, y, adj_x, adj_y)
+
+
 # ---- multi-op graphs ---------------------------------------------------------------------------
 
 
@@ -330,7 +366,8 @@ def _graph(g: _Gen) -> list[int]:
             extra_outputs.append(x)  # an intermediate read by the next op and by the user
         x = y
         seen.append(x)
-    claimed = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "transpose")
+    claimed = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "transpose",
+               "batch_matmul_step", "layer_norm", "keras_dense")
     if x in g.input_ids or not any(op["op"] in claimed for op in g.ops):
         x = _step_conv(g, x, seen)
     return [*extra_outputs, x]
@@ -469,11 +506,54 @@ def _step_shared_fp16_weight(g: _Gen, x: int, seen: list[int]) -> int | None:
     return g.b.mul(y, cpu_op(g.b, dq))
 
 
+def _step_batch_matmul(g: _Gen, x: int, seen: list[int]) -> int | None:
+    """x @ a constant over channels, x @ x^T over widths (adj_y), or x^T @ x over channels
+    through a TRANSPOSE the matmul reads as a view."""
+    b = g.b
+    n, h, w, c = _nhwc(g, x)
+    kind = g.pick(("const", "self_adj", "transposed"))
+    g.ops.append({"op": "batch_matmul_step", "kind": kind})
+    if kind == "const":
+        return b.batch_matmul(x, b.rand((c, g.size(8, 16)), scale=c**-0.5))
+    if kind == "self_adj" and n * h * w * w <= MAX_ELEMENTS:
+        return b.batch_matmul(x, x, adj_y=True)
+    if n * h * c * c > MAX_ELEMENTS:
+        return None
+    return b.batch_matmul(b.transpose(x, (0, 1, 3, 2)), x)
+
+
+def _step_layer_norm(g: _Gen, x: int, seen: list[int]) -> int | None:
+    """Layer norm over channels as converters write it (one kernel), sometimes after a residual
+    ADD of an earlier tensor of the same shape, which folds into it too."""
+    b = g.b
+    c = b.shape(x)[-1]
+    same = [t for t in seen[:-1] if b.shape(t) == b.shape(x)]
+    residual = bool(same) and g.chance(0.5)
+    form, beta = g.pick(("batch_norm", "centered")), g.chance(0.5)
+    g.ops.append({"op": "layer_norm", "form": form, "beta": beta, "residual": residual})
+    if residual:
+        x = b.add(x, g.pick(same))
+    gamma = (1.0 + 0.2 * g.rng.standard_normal(c)).astype(np.float32)
+    bt = (0.3 * g.rng.standard_normal(c)).astype(np.float32) if beta else None
+    return b.layer_norm(x, gamma, bt, form=form)
+
+
+def _step_dense(g: _Gen, x: int, seen: list[int]) -> int | None:
+    """Keras' Dense on the channels as the converter writes it for an unknown batch: RESHAPEs
+    of shapes computed at run time (folded at Prepare) around an FC, GELU folded in."""
+    c = g.b.shape(x)[-1]
+    units = g.size(8, 24)
+    gelu = g.chance(0.5)
+    g.ops.append({"op": "keras_dense", "units": units, "gelu": gelu})
+    return g.b.keras_dense(x, g.b.rand((units, c)), g.b.rand((units,), scale=0.1) if g.chance(0.5)
+                           else None, activation="gelu" if gelu else None)
+
+
 GRAPH_STEPS: tuple[Callable[[_Gen, int, list[int]], int | None], ...] = (
     _step_conv, _step_conv, _step_conv, _step_depthwise, _step_depthwise, _step_fc,
     _step_add_const, _step_add_branch, _step_add_branch, _step_transpose_roundtrip,
     _step_elementwise, _step_elementwise, _step_pool, _step_concat, _step_pad, _step_mean,
-    _step_reshape, _step_shared_fp16_weight,
+    _step_reshape, _step_shared_fp16_weight, _step_batch_matmul, _step_layer_norm, _step_dense,
     *SELECT_STEPS,
 )
 
@@ -492,6 +572,7 @@ KINDS: dict[str, tuple[float, Callable[[_Gen], Any]]] = {
     "transpose": (0.12, _transpose),
     "graph": (0.25, _graph),
     "select": (0.12, select_case),
+    "batch_matmul": (0.08, _batch_matmul),
 }
 
 

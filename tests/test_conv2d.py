@@ -164,19 +164,23 @@ def test_conv2d_split_k_plan_of_an_empty_batch(splits: int, runtime: str) -> Non
 
 
 @pytest.mark.parametrize("activation", ["TANH", "SIGN_BIT"])
-def test_conv2d_unsupported_activation_stays_on_cpu(activation: str, runtime: str) -> None:
-    # TFLite's CPU conv ignores a fused TANH / SIGN_BIT: the reference is what counts.
-    case = Conv((1, 8, 9, 3), 4, (3, 3), activation=activation)
-    r = check_parity(conv_model(case), runtime, expect_cpu="all")
-    assert "activation" in r.reason(0)
+def test_conv2d_tanh_and_sign_bit_apply_nothing(activation: str, runtime: str) -> None:
+    # TFLite's float conv kernels take a fused TANH / SIGN_BIT as the whole float range (they
+    # apply nothing); so does the delegate, and a RELU after it still folds in.
+    b = ModelBuilder(seed=3)
+    x = b.input("x", (1, 8, 9, 3))
+    y = b.conv2d(x, b.rand((4, 3, 3, 3)), b.rand((4,)), activation=activation)
+    b.output(b.relu(b.conv2d(y, b.rand((5, 1, 1, 4)), activation=activation)))
+    r = check_parity(b.build(), runtime, expect_delegated="all", profiling=True)
+    assert {k.op for k in r.delegate.profile().kernels} == {"CONV_2D"}
 
 
 def test_conv2d_next_to_unsupported_one(runtime: str) -> None:
-    # A claimed conv feeding a TANH-fused conv: one delegated node, output still exact.
+    # A claimed conv feeding one with a run-time bias: one delegated node, output still exact.
     b = ModelBuilder(seed=3)
     x = b.input("x", (1, 10, 10, 3))
     y = b.conv2d(x, b.rand((6, 3, 3, 3)), activation="RELU")
-    z = b.conv2d(y, b.rand((4, 3, 3, 6)), activation="TANH")
+    z = b.conv2d(y, b.rand((4, 3, 3, 6)), b.input("bias", (4,)))
     b.output(z)
     check_parity(b.build(), runtime, expect_delegated={0}, expect_cpu={1})
 

@@ -496,7 +496,7 @@ def test_inspect_cli(runtime: str, run_python, tmp_path: Path) -> None:
     b = ModelBuilder(seed=7)
     x = b.input("x", (1, 8, 8, 3))
     y = b.conv2d(x, b.rand((4, 3, 3, 3)), activation="RELU")  # 0 GPU
-    y = b.conv2d(y, b.rand((4, 3, 3, 4)), activation="TANH")  # 1 CPU: activation
+    y = b.conv2d(y, b.rand((4, 3, 3, 4)), b.input("bias", (4,)))  # 1 CPU: run-time bias
     y = cpu_op(b, y)  # 2 CPU: op not supported
     y = b.add(y, b.rand((4,)))  # 3 GPU
     b.output(y)
@@ -508,7 +508,7 @@ def test_inspect_cli(runtime: str, run_python, tmp_path: Path) -> None:
     assert "delegated 2 of 4 nodes in 2 partition(s)" in out, out
     rows = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\s*(\d+)\s+(\S.*)$", out, re.M)}
     assert re.match(r"CONV_2D\s+GPU", rows[0]), rows
-    assert re.match(r"CONV_2D\s+CPU\s+.*activation", rows[1]), rows
+    assert re.match(r"CONV_2D\s+CPU\s+.*bias", rows[1]), rows
     assert re.match(r"SIN\s+CPU\s+op not supported", rows[2]), rows
     assert re.match(r"ADD\s+GPU", rows[3]), rows
 

@@ -4,7 +4,6 @@ stock TFLite."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -24,24 +23,6 @@ def _unsupported() -> dict[str, tuple[bytes, set[int], str]]:
         build(b)
         out[name] = (b.build(), cpu, why)
 
-    def conv_act(act: str) -> Callable[[ModelBuilder], None]:
-        def build(b: ModelBuilder) -> None:
-            x = b.input("x", (1, 6, 6, 3))
-            b.output(b.conv2d(x, b.rand((4, 3, 3, 3)), activation=act))
-
-        return build
-
-    def dw_act(b: ModelBuilder) -> None:
-        x = b.input("x", (1, 6, 6, 3))
-        b.output(
-            b.depthwise_conv2d(
-                x,
-                b.rand((1, 3, 3, 6), scale=math.sqrt(2 / 9)),
-                depth_multiplier=2,
-                activation="TANH",
-            )
-        )
-
     def add_act(b: ModelBuilder) -> None:
         x = b.input("x", (2, 5))
         b.output(b.add(x, b.rand((5,)), "TANH"))
@@ -60,11 +41,6 @@ def _unsupported() -> dict[str, tuple[bytes, set[int], str]]:
         x = b.input("x", (1, 6, 6, 3))
         f = b.input("f", (1, 3, 3, 3))
         b.output(b.depthwise_conv2d(x, f))
-
-    def fc_runtime_weights(b: ModelBuilder) -> None:
-        x = b.input("x", (2, 5))
-        w = b.input("w", (3, 5))
-        b.output(b.fully_connected(x, w))
 
     def transpose_runtime_perm(b: ModelBuilder) -> None:
         import tflite
@@ -95,14 +71,10 @@ def _unsupported() -> dict[str, tuple[bytes, set[int], str]]:
         w = b._weights(b.rand((3,)), 1, True, "w")  # 3: DEQUANTIZE read by ADD and SIN
         b.output(b.add(b.add(y, w), cpu_op(b, w)))  # 4 ADD (GPU), 5 SIN (CPU), 6 ADD
 
-    model(conv_act("TANH"), {0}, "activation", "conv2d_tanh")
-    model(conv_act("SIGN_BIT"), {0}, "activation", "conv2d_sign_bit")
-    model(dw_act, {0}, "activation", "depthwise_tanh")
     model(add_act, {0}, "activation", "add_tanh")
     model(conv_runtime_filter, {0}, "constant", "conv2d_runtime_filter")
     model(conv_runtime_bias, {0}, "constant", "conv2d_runtime_bias")
     model(dw_runtime_filter, {0}, "constant", "depthwise_runtime_filter")
-    model(fc_runtime_weights, {0}, "constant", "fully_connected_runtime_weights")
     model(transpose_runtime_perm, {0}, "constant", "transpose_runtime_perm")
     model(add_int32, {0}, "float32", "add_int32")
     model(transpose_int32, {0}, "float32", "transpose_int32")

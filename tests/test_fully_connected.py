@@ -7,7 +7,7 @@ import math
 from typing import NamedTuple
 
 import pytest
-from parity import check_parity
+from parity import check_parity, compare, random_inputs, run
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
@@ -97,3 +97,54 @@ def test_fully_connected_classifier_head(runtime: str) -> None:
         x = b.fully_connected(x, b.rand((units, k)), b.rand((units,), scale=0.1), activation=act)
     b.output(x)
     check_parity(b.build(), runtime, expect_delegated="all", expect_partitions=1)
+
+
+# ---- weights computed at run time (a graph input, or an op's output) -------------------------
+
+RUNTIME_CASES = ["2d", "2d_batch1_k64_relu_nobias", "3d_keep", "4d_flatten_nobias", "rows21_keep",
+                 "rows64_whole_tiles"]
+
+
+def runtime_weights_model(case: FC, produced: bool = False) -> bytes:
+    b = ModelBuilder(seed=4)
+    x = b.input("x", case.input)
+    w = b.input("w", (case.units, case.k))
+    if produced:
+        w = b.mul(w, 0.5)  # computed on the device too: one partition
+    bias = b.rand((case.units,), scale=0.5) if case.bias else None
+    b.output(b.fully_connected(x, w, bias, activation=case.activation,
+                               keep_num_dims=case.keep_num_dims))
+    return b.build()
+
+
+@pytest.mark.parametrize("case", RUNTIME_CASES)
+def test_fully_connected_runtime_weights(case: str, runtime: str) -> None:
+    check_parity(runtime_weights_model(CASES[case]), runtime, expect_delegated="all")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_fully_connected_weights_from_an_op(precision: str, runtime: str) -> None:
+    tol = {"rtol": 1e-2, "atol": 1e-2} if precision == "fp16" else {}
+    check_parity(runtime_weights_model(CASES["rows21_keep"], produced=True), runtime,
+                 expect_delegated="all", expect_partitions=1, precision=precision, **tol)
+
+
+def test_fully_connected_runtime_weights_in_chunks(runtime: str) -> None:
+    # 512-byte buffers: the weights [70, 20] are cut by ranges of N, like uploaded ones.
+    r = check_parity(runtime_weights_model(CASES["rows21_keep"]), runtime,
+                     expect_delegated="all", max_alloc_bytes=512)
+    assert r.delegate.memory()["chunked_ops"] >= 1
+
+
+def test_fully_connected_runtime_weights_resized(runtime: str) -> None:
+    # K follows the weights the plan gets (no bias: N is free too), as on the CPU.
+    model = runtime_weights_model(CASES["2d_batch1_k64_relu_nobias"])
+    r = check_parity(model, runtime, expect_delegated="all")
+    for shape in [(6, 32), (3, 16)]:
+        ref = make_interpreter(model, None, runtime=runtime, reference=True)
+        for it in (ref, r.interpreter):
+            it.resize_tensor_input(it.get_input_details()[1]["index"], shape)
+            it.allocate_tensors()
+        inputs = random_inputs(ref.get_input_details(), shape[0])
+        got = run(r.interpreter, inputs)
+        compare(got, run(ref, inputs), 1e-4, None, f" (weights {shape})")

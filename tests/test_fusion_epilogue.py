@@ -132,3 +132,25 @@ def test_squeeze_excite_with_swish_is_one_partition(runtime: str) -> None:
     b.output(b.conv2d(b.mul(y, s), b.rand((8, 1, 1, 16))))
     r = check_folds(b.build(), runtime, folded=7)
     assert len(r.partitions) == 1
+
+
+@pytest.mark.parametrize("kind", ["GELU", "TANH"])
+def test_epilogue_folds_through_reshapes(kind: str, runtime: str) -> None:
+    # FC -> RESHAPE -> RESHAPE -> unary (Keras' Dense on a 3-D input): the FC writes the
+    # activated values where the unary op's output is; both RESHAPEs and the unary run nothing.
+    b = ModelBuilder(seed=13)
+    x = b.input("x", (6, 8))
+    y = b.fully_connected(x, b.rand((10, 8)), b.rand((10,)))
+    y = b.reshape(b.reshape(y, (2, 3, 10)), (3, 2, 10))
+    b.output(b.mul(unary(b, kind, y), 2.0))
+    r = check_folds(b.build(), runtime, 1)
+    assert sorted(k.op for k in r.delegate.profile().kernels) == ["FULLY_CONNECTED", "MUL"]
+
+
+def test_epilogue_stays_when_the_reshape_is_read_elsewhere(runtime: str) -> None:
+    b = ModelBuilder(seed=14)
+    x = b.input("x", (6, 8))
+    y = b.reshape(b.fully_connected(x, b.rand((10, 8))), (2, 3, 10))
+    b.output(unary(b, "GELU", y))
+    b.output(b.add(y, 1.0))
+    check_folds(b.build(), runtime, 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tflite
 
+from clgpu_delegate.modelgen._attention import AttentionOps
 from clgpu_delegate.modelgen._conv import ConvOps
 from clgpu_delegate.modelgen._elementwise import ElementwiseOps
 from clgpu_delegate.modelgen._quant import QuantOps
@@ -21,7 +22,9 @@ from clgpu_delegate.modelgen._window import WindowOps
 __all__ = ["ModelBuilder", "tflite"]
 
 
-class ModelBuilder(ConvOps, ElementwiseOps, ShapeOps, WindowOps, SelectOps, SparseOps, QuantOps):
+class ModelBuilder(
+    AttentionOps, ConvOps, ElementwiseOps, ShapeOps, WindowOps, SelectOps, SparseOps, QuantOps
+):
     """Builds a single-subgraph TFLite model; methods return tensor ids (ints).
 
     Shapes are static and inferred per op. Ops whose arguments do not fit raise ValueError.

@@ -47,8 +47,8 @@ class _Tensor:
     shape: Shape
     dtype: np.dtype[Any]
     data: npt.NDArray[Any] | None = None  # constant payload: a private little-endian C-order copy
-    sparsity: Any = None  # a sparse constant's SparsityParameters (_sparse.SparseEncoding)
     quant: QuantParams | None = None
+    sparsity: Any = None  # a sparse constant's SparsityParameters (_sparse.SparseEncoding)
 
 
 @dataclass

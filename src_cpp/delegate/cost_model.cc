@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "ops/fusion.h"
+#include "ops/group_rewrite.h"
+#include "ops/matmul_views.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -54,6 +56,20 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     for (const ClampFusion& f : FindClampFusions(g, nodes, outs)) folded.insert(f.act);
     for (const EpilogueFusion& f : FindEpilogueFusions(g, nodes, outs))
       folded.insert(f.absorbed.begin(), f.absorbed.end());
+    for (const ViewFusion& f : FindViewFusions(g, nodes, outs))
+      folded.insert(f.absorbed.begin(), f.absorbed.end());
+    for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
+      folded.insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
+    // A RESHAPE keeps its input's storage, or its input the output's (the partition's
+    // AliasFlatCopies), unless both are boundary tensors: no copy.
+    std::set<int> written;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const NodeInfo& n = nodes[i];
+      if (IsCopy(n.op) && !n.inputs.empty() && n.outputs.size() == 1 &&
+          (written.count(n.inputs[0]) || !outs.count(n.outputs[0])))
+        folded.insert(i);
+      written.insert(n.outputs.begin(), n.outputs.end());
+    }
   }
   const double peak_gflops =
       costs.gflops > 0 ? costs.gflops

@@ -57,7 +57,9 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
     std::unique_ptr<Op> op = h.create(g, n);
     std::vector<Shape> in;
     for (int t : op->inputs()) in.push_back(g.shape(t));
-    const std::vector<Shape> out = op->InferShapes(in);
+    std::vector<Shape> with_deps = in;
+    for (int t : op->ShapeInputs()) with_deps.push_back(g.shape(t));
+    const std::vector<Shape> out = op->InferShapes(with_deps);
     // Tensors larger than one buffer are kept in pieces; each must be cut.
     int pieces = 0;
     for (size_t i = 0; i < in.size() + out.size(); ++i) {

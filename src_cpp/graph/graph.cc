@@ -24,7 +24,10 @@ Shape TensorShape(const TfLiteTensor& x) {
   return x.dims ? Shape(x.dims->data, x.dims->data + x.dims->size) : Shape{};
 }
 
-Shape GraphView::shape(int t) const { return TensorShape(tensor(t)); }
+Shape GraphView::shape(int t) const {
+  if (auto it = inferred_.find(t); it != inferred_.end()) return it->second;
+  return TensorShape(tensor(t));
+}
 
 std::string GraphView::name(int t) const {
   const char* n = tensor(t).name;

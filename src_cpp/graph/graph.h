@@ -79,8 +79,12 @@ class GraphView {
   // with resize_tensor_input), or {-1, -1} for a constant. Not IsConstant: only readers that
   // handle such elements (RESHAPE's target) use it.
   struct DimSource {
-    int tensor = -1, axis = -1;
-    bool derived() const { return tensor >= 0; }
+    int tensor = -1, axis = -1;  // exactly this tensor's extent along this axis (-1: not one)
+    // Otherwise, when not empty: coef x the product of these (tensor, axis) extents (a
+    // REDUCE_PROD of shape elements), tensor -1.
+    std::vector<std::pair<int, int>> product;
+    int64_t coef = 1;
+    bool derived() const { return tensor >= 0 || !product.empty(); }
   };
   struct FoldedInts {
     std::vector<int64_t> values;
@@ -92,6 +96,11 @@ class GraphView {
     return it == folded_ints_.end() ? nullptr : &it->second;
   }
 
+  // The shape a tensor has at Prepare when the model's declared one is stale: a RESHAPE whose
+  // target is folded (its declared output has 1s for the converter's -1s) and what follows it
+  // (ops/shape_folding.h). shape() returns it.
+  void SetInferredShape(int t, Shape s) { inferred_[t] = std::move(s); }
+
  private:
   bool IsModelConstant(int t) const;
   TfLiteContext* ctx_;
@@ -99,6 +108,7 @@ class GraphView {
   std::map<int, int> folded_;
   std::map<int, std::vector<float>> computed_;
   std::map<int, FoldedInts> folded_ints_;
+  std::map<int, Shape> inferred_;
 };
 
 // Copies what we need of a node (valid only during delegate Prepare / kernel init).

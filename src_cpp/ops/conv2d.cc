@@ -65,7 +65,7 @@ class Conv2dOp : public Op {
     } else {
       src_->bias.assign(oc, 0.f);
     }
-    ActivationRange(p.activation, &act_min_, &act_max_);
+    ConvActivationRange(p.activation, &act_min_, &act_max_);
   }
   // A chunk: this geometry exactly, output channels from oc0 on.
   Conv2dOp(const Conv2dOp& whole, const ConvGeometry& g, int oc0)

@@ -65,12 +65,23 @@ struct ConvGeometry {
   }
 };
 
+// The clamp of a CONV_2D / DEPTHWISE_CONV_2D fused activation as TFLite's float kernels apply it:
+// they take the activation's range (CalculateActivationRange), which is the whole float range
+// for TANH, SIGN_BIT and SIGMOID, so those apply nothing (both runtimes, measured); false for a
+// code that is no activation at all.
+inline bool ConvActivationRange(int activation, float* lo, float* hi) {
+  if (activation >= 4 && activation <= 6) return ActivationRange(0, lo, hi);
+  return ActivationRange(activation, lo, hi);
+}
+
 // What CONV_2D and DEPTHWISE_CONV_2D check alike, float or int8: activation, padding, strides
-// and dilations. "" if fine.
+// and dilations. "" if fine. The float kernels take TANH / SIGN_BIT as no activation
+// (ConvActivationRange); the int8 kernels only clamps.
 inline std::string CheckConvParams(int padding, int stride_w, int stride_h, int dilation_w,
-                                   int dilation_h, int activation) {
+                                   int dilation_h, int activation, bool float_kernel = false) {
   float lo, hi;
-  if (!ActivationRange(activation, &lo, &hi))
+  if (!(float_kernel ? ConvActivationRange(activation, &lo, &hi)
+                     : ActivationRange(activation, &lo, &hi)))
     return "fused activation " + std::to_string(activation) + " is not supported";
   if (padding != 1 && padding != 2) return "unknown padding";
   if (stride_w < 1 || stride_h < 1 || dilation_w < 1 || dilation_h < 1)
@@ -87,7 +98,8 @@ inline std::string CheckConvParams(int padding, int stride_w, int stride_h, int 
 inline std::string CheckConvCommon(const GraphView& g, const NodeInfo& node, int padding,
                                    int stride_w, int stride_h, int dilation_w, int dilation_h,
                                    int activation) {
-  if (auto why = CheckConvParams(padding, stride_w, stride_h, dilation_w, dilation_h, activation);
+  if (auto why = CheckConvParams(padding, stride_w, stride_h, dilation_w, dilation_h, activation,
+                                true);
       !why.empty())
     return why;
   std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};

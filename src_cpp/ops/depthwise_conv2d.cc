@@ -58,7 +58,7 @@ class DepthwiseConv2dOp : public Op {
     } else {
       src_->bias.assign(src_->filter_shape[3], 0.f);
     }
-    ActivationRange(p.activation, &act_min_, &act_max_);
+    ConvActivationRange(p.activation, &act_min_, &act_max_);
   }
   // A chunk: this geometry exactly, output channels from oc0 on.
   DepthwiseConv2dOp(const DepthwiseConv2dOp& whole, const ConvGeometry& g, int oc0)

@@ -1,6 +1,8 @@
-// FULLY_CONNECTED: any leading dims (flattened to rows), keep_num_dims both ways.
+// FULLY_CONNECTED: any leading dims (flattened to rows), keep_num_dims both ways, weights a
+// constant (uploaded once) or computed at run time (read from their device buffer).
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "common/error.h"
 #include "ops/gemm.h"
@@ -12,15 +14,23 @@ namespace clgpu {
 namespace {
 
 // The weights [N, K] and bias on the host and their device copies per range of N,
-// shared by the op and its chunks.
+// shared by the op and its chunks. Run-time weights: no host copy, only the bias is uploaded.
 struct FullyConnectedSource {
   int n = 0, k = 0;
+  bool runtime_weights = false;
+  bool has_bias = false;  // else zeros, as many as a plan's N
   std::vector<float> weights, bias;
   std::map<std::pair<int, int>, std::pair<Buffer, Buffer>> buffers;  // (n0, count) -> weights, bias
 
   const std::pair<Buffer, Buffer>& Get(OpContext& ctx, int n0, int count) {
     auto& b = buffers[{n0, count}];
-    if (b.first) return b;
+    if (b.second) return b;
+    if (runtime_weights) {
+      b.second = UploadFloat32(ctx, has_bias ? std::vector<float>(bias.begin() + n0,
+                                                                  bias.begin() + n0 + count)
+                                             : std::vector<float>(count, 0.f));
+      return b;
+    }
     if (n0 == 0 && count == n) {
       b.first = UploadWeights(ctx, weights);
       b.second = UploadFloat32(ctx, bias);
@@ -41,14 +51,16 @@ struct FullyConnectedSource {
 class FullyConnectedOp : public Op {
  public:
   FullyConnectedOp(const GraphView& g, const NodeInfo& node, const tfl::FullyConnectedParams& p)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+      : Op(node, Operands(g, node), {node.outputs[0]}),
         keep_num_dims_(p.keep_num_dims),
         src_(std::make_shared<FullyConnectedSource>()) {
     const Shape w = g.shape(node.inputs[1]);
     src_->n = w[0], src_->k = w[1];
     n_ = w[0], k_ = w[1];
-    src_->weights = g.ConstantFloats(node.inputs[1]);
-    if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
+    src_->runtime_weights = !g.IsConstant(node.inputs[1]);
+    if (!src_->runtime_weights) src_->weights = g.ConstantFloats(node.inputs[1]);
+    src_->has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
+    if (src_->has_bias) {
       src_->bias = g.ConstantFloats(node.inputs[2]);
     } else {
       src_->bias.assign(n_, 0.f);
@@ -67,6 +79,12 @@ class FullyConnectedOp : public Op {
         act_min_(whole.act_min_),
         act_max_(whole.act_max_) {}
 
+  // The input, and the weights when they are computed at run time.
+  static std::vector<int> Operands(const GraphView& g, const NodeInfo& node) {
+    if (g.IsConstant(node.inputs[1])) return {node.inputs[0]};
+    return {node.inputs[0], node.inputs[1]};
+  }
+
   const char* type_name() const override { return "FULLY_CONNECTED"; }
   std::string algorithm() const override { return algorithm_; }
   bool GetClamp(float* lo, float* hi) const override {
@@ -75,24 +93,38 @@ class FullyConnectedOp : public Op {
   }
   void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
-  int Rows(const Shape& in) const {
-    const int64_t total = NumElements(in);
-    if (k_ <= 0 || total % k_ != 0)
-      throw Error("FULLY_CONNECTED input " + ShapeString(in) +
-                  " is not a multiple of K=" + std::to_string(k_));
-    return static_cast<int>(total / k_);
+  // N and K: the weights' (run-time weights: as the plan gives them, whatever was declared).
+  std::pair<int, int> NK(const std::vector<Shape>& in) const {
+    if (!src_->runtime_weights) return {n_, k_};
+    const Shape& w = in.at(1);
+    if (w.size() != 2 || w[1] <= 0)
+      throw Error("FULLY_CONNECTED run-time weights " + ShapeString(w) + " are not [N, K > 0]");
+    // A bias (a constant) fixes N.
+    if (!chunk_ && src_->has_bias && w[0] != src_->n)
+      throw Error("FULLY_CONNECTED run-time weights " + ShapeString(w) + " do not fit its " +
+                  std::to_string(src_->n) + " biases");
+    return {w[0], w[1]};
+  }
+  int Rows(const std::vector<Shape>& in) const {
+    const int k = NK(in).second;
+    const int64_t total = NumElements(in.at(0));
+    if (k <= 0 || total % k != 0)
+      throw Error("FULLY_CONNECTED input " + ShapeString(in[0]) + " is not a multiple of K=" +
+                  std::to_string(k));
+    return static_cast<int>(total / k);
   }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    const int m = Rows(in[0]);
+    const auto [n, k] = NK(in);
+    const int m = Rows(in);
     if (keep_num_dims_) {
-      if (in[0].empty() || in[0].back() != k_)
+      if (in[0].empty() || in[0].back() != k)
         throw Error("FULLY_CONNECTED keep_num_dims needs the last input dim == K");
       Shape out = in[0];
-      out.back() = n_;
+      out.back() = n;
       return {out};
     }
-    return {{m, n_}};
+    return {{m, n}};
   }
 
   double WeightBytes() const override {
@@ -101,48 +133,57 @@ class FullyConnectedOp : public Op {
   }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return 2.0 * Rows(in[0]) * n_ * k_;
+    const auto [n, k] = NK(in);
+    return 2.0 * Rows(in) * n * k;
   }
 
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
-    const int m = Rows(in[0]);
+    const int m = Rows(in);
+    const auto [n, k] = NK(in);
     const size_t bytes =
-        GemmScratchBytes(PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits), m, n_);
+        GemmScratchBytes(PlanGemm(ctx.env.device(), m, n, k, ctx.options.gemm_splits), m, n);
     return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
-    const int m = Rows(in_shapes[0]);
-    buffers_ = &src_->Get(ctx, n0_, n_);
-    cl_mem w = buffers_->first.get(), bias = buffers_->second.get();
-    const GemmPlan p = PlanGemm(ctx.env.device(), m, n_, k_, ctx.options.gemm_splits);
-    launches_ = EncodeGemm(ctx, p, in[0], w, bias, out[0], m, n_, k_, act_min_, act_max_);
+    const int m = Rows(in_shapes);
+    const auto [n, k] = NK(in_shapes);
+    buffers_ = &src_->Get(ctx, n0_, n);
+    cl_mem w = src_->runtime_weights ? in.at(1) : buffers_->first.get();
+    cl_mem bias = buffers_->second.get();
+    const GemmPlan p = PlanGemm(ctx.env.device(), m, n, k, ctx.options.gemm_splits);
+    launches_ = EncodeGemm(ctx, p, in[0], w, bias, out[0], m, n, k, act_min_, act_max_);
     algorithm_ = GemmAlgorithm(p);
   }
 
   // Chunks see the input as [M, K] and the output as [M, N]: rows of M, ranges of N.
+  // Run-time weights are one more input, [N, K], cut by ranges of N like uploaded ones.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    const int m = Rows(in[0]);
-    spec->views = {{m, k_}, {m, n_}};
-    spec->weight_axes = {1};
+    const int m = Rows(in);
+    const auto [n, k] = NK(in);
+    spec->views = {{m, k}, {m, n}};
+    if (src_->runtime_weights) spec->views.insert(spec->views.begin() + 1, Shape{n, k});
+    if (!src_->runtime_weights) spec->weight_axes = {1};
     spec->axes = {0, 1};
     return true;
   }
-  std::vector<Box> ChunkInputs(const std::vector<Shape>&, const Box& out) const override {
-    return {Box{{out.begin[0], 0}, {out.size[0], k_}}};
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    const int k = NK(in).second;
+    std::vector<Box> boxes = {Box{{out.begin[0], 0}, {out.size[0], k}}};
+    if (src_->runtime_weights) boxes.push_back(Box{{out.begin[1], 0}, {out.size[1], k}});
+    return boxes;
   }
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>&,
                           const Box& out) const override {
-    return size_t(out.size[1]) * k_ * ctx.storage_bytes;
+    return src_->runtime_weights ? 0 : size_t(out.size[1]) * k_ * ctx.storage_bytes;
   }
   std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box& out) const override {
     return std::make_unique<FullyConnectedOp>(*this, n0_ + out.begin[1], out.size[1]);
   }
 
  private:
-  // gemm.cl's gemm_nt_small_m defaults (SM_WG, SM_N) and the batch it is used for.
   std::string algorithm_ = "gemm";
   bool keep_num_dims_;
   std::shared_ptr<FullyConnectedSource> src_;
@@ -160,7 +201,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   std::memcpy(&p, node.builtin_data, sizeof p);
   float lo, hi;
   if (!ActivationRange(p.activation, &lo, &hi))
-    return "fused activation " + std::to_string(p.activation) + " is not supported";
+    return "fused activation " + std::to_string(p.activation) +
+           " (TFLite's FULLY_CONNECTED kernel refuses it: the model fails on the CPU too)";
   if (p.weights_format != 0) return "shuffled weights format";
   // int8 tensors: fully_connected_int8.cc.
   if (g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0])))
@@ -171,8 +213,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
   if (has_bias) tensors.push_back(node.inputs[2]);
   if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
-  if (!g.IsConstant(node.inputs[1])) return "weights are not constant";
-  if (has_bias && !g.IsConstant(node.inputs[2])) return "bias is not constant";
+  if (has_bias && !g.IsConstant(node.inputs[2])) return "bias is computed at run time";
   const Shape w = g.shape(node.inputs[1]);
   if (w.size() != 2 || w[1] <= 0) return "weights must be 2-D [N, K] with K > 0";
   if (NumElements(g.shape(node.inputs[0])) % w[1] != 0) return "input size is not a multiple of K";

@@ -110,12 +110,28 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
     EpilogueFusion f;
     f.producer = p;
     if (r.size() == 1) {
-      const NodeInfo& u = nodes[r[0]];
-      if (r[0] <= p || u.inputs.size() != 1 || u.outputs.size() != 1) continue;
-      f.kind = UnaryEpilogue(u, &f.alpha);
-      if (!f.kind || !float_same(y, u.outputs[0])) continue;
-      f.absorbed = {r[0]};
+      // Through RESHAPEs and their kin (the same elements in the same order): the producer
+      // writes its elements, activated, where the unary op's output is.
+      size_t at = r[0];
+      int t = y;
       f.intermediates = {y};
+      bool ok = at > p;
+      while (ok && FindOpHandler(nodes[at].op) && FindOpHandler(nodes[at].op)->flat_copy &&
+             nodes[at].outputs.size() == 1) {
+        t = nodes[at].outputs[0];
+        const std::vector<size_t>& next = readers[t];
+        ok = !outputs.count(t) && next.size() == 1 && next[0] > at;
+        if (!ok) break;
+        f.absorbed.push_back(at);
+        f.intermediates.push_back(t);
+        at = next[0];
+      }
+      const NodeInfo& u = nodes[at];
+      if (!ok || u.inputs.size() != 1 || u.outputs.size() != 1 || u.inputs[0] != t) continue;
+      f.kind = UnaryEpilogue(u, &f.alpha);
+      if (!f.kind || !g.valid_tensor(t) || !float_same(t, u.outputs[0])) continue;
+      f.copies = !f.absorbed.empty();
+      f.absorbed.push_back(at);
       f.output = u.outputs[0];
     } else if (r.size() == 2) {
       // swish: s = LOGISTIC(y), z = MUL(y, s) with no activation.

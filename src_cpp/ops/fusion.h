@@ -38,7 +38,7 @@ struct ClampFusion {
 
 // An element-wise op folded into the op producing its input, as an epilogue of that op's kernels
 // (Op::FoldEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU or LEAKY_RELU
-// reading the producer's output alone, or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no
+// reading the producer's output alone (directly, or through RESHAPEs that only it reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no
 // activation, no broadcast) that are its output's only readers. The producer's handler clamps in
 // its kernels (OpHandler::clamp_epilogue); no intermediate is a partition output.
 struct EpilogueFusion {
@@ -48,6 +48,7 @@ struct EpilogueFusion {
   int output = -1;
   int kind = 0;  // kernels/common.cl's CLGPU_EPILOGUE numbers
   float alpha = 0;
+  bool copies = false;  // RESHAPEs between the producer and the unary op: same elements only
 };
 
 std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,

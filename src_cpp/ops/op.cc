@@ -119,6 +119,39 @@ std::string Op::epilogue_defines() const {
   return d;
 }
 
+StridedView ContiguousView(const Shape& s) {
+  StridedView v{s, std::vector<int64_t>(s.size(), 1)};
+  for (int a = static_cast<int>(s.size()) - 2; a >= 0; --a) v.strides[a] = v.strides[a + 1] * s[a + 1];
+  return v;
+}
+
+void Op::FoldInputView(size_t i, int source, StridedView view) {
+  if (i >= inputs_.size()) throw Error("no operand " + std::to_string(i) + " to fold a view into");
+  if (in_views_.size() < inputs_.size()) in_views_.resize(inputs_.size());
+  ViewFold& f = in_views_[i];
+  if (!f.on) f.own_tensor = inputs_[i];
+  f.on = true;
+  f.view = std::move(view);
+  inputs_[i] = source;
+}
+
+void Op::FoldOutputView(int output, StridedView view, float scale) {
+  if (outputs_.size() != 1) throw Error("only an op with one output can fold an output view");
+  if (!out_view_.on) out_view_.own_tensor = outputs_[0];
+  out_view_.on = true;
+  out_view_.view = std::move(view);
+  out_view_.scale = scale;
+  outputs_[0] = output;
+}
+
+void Op::UnfoldViews() {
+  for (size_t i = 0; i < in_views_.size(); ++i)
+    if (in_views_[i].on) inputs_[i] = in_views_[i].own_tensor;
+  in_views_.clear();
+  if (out_view_.on) outputs_[0] = out_view_.own_tensor;
+  out_view_ = ViewFold{};
+}
+
 void Op::UnfuseResidual() {
   if (!residual_.on) return;
   inputs_.pop_back();

@@ -71,6 +71,15 @@ struct ChunkSpec {
   std::vector<int> step;         // extents (and starts) per output axis are multiples of this
 };
 
+// A tensor of `shape` seen in a buffer that holds it elsewhere: element (i0, i1, ...) sits at
+// sum(i[a] * strides[a]) (a transposed, broadcast or reshaped view of another tensor).
+struct StridedView {
+  Shape shape;
+  std::vector<int64_t> strides;
+};
+// The row-major strides of a tensor of this shape laid out as it is.
+StridedView ContiguousView(const Shape& s);
+
 // One enqueue of one kernel.
 struct Launch {
   Kernel kernel;
@@ -95,6 +104,9 @@ class Op {
 
   // Output shapes for these input shapes; throws Error if they are invalid.
   virtual std::vector<Shape> InferShapes(const std::vector<Shape>& in) const = 0;
+  // Tensors whose shapes (not data) the output shapes also follow: a RESHAPE target folded from
+  // other tensors' extents (ops/shape_folding.h). InferShapes gets their shapes after the inputs'.
+  virtual std::vector<int> ShapeInputs() const { return {}; }
   // (Re)creates the launches for these shapes and buffers. Weights are uploaded
   // on the first call only.
   virtual void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
@@ -204,6 +216,19 @@ class Op {
   // Build defines for the op's programs ("" without an epilogue).
   std::string epilogue_defines() const;
 
+  // --- Views (ops/matmul_views.h): a chain of TRANSPOSE / RESHAPE (and a scale) between an
+  // operand and the tensor it comes from, or between the output and the tensor it ends in, read or
+  // written in place through strides; the chain's nodes run nothing. Only ops overriding
+  // TakesViews() take them. ---
+  virtual bool TakesViews() const { return false; }
+  // Operand `i` becomes `source`, seen through `view` (shaped like the operand).
+  void FoldInputView(size_t i, int source, StridedView view);
+  // Output 0 becomes `output`, which holds it as `view` (shaped like the op's own output), times
+  // `scale`.
+  void FoldOutputView(int output, StridedView view, float scale);
+  void UnfoldViews();
+  bool has_output_view() const { return out_view_.on; }
+
   const std::vector<Launch>& launches() const { return launches_; }
   // Drops the kernels (and their references to buffers) before the buffers they
   // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
@@ -214,6 +239,12 @@ class Op {
   // A chunk of another op: it reads and writes staging buffers, not graph tensors.
   explicit Op(int node_index) : node_index_(node_index) {}
   std::vector<Launch> launches_;
+  // The views folded in this plan (null: the operand or output as it is).
+  const StridedView* input_view(size_t i) const {
+    return i < in_views_.size() && in_views_[i].on ? &in_views_[i].view : nullptr;
+  }
+  const StridedView* output_view() const { return out_view_.on ? &out_view_.view : nullptr; }
+  float output_scale() const { return out_view_.on ? out_view_.scale : 1.0f; }
   // A folded ADD: its clamp bounds replace the op's own (which are none). Chunks copy it.
   struct Residual {
     bool on = false;
@@ -237,6 +268,14 @@ class Op {
     int own_output = -1;
   };
   Epilogue epilogue_;
+  struct ViewFold {
+    bool on = false;
+    int own_tensor = -1;
+    StridedView view;
+    float scale = 1.0f;
+  };
+  std::vector<ViewFold> in_views_;
+  ViewFold out_view_;
 };
 
 // Everything the delegate knows of one op code, defined in the op's own file as

@@ -3,6 +3,7 @@
 // buffer into the output's (Op::IsFlatCopy), piece by piece where a tensor is larger
 // than one buffer. The new shape must be known when the partition is planned, so a
 // target or axis computed at run time (a dynamic output on the CPU) is declined.
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -21,9 +22,11 @@ enum class Kind { kReshape, kSqueeze, kExpandDims };
 struct Rule {
   Kind kind = Kind::kReshape;
   std::vector<int> dims;  // RESHAPE: the target (one -1 allowed); SQUEEZE: axes (none: all 1s)
-  // RESHAPE with a target computed from shapes: per element, the input axis whose extent it is
-  // (-1: dims[i] as it is). Empty: none.
-  std::vector<int> input_axis;
+  // RESHAPE with a target computed from shapes: per element, the extents (shape, axis) whose
+  // product times dims[i] it is, shape 0 the input's, k > 0 that of foreign[k - 1] (empty:
+  // dims[i] as it is). Empty: none.
+  std::vector<std::vector<std::pair<int, int>>> factors;
+  std::vector<int> foreign;  // the other tensors whose extents the target follows
   int axis = 0;  // EXPAND_DIMS: where the new axis goes (negative from the end)
 };
 
@@ -31,8 +34,13 @@ const char* NameOf(Kind k) {
   return k == Kind::kReshape ? "RESHAPE" : k == Kind::kSqueeze ? "SQUEEZE" : "EXPAND_DIMS";
 }
 
-// The output shape for input shape `in`; "" or why there is none.
-std::string Apply(const Rule& r, const Shape& in, Shape* out) {
+// The output shape for input shape shapes[0] (and the foreign tensors' shapes after it); "" or
+// why there is none.
+std::string Apply(const Rule& r, const std::vector<Shape>& shapes, Shape* out) {
+  if (shapes.size() != 1 + r.foreign.size())
+    return std::string(NameOf(r.kind)) + " needs " + std::to_string(1 + r.foreign.size()) +
+           " shapes";
+  const Shape& in = shapes[0];
   const int rank = static_cast<int>(in.size());
   const int64_t n = NumElements(in);
   // The copies address elements with int boxes (runtime/split.h).
@@ -41,13 +49,18 @@ std::string Apply(const Rule& r, const Shape& in, Shape* out) {
   switch (r.kind) {
     case Kind::kReshape: {
       std::vector<int> dims = r.dims;
-      for (size_t i = 0; i < r.input_axis.size(); ++i) {
-        const int a = r.input_axis[i];
-        if (a < 0) continue;
-        if (a >= rank)
-          return "RESHAPE target follows axis " + std::to_string(a) + " of " + ShapeString(in) +
-                 ", which has no such axis";
-        dims[i] = in[a];
+      for (size_t i = 0; i < r.factors.size(); ++i) {
+        if (r.factors[i].empty()) continue;
+        int64_t v = dims[i];
+        for (const auto& [k, a] : r.factors[i]) {
+          const Shape& s = shapes[k];
+          if (a < 0 || a >= static_cast<int>(s.size()))
+            return "RESHAPE target follows axis " + std::to_string(a) + " of " + ShapeString(s) +
+                   ", which has no such axis";
+          v *= s[a];
+          if (v > INT_MAX || v < INT_MIN) return "RESHAPE target element is out of range";
+        }
+        dims[i] = static_cast<int>(v);
       }
       int stretch = -1;
       int64_t known = 1;
@@ -115,9 +128,10 @@ class ReshapeOp : public Op {
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     Shape out;
-    if (auto why = Apply(rule_, in.at(0), &out); !why.empty()) throw Error(why);
+    if (auto why = Apply(rule_, in, &out); !why.empty()) throw Error(why);
     return {out};
   }
+  std::vector<int> ShapeInputs() const override { return rule_.foreign; }
   // The partition enqueues the copy itself: no launches.
   void Prepare(OpContext&, const std::vector<Shape>&, const std::vector<Shape>&,
                const std::vector<cl_mem>&, const std::vector<cl_mem>&) override {
@@ -140,26 +154,32 @@ std::string ReadAxis(const GraphView& g, int t, int* axis) {
 }
 
 // A target computed from shapes at Prepare (ops/shape_folding.h), kept as a rule that holds for
-// any resized input: an element that is an extent of the RESHAPE's own input follows that axis;
-// one that is another tensor's extent reads as -1 (the element count gives it) when no other
-// element does; more than that cannot be rebuilt, and the node stays on the CPU.
+// any resized input: each element that is an extent, or a product of extents, of the RESHAPE's
+// input or of other tensors is recomputed from their shapes whenever the partition is planned.
 std::string FoldedTarget(const GraphView::FoldedInts& f, int input, Rule* r) {
-  int unknown = 0;
   r->dims.clear();
-  r->input_axis.assign(f.values.size(), -1);
+  r->factors.assign(f.values.size(), {});
+  r->foreign.clear();
+  auto shape_index = [&](int t) {
+    if (t == input) return 0;
+    const auto it = std::find(r->foreign.begin(), r->foreign.end(), t);
+    if (it != r->foreign.end()) return static_cast<int>(it - r->foreign.begin()) + 1;
+    r->foreign.push_back(t);
+    return static_cast<int>(r->foreign.size());
+  };
   for (size_t i = 0; i < f.values.size(); ++i) {
-    if (f.values[i] < INT_MIN || f.values[i] > INT_MAX) return "RESHAPE shape is out of range";
     const GraphView::DimSource& s = f.from[i];
-    if (s.tensor == input) {
-      r->input_axis[i] = s.axis;
-    } else if (s.derived() || f.values[i] == -1) {
-      ++unknown;
-      r->dims.push_back(-1);
-      continue;
+    int64_t v = f.values[i];
+    if (s.tensor >= 0) {
+      r->factors[i].emplace_back(shape_index(s.tensor), s.axis);
+      v = 1;
+    } else if (!s.product.empty()) {
+      for (const auto& [t, a] : s.product) r->factors[i].emplace_back(shape_index(t), a);
+      v = s.coef;
     }
-    r->dims.push_back(static_cast<int>(f.values[i]));
+    if (v < INT_MIN || v > INT_MAX) return "RESHAPE shape is out of range";
+    r->dims.push_back(static_cast<int>(v));
   }
-  if (unknown > 1) return "RESHAPE shape is computed at run time from the extents of other tensors";
   return "";
 }
 
@@ -223,8 +243,13 @@ std::string ReadRule(const GraphView& g, const NodeInfo& node, Kind kind, Rule* 
     r->dims.assign(p.squeeze_dims, p.squeeze_dims + p.num_squeeze_dims);
   }
   if (!why.empty()) return why;
+  std::vector<Shape> shapes = {g.shape(node.inputs[0])};
+  for (int t : r->foreign) {
+    if (!g.valid_tensor(t)) return "RESHAPE target follows an invalid tensor";
+    shapes.push_back(g.shape(t));
+  }
   Shape out;
-  return Apply(*r, g.shape(node.inputs[0]), &out);
+  return Apply(*r, shapes, &out);
 }
 
 template <Kind K>

@@ -1,16 +1,20 @@
 #include "ops/shape_folding.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <set>
 
 #include "common/error.h"
+#include "ops/op.h"
 
 namespace clgpu {
 namespace {
 
 constexpr int32_t kShape = 77, kStridedSlice = 45, kPack = 83, kGather = 36, kCast = 53,
-                  kConcatenation = 2;
+                  kConcatenation = 2, kReduceProd = 81;
 
 // TfLiteStridedSliceParams, TfLitePackParams, TfLiteGatherParams, TfLiteConcatenationParams:
 // the leading fields both runtimes share.
@@ -68,6 +72,30 @@ std::optional<Folded> StridedSlice1d(const Folded& in, int64_t begin, int64_t en
     out.values.push_back(in.values[i]);
     out.from.push_back(in.from[i]);
   }
+  return out;
+}
+
+// The source of a product of elements (REDUCE_PROD over shape elements, Keras' flatten of the
+// leading axes): one extent stays that extent, constants fold into the coefficient, several
+// extents make a product the RESHAPE reading it re-evaluates from the shapes of each plan.
+GraphView::DimSource ProductSource(const Folded& f) {
+  GraphView::DimSource out;
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const GraphView::DimSource& s = f.from[i];
+    if (s.tensor >= 0) {
+      out.product.emplace_back(s.tensor, s.axis);
+    } else if (!s.product.empty()) {
+      out.product.insert(out.product.end(), s.product.begin(), s.product.end());
+      out.coef *= s.coef;
+    } else {
+      out.coef *= f.values[i];
+    }
+  }
+  if (out.product.size() == 1 && out.coef == 1) {
+    out.tensor = out.product[0].first, out.axis = out.product[0].second;
+    out.product.clear();
+  }
+  if (out.product.empty()) out.coef = 1;
   return out;
 }
 
@@ -148,6 +176,25 @@ std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
       if (n.inputs.size() != 1) return std::nullopt;
       return ValueOf(g, n.inputs[0]);
     }
+    case kReduceProd: {
+      // A 1-D vector reduced along its only axis (keep_dims or not): the product.
+      if (n.inputs.size() != 2) return std::nullopt;
+      const auto in = ValueOf(g, n.inputs[0]), axes = ValueOf(g, n.inputs[1]);
+      if (!in || !axes || g.shape(n.inputs[0]).size() != 1) return std::nullopt;
+      for (size_t i = 0; i < axes->values.size(); ++i)
+        if (axes->from[i].derived() || (axes->values[i] != 0 && axes->values[i] != -1))
+          return std::nullopt;
+      if (axes->values.empty()) return in;  // no axis: nothing reduced
+      int64_t v = 1;
+      for (int64_t x : in->values) {
+        v *= x;
+        if (v > INT32_MAX || v < INT32_MIN) return std::nullopt;
+      }
+      Folded f;
+      f.values = {v};
+      f.from = {ProductSource(*in)};
+      return f;
+    }
     default:
       return std::nullopt;
   }
@@ -169,10 +216,49 @@ const char* ShapeNodeName(int32_t op) {
       return "CAST";
     case kConcatenation:
       return "CONCATENATION";
+    case kReduceProd:
+      return "REDUCE_PROD";
     default:
       return "";
   }
 }
+
+namespace {
+
+// The model declares the output of a RESHAPE whose target is computed with the converter's -1s
+// as 1s ([-1, -1] -> [1, 1]), and so the shapes of what follows it: infer them from the folded
+// target, as the CPU would at allocate_tensors, through the op handlers of the nodes downstream
+// that we could claim. A node we could not claim keeps its declared shapes (its readers are
+// then checked against those and refused where they do not fit).
+void InferStaleShapes(GraphView& g, const std::vector<NodeInfo>& nodes) {
+  std::set<int> stale;
+  for (const NodeInfo& n : nodes) {
+    if (n.outputs.size() == 1 && g.FoldedIntsOf(n.outputs[0])) continue;
+    const bool touched = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int t) {
+      return stale.count(t) || (g.valid_tensor(t) && g.FoldedIntsOf(t));
+    });
+    const OpHandler* h = FindOpHandler(n.op);
+    if (!touched || !h) continue;
+    try {
+      if (!h->check(g, n).empty()) continue;
+      const std::unique_ptr<Op> op = h->create(g, n);
+      std::vector<Shape> in;
+      for (int t : op->inputs()) in.push_back(g.shape(t));
+      for (int t : op->ShapeInputs()) in.push_back(g.shape(t));
+      const std::vector<Shape> out = op->InferShapes(in);
+      for (size_t j = 0; j < out.size() && j < op->outputs().size(); ++j) {
+        const int t = op->outputs()[j];
+        if (out[j] == g.shape(t)) continue;
+        g.SetInferredShape(t, out[j]);
+        stale.insert(t);
+      }
+    } catch (const std::exception&) {
+      // Not ours after all: its claim check says why.
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<const NodeInfo*> FoldShapeComputations(GraphView& g,
                                                    const std::vector<NodeInfo>& nodes) {
@@ -186,6 +272,7 @@ std::vector<const NodeInfo*> FoldShapeComputations(GraphView& g,
     g.AddFoldedInts(n.outputs[0], std::move(*v));
     folded.push_back(&n);
   }
+  if (!folded.empty()) InferStaleShapes(g, nodes);
   return folded;
 }
 

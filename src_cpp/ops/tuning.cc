@@ -38,6 +38,8 @@ const Entry kTable[] = {
     {"nvidia", "winograd_gemm_wide", {256, 64, 16, 8, 8, 0, 0, 4}},
     {"nvidia", "winograd_gemm_big_wide", {256, 128, 16, 16, 8, 1, 0, 4}},
     {"nvidia", "winograd_gemm_thin_wide", {512, 32, 16, 16, 4, 0, 0, 4}},
+    {"nvidia", "batch_matmul", {64, 64, 16, 4, 4}},
+    {"nvidia", "batch_matmul_small", {32, 32, 16, 4, 4}},
     {"gpu", "gemm_big", {128, 128, 16, 8, 8, 1, 0, 4}},
     {"gpu", "gemm", {128, 64, 16, 8, 4}},
     {"gpu", "gemm_small", {64, 64, 16, 4, 4}},
@@ -47,6 +49,8 @@ const Entry kTable[] = {
     {"gpu", "winograd_gemm", {128, 64, 16, 8, 4}},
     {"gpu", "winograd_gemm_big", {128, 64, 16, 8, 4}},
     {"gpu", "winograd_gemm_thin", {128, 32, 16, 4, 4}},
+    {"gpu", "batch_matmul", {64, 64, 16, 4, 4}},
+    {"gpu", "batch_matmul_small", {32, 32, 16, 4, 4}},
     {"cpu", "gemm_big", {32, 32, 16, 4, 4}},
     {"cpu", "gemm", {32, 32, 16, 4, 4}},
     {"cpu", "gemm_small", {32, 32, 16, 4, 4}},
@@ -56,6 +60,8 @@ const Entry kTable[] = {
     {"cpu", "winograd_gemm", {32, 32, 16, 4, 4}},
     {"cpu", "winograd_gemm_big", {32, 32, 16, 4, 4}},
     {"cpu", "winograd_gemm_thin", {32, 32, 16, 4, 4}},
+    {"cpu", "batch_matmul", {32, 32, 16, 4, 4}},
+    {"cpu", "batch_matmul_small", {32, 32, 16, 4, 4}},
 };
 
 struct BlockedEntry {

@@ -9,6 +9,7 @@
 #include "cl/errors.h"
 #include "common/error.h"
 #include "ops/fusion.h"
+#include "ops/group_rewrite.h"
 #include "runtime/memory_planner.h"
 #include "tflite/builtin.h"
 
@@ -54,7 +55,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
                               params->output_tensors->data + params->output_tensors->size);
   const std::set<int> inputs(params->input_tensors->data,
                              params->input_tensors->data + params->input_tensors->size);
-  std::vector<NodeInfo> op_nodes;  // per op, for FindResidualFusions
+  std::vector<NodeInfo> nodes;  // the nodes that run as ops
   for (int i = 0; i < params->nodes_to_replace->size; ++i) {
     bool ok = false;
     NodeInfo node = ReadNode(ctx, params->nodes_to_replace->data[i], &ok);
@@ -72,10 +73,29 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
       v.is_partition_output = outputs.count(node.outputs[0]) != 0;
       continue;
     }
-    const OpHandler* h = FindOpHandler(node.op);
-    if (!h) throw Error("node " + std::to_string(node.index) + " is not ours");
-    ops_.push_back(h->create(*graph, node));
-    op_nodes.push_back(node);
+    nodes.push_back(std::move(node));
+  }
+  // Groups of nodes one op runs (ops/group_rewrite.h), created at the group's last node. Off,
+  // like the plans' fusions, without fuse_add or with capture_tensors (which reads every tensor).
+  std::vector<GroupRewrite> groups;
+  if (host_->settings().fuse_add && !host_->settings().capture_tensors)
+    groups = FindGroupRewrites(*graph, nodes, outputs);
+  std::map<size_t, const GroupRewrite*> group_at;  // last node -> its group; others: nullptr
+  for (const GroupRewrite& r : groups)
+    for (size_t k : r.nodes) group_at[k] = k == r.nodes.back() ? &r : nullptr;
+  std::vector<NodeInfo> op_nodes;  // per op, for the fusions
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& node = nodes[i];
+    if (const auto g = group_at.find(i); g != group_at.end()) {
+      if (!g->second) continue;
+      ops_.push_back(g->second->make(*graph));
+      op_nodes.push_back(g->second->info);
+    } else {
+      const OpHandler* h = FindOpHandler(node.op);
+      if (!h) throw Error("node " + std::to_string(node.index) + " is not ours");
+      ops_.push_back(h->create(*graph, node));
+      op_nodes.push_back(node);
+    }
     const Op& op = *ops_.back();
     for (int t : op.inputs()) {
       if (values_.count(t)) continue;
@@ -109,6 +129,9 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
           keep[t] = (keep.count(t) ? keep[t] : true) && op->KeepsFloat32();
   for (const auto& [t, k] : keep)
     if (k) values_[t].type = ValueType::kFloat32;
+  for (const auto& op : ops_)
+    for (int t : op->ShapeInputs())
+      if (!values_.count(t)) shape_reads_[t];
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kInput) uploads_.push_back(t);
     if (v.is_partition_output) downloads_.push_back(t);
@@ -117,6 +140,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   fusions_ = FindResidualFusions(*graph, op_nodes, outputs);
   clamps_ = FindClampFusions(*graph, op_nodes, outputs);
   epilogues_ = FindEpilogueFusions(*graph, op_nodes, outputs);
+  views_ = FindViewFusions(*graph, op_nodes, outputs);
   host_->CountKernelCreated();
 }
 
@@ -131,7 +155,7 @@ cl_mem Partition::TransferMem(int t) const {
 }
 
 Storage Partition::StorageOf(int t) const {
-  const Value& v = values_.at(t);
+  const Value& v = values_.at(Root(t));  // an alias has its root's elements, in order
   Storage s;
   if (v.split()) {
     for (const Buffer& b : v.piece_buffers) s.mems.push_back(b.get());
@@ -178,6 +202,10 @@ bool Partition::InputShapesChanged(TfLiteContext* ctx) {
       values_[t].shape = std::move(s);
       changed = true;
     }
+  }
+  for (auto& [t, shape] : shape_reads_) {
+    Shape s = TensorShape(ctx->tensors[t]);
+    if (s != shape) shape = std::move(s), changed = true;
   }
   return changed;
 }
@@ -247,12 +275,90 @@ void Partition::FoldEpilogues() {
     bool free = true;
     for (size_t a : f.absorbed) free = free && !absorbed_[a];
     const Shape& s = values_.at(producer.outputs()[0]).shape;
-    if (!free || values_.at(f.output).shape != s ||
+    const Shape& z = values_.at(f.output).shape;
+    if (!free || (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
         !producer.FoldEpilogue(f.output, f.kind, f.alpha))
       continue;
     for (size_t a : f.absorbed) absorbed_[a] = true;
     for (int t : f.intermediates) values_.at(t).elided = true;
   }
+}
+
+// Folds TRANSPOSE / RESHAPE chains (and a scale) into the matmul they feed or follow, as strided
+// views (ops/matmul_views.h), where this plan's shapes make them views and the tensor read or
+// written fits one buffer (pieces are planned after). Off like the other fusions.
+void Partition::FoldViews(const OpContext& octx) {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  auto shape_of = [&](int t) { return values_.at(t).shape; };
+  for (const ViewFusion& f : views_) {
+    Op& op = *ops_[f.op];
+    bool free = op.TakesViews() && !absorbed_[f.op];
+    for (size_t a : f.absorbed) free = free && !absorbed_[a];
+    // The op then reads and writes whole tensors, each within one buffer: no chunks.
+    auto fits = [&](int t) {
+      const Value& v = values_.at(t);
+      return !v.split() && NumElements(v.shape) * octx.storage_bytes <= octx.max_alloc;
+    };
+    free = free && fits(f.tensor);
+    for (int t : op.inputs()) free = free && fits(t);
+    for (int t : op.outputs()) free = free && fits(t);
+    if (!free) continue;
+    StridedView view;
+    float scale = 1.0f;
+    if (!ChainView(f, shape_of, &view, &scale)) continue;
+    if (f.operand >= 0) {
+      op.FoldInputView(static_cast<size_t>(f.operand), f.tensor, std::move(view));
+    } else {
+      if (op.has_output_view() || op.has_epilogue() || op.has_folded_clamp() ||
+          op.has_residual())
+        continue;
+      op.FoldOutputView(f.tensor, std::move(view), scale);
+    }
+    for (size_t a : f.absorbed) absorbed_[a] = true;
+    for (int t : f.intermediates) values_.at(t).elided = true;
+  }
+}
+
+// Keeps the output of each RESHAPE, SQUEEZE or EXPAND_DIMS (a flat copy) in its input's storage,
+// or the input in the output's, instead of copying: both are the same elements in the same order,
+// and neither is written again. The output follows an input of the partition or an activation; an
+// activation that only the copy reads, into a partition output, is written there (a boundary
+// output may be a write-only host buffer under zero-copy). Not for tensors kept in
+// pieces, and not when both are boundary tensors (which may live in TFLite's memory). Off with
+// capture_tensors, which reads every tensor back.
+void Partition::AliasFlatCopies() {
+  if (host_->settings().capture_tensors) return;
+  auto plain = [](const Value& v) { return !v.elided && v.pieces.empty(); };
+  // First the outputs into their inputs' storage, then the inputs into outputs', once every
+  // reader of an input's storage (through aliases too) is known.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = *ops_[i];
+      if (absorbed_[i] || !op.IsFlatCopy()) continue;
+      const int x = op.inputs()[0], y = op.outputs()[0];
+      Value &vx = values_.at(x), &vy = values_.at(y);
+      if (!plain(vx) || !plain(vy) || vx.kind == Kind::kConstant) continue;
+      if (pass == 0 && vy.kind == Kind::kInternal && !vy.is_partition_output) {
+        vy.alias = x;
+      } else if (pass == 1 && vx.kind == Kind::kInternal && !vx.is_partition_output &&
+                 vx.alias < 0 && vy.kind == Kind::kOutput && !StorageReadBesides(x, i)) {
+        vx.alias = y;
+      } else {
+        continue;
+      }
+      absorbed_[i] = true;
+    }
+  }
+}
+
+// Whether an op other than ops_[op] reads tensor t's storage (t, or a tensor aliased to it).
+bool Partition::StorageReadBesides(int t, size_t op) const {
+  for (size_t j = 0; j < ops_.size(); ++j)
+    if (j != op && !absorbed_[j])
+      for (int u : ops_[j]->inputs())
+        if (Root(u) == t) return true;
+  return false;
 }
 
 bool Partition::RunsNothing(size_t op) const {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ops/fusion.h"
+#include "ops/matmul_views.h"
 #include "ops/op.h"
 #include "runtime/partition_host.h"
 #include "runtime/split.h"
@@ -71,6 +72,9 @@ class Partition {
     // The output of a conv whose ADD consumer is folded into it this plan: never
     // written, no memory.
     bool elided = false;
+    // This plan: the output of a RESHAPE (or its kin) kept in its input's storage, the copy
+    // skipped (AliasFlatCopies): the tensor whose storage it shares.
+    int alias = -1;
     bool split() const { return !piece_buffers.empty(); }
     size_t host_bytes() const;  // in TFLite's memory
   };
@@ -99,12 +103,20 @@ class Partition {
   void FuseResiduals(const OpContext& octx);
   void FoldClamps();
   void FoldEpilogues();
+  void FoldViews(const OpContext& octx);
+  void AliasFlatCopies();
+  bool StorageReadBesides(int t, size_t op) const;
+  // The tensor whose storage `t` uses (itself unless aliased).
+  int Root(int t) const {
+    while (values_.at(t).alias >= 0) t = values_.at(t).alias;
+    return t;
+  }
   // An ADD folded into its conv, or an op whose outputs are all empty (as the CPU
   // produces for a too-small input; one empty output of a SPLIT_V is not enough): no launches.
   bool RunsNothing(size_t op) const;
   void Bind(TfLiteContext* ctx);
   cl_mem Mem(int t) const {
-    const Value& v = values_.at(t);
+    const Value& v = values_.at(Root(t));
     return v.slot >= 0 ? shared_[v.slot].get() : v.buffer.get();
   }
   cl_mem TransferMem(int t) const;
@@ -134,6 +146,7 @@ class Partition {
   std::vector<OpProfile> op_profiles_;
   std::map<int, Value> values_;
   std::vector<int> uploads_, downloads_;   // tensor indices, in a fixed order
+  std::map<int, Shape> shape_reads_;       // tensors ops read the shape of only (Op::ShapeInputs)
   Buffer arena_;                           // the activations, placed by the memory planner
   std::vector<Buffer> shared_;             // whole shared buffers where views are avoided
   std::vector<Buffer> scratch_;            // shared op scratch (Winograd transforms), one per slot
@@ -143,6 +156,7 @@ class Partition {
   std::vector<ResidualFusion> fusions_;    // ADDs that may fold into a conv (ops/fusion.h)
   std::vector<ClampFusion> clamps_;        // clamp activations that may fold into their producer
   std::vector<EpilogueFusion> epilogues_;  // element-wise ops that may fold into their producer
+  std::vector<ViewFusion> views_;          // TRANSPOSE / RESHAPE chains around a matmul
   std::vector<bool> absorbed_;  // per op: folded into another op this plan (runs nothing)
   MemoryReport report_;
   bool planned_ = false, bound_ = false;

@@ -37,9 +37,10 @@ ArenaKind PickArena(const DeviceInfo& d) {
 void Partition::Plan(TfLiteContext* ctx) {
   host_->CountPlan();
   ReleaseLaunches();  // before any buffer they reference is replaced
-  for (auto& op : ops_) op->UnfuseResidual(), op->UnfoldClamp(), op->UnfoldEpilogue();
+  for (auto& op : ops_)
+    op->UnfuseResidual(), op->UnfoldClamp(), op->UnfoldEpilogue(), op->UnfoldViews();
   absorbed_.assign(ops_.size(), false);
-  for (auto& [t, v] : values_) v.elided = false;
+  for (auto& [t, v] : values_) v.elided = false, v.alias = -1;
   OpContext octx = host_->MakeOpContext();
   Environment& env = host_->env();
   const size_t max_alloc = octx.max_alloc;
@@ -75,6 +76,12 @@ void Partition::Plan(TfLiteContext* ctx) {
   for (size_t i = 0; i < ops_.size(); ++i) {
     std::vector<Shape> in;
     for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
+    // Shapes read but not data: this partition's values', else TFLite's tensor's (an input of
+    // the partition that only a folded SHAPE reads).
+    for (int t : ops_[i]->ShapeInputs()) {
+      const auto v = values_.find(t);
+      in.push_back(v != values_.end() ? v->second.shape : shape_reads_.at(t));
+    }
     out_shapes_[i] = ops_[i]->InferShapes(in);
     for (size_t j = 0; j < out_shapes_[i].size(); ++j)
       values_[ops_[i]->outputs()[j]].shape = out_shapes_[i][j];
@@ -82,6 +89,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   FoldClamps();
   FoldEpilogues();
   FuseResiduals(octx);
+  FoldViews(octx);
   if (host_->settings().fail_at == "alloc")
     throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
 
@@ -98,6 +106,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (v.pieces.empty())
       throw Error("tensor " + std::to_string(t) + " " + ShapeString(v.shape) + ": " + why);
   }
+  AliasFlatCopies();
   runs_.clear();
   runs_.resize(ops_.size());
   const size_t chunk_bytes =
@@ -143,7 +152,7 @@ void Partition::Plan(TfLiteContext* ctx) {
     v.ranged = false;
     v.ranges.clear();
     if (v.kind == Kind::kConstant) continue;
-    if (v.elided || !v.pieces.empty() ||
+    if (v.elided || v.alias >= 0 || !v.pieces.empty() ||
         (zero_copy_ && !Converted(v) && (v.kind == Kind::kInput || v.is_partition_output))) {
       v.buffer.Release();
       v.slot = -1;
@@ -159,45 +168,17 @@ void Partition::Plan(TfLiteContext* ctx) {
   }
   for (int i = 0; i < end_step; ++i) {
     if (absorbed_[i]) continue;
-    for (int t : ops_[i]->inputs())
-      if (index_of.count(t)) usage[index_of[t]].last = std::max(usage[index_of[t]].last, i);
-    for (int t : ops_[i]->outputs())
-      if (index_of.count(t)) usage[index_of[t]].first = std::min(usage[index_of[t]].first, i);
+    for (int u : ops_[i]->inputs())
+      if (const int t = Root(u); index_of.count(t))
+        usage[index_of[t]].last = std::max(usage[index_of[t]].last, i);
+    for (int u : ops_[i]->outputs())
+      if (const int t = Root(u); index_of.count(t))
+        usage[index_of[t]].first = std::min(usage[index_of[t]].first, i);
   }
   for (TensorUsage& u : usage) u.last = std::max(u.last, u.first);
   if (host_->settings().capture_tensors) {
     // Every activation must survive to the end of the invoke to be read back.
     for (TensorUsage& u : usage) u.first = 0, u.last = end_step;
-  }
-  // A flat copy (RESHAPE and its kin) between two planned activations of one size: the output is
-  // the input's memory under another shape, and neither is written after its op, so both share
-  // one allocation and the copy runs nothing (EfficientNet's squeeze-excite RESHAPEs were 16
-  // copies per invoke). Groups follow chains of them; each group is planned as one tensor.
-  std::vector<size_t> group(usage.size());
-  for (size_t i = 0; i < group.size(); ++i) group[i] = i;
-  auto root = [&](size_t i) {
-    while (group[i] != i) i = group[i] = group[group[i]];
-    return i;
-  };
-  for (int i = 0; i < end_step; ++i) {
-    const Op& op = *ops_[i];
-    if (absorbed_[i] || !op.IsFlatCopy()) continue;
-    const auto a = index_of.find(op.inputs()[0]), b = index_of.find(op.outputs()[0]);
-    if (a == index_of.end() || b == index_of.end() || usage[a->second].bytes != usage[b->second].bytes)
-      continue;
-    group[root(b->second)] = root(a->second);
-    absorbed_[i] = true;
-  }
-  std::vector<TensorUsage> merged;
-  std::vector<size_t> merged_of(usage.size());
-  std::map<size_t, size_t> merged_index;  // root -> position in `merged`
-  for (size_t i = 0; i < usage.size(); ++i) {
-    const auto [it, fresh] = merged_index.emplace(root(i), merged.size());
-    if (fresh) merged.push_back(usage[i]);
-    TensorUsage& m = merged[it->second];
-    m.first = std::min(m.first, usage[i].first);
-    m.last = std::max(m.last, usage[i].last);
-    merged_of[i] = it->second;
   }
   for (int t : planned) {
     values_[t].buffer.Release();
@@ -207,7 +188,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   shared_.clear();
   staging_.clear();
   transfer_staging_.Release();
-  const OffsetPlan plan = PlanOffsetsGreedyBySize(merged, env.device().base_addr_align_bytes);
+  const OffsetPlan plan = PlanOffsetsGreedyBySize(usage, env.device().base_addr_align_bytes);
   report_.naive_bytes = plan.naive_bytes;
   report_.lower_bound_bytes = plan.lower_bound_bytes;
   // NVIDIA's driver (580) crashes releasing sub-buffers that kernels had used once
@@ -219,37 +200,35 @@ void Partition::Plan(TfLiteContext* ctx) {
     arena_ = kind == ArenaKind::kSvm ? env.CreateSvmArena(plan.arena_bytes, host_->queue())
                                      : env.CreateBuffer(plan.arena_bytes);
   }
-  MemoryPlan shared = arena_ ? MemoryPlan{} : PlanSharedObjects(merged);
+  const MemoryPlan shared = arena_ ? MemoryPlan{} : PlanSharedObjects(usage);
   const bool shared_fits =
       !arena_ && std::all_of(shared.buffer_bytes.begin(), shared.buffer_bytes.end(),
                              [&](size_t b) { return b <= max_alloc; });
   if (arena_) {
     for (size_t i = 0; i < planned.size(); ++i) {
-      const size_t offset = plan.offsets[merged_of[i]];
-      values_[planned[i]].buffer = env.CreateSubBuffer(arena_, offset, usage[i].bytes);
-      values_[planned[i]].arena_offset = offset;
+      values_[planned[i]].buffer = env.CreateSubBuffer(arena_, plan.offsets[i], usage[i].bytes);
+      values_[planned[i]].arena_offset = plan.offsets[i];
     }
     report_.allocated_bytes = arena_.bytes();
     report_.buffers = 1;
     report_.arena = arena_.svm() ? "svm" : "sub-buffers";
-  } else {
-    report_.arena = "shared";
-    if (!shared_fits) {
-      // Sharing would exceed the device's largest allocation: give each tensor (each group of
-      // aliases) its own buffer instead (every buffer stays allocatable).
-      shared.buffer_bytes.clear();
-      for (const TensorUsage& m : merged) shared.buffer_bytes.push_back(m.bytes);
-      shared.assignment.resize(merged.size());
-      for (size_t g = 0; g < merged.size(); ++g) shared.assignment[g] = static_cast<int>(g);
-      report_.arena = "own";
-    }
+  } else if (shared_fits) {
     for (size_t b : shared.buffer_bytes) {
       shared_.push_back(env.CreateBuffer(b));
       report_.allocated_bytes += b;
     }
-    for (size_t i = 0; i < planned.size(); ++i)
-      values_[planned[i]].slot = shared.assignment[merged_of[i]];
+    for (size_t i = 0; i < planned.size(); ++i) values_[planned[i]].slot = shared.assignment[i];
     report_.buffers = static_cast<int>(shared_.size());
+    report_.arena = "shared";
+  } else {
+    // Sharing would exceed the device's largest allocation: give each tensor its
+    // own buffer instead (every buffer stays allocatable).
+    for (size_t i = 0; i < planned.size(); ++i) {
+      values_[planned[i]].buffer = env.CreateBuffer(usage[i].bytes);
+      report_.allocated_bytes += usage[i].bytes;
+    }
+    report_.buffers = static_cast<int>(planned.size());
+    report_.arena = "own";
   }
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kConstant || v.pieces.empty()) continue;
