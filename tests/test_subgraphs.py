@@ -52,3 +52,21 @@ def test_a_second_prepare_starts_a_new_report(runtime: str) -> None:
     it.invoke()
     subgraphs = [x.subgraph for x in d.decisions()]
     assert subgraphs == [0, 0, 0, 1], subgraphs
+
+
+def test_a_delegate_reused_by_another_interpreter_reports_that_one(runtime: str) -> None:
+    # The same delegate applied to a second interpreter (a different model): its report is the
+    # second model's, not the first one's subgraphs with the second appended.
+    import clgpu_delegate
+    from clgpu_delegate.runtime import make_interpreter
+
+    b = ModelBuilder(seed=4)
+    x = b.input("x", (1, 6, 6, 3))
+    b.output(b.relu(b.add(x, 1.0)))
+    d = clgpu_delegate.load()
+    first = make_interpreter(_model_with_init_subgraph(), [d], runtime=runtime, reference=True)
+    first.allocate_tensors()
+    assert {x.subgraph for x in d.decisions()} == {0, 1}
+    second = make_interpreter(b.build(), [d], runtime=runtime, reference=True)
+    second.allocate_tensors()
+    assert [(x.subgraph, x.op_name) for x in d.decisions()] == [(0, "ADD"), (0, "RELU")]

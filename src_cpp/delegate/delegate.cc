@@ -168,18 +168,32 @@ std::vector<int> DelegateCore::partition_subgraphs() const {
   return out;
 }
 
-// TFLite prepares an interpreter's subgraphs in order, the primary one first, and again in
-// order when it re-applies the delegate: the primary subgraph's context starts a new round.
+// The index of the subgraph `ctx` belongs to (-1 if the runtime cannot tell): the subgraph whose
+// context AcquireSubgraphContext hands back as `ctx` itself. Acquire and Release nest, so acquiring
+// the subgraph being prepared is harmless; the search stops there, never past the last subgraph.
+static int SubgraphIndex(TfLiteContext* ctx) {
+  if (!ctx->AcquireSubgraphContext || !ctx->ReleaseSubgraphContext) return -1;
+  for (int i = 0; i < (1 << 16); ++i) {
+    TfLiteContext* c = nullptr;
+    if (ctx->AcquireSubgraphContext(ctx, i, &c) != kTfLiteOk) return -1;
+    ctx->ReleaseSubgraphContext(ctx, i);
+    if (c == ctx) return i;
+  }
+  return -1;
+}
+
+// TFLite prepares an interpreter's subgraphs in order, the primary one first, and again in order
+// when it re-applies the delegate or a new interpreter takes it: subgraph 0 starts a new report.
 void DelegateCore::RecordClaims(TfLiteContext* ctx, std::vector<NodeDecision> decisions,
                                 std::vector<std::vector<int>> partitions) {
-  auto it = std::find_if(subgraphs_.begin(), subgraphs_.end(),
-                         [&](const SubgraphClaims& s) { return s.context == ctx; });
-  if (it == subgraphs_.begin() && it != subgraphs_.end()) subgraphs_.clear(), it = subgraphs_.end();
-  if (it == subgraphs_.end()) it = subgraphs_.insert(subgraphs_.end(), SubgraphClaims{ctx, {}, {}});
-  const int index = static_cast<int>(it - subgraphs_.begin());
+  int index = SubgraphIndex(ctx);
+  if (index < 0) index = 0;  // no way to tell: the last Prepare alone, as before
+  if (index == 0) subgraphs_.clear();
+  if (subgraphs_.size() <= static_cast<size_t>(index)) subgraphs_.resize(index + 1);
   for (NodeDecision& d : decisions) d.subgraph = index;
-  it->decisions = std::move(decisions);
-  it->partitions = std::move(partitions);
+  SubgraphClaims& s = subgraphs_[index];
+  s.decisions = std::move(decisions);
+  s.partitions = std::move(partitions);
 }
 AbiObservation DelegateCore::abi() const {
   std::lock_guard<std::mutex> l(report_mutex_);

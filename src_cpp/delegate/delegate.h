@@ -142,10 +142,9 @@ class DelegateCore final : public PartitionHost {
   Queue queue_;
   std::mutex queue_mutex_;
   mutable std::mutex report_mutex_;
-  // Per subgraph, by the context TFLite prepares it with: a model with control flow or an init
-  // subgraph (CALL_ONCE) has several, and the primary one comes first.
+  // Per subgraph index: a model with control flow or an init subgraph (CALL_ONCE) has several;
+  // one the delegate was not applied to (yet) is empty.
   struct SubgraphClaims {
-    TfLiteContext* context = nullptr;
     std::vector<NodeDecision> decisions;
     std::vector<std::vector<int>> partitions;
   };

@@ -101,7 +101,11 @@ std::string CheckDequantize(const GraphView& g, const NodeInfo& node) {
   // A FLOAT16 weight: folded into a constant while its consumers are claimed (delegate/claim.h).
   if (g.IsFoldedDequantizeOutput(y))
     return "only a constant FLOAT16 weight feeding a delegated op is claimed";
-  if (g.IsConstant(x)) return "the input is a constant (a weight-only quantized model)";
+  if (g.IsConstant(x))
+    return g.type(x) == kTfLiteFloat16
+               ? "a constant FLOAT16 weight whose size disagrees with its declared output: not "
+                 "folded, left to the CPU, which checks it"
+               : "the input is a constant (a weight-only quantized model)";
   const ValueType in = g.value_type(x);
   if (!IsQuantized(in)) return std::string("input type ") + ValueTypeName(in) + " is not int8/uint8";
   if (auto why = CheckQuantActivation(g, x, in); !why.empty()) return why;
