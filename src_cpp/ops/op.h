@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,10 +34,14 @@ struct OpContext {
   // Partition-wide scratch buffers, shared by all ops (they run one after another),
   // sized to the largest ScratchBytes() request per slot.
   std::vector<cl_mem> scratch = {};
+  // Ops preparing on threads that take turns (runtime/build_threads.h): the turn this
+  // thread holds, let go while a program builds. Null: preparing alone.
+  std::mutex* turn = nullptr;
 
   // kernels/<file>.cl built for this context's storage type (cached).
   std::shared_ptr<Program> GetProgram(const std::string& file, const std::string& extra = "") {
-    return env.programs().Get(file, storage_defines + (extra.empty() ? "" : " " + extra), disk);
+    return env.programs().Get(file, storage_defines + (extra.empty() ? "" : " " + extra), disk,
+                              turn);
   }
 };
 
