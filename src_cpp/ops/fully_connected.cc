@@ -120,7 +120,7 @@ class FullyConnectedOp : public Op {
     Launch l;
     if (m <= kSmallM) {
       // Batch-1 FC is memory-bound: stream the weights once.
-      auto prog = ctx.GetProgram("gemm", "-DSM_MAX_M=" + std::to_string(kSmallM));
+      auto prog = ctx.GetProgram("gemm_small_m", "-DSM_MAX_M=" + std::to_string(kSmallM));
       l.name = "gemm_nt_small_m";
       l.global[0] = RoundUp(static_cast<size_t>(n_), kSmallN) / kSmallN * kSmallWg;
       l.local[0] = kSmallWg;

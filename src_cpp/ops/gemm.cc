@@ -63,8 +63,10 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   // Whole tiles only: the kernel's loads skip their bounds checks.
   const bool even =
       m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
+  // Split or whole: the program holds only the kernels it launches (kernels/gemm.cl).
   auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
-                                         (residual ? " -DHAS_RESIDUAL" : ""));
+                                         (residual ? " -DHAS_RESIDUAL" : "") +
+                                         (p.splits > 1 ? " -DSPLIT_K" : ""));
   std::vector<Launch> out;
   Launch l;
   l.dims = 1;
