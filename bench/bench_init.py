@@ -6,6 +6,9 @@ times a warm start only):
 - driver_warm: no serialization_dir, the driver's cache (in a fresh folder of its own) filled by
   one start before the timed one.
 - serialization_warm: the driver's cache off, the serialization_dir the cold start filled.
+- cold_serial (not by default): cold with CLGPU_BUILD_THREADS=1, every program built on one
+  thread, as before parallel builds (checks that the driver's compiler is reentrant: the outputs'
+  checksum must match cold's).
 
     python bench/bench_init.py [--set zoo|real|all] [--models a,b] [--dir DIR ...]
         [--modes cold,driver_warm,serialization_warm] [--repeats N] [--invoke-runs N]
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-MODES = ["cold", "driver_warm", "serialization_warm"]
+MODES = ["cold", "driver_warm", "serialization_warm", "cold_serial"]
 REAL_DIRS = [
     Path("~/.cache/clgpu_delegate/public-models").expanduser(),
     Path("~/.cache/clgpu_delegate/keras-models").expanduser(),
@@ -70,6 +73,7 @@ def child(model: str, options: dict[str, Any], invoke_runs: int) -> dict[str, An
     t3 = time.perf_counter()
     it.invoke()
     first_ms = (time.perf_counter() - t3) * 1e3
+    outs = [it.get_tensor(det["index"]) for det in it.get_output_details()]
     runs = []
     for _ in range(invoke_runs):
         t = time.perf_counter()
@@ -92,6 +96,8 @@ def child(model: str, options: dict[str, Any], invoke_runs: int) -> dict[str, An
         "program_cache_hits": s.program_cache_hits,
         "delegated_nodes": len(d.delegated_nodes()),
         "partitions": len(d.partitions()),
+        # Equal across the starts of one model: the same programs compute the same outputs.
+        "output_sum": float(sum(np.abs(o.astype(np.float64)).sum() for o in outs)),
     }
 
 
@@ -125,6 +131,10 @@ def measure(
     off = {"CUDA_CACHE_DISABLE": "1", "POCL_KERNEL_CACHE": "0"}
     ser = tempfile.mkdtemp(prefix="ser-", dir=work)
     out: dict[str, dict[str, Any]] = {}
+    if "cold_serial" in modes:
+        fresh = tempfile.mkdtemp(prefix="ser-", dir=work)
+        serial = {**off, "CLGPU_BUILD_THREADS": "1"}
+        out["cold_serial"] = start(model, {**base, "serialization_dir": fresh}, serial)
     if "cold" in modes or "serialization_warm" in modes:
         out["cold"] = start(model, {**base, "serialization_dir": ser}, off, invoke_runs)
     if "driver_warm" in modes:

@@ -82,7 +82,8 @@ def check_gemm(cx: Ctx, half: bool):
         lo, hi = act_range(act)
         ref = np.clip(storage(a, half) @ storage(b, half).T + bias, lo, hi)
         cb = cx.empty(m * n, half)
-        sm_wg, sm_n = GEMM_DEFAULTS["gemm_small_m.cl"]["SM_WG"], GEMM_DEFAULTS["gemm_small_m.cl"]["SM_N"]
+        sm = GEMM_DEFAULTS["gemm_small_m.cl"]
+        sm_wg, sm_n = sm["SM_WG"], sm["SM_N"]
         cx.run(
             kern,
             (cdiv(n, sm_n) * sm_wg,),
