@@ -191,6 +191,7 @@ def write(rows: list[dict[str, Any]], meta: dict[str, Any], out_dir: Path, tag: 
         ("program_binary_loads", "binaries loaded"),
         ("program_build_ms", "build ms (summed over threads)"),
         ("delegated_nodes", "delegated nodes"),
+        ("output_sum", "output checksum"),
         ("error", "error"),
     ]
     return write_results("init" + (f"-{tag}" if tag else ""), meta, rows, cols, out_dir)
