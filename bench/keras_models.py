@@ -37,6 +37,8 @@ def _applications(keras: Any) -> dict[str, Callable[[], Any]]:
         "resnet50_v2": make(app.ResNet50V2, 224),
         "densenet121": make(app.DenseNet121, 224),
         "xception": make(app.Xception, 299),
+        "inception_v3": make(app.InceptionV3, 299),
+        "resnet50": make(app.ResNet50, 224),
     }
 
 

@@ -63,6 +63,8 @@ class _StatsDict(TypedDict):
     driver_setup_us: int
     programs_built: int
     program_cache_hits: int
+    program_binary_loads: int
+    program_build_us: int
     plans: int
     binds: int
     buffers_created: int

@@ -150,6 +150,11 @@ class DelegateStats(_Record):
     driver_setup_us: int  # OpenCL device listing + context creation (0 when reused)
     programs_built: int
     program_cache_hits: int
+    # Of the device environment (shared by the delegates of a process): programs loaded from
+    # serialization_dir's binaries, and the wall time of all builds and loads summed over the
+    # threads that ran them (so it may exceed the elapsed time).
+    program_binary_loads: int
+    program_build_us: int
     # Set-up work, which a steady-state invoke repeats none of...
     plans: int  # partition memory plans (at init, then when input shapes change)
     binds: int  # kernel arguments bound (after a plan, or when TFLite moved a tensor)

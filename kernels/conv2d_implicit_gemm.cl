@@ -21,6 +21,7 @@
 //   LPAD (0): the defaults give 64 work-items per group. Constraints (#error): as in gemm.cl, plus
 //   WG % TILE_K == 0. On an H200, TILE_M 128, TILE_N 64, WPT_M 8, WPT_N 4 is ~1.8x faster for
 //   C, OC >= 64 (24 vs 14 TFLOP/s fp32); TILE_M 64, TILE_N 32, TILE_K 8 for C = 3..4 inputs.
+//   SPLIT_K (off) builds conv2d_implicit_gemm_splitk and gemm_splitk_reduce instead.
 
 // Tile defaults (gemm_tiles.cl): the 32 x 32 x 16 tiles of 4 x 4 named above.
 #include "gemm_tiles.cl"
@@ -135,6 +136,7 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
   }
 }
 
+#ifndef SPLIT_K  // a convolution runs whole or split: its program holds only those kernels
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm(
     __global const T* restrict in, __global const T* restrict filter,
     __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
@@ -150,6 +152,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
   store_output_tile(acc, bias, out, N * OH * OW, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
                     act_max RESIDUAL_PASS);
 }
+#else
 
 // Split-K: batch-1 layers on small maps (a 7x7 output, K in the thousands) give a few output
 // tiles, so most compute units would idle while each group walks the whole of K. Split z =
@@ -172,3 +175,4 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
   store_partial_tile(acc, P + (long)get_group_id(1) * M * OC, M, OC, o.x, o.y, lid % RT_N,
                      lid / RT_N);
 }
+#endif  // SPLIT_K

@@ -1,6 +1,7 @@
 // Winograd F(2x2, 3x3) for 3x3, stride 1, dilation 1 CONV_2D (NHWC, OHWI filter): filter
 // transform (once, at init), input transform, 16 batched GEMMs, output transform (+ bias, clamp).
-// Also holds winograd_gemm, the batched GEMM stage shared with conv2d_winograd4.cl. Needs
+// The batched GEMM between the transforms is winograd_gemm.cl's, shared with
+// conv2d_winograd4.cl: a program of its own, so building the transforms compiles no GEMM. Needs
 // common.cl.
 //
 // Tiles: output tile (th, tw) covers output rows 2*th..2*th+1, columns 2*tw..2*tw+1, and reads the
@@ -24,14 +25,7 @@
 //   conv's output size; taps outside the input read zero, so SAME/VALID are just PT/PL and OH/OW)
 //   NDRange: 1-D, global >= P * C (any rounding), any local size.
 //
-// winograd_gemm(V, U, Mo, P, OC, C) -- Mo[b] = V[b] * U[b]^T for b = get_group_id(1)
-//   __global const TT* V [NB][P][C]; __global const TT* U [NB][OC][C];
-//   __global TT* Mo [NB][P][OC]; int P, OC, C. NB = 16 here, 36 for conv2d_winograd4.cl.
-//   NDRange: 2-D. local = (WG, 1), WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
-//            global = (ceil(P / TILE_M) * ceil(OC / TILE_N) * WG, NB).
-//   Defines: TILE_M (128), TILE_N (64), TILE_K (16), WPT_M (8), WPT_N (4), VWM (4), VWN (4),
-//   LPAD (0): meaning and constraints as in gemm.cl; float4 loads when C % 4 == 0. 128x128 / 8x8
-//   is ~1.4x faster when C, OC >= 256 on an H200; TILE_K 8 when C <= 8.
+// winograd_gemm, the batched GEMM Mo[xi] = V[xi] * U[xi]^T, is in winograd_gemm.cl.
 //
 // winograd_f2_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
 //                              act_min, act_max[, residual])
@@ -40,34 +34,9 @@
 //   residual (HAS_RESIDUAL): a fused ADD's other operand, laid out like out
 //   NDRange: 1-D, global >= P * OC (any rounding), any local size.
 //
-// Define for all four kernels: TRANSFORMED_FLOAT (off): U, V, Mo are float buffers instead of T.
-// With STORAGE_HALF, F(4x4) needs it; F(2x2)'s half intermediates cost ~1e-3 relative (up to
+// Define for all three kernels and winograd_gemm: TRANSFORMED_FLOAT (off): U, V, Mo are float
+// buffers instead of T. With STORAGE_HALF, F(4x4) needs it; F(2x2)'s half intermediates cost ~1e-3 relative (up to
 // ~5e-3 of the output range measured). Every kernel of one convolution must agree on it.
-
-#ifndef TILE_M
-#define TILE_M 128
-#endif
-#ifndef TILE_N
-#define TILE_N 64
-#endif
-#ifndef TILE_K
-#define TILE_K 16
-#endif
-#ifndef WPT_M
-#define WPT_M 8
-#endif
-#ifndef WPT_N
-#define WPT_N 4
-#endif
-#ifndef VWM
-#define VWM 4
-#endif
-#ifndef VWN
-#define VWN 4
-#endif
-#ifndef LPAD
-#define LPAD 0
-#endif
 
 // Storage of the transformed buffers U, V, Mo: T by default; float with -DTRANSFORMED_FLOAT.
 #ifdef TRANSFORMED_FLOAT
@@ -81,12 +50,6 @@
 #define STORET(v, p, i) STOREF(v, p, i)
 #define LOADT4(p, i4) LOADF4(p, i4)
 #endif
-
-// The batched GEMM reads the transformed buffers (type TT).
-#define GEMM_SRC_T TT
-#define GEMM_LOAD(p, i) LOADT(p, i)
-#define GEMM_LOAD4(p, i4) LOADT4(p, i4)
-#include "gemm_tiles.cl"
 
 // ---- filter transform ------------------------------------------------------------------------
 
@@ -160,40 +123,6 @@ __kernel void winograd_f2_input_transform(__global const T* restrict in, __globa
   for (int i = 0; i < 4; ++i) winograd_f2_bt(s + 4 * i, 1, v + 4 * i, 1);  // v = s B
 #pragma unroll
   for (int xi = 0; xi < 16; ++xi) STORET(v[xi], V, (xi * P + p) * C + c);
-}
-
-// ---- batched GEMM ----------------------------------------------------------------------------
-
-__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void winograd_gemm(
-    __global const TT* restrict V, __global const TT* restrict U, __global TT* restrict Mo, int P,
-    int OC, int C) {
-  __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
-  __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
-
-  const int b = get_group_id(1);
-  __global const TT* A = V + b * P * C;
-  __global const TT* B = U + b * OC * C;
-  const int lid = get_local_id(0);
-  const int tx = lid % RT_N;
-  const int ty = lid / RT_N;
-  const int2 o = group_tile_origin(OC);
-  const int m0 = o.x, n0 = o.y;
-  float acc[WPT_M][WPT_N];
-  gemm_accumulate(A, B, P, OC, C, 0, C, m0, n0, &As[0][0], &Bs[0][0], acc);
-
-  const int out0 = b * P * OC;
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i) {
-    const int m = m0 + ROW_OF(ty, i);
-    if (m >= P) break;
-#pragma unroll
-    for (int q = 0; q < WPT_N / VWN; ++q) {
-      const int n = n0 + COL_OF(tx, q * VWN);
-#pragma unroll
-      for (int e = 0; e < VWN; ++e)
-        if (n + e < OC) STORET(acc[i][q * VWN + e], Mo, out0 + m * OC + n + e);
-    }
-  }
 }
 
 // ---- output transform ------------------------------------------------------------------------

@@ -19,13 +19,13 @@
 //   H200 measurements (bench in tests/kernels_pyopencl_check.py): 128x128 / 8x8 beats the default
 //   on big square problems (34 vs 27 TFLOP/s fp32 at 4096^3); 64x64 / 4x4 on small ones (M=196).
 //
-// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max[, residual]) -- same arguments,
-//   1 <= M <= SM_MAX_M
-//   Batch-1 (or small batch) FULLY_CONNECTED: memory-bound, so B is read exactly once, coalesced
-//   along K; a group owns SM_N consecutive output columns, its SM_WG work-items stride over K and
-//   the partial sums are reduced in local memory.
-//   NDRange: 1-D. local = SM_WG (reqd_work_group_size), global = ceil(N / SM_N) * SM_WG.
-//   Defines: SM_WG (128, a power of two), SM_N (8), SM_MAX_M (8).
+// gemm_nt_small_m, batch-1 FULLY_CONNECTED, is in gemm_small_m.cl: its own program, so neither
+// pays for compiling the other.
+//
+// Defines: SPLIT_K (off) builds gemm_nt_splitk and gemm_splitk_reduce instead of gemm_nt: a GEMM
+// runs either whole or split, and its program holds only the kernels it launches (compiling the
+// others made a cold start slower: PoCL compiles every kernel of a program it is asked the binary
+// of, NVIDIA every kernel of a program it builds).
 
 #ifndef TILE_M
 #define TILE_M 128
@@ -51,18 +51,10 @@
 #ifndef LPAD
 #define LPAD 0
 #endif
-#ifndef SM_WG
-#define SM_WG 128
-#endif
-#ifndef SM_N
-#define SM_N 8
-#endif
-#ifndef SM_MAX_M
-#define SM_MAX_M 8
-#endif
 
 #include "gemm_tiles.cl"
 
+#ifndef SPLIT_K
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM) {
@@ -76,6 +68,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
   store_output_tile(acc, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
                     act_max RESIDUAL_PASS);
 }
+#else
 
 // gemm_nt_splitk(A, B, P, M, N, K, k_per_split) -- GEMMs with too few output tiles to fill the
 //   device (1x1 convs on 7x7 maps): split z = get_group_id(1) sums columns [z * k_per_split,
@@ -96,72 +89,4 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_split
   store_partial_tile(acc, P + (long)get_group_id(1) * M * N, M, N, o.x, o.y, lid % RT_N,
                      lid / RT_N);
 }
-
-__kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
-    __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
-    __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM) {
-  __local float red[SM_MAX_M * SM_N][SM_WG];
-
-  const int lid = get_local_id(0);
-  const int n0 = get_group_id(0) * SM_N;
-  float acc[SM_MAX_M][SM_N];
-#pragma unroll
-  for (int m = 0; m < SM_MAX_M; ++m)
-#pragma unroll
-    for (int j = 0; j < SM_N; ++j) acc[m][j] = 0.0f;
-
-  // Rows past N re-read row N-1 (always valid memory); their sums are never stored.
-  int brow[SM_N];
-#pragma unroll
-  for (int j = 0; j < SM_N; ++j) brow[j] = min(n0 + j, N - 1);
-
-  if ((K & 3) == 0) {
-    const int K4 = K >> 2;
-    for (int k4 = lid; k4 < K4; k4 += SM_WG) {
-      float4 b[SM_N];
-#pragma unroll
-      for (int j = 0; j < SM_N; ++j) b[j] = LOADF4(B, brow[j] * K4 + k4);
-#pragma unroll
-      for (int m = 0; m < SM_MAX_M; ++m) {
-        if (m < M) {
-          const float4 a = LOADF4(A, m * K4 + k4);
-#pragma unroll
-          for (int j = 0; j < SM_N; ++j) acc[m][j] += dot(a, b[j]);
-        }
-      }
-    }
-  } else {
-    for (int k = lid; k < K; k += SM_WG) {
-      float b[SM_N];
-#pragma unroll
-      for (int j = 0; j < SM_N; ++j) b[j] = LOADF(B, brow[j] * K + k);
-#pragma unroll
-      for (int m = 0; m < SM_MAX_M; ++m) {
-        if (m < M) {
-          const float a = LOADF(A, m * K + k);
-#pragma unroll
-          for (int j = 0; j < SM_N; ++j) acc[m][j] = mad(a, b[j], acc[m][j]);
-        }
-      }
-    }
-  }
-
-#pragma unroll
-  for (int m = 0; m < SM_MAX_M; ++m)
-#pragma unroll
-    for (int j = 0; j < SM_N; ++j) red[m * SM_N + j][lid] = acc[m][j];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int slots = min(M, SM_MAX_M) * SM_N;
-  for (int s = SM_WG / 2; s > 0; s >>= 1) {
-    if (lid < s)
-      for (int q = 0; q < slots; ++q) red[q][lid] += red[q][lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (lid < slots) {
-    const int m = lid / SM_N;
-    const int n = n0 + lid % SM_N;
-    if (n < N)
-      STOREF(ACTIVATE(PLUS_RESIDUAL(red[lid][0] + bias[n], m * N + n), act_min, act_max), C,
-             m * N + n);
-  }
-}
+#endif  // SPLIT_K

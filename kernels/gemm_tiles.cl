@@ -327,6 +327,7 @@ static inline void store_partial_tile(float acc[WPT_M][WPT_N], __global float* r
   }
 }
 
+#ifdef SPLIT_K  // built only into the programs of split GEMMs (gemm.cl)
 // gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max[, residual]) -- C = act(sum_z
 //   P[z] + bias [+ residual]) after a split-K GEMM (gemm_nt_splitk, conv2d_implicit_gemm_splitk):
 //   a fused residual ADD is added here, once, not by each split.
@@ -340,3 +341,4 @@ __kernel void gemm_splitk_reduce(__global const float* restrict P, __global cons
   for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
   STOREF(ACTIVATE(PLUS_RESIDUAL(s, idx), act_min, act_max), C, idx);
 }
+#endif  // SPLIT_K

@@ -1,6 +1,7 @@
 #include "cl/environment.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "cl/errors.h"
 #include "cl/kernel_registry.h"
 #include "common/error.h"
+#include "common/log.h"
 
 namespace clgpu {
 
@@ -17,11 +19,40 @@ uint64_t HashBytes(const void* data, size_t n, uint64_t h) {
   return h;
 }
 
-std::shared_ptr<Program> ProgramCache::Get(const std::string& file, const std::string& defines,
-                                           BinaryCache* disk) {
-  return GetSource(file, KernelText("common") + "\n#line 1\n" + KernelTextExpanded(file), defines,
-                   disk);
+std::string ProgramCache::Source(const std::string& file) {
+  return KernelText("common") + "\n#line 1\n" + KernelTextExpanded(file);
 }
+
+std::string ProgramCache::MemoryKey(const std::string& source, const std::string& options) {
+  char key_hash[40];
+  std::snprintf(key_hash, sizeof key_hash, "%016llx:%zu:",
+                static_cast<unsigned long long>(HashBytes(source.data(), source.size())),
+                source.size());
+  return key_hash + options;
+}
+
+std::shared_ptr<Program> ProgramCache::Get(const std::string& file, const std::string& defines,
+                                           BinaryCache* disk, std::mutex* turn) {
+  return GetSource(file, Source(file), defines, disk, turn);
+}
+
+namespace {
+// Lets go of a caller's turn for a scope (ProgramCache::Get's `turn`).
+class TurnReleased {
+ public:
+  explicit TurnReleased(std::mutex* turn) : turn_(turn) {
+    if (turn_) turn_->unlock();
+  }
+  ~TurnReleased() {
+    if (turn_) turn_->lock();
+  }
+  TurnReleased(const TurnReleased&) = delete;
+  TurnReleased& operator=(const TurnReleased&) = delete;
+
+ private:
+  std::mutex* turn_;
+};
+}  // namespace
 
 std::shared_ptr<Program> ProgramCache::BuildFromBinary(const std::vector<unsigned char>& binary,
                                                        const std::string& opts) {
@@ -40,25 +71,76 @@ std::shared_ptr<Program> ProgramCache::BuildFromBinary(const std::vector<unsigne
 
 std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
                                                  const std::string& source,
-                                                 const std::string& options, BinaryCache* disk) {
-  char key_hash[40];
-  std::snprintf(key_hash, sizeof key_hash, "%016llx:%zu:",
-                static_cast<unsigned long long>(HashBytes(source.data(), source.size())),
-                source.size());
-  const std::string key = key_hash + options;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = programs_.find(key); it != programs_.end()) {
-    ++hits_;
-    return it->second;
+                                                 const std::string& options, BinaryCache* disk,
+                                                 std::mutex* turn) {
+  const std::string key = MemoryKey(source, options);
+  std::shared_ptr<Slot> slot;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::shared_ptr<Slot>& s = programs_[key];
+    if (s) {
+      ++hits_;
+      slot = s;
+      if (!slot->done) {
+        lock.unlock();
+        TurnReleased released(turn);  // taken back after this cache's lock is let go
+        std::unique_lock<std::mutex> wait(mutex_);
+        built_.wait(wait, [&] { return slot->done; });
+      }
+      if (slot->error) std::rethrow_exception(slot->error);
+      return slot->program;
+    }
+    s = slot = std::make_shared<Slot>();
   }
+  TurnReleased released(turn);
+  // This thread builds; others asking for the same key wait on `slot`.
+  std::shared_ptr<Program> program;
+  std::exception_ptr error;
+  try {
+    program = Build(label, source, options, disk);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    slot->program = program;
+    slot->error = error;
+    slot->done = true;
+    if (error) programs_.erase(key);  // a later request builds again
+  }
+  built_.notify_all();
+  if (error) std::rethrow_exception(error);
+  return program;
+}
+
+namespace {
+int64_t MicrosSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               t0)
+      .count();
+}
+std::string Ms(int64_t us) {
+  return std::to_string(us / 1000) + "." + std::to_string(us / 100 % 10);
+}
+}  // namespace
+
+// One build, from a stored binary when `disk` holds a valid one, else from source (then
+// stored). Runs without the cache's lock.
+std::shared_ptr<Program> ProgramCache::Build(const std::string& label, const std::string& source,
+                                             const std::string& options, BinaryCache* disk) {
   const ClApi& cl = Cl();
-  const std::string disk_key =
-      disk ? BinaryCache::Key(device_, source, "-cl-std=CL1.2 " + options) : "";
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string opts = "-cl-std=CL1.2 " + options;
+  const std::string disk_key = disk ? BinaryCache::Key(device_, source, opts) : "";
   if (disk) {
     std::vector<unsigned char> binary = disk->Load(disk_key);
     if (!binary.empty()) {
-      if (auto program = BuildFromBinary(binary, "-cl-std=CL1.2 " + options)) {
-        programs_.emplace(key, program);
+      if (auto program = BuildFromBinary(binary, opts)) {
+        ++binary_loads_;
+        const int64_t us = MicrosSince(t0);
+        build_us_ += us;
+        Log(LogLevel::kDebug,
+            "program " + label + " [" + options + "] loaded in " + Ms(us) + " ms");
         return program;
       }
       ++disk->driver_rejected;  // falls through to a source build that replaces it
@@ -71,9 +153,10 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
       std::make_shared<Program>(cl.clCreateProgramWithSource(ctx_, 1, &text, &len, &err));
   CheckCl(err, "clCreateProgramWithSource");
   cl_device_id dev = device_.id;
-  const std::string opts = "-cl-std=CL1.2 " + options;
   err = cl.clBuildProgram(program->get(), 1, &dev, opts.c_str(), nullptr, nullptr);
+  const int64_t built_us = MicrosSince(t0);
   if (err != CL_SUCCESS) {
+    build_us_ += built_us;
     size_t n = 0;
     cl.clGetProgramBuildInfo(program->get(), dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
     std::string log(n, '\0');
@@ -84,8 +167,8 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
                      log.empty() ? "(" + ClErrorName(err) + ", empty build log)" : log);
   }
   ++builds_;
-  programs_.emplace(key, program);
   if (disk) {
+    // Asking for the binary may compile more (PoCL compiles every kernel of the program here).
     size_t n = 0;
     if (cl.clGetProgramInfo(program->get(), CL_PROGRAM_BINARY_SIZES, sizeof n, &n, nullptr) ==
             CL_SUCCESS &&
@@ -97,6 +180,10 @@ std::shared_ptr<Program> ProgramCache::GetSource(const std::string& label,
         disk->Store(disk_key, binary);
     }
   }
+  const int64_t us = MicrosSince(t0);
+  build_us_ += us;
+  Log(LogLevel::kDebug, "program " + label + " [" + options + "] built in " + Ms(built_us) + " ms" +
+                            (disk ? ", stored in " + Ms(us - built_us) + " ms" : ""));
   return program;
 }
 

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cl/binary_cache.h"
 #include "cl/device.h"
@@ -17,6 +20,12 @@ namespace clgpu {
 
 // Built programs keyed by everything that changes the binary: source text (hash
 // + length), build options (which carry the -D defines) and the device.
+//
+// Thread-safe, and builds run outside its lock: different programs build concurrently
+// (clBuildProgram of different programs on one context from several threads is allowed
+// by the OpenCL spec), and a thread asking for a program another thread is building
+// waits for that build instead of starting its own. A failed build is not remembered:
+// its waiters get its error, a later request builds again.
 class ProgramCache {
  public:
   ProgramCache(cl_context ctx, const DeviceInfo& device) : ctx_(ctx), device_(device) {}
@@ -24,22 +33,39 @@ class ProgramCache {
   // kernels/<file>.cl with kernels/common.cl prepended, built with `defines`
   // (e.g. "-DTILE_M=32 -DSTORAGE_HALF"). Throws BuildError with the log.
   // With `disk`, a binary stored there is used when valid, and a fresh build
-  // is stored.
+  // is stored. `turn`, when given, is a mutex the calling thread holds: it is let go
+  // while this call builds or waits for another thread's build, and held again before
+  // the call returns or throws (runtime/build_threads.h: threads that take turns).
   std::shared_ptr<Program> Get(const std::string& file, const std::string& defines,
-                               BinaryCache* disk = nullptr);
+                               BinaryCache* disk = nullptr, std::mutex* turn = nullptr);
   // Any source text (tests, probes). `label` names it in errors.
   std::shared_ptr<Program> GetSource(const std::string& label, const std::string& source,
-                                     const std::string& options, BinaryCache* disk = nullptr);
+                                     const std::string& options, BinaryCache* disk = nullptr,
+                                     std::mutex* turn = nullptr);
 
+  // Source builds, requests served by a program already built (or being built), programs
+  // loaded from a stored binary, and the wall time summed over all builds and loads (us).
   int64_t builds() const { return builds_; }
   int64_t hits() const { return hits_; }
+  int64_t binary_loads() const { return binary_loads_; }
+  int64_t build_us() const { return build_us_; }
 
  private:
+  struct Slot {
+    std::shared_ptr<Program> program;  // set when built
+    std::exception_ptr error;          // set when the build failed
+    bool done = false;
+  };
   cl_context ctx_;
   const DeviceInfo& device_;
   std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<Program>> programs_;
-  int64_t builds_ = 0, hits_ = 0;
+  std::condition_variable built_;
+  std::map<std::string, std::shared_ptr<Slot>> programs_;
+  std::atomic<int64_t> builds_{0}, hits_{0}, binary_loads_{0}, build_us_{0};
+  static std::string Source(const std::string& file);
+  static std::string MemoryKey(const std::string& source, const std::string& options);
+  std::shared_ptr<Program> Build(const std::string& label, const std::string& source,
+                                 const std::string& options, BinaryCache* disk);
   std::shared_ptr<Program> BuildFromBinary(const std::vector<unsigned char>& binary,
                                            const std::string& opts);
 };

@@ -26,8 +26,10 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
   const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
   const long m = long(g.n) * g.oh * g.ow;
-  // One program: the split kernel ignores the residual, the reduce adds it.
-  auto prog = ctx.GetProgram("conv2d_implicit_gemm", With(p.tiles.Defines(), rd));
+  // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
+  // ignores the residual, the reduce adds it.
+  auto prog = ctx.GetProgram("conv2d_implicit_gemm",
+                             With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""));
   if (p.splits <= 1) {
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
     SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,

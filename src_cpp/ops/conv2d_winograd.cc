@@ -130,7 +130,7 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
   const GemmTiles t = WinogradTiles(g, ctx.env.device(), A);
   auto transforms = ctx.GetProgram(k.file, wd);
   auto outputs = residual ? ctx.GetProgram(k.file, With(wd, rd)) : transforms;
-  auto gemm = ctx.GetProgram("conv2d_winograd", wd + " " + t.Defines());
+  auto gemm = ctx.GetProgram("winograd_gemm", With(wd, t.Defines()));
   const int th = (g.oh + k.tile - 1) / k.tile, tw = (g.ow + k.tile - 1) / k.tile;
   const int rows = RowsPerPass(ctx, A, g);
   const int ck = Subs(A, g) * g.c;  // the GEMM's reduction length

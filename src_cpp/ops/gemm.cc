@@ -72,7 +72,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   if (p.small_m) {
     // SM_N columns per group of SM_WG work-items (kernels/gemm.cl's defaults).
     constexpr size_t kSmallN = 8, kSmallWg = 128;
-    auto prog = ctx.GetProgram("gemm", residual ? "-DHAS_RESIDUAL" : "");
+    auto prog = ctx.GetProgram("gemm_small_m", residual ? "-DHAS_RESIDUAL" : "");
     Launch l;
     l.name = "gemm_nt_small_m";
     l.kernel = CreateKernel(*prog, l.name);
@@ -85,8 +85,10 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   // Whole tiles only: the kernel's loads skip their bounds checks.
   const bool even =
       m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
+  // Split or whole: the program holds only the kernels it launches (kernels/gemm.cl).
   auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
-                                         (residual ? " -DHAS_RESIDUAL" : ""));
+                                         (residual ? " -DHAS_RESIDUAL" : "") +
+                                         (p.splits > 1 ? " -DSPLIT_K" : ""));
   Launch l;
   l.dims = 1;
   l.global[0] = p.tiles.Global(m, n);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,9 @@ struct OpContext {
   // Partition-wide scratch buffers, shared by all ops (they run one after another),
   // sized to the largest ScratchBytes() request per slot.
   std::vector<cl_mem> scratch = {};
+  // Ops preparing on threads that take turns (runtime/build_threads.h): the turn this
+  // thread holds, let go while a program builds. Null: preparing alone.
+  std::mutex* turn = nullptr;
 
   // This context for an op whose activations are all of type `t`: int8 / uint8 programs build
   // with -DSTORAGE_INT8 / -DSTORAGE_UINT8 (kernels/common.cl: T is the integer type, loads are
@@ -51,7 +55,8 @@ struct OpContext {
 
   // kernels/<file>.cl built for this context's storage type (cached).
   std::shared_ptr<Program> GetProgram(const std::string& file, const std::string& extra = "") {
-    return env.programs().Get(file, storage_defines + (extra.empty() ? "" : " " + extra), disk);
+    return env.programs().Get(file, storage_defines + (extra.empty() ? "" : " " + extra), disk,
+                              turn);
   }
 };
 

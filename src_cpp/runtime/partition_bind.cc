@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <set>
 
 #include "cl/errors.h"
 #include "common/error.h"
 #include "ops/fusion.h"
+#include "runtime/build_threads.h"
 #include "runtime/memory_planner.h"
 #include "runtime/partition.h"
 #include "tflite/builtin.h"
@@ -157,50 +160,69 @@ void Partition::Bind(TfLiteContext* ctx) {
     octx.scratch.push_back(scratch_[j].get());
     scratch_total += scratch_[j].bytes();
   }
+  // The ops prepare on threads taking turns, so their programs build concurrently
+  // (runtime/build_threads.h); the rest of binding stays on this thread.
+  std::vector<std::function<void(std::mutex*)>> prepares;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<Shape> in_shapes;
+    for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
+    std::vector<size_t> first;
+    runs_[i].flat = ops_[i]->FlatRanges(in_shapes, &first);
+    // A folded ADD, or an op whose outputs are all empty (as the CPU produces for a too-small
+    // input), runs nothing.
+    if (RunsNothing(i)) continue;
+    if (runs_[i].flat) {
+      // Same elements, same order: one copy per output from its range of the input's storage
+      // (more where either is kept in pieces), both seen as flat.
+      const Shape flat = {static_cast<int>(NumElements(in_shapes[0]))};
+      std::vector<CopyCommand> copies;
+      for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
+        const Shape to = {static_cast<int>(NumElements(out_shapes_[i][j]))};
+        AppendBoxCopies(StorageOf(ops_[i]->inputs()[0]), flat,
+                        Box{{static_cast<int>(first.at(j))}, to}, StorageOf(ops_[i]->outputs()[j]),
+                        to, WholeBox(to), ElemBytes(ops_[i]->inputs()[0]), &copies);
+      }
+      for (const CopyCommand& c : copies)
+        runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
+    } else if (runs_[i].plan.empty()) {
+      prepares.push_back([this, i, &octx](std::mutex* turn) {
+        std::vector<Shape> in_shapes;
+        std::vector<cl_mem> in, out;
+        for (int t : ops_[i]->inputs()) {
+          in_shapes.push_back(values_.at(t).shape);
+          in.push_back(Mem(t));
+        }
+        for (size_t j = 0; j < out_shapes_[i].size(); ++j)
+          out.push_back(Mem(ops_[i]->outputs()[j]));
+        OpContext op_ctx = WithEpilogue(OpCtx(octx, i), *ops_[i]);
+        op_ctx.turn = turn;
+        ops_[i]->Prepare(op_ctx, in_shapes, out_shapes_[i], in, out);
+        for (const Launch& l : ops_[i]->launches())
+          runs_[i].steps.push_back(Step{&l, {}, nullptr, ops_[i].get()});
+      });
+    } else {
+      prepares.push_back([this, i, &octx](std::mutex* turn) {
+        OpContext chunk_ctx = octx;
+        chunk_ctx.turn = turn;
+        BindChunks(chunk_ctx, i);
+      });
+    }
+  }
+  RunTakingTurns(prepares, BuildThreads());
   op_profiles_.assign(ops_.size(), {});
   size_t weight_bytes = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
     std::vector<Shape> in_shapes;
-    std::vector<cl_mem> in, out;
     OpProfile& prof = op_profiles_[i];
     for (int t : ops_[i]->inputs()) {
       in_shapes.push_back(values_.at(t).shape);
-      in.push_back(Mem(t));
       prof.shape += (prof.shape.empty() ? "" : "x") + ShapeString(values_.at(t).shape);
       prof.bytes += double(NumElements(values_.at(t).shape)) * double(ElemBytes(t));
     }
     prof.shape += "->";
     for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
-      out.push_back(Mem(ops_[i]->outputs()[j]));
       prof.shape += ShapeString(out_shapes_[i][j]);
       prof.bytes += double(NumElements(out_shapes_[i][j])) * double(ElemBytes(ops_[i]->outputs()[j]));
-    }
-    // A folded ADD, or an op whose outputs are all empty (as the CPU produces for a too-small
-    // input), runs nothing.
-    std::vector<size_t> first;
-    runs_[i].flat = ops_[i]->FlatRanges(in_shapes, &first);
-    if (!RunsNothing(i)) {
-      if (runs_[i].flat) {
-        // Same elements, same order: one copy per output from its range of the input's storage
-        // (more where either is kept in pieces), both seen as flat.
-        const Shape flat = {static_cast<int>(NumElements(in_shapes[0]))};
-        std::vector<CopyCommand> copies;
-        for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
-          const Shape to = {static_cast<int>(NumElements(out_shapes_[i][j]))};
-          AppendBoxCopies(
-              StorageOf(ops_[i]->inputs()[0]), flat, Box{{static_cast<int>(first.at(j))}, to},
-              StorageOf(ops_[i]->outputs()[j]), to, WholeBox(to), ElemBytes(ops_[i]->inputs()[0]), &copies);
-        }
-        for (const CopyCommand& c : copies)
-          runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
-      } else if (runs_[i].plan.empty()) {
-        OpContext op_ctx = WithEpilogue(OpCtx(octx, i), *ops_[i]);
-        ops_[i]->Prepare(op_ctx, in_shapes, out_shapes_[i], in, out);
-        for (const Launch& l : ops_[i]->launches())
-          runs_[i].steps.push_back(Step{&l, {}, nullptr, ops_[i].get()});
-      } else {
-        BindChunks(octx, i);
-      }
     }
     prof.flops = ops_[i]->Flops(in_shapes, out_shapes_[i]);
     prof.bytes += ops_[i]->WeightBytes();

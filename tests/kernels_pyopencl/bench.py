@@ -68,8 +68,8 @@ def bench(cx: Ctx, half: bool, only: str = "") -> None:
     ):
         a, b, bias, c = dev(m, k), dev(n, k), cx.buf(np.zeros(n, np.float32)), cx.empty(m * n, half)
         for d in ({}, {"SM_N": 4}, {"SM_WG": 256, "SM_N": 4}, {"SM_WG": 64, "SM_N": 4}):
-            kern = cx.kernel("gemm.cl", "gemm_nt_small_m", half, d)
-            cfg = {**GEMM_DEFAULTS["gemm.cl"], **d}
+            kern = cx.kernel("gemm_small_m.cl", "gemm_nt_small_m", half, d)
+            cfg = {**GEMM_DEFAULTS["gemm_small_m.cl"], **d}
             wg, sn = cfg["SM_WG"], cfg["SM_N"]
             t = timed(
                 cx, kern, (cdiv(n, sn) * wg,), (wg,), a, b, bias, c, *i32(m, n, k), *f32(lo, hi)
@@ -152,8 +152,8 @@ def bench(cx: Ctx, half: bool, only: str = "") -> None:
                 )
                 it = cx.kernel(fname, f"{prefix}_input_transform", half, tf)
                 ot = cx.kernel(fname, f"{prefix}_output_transform", half, tf)
-                gemm = cx.kernel("conv2d_winograd.cl", "winograd_gemm", half, {**gd, **tf})
-                tm, tn, wg = tiles("conv2d_winograd.cl", gd)
+                gemm = cx.kernel("winograd_gemm.cl", "winograd_gemm", half, {**gd, **tf})
+                tm, tn, wg = tiles("winograd_gemm.cl", gd)
                 t1 = timed(
                     cx,
                     it,

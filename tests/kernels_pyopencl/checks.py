@@ -70,7 +70,7 @@ def check_gemm(cx: Ctx, half: bool):
                     TOL[half],
                 )
             )
-    kern = cx.kernel("gemm.cl", "gemm_nt_small_m", half)
+    kern = cx.kernel("gemm_small_m.cl", "gemm_nt_small_m", half)
     for m, n, k, act in [
         (1, 1000, 1024, "none"),
         (1, 37, 33, "relu"),
@@ -82,7 +82,8 @@ def check_gemm(cx: Ctx, half: bool):
         lo, hi = act_range(act)
         ref = np.clip(storage(a, half) @ storage(b, half).T + bias, lo, hi)
         cb = cx.empty(m * n, half)
-        sm_wg, sm_n = GEMM_DEFAULTS["gemm.cl"]["SM_WG"], GEMM_DEFAULTS["gemm.cl"]["SM_N"]
+        sm = GEMM_DEFAULTS["gemm_small_m.cl"]
+        sm_wg, sm_n = sm["SM_WG"], sm["SM_N"]
         cx.run(
             kern,
             (cdiv(n, sm_n) * sm_wg,),
@@ -194,7 +195,7 @@ def run_winograd(
     rows_per_pass = rows_per_pass or th
     d = {"TRANSFORMED_FLOAT": 1} if tf else {}
     th_half = half and not tf  # storage of the transformed buffers
-    gemm = cx.kernel("conv2d_winograd.cl", "winograd_gemm", half, d)
+    gemm = cx.kernel("winograd_gemm.cl", "winograd_gemm", half, d)
     ft = cx.kernel(fname, f"{prefix}_filter_transform", half, d)
     it = cx.kernel(fname, f"{prefix}_input_transform", half, d)
     ot = cx.kernel(fname, f"{prefix}_output_transform", half, d)
@@ -209,7 +210,7 @@ def run_winograd(
         cx.run(
             it, (cdiv(p * c, 64) * 64,), (64,), xb, vb, *i32(n, h, w, c, oh, ow, pt, pl, r0, rows)
         )
-        tm, tn, wg = tiles("conv2d_winograd.cl", d)
+        tm, tn, wg = tiles("winograd_gemm.cl", d)
         cx.run(gemm, (cdiv(p, tm) * cdiv(oc, tn) * wg, npos), (wg, 1), vb, ub, mb, *i32(p, oc, c))
         cx.run(
             ot,

@@ -33,9 +33,10 @@ TOL = {False: 1e-4, True: 1e-2}
 # The kernels' own #ifndef defaults (the build gets only the overrides, so these get exercised; a
 # mismatch shows up as INVALID_WORK_GROUP_SIZE).
 GEMM_DEFAULTS = {
-    "gemm.cl": {"TILE_M": 128, "TILE_N": 64, "WPT_M": 8, "WPT_N": 4, "SM_WG": 128, "SM_N": 8},
+    "gemm.cl": {"TILE_M": 128, "TILE_N": 64, "WPT_M": 8, "WPT_N": 4},
+    "gemm_small_m.cl": {"SM_WG": 128, "SM_N": 8},
     "conv2d_implicit_gemm.cl": {"TILE_M": 32, "TILE_N": 32, "WPT_M": 4, "WPT_N": 4},
-    "conv2d_winograd.cl": {"TILE_M": 128, "TILE_N": 64, "WPT_M": 8, "WPT_N": 4},
+    "winograd_gemm.cl": {"TILE_M": 128, "TILE_N": 64, "WPT_M": 8, "WPT_N": 4},
 }
 RNG = np.random.default_rng(1234)
 
