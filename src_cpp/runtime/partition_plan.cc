@@ -49,7 +49,10 @@ void Partition::Plan(TfLiteContext* ctx) {
   // pieces when larger than one buffer. Weights are the ops' own.
   std::set<int> read;
   for (const auto& op : ops_) read.insert(op->inputs().begin(), op->inputs().end());
-  for (auto& [t, v] : values_) {
+  for (auto& entry : values_) {
+    // Named, not a structured binding: C++17 lambdas cannot capture bindings.
+    const int t = entry.first;
+    Value& v = entry.second;
     if (v.kind != Kind::kConstant || !read.count(t)) continue;
     const size_t eb = ElemBytes(t);
     // Elements [b, e) in the value's device storage.
