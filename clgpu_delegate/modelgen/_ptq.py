@@ -193,7 +193,7 @@ def quantize_model(
     tensors = list(m.tensors)
     for t, q in params.items():
         x = tensors[t]
-        tensors[t] = _Tensor(x.name, x.shape, np.dtype(np.int8), None, q)
+        tensors[t] = _Tensor(x.name, x.shape, np.dtype(np.int8), None, quant=q)
     done: set[int] = set()
     for op in m.ops:
         if op.code in _FILTERED:
@@ -204,7 +204,7 @@ def quantize_model(
                 continue
             per = per_channel or op.code == _B.DEPTHWISE_CONV_2D
             data, wq = symmetric_weights(w_data, axis if per else None, pow2_scales)
-            tensors[w] = _Tensor(tensors[w].name, tensors[w].shape, np.dtype(np.int8), data, wq)
+            tensors[w] = _Tensor(tensors[w].name, tensors[w].shape, np.dtype(np.int8), data, quant=wq)
             done.add(w)
             b = op.inputs[bias_at] if len(op.inputs) > bias_at else -1
             src = op.inputs[2] if op.code == _B.TRANSPOSE_CONV else op.inputs[0]
@@ -212,7 +212,7 @@ def quantize_model(
             if b_data is not None and b not in done:
                 bq_data, bq = int32_bias(b_data, params[src].scale[0], wq)
                 tensors[b] = _Tensor(
-                    tensors[b].name, tensors[b].shape, np.dtype(np.int32), bq_data, bq
+                    tensors[b].name, tensors[b].shape, np.dtype(np.int32), bq_data, quant=bq
                 )
                 done.add(b)
     for i, x in enumerate(tensors):  # any other float constant: int8 per tensor
@@ -221,7 +221,7 @@ def quantize_model(
                 float(x.data.min(initial=0)), float(x.data.max(initial=0)), pow2_scale=pow2_scales
             )
             tensors[i] = _Tensor(
-                x.name, x.shape, np.dtype(np.int8), quantize_array(x.data, q, "int8"), q
+                x.name, x.shape, np.dtype(np.int8), quantize_array(x.data, q, "int8"), quant=q
             )
     ops = list(m.ops)
     inputs, outputs = list(m.inputs), list(m.outputs)
