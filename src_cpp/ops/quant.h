@@ -27,6 +27,12 @@ struct FixedPoint {
 };
 FixedPoint QuantizeMultiplier(double real);
 
+// x * multiplier * 2^(shift - 31) on the host, as kernels/quant.cl's quant_multiply computes it:
+// a wrapping left shift, the rounding doubling high multiply, then the right shift whose ties go
+// up (`up`) or away from zero (TFLite's scalar MultiplyByQuantizedMultiplier). For the tables of
+// ops whose output is a function of one input integer.
+int32_t MultiplyByQuantizedMultiplier(int32_t x, int32_t multiplier, int shift, bool up = false);
+
 // The bounds of a fused activation (NONE, RELU, RELU_N1_TO_1, RELU6) on quantized output values,
 // as TFLite's CalculateActivationRangeQuantized; false for any other activation.
 bool QuantizedActivationRange(int activation, const QuantParams& out, ValueType type, int* lo,
