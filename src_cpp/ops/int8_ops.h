@@ -34,4 +34,8 @@ std::unique_ptr<Op> CreateLutInt8(const GraphView& g, const NodeInfo& node, cons
 std::string CheckSoftmaxInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateSoftmaxInt8(const GraphView& g, const NodeInfo& node, float beta);
 
+// MEAN (mean_int8.cc).
+std::string CheckMeanInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateMeanInt8(const GraphView& g, const NodeInfo& node);
+
 }  // namespace clgpu
