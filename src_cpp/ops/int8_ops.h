@@ -38,4 +38,8 @@ std::unique_ptr<Op> CreateSoftmaxInt8(const GraphView& g, const NodeInfo& node, 
 std::string CheckMeanInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateMeanInt8(const GraphView& g, const NodeInfo& node);
 
+// TRANSPOSE_CONV (transpose_conv_int8.cc).
+std::string CheckTransposeConvInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateTransposeConvInt8(const GraphView& g, const NodeInfo& node);
+
 }  // namespace clgpu
