@@ -52,6 +52,8 @@ _TIED = {
     _B.GATHER,
     _B.DEPTH_TO_SPACE,
     _B.SPACE_TO_DEPTH,
+    _B.PACK,
+    _B.UNPACK,
 }
 # TFLite's fixed output parameters (scale, zero point) of int8 ops with a bounded range.
 _FIXED = {
@@ -126,7 +128,7 @@ def _activation_params(
     for op in m.ops:
         if op.code in _TIED:
             data = [t for t in op.inputs[:1] + op.outputs if t >= 0 and t not in const]
-            if op.code == _B.CONCATENATION:
+            if op.code in (_B.CONCATENATION, _B.PACK):
                 data = [t for t in op.inputs + op.outputs if t >= 0 and t not in const]
             for t in data[1:]:
                 groups.union(t, data[0])

@@ -118,6 +118,15 @@ std::string CheckQuantActivation(const GraphView& g, int t, ValueType type) {
   return "";
 }
 
+std::string CheckMovedTensors(const GraphView& g, const std::vector<int>& tensors) {
+  const ValueType t = !tensors.empty() && g.valid_tensor(tensors[0]) ? g.value_type(tensors[0])
+                                                                      : ValueType::kFloat;
+  if (!IsQuantized(t)) return CheckFloatTensors(g, tensors);
+  for (int x : tensors)
+    if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+  return "";
+}
+
 std::string CheckQuantWeights(const GraphView& g, int t, int axis, int channels) {
   if (!g.valid_tensor(t) || g.type(t) != kTfLiteInt8) return "weights are not int8";
   if (!g.IsConstant(t)) return "weights are not constant";
