@@ -72,8 +72,21 @@ def _step(b: ModelBuilder, y: int, rng: np.random.Generator, ops: list[str]) -> 
     n, h, w, c = b.shape(y)
     kind = str(
         rng.choice(
-            ["conv", "dw", "add", "pool", "concat", "pad", "reshape", "mul", "act", "swish",
-             "se", "move", "tconv"]
+            [
+                "conv",
+                "dw",
+                "add",
+                "pool",
+                "concat",
+                "pad",
+                "reshape",
+                "mul",
+                "act",
+                "swish",
+                "se",
+                "move",
+                "tconv",
+            ]
         )
     )
     if kind == "act":
@@ -97,7 +110,11 @@ def _step(b: ModelBuilder, y: int, rng: np.random.Generator, ops: list[str]) -> 
         oc = int(rng.integers(1, 17))
         pad = "SAME" if rng.random() < 0.6 else "VALID"
         act = ACTIVATIONS[int(rng.integers(len(ACTIVATIONS)))]
-        oh, ow = (h * stride, w * stride) if pad == "SAME" else ((h - 1) * stride + k, (w - 1) * stride + k)
+        oh, ow = (
+            (h * stride, w * stride)
+            if pad == "SAME"
+            else ((h - 1) * stride + k, (w - 1) * stride + k)
+        )
         ops.append(f"tconv k={k} s={stride} {pad} oc={oc} act={act}")
         return b.transpose_conv(
             y, b.rand((oc, k, k, c)), (oh, ow), stride, pad, b.rand((oc,), 0.2), act

@@ -26,11 +26,15 @@ def _every_integer(dtype: str) -> np.ndarray:
     return np.arange(info.min, int(info.max) + 1).astype(dtype).reshape(1, 16, 16)
 
 
-def _model(code: int, dtype: str, in_q: tuple[float, int], out_q: tuple[float, int], **kw: Any) -> bytes:
+def _model(
+    code: int, dtype: str, in_q: tuple[float, int], out_q: tuple[float, int], **kw: Any
+) -> bytes:
     b = ModelBuilder()
     x = b.quant_input("x", (1, 16, 16), in_q[0], in_q[1], dtype)
     opts, fields = OPTIONS.get(code, (None, {}))
-    y = b._op(code, [x], [(1, 16, 16)], options=opts, out_dtype=np.dtype(dtype), **{**fields, **kw})[0]
+    y = b._op(
+        code, [x], [(1, 16, 16)], options=opts, out_dtype=np.dtype(dtype), **{**fields, **kw}
+    )[0]
     b.set_quant(y, *out_q)
     b.output(y)
     return b.build()

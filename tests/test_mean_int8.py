@@ -43,8 +43,14 @@ def test_mean_uint8(runtime: str) -> None:
     x = b.quant_input("x", (2, 5, 5, 20), 0.125, 130, "uint8")
     for axes, keep in (([1, 2], True), ([3], False)):
         shape = (2, 1, 1, 20) if keep else (2, 5, 5)
-        y = b._op(40, [x, b._int_const(axes, "axes")], [shape], options="ReducerOptions",
-                  out_dtype=np.uint8, KeepDims=keep)[0]
+        y = b._op(
+            40,
+            [x, b._int_const(axes, "axes")],
+            [shape],
+            options="ReducerOptions",
+            out_dtype=np.uint8,
+            KeepDims=keep,
+        )[0]
         b.set_quant(y, 0.0625, 100)
         b.output(y)
     check_int8_parity(b.build(), runtime, min_fraction=1.0)
@@ -58,12 +64,16 @@ def test_mean_int8_threads(threads: int) -> None:
     x = b.input("x", (1, 4, 4, 80))
     b.output(b.mean(x, [1, 2], keep_dims=True))
     model = quantize_model(b.build(), io="int8", seed=1, jitter=0.3, pow2_scales=True)
-    xs = [np.random.default_rng(s).integers(-128, 128, (1, 4, 4, 80)).astype(np.int8) for s in range(4)]
+    xs = [
+        np.random.default_rng(s).integers(-128, 128, (1, 4, 4, 80)).astype(np.int8)
+        for s in range(4)
+    ]
     outs = []
     d = clgpu_delegate.load()
     for delegates in (None, [d]):
-        i = make_interpreter(model, delegates, runtime="ai_edge_litert", reference=True,
-                             num_threads=threads)
+        i = make_interpreter(
+            model, delegates, runtime="ai_edge_litert", reference=True, num_threads=threads
+        )
         i.allocate_tensors()
         for v in xs:
             i.set_tensor(i.get_input_details()[0]["index"], v)

@@ -37,7 +37,10 @@ def test_mul_int8(runtime: str, case, pow2: bool) -> None:
     rng = np.random.default_rng(a_shape[-1])
     shapes = [a_shape] + ([] if b_shape is None else [b_shape])
     samples = [
-        [rng.standard_normal(s).astype(np.float32) * (factor if i else 1) for i, s in enumerate(shapes)]
+        [
+            rng.standard_normal(s).astype(np.float32) * (factor if i else 1)
+            for i, s in enumerate(shapes)
+        ]
         for _ in range(3)
     ]
     model = quantize_model(

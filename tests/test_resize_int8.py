@@ -11,7 +11,12 @@ from int8_parity import check_int8_parity
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
-SIZES = [((1, 5, 7, 3), (10, 14)), ((2, 4, 4, 8), (7, 9)), ((1, 6, 5, 5), (3, 2)), ((1, 2, 2, 3), (50, 50))]
+SIZES = [
+    ((1, 5, 7, 3), (10, 14)),
+    ((2, 4, 4, 8), (7, 9)),
+    ((1, 6, 5, 5), (3, 2)),
+    ((1, 2, 2, 3), (50, 50)),
+]
 MODES = [(False, False), (True, False), (False, True)]
 
 
@@ -31,8 +36,13 @@ def test_resize_int8(runtime: str, case, mode, kind: str) -> None:
 def test_resize_nearest_uint8(runtime: str) -> None:
     b = ModelBuilder()
     x = b.quant_input("x", (1, 3, 5, 4), 0.1, 128, "uint8")
-    y = b._op(97, [x, b._int_const([7, 11], "size")], [(1, 7, 11, 4)],
-              options="ResizeNearestNeighborOptions", out_dtype=np.uint8)[0]
+    y = b._op(
+        97,
+        [x, b._int_const([7, 11], "size")],
+        [(1, 7, 11, 4)],
+        options="ResizeNearestNeighborOptions",
+        out_dtype=np.uint8,
+    )[0]
     b.set_quant(y, 0.1, 128)
     b.output(y)
     check_int8_parity(b.build(), runtime, min_fraction=1.0)

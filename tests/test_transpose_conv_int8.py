@@ -28,9 +28,11 @@ def test_transpose_conv_int8(runtime: str, case, per_channel: bool, pow2: bool) 
     oh, ow = (h * s, w * s) if pad == "SAME" else ((h - 1) * s + k, (w - 1) * s + k)
     b = ModelBuilder(seed=oc)
     x = b.input("x", shape)
-    y = b.transpose_conv(x, b.rand((oc, k, k, c)), (oh, ow), s, pad, b.rand((oc,), 0.3), act,
-                         dynamic_batch=dynamic)
+    y = b.transpose_conv(
+        x, b.rand((oc, k, k, c)), (oh, ow), s, pad, b.rand((oc,), 0.3), act, dynamic_batch=dynamic
+    )
     b.output(y)
-    model = quantize_model(b.build(), io="int8", seed=oc, jitter=0.3, pow2_scales=pow2,
-                           per_channel=per_channel)
+    model = quantize_model(
+        b.build(), io="int8", seed=oc, jitter=0.3, pow2_scales=pow2, per_channel=per_channel
+    )
     check_int8_parity(model, runtime, min_fraction=1.0, expect_partitions=1)

@@ -206,7 +206,9 @@ def quantize_model(
                 continue
             per = per_channel or op.code == _B.DEPTHWISE_CONV_2D
             data, wq = symmetric_weights(w_data, axis if per else None, pow2_scales)
-            tensors[w] = _Tensor(tensors[w].name, tensors[w].shape, np.dtype(np.int8), data, quant=wq)
+            tensors[w] = _Tensor(
+                tensors[w].name, tensors[w].shape, np.dtype(np.int8), data, quant=wq
+            )
             done.add(w)
             b = op.inputs[bias_at] if len(op.inputs) > bias_at else -1
             src = op.inputs[2] if op.code == _B.TRANSPOSE_CONV else op.inputs[0]
