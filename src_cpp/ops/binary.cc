@@ -187,8 +187,9 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   const bool quantized = g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
   if (quantized && kind.code != tfl::kAdd && kind.code != 41 && kind.code != 18)
     return std::string("int8 ") + kind.name + " is not supported";
-  if (auto why = quantized ? (kind.code == 18 ? CheckMulInt8(g, node) : CheckAddInt8(g, node))
-                           : CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
+  if (auto why = quantized
+                     ? (kind.code == 18 ? CheckMulInt8(g, node) : CheckAddInt8(g, node))
+                     : CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
       !why.empty())
     return why;
   const Shape a = g.shape(node.inputs[0]), b = g.shape(node.inputs[1]);

@@ -46,8 +46,20 @@ class AddInt8Op : public Op {
     QuantizedActivationRange(activation, out, type_, &lo, &hi);
     if (op_ == kMul) {
       const FixedPoint m = QuantizeMultiplier(a.scale[0] * b.scale[0] / out.scale[0]);
-      params_ = {-a.zero_point[0], -b.zero_point[0], 0, m.multiplier, m.shift, 0, 0,
-                 0,                0,                out.zero_point[0], lo, hi, 2, 0};
+      params_ = {-a.zero_point[0],
+                 -b.zero_point[0],
+                 0,
+                 m.multiplier,
+                 m.shift,
+                 0,
+                 0,
+                 0,
+                 0,
+                 out.zero_point[0],
+                 lo,
+                 hi,
+                 2,
+                 0};
       return;
     }
     constexpr int kLeftShift = 20;
@@ -57,9 +69,20 @@ class AddInt8Op : public Op {
     const FixedPoint mb = QuantizeMultiplier(double(b.scale[0]) / double(twice_max));
     const FixedPoint mo = QuantizeMultiplier(double(twice_max) /
                                              double(float(1 << kLeftShift) * out.scale[0]));
-    params_ = {-a.zero_point[0], -b.zero_point[0], kLeftShift, ma.multiplier, ma.shift,
-               mb.multiplier,    mb.shift,         mo.multiplier, mo.shift,   out.zero_point[0],
-               lo,               hi,               op_ == kSub ? 1 : 0, 0};
+    params_ = {-a.zero_point[0],
+               -b.zero_point[0],
+               kLeftShift,
+               ma.multiplier,
+               ma.shift,
+               mb.multiplier,
+               mb.shift,
+               mo.multiplier,
+               mo.shift,
+               out.zero_point[0],
+               lo,
+               hi,
+               op_ == kSub ? 1 : 0,
+               0};
   }
 
   const char* type_name() const override {
@@ -129,7 +152,8 @@ std::string CheckMulInt8(const GraphView& g, const NodeInfo& node) {
   const QuantParams a = g.quant(node.inputs[0]), b = g.quant(node.inputs[1]),
                     out = g.quant(node.outputs[0]);
   auto reach = [&](const QuantParams& q) {
-    return double(std::max(std::abs(QuantMin(t) - q.zero_point[0]), std::abs(QuantMax(t) - q.zero_point[0])));
+    return double(
+        std::max(std::abs(QuantMin(t) - q.zero_point[0]), std::abs(QuantMax(t) - q.zero_point[0])));
   };
   const double scale = double(a.scale[0] * b.scale[0] / out.scale[0]);
   if (reach(a) * reach(b) * scale + 2 + std::abs(out.zero_point[0]) > 32767)

@@ -11,9 +11,9 @@
 #include <memory>
 
 #include "common/error.h"
-#include "ops/int8_ops.h"
 #include "ops/conv_geometry.h"
 #include "ops/gemm_int8.h"
+#include "ops/int8_ops.h"
 #include "ops/quant.h"
 #include "tflite/builtin.h"
 
@@ -51,8 +51,9 @@ struct Int8ConvSource {
     const size_t per = PerChannel();
     const std::vector<int8_t> f(filter.begin() + oc0 * per, filter.begin() + (oc0 + count) * per);
     const std::vector<int32_t> b(bias.begin() + oc0, bias.begin() + oc0 + count);
-    return gemm.emplace(std::make_pair(oc0, count),
-                        PrepareInt8Gemm(ctx, f, count, int(per), b, in_zero, StageOf(oc0, count)))
+    return gemm
+        .emplace(std::make_pair(oc0, count),
+                 PrepareInt8Gemm(ctx, f, count, int(per), b, in_zero, StageOf(oc0, count)))
         .first->second;
   }
   const Direct& DirectOf(OpContext& ctx, int oc0, int count) {

@@ -49,7 +49,8 @@ Table FloatTable(ValueType t, const QuantParams& in, const QuantParams& out, F t
 
 // gemmlowp's int16 SaturatingRoundingDoublingHighMul and RoundingDivideByPOT.
 int16_t RoundingHighMul16(int16_t a, int16_t b) {
-  if (a == b && a == std::numeric_limits<int16_t>::min()) return std::numeric_limits<int16_t>::max();
+  if (a == b && a == std::numeric_limits<int16_t>::min())
+    return std::numeric_limits<int16_t>::max();
   const int32_t ab = int32_t(a) * int32_t(b);
   const int32_t nudge = ab >= 0 ? (1 << 14) : (1 - (1 << 14));
   return static_cast<int16_t>((ab + nudge) / (1 << 15));
@@ -106,8 +107,9 @@ Table ReluTable(ValueType t, const QuantParams& in, const QuantParams& out, floa
   const FixedPoint m = QuantizeMultiplier(in.scale[0] / out.scale[0]);
   const int zp = out.zero_point[0];
   const int qlo = std::max(QuantMin(t), zp + static_cast<int>(std::round(lo / out.scale[0])));
-  const int qhi = std::isinf(hi) ? QuantMax(t)
-                                 : std::min(QuantMax(t), zp + static_cast<int>(std::round(hi / out.scale[0])));
+  const int qhi = std::isinf(hi)
+                      ? QuantMax(t)
+                      : std::min(QuantMax(t), zp + static_cast<int>(std::round(hi / out.scale[0])));
   return Tabulate(t, [&](int q) {
     const int v = zp + MultiplyByQuantizedMultiplier(q - in.zero_point[0], m.multiplier, m.shift);
     return std::clamp(v, qlo, qhi);
@@ -133,7 +135,8 @@ std::string MakeTable(const GraphView& g, const NodeInfo& node, Table* table) {
       *table = FloatTable(t, in, out, [](float v) { return v < 0.0f ? std::expm1(v) : v; });
       return "";
     case kHardSwish:
-      if (!HardSwishTable(t, in, out, table)) return "int8 HARD_SWISH output scale below the input's / 128";
+      if (!HardSwishTable(t, in, out, table))
+        return "int8 HARD_SWISH output scale below the input's / 128";
       return "";
     case kRelu:
       *table = ReluTable(t, in, out, 0.0f, inf);

@@ -86,7 +86,8 @@ class MeanInt8Op : public Op {
       if (mask[a]) count *= s[a];
     }
     std::vector<int> meta = kdims;
-    for (const auto* v : {&kstrides, &rdims, &rstrides}) meta.insert(meta.end(), v->begin(), v->end());
+    for (const auto* v : {&kstrides, &rdims, &rstrides})
+      meta.insert(meta.end(), v->begin(), v->end());
     if (meta.empty()) meta.push_back(0);
     spatial_ = Spatial(s);
     std::vector<int> p;
@@ -122,9 +123,9 @@ class MeanInt8Op : public Op {
     fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, kMaxGroup});
     size_t group = 1;
     while (group * 2 <= fits && group < static_cast<size_t>(count)) group *= 2;
-    SetArgs(l.kernel, in[0], out[0], static_cast<int>(kdims.size()),
-            static_cast<int>(rdims.size()), static_cast<int>(count), meta_.get(), params_.get(),
-            up_.get(), static_cast<int>(up.size()));
+    SetArgs(l.kernel, in[0], out[0], static_cast<int>(kdims.size()), static_cast<int>(rdims.size()),
+            static_cast<int>(count), meta_.get(), params_.get(), up_.get(),
+            static_cast<int>(up.size()));
     l.local[0] = group;
     l.global[0] = static_cast<size_t>(total) * group;
     launches_.push_back(std::move(l));
@@ -140,8 +141,8 @@ class MeanInt8Op : public Op {
       if (cpu_.litert && std::find(resolved.begin(), resolved.end(), r) != resolved.end()) continue;
       resolved.push_back(r);
     }
-    return resolved.size() == 2 && ((resolved[0] == 1 && resolved[1] == 2) ||
-                                     (resolved[0] == 2 && resolved[1] == 1));
+    return resolved.size() == 2 &&
+           ((resolved[0] == 1 && resolved[1] == 2) || (resolved[0] == 2 && resolved[1] == 1));
   }
   // Per channel, whether LiteRT's NEON loop rounds it: its threads take contiguous channel
   // ranges, each a loop over 16 channels at a time and a scalar remainder.

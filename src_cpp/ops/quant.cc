@@ -119,8 +119,8 @@ std::string CheckQuantActivation(const GraphView& g, int t, ValueType type) {
 }
 
 std::string CheckMovedTensors(const GraphView& g, const std::vector<int>& tensors) {
-  const ValueType t = !tensors.empty() && g.valid_tensor(tensors[0]) ? g.value_type(tensors[0])
-                                                                      : ValueType::kFloat;
+  const ValueType t =
+      !tensors.empty() && g.valid_tensor(tensors[0]) ? g.value_type(tensors[0]) : ValueType::kFloat;
   if (!IsQuantized(t)) return CheckFloatTensors(g, tensors);
   for (int x : tensors)
     if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;

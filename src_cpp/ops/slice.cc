@@ -1,8 +1,8 @@
 // SLICE of a float tensor with constant begin and size (-1: to the end of the axis), ranks 1-5:
 // an index map (ops/strided_copy.h), a flat copy when the box is one contiguous range.
 #include "common/error.h"
-#include "ops/strided_copy.h"
 #include "ops/quant.h"
+#include "ops/strided_copy.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {

@@ -95,7 +95,8 @@ class SoftmaxOp : public Op {
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.op == kSoftmax && !node.builtin_data) return "missing SOFTMAX params";
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
-  const bool quantized = g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
+  const bool quantized =
+      g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
   if (quantized && node.op != kSoftmax) return "int8 LOG_SOFTMAX is not supported";
   if (auto why = quantized ? CheckSoftmaxInt8(g, node)
                            : CheckFloatTensors(g, {node.inputs[0], node.outputs[0]});

@@ -64,7 +64,8 @@ class SoftmaxInt8Op : public Op {
     const int d = s.back();
     const int rows = d == 0 ? 0 : static_cast<int>(NumElements(s) / d);
     if (rows == 0) return;
-    if (!table_buf_) table_buf_ = UploadFloat32(ctx, std::vector<float>(table_.begin(), table_.end()));
+    if (!table_buf_)
+      table_buf_ = UploadFloat32(ctx, std::vector<float>(table_.begin(), table_.end()));
     Launch l;
     l.name = "softmax_int8";
     l.kernel = CreateKernel(

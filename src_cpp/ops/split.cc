@@ -6,8 +6,8 @@
 
 #include "common/error.h"
 #include "ops/op.h"
-#include "ops/row_copy.h"
 #include "ops/quant.h"
+#include "ops/row_copy.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {

@@ -1,6 +1,8 @@
 // TRANSPOSE_CONV (Keras' Conv2DTranspose) of float NHWC tensors: weights [OC, KH, KW, IC], an
 // output shape input, optional bias, fused clamp activation. One work-item per output element
 // gathers the input pixels whose strided taps land on it.
+#include "ops/transpose_conv.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -8,7 +10,6 @@
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
-#include "ops/transpose_conv.h"
 
 namespace clgpu {
 

@@ -70,8 +70,7 @@ class TransposeConvInt8Op : public Op {
     l.kernel = CreateKernel(*ctx.GetProgram("transpose_conv_int8"), l.name);
     SetArgs(l.kernel, in[0], weights_.get(), bias_buf_.get(), stage_buf_.get(), out[0], x[0], x[1],
             x[2], x[3], o[1], o[2], o[3], kh, kw, p_.stride_height, p_.stride_width, pad_top,
-            pad_left, in_zero_, stage_.up_below, stage_.zero_point, stage_.act_min,
-            stage_.act_max);
+            pad_left, in_zero_, stage_.up_below, stage_.zero_point, stage_.act_min, stage_.act_max);
     l.dims = 3;
     l.global[0] = o[3], l.global[1] = o[2], l.global[2] = size_t(o[0]) * o[1];
     launches_.clear();

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "ops/strided_copy.h"
 #include "ops/quant.h"
+#include "ops/strided_copy.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
