@@ -25,7 +25,7 @@ from clgpu_delegate.modelgen import zoo
 from clgpu_delegate.runtime import available_runtimes, make_interpreter
 
 CACHE = Path.home() / ".cache" / "clgpu_delegate"
-PUBLIC = ["keyword_spotting_mobilenetv2", "tflite_micro_speech", "audio_example1"]
+PUBLIC = ["keyword_spotting_mobilenetv2", "tflite_micro_speech", "audio_example1", "mww_okay_nabu"]
 KERAS = ["mobilenet_v2", "efficientnet_b0", "unet_256", "resnet50_v2"]
 ZOO = ["mobilenet_v2", "mobilenet_v1", "resnet50", "inception_v1"]
 

@@ -1,5 +1,5 @@
-// ADD and SUB on int8 / uint8 tensors with NumPy-style broadcasting, bit for bit with TFLite's
-// integer kernels: each operand (q - zero point) is shifted left by `left_shift` and rescaled by
+// ADD, SUB and MUL on int8 / uint8 tensors with NumPy-style broadcasting, bit for bit with
+// TFLite's integer kernels. ADD / SUB: each operand (q - zero point) is shifted left by `left_shift` and rescaled by
 // its own multiplier to a common scale, the two are added (subtracted), and the sum is rescaled to
 // the output (quant.cl), + zero point, clamped. Needs common.cl and quant.cl; QT is the type.
 //
@@ -9,12 +9,13 @@
 //   a_shift, b_multiplier, b_shift, out_multiplier, out_shift, out_zero, act_min, act_max,
 //   subtract (0 or 1), unused. Elements below up_below round ties up (the NEON loop), the rest
 //   away from zero (quant.cl). NDRange: global (total).
+//
+// mul_int8(a, b, out, total, rank, meta, p, up_below): out = (a + a_offset) * (b + b_offset)
+//   rescaled by p[3], p[4] (multiplier, shift), + out_zero, clamped; the same arguments.
 #include "quant.cl"
 
-__kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
-                       int rank, __global const int* meta, __global const int* p, int up_below) {
-  const int i = get_global_id(0);
-  if (i >= total) return;
+// The offsets of output element i in a and b.
+static inline int2 broadcast_index(int i, int rank, __global const int* meta) {
   int rem = i, ia = 0, ib = 0;
   for (int d = rank - 1; d >= 0; --d) {
     const int dim = meta[d];
@@ -23,6 +24,15 @@ __kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* 
     ia += x * meta[rank + d];
     ib += x * meta[2 * rank + d];
   }
+  return (int2)(ia, ib);
+}
+
+__kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
+                       int rank, __global const int* meta, __global const int* p, int up_below) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int2 at = broadcast_index(i, rank, meta);
+  const int ia = at.x, ib = at.y;
   const bool up = i < up_below;
   const int left = p[2];
   const int va = ((int)a[ia] + p[0]) * (1 << left);
@@ -31,5 +41,15 @@ __kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* 
   const int sb = quant_multiply(vb, p[5], p[6], up);
   const int sum = p[12] ? sa - sb : sa + sb;
   const int v = quant_multiply(sum, p[7], p[8], up) + p[9];
+  out[i] = (QT)clamp(v, p[10], p[11]);
+}
+
+__kernel void mul_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
+                       int rank, __global const int* meta, __global const int* p, int up_below) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int2 at = broadcast_index(i, rank, meta);
+  const int prod = ((int)a[at.x] + p[0]) * ((int)b[at.y] + p[1]);
+  const int v = quant_multiply(prod, p[3], p[4], i < up_below) + p[9];
   out[i] = (QT)clamp(v, p[10], p[11]);
 }

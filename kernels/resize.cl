@@ -56,3 +56,17 @@ __kernel void resize_bilinear_c4(RESIZE_ARGS, __global const int* rows, __global
       LOADF4A(in, RESIZE_IN(y0, x1)) * ry * dx + LOADF4A(in, RESIZE_IN(y1, x1)) * dy * dx;
   STOREF4A(v, out, dst);
 }
+
+// int8: TFLite's ResizeBilinearInteger. fy[oy], fx[ox]: the second row's / column's weight in
+// 1/1024 (the first's is 1024 minus it); the sum of the four products rounded half away from
+// zero to 1/2^20. T is the integer type (-DSTORAGE_INT8), cv the channels.
+__kernel void resize_bilinear_int8(RESIZE_ARGS, __global const int* rows, __global const int* cols,
+                                   __global const int* fy, __global const int* fx) {
+  RESIZE_POS
+  const int y0 = rows[2 * oy], y1 = rows[2 * oy + 1];
+  const int x0 = cols[2 * ox], x1 = cols[2 * ox + 1];
+  const long dy = fy[oy], dx = fx[ox], ry = 1024 - dy, rx = 1024 - dx;
+  const long v = (long)in[RESIZE_IN(y0, x0)] * ry * rx + (long)in[RESIZE_IN(y1, x0)] * dy * rx +
+                 (long)in[RESIZE_IN(y0, x1)] * ry * dx + (long)in[RESIZE_IN(y1, x1)] * dy * dx;
+  out[dst] = (T)((v + (v > 0 ? (1L << 19) : -(1L << 19))) / (1L << 20));
+}

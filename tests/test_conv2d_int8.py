@@ -1,6 +1,6 @@
 """CONV_2D on int8 tensors against TFLite's int8 kernels, bit for bit: per-tensor and per-channel
 weights, odd channel counts (the packed and the byte-wise im2col), padding, strides, dilations,
-fused activations, every algorithm with an exact integer result."""
+fused activations, every algorithm with an exact integer result, and a conv run in chunks."""
 
 from __future__ import annotations
 
@@ -67,3 +67,19 @@ def test_conv2d_int8_ties(runtime: str, case) -> None:
     # Power-of-two scales: exact ties in every requantization's final shift (ruy rounds them up).
     model = conv_model(case, True, seed=11, pow2_scales=True)
     check_int8_parity(model, runtime, min_fraction=1.0)
+
+
+@pytest.mark.parametrize("algorithm", ["auto", "direct", "implicit_gemm"])
+@pytest.mark.parametrize("geometry", [(3, 1, 24), (1, 1, 40), (5, 2, 9)])
+def test_conv2d_int8_in_chunks(runtime: str, algorithm: str, geometry) -> None:
+    # A largest allocation of 1 KiB: the 4 KiB input lives in pieces, the conv runs in chunks of
+    # the output, output channels first where a chunk's weights would not fit.
+    k, stride, oc = geometry
+    b = ModelBuilder(seed=k)
+    x = b.input("x", (1, 16, 16, 16))
+    b.output(b.conv2d(x, b.rand((oc, k, k, 16)), b.rand((oc,), 0.2), stride, 1, "SAME", "RELU6"))
+    model = quantize_model(b.build(), io="int8", seed=3, pow2_scales=True)
+    r = check_int8_parity(
+        model, runtime, min_fraction=1.0, max_alloc_bytes=1024, conv_algorithm=algorithm
+    )
+    assert "chunks" in r.decisions[0]["note"]

@@ -76,3 +76,45 @@ def test_int8_model_with_float_io(runtime: str) -> None:
     for precision in ("fp32", "fp16"):
         r = check_int8_parity(model, runtime, expect_partitions=1, precision=precision)
         np.testing.assert_array_equal(r.outputs[0], r.reference[0])
+
+
+def _joined(b: ModelBuilder, ys: list[int]) -> int:
+    """Several outputs as one: flattened and concatenated."""
+    return b.concat([b.reshape(y, (1, -1)) for y in ys], axis=1)
+
+
+MOVES = {
+    "transpose": lambda b, x: b.transpose(x, (0, 2, 3, 1)),
+    "transpose_nchw": lambda b, x: b.transpose(x, (3, 1, 2, 0)),
+    "split": lambda b, x: _joined(b, b.split(x, 3, 3)),
+    "split_v": lambda b, x: _joined(b, b.split_v(x, [2, -1, 3], 2)),
+    "tile": lambda b, x: b.tile(x, (1, 2, 1, 3)),
+    "strided_slice": lambda b, x: b.strided_slice(x, [0, 1, 0, 1], [2, 5, 7, 9], [1, 2, 3, 2]),
+    "slice": lambda b, x: b.slice(x, [0, 1, 2, 1], [2, 3, -1, 5]),
+    "gather": lambda b, x: b.gather(x, [2, 0, 4, 4], axis=1),
+    "pack": lambda b, x: b.pack([x, b.relu(x)], axis=2),
+    "unpack": lambda b, x: _joined(b, b.unpack(x, axis=1)),
+    "depth_to_space": lambda b, x: b.depth_to_space(b.tile(x, (1, 1, 1, 4)), 2),
+    "space_to_depth": lambda b, x: b.space_to_depth(b.slice(x, [0, 0, 0, 0], [2, 4, 6, 9]), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOVES))
+def test_moves_int8(runtime: str, name: str) -> None:
+    # Ops that only move values: their float kernels move the integers, in one partition.
+    b = ModelBuilder(seed=3)
+    x = b.input("x", (2, 5, 7, 9))
+    b.output(MOVES[name](b, x))
+    model = quantize_model(b.build(), io="int8", seed=1, jitter=0.3)
+    check_int8_parity(model, runtime, min_fraction=1.0, expect_partitions=1)
+
+
+def test_moves_uint8_keep_the_integers(runtime: str) -> None:
+    # TFLite moves the integers as they are even where the output is quantized differently.
+    b = ModelBuilder()
+    x = b.quant_input("x", (1, 4, 6, 3), 0.05, 100, "uint8")
+    y = b._op(39, [x, b._int_const([0, 2, 1, 3], "perm")], [(1, 6, 4, 3)],
+              options="TransposeOptions", out_dtype=np.uint8)[0]
+    b.set_quant(y, 0.08, 90)
+    b.output(y)
+    check_int8_parity(b.build(), runtime, min_fraction=1.0)

@@ -52,6 +52,8 @@ _TIED = {
     _B.GATHER,
     _B.DEPTH_TO_SPACE,
     _B.SPACE_TO_DEPTH,
+    _B.PACK,
+    _B.UNPACK,
 }
 # TFLite's fixed output parameters (scale, zero point) of int8 ops with a bounded range.
 _FIXED = {
@@ -126,7 +128,7 @@ def _activation_params(
     for op in m.ops:
         if op.code in _TIED:
             data = [t for t in op.inputs[:1] + op.outputs if t >= 0 and t not in const]
-            if op.code == _B.CONCATENATION:
+            if op.code in (_B.CONCATENATION, _B.PACK):
                 data = [t for t in op.inputs + op.outputs if t >= 0 and t not in const]
             for t in data[1:]:
                 groups.union(t, data[0])
@@ -193,7 +195,7 @@ def quantize_model(
     tensors = list(m.tensors)
     for t, q in params.items():
         x = tensors[t]
-        tensors[t] = _Tensor(x.name, x.shape, np.dtype(np.int8), None, q)
+        tensors[t] = _Tensor(x.name, x.shape, np.dtype(np.int8), None, quant=q)
     done: set[int] = set()
     for op in m.ops:
         if op.code in _FILTERED:
@@ -204,7 +206,9 @@ def quantize_model(
                 continue
             per = per_channel or op.code == _B.DEPTHWISE_CONV_2D
             data, wq = symmetric_weights(w_data, axis if per else None, pow2_scales)
-            tensors[w] = _Tensor(tensors[w].name, tensors[w].shape, np.dtype(np.int8), data, wq)
+            tensors[w] = _Tensor(
+                tensors[w].name, tensors[w].shape, np.dtype(np.int8), data, quant=wq
+            )
             done.add(w)
             b = op.inputs[bias_at] if len(op.inputs) > bias_at else -1
             src = op.inputs[2] if op.code == _B.TRANSPOSE_CONV else op.inputs[0]
@@ -212,7 +216,7 @@ def quantize_model(
             if b_data is not None and b not in done:
                 bq_data, bq = int32_bias(b_data, params[src].scale[0], wq)
                 tensors[b] = _Tensor(
-                    tensors[b].name, tensors[b].shape, np.dtype(np.int32), bq_data, bq
+                    tensors[b].name, tensors[b].shape, np.dtype(np.int32), bq_data, quant=bq
                 )
                 done.add(b)
     for i, x in enumerate(tensors):  # any other float constant: int8 per tensor
@@ -221,7 +225,7 @@ def quantize_model(
                 float(x.data.min(initial=0)), float(x.data.max(initial=0)), pow2_scale=pow2_scales
             )
             tensors[i] = _Tensor(
-                x.name, x.shape, np.dtype(np.int8), quantize_array(x.data, q, "int8"), q
+                x.name, x.shape, np.dtype(np.int8), quantize_array(x.data, q, "int8"), quant=q
             )
     ops = list(m.ops)
     inputs, outputs = list(m.inputs), list(m.outputs)

@@ -76,7 +76,7 @@ def read_model(model: bytes) -> ModelRecords:
         if buf is not None and buf.DataLength() > 0:
             data = np.frombuffer(buf.DataAsNumpy().tobytes(), dtype.newbyteorder("<"))
             data = data.reshape(shape).copy()
-        tensors.append(_Tensor(t.Name().decode(), shape, dtype, data, _quant(t)))
+        tensors.append(_Tensor(t.Name().decode(), shape, dtype, data, quant=_quant(t)))
     ops = []
     for i in range(g.OperatorsLength()):
         op = g.Operators(i)

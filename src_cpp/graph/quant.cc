@@ -75,7 +75,8 @@ CpuKernels IdentifyCpuKernels(const TfLiteContext* ctx, const std::string& hint)
   if (fn && dladdr(fn, &info) && info.dli_fname) k.library = info.dli_fname;
   const std::string& who = hint.empty() ? k.library : hint;
   if (who.find("litert") != std::string::npos || who.find("LiteRt") != std::string::npos)
-    k.neon = true;
+    k.neon = k.litert = true;
+  k.threads = ctx->recommended_num_threads > 0 ? ctx->recommended_num_threads : 1;
   return k;
 }
 

@@ -49,6 +49,12 @@ QuantParams ReadQuantParams(const TfLiteTensor& x);
 // tflite-runtime 2.14's x86 wheel the scalar ones.
 struct CpuKernels {
   bool neon = false;
+  // LiteRT's kernels, newer than tflite_runtime 2.14's (MEAN resolves negative axes before it
+  // picks its 4-D path).
+  bool litert = false;
+  // The interpreter's thread count (TfLiteContext::recommended_num_threads, 1 when unset): the
+  // optimized MEAN splits its channels between threads, each running its own vector loop.
+  int threads = 1;
   std::string library;  // where the runtime's code was found ("" if unknown)
 };
 

@@ -183,12 +183,13 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   float lo, hi;
   if (const int act = ActivationOf(kind, node); !ActivationRange(act, &lo, &hi))
     return "fused activation " + std::to_string(act) + " is not supported";
-  // Quantized tensors: binary_int8.cc (ADD, SUB).
+  // Quantized tensors: binary_int8.cc (ADD, SUB, MUL).
   const bool quantized = g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
-  if (quantized && kind.code != tfl::kAdd && kind.code != 41)
+  if (quantized && kind.code != tfl::kAdd && kind.code != 41 && kind.code != 18)
     return std::string("int8 ") + kind.name + " is not supported";
-  if (auto why = quantized ? CheckAddInt8(g, node)
-                           : CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
+  if (auto why = quantized
+                     ? (kind.code == 18 ? CheckMulInt8(g, node) : CheckAddInt8(g, node))
+                     : CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
       !why.empty())
     return why;
   const Shape a = g.shape(node.inputs[0]), b = g.shape(node.inputs[1]);

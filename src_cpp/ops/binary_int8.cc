@@ -1,8 +1,12 @@
-// ADD and SUB on int8 / uint8 tensors, with broadcasting (binary_int8.cl): TFLite's integer
-// arithmetic, each operand rescaled to twice the larger input scale with 20 bits of headroom, the
-// sum rescaled to the output. Its multipliers are applied by TFLite's own rounding (ties away from
-// zero, ops/quant.h) in both runtimes, measured with power-of-two scale ratios (many ties).
+// ADD, SUB and MUL on int8 / uint8 tensors, with broadcasting (binary_int8.cl): TFLite's integer
+// arithmetic. ADD / SUB rescale each operand to twice the larger input scale with 20 bits of
+// headroom and the sum to the output; MUL rescales the product of the offset operands by
+// in1_scale * in2_scale / out_scale (that product and ratio in float, as MUL's Prepare computes
+// it). Their multipliers are applied by TFLite's own rounding (ties away from zero, ops/quant.h)
+// in both runtimes, measured with power-of-two scale ratios (many ties): LiteRT's NEON MUL loop
+// divides with gemmlowp's RoundingDivideByPOT, which rounds as the scalar code does.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.h"
@@ -13,7 +17,7 @@
 namespace clgpu {
 namespace {
 
-constexpr int32_t kSub = 41;
+constexpr int32_t kSub = 41, kMul = 18;
 
 // Output dims, then each operand's strides aligned to them (0 where it broadcasts).
 std::vector<int> BroadcastMeta(const Shape& a, const Shape& b, const Shape& out) {
@@ -34,10 +38,30 @@ class AddInt8Op : public Op {
  public:
   AddInt8Op(const GraphView& g, const NodeInfo& node, int activation)
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}),
-        sub_(node.op == kSub),
+        op_(node.op),
         type_(g.value_type(node.outputs[0])) {
     const QuantParams a = g.quant(node.inputs[0]), b = g.quant(node.inputs[1]),
                       out = g.quant(node.outputs[0]);
+    int lo = 0, hi = 0;
+    QuantizedActivationRange(activation, out, type_, &lo, &hi);
+    if (op_ == kMul) {
+      const FixedPoint m = QuantizeMultiplier(a.scale[0] * b.scale[0] / out.scale[0]);
+      params_ = {-a.zero_point[0],
+                 -b.zero_point[0],
+                 0,
+                 m.multiplier,
+                 m.shift,
+                 0,
+                 0,
+                 0,
+                 0,
+                 out.zero_point[0],
+                 lo,
+                 hi,
+                 2,
+                 0};
+      return;
+    }
     constexpr int kLeftShift = 20;
     // As TFLite computes them: the doubled larger scale in float, the ratios in double.
     const float twice_max = 2 * std::max(a.scale[0], b.scale[0]);
@@ -45,14 +69,25 @@ class AddInt8Op : public Op {
     const FixedPoint mb = QuantizeMultiplier(double(b.scale[0]) / double(twice_max));
     const FixedPoint mo = QuantizeMultiplier(double(twice_max) /
                                              double(float(1 << kLeftShift) * out.scale[0]));
-    int lo = 0, hi = 0;
-    QuantizedActivationRange(activation, out, type_, &lo, &hi);
-    params_ = {-a.zero_point[0], -b.zero_point[0], kLeftShift, ma.multiplier, ma.shift,
-               mb.multiplier,    mb.shift,         mo.multiplier, mo.shift,   out.zero_point[0],
-               lo,               hi,               sub_ ? 1 : 0,  0};
+    params_ = {-a.zero_point[0],
+               -b.zero_point[0],
+               kLeftShift,
+               ma.multiplier,
+               ma.shift,
+               mb.multiplier,
+               mb.shift,
+               mo.multiplier,
+               mo.shift,
+               out.zero_point[0],
+               lo,
+               hi,
+               op_ == kSub ? 1 : 0,
+               0};
   }
 
-  const char* type_name() const override { return sub_ ? "SUB" : "ADD"; }
+  const char* type_name() const override {
+    return op_ == kMul ? "MUL" : op_ == kSub ? "SUB" : "ADD";
+  }
   std::string algorithm() const override { return "int8"; }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     const size_t rank = std::max(in[0].size(), in[1].size());
@@ -80,7 +115,7 @@ class AddInt8Op : public Op {
     meta_ = UploadInts(ctx, BroadcastMeta(in_shapes[0], in_shapes[1], o));
     const int up_below = 0;
     Launch l;
-    l.name = "add_int8";
+    l.name = op_ == kMul ? "mul_int8" : "add_int8";
     l.kernel = CreateKernel(
         *ctx.GetProgram("binary_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""),
         l.name);
@@ -92,7 +127,7 @@ class AddInt8Op : public Op {
   }
 
  private:
-  bool sub_;
+  int32_t op_;
   ValueType type_;
   std::vector<int> params_;
   Buffer params_buf_, meta_;
@@ -104,6 +139,25 @@ std::string CheckAddInt8(const GraphView& g, const NodeInfo& node) {
   const ValueType t = g.value_type(node.inputs[0]);
   for (int x : {node.inputs[0], node.inputs[1], node.outputs[0]})
     if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+  return "";
+}
+
+std::string CheckMulInt8(const GraphView& g, const NodeInfo& node) {
+  if (auto why = CheckAddInt8(g, node); !why.empty()) return why;
+  // LiteRT's NEON loop (same shapes) narrows the rescaled product to int16 with saturation and
+  // adds the zero point in int16, wrapping, where the scalar code clamps in int32: refuse the
+  // scales whose products could leave int16 there.
+  if (!g.cpu_kernels().neon) return "";
+  const ValueType t = g.value_type(node.inputs[0]);
+  const QuantParams a = g.quant(node.inputs[0]), b = g.quant(node.inputs[1]),
+                    out = g.quant(node.outputs[0]);
+  auto reach = [&](const QuantParams& q) {
+    return double(
+        std::max(std::abs(QuantMin(t) - q.zero_point[0]), std::abs(QuantMax(t) - q.zero_point[0])));
+  };
+  const double scale = double(a.scale[0] * b.scale[0] / out.scale[0]);
+  if (reach(a) * reach(b) * scale + 2 + std::abs(out.zero_point[0]) > 32767)
+    return "int8 MUL whose products may leave int16 in LiteRT's NEON loop";
   return "";
 }
 

@@ -3,14 +3,17 @@
 // exact: the implicit GEMM (any geometry), the plain GEMM for 1x1 (both gemm_int8.cl, the
 // device's dot-product instruction) and the direct kernel (conv2d_int8.cl, forced for tests);
 // never Winograd, whose transforms leave the integers. TFLite runs int8 convolutions through
-// ruy, whose multiplier rounds every tie up (ops/quant.h).
+// ruy, whose multiplier rounds every tie up (ops/quant.h). A node whose tensors or weights
+// exceed the largest allocation runs in chunks (boxes of the output, output channels first).
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "common/error.h"
-#include "ops/int8_ops.h"
 #include "ops/conv_geometry.h"
 #include "ops/gemm_int8.h"
+#include "ops/int8_ops.h"
 #include "ops/quant.h"
 #include "tflite/builtin.h"
 
@@ -20,25 +23,86 @@ namespace {
 
 enum class Algo { kDirect, kImplicitGemm, kGemm1x1 };
 
+// The filter, bias and output stage on the host and their device copies per range of output
+// channels [oc0, oc0 + count), shared by the op and its chunks (each range uploaded once).
+struct Int8ConvSource {
+  Shape filter_shape;  // OHWI: a range of O is contiguous
+  std::vector<int8_t> filter;
+  std::vector<int32_t> bias;
+  OutputStage stage;
+  int in_zero = 0;
+  std::map<std::pair<int, int>, Int8GemmWeights> gemm;
+  struct Direct {
+    Buffer filter, bias, stage;
+  };
+  std::map<std::pair<int, int>, Direct> direct;
+
+  size_t PerChannel() const { return size_t(filter_shape[1]) * filter_shape[2] * filter_shape[3]; }
+  // The stage of channels [oc0, oc0 + count): their multipliers, the rounding split moved.
+  OutputStage StageOf(int oc0, int count) const {
+    OutputStage s = stage;
+    s.params.assign(stage.params.begin() + 2 * oc0, stage.params.begin() + 2 * (oc0 + count));
+    s.up_below = std::clamp(stage.up_below - oc0, 0, count);
+    return s;
+  }
+  const Int8GemmWeights& Gemm(OpContext& ctx, int oc0, int count) {
+    auto it = gemm.find({oc0, count});
+    if (it != gemm.end()) return it->second;
+    const size_t per = PerChannel();
+    const std::vector<int8_t> f(filter.begin() + oc0 * per, filter.begin() + (oc0 + count) * per);
+    const std::vector<int32_t> b(bias.begin() + oc0, bias.begin() + oc0 + count);
+    return gemm
+        .emplace(std::make_pair(oc0, count),
+                 PrepareInt8Gemm(ctx, f, count, int(per), b, in_zero, StageOf(oc0, count)))
+        .first->second;
+  }
+  const Direct& DirectOf(OpContext& ctx, int oc0, int count) {
+    Direct& d = direct[{oc0, count}];
+    if (!d.filter) {
+      const size_t per = PerChannel();
+      d.filter = UploadBytes(ctx, filter.data() + oc0 * per, count * per);
+      d.bias = UploadBytes(ctx, bias.data() + oc0, size_t(count) * 4);
+      d.stage = UploadOutputStage(ctx, stage, oc0, count);
+    }
+    return d;
+  }
+  size_t Bytes() const {
+    size_t n = 0;
+    for (const auto& [k, w] : gemm) n += w.b.bytes() + w.bias.bytes() + w.stage.bytes();
+    for (const auto& [k, d] : direct) n += d.filter.bytes() + d.bias.bytes() + d.stage.bytes();
+    return n;
+  }
+};
+
 class Conv2dInt8Op : public Op {
  public:
   Conv2dInt8Op(const GraphView& g, const NodeInfo& node, const tfl::ConvParams& p)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}), params_(p) {
-    filter_shape_ = g.shape(node.inputs[1]);
-    filter_ = ConstantInt8(g, node.inputs[1]);
-    const int oc = filter_shape_[0];
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+        params_(p),
+        src_(std::make_shared<Int8ConvSource>()) {
+    src_->filter_shape = g.shape(node.inputs[1]);
+    src_->filter = ConstantInt8(g, node.inputs[1]);
+    const int oc = src_->filter_shape[0];
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
-      bias_ = ConstantInt32(g, node.inputs[2]);
+      src_->bias = ConstantInt32(g, node.inputs[2]);
     } else {
-      bias_.assign(oc, 0);
+      src_->bias.assign(oc, 0);
     }
     const QuantParams in = g.quant(node.inputs[0]), out = g.quant(node.outputs[0]);
-    in_zero_ = in.zero_point[0];
+    src_->in_zero = in.zero_point[0];
     int lo = -128, hi = 127;
     QuantizedActivationRange(p.activation, out, ValueType::kInt8, &lo, &hi);
-    stage_ = MakeOutputStage(in.scale[0], g.quant(node.inputs[1]).scale, oc, out,
-                             RuyRounding(oc), lo, hi);
+    src_->stage = MakeOutputStage(in.scale[0], g.quant(node.inputs[1]).scale, oc, out,
+                                  RuyRounding(oc), lo, hi);
   }
+  // A chunk: this geometry exactly, output channels from oc0 on.
+  Conv2dInt8Op(const Conv2dInt8Op& whole, const ConvGeometry& g, int oc0)
+      : Op(whole.node_index()),
+        params_(whole.params_),
+        src_(whole.src_),
+        chunk_(true),
+        fixed_(g),
+        oc0_(oc0) {}
 
   const char* type_name() const override { return "CONV_2D"; }
   std::string algorithm() const override {
@@ -48,29 +112,53 @@ class Conv2dInt8Op : public Op {
   }
 
   ConvGeometry Geometry(const Shape& in) const {
+    if (chunk_) {
+      if (in != Shape{fixed_.n, fixed_.h, fixed_.w, fixed_.c})
+        throw Error("CONV_2D chunk input " + ShapeString(in) + " does not match its geometry");
+      return fixed_;
+    }
+    const Shape& f = src_->filter_shape;
     ConvGeometry g;
     g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3];
-    g.oc = filter_shape_[0], g.kh = filter_shape_[1], g.kw = filter_shape_[2];
+    g.oc = f[0], g.kh = f[1], g.kw = f[2];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
     g.Compute(params_.padding);
     return g;
   }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    if (in[0].size() != 4 || in[0][3] != filter_shape_[3])
+    if (in[0].size() != 4 || in[0][3] != src_->filter_shape[3])
       throw Error("CONV_2D input " + ShapeString(in[0]) + " does not match filter " +
-                  ShapeString(filter_shape_));
+                  ShapeString(src_->filter_shape));
     const ConvGeometry g = Geometry(in[0]);
     return {{g.n, g.oh, g.ow, g.oc}};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Geometry(in[0]).Macs();
   }
-  double WeightBytes() const override {
-    double n = 0;
-    for (const auto& [a, w] : gemm_) n += double(w.b.bytes() + w.bias.bytes() + w.stage.bytes());
-    for (const Buffer* b : {&direct_filter_, &direct_bias_, &direct_stage_}) n += double(b->bytes());
-    return n;
+  // The whole op counts every weight buffer of its source (its chunks' included).
+  double WeightBytes() const override { return chunk_ ? 0.0 : double(src_->Bytes()); }
+
+  // Chunks: boxes of the output, output channels first while a chunk's weights do not fit.
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    spec->views = {in[0], InferShapes(in)[0]};
+    spec->weight_axes = {3};
+    spec->axes = {0, 1, 2, 3};
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    Box box;
+    Geometry(in[0]).Chunk(out, &box);
+    return {box};
+  }
+  size_t ChunkWeightBytes(const OpContext&, const std::vector<Shape>&,
+                          const Box& out) const override {
+    return size_t(out.size[3]) * ((src_->PerChannel() + 3) / 4 * 4);
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>& in, const Box& out) const override {
+    Box box;
+    return std::make_unique<Conv2dInt8Op>(*this, Geometry(in[0]).Chunk(out, &box),
+                                          oc0_ + out.begin[3]);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
@@ -78,33 +166,24 @@ class Conv2dInt8Op : public Op {
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = Choose(ctx, g);
     launches_.clear();
+    const OutputStage stage = src_->StageOf(oc0_, g.oc);
     if (algo_ == Algo::kDirect) {
-      if (!direct_filter_) {
-        direct_filter_ = UploadBytes(ctx, filter_.data(), filter_.size());
-        direct_bias_ = UploadBytes(ctx, bias_.data(), bias_.size() * 4);
-        direct_stage_ = UploadOutputStage(ctx, stage_);
-      }
+      const Int8ConvSource::Direct& d = src_->DirectOf(ctx, oc0_, g.oc);
       Launch l;
       l.name = "conv2d_int8_direct";
       l.kernel = CreateKernel(*ctx.GetProgram("conv2d_int8"), l.name);
-      SetArgs(l.kernel, in[0], direct_filter_.get(), direct_bias_.get(), direct_stage_.get(),
-              out[0], g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw,
-              g.pad_top, g.pad_left, in_zero_, stage_.up_below, stage_.zero_point, stage_.act_min,
-              stage_.act_max);
+      SetArgs(l.kernel, in[0], d.filter.get(), d.bias.get(), d.stage.get(), out[0], g.n, g.h, g.w,
+              g.c, g.oh, g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
+              src_->in_zero, stage.up_below, stage.zero_point, stage.act_min, stage.act_max);
       l.dims = 3;
       l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
       launches_.push_back(std::move(l));
       return;
     }
     // One packed filter serves both GEMM algorithms: OHWI is already [OC][KH * KW * C].
-    auto it = gemm_.find(0);
-    if (it == gemm_.end())
-      it = gemm_
-               .emplace(0, PrepareInt8Gemm(ctx, filter_, g.oc, g.kh * g.kw * g.c, bias_, in_zero_,
-                                           stage_))
-               .first;
+    const Int8GemmWeights& w = src_->Gemm(ctx, oc0_, g.oc);
     const int m = g.n * g.oh * g.ow;
-    launches_ = EncodeInt8Gemm(ctx, it->second, in[0], out[0], m, in_zero_, stage_,
+    launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage,
                                algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_);
   }
 
@@ -121,15 +200,12 @@ class Conv2dInt8Op : public Op {
   }
 
   tfl::ConvParams params_;
-  Shape filter_shape_;
-  std::vector<int8_t> filter_;
-  std::vector<int32_t> bias_;
-  int in_zero_ = 0;
-  OutputStage stage_;
+  std::shared_ptr<Int8ConvSource> src_;
+  bool chunk_ = false;
+  ConvGeometry fixed_;  // a chunk's geometry
+  int oc0_ = 0;         // a chunk's first output channel
   Algo algo_ = Algo::kImplicitGemm;
   std::string dot_;
-  std::map<int, Int8GemmWeights> gemm_;
-  Buffer direct_filter_, direct_bias_, direct_stage_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/quant.h"
 #include "ops/strided_copy.h"
 #include "tflite/builtin.h"
 
@@ -72,7 +73,7 @@ std::string Read(const GraphView& g, const NodeInfo& node, int* axis,
                  std::vector<int64_t>* indices) {
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
   if (!node.builtin_data) return "missing GATHER params";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   tfl::GatherParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   if (p.batch_dims != 0)

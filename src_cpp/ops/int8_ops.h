@@ -20,8 +20,26 @@ std::unique_ptr<Op> CreateDepthwiseConv2dInt8(const GraphView& g, const NodeInfo
 std::string CheckFullyConnectedInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateFullyConnectedInt8(const GraphView& g, const NodeInfo& node);
 
-// ADD and SUB (binary_int8.cc).
+// ADD, SUB and MUL (binary_int8.cc; CreateAddInt8 makes all three).
 std::string CheckAddInt8(const GraphView& g, const NodeInfo& node);
+std::string CheckMulInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node);
+
+// Element-wise ops computed as a table of the input's 256 integers (lut_int8.cc): LOGISTIC,
+// TANH, ELU, HARD_SWISH, the RELU family, LEAKY_RELU. `name` outlives the op (a handler's).
+std::string CheckLutInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateLutInt8(const GraphView& g, const NodeInfo& node, const char* name);
+
+// SOFTMAX (softmax_int8.cc).
+std::string CheckSoftmaxInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateSoftmaxInt8(const GraphView& g, const NodeInfo& node, float beta);
+
+// MEAN (mean_int8.cc).
+std::string CheckMeanInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateMeanInt8(const GraphView& g, const NodeInfo& node);
+
+// TRANSPOSE_CONV (transpose_conv_int8.cc).
+std::string CheckTransposeConvInt8(const GraphView& g, const NodeInfo& node);
+std::unique_ptr<Op> CreateTransposeConvInt8(const GraphView& g, const NodeInfo& node);
 
 }  // namespace clgpu

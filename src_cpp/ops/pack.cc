@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "ops/concat.h"
+#include "ops/quant.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -16,7 +17,7 @@ std::string Read(const GraphView& g, const NodeInfo& node, int* axis) {
   if (!node.builtin_data) return "missing PACK params";
   std::vector<int> tensors = node.inputs;
   tensors.push_back(node.outputs[0]);
-  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, tensors); !why.empty()) return why;
   tfl::PackParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   if (p.values_count != static_cast<int>(node.inputs.size()))

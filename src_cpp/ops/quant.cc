@@ -29,6 +29,17 @@ FixedPoint QuantizeMultiplier(double real) {
   return f;
 }
 
+int32_t MultiplyByQuantizedMultiplier(int32_t x, int32_t multiplier, int shift, bool up) {
+  const int left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
+  const int64_t prod = int64_t(int32_t(uint32_t(x) << left)) * multiplier;
+  const int64_t high = (prod + (int64_t(1) << 30)) >> 31;
+  if (right == 0) return int32_t(high);
+  if (up) return int32_t((high + (int64_t(1) << (right - 1))) >> right);
+  const int64_t mask = (int64_t(1) << right) - 1;
+  const int64_t threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+  return int32_t((high >> right) + ((high & mask) > threshold ? 1 : 0));
+}
+
 bool QuantizedActivationRange(int activation, const QuantParams& out, ValueType type, int* lo,
                               int* hi) {
   const int qmin = QuantMin(type), qmax = QuantMax(type);
@@ -104,6 +115,15 @@ std::string CheckQuantActivation(const GraphView& g, int t, ValueType type) {
            " outside its type's range";
   if (NumElements(g.shape(t)) > INT_MAX)
     return "tensor " + g.name(t) + " has more than 2^31 - 1 elements";
+  return "";
+}
+
+std::string CheckMovedTensors(const GraphView& g, const std::vector<int>& tensors) {
+  const ValueType t =
+      !tensors.empty() && g.valid_tensor(tensors[0]) ? g.value_type(tensors[0]) : ValueType::kFloat;
+  if (!IsQuantized(t)) return CheckFloatTensors(g, tensors);
+  for (int x : tensors)
+    if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
   return "";
 }
 

@@ -27,6 +27,12 @@ struct FixedPoint {
 };
 FixedPoint QuantizeMultiplier(double real);
 
+// x * multiplier * 2^(shift - 31) on the host, as kernels/quant.cl's quant_multiply computes it:
+// a wrapping left shift, the rounding doubling high multiply, then the right shift whose ties go
+// up (`up`) or away from zero (TFLite's scalar MultiplyByQuantizedMultiplier). For the tables of
+// ops whose output is a function of one input integer.
+int32_t MultiplyByQuantizedMultiplier(int32_t x, int32_t multiplier, int shift, bool up = false);
+
 // The bounds of a fused activation (NONE, RELU, RELU_N1_TO_1, RELU6) on quantized output values,
 // as TFLite's CalculateActivationRangeQuantized; false for any other activation.
 bool QuantizedActivationRange(int activation, const QuantParams& out, ValueType type, int* lo,
@@ -58,6 +64,11 @@ Buffer UploadOutputStage(OpContext& ctx, const OutputStage& s, int c0 = 0, int c
 // A quantized activation of `type` with one scale and zero point (in the type's range), and at
 // most 2^31 - 1 elements (kernels index with 32-bit ints).
 std::string CheckQuantActivation(const GraphView& g, int t, ValueType type);
+// For ops that only move values (TRANSPOSE, SPLIT, TILE, the slices, GATHER, PACK, ...): ""
+// if `tensors` are all float32, or all of one quantized type quantized per tensor, whose
+// integers the op moves as they are (TFLite's kernels do too, whatever the output's parameters
+// say; under OpContext::ForValues the float kernels move them exactly); else the reason.
+std::string CheckMovedTensors(const GraphView& g, const std::vector<int>& tensors);
 // Constant int8 weights with zero points 0, per tensor or with `channels` scales along `axis`.
 std::string CheckQuantWeights(const GraphView& g, int t, int axis, int channels);
 // A constant int32 bias of `channels` values.

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "ops/reduce_tiled.h"
 
@@ -217,6 +218,10 @@ class ReduceOp : public Op {
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!node.builtin_data) return std::string("missing ") + KindOf(node.op).name + " params";
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  // Quantized tensors: MEAN only (mean_int8.cc).
+  if (g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0])))
+    return node.op == 40 ? CheckMeanInt8(g, node)
+                         : std::string("int8 ") + KindOf(node.op).name + " is not supported";
   if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   std::vector<int64_t> axes;
   if (auto why = g.ReadConstantInts(node.inputs[1], "axes", &axes); !why.empty()) return why;
@@ -235,6 +240,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  if (IsQuantized(g.value_type(node.inputs[0]))) return CreateMeanInt8(g, node);
   ReducerParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   return std::make_unique<ReduceOp>(node, KindOf(node.op), g.ConstantInts(node.inputs[1]),

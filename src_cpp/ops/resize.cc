@@ -2,12 +2,18 @@
 // half_pixel_centers as TFLite's CPU kernels compute them. The source rows/columns (and
 // bilinear fractions) are computed here in float, the CPU's arithmetic, and uploaded as
 // small tables: the kernels only gather.
+// On int8 / uint8 tensors (the integers moved as they are; TFLite ignores the quantization too)
+// the CPU's 8-bit kernels index differently: nearest without align_corners / half_pixel_centers
+// finds its sources in 16.16 fixed point; int8 bilinear is reference_ops::ResizeBilinearInteger,
+// all integer (weights in 1/1024, the sum rounded half away from zero). uint8 bilinear, a float
+// kernel of its own, is not supported.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/quant.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -19,18 +25,33 @@ constexpr size_t kGroup = 64;  // work-items per group, along an output row
 struct Axis {
   int in = 1, out = 1;
   bool align = false, half = false;
+  bool integer = false;  // the CPU's 8-bit kernels' arithmetic
 
   float Scale() const {
     return align && out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1)
                             : static_cast<float>(in) / static_cast<float>(out);
   }
   int Nearest(int o) const {
+    if (integer && !align && !half) {
+      const int64_t scale = (int64_t(in) << 16) / out + 1;
+      return static_cast<int>(std::min<int64_t>((o * scale) >> 16, in - 1));
+    }
     const float v = (static_cast<float>(o) + (half ? 0.5f : 0.f)) * Scale();
     const int i = std::min(static_cast<int>(align ? std::round(v) : std::floor(v)), in - 1);
     return std::max(i, 0);  // below 0 only under half_pixel_centers, where the CPU clamps too
   }
-  // The two neighbours and the weight of the second (input - first, unclamped as on the CPU).
+  // The two neighbours and the weight of the second (input - first, unclamped as on the CPU);
+  // with `integer` in 1/1024 (ResizeBilinearInteger).
   void Linear(int o, int* i0, int* i1, float* frac) const {
+    if (integer) {
+      int scale = ((1 << 10) * in + out / 2) / out;
+      if (align && out > 1) scale = ((1 << 10) * (in - 1) + (out - 1) / 2) / (out - 1);
+      const int v = half ? o * scale + scale / 2 - (1 << 9) : o * scale;
+      *i0 = std::max(v / (1 << 10), 0);
+      *i1 = std::min((v + (1 << 10) - 1) / (1 << 10), in - 1);
+      *frac = static_cast<float>(v - (1 << 10) * *i0);
+      return;
+    }
     const float v =
         half ? (static_cast<float>(o) + 0.5f) * Scale() - 0.5f : static_cast<float>(o) * Scale();
     *i0 = std::clamp(static_cast<int>(std::floor(v)), 0, in - 1);
@@ -57,9 +78,11 @@ struct Axis {
 
 class ResizeOp : public Op {
  public:
-  ResizeOp(const NodeInfo& node, bool bilinear, const tfl::ResizeParams& p, int oh, int ow)
+  ResizeOp(const NodeInfo& node, bool bilinear, const tfl::ResizeParams& p, int oh, int ow,
+           bool integer)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
         bilinear_(bilinear),
+        integer_(integer),
         params_(p),
         oh_(oh),
         ow_(ow) {}
@@ -68,6 +91,7 @@ class ResizeOp : public Op {
   ResizeOp(const ResizeOp& whole, const Shape& in, const Box& out, const Box& in_box)
       : Op(whole.node_index()),
         bilinear_(whole.bilinear_),
+        integer_(whole.integer_),
         params_(whole.params_),
         oh_(out.size[1]),
         ow_(out.size[2]),
@@ -145,6 +169,25 @@ class ResizeOp : public Op {
     table(xa, c0_, o[2], iw0_, w, &cols, &fx);
     rows_ = UploadInts(ctx, rows);
     cols_ = UploadInts(ctx, cols);
+    if (bilinear_ && integer_) {
+      // Integer weights in 1/1024 (exact in the float tables), one work-item per element.
+      vec4_ = false;
+      fy_ = UploadInts(ctx, std::vector<int>(fy.begin(), fy.end()));
+      fx_ = UploadInts(ctx, std::vector<int>(fx.begin(), fx.end()));
+      Launch l;
+      l.name = "resize_bilinear_int8";
+      l.kernel = CreateKernel(*ctx.GetProgram("resize"), l.name);
+      SetArgs(l.kernel, in[0], out[0], h, w, c, o[1], o[2], rows_.get(), cols_.get(), fy_.get(),
+              fx_.get());
+      l.dims = 3;
+      l.global[0] = RoundUp(size_t(o[2]) * c, kGroup);
+      l.global[1] = o[1];
+      l.global[2] = n;
+      l.local[0] = kGroup, l.local[1] = l.local[2] = 1;
+      launches_.clear();
+      launches_.push_back(std::move(l));
+      return;
+    }
     vec4_ = c % 4 == 0;
     const int cv = vec4_ ? c / 4 : c;
     auto prog = ctx.GetProgram("resize");
@@ -171,10 +214,11 @@ class ResizeOp : public Op {
 
  private:
   Axis AxisOf(int in, int out) const {
-    return Axis{in, out, params_.align_corners, params_.half_pixel_centers};
+    return Axis{in, out, params_.align_corners, params_.half_pixel_centers, integer_};
   }
 
   bool bilinear_;
+  bool integer_;  // int8 / uint8 values: the CPU's 8-bit indexing
   tfl::ResizeParams params_;
   int oh_, ow_;  // this op's output size (a chunk's: its box)
   bool chunk_ = false;
@@ -205,7 +249,15 @@ std::string CheckResize(const GraphView& g, const NodeInfo& node, bool bilinear)
   // The CPU kernel refuses this combination; leave it the error it reports.
   if (bilinear && p.align_corners && p.half_pixel_centers)
     return "align_corners together with half_pixel_centers is not supported";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  const ValueType t =
+      g.valid_tensor(node.inputs[0]) ? g.value_type(node.inputs[0]) : ValueType::kFloat;
+  if (IsQuantized(t)) {
+    for (int x : {node.inputs[0], node.outputs[0]})
+      if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+    if (bilinear && t == ValueType::kUInt8) return "uint8 RESIZE_BILINEAR is not supported";
+  } else if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) {
+    return why;
+  }
   if (g.shape(node.inputs[0]).size() != 4) return "input must be 4-D (NHWC)";
   int oh, ow;
   return OutputSize(g, node, &oh, &ow);
@@ -216,7 +268,8 @@ std::unique_ptr<Op> Create(const NodeInfo& node, const GraphView& g, bool biline
   std::memcpy(&p, node.builtin_data, sizeof p);
   int oh = 1, ow = 1;
   if (auto why = OutputSize(g, node, &oh, &ow); !why.empty()) throw Error(why);
-  return std::make_unique<ResizeOp>(node, bilinear, p, oh, ow);
+  return std::make_unique<ResizeOp>(node, bilinear, p, oh, ow,
+                                    IsQuantized(g.value_type(node.inputs[0])));
 }
 
 std::string Describe(const NodeInfo& n) {

@@ -1,6 +1,7 @@
 // SLICE of a float tensor with constant begin and size (-1: to the end of the axis), ranks 1-5:
 // an index map (ops/strided_copy.h), a flat copy when the box is one contiguous range.
 #include "common/error.h"
+#include "ops/quant.h"
 #include "ops/strided_copy.h"
 #include "tflite/builtin.h"
 
@@ -54,7 +55,7 @@ class SliceOp : public StridedCopyOp {
 std::string Read(const GraphView& g, const NodeInfo& node, std::vector<int64_t>* begin,
                  std::vector<int64_t>* size) {
   if (node.inputs.size() != 3 || node.outputs.size() != 1) return "unexpected input/output count";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   if (auto why = g.ReadConstantInts(node.inputs[1], "SLICE begin", begin); !why.empty()) return why;
   if (auto why = g.ReadConstantInts(node.inputs[2], "SLICE size", size); !why.empty()) return why;
   const Shape in = g.shape(node.inputs[0]);

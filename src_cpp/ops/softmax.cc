@@ -6,6 +6,7 @@
 #include "cl/errors.h"
 #include "cl/loader.h"
 #include "common/error.h"
+#include "ops/int8_ops.h"
 #include "ops/op.h"
 
 namespace clgpu {
@@ -94,17 +95,24 @@ class SoftmaxOp : public Op {
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.op == kSoftmax && !node.builtin_data) return "missing SOFTMAX params";
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  const bool quantized =
+      g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
+  if (quantized && node.op != kSoftmax) return "int8 LOG_SOFTMAX is not supported";
+  if (auto why = quantized ? CheckSoftmaxInt8(g, node)
+                           : CheckFloatTensors(g, {node.inputs[0], node.outputs[0]});
+      !why.empty())
+    return why;
   const Shape s = g.shape(node.inputs[0]);
   if (s.empty()) return "input is a scalar (no last axis)";
   if (g.shape(node.outputs[0]) != s) return "output shape differs from the input's";
   return "";
 }
 
-std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   if (node.op == kLogSoftmax) return std::make_unique<SoftmaxOp>(node, true, 1.0f);
   SoftmaxParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
+  if (IsQuantized(g.value_type(node.inputs[0]))) return CreateSoftmaxInt8(g, node, p.beta);
   return std::make_unique<SoftmaxOp>(node, false, p.beta);
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/quant.h"
 #include "ops/strided_copy.h"
 #include "tflite/builtin.h"
 
@@ -43,7 +44,7 @@ class SpaceToDepthOp : public StridedCopyOp {
 std::string Read(const GraphView& g, const NodeInfo& node, int* block) {
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
   if (!node.builtin_data) return "missing SPACE_TO_DEPTH params";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   tfl::BlockSizeParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   *block = p.block_size;

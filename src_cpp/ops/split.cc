@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/quant.h"
 #include "ops/row_copy.h"
 #include "tflite/builtin.h"
 
@@ -92,7 +93,7 @@ std::string ReadSplit(const GraphView& g, const NodeInfo& node, int* axis,
   const Operands ops = OperandsOf(node);
   std::vector<int> tensors = {ops.data};
   tensors.insert(tensors.end(), node.outputs.begin(), node.outputs.end());
-  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, tensors); !why.empty()) return why;
   const Shape s = g.shape(ops.data);
   const int rank = static_cast<int>(s.size());
   if (s.empty() || rank > kMaxRank) return "rank must be 1-" + std::to_string(kMaxRank);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/quant.h"
 #include "ops/strided_copy.h"
 #include "tflite/builtin.h"
 
@@ -156,7 +157,7 @@ class StridedSliceOp : public StridedCopyOp {
 std::string ReadSpec(const GraphView& g, const NodeInfo& node, Spec* s) {
   if (node.inputs.size() != 4 || node.outputs.size() != 1) return "unexpected input/output count";
   if (!node.builtin_data) return "missing STRIDED_SLICE params";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   std::memcpy(&s->p, node.builtin_data, sizeof s->p);
   const char* names[3] = {"STRIDED_SLICE begin", "STRIDED_SLICE end", "STRIDED_SLICE strides"};
   std::vector<int>* dst[3] = {&s->begin, &s->end, &s->strides};

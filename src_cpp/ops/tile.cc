@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/quant.h"
 
 namespace clgpu {
 namespace {
@@ -61,7 +62,7 @@ class TileOp : public Op {
 
 std::string ReadMultiples(const GraphView& g, const NodeInfo& node, std::vector<int>* m) {
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   const Shape s = g.shape(node.inputs[0]);
   if (s.size() > kMaxRank) return "rank above " + std::to_string(kMaxRank);
   std::vector<int64_t> v;

@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/quant.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -137,7 +138,7 @@ class TransposeOp : public Op {
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
-  if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   std::vector<int64_t> perm;
   if (auto why = g.ReadConstantInts(node.inputs[1], "permutation", &perm); !why.empty()) return why;
   const Shape s = g.shape(node.inputs[0]);

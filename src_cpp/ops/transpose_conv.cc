@@ -1,108 +1,21 @@
 // TRANSPOSE_CONV (Keras' Conv2DTranspose) of float NHWC tensors: weights [OC, KH, KW, IC], an
 // output shape input, optional bias, fused clamp activation. One work-item per output element
 // gathers the input pixels whose strided taps land on it.
+#include "ops/transpose_conv.h"
+
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/int8_ops.h"
 #include "ops/op.h"
 
 namespace clgpu {
-namespace {
 
-constexpr int32_t kTransposeConv = 67;
-
-// TfLiteTransposeConvParams: padding (1 SAME, 2 VALID), strides, then (newer runtimes) the fused
-// activation, which older ones leave out: read only when the node's version has it.
-struct TransposeConvParams {
-  int padding, stride_width, stride_height, activation;
-};
-
-// The output shape: constants, or (from a folded SHAPE -> PACK chain) extents of the op's own
-// input, kept as its axes so a resized input gets the CPU's shape.
-struct OutShape {
-  std::vector<int> dims;        // per output axis (when input_axis is -1)
-  std::vector<int> input_axis;  // per output axis: the input axis it follows, or -1
-};
-
-class TransposeConvOp : public Op {
- public:
-  TransposeConvOp(const NodeInfo& node, OutShape shape, TransposeConvParams p,
-                  std::vector<float> filter, Shape filter_shape, std::vector<float> bias)
-      : Op(node, {node.inputs[2]}, {node.outputs[0]}),
-        shape_(std::move(shape)),
-        p_(p),
-        filter_(std::move(filter)),
-        filter_shape_(std::move(filter_shape)),
-        bias_(std::move(bias)) {
-    ActivationRange(p.activation, &act_min_, &act_max_);
-  }
-  const char* type_name() const override { return "TRANSPOSE_CONV"; }
-  std::string algorithm() const override { return "gather"; }
-  bool GetClamp(float* lo, float* hi) const override {
-    *lo = act_min_, *hi = act_max_;
-    return true;
-  }
-  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
-
-  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    const Shape& x = in.at(0);
-    if (x.size() != 4) throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " is not 4-D");
-    if (x[3] != filter_shape_[3])
-      throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " has not the filter's " +
-                  std::to_string(filter_shape_[3]) + " channels");
-    Shape out(4);
-    for (int a = 0; a < 4; ++a)
-      out[a] = shape_.input_axis[a] >= 0 ? x[shape_.input_axis[a]] : shape_.dims[a];
-    if (out[0] != x[0] || out[3] != filter_shape_[0])
-      throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
-                  ShapeString(x) + " and filter " + ShapeString(filter_shape_));
-    return {out};
-  }
-  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return 2.0 * static_cast<double>(NumElements(in[0])) * filter_shape_[0] * filter_shape_[1] *
-           filter_shape_[2];
-  }
-  double WeightBytes() const override { return 4.0 * static_cast<double>(filter_.size()); }
-
-  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
-               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
-               const std::vector<cl_mem>& out) override {
-    if (!weights_) {
-      weights_ = UploadWeights(ctx, filter_);
-      bias_buf_ = UploadFloat32(ctx, bias_);
-    }
-    const Shape &x = in_shapes[0], &o = out_shapes[0];
-    const int kh = filter_shape_[1], kw = filter_shape_[2];
-    // TFLite pads as the convolution this one transposes: from the output's size to the input's.
-    auto pad = [&](int out_size, int stride, int k) {
-      if (p_.padding != 1) return 0;
-      const int conv_out = (out_size + stride - 1) / stride;
-      return std::max((conv_out - 1) * stride + k - out_size, 0) / 2;
-    };
-    const int pad_top = pad(o[1], p_.stride_height, kh), pad_left = pad(o[2], p_.stride_width, kw);
-    Launch l;
-    l.name = "transpose_conv";
-    l.kernel = CreateKernel(*ctx.GetProgram("transpose_conv"), l.name);
-    SetArgs(l.kernel, in[0], weights_.get(), bias_buf_.get(), out[0], x[0], x[1], x[2], x[3], o[1],
-            o[2], o[3], kh, kw, p_.stride_height, p_.stride_width, pad_top, pad_left, act_min_,
-            act_max_);
-    l.global[0] = static_cast<size_t>(NumElements(o));
-    launches_.clear();
-    launches_.push_back(std::move(l));
-  }
-
- private:
-  OutShape shape_;
-  TransposeConvParams p_;
-  std::vector<float> filter_;
-  Shape filter_shape_;
-  std::vector<float> bias_;
-  float act_min_ = 0, act_max_ = 0;
-  Buffer weights_, bias_buf_;
-};
-
-std::string ReadOutShape(const GraphView& g, const NodeInfo& node, OutShape* s) {
+// The output shape input of the node.
+static std::string ReadOutputShape(const GraphView& g, const NodeInfo& node,
+                                   TransposeConvShape* s) {
   const int t = node.inputs[0];
   if (!g.valid_tensor(t) || NumElements(g.shape(t)) != 4)
     return "TRANSPOSE_CONV output shape must have 4 elements";
@@ -132,8 +45,8 @@ std::string ReadOutShape(const GraphView& g, const NodeInfo& node, OutShape* s) 
   return "";
 }
 
-std::string ReadNode(const GraphView& g, const NodeInfo& node, OutShape* shape,
-                     TransposeConvParams* p) {
+std::string ReadTransposeConv(const GraphView& g, const NodeInfo& node, TransposeConvShape* shape,
+                              TransposeConvParams* p) {
   if (node.inputs.size() < 3 || node.inputs.size() > 4 || node.outputs.size() != 1)
     return "unexpected input/output count";
   if (!node.builtin_data) return "missing TRANSPOSE_CONV params";
@@ -149,7 +62,6 @@ std::string ReadNode(const GraphView& g, const NodeInfo& node, OutShape* shape,
   if (p->padding != 1 && p->padding != 2) return "unknown padding";
   if (p->stride_width < 1 || p->stride_height < 1 || p->stride_width > 64 || p->stride_height > 64)
     return "invalid stride";
-  if (auto why = CheckFloatTensors(g, {node.inputs[2], node.outputs[0]}); !why.empty()) return why;
   const int w = node.inputs[1];
   if (!g.valid_tensor(w) || !g.IsConstant(w)) return "TRANSPOSE_CONV weights are not constant";
   const Shape ws = g.shape(w), xs = g.shape(node.inputs[2]);
@@ -160,27 +72,119 @@ std::string ReadNode(const GraphView& g, const NodeInfo& node, OutShape* shape,
     if (!g.valid_tensor(b) || !g.IsConstant(b) || NumElements(g.shape(b)) != ws[0])
       return "TRANSPOSE_CONV bias is not a constant of the output channels";
   }
-  if (auto why = ReadOutShape(g, node, shape); !why.empty()) return why;
+  if (auto why = ReadOutputShape(g, node, shape); !why.empty()) return why;
   return "";
 }
 
-std::string Check(const GraphView& g, const NodeInfo& node) {
-  OutShape shape;
-  TransposeConvParams p;
-  if (auto why = ReadNode(g, node, &shape, &p); !why.empty()) return why;
+Shape TransposeConvOutput(const TransposeConvShape& s, const Shape& x) {
   Shape out(4);
+  for (int a = 0; a < 4; ++a) out[a] = s.input_axis[a] >= 0 ? x[s.input_axis[a]] : s.dims[a];
+  return out;
+}
+
+int TransposeConvPad(const TransposeConvParams& p, int out_size, int stride, int k) {
+  if (p.padding != 1) return 0;
+  const int conv_out = (out_size + stride - 1) / stride;
+  return std::max((conv_out - 1) * stride + k - out_size, 0) / 2;
+}
+
+namespace {
+
+constexpr int32_t kTransposeConv = 67;
+
+
+class TransposeConvOp : public Op {
+ public:
+  TransposeConvOp(const NodeInfo& node, TransposeConvShape shape, TransposeConvParams p,
+                  std::vector<float> filter, Shape filter_shape, std::vector<float> bias)
+      : Op(node, {node.inputs[2]}, {node.outputs[0]}),
+        shape_(std::move(shape)),
+        p_(p),
+        filter_(std::move(filter)),
+        filter_shape_(std::move(filter_shape)),
+        bias_(std::move(bias)) {
+    ActivationRange(p.activation, &act_min_, &act_max_);
+  }
+  const char* type_name() const override { return "TRANSPOSE_CONV"; }
+  std::string algorithm() const override { return "gather"; }
+  bool GetClamp(float* lo, float* hi) const override {
+    *lo = act_min_, *hi = act_max_;
+    return true;
+  }
+  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
+
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    const Shape& x = in.at(0);
+    if (x.size() != 4) throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " is not 4-D");
+    if (x[3] != filter_shape_[3])
+      throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " has not the filter's " +
+                  std::to_string(filter_shape_[3]) + " channels");
+    const Shape out = TransposeConvOutput(shape_, x);
+    if (out[0] != x[0] || out[3] != filter_shape_[0])
+      throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
+                  ShapeString(x) + " and filter " + ShapeString(filter_shape_));
+    return {out};
+  }
+  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
+    return 2.0 * static_cast<double>(NumElements(in[0])) * filter_shape_[0] * filter_shape_[1] *
+           filter_shape_[2];
+  }
+  double WeightBytes() const override { return 4.0 * static_cast<double>(filter_.size()); }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+               const std::vector<cl_mem>& out) override {
+    if (!weights_) {
+      weights_ = UploadWeights(ctx, filter_);
+      bias_buf_ = UploadFloat32(ctx, bias_);
+    }
+    const Shape &x = in_shapes[0], &o = out_shapes[0];
+    const int kh = filter_shape_[1], kw = filter_shape_[2];
+    const int pad_top = TransposeConvPad(p_, o[1], p_.stride_height, kh),
+              pad_left = TransposeConvPad(p_, o[2], p_.stride_width, kw);
+    Launch l;
+    l.name = "transpose_conv";
+    l.kernel = CreateKernel(*ctx.GetProgram("transpose_conv"), l.name);
+    SetArgs(l.kernel, in[0], weights_.get(), bias_buf_.get(), out[0], x[0], x[1], x[2], x[3], o[1],
+            o[2], o[3], kh, kw, p_.stride_height, p_.stride_width, pad_top, pad_left, act_min_,
+            act_max_);
+    l.global[0] = static_cast<size_t>(NumElements(o));
+    launches_.clear();
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  TransposeConvShape shape_;
+  TransposeConvParams p_;
+  std::vector<float> filter_;
+  Shape filter_shape_;
+  std::vector<float> bias_;
+  float act_min_ = 0, act_max_ = 0;
+  Buffer weights_, bias_buf_;
+};
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  TransposeConvShape shape;
+  TransposeConvParams p;
+  if (auto why = ReadTransposeConv(g, node, &shape, &p); !why.empty()) return why;
+  // Quantized tensors: transpose_conv_int8.cc.
+  const bool quantized = IsQuantized(g.value_type(node.inputs[2]));
+  if (auto why = quantized ? CheckTransposeConvInt8(g, node)
+                           : CheckFloatTensors(g, {node.inputs[2], node.outputs[0]});
+      !why.empty())
+    return why;
   const Shape x = g.shape(node.inputs[2]);
-  for (int a = 0; a < 4; ++a)
-    out[a] = shape.input_axis[a] >= 0 ? x[shape.input_axis[a]] : shape.dims[a];
+  const Shape out = TransposeConvOutput(shape, x);
   if (out[0] != x[0] || out[3] != g.shape(node.inputs[1])[0])
     return "TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit its input and filter";
   return "";
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
-  OutShape shape;
+  TransposeConvShape shape;
   TransposeConvParams p;
-  if (auto why = ReadNode(g, node, &shape, &p); !why.empty()) throw Error(why);
+  if (auto why = ReadTransposeConv(g, node, &shape, &p); !why.empty()) throw Error(why);
+  if (IsQuantized(g.value_type(node.inputs[2]))) return CreateTransposeConvInt8(g, node);
   const Shape ws = g.shape(node.inputs[1]);
   std::vector<float> bias(ws[0], 0.0f);
   if (node.inputs.size() == 4 && node.inputs[3] >= 0) bias = g.ConstantFloats(node.inputs[3]);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/int8_ops.h"
 #include "ops/op.h"
 
 namespace clgpu {
@@ -87,14 +88,18 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
   if ((node.op == kLeakyRelu || node.op == kGelu) && !node.builtin_data)
     return std::string("missing ") + KindOf(node.op).name + " params";
+  // Quantized tensors: a table of the input's integers (lut_int8.cc).
+  if (g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0])))
+    return CheckLutInt8(g, node);
   if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   if (g.shape(node.inputs[0]) != g.shape(node.outputs[0]))
     return "output shape differs from the input's";
   return "";
 }
 
-std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   const UnaryKind& kind = KindOf(node.op);
+  if (IsQuantized(g.value_type(node.inputs[0]))) return CreateLutInt8(g, node, kind.name);
   int op = kind.op;
   float alpha = 0;
   if (node.op == kLeakyRelu) {

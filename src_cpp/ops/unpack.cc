@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/quant.h"
 #include "ops/strided_copy.h"
 #include "tflite/builtin.h"
 
@@ -54,7 +55,7 @@ std::string Read(const GraphView& g, const NodeInfo& node, int* axis) {
   if (!node.builtin_data) return "missing UNPACK params";
   std::vector<int> tensors = {node.inputs[0]};
   tensors.insert(tensors.end(), node.outputs.begin(), node.outputs.end());
-  if (auto why = CheckFloatTensors(g, tensors); !why.empty()) return why;
+  if (auto why = CheckMovedTensors(g, tensors); !why.empty()) return why;
   tfl::UnpackParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   const Shape s = g.shape(node.inputs[0]);

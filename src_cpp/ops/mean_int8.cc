@@ -1,0 +1,202 @@
+// MEAN of int8 / uint8 tensors (kernels/mean_int8.cl), bit for bit with the two paths of
+// TFLite's optimized MEAN in both runtimes:
+// - 4-D input, keep_dims, axes {1, 2}: optimized_integer_ops::Mean (optimized_ops::Mean for
+//   uint8): the raw sum times in_scale / (H * W * out_scale) (in float), plus a bias
+//   out_zero - round(in_zero * in_scale / out_scale) (in float). LiteRT splits the channels
+//   between min(C / 8, threads) threads, each running a NEON loop over 16 channels at a time
+//   whose shift rounds ties up, the rest away from zero; tflite_runtime 2.14 runs scalar code.
+//   2.14 takes this path only for the literal axes [1, 2] / [2, 1]; LiteRT resolves negative
+//   and repeated axes first.
+// - otherwise reference_ops::QuantizedMeanOrSum: (sum - in_zero * n) times the multiplier of
+//   in_scale / out_scale (in double) folded with 1 / n in integers, plus out_zero (ties away).
+// Both measured against both runtimes with power-of-two scales (every shift a tie).
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "cl/errors.h"
+#include "cl/loader.h"
+#include "common/error.h"
+#include "ops/int8_ops.h"
+#include "ops/quant.h"
+
+namespace clgpu {
+namespace {
+
+constexpr size_t kMaxGroup = 64;  // MQ_LOCAL in kernels/mean_int8.cl
+
+struct ReducerParams {
+  bool keep_dims;
+};
+
+std::string Mask(const std::vector<int64_t>& axes, size_t rank, std::vector<bool>* mask) {
+  mask->assign(rank, false);
+  for (int64_t a : axes) {
+    const int64_t r = static_cast<int64_t>(rank);
+    if (a < -r || a >= r) return "axis " + std::to_string(a) + " out of range";
+    (*mask)[static_cast<size_t>(a < 0 ? a + r : a)] = true;
+  }
+  return "";
+}
+
+Shape Reduced(const Shape& in, const std::vector<bool>& mask, bool keep_dims) {
+  Shape out;
+  for (size_t a = 0; a < in.size(); ++a)
+    if (!mask[a] || keep_dims) out.push_back(mask[a] ? 1 : in[a]);
+  return out;
+}
+
+class MeanInt8Op : public Op {
+ public:
+  MeanInt8Op(const GraphView& g, const NodeInfo& node, std::vector<int64_t> axes, bool keep_dims)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+        axes_(std::move(axes)),
+        keep_dims_(keep_dims),
+        type_(g.value_type(node.inputs[0])),
+        in_(g.quant(node.inputs[0])),
+        out_(g.quant(node.outputs[0])),
+        cpu_(g.cpu_kernels()) {}
+
+  const char* type_name() const override { return "MEAN"; }
+  std::string algorithm() const override { return spatial_ ? "int8_spatial" : "int8_general"; }
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    std::vector<bool> mask;
+    if (auto why = Mask(axes_, in[0].size(), &mask); !why.empty()) throw Error("MEAN: " + why);
+    return {Reduced(in[0], mask, keep_dims_)};
+  }
+  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
+    return static_cast<double>(NumElements(in[0]));
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+               const std::vector<cl_mem>& out) override {
+    launches_.clear();
+    const Shape& s = in_shapes[0];
+    const int total = static_cast<int>(NumElements(out_shapes[0]));
+    if (total == 0) return;
+    std::vector<bool> mask;
+    Mask(axes_, s.size(), &mask);
+    std::vector<int> kdims, kstrides, rdims, rstrides;
+    int64_t stride = 1, count = 1;
+    for (size_t a = s.size(); a-- > 0; stride *= s[a]) {
+      if (s[a] == 1) continue;
+      (mask[a] ? rdims : kdims).insert((mask[a] ? rdims : kdims).begin(), s[a]);
+      (mask[a] ? rstrides : kstrides).insert((mask[a] ? rstrides : kstrides).begin(), int(stride));
+      if (mask[a]) count *= s[a];
+    }
+    std::vector<int> meta = kdims;
+    for (const auto* v : {&kstrides, &rdims, &rstrides})
+      meta.insert(meta.end(), v->begin(), v->end());
+    if (meta.empty()) meta.push_back(0);
+    spatial_ = Spatial(s);
+    std::vector<int> p;
+    std::vector<uint8_t> up(1, 0);
+    if (spatial_) {
+      // optimized_integer_ops::Mean: everything in float, then QuantizeMultiplier.
+      const float n = static_cast<float>(s[1] * s[2]);
+      float temp = static_cast<float>(in_.zero_point[0]) * in_.scale[0] / out_.scale[0];
+      temp = temp > 0 ? temp + 0.5f : temp - 0.5f;
+      const int bias = out_.zero_point[0] - static_cast<int>(temp);
+      const FixedPoint m = QuantizeMultiplier(in_.scale[0] / (n * out_.scale[0]));
+      p = {0, m.multiplier, m.shift, bias};
+      up = VectorChannels(s[3]);
+    } else {
+      // QuantizedMeanOrSum: 1 / n folded into the multiplier of in_scale / out_scale.
+      const FixedPoint m = QuantizeMultiplier(double(in_.scale[0]) / double(out_.scale[0]));
+      int shift = 63 - __builtin_clzll(static_cast<uint64_t>(count));
+      shift = std::min({shift, 32, 31 + m.shift});
+      const int32_t mult = static_cast<int32_t>((int64_t(m.multiplier) << shift) / count);
+      p = {-in_.zero_point[0] * int(count), mult, m.shift - shift, out_.zero_point[0]};
+    }
+    meta_ = UploadInts(ctx, meta);
+    params_ = UploadInts(ctx, p);
+    up_ = UploadBytes(ctx, up.data(), up.size());
+    Launch l;
+    l.name = "mean_int8";
+    l.kernel = CreateKernel(
+        *ctx.GetProgram("mean_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""), l.name);
+    size_t fits = 0;
+    CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
+                                          CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
+            "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+    fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, kMaxGroup});
+    size_t group = 1;
+    while (group * 2 <= fits && group < static_cast<size_t>(count)) group *= 2;
+    SetArgs(l.kernel, in[0], out[0], static_cast<int>(kdims.size()), static_cast<int>(rdims.size()),
+            static_cast<int>(count), meta_.get(), params_.get(), up_.get(),
+            static_cast<int>(up.size()));
+    l.local[0] = group;
+    l.global[0] = static_cast<size_t>(total) * group;
+    launches_.push_back(std::move(l));
+  }
+
+ private:
+  // Whether the CPU takes its 4-D path (axes {1, 2} with keep_dims).
+  bool Spatial(const Shape& s) const {
+    if (!keep_dims_ || s.size() != 4) return false;
+    std::vector<int64_t> resolved;
+    for (int64_t a : axes_) {
+      const int64_t r = cpu_.litert && a < 0 ? a + 4 : a;
+      if (cpu_.litert && std::find(resolved.begin(), resolved.end(), r) != resolved.end()) continue;
+      resolved.push_back(r);
+    }
+    return resolved.size() == 2 &&
+           ((resolved[0] == 1 && resolved[1] == 2) || (resolved[0] == 2 && resolved[1] == 1));
+  }
+  // Per channel, whether LiteRT's NEON loop rounds it: its threads take contiguous channel
+  // ranges, each a loop over 16 channels at a time and a scalar remainder.
+  std::vector<uint8_t> VectorChannels(int c) const {
+    std::vector<uint8_t> up(c, 0);
+    if (!cpu_.neon) return up;
+    const int threads = std::max(1, std::min(c / 8, cpu_.threads));
+    int start = 0;
+    for (int i = 0; i < threads; ++i) {
+      const int end = start + (c - start) / (threads - i);
+      for (int k = start; k + 16 <= end; k += 16) std::fill(up.begin() + k, up.begin() + k + 16, 1);
+      start = end;
+    }
+    return up;
+  }
+
+  std::vector<int64_t> axes_;
+  bool keep_dims_;
+  ValueType type_;
+  QuantParams in_, out_;
+  CpuKernels cpu_;
+  bool spatial_ = false;
+  Buffer meta_, params_, up_;
+};
+
+}  // namespace
+
+std::string CheckMeanInt8(const GraphView& g, const NodeInfo& node) {
+  const ValueType t = g.value_type(node.inputs[0]);
+  for (int x : {node.inputs[0], node.outputs[0]})
+    if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+  std::vector<int64_t> axes;
+  if (auto why = g.ReadConstantInts(node.inputs[1], "axes", &axes); !why.empty()) return why;
+  const Shape s = g.shape(node.inputs[0]);
+  if (s.empty() || s.size() > 8) return "rank must be 1-8";
+  std::vector<bool> mask;
+  if (auto why = Mask(axes, s.size(), &mask); !why.empty()) return why;
+  int64_t count = 1;
+  for (size_t a = 0; a < s.size(); ++a)
+    if (mask[a]) count *= s[a];
+  if (count == 0 || NumElements(s) == 0) return "empty input";
+  // The int32 sums (and the zero point times the count) must not overflow.
+  if (count > (int64_t(1) << 23)) return "more than 2^23 elements per mean overflow int32 sums";
+  ReducerParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  if (g.shape(node.outputs[0]) != Reduced(s, mask, p.keep_dims))
+    return "output shape is not the reduced shape";
+  return "";
+}
+
+std::unique_ptr<Op> CreateMeanInt8(const GraphView& g, const NodeInfo& node) {
+  ReducerParams p;
+  std::memcpy(&p, node.builtin_data, sizeof p);
+  return std::make_unique<MeanInt8Op>(g, node, g.ConstantInts(node.inputs[1]), p.keep_dims);
+}
+
+}  // namespace clgpu
