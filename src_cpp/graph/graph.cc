@@ -86,7 +86,7 @@ std::string GraphView::ReadConstantInts(int t, const std::string& what,
   try {
     *out = ConstantInts(t);
   } catch (const Error& e) {
-    return what + ": " + e.what();
+    return what + ": " + What(e);
   }
   return "";
 }
@@ -130,6 +130,11 @@ bool ActivationRange(int activation, float* lo, float* hi) {
     default:
       return false;  // TANH, SIGN_BIT, SIGMOID: the CPU reference differs per op
   }
+}
+
+void Unbounded(float* lo, float* hi) {
+  *lo = -std::numeric_limits<float>::infinity();
+  *hi = std::numeric_limits<float>::infinity();
 }
 
 }  // namespace clgpu

@@ -27,7 +27,11 @@ class ConcatOp : public Op {
  public:
   ConcatOp(const NodeInfo& node, int axis, int activation)
       : Op(node, node.inputs, {node.outputs[0]}), axis_(axis) {
-    ActivationRange(activation, &act_min_, &act_max_);
+    // The CPU kernels copy (they accept only NONE): +-Inf stays, no +-FLT_MAX bound.
+    if (activation == tfl::kActNone)
+      Unbounded(&act_min_, &act_max_);
+    else
+      ActivationRange(activation, &act_min_, &act_max_);
   }
   // A chunk: the input boxes concatenated along axis 1 of the [outer, axis, inner] views.
   explicit ConcatOp(const ConcatOp& whole)
@@ -181,7 +185,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   try {
     ConcatOp(node, axis, p.activation).InferShapes(in);
   } catch (const Error& e) {
-    return e.what();
+    return What(e);
   }
   return "";
 }

@@ -44,7 +44,7 @@ struct ConvSource {
   }
   size_t Bytes() const {
     size_t n = 0;
-    for (const auto& [k, w] : weights) n += w->filter.bytes();
+    for (const auto& [k, w] : weights) n += w->filter.bytes() + w->plain.bytes();
     for (const auto& [k, b] : biases) n += b.bytes();
     return n;
   }
