@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
+#include "graph/validate.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -188,7 +189,9 @@ class Conv2dOp : public Op {
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!node.builtin_data) return "missing CONV_2D params";
-  if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  // TFLite's float CONV_2D reads a bias: two inputs, or a -1 there, fail its Prepare.
+  if (auto why = CheckInputs(node, "CONV_2D", 3, 0); !why.empty()) return why;
+  if (auto why = CheckOutputs(node, "CONV_2D", 1); !why.empty()) return why;
   tfl::ConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   if (auto why = CheckConvCommon(g, node, p.padding, p.stride_width, p.stride_height,

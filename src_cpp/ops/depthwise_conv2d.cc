@@ -4,6 +4,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "graph/validate.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
@@ -183,7 +184,9 @@ class DepthwiseConv2dOp : public Op {
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!node.builtin_data) return "missing DEPTHWISE_CONV_2D params";
-  if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  // A third input must be a bias: TFLite refuses a -1 there (and crashes without one).
+  if (auto why = CheckInputs(node, "DEPTHWISE_CONV_2D", 2, 1, false); !why.empty()) return why;
+  if (auto why = CheckOutputs(node, "DEPTHWISE_CONV_2D", 1); !why.empty()) return why;
   tfl::DepthwiseConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   if (auto why = CheckConvCommon(g, node, p.padding, p.stride_width, p.stride_height,

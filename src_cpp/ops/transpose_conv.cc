@@ -25,6 +25,22 @@ struct OutShape {
   std::vector<int> input_axis;  // per output axis: the input axis it follows, or -1
 };
 
+// LiteRT's check (tflite_runtime 2.14 has none and then reads past its input): the input must be
+// what a convolution of the output with this filter, stride and padding gives. "" or why not.
+std::string CheckGeometry(const Shape& x, const Shape& out, const Shape& filter,
+                          const TransposeConvParams& p) {
+  for (int a : {1, 2}) {
+    const int s = a == 1 ? p.stride_height : p.stride_width, k = filter[a];
+    const int64_t want = p.padding == 1 ? (int64_t(out[a]) + s - 1) / s
+                                        : (int64_t(out[a]) - k + s) / s;
+    if (want != x[a])
+      return "TRANSPOSE_CONV input " + ShapeString(x) + " is not what its output " +
+             ShapeString(out) + " gives with this filter and stride (" + std::to_string(want) +
+             " along axis " + std::to_string(a) + ")";
+  }
+  return "";
+}
+
 class TransposeConvOp : public Op {
  public:
   TransposeConvOp(const NodeInfo& node, OutShape shape, TransposeConvParams p,
@@ -57,6 +73,7 @@ class TransposeConvOp : public Op {
     if (out[0] != x[0] || out[3] != filter_shape_[0])
       throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
                   ShapeString(x) + " and filter " + ShapeString(filter_shape_));
+    if (auto why = CheckGeometry(x, out, filter_shape_, p_); !why.empty()) throw Error(why);
     return {out};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
@@ -174,7 +191,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
     out[a] = shape.input_axis[a] >= 0 ? x[shape.input_axis[a]] : shape.dims[a];
   if (out[0] != x[0] || out[3] != g.shape(node.inputs[1])[0])
     return "TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit its input and filter";
-  return "";
+  return CheckGeometry(x, out, g.shape(node.inputs[1]), p);
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
