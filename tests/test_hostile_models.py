@@ -216,3 +216,24 @@ def test_a_resize_past_2_to_the_31_elements_fails_at_once_with_a_message(
     assert line.startswith("RAISED RuntimeError"), p.stdout + p.stderr[-2000:]
     assert "2147483647 elements" in line and "46341" in line, line
     assert float(line.split()[2]) < 10, line
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+def test_a_window_larger_than_its_input_is_refused_like_the_cpu(op: str, runtime: str) -> None:
+    """A VALID window that does not fit its (resized) input: TFLite's convolutions compute a
+    negative output size and refuse it; the delegate returned an empty output (a real model,
+    oww_melspectrogram, at its default input size). (Pools: LiteRT gives an empty output,
+    tflite_runtime refuses; the delegate follows LiteRT.)"""
+    b = ModelBuilder(seed=3)
+    x = b.input("x", (1, 8, 8, 2))
+    if op == "CONV_2D":
+        b.output(b.conv2d(x, b.rand((3, 5, 5, 2)), b.rand((3,)), padding="VALID"))
+    else:
+        b.output(b.depthwise_conv2d(x, b.rand((1, 5, 5, 2)), padding="VALID"))
+    model = b.build()
+    for delegates in (None, [clgpu_delegate.load()]):
+        it = make_interpreter(model, delegates, runtime=runtime, reference=True)
+        it.allocate_tensors()
+        it.resize_tensor_input(it.get_input_details()[0]["index"], (1, 2, 2, 2))
+        with pytest.raises(RuntimeError, match="failed to prepare"):
+            it.allocate_tensors()

@@ -52,6 +52,8 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
     std::vector<Shape> in;
     for (int t : op->inputs()) in.push_back(g.shape(t));
     const std::vector<Shape> out = op->InferShapes(in);
+    for (const Shape& s : out)
+      if (auto why = CheckElementCount(s, "its output"); !why.empty()) return why;
     // Tensors larger than one buffer are kept in pieces; each must be cut.
     int pieces = 0;
     for (size_t i = 0; i < in.size() + out.size(); ++i) {
