@@ -9,7 +9,9 @@ outputs when both run.
 A crash or hang is attributed: the mutant runs again alone with stock TFLite (three times, with
 other inputs and heap contents: its own out-of-bounds writes on a bad model do not crash every
 run; twice more with the delegate loaded but claiming nothing, whose process looks like the
-delegated one), then with the delegate alone, then both in one process. Failures (delegate-only
+delegated one; and under valgrind's memcheck where it is installed, which sees the kernel that
+corrupts memory even when the process survives), then with the delegate alone, then both in one
+process. Failures (delegate-only
 crashes or hangs, mismatches) are saved under --out with a line in failures.txt; mutants stock
 TFLite crashes on by itself go to --out/cpu. The figures are printed as JSON and written to
 summary.json there; exit code 1 when there is a failure. tests/test_fuzz_models.py runs a short
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -145,6 +148,30 @@ class Fuzz:
         finally:
             w.stop()
 
+    def _cpu_memcheck(self, path: Path) -> str:
+        """What valgrind's memcheck finds when stock TFLite alone runs the mutant ("" if
+        nothing, or without valgrind or under AddressSanitizer)."""
+        vg = shutil.which("valgrind")
+        if not vg or "libasan" in self.env.get("LD_PRELOAD", ""):
+            return ""
+        log = self.out / "valgrind.log"
+        cmd = [vg, "--error-limit=no", f"--log-file={log}", sys.executable, str(HERE / "worker.py")]
+        env = self.env | {"PYTHONMALLOC": "malloc", "CLGPU_FUZZ_NO_RLIMIT": "1"}
+        try:
+            subprocess.run(
+                [*cmd, self.runtime],
+                input=f"cpu {path}\n",
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=max(self.timeout, 900),
+            )
+        except subprocess.TimeoutExpired:
+            return ""
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found = ("Invalid write", "Invalid read", "Process terminating with default action")
+        return ", ".join(k for k in found if k in text)
+
     def _fail(self, name: str, path: Path, what: str) -> None:
         kept = self.out / f"{self.runtime}-{name}.tflite"
         kept.write_bytes(path.read_bytes())
@@ -176,6 +203,11 @@ class Fuzz:
                 self.counts[f"cpu_{kind}es" if kind == "crash" else "cpu_hangs"] += 1
                 self._keep("cpu", name, path, f"{cpu.status} in {cpu.stage}: {cpu.detail}")
                 return
+        if kind == "crash" and (memcheck := self._cpu_memcheck(path)):
+            # Stock TFLite alone survived by luck: its kernels corrupt memory on this model.
+            self.counts["cpu_crashes"] += 1
+            self._keep("cpu", name, path, f"stock TFLite alone under valgrind: {memcheck}")
+            return
         alone = self._alone("delegate", path)
         if alone.status != "done":
             self.counts[
