@@ -172,6 +172,7 @@ std::string ReadNode(const GraphView& g, const NodeInfo& node, OutShape* shape,
   const Shape ws = g.shape(w), xs = g.shape(node.inputs[2]);
   if (ws.size() != 4 || xs.size() != 4 || ws[3] != xs[3])
     return "TRANSPOSE_CONV weights " + ShapeString(ws) + " do not fit input " + ShapeString(xs);
+  if (NumElements(ws) <= 0) return "TRANSPOSE_CONV weights " + ShapeString(ws) + " are empty";
   if (node.inputs.size() == 4 && node.inputs[3] >= 0) {
     const int b = node.inputs[3];
     if (!g.valid_tensor(b) || !g.IsConstant(b) || NumElements(g.shape(b)) != ws[0])

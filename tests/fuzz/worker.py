@@ -7,8 +7,9 @@ stage it prints "BEGIN STAGE", so that the parent knows where a crash happened; 
 
     python worker.py RUNTIME
 
-Inputs are seeded N(0, 1) values (CLGPU_FUZZ_FILL=ones: ones). Memory is capped (RLIMIT_AS,
-8 GiB; not under AddressSanitizer, whose shadow needs more address space and which gets
+Inputs are seeded N(0, 1) values (CLGPU_FUZZ_FILL=ones: ones); CLGPU_FUZZ_PLAIN=1 leaves out
+the OpenCL warm-up and the memory cap (stock TFLite alone in a bare process). Memory is capped
+(RLIMIT_AS, 8 GiB; not under AddressSanitizer, whose shadow needs more address space and which gets
 max_allocation_size_mb from the parent instead): a mutated shape may ask for any size, and the
 machine is shared.
 """
@@ -140,12 +141,13 @@ def run_one(runtime: str, mode: str, model: bytes, strict: Any) -> dict[str, Any
 
 def main() -> None:
     runtime = sys.argv[1]
-    _limit_memory()
-    import clgpu_delegate
+    if not os.environ.get("CLGPU_FUZZ_PLAIN"):  # plain: stock TFLite in a bare process
+        _limit_memory()
+        import clgpu_delegate
 
-    # Keeps the OpenCL context (and its built programs) for the process: each mutant's
-    # delegate would otherwise create and drop it.
-    clgpu_delegate.warm_up()
+        # Keeps the OpenCL context (and its built programs) for the process: each mutant's
+        # delegate would otherwise create and drop it.
+        clgpu_delegate.warm_up()
     strict = _strict_verifier()
     for line in sys.stdin:
         mode, path = line.rstrip("\n").split(" ", 1)
