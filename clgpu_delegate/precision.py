@@ -3,6 +3,7 @@ reference (`check_precision(model)`, `python -m clgpu_delegate bench --check-pre
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,13 @@ class NodeError:
     # The CPU reference reused this tensor's buffer for an in-place op, so its
     # value is gone after invoke: there is nothing to compare against.
     no_reference: bool = False
+    # The largest |value| the node reads or writes on the CPU reference (its output, its
+    # inputs, its weights): past FP16_MAX, fp16 storage saturates it (at +-65504, sign kept).
+    peak: float = 0.0
+
+    @property
+    def exceeds_fp16(self) -> bool:
+        return self.peak > FP16_MAX
 
 
 @dataclass
@@ -29,6 +37,12 @@ class PrecisionReport:
     nodes: list[NodeError]
     outputs: dict[str, tuple[float, float]]  # final outputs: precision -> (abs, rel)
     flagged_node: int | None
+
+    @property
+    def fp16_overflow(self) -> list[int]:
+        """Delegated nodes whose values exceed the fp16 range on the inputs used: in fp16
+        storage their values saturate at +-65504 (sign kept), so their results are wrong."""
+        return [n.node for n in self.nodes if n.exceeds_fp16]
 
     def table(self) -> str:
         head = f"{'node':>5} {'op':<18} {'shape':<20}"
@@ -43,10 +57,21 @@ class PrecisionReport:
             for p in self.precisions:
                 a, r = n.errors.get(p, (float("nan"), float("nan")))
                 row += f" {a:>11.2e} {r:>11.2e}"
-            lines.append(row + ("   <- error jumps here" if n.flagged else ""))
+            notes = ["<- error jumps here"] if n.flagged else []
+            if n.exceeds_fp16:
+                notes.append(f"<- |x| up to {n.peak:.3g}: past fp16's range")
+            lines.append(row + "".join("   " + s for s in notes))
         out = ", ".join(f"{p}: abs {a:.2e} rel {r:.2e}" for p, (a, r) in self.outputs.items())
         lines.append(f"model outputs: {out}")
         return "\n".join(lines)
+
+
+FP16_MAX = 65504.0
+
+
+def _peak(x: npt.NDArray[Any]) -> float:
+    finite = np.asarray(x, np.float64)[np.isfinite(x)] if x.dtype.kind == "f" else np.zeros(0)
+    return float(np.max(np.abs(finite))) if finite.size else 0.0
 
 
 def _error(ref: npt.NDArray[Any], got: npt.NDArray[Any]) -> tuple[float, float]:
@@ -65,13 +90,16 @@ def check_precision(
     device: str = "auto",
     seed: int = 0,
     jump_factor: float = 10.0,
+    inputs: Sequence[npt.NDArray[Any]] | None = None,
     **options: Any,
 ) -> PrecisionReport:
     """Run `model` on the CPU reference and with the delegate at each precision, and
     report each delegated node's max abs / rel error (an int8 node's in quanta: its
     integers are compared). The node flagged is the first
     whose fp16 (last precision) error is `jump_factor` times the largest error before
-    it and at least 1e-3 relative."""
+    it and at least 1e-3 relative. `inputs` (graph order) replaces the seeded N(0, 1)
+    ones. Nodes whose values exceed the fp16 range on these inputs are listed in
+    `fp16_overflow` (fp16 storage saturates them)."""
     from .delegate import load
     from .runtime import make_interpreter
 
@@ -81,9 +109,16 @@ def check_precision(
     ref = make_interpreter(model, reference=True, runtime=runtime, preserve_all_tensors=True)
     ref.allocate_tensors()
     rng = np.random.default_rng(seed)
+    details = ref.get_input_details()
+    if inputs is not None and len(inputs) != len(details):
+        raise ValueError(f"the model has {len(details)} inputs, {len(inputs)} were given")
     feeds = {
-        d["index"]: rng.standard_normal(d["shape"]).astype(d["dtype"])
-        for d in ref.get_input_details()
+        d["index"]: (
+            np.asarray(inputs[i], d["dtype"]).reshape(d["shape"])
+            if inputs is not None
+            else rng.standard_normal(d["shape"]).astype(d["dtype"])
+        )
+        for i, d in enumerate(details)
     }
     for i, x in feeds.items():
         ref.set_tensor(i, x)
@@ -139,6 +174,8 @@ def check_precision(
             if t not in got:
                 continue
             n = nodes.setdefault(dec.node, NodeError(dec.node, dec.op_name, t, tuple(got[t].shape)))
+            seen = [_peak(ref.get_tensor(x)) for x in _values(op, overwritten)]
+            n.peak = max([n.peak, *seen])
             if t in overwritten:
                 n.no_reference = True
                 continue
@@ -159,3 +196,8 @@ def check_precision(
             flagged = n.node
         worst = max(worst, rel)
     return PrecisionReport(tuple(precisions), ordered, outputs, flagged)
+
+
+def _values(op: dict[str, Any], overwritten: set[int]) -> list[int]:
+    """The tensors a node reads and writes whose CPU values are still there after invoke."""
+    return [int(t) for t in [*op["inputs"], *op["outputs"]] if t >= 0 and int(t) not in overwritten]

@@ -26,11 +26,22 @@
 #elif defined(STORAGE_HALF)
 #define T half
 #define LOADF(p, i) vload_half((i), (p))
-#define STOREF(v, p, i) vstore_half((v), (i), (p))
+// A finite value past the half range is stored as +-65504, not Inf (vstore_half's rounding):
+// its sign then survives a later product with zero (Inf * 0 is NaN). Inf and NaN stay: the
+// bound a * 0 + 65504 is NaN for them, and a comparison with NaN is false.
+static inline float sat_half(float v) {
+  const float a = fabs(v);
+  return isgreater(a, a * 0.0f + 65504.0f) ? copysign(65504.0f, v) : v;
+}
+static inline float4 sat_half4(float4 v) {
+  const float4 a = fabs(v);
+  return select(v, copysign((float4)(65504.0f), v), isgreater(a, a * 0.0f + 65504.0f));
+}
+#define STOREF(v, p, i) vstore_half(sat_half(v), (i), (p))
 #define LOADF4(p, i4) vload_half4((i4), (p))
-#define STOREF4(v, p, i4) vstore_half4((v), (i4), (p))
+#define STOREF4(v, p, i4) vstore_half4(sat_half4(v), (i4), (p))
 #define LOADF4A(p, i4) vloada_half4((i4), (p))
-#define STOREF4A(v, p, i4) vstorea_half4((v), (i4), (p))
+#define STOREF4A(v, p, i4) vstorea_half4(sat_half4(v), (i4), (p))
 #else
 #define T float
 #define LOADF(p, i) ((p)[(i)])
@@ -54,7 +65,7 @@
 #if CLGPU_EPILOGUE == 1  // swish: x * sigmoid(x), a LOGISTIC and a MUL
 #define EPILOGUE(v) ((v) / (1.0f + exp(-(v))))
 #elif CLGPU_EPILOGUE == 2  // HARD_SWISH
-#define EPILOGUE(v) ((v) * clamp((v) + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f))
+#define EPILOGUE(v) ((v) * (clamp((v) + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f)))  // no v * 6 overflow
 #elif CLGPU_EPILOGUE == 3  // LOGISTIC
 #define EPILOGUE(v) (1.0f / (1.0f + exp(-(v))))
 #elif CLGPU_EPILOGUE == 4  // TANH
@@ -90,25 +101,69 @@
 #define PLUS_RESIDUAL4(v, i4) (v)
 #endif
 
+// One output (n, oh, ow, oc) of a convolution computed directly from the input and the OHWI
+// filter [OC][KH][KW][C] (stride 1, dilation 1, padding PT / PL): the Winograd kernels' fallback.
+static inline float conv_direct_output(__global const T* restrict in,
+                                       __global const T* restrict filter, int n, int oh, int ow,
+                                       int oc, int in_h, int in_w, int in_c, int k_h, int k_w,
+                                       int pad_t, int pad_l) {
+  // (Lower-case names: kernels take KH, KW, PT, PL, ... as -D defines.)
+  float acc = 0.0f;
+  for (int ky = 0; ky < k_h; ++ky) {
+    const int ih = oh - pad_t + ky;
+    for (int kx = 0; kx < k_w; ++kx) {
+      const int iw = ow - pad_l + kx;
+      if ((uint)ih >= (uint)in_h || (uint)iw >= (uint)in_w) continue;
+      const int ib = ((n * in_h + ih) * in_w + iw) * in_c, fb = ((oc * k_h + ky) * k_w + kx) * in_c;
+      for (int c = 0; c < in_c; ++c) acc += LOADF(in, ib + c) * LOADF(filter, fb + c);
+    }
+  }
+  return acc;
+}
+
+// What a Winograd tile store needs for its direct fallback: the input, the OHWI filter and the
+// geometry (kernel parameters, passed on as they are).
+#define WINO_DIRECT_PARAM                                                                      \
+  , __global const T *restrict wd_in, __global const T *restrict wd_filter, int wd_h, int wd_w, \
+      int wd_c, int wd_kh, int wd_kw, int wd_pt, int wd_pl
+#define WINO_DIRECT_PASS , wd_in, wd_filter, wd_h, wd_w, wd_c, wd_kh, wd_kw, wd_pt, wd_pl
+
 // The TS x TS outputs y of one Winograd tile with corner (oh0, ow0), output channel oc: bias,
 // residual, clamp, and the store of those inside the OH x OW output (a tile may overhang it).
 // Conditions, not breaks: a loop with an early exit is not unrolled (TS is a literal at the
 // call sites, so these loops unroll and y stays in registers).
+// A tile whose y is not all finite is computed directly instead: the transforms spread one
+// NaN or Inf input over the whole tile (Inf - Inf), and overflow on finite inputs near
+// FLT_MAX (their coefficients reach 100x), where the CPU's direct sums give each output its own.
 static inline void store_winograd_tile(const float* y, const int TS, float bv,
                                        __global T* restrict out, int n, int oh0, int ow0, int OH,
                                        int OW, int OC, int oc, float act_min,
-                                       float act_max RESIDUAL_PARAM) {
+                                       float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM) {
+  int finite = 1;
 #pragma unroll
-  for (int i = 0; i < TS; ++i) {
-    const int oh = oh0 + i;
+  for (int k = 0; k < TS * TS; ++k) finite &= isfinite(y[k]);
+  if (finite) {
 #pragma unroll
-    for (int j = 0; j < TS; ++j) {
-      const int ow = ow0 + j;
-      if (oh < OH && ow < OW) {
-        const int o = ((n * OH + oh) * OW + ow) * OC + oc;
-        STOREF(ACTIVATE(PLUS_RESIDUAL(y[TS * i + j] + bv, o), act_min, act_max), out, o);
+    for (int i = 0; i < TS; ++i) {
+      const int oh = oh0 + i;
+#pragma unroll
+      for (int j = 0; j < TS; ++j) {
+        const int ow = ow0 + j;
+        if (oh < OH && ow < OW) {
+          const int o = ((n * OH + oh) * OW + ow) * OC + oc;
+          STOREF(ACTIVATE(PLUS_RESIDUAL(y[TS * i + j] + bv, o), act_min, act_max), out, o);
+        }
       }
     }
+    return;
+  }
+  for (int k = 0; k < TS * TS; ++k) {
+    const int oh = oh0 + k / TS, ow = ow0 + k % TS;
+    if (oh >= OH || ow >= OW) continue;
+    const int o = ((n * OH + oh) * OW + ow) * OC + oc;
+    const float v = conv_direct_output(wd_in, wd_filter, n, oh, ow, oc, wd_h, wd_w, wd_c, wd_kh,
+                                       wd_kw, wd_pt, wd_pl);
+    STOREF(ACTIVATE(PLUS_RESIDUAL(v + bv, o), act_min, act_max), out, o);
   }
 }
 

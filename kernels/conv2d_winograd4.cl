@@ -35,10 +35,11 @@
 //   NDRange: 1-D, global >= P * C' (any rounding), any local size.
 //
 // winograd_f4_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
-//                              act_min, act_max[, residual])
+//                              act_min, act_max, in, filter, H, W, C, KH, KW, PT, PL[, residual])
 //   __global const TT* Mo [36][P][OC]; __global const float* bias [OC];
-//   __global T* out [N][OH][OW][OC]; residual (HAS_RESIDUAL): a fused ADD's other operand, laid
-//   out like out
+//   __global T* out [N][OH][OW][OC]; in, the OHWI filter and the input geometry for the tiles
+//   computed directly (not all finite: store_winograd_tile, common.cl); residual
+//   (HAS_RESIDUAL): a fused ADD's other operand, laid out like out
 //   NDRange: 1-D, global >= P * OC (any rounding), any local size.
 //
 // Defines: TRANSFORMED_FLOAT (off): U, V, Mo are float buffers instead of T. With STORAGE_HALF,
@@ -53,7 +54,11 @@
 #else
 #define TT T
 #define LOADT(p, i) LOADF(p, i)
+#ifdef STORAGE_HALF  // Inf past the half range: see conv2d_winograd.cl
+#define STORET(v, p, i) vstore_half((v), (i), (p))
+#else
 #define STORET(v, p, i) STOREF(v, p, i)
+#endif
 #define LOADT4(p, i4) LOADF4(p, i4)
 #endif
 
@@ -117,7 +122,7 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
                                            __global const float* restrict bias,
                                            __global T* restrict out, int N, int OH, int OW, int OC,
                                            int tile_row_start, int tile_rows, float act_min,
-                                           float act_max RESIDUAL_PARAM) {
+                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM) {
   const int TW = (OW + 3) / 4;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
@@ -134,5 +139,5 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
 #pragma unroll
   for (int xi = 0; xi < 36; ++xi) m[xi] = LOADT(Mo, (xi * P + p) * OC + oc);
   winograd_f4_output_tile(m, bias[oc], out, n, oh0, ow0, OH, OW, OC, oc, act_min,
-                          act_max RESIDUAL_PASS);
+                          act_max WINO_DIRECT_PASS RESIDUAL_PASS);
 }

@@ -34,7 +34,7 @@ static inline float unary_op(float x, int op, float alpha) {
     case U_RELU_N1_TO_1: return clamp_keep_nan(x, -1.0f, 1.0f);
     case U_RELU_0_TO_1: return clamp_keep_nan(x, 0.0f, 1.0f);
     case U_LEAKY_RELU: return x > 0.0f ? x : alpha * x;
-    case U_HARD_SWISH: return x * clamp_keep_nan(x + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f);
+    case U_HARD_SWISH: return x * (clamp_keep_nan(x + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f));
     case U_LOGISTIC: return 1.0f / (1.0f + exp(-x));
     case U_TANH: return tanh(x);
     case U_ELU: return x < 0.0f ? expm1(x) : x;

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,9 +61,11 @@ class CacheRun:
         p = self.run_python(
             [script("cache_child.py"), str(self.cache), self.runtime, json.dumps(options)],
             env={"CLGPU_LOG": "info"},
+            timeout=300,
         )
         assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-        compare([np.load(self.tmp / "output.npy")], [self.expected], 1e-4, None)
+        rtol = 1e-2 if options.get("precision") == "fp16" else 1e-4
+        compare([np.load(self.tmp / "output.npy")], [self.expected], rtol, rtol * 10)
         result = json.loads(p.stdout.strip().splitlines()[-1])
         assert result["delegated"], result
         return result, p.stderr
@@ -112,3 +115,102 @@ def test_cached_binary_the_driver_refuses_is_rebuilt(
     assert stats["disk_cache_stored"] == len(before), stats
     third, _ = child()
     assert third["stats"]["disk_cache_hits"] == len(before), third
+
+
+# ---- hostile entries: not a regular file, sizes that lie, a payload under another key ----------
+
+HEADER = struct.Struct("<8sIIQQ")  # magic, format, key bytes, payload bytes, hash
+
+
+def _fnv(data: bytes, h: int = 1469598103934665603) -> int:
+    """The hash of src_cpp/cl/environment.cc (HashBytes)."""
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & (2**64 - 1)
+    return h
+
+
+def _entry(path: Path) -> tuple[tuple[Any, ...], bytes, bytes]:
+    """(header fields, key, payload) of a cache entry."""
+    data = path.read_bytes()
+    h = HEADER.unpack_from(data)
+    return h, data[HEADER.size : HEADER.size + h[2]], data[HEADER.size + h[2] :]
+
+
+def test_cache_entries_that_are_not_regular_files_are_ignored(
+    runtime: str, run_python: Callable, tmp_path: Path
+) -> None:
+    """A FIFO under an entry's name blocked the process forever; a link to an entry outside the
+    directory was followed. Both are refused, rebuilt and replaced by regular files."""
+    child = CacheRun(runtime, run_python, tmp_path)
+    child()
+    files = sorted(child.files())
+    assert len(files) >= 2, files
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(files[1].read_bytes())  # a valid entry, reached through a link
+    files[0].unlink()
+    os.mkfifo(files[0])
+    files[1].unlink()
+    files[1].symlink_to(outside)
+    second, _ = child()  # run_python's timeout fails the test if the FIFO blocks
+    assert second["stats"]["disk_cache_rejected"] == 2, second
+    assert all(f.is_file() and not f.is_symlink() for f in files[:2]), files
+    assert child()[0]["stats"]["disk_cache_hits"] == len(files)
+
+
+def test_an_entry_whose_header_claims_4_gib_is_rebuilt_without_allocating_it(
+    runtime: str, run_python: Callable, tmp_path: Path
+) -> None:
+    """Its payload was allocated up front (4.3 GB resident, then bad_alloc and the model
+    refused); now the sizes are checked against the file first."""
+    child = CacheRun(runtime, run_python, tmp_path)
+    first, _ = child()
+    f = sorted(child.files())[0]
+    (magic, fmt, kb, _, h), key, payload = _entry(f)
+    f.write_bytes(HEADER.pack(magic, fmt, kb, (4 << 30) - 1, h) + key + payload)
+    second, _ = child()
+    assert second["stats"]["disk_cache_rejected"] == 1, second
+    assert second["rss_kb"] < first["rss_kb"] + (512 << 10), (first["rss_kb"], second["rss_kb"])
+
+
+def test_a_payload_filed_under_another_key_is_rejected(
+    runtime: str, run_python: Callable, tmp_path: Path
+) -> None:
+    """The fp16 build of a kernel copied over its fp32 entry, with a header whose payload hash
+    and sizes are consistent, was loaded and gave wrong numbers: the entry's hash now covers
+    its key too."""
+
+    def plain(key: bytes) -> bytes:  # the key without the fp16 define
+        lines = key.replace(b"-DSTORAGE_HALF", b"").split(b"\n")
+        return b"\n".join(b" ".join(line.split()) for line in lines)
+
+    child = CacheRun(runtime, run_python, tmp_path)
+    child()
+    fp32 = {_entry(f)[1]: f for f in child.files()}
+    child(precision="fp16")
+    fp16 = {plain(_entry(f)[1]): f for f in child.files() if _entry(f)[1] not in fp32}
+    swapped = 0
+    for key32, f32 in fp32.items():
+        if plain(key32) not in fp16:
+            continue
+        (magic, fmt, _, _, _), _, payload16 = _entry(fp16[plain(key32)])
+        f32.write_bytes(
+            HEADER.pack(magic, fmt, len(key32), len(payload16), _fnv(payload16)) + key32 + payload16
+        )
+        swapped += 1
+    assert swapped, "no kernel built in both precisions"
+    third, _ = child()  # compares with the fp32 reference
+    assert third["stats"]["disk_cache_rejected"] == swapped, third
+
+
+def test_a_planted_link_in_place_of_the_model_directory_is_not_written_through(
+    runtime: str, run_python: Callable, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    child = CacheRun(runtime, run_python, tmp_path)
+    child.cache.mkdir()
+    (child.cache / "faults-test").symlink_to(elsewhere, target_is_directory=True)
+    first, err = child()
+    assert first["stats"]["disk_cache_stored"] == 0, first
+    assert not any(elsewhere.iterdir()), list(elsewhere.iterdir())
+    assert "not a plain directory" in err, err

@@ -5,6 +5,7 @@ with the install hint, and a failed build carries its build log."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -283,12 +284,19 @@ def _outcomes(stdout: str) -> dict[str, list[str]]:
     return {line.split()[0]: line.split()[1:3] for line in stdout.splitlines() if line.strip()}
 
 
-@pytest.mark.parametrize("library", ["/nonexistent/libOpenCL.so.1", "libm.so.6", "TEXTFILE"])
+@pytest.mark.parametrize(
+    "library", ["/nonexistent/libOpenCL.so.1", "libm.so.6", "TEXTFILE", "FIFO", "DIRECTORY"]
+)
 def test_missing_opencl_library(run_python, tmp_path: Path, library: str) -> None:
     if library == "TEXTFILE":
         library = str(tmp_path / "libOpenCL.so")
         Path(library).write_text("not a library")
-    p = run_python(_ENTRY_POINTS, env={"CLGPU_OPENCL_LIBRARY": library})
+    elif library == "FIFO":  # dlopen() of a FIFO waited for a writer forever
+        library = str(tmp_path / "libOpenCL.so")
+        os.mkfifo(library)
+    elif library == "DIRECTORY":
+        library = str(tmp_path)
+    p = run_python(_ENTRY_POINTS, env={"CLGPU_OPENCL_LIBRARY": library}, timeout=60)
     assert p.returncode == 0, p.stderr  # no crash: every call raised NoDeviceError
     outcomes = _outcomes(p.stdout)
     assert outcomes == {

@@ -3,7 +3,11 @@
 // (source hash, build options with the -D defines, device name, driver and
 // OpenCL versions, project version) and validated on load; a corrupt, truncated
 // or mismatching entry is ignored, rebuilt from source and replaced. Writes are
-// atomic (temp file + rename), so processes may share a directory.
+// atomic (temp file + rename), so processes may share a directory. Entries are regular files
+// only (no link, FIFO or device is opened as one), their sizes are checked against the file
+// before anything is allocated, and their hash covers the key with the payload. These checks
+// catch corruption and mix-ups, not a forger with write access to the directory: whoever can
+// write there can hand the driver any binary.
 #pragma once
 
 #include <atomic>
@@ -30,6 +34,7 @@ class BinaryCache {
 
   std::string PathFor(const std::string& key) const;
   const std::string& directory() const { return dir_; }
+  static std::string FileName(const std::string& key);
 
   // Counters for tests and bench: hits, misses (no file), rejected (corrupt or
   // mismatching), stored, and binaries the driver refused.
@@ -37,7 +42,9 @@ class BinaryCache {
   bool corrupt_for_testing() const { return corrupt_; }
 
  private:
-  std::string dir_;
+  // The directory entries live in, as a descriptor (-1 if unusable); `create` makes it.
+  int OpenDirectory(bool create) const;
+  std::string base_, token_, dir_;
   bool corrupt_;
 };
 

@@ -1,8 +1,11 @@
 #include "cl/loader.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -41,6 +44,17 @@ std::unique_ptr<ClApi> g_api;
 std::unique_ptr<ClApi> Load() {
   std::string tried;
   for (const std::string& path : CandidatePaths()) {
+    // A path (not a bare name the loader searches for) must be a regular file, or a link to
+    // one: dlopen() of a FIFO waits for a writer forever.
+    struct stat st {};
+    if (path.find('/') != std::string::npos) {
+      const bool found = stat(path.c_str(), &st) == 0;
+      if (!found || !S_ISREG(st.st_mode)) {
+        tried += "\n  " + path + ": " +
+                 (found ? "not a regular file" : std::string("cannot stat: ") + std::strerror(errno));
+        continue;
+      }
+    }
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
       const char* why = dlerror();

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 
 namespace clgpu {
 
@@ -45,5 +46,12 @@ class OptionError : public Error {
  public:
   using Error::Error;
 };
+
+// What an exception says, never "" (a reason or message must name something): its type
+// when it carries no text.
+inline std::string What(const std::exception& e) {
+  const char* w = e.what();
+  return w && *w ? std::string(w) : std::string("an error without a message (") + typeid(e).name() + ")";
+}
 
 }  // namespace clgpu

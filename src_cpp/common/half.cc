@@ -12,7 +12,7 @@ uint16_t FloatToHalf(float f) {
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN / inf
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504 -> inf
+  if (abs >= 0x477ff000u) return sign | 0x7bffu;  // rounds past 65504: saturates
   if (abs < 0x38800000u) {
     // Subnormal half (or zero): scale into an integer count of 2^-24 units.
     const float a = std::fabs(f) * 16777216.0f;

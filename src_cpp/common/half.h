@@ -5,7 +5,9 @@
 
 namespace clgpu {
 
-uint16_t FloatToHalf(float f);  // round to nearest even; overflow -> inf
+// Round to nearest even. A finite value past the half range saturates at +-65504 (as the
+// device's stores do, kernels/common.cl): Inf there would make a product with zero NaN.
+uint16_t FloatToHalf(float f);
 float HalfToFloat(uint16_t h);
 
 }  // namespace clgpu

@@ -80,7 +80,8 @@ bool Plausible(const DeviceCosts& c) {
 // The stored figures, or false when there is no file or it is a link, oversized, malformed,
 // for another device, driver or version, or implausible.
 bool ReadFile(const std::string& path, const DeviceInfo& dev, DeviceCosts* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted under the name is opened at once (and refused below).
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat st{};
   std::string text;

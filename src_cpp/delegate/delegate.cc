@@ -13,6 +13,7 @@
 #include "delegate/claim.h"
 #include "delegate/cost_model.h"
 #include "ops/densify.h"
+#include "graph/validate.h"
 #include "ops/op.h"
 #include "ops/shape_folding.h"
 #include "runtime/split.h"
@@ -60,6 +61,8 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
     std::vector<Shape> with_deps = in;
     for (int t : op->ShapeInputs()) with_deps.push_back(g.shape(t));
     const std::vector<Shape> out = op->InferShapes(with_deps);
+    for (const Shape& s : out)
+      if (auto why = CheckElementCount(s, "its output"); !why.empty()) return why;
     // Tensors larger than one buffer are kept in pieces; each must be cut.
     int pieces = 0;
     for (size_t i = 0; i < in.size() + out.size(); ++i) {
@@ -94,7 +97,7 @@ std::string DelegateCore::CheckAllocationLimit(const GraphView& g, const NodeInf
               " pieces within the largest allocation (" + std::to_string(limit) + " bytes)";
     return "";
   } catch (const std::exception& e) {
-    return std::string("could not check its buffers against the largest allocation: ") + e.what();
+    return "could not check its buffers against the largest allocation: " + What(e);
   }
 }
 
@@ -286,6 +289,9 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     for (const NodeInfo* n : FoldConstantDequantizes(graph, nodes)) dequantizes.push_back(n);
     for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
 
+    // A graph whose nodes read tensors before they are written is left to the CPU whole:
+    // TFLite's own partitioning (tflite_runtime 2.14) crashes on it.
+    const std::string order = CheckGraphOrder(graph, nodes);
     ClaimPlan claim;
     for (const NodeInfo& n : nodes) {
       NodeDecision d;
@@ -295,9 +301,11 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       if (h) {
         d.op_name = h->name;
         try {
-          d.reason = h->check(graph, n);
+          d.reason = !order.empty() ? "the graph is out of order: " + order
+                                    : CheckNodeCommon(graph, n);
+          if (d.reason.empty()) d.reason = h->check(graph, n);
         } catch (const std::exception& e) {
-          d.reason = std::string("could not read the node: ") + e.what();
+          d.reason = "could not read the node: " + What(e);
         }
         if (d.reason.empty()) d.reason = CheckAllocationLimit(graph, n, *h, &d.note);
         if (d.reason.empty()) {
@@ -366,7 +374,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       env_->programs().Get("device_probe", storage_defines(), disk_.get());
     } catch (const Error& e) {
       Log(LogLevel::kWarning,
-          std::string("the device cannot build our kernels; running on the CPU: ") + e.what());
+          "the device cannot build our kernels; running on the CPU: " + What(e));
       std::lock_guard<std::mutex> l(report_mutex_);
       for (auto& d : claim.decisions)
         if (d.claimed) {
@@ -388,7 +396,11 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     return status;
   } catch (const std::exception& e) {
     current_graph_ = nullptr;
-    ctx->ReportError(ctx, "clgpu_delegate: Prepare failed: %s", e.what());
+    ctx->ReportError(ctx, "clgpu_delegate: Prepare failed: %s", What(e).c_str());
+    return kTfLiteError;
+  } catch (...) {
+    current_graph_ = nullptr;
+    ctx->ReportError(ctx, "clgpu_delegate: Prepare failed: an exception of unknown type");
     return kTfLiteError;
   }
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "common/error.h"
 #include "delegate/delegate.h"
 #include "runtime/partition.h"
 #include "tflite/builtin.h"
@@ -27,7 +28,9 @@ void* Init(TfLiteContext* ctx, const char* buffer, size_t) {
     h->core = DelegateCore::From(params->delegate)->shared();
     h->partition = std::make_unique<Partition>(ctx, params, h->core);
   } catch (const std::exception& e) {
-    h->init_error = e.what();
+    h->init_error = What(e);
+  } catch (...) {
+    h->init_error = "an exception of unknown type";
   }
   return h;
 }
@@ -49,7 +52,10 @@ TfLiteStatus Guard(TfLiteContext* ctx, TfLiteNode* node, const char* stage, F&& 
     f(*h->partition);
     return kTfLiteOk;
   } catch (const std::exception& e) {
-    ctx->ReportError(ctx, "clgpu_delegate: %s failed: %s", stage, e.what());
+    ctx->ReportError(ctx, "clgpu_delegate: %s failed: %s", stage, What(e).c_str());
+    return kTfLiteError;
+  } catch (...) {
+    ctx->ReportError(ctx, "clgpu_delegate: %s failed: an exception of unknown type", stage);
     return kTfLiteError;
   }
 }

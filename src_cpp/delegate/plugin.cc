@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "delegate/delegate.h"
 
 #define CLGPU_EXPORT extern "C" __attribute__((visibility("default")))
@@ -21,7 +22,7 @@ CLGPU_EXPORT TfLiteDelegate* tflite_plugin_create_delegate(const char* const* ke
     return clgpu::DelegateCore::Create(clgpu::ParseOptions(kv));
   } catch (const std::exception& e) {
     // report_error is only valid during this call; never keep it.
-    if (report_error) report_error((std::string("clgpu_delegate: ") + e.what()).c_str());
+    if (report_error) report_error(("clgpu_delegate: " + clgpu::What(e)).c_str());
   } catch (...) {
     if (report_error) report_error("clgpu_delegate: unknown error");
   }

@@ -105,7 +105,7 @@ std::string GraphView::ReadConstantInts(int t, const std::string& what,
   try {
     *out = ConstantInts(t);
   } catch (const Error& e) {
-    return what + ": " + e.what();
+    return what + ": " + What(e);
   }
   return "";
 }
@@ -149,6 +149,11 @@ bool ActivationRange(int activation, float* lo, float* hi) {
     default:
       return false;  // TANH, SIGN_BIT, SIGMOID: the CPU reference differs per op
   }
+}
+
+void Unbounded(float* lo, float* hi) {
+  *lo = -std::numeric_limits<float>::infinity();
+  *hi = std::numeric_limits<float>::infinity();
 }
 
 }  // namespace clgpu

@@ -114,7 +114,11 @@ class GraphView {
 // Copies what we need of a node (valid only during delegate Prepare / kernel init).
 NodeInfo ReadNode(TfLiteContext* ctx, int node_index, bool* ok);
 
-// Activation clamp bounds of a TFLite fused activation; false if not a clamp.
+// Activation clamp bounds of a TFLite fused activation; false if not a clamp. NONE is
+// [-FLT_MAX, FLT_MAX]: the CPU kernels of ops with a fused activation bound +-Inf there too.
 bool ActivationRange(int activation, float* lo, float* hi);
+// [-Inf, Inf]: the bounds of an op whose CPU kernel applies no clamp (MAXIMUM, POW,
+// CONCATENATION, RELU's upper side, ...), so +-Inf passes through as it does there.
+void Unbounded(float* lo, float* hi);
 
 }  // namespace clgpu

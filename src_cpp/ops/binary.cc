@@ -79,7 +79,10 @@ class BinaryOp : public Op {
  public:
   BinaryOp(const NodeInfo& node, const BinaryKind& kind, int activation)
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}), kind_(kind) {
-    ActivationRange(activation, &act_min_, &act_max_);
+    if (kind.activation)
+      ActivationRange(activation, &act_min_, &act_max_);
+    else
+      Unbounded(&act_min_, &act_max_);  // MAXIMUM, POW, ...: the CPU passes +-Inf on
   }
   // A chunk: the same op over boxes of the operands.
   explicit BinaryOp(const BinaryOp& whole)
@@ -197,7 +200,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   try {
     BroadcastShape(kind.name, a, b);
   } catch (const Error& e) {
-    return e.what();
+    return What(e);
   }
   return "";
 }

@@ -37,9 +37,12 @@ class ConcatOp : public Op {
         axis_(axis),
         stack_(stack),
         name_(stack ? "PACK" : "CONCATENATION") {
-    ActivationRange(activation, &act_min_, &act_max_);
-    // TFLite's PACK copies; the +-FLT_MAX bounds of NONE would turn an infinity finite.
-    if (stack) act_min_ = -INFINITY, act_max_ = INFINITY;
+    // The CPU kernels copy (they accept only NONE, PACK has none): +-Inf stays, no +-FLT_MAX
+    // bound.
+    if (stack || activation == tfl::kActNone)
+      Unbounded(&act_min_, &act_max_);
+    else
+      ActivationRange(activation, &act_min_, &act_max_);
   }
   // A chunk: the input boxes concatenated along axis 1 of the [outer, axis, inner] views.
   explicit ConcatOp(const ConcatOp& whole)
@@ -263,7 +266,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   try {
     ConcatOp(node, axis, p.activation).InferShapes(in);
   } catch (const Error& e) {
-    return e.what();
+    return What(e);
   }
   return "";
 }

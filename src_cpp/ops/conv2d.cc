@@ -10,6 +10,7 @@
 #include "ops/int8_ops.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
+#include "graph/validate.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -45,7 +46,7 @@ struct ConvSource {
   }
   size_t Bytes() const {
     size_t n = 0;
-    for (const auto& [k, w] : weights) n += w->filter.bytes();
+    for (const auto& [k, w] : weights) n += w->filter.bytes() + w->plain.bytes();
     for (const auto& [k, b] : biases) n += b.bytes();
     return n;
   }
@@ -189,7 +190,9 @@ class Conv2dOp : public Op {
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!node.builtin_data) return "missing CONV_2D params";
-  if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  // TFLite's float CONV_2D reads a bias: two inputs, or a -1 there, fail its Prepare.
+  if (auto why = CheckInputs(node, "CONV_2D", 3, 0); !why.empty()) return why;
+  if (auto why = CheckOutputs(node, "CONV_2D", 1); !why.empty()) return why;
   tfl::ConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   // int8 tensors: conv2d_int8.cc.

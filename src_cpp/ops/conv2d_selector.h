@@ -51,6 +51,9 @@ struct ConvWeights {
   // OHWI, the Winograd-transformed U, direct_blocked's [OC / OCB][KH][KW][C][OCB] or
   // winograd4_fused's U [OC / OCB][CPAD][36][OCB]
   Buffer filter;
+  // Winograd's: the OHWI filter too, for the tiles computed directly (kernels/common.cl,
+  // store_winograd_tile).
+  Buffer plain;
   int ocb = 0, cpad = 0;  // winograd4_fused: the blocking its U is laid out for
 };
 

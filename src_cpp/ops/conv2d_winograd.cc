@@ -107,6 +107,7 @@ void PrepareWeights(OpContext& ctx, const ConvGeometry& g, const std::vector<flo
   }
   Run(ctx, kern, size_t(g.oc) * subs * g.c);
   CheckCl(Cl().clFinish(ctx.queue), "clFinish(filter transform)");
+  w->plain = std::move(ohwi);  // the tiles computed directly (not all finite) read it
 }
 
 // V and Mo for one pass of tile rows.
@@ -152,7 +153,8 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
     SetArgs(lg.kernel, ctx.scratch[0], w.filter.get(), ctx.scratch[1], p, g.oc, ck);
     Launch lo = Make1d(outputs, k.output_transform, size_t(p) * g.oc);
     SetArgsAndOptional(lo.kernel, residual, ctx.scratch[1], bias, out, g.n, g.oh, g.ow, g.oc, r0,
-                       nr, act_min, act_max);
+                       nr, act_min, act_max, in, w.plain.get(), g.h, g.w, g.c, g.kh, g.kw,
+                       g.pad_top, g.pad_left);
     launches.push_back(std::move(li));
     launches.push_back(std::move(lg));
     launches.push_back(std::move(lo));

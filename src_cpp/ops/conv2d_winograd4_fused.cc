@@ -86,6 +86,7 @@ void PrepareWeights(OpContext& ctx, const ConvGeometry& g, const std::vector<flo
   SetArgs(kern, ohwi.get(), w->filter.get(), g.c, g.oc, g.kh, g.kw, w->cpad);
   Run(ctx, kern, elements);
   CheckCl(Cl().clFinish(ctx.queue), "clFinish(fused filter transform)");
+  w->plain = std::move(ohwi);  // the tiles computed directly (not all finite) read it
 }
 
 // The one launch. A kernel whose registers cap its groups below the planned size
@@ -117,7 +118,8 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
     t.tp = std::max(t.rt, t.tp / 2 / t.rt * t.rt);
   }
   SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
-                     g.ow, g.oc, g.pad_top, g.pad_left, g.kh, g.kw, w.cpad, act_min, act_max);
+                     g.ow, g.oc, g.pad_top, g.pad_left, g.kh, g.kw, w.cpad, act_min, act_max,
+                     w.plain.get());
   const size_t th = (g.oh + 3) / 4, tw = (g.ow + 3) / 4;
   const size_t groups = size_t((g.oc + t.ocb - 1) / t.ocb) * g.n * th * ((tw + t.tp - 1) / t.tp);
   l.dims = 1;

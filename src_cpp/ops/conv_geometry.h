@@ -18,8 +18,9 @@ struct ConvGeometry {
   int oh = 0, ow = 0, oc = 0;
   int pad_top = 0, pad_left = 0;
 
-  // padding: 1 SAME, 2 VALID. An input smaller than the filter gives an empty
-  // output (0 rows or columns), as on the CPU.
+  // padding: 1 SAME, 2 VALID. TFLite's arithmetic (C++ division): an input a little smaller
+  // than the window gives an empty output (0 rows or columns), a smaller one a negative size,
+  // which its convolutions refuse and so do we (runtime/partition_plan.cc, graph/validate.h).
   void Compute(int padding) {
     const int ekh = (kh - 1) * dh + 1, ekw = (kw - 1) * dw + 1;
     if (padding == 1) {
@@ -32,8 +33,6 @@ struct ConvGeometry {
       ow = (w - ekw + sw) / sw;
       pad_top = pad_left = 0;
     }
-    oh = std::max(oh, 0);
-    ow = std::max(ow, 0);
   }
   double Macs() const { return double(n) * oh * ow * oc * kh * kw * c; }
 

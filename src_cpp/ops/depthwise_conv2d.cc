@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "ops/int8_ops.h"
+#include "graph/validate.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
@@ -184,7 +185,9 @@ class DepthwiseConv2dOp : public Op {
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!node.builtin_data) return "missing DEPTHWISE_CONV_2D params";
-  if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  // A third input must be a bias: TFLite refuses a -1 there (and crashes without one).
+  if (auto why = CheckInputs(node, "DEPTHWISE_CONV_2D", 2, 1, false); !why.empty()) return why;
+  if (auto why = CheckOutputs(node, "DEPTHWISE_CONV_2D", 1); !why.empty()) return why;
   tfl::DepthwiseConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   // int8 tensors: depthwise_conv2d_int8.cc.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "graph/validate.h"
 #include "ops/gemm.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
@@ -196,7 +197,8 @@ class FullyConnectedOp : public Op {
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!node.builtin_data) return "missing FULLY_CONNECTED params";
-  if (node.inputs.size() < 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  if (auto why = CheckInputs(node, "FULLY_CONNECTED", 2, 1); !why.empty()) return why;
+  if (auto why = CheckOutputs(node, "FULLY_CONNECTED", 1); !why.empty()) return why;
   tfl::FullyConnectedParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   float lo, hi;

@@ -1,6 +1,7 @@
 #include "ops/fusion.h"
 
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "ops/op.h"
@@ -166,8 +167,8 @@ std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<
   // The clamp activations as bounds: the fused-activation codes of the same clamps.
   auto bounds = [](int32_t op, float* lo, float* hi) {
     switch (op) {
-      case tfl::kRelu:
-        return ActivationRange(tfl::kActRelu, lo, hi);
+      case tfl::kRelu:  // max(x, 0): +Inf stays, unlike a fused RELU's FLT_MAX bound
+        return (*lo = 0.f, *hi = std::numeric_limits<float>::infinity(), true);
       case tfl::kRelu6:
         return ActivationRange(tfl::kActRelu6, lo, hi);
       case tfl::kReluN1To1:

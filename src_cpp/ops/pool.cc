@@ -66,6 +66,9 @@ class PoolOp : public Op {
     g.kh = params_.filter_height, g.kw = params_.filter_width;
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.Compute(params_.padding);
+    // A window larger than the input: LiteRT's pooling gives an empty output (tflite_runtime
+    // 2.14 refuses it, as both refuse such a convolution).
+    g.oh = std::max(g.oh, 0), g.ow = std::max(g.ow, 0);
     return g;
   }
 

@@ -232,7 +232,9 @@ class ResizeOp : public Op {
 std::string OutputSize(const GraphView& g, const NodeInfo& node, int* oh, int* ow) {
   std::vector<int64_t> size;
   if (auto why = g.ReadConstantInts(node.inputs[1], "output size", &size); !why.empty()) return why;
-  if (size.size() != 2) return "size must have 2 elements";
+  // TFLite's kernels want a 1-D size of 2: a [1, 2] one fails their Prepare.
+  if (g.shape(node.inputs[1]).size() != 1 || size.size() != 2)
+    return "size must be 1-D with 2 elements, not " + ShapeString(g.shape(node.inputs[1]));
   if (size[0] < 1 || size[1] < 1 || size[0] > (1 << 24) || size[1] > (1 << 24))
     return "output size " + std::to_string(size[0]) + "x" + std::to_string(size[1]) +
            " is out of range";

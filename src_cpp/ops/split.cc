@@ -105,6 +105,14 @@ std::string ReadSplit(const GraphView& g, const NodeInfo& node, int* axis,
   *axis = static_cast<int>(a[0] < 0 ? a[0] + rank : a[0]);
   if (*axis < 0 || *axis >= rank) return "axis " + std::to_string(a[0]) + " is out of range";
   const int n = static_cast<int>(node.outputs.size());
+  // TfLiteSplitParams and TfLiteSplitVParams are { int num_splits; }: TFLite's kernels refuse a
+  // node whose output count differs from it.
+  if (!node.builtin_data) return std::string("missing ") + name + " params";
+  int num_splits = 0;
+  std::memcpy(&num_splits, node.builtin_data, sizeof num_splits);
+  if (num_splits != n)
+    return std::string(name) + " num_splits is " + std::to_string(num_splits) + ", the node has " +
+           std::to_string(n) + " outputs";
   sizes->clear();
   if (node.op == tfl::kSplit) {
     if (s[*axis] % n)

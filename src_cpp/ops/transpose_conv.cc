@@ -13,6 +13,20 @@
 
 namespace clgpu {
 
+std::string CheckTransposeConvGeometry(const Shape& x, const Shape& out, const Shape& filter,
+                                       const TransposeConvParams& p) {
+  for (int a : {1, 2}) {
+    const int s = a == 1 ? p.stride_height : p.stride_width, k = filter[a];
+    const int64_t want = p.padding == 1 ? (int64_t(out[a]) + s - 1) / s
+                                        : (int64_t(out[a]) - k + s) / s;
+    if (want != x[a])
+      return "TRANSPOSE_CONV input " + ShapeString(x) + " is not what its output " +
+             ShapeString(out) + " gives with this filter and stride (" + std::to_string(want) +
+             " along axis " + std::to_string(a) + ")";
+  }
+  return "";
+}
+
 // The output shape input of the node.
 static std::string ReadOutputShape(const GraphView& g, const NodeInfo& node,
                                    TransposeConvShape* s) {
@@ -67,6 +81,7 @@ std::string ReadTransposeConv(const GraphView& g, const NodeInfo& node, Transpos
   const Shape ws = g.shape(w), xs = g.shape(node.inputs[2]);
   if (ws.size() != 4 || xs.size() != 4 || ws[3] != xs[3])
     return "TRANSPOSE_CONV weights " + ShapeString(ws) + " do not fit input " + ShapeString(xs);
+  if (NumElements(ws) <= 0) return "TRANSPOSE_CONV weights " + ShapeString(ws) + " are empty";
   if (node.inputs.size() == 4 && node.inputs[3] >= 0) {
     const int b = node.inputs[3];
     if (!g.valid_tensor(b) || !g.IsConstant(b) || NumElements(g.shape(b)) != ws[0])
@@ -123,6 +138,7 @@ class TransposeConvOp : public Op {
     if (out[0] != x[0] || out[3] != filter_shape_[0])
       throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
                   ShapeString(x) + " and filter " + ShapeString(filter_shape_));
+    if (auto why = CheckTransposeConvGeometry(x, out, filter_shape_, p_); !why.empty()) throw Error(why);
     return {out};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
@@ -177,7 +193,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   const Shape out = TransposeConvOutput(shape, x);
   if (out[0] != x[0] || out[3] != g.shape(node.inputs[1])[0])
     return "TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit its input and filter";
-  return "";
+  return CheckTransposeConvGeometry(x, out, g.shape(node.inputs[1]), p);
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {

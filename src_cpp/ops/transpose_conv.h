@@ -31,6 +31,11 @@ std::string ReadTransposeConv(const GraphView& g, const NodeInfo& node, Transpos
 Shape TransposeConvOutput(const TransposeConvShape& s, const Shape& x);
 // TFLite's padding before the first output (top or left) along one axis: that of the
 // convolution this one transposes, from the output's size to the input's.
+// LiteRT's check (tflite_runtime 2.14 has none and then reads past its input): the input must be
+// what a convolution of the output with this filter, stride and padding gives. "" or why not.
+std::string CheckTransposeConvGeometry(const Shape& x, const Shape& out, const Shape& filter,
+                                       const TransposeConvParams& p);
+
 int TransposeConvPad(const TransposeConvParams& p, int out_size, int stride, int k);
 
 }  // namespace clgpu

@@ -45,6 +45,8 @@ class TransposeConvInt8Op : public Op {
     if (out[0] != x[0] || out[3] != filter_shape_[0])
       throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
                   ShapeString(x) + " and filter " + ShapeString(filter_shape_));
+    if (auto why = CheckTransposeConvGeometry(x, out, filter_shape_, p_); !why.empty())
+      throw Error(why);
     return {out};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {

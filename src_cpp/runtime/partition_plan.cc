@@ -7,6 +7,7 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
+#include "graph/validate.h"
 #include "ops/fusion.h"
 #include "runtime/memory_planner.h"
 #include "runtime/partition.h"
@@ -75,6 +76,10 @@ void Partition::Plan(TfLiteContext* ctx) {
     report_.weight_bytes += v.buffer.bytes();
     for (const Buffer& b : v.piece_buffers) report_.weight_bytes += b.bytes();
   }
+  for (int t : uploads_)
+    if (auto why = CheckElementCount(values_.at(t).shape, "partition input " + std::to_string(t));
+        !why.empty())
+      throw Error(why);
   out_shapes_.assign(ops_.size(), {});
   for (size_t i = 0; i < ops_.size(); ++i) {
     std::vector<Shape> in;
@@ -86,8 +91,14 @@ void Partition::Plan(TfLiteContext* ctx) {
       in.push_back(v != values_.end() ? v->second.shape : shape_reads_.at(t));
     }
     out_shapes_[i] = ops_[i]->InferShapes(in);
-    for (size_t j = 0; j < out_shapes_[i].size(); ++j)
+    for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
+      // Before anything is sized from it (a resize_tensor_input can make any shape).
+      const std::string why = CheckElementCount(
+          out_shapes_[i][j], std::string(ops_[i]->type_name()) + " node " +
+                                 std::to_string(ops_[i]->node_index()) + " output");
+      if (!why.empty()) throw Error(why);
       values_[ops_[i]->outputs()[j]].shape = out_shapes_[i][j];
+    }
   }
   FoldClamps();
   FoldEpilogues();

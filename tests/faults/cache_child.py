@@ -5,6 +5,7 @@ fresh process (no programs in memory); writes output.npy and prints the delegate
 """
 
 import json
+import resource
 import sys
 
 import numpy as np
@@ -22,4 +23,7 @@ interp.allocate_tensors()
 interp.set_tensor(interp.get_input_details()[0]["index"], x)
 interp.invoke()
 np.save("output.npy", interp.get_tensor(interp.get_output_details()[0]["index"]))
-print(json.dumps({"delegated": d.delegated_nodes(), "stats": d.stats().to_dict()}))
+rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(
+    json.dumps({"delegated": d.delegated_nodes(), "stats": d.stats().to_dict(), "rss_kb": rss_kb})
+)

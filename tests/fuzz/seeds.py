@@ -1,0 +1,104 @@
+"""Seed models of the mutation fuzzer, built with clgpu_delegate.modelgen: small graphs that
+together use every op family the delegate claims (convolutions of each algorithm's shapes with
+fp16 weights behind DEQUANTIZE, pools, element-wise ops, reductions, copies, splits), so a
+mutation lands on each op's checks. Real models are added with `--models DIR`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import tflite
+
+from clgpu_delegate.modelgen import ModelBuilder
+
+OPS = tflite.BuiltinOperator
+
+
+def _convs() -> bytes:
+    b = ModelBuilder(seed=1)
+    x = b.input("x", (1, 9, 8, 3))
+    y = b.conv2d(x, b.rand((8, 3, 3, 3)), b.rand((8,)), activation="RELU")
+    y = b.depthwise_conv2d(y, b.rand((1, 3, 3, 8), 0.5), b.rand((8,)), stride=2)
+    z = b.conv2d(y, b.rand((8, 1, 1, 8)), b.rand((8,)), fp16_weights=True)
+    y = b.add(z, y, "RELU6")
+    y = b.conv2d(y, b.rand((4, 5, 5, 8)), b.rand((4,)))
+    b.output(y)
+    return b.build()
+
+
+def _pools_and_copies() -> bytes:
+    b = ModelBuilder(seed=2)
+    x = b.input("x", (1, 8, 10, 4))
+    p = b.max_pool2d(x, 2, 2)
+    q = b.avg_pool2d(x, 3, 2, "SAME", "RELU")
+    q = b.resize_bilinear(q, (4, 5))
+    y = b.concat([p, q], 3)
+    y = b.pad(y, [[0, 0], [1, 1], [0, 1], [0, 0]])
+    y = b.transpose(y, (0, 2, 1, 3))
+    y = b.resize_nearest(y, (12, 8))
+    b.output(b.mirror_pad(y, [[0, 0], [1, 0], [0, 2], [0, 0]]))
+    return b.build()
+
+
+def _dense() -> bytes:
+    b = ModelBuilder(seed=3)
+    x = b.input("x", (2, 3, 8))
+    y = b.reshape(x, (6, 8))
+    y = b.fully_connected(y, b.rand((16, 8)), b.rand((16,)), activation="RELU")
+    y = b.fully_connected(y, b.rand((10, 16)), None)
+    y = b.softmax(b.reshape(y, (2, 3, 10)))
+    b.output(b.mean(y, (1,), keep_dims=False))
+    b.output(b.log_softmax(b.squeeze(b.expand_dims(b.sum(x, (2,)), 0), (0,))))
+    return b.build()
+
+
+def _elementwise() -> bytes:
+    b = ModelBuilder(seed=4)
+    x = b.input("x", (1, 5, 6, 3))
+    s = b.input("s", (1, 1, 1, 3))
+    y = b.mul(x, s)
+    y = b.sub(y, b.rand((3,), 1.0), "RELU")
+    y = b.maximum(y, b.minimum(x, b.rand((6, 3), 1.0)))
+    y = b.hard_swish(b.tanh(y))
+    y = b.squared_difference(y, b.logistic(x))
+    y = b.div(y, b.add(b.relu6(x), np.full((3,), 2.0, np.float32)))
+    y = b.prelu(y, b.rand((1, 1, 3), 0.2))
+    b.output(b._unary(OPS.EXP, y))
+    return b.build()
+
+
+def _splits() -> bytes:
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (2, 6, 4))
+    a, c, d = b.split(x, 1, 3)
+    e, f = b.split_v(x, (3, 1), 2)
+    y = b.concat([b.add(a, c), d], 1)
+    y = b.tile(y, (1, 1, 2))
+    b.output(b.reduce_max(y, (1,)))
+    b.output(b.reduce_min(b.pad_v2(e, [[0, 0], [1, 1], [0, 0]], -2.0), (2,), keep_dims=True))
+    b.output(b._reduce(OPS.REDUCE_PROD, f, (1,), False))
+    return b.build()
+
+
+def _transpose_conv() -> bytes:
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (1, 4, 5, 3))
+    y = b.transpose_conv(x, b.rand((4, 3, 3, 3)), (8, 10), bias=b.rand((4,)))
+    y = b.conv2d(y, b.rand((2, 7, 7, 4)), b.rand((2,)), activation="RELU6")
+    b.output(y)
+    return b.build()
+
+
+SEEDS: dict[str, Callable[[], bytes]] = {
+    "convs": _convs,
+    "pools_and_copies": _pools_and_copies,
+    "dense": _dense,
+    "elementwise": _elementwise,
+    "splits": _splits,
+    "transpose_conv": _transpose_conv,
+}
+
+
+def generated() -> dict[str, bytes]:
+    return {name: build() for name, build in SEEDS.items()}
