@@ -16,8 +16,6 @@ import clgpu_delegate
 from clgpu_delegate.bench_report import timing_warnings
 from clgpu_delegate.modelgen import ModelBuilder, zoo
 
-pytestmark = pytest.mark.quick
-
 
 def _cli(run_python, *args: str, **kw):
     return run_python(["-m", "clgpu_delegate", *args], **kw)

@@ -12,8 +12,6 @@ import pytest
 
 from clgpu_delegate.modelgen import ModelBuilder
 
-pytestmark = pytest.mark.quick
-
 
 def _model() -> bytes:
     b = ModelBuilder(seed=3)

@@ -16,8 +16,6 @@ from clgpu_delegate import InvalidModelError, verify_model
 from clgpu_delegate.modelgen import ModelBuilder, zoo
 from clgpu_delegate.runtime import make_interpreter
 
-pytestmark = pytest.mark.quick
-
 
 def _model() -> bytes:
     """Tables, vectors, strings and an options table with a vector (RESHAPE's new_shape)."""
