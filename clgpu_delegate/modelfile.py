@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import InvalidModelError
+from ._tflite_options import BUILTIN_OPTIONS, BUILTIN_OPTIONS_2
 
 _IDENTIFIER = b"TFL3"
 _MAX_DEPTH = 64  # flatbuffers' Verifier defaults
@@ -31,31 +32,10 @@ _U8 = (_VSCALAR, 1)
 _I64 = (_VSCALAR, 8)
 
 # The TFLite schema (tensorflow/lite/schema/schema.fbs), as far as offsets go: tables and the
-# fields that point elsewhere. Scalar fields only need a size; undeclared fields (scalars of
-# a newer schema, options tables of scalars) are checked to lie inside their table.
+# fields that point elsewhere, with the options tables of _tflite_options.py. Fields of a newer
+# schema are not read by a reader of this one, so they are not checked (flatbuffers' verifier
+# skips them as well).
 _Field = tuple[str, int, Any]
-_OPTIONS_1: dict[int, str] = {
-    3: "ConcatEmbeddingsOptions",
-    17: "ReshapeOptions",
-    30: "SqueezeOptions",
-    111: "VarHandleOptions",
-    115: "BucketizeOptions",
-}
-_OPTIONS_2: dict[int, str] = {
-    2: "StablehloBroadcastInDimOptions",
-    3: "StablehloSliceOptions",
-    4: "StablehloConvolutionOptions",
-    5: "StablehloCustomCallOptions",
-    6: "StablehloReduceOptions",
-    7: "StablehloScatterOptions",
-    9: "StablehloDynamicSliceOptions",
-    10: "StablehloPadOptions",
-    12: "StablehloDotGeneralOptions",
-    13: "StablehloReduceWindowOptions",
-    16: "StablehloGatherOptions",
-    17: "StablehloTransposeOptions",
-    21: "StableHLOCompositeOptions",
-}
 _SPARSE_INDEX = {1: "Int32Vector", 2: "Uint16Vector", 3: "Uint8Vector"}
 
 
@@ -65,6 +45,25 @@ def _s(name: str, size: int) -> _Field:
 
 def _v(name: str, kind: tuple[int, int]) -> _Field:
     return (name, kind[0], kind[1])
+
+
+_CODES = {"B": _U8, "H": (_VSCALAR, 2), "I": _I32, "Q": _I64}
+_OPTION_TABLES: dict[str, dict[int, _Field]] = {}
+
+
+def _options(union: dict[int, tuple[str, str]]) -> dict[int, str]:
+    """Union value -> table name; each table's fields go into _OPTION_TABLES."""
+    for name, codes in union.values():
+        fields: dict[int, _Field] = {}
+        for i, c in enumerate(codes):
+            if c.isdigit():
+                fields[i] = _s(f"f{i}", int(c))
+            elif c == "s":
+                fields[i] = (f"f{i}", _STRING, None)
+            elif c in _CODES:
+                fields[i] = _v(f"f{i}", _CODES[c])
+        _OPTION_TABLES[name] = fields
+    return {value: name for value, (name, _) in union.items()}
 
 
 _TABLES: dict[str, dict[int, _Field]] = {
@@ -136,7 +135,7 @@ _TABLES: dict[str, dict[int, _Field]] = {
         1: _v("inputs", _I32),
         2: _v("outputs", _I32),
         3: _s("builtin_options_type", 1),
-        4: ("builtin_options", _UNION, (3, _OPTIONS_1)),
+        4: ("builtin_options", _UNION, (3, _options(BUILTIN_OPTIONS))),
         5: _v("custom_options", _U8),
         6: _s("custom_options_format", 1),
         7: _v("mutating_variable_inputs", _U8),
@@ -144,7 +143,7 @@ _TABLES: dict[str, dict[int, _Field]] = {
         9: _s("large_custom_options_offset", 8),
         10: _s("large_custom_options_size", 8),
         11: _s("builtin_options_2_type", 1),
-        12: ("builtin_options_2", _UNION, (11, _OPTIONS_2)),
+        12: ("builtin_options_2", _UNION, (11, _options(BUILTIN_OPTIONS_2))),
         13: _s("debug_metadata_index", 4),
     },
     "Buffer": {0: _v("data", _U8), 1: _s("offset", 8), 2: _s("size", 8)},
@@ -156,44 +155,7 @@ _TABLES: dict[str, dict[int, _Field]] = {
         4: _s("subgraph_index", 4),
     },
     "TensorMap": {0: ("name", _STRING, None), 1: _s("tensor_index", 4)},
-    # Options tables with vectors or strings (the others hold scalars only).
-    "ConcatEmbeddingsOptions": {
-        0: _s("num_channels", 4),
-        1: _v("num_columns_per_channel", _I32),
-        2: _v("embedding_dim_per_channel", _I32),
-    },
-    "ReshapeOptions": {0: _v("new_shape", _I32)},
-    "SqueezeOptions": {0: _v("squeeze_dims", _I32)},
-    "BucketizeOptions": {0: _v("boundaries", _I32)},
-    "VarHandleOptions": {0: ("container", _STRING, None), 1: ("shared_name", _STRING, None)},
-    "StablehloBroadcastInDimOptions": {0: _v("broadcast_dimensions", _I64)},
-    "StablehloSliceOptions": {i: _v(f"v{i}", _I64) for i in range(3)},
-    "StablehloConvolutionOptions": {
-        **{i: _v(f"v{i}", _I64) for i in (0, 1, 2, 3, 7, 10, 13)},
-        4: _v("window_reversal", _U8),
-        16: _v("precision_config", _I32),
-    },
-    "StablehloCustomCallOptions": {
-        0: ("call_target_name", _STRING, None),
-        2: ("backend_config", _STRING, None),
-        4: _v("called_computations", _I32),
-        5: _v("custom_attributes", _U8),
-    },
-    "StablehloReduceOptions": {0: _v("dimensions", _I64)},
-    "StablehloScatterOptions": {i: _v(f"v{i}", _I64) for i in (1, 2, 3)},
-    "StablehloDynamicSliceOptions": {0: _v("slice_sizes", _I64)},
-    "StablehloPadOptions": {i: _v(f"v{i}", _I64) for i in range(3)},
-    "StablehloDotGeneralOptions": {
-        **{i: _v(f"v{i}", _I64) for i in range(4)},
-        4: _v("precision_config", _I32),
-    },
-    "StablehloReduceWindowOptions": {i: _v(f"v{i}", _I64) for i in range(5)},
-    "StablehloGatherOptions": {i: _v(f"v{i}", _I64) for i in (0, 1, 2, 4)},
-    "StablehloTransposeOptions": {0: _v("permutation", _I64)},
-    "StableHLOCompositeOptions": {
-        0: ("name", _STRING, None),
-        2: _v("composite_attributes", _U8),
-    },
+    **_OPTION_TABLES,
 }
 
 
@@ -213,7 +175,8 @@ class _Walk:
 
     def _in(self, pos: int, size: int, align: int, where: str) -> None:
         if pos < 0 or pos + size > self.n:
-            raise self.fail(where, f"lies outside the file (byte {pos} of {self.n})")
+            span = f"byte {pos}" if size <= 1 else f"bytes {pos}-{pos + size - 1}"
+            raise self.fail(where, f"lies outside the file ({span} of {self.n})")
         if align > 1 and pos % align:
             raise self.fail(where, f"is misaligned (byte {pos})")
 
@@ -242,7 +205,7 @@ class _Walk:
         if self.buf[start + length] != 0:
             raise self.fail(where, "is not NUL-terminated")
 
-    def table(self, pos: int, name: str | None, where: str, depth: int) -> None:
+    def table(self, pos: int, name: str, where: str, depth: int) -> None:
         if depth > _MAX_DEPTH:
             raise self.fail(where, "nests too deep")
         self.tables += 1
@@ -251,26 +214,25 @@ class _Walk:
         self._in(pos, 4, 4, where)
         vt = pos - struct.unpack_from("<i", self.buf, pos)[0]
         self._in(vt, 4, 2, f"{where} (vtable)")
-        vsize, isize = struct.unpack_from("<HH", self.buf, vt)
-        if vsize < 4 or vsize % 2 or isize < 4:
-            raise self.fail(where, f"has a bad vtable (sizes {vsize}, {isize})")
+        vsize = struct.unpack_from("<H", self.buf, vt)[0]
+        if vsize % 2:
+            raise self.fail(where, f"has a bad vtable (size {vsize})")
         self._in(vt, vsize, 2, f"{where} (vtable)")
-        self._in(pos, isize, 1, where)
-        offsets = struct.unpack_from(f"<{(vsize - 4) // 2}H", self.buf, vt + 4)
-        schema = _TABLES.get(name or "", {})
+        # As flatbuffers' verifier: each field the schema knows is checked where it lies (a
+        # vtable shorter than the schema leaves the rest absent); the vtable's table size is not
+        # relied on (a reader never uses it).
+        offsets = struct.unpack_from(f"<{max(vsize - 4, 0) // 2}H", self.buf, vt + 4)
+        schema = _TABLES[name]
         for i, off in enumerate(offsets):
             if off == 0:
                 continue
-            if off >= isize:
-                raise self.fail(where, f"field {i} lies outside its table")
             if i in schema:
-                self.field(pos, pos + off, isize - off, schema[i], offsets, where, depth)
+                self.field(pos, pos + off, schema[i], offsets, where, depth)
 
     def field(
         self,
         table: int,
         pos: int,
-        room: int,
         spec: _Field,
         offsets: tuple[int, ...],
         where: str,
@@ -279,12 +241,8 @@ class _Walk:
         name, kind, arg = spec
         here = f"{where}.{name}"
         if kind == _SCALAR:
-            if arg > room:
-                raise self.fail(here, "lies outside its table")
             self._in(pos, arg, arg, here)
             return
-        if room < 4:
-            raise self.fail(here, "lies outside its table")
         target = self.deref(pos, here)
         if kind == _STRING:
             self.string(target, here)
@@ -300,8 +258,10 @@ class _Walk:
             type_index, tables = arg
             type_off = offsets[type_index] if type_index < len(offsets) else 0
             utype = self.buf[table + type_off] if type_off else 0
-            if utype:
-                self.table(target, tables.get(utype), f"{here}<{utype}>", depth + 1)
+            # A type this schema does not know is left alone, as flatbuffers' verifier does:
+            # a reader of the same schema does not read it either.
+            if utype in tables:
+                self.table(target, tables[utype], f"{here}<{tables[utype]}>", depth + 1)
 
 
 def _field_pos(w: _Walk, table: int, index: int) -> int | None:

@@ -53,14 +53,18 @@ def make_interpreter(
     num_threads: int | None = None,
     reference: bool = False,
     preserve_all_tensors: bool = False,
+    verify: bool = True,
 ) -> Any:
     """An Interpreter for a model path or flatbuffer bytes.
 
     reference=True uses the builtin kernels without default delegates (no XNNPACK):
     the CPU reference the tests compare against. The model is verified first
-    (`verify_model`): tflite_runtime reads a damaged flatbuffer past its end.
+    (`verify_model`): tflite_runtime reads a damaged flatbuffer past its end. verify=False
+    hands it to the interpreter as it is (the fault tests: what a user's own Interpreter
+    does with it, with and without the delegate).
     """
-    verify_model(model)
+    if verify:
+        verify_model(model)
     mod = interpreter_module(runtime)
     kwargs: dict[str, Any] = {"experimental_delegates": delegates or None}
     if isinstance(model, (bytes, bytearray)):
