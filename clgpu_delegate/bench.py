@@ -295,7 +295,7 @@ def run_benchmark(
     dev = gpu.delegate.device
     # An OpenCL device on the host's own cores keeps its worker threads busy after a run,
     # which slows a CPU run right after it: there each row is timed in a block of its own.
-    blocks = dev.type == "cpu"
+    blocks = dev.type == "cpu" and gpu.result.delegated_nodes > 0
     gc.disable()  # a collection inside a timed run is noise
     try:
         groups = ([cpu], [gpu]) if blocks else ([cpu, gpu],)
