@@ -7,12 +7,14 @@ interp = Interpreter(model_path="model.tflite", experimental_delegates=[delegate
 from ._errors import (
     BuildError,
     ClgpuError,
+    InvalidModelError,
     NativeExtensionMissing,
     NoDeviceError,
     OpenCLError,
 )
 from .delegate import Delegate, load, plugin_path
 from .devices import Device, WarmUp, devices, select_device, warm_up
+from .modelfile import verify_model
 from .planning import Candidate, Plan, plan
 from .precision import PrecisionReport, check_precision
 from .profile import Profile
@@ -28,6 +30,7 @@ __all__ = [
     "Delegate",
     "DelegateStats",
     "Device",
+    "InvalidModelError",
     "MemoryReport",
     "NativeExtensionMissing",
     "NoDeviceError",
@@ -44,5 +47,6 @@ __all__ = [
     "plan",
     "plugin_path",
     "select_device",
+    "verify_model",
     "warm_up",
 ]

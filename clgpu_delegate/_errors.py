@@ -37,3 +37,7 @@ def require_extra(extra: str, feature: str, *modules: str) -> None:
                 f"{feature} needs {name!r}, from the [{extra}] extra: "
                 f"pip install 'clgpu-delegate[{extra}]'"
             ) from None
+
+
+class InvalidModelError(ValueError):
+    """A model file or buffer is not a sound TFLite flatbuffer; the message says where."""

@@ -1,10 +1,10 @@
 """Benchmark a model on stock TFLite CPU (XNNPACK as the runtime applies it) and with
-the delegate, in one process, alternating runs (`python -m clgpu_delegate bench`)."""
+the delegate, in one process, alternating runs (`clgpu-delegate bench`). The report's text,
+plot and JSON forms are in bench_report.py."""
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import platform
 import statistics
@@ -18,7 +18,17 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import require_extra
+from .bench_report import format_report, plot_report, timing_warnings, write_json
 from .results import MemoryReport
+
+__all__ = [
+    "BenchReport",
+    "Result",
+    "format_report",
+    "plot_report",
+    "run_benchmark",
+    "write_json",
+]
 
 DEFAULT_MODEL = "mobilenet_v2"
 
@@ -47,22 +57,38 @@ class BenchReport(TypedDict):
     """What run_benchmark() returns and `bench --json` writes (a JSON document)."""
 
     model: str
+    model_source: str  # the .tflite path, or "built-in" (clgpu_delegate.modelgen.zoo)
+    size: int | None  # a built-in model's input size, when not its default
     date: str
     host: str
     cpu_threads: int
-    runtime: str
+    runs: int  # timed runs asked for (each row's "runs" says how many were made)
+    runtime: str  # the interpreter package that ran both rows
     device: str | None
     device_type: str | None
     driver: str | None
     delegate_options: dict[str, str]
     results: list[ResultSummary]  # cpu, delegate
+    # How many nodes the delegate runs and, if not all, why the others stay on the CPU.
+    delegation: str
+    # CPU median / delegate median; None when the delegate runs nothing (both rows are then
+    # the same CPU kernels, and their ratio is noise).
     speedup: float | None
+    speedup_min: float | None  # the same from the fastest runs
+    warnings: list[str]  # why the medians may not be trusted (few runs, a wide spread)
+    # "alternating": a CPU run, a delegate run, ...; "blocks": every CPU run, then every
+    # delegate run (an OpenCL device on the CPU's own cores).
+    timing: str
+    # Set by the command line: its arguments and `--check-precision`'s per-node errors.
+    command: NotRequired[list[str]]
+    check_precision: NotRequired[dict[str, Any]]
     plan: NotRequired[dict[str, Any]]  # partitioning="measure": plan()'s winner and medians
     # MemoryReport.to_dict() less the partitions (their `arenas` stay).
     memory: NotRequired[dict[str, Any]]
     # With profile=True: from a second, profiled delegate (see _profile).
     profile: NotRequired[dict[str, Any]]  # Profile.to_dict()
     profile_table: NotRequired[str]
+    profile_note: NotRequired[str]  # why there is no profile
     kernel_ms_per_invoke: NotRequired[float]
     kernel_ms_per_invoke_as_timed: NotRequired[float]
     event_overhead_us: NotRequired[float]
@@ -128,15 +154,29 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def _model_bytes(model: str | None, size: int | None) -> tuple[str, bytes]:
-    from .modelgen import zoo
+def looks_like_path(model: str) -> bool:
+    """A model argument that names a file rather than a built-in model."""
+    return model.endswith(".tflite") or os.sep in model or Path(model).exists()
+
+
+def _model_bytes(model: str | None, size: int | None) -> tuple[str, str, bytes]:
+    """(name, source, bytes) of a .tflite path or a built-in model, verified."""
+    from .modelfile import verify_model
 
     if model is None:
         model = DEFAULT_MODEL
-    if Path(model).is_file():
-        return Path(model).stem, Path(model).read_bytes()
+    if looks_like_path(model):
+        if size:
+            raise ValueError("size applies to built-in models only, not to a .tflite file")
+        path = Path(model)
+        if not path.is_file():
+            raise FileNotFoundError(f"model file not found: {model}")
+        verify_model(path)
+        return path.stem, str(path), path.read_bytes()
+    from .modelgen import zoo
+
     opts = {"size": size} if size else {}
-    return model, zoo.path(model, **opts).read_bytes()
+    return model, "built-in", zoo.path(model, **opts).read_bytes()
 
 
 class _Runner:
@@ -192,6 +232,18 @@ class _Runner:
             self.memory = mem
 
 
+def _load_warning() -> list[str]:
+    """Other processes on the cores: a CPU row waits for its threads to be scheduled."""
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0]
+    if load <= cores:
+        return []
+    return [
+        f"the machine is busy (load average {load:.1f} on {cores} cores): other processes "
+        "share the cores, so run times vary"
+    ]
+
+
 def run_benchmark(
     model: str | None = None,
     *,
@@ -207,15 +259,22 @@ def run_benchmark(
     """Benchmark CPU vs delegate on one model; returns a JSON-able report. With min_seconds,
     pairs of runs continue past `runs` until that much time has passed (a model of a few
     kernels needs thousands of runs for a median that jitter does not move:
-    bench/results/lenet-floor-*.md)."""
+    bench/results/lenet-floor-*.md). `delegate_options` are load()'s (partitioning: its
+    default unless given, or "measure": time the plans with plan() and run the fastest)."""
     require_extra("bench", "the benchmark", "tqdm", "tflite", "flatbuffers")
     from tqdm import tqdm
 
+    from .runtime import resolve_runtime
+
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1 (got {runs})")
     threads = threads or os.cpu_count() or 1
-    name, data = _model_bytes(model, size)
-    delegate_options.setdefault("partitioning", "cost")
+    runtime = resolve_runtime(runtime)
+    name, source, data = _model_bytes(model, size)
+    if delegate_options.get("partitioning") is None:  # load()'s default: $CLGPU_PARTITIONING, cost
+        delegate_options.pop("partitioning", None)
     measured = None
-    if delegate_options["partitioning"] == "measure":  # run what plan() measured fastest
+    if delegate_options.get("partitioning") == "measure":  # run what plan() measured fastest
         from .planning import plan
 
         del delegate_options["partitioning"]
@@ -232,37 +291,64 @@ def run_benchmark(
         gpu.result.max_abs_diff = max(gpu.result.max_abs_diff, float(diff.max(initial=0)))
         scale = float(np.abs(a).max(initial=0)) or 1.0
         gpu.result.max_rel_diff = max(gpu.result.max_rel_diff, float(diff.max(initial=0)) / scale)
+    assert gpu.delegate is not None  # delegate options were given
+    dev = gpu.delegate.device
+    # An OpenCL device on the host's own cores keeps its worker threads busy after a run,
+    # which slows a CPU run right after it: there each row is timed in a block of its own.
+    blocks = dev.type == "cpu" and gpu.result.delegated_nodes > 0
     gc.disable()  # a collection inside a timed run is noise
     try:
-        bar = tqdm(total=runs, desc=f"bench {name}", disable=not progress, unit="run")
-        t_end = time.perf_counter() + min_seconds
-        while len(cpu.result.runs_ms) < runs or time.perf_counter() < t_end:
-            cpu.result.runs_ms.append(cpu.run(feeds))
-            gpu.result.runs_ms.append(gpu.run(feeds))
-            bar.update()
+        groups = ([cpu], [gpu]) if blocks else ([cpu, gpu],)
+        bar = tqdm(total=runs * len(groups), desc=f"bench {name}", disable=not progress)
+        for rows in groups:
+            t_end = time.perf_counter() + min_seconds / len(groups)
+            while len(rows[0].result.runs_ms) < runs or time.perf_counter() < t_end:
+                for r in rows:
+                    r.result.runs_ms.append(r.run(feeds))
+                bar.update()
         bar.close()
     finally:
         gc.enable()
-    dev = gpu.delegate.device if gpu.delegate is not None else None
+    from .report import delegation_summary
+
+    results = [cpu.result.summary(), gpu.result.summary()]
+    delegated = gpu.result.delegated_nodes > 0
     report: BenchReport = {
         "model": name,
+        "model_source": source,
+        "size": size,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         "cpu_threads": threads,
-        "runtime": runtime or "default",
-        "device": dev.name if dev else None,
-        "device_type": dev.type if dev else None,
-        "driver": dev.driver_version if dev else None,
-        "delegate_options": {k: str(v) for k, v in delegate_options.items()},
-        "results": [cpu.result.summary(), gpu.result.summary()],
-        "speedup": cpu.result.median_ms / gpu.result.median_ms if gpu.result.runs_ms else None,
+        "runs": runs,
+        "runtime": runtime,
+        "device": dev.name,
+        "device_type": dev.type,
+        "driver": dev.driver_version,
+        "delegate_options": {
+            "partitioning": os.environ.get("CLGPU_PARTITIONING") or "cost",  # load()'s default
+            **{k: str(v) for k, v in delegate_options.items()},
+        },
+        "results": results,
+        "delegation": delegation_summary(gpu.delegate.decisions(), gpu.result.partitions, dev.type),
+        "speedup": cpu.result.median_ms / gpu.result.median_ms if delegated else None,
+        "speedup_min": cpu.result.min_ms / gpu.result.min_ms if delegated else None,
+        "warnings": timing_warnings(results) + _load_warning(),
+        "timing": "blocks" if blocks else "alternating",
     }
     if measured is not None:
         report["plan"] = measured.summary()
+        if not delegated:
+            report["delegation"] = (
+                f"delegated 0 of {gpu.result.total_nodes} nodes: partitioning measure timed "
+                "the plans and none that delegates was faster than the CPU"
+            )
     if gpu.memory is not None:
         report["memory"] = {k: v for k, v in gpu.memory.to_dict().items() if k != "partitions"}
-    if profile and gpu.delegate is not None:
+    if profile and delegated:
         _profile(report, data, delegate_options, threads, runtime, feeds, gpu.result)
+    elif profile:
+        report["profile_note"] = "profile: nothing was delegated, so there are no kernels to time"
     return report
 
 
@@ -295,106 +381,3 @@ def _profile(
     report["kernel_ms_per_invoke_as_timed"] = prof.kernel_ms_per_invoke(raw=True)
     report["event_overhead_us"] = prof.event_overhead_us
     report["kernel_share_of_invoke"] = kernel_ms / timed.median_ms if timed.runs_ms else None
-
-
-def format_report(report: BenchReport) -> str:
-    cols = [
-        "init ms",
-        "first ms",
-        "median ms",
-        "p90 ms",
-        "min ms",
-        "RSS MB",
-        "dev MB",
-        "nodes",
-        "parts",
-        "max abs",
-        "max rel",
-    ]
-    lines = [
-        f"model {report['model']}  device {report['device']} ({report['device_type']}, "
-        f"driver {report['driver']})  CPU threads {report['cpu_threads']}"
-    ]
-    lines.append(f"{'':<10}" + "".join(f"{c:>11}" for c in cols))
-    for r in report["results"]:
-        nodes = f"{r['delegated_nodes']}/{r['total_nodes']}" if r["name"] != "cpu" else "-"
-        vals = [
-            r["init_ms"],
-            r["first_ms"],
-            r["median_ms"],
-            r["p90_ms"],
-            r["min_ms"],
-            r["rss_mb"],
-            r["device_mb"],
-        ]
-        row = "".join(f"{v:>11.3f}" for v in vals)
-        row += f"{nodes:>11}{r['partitions'] if r['name'] != 'cpu' else '-':>11}"
-        row += f"{r['max_abs_diff']:>11.2e}{r['max_rel_diff']:>11.2e}"
-        lines.append(f"{r['name']:<10}" + row)
-        if r.get("driver_setup_ms"):
-            lines.append(
-                f"{'':<10}init {r['init_ms']:.1f} ms = {r['driver_setup_ms']:.1f} ms OpenCL driver "
-                f"setup (devices + context, once per process; clgpu_delegate.warm_up() can "
-                f"overlap it) + {r['init_ms'] - r['driver_setup_ms']:.1f} ms delegate and "
-                "interpreter"
-            )
-    if "plan" in report:
-        p, ms = report["plan"], report["plan"]["ms"]
-        lines.append(
-            f"measured plan: {p['winner']}{' (stored)' if p['cached'] else ''}, "
-            f"{ms['default'] / ms[p['winner']]:.2f}x the default plan; medians ms: "
-            + ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
-        )
-    if report.get("memory"):
-        m = report["memory"]
-        mb = 2**20
-        lb = m["lower_bound_bytes"] or 1
-        arenas = m.get("arenas") or []
-        lines.append(
-            f"device memory: activations {m['allocated_bytes'] / mb:.2f} MB allocated "
-            f"{'(' + '/'.join(arenas) + ') ' if arenas else ''}"
-            f"(lower bound {m['lower_bound_bytes'] / mb:.2f} MB, x{m['allocated_bytes'] / lb:.3f}; "
-            f"naive {m['naive_bytes'] / mb:.2f} MB), weights {m['weight_bytes'] / mb:.2f} MB"
-        )
-        if m.get("host_wrapped_bytes"):
-            lines.append(
-                f"zero-copy: {m['host_wrapped_bytes'] / mb:.2f} MB of partition inputs/outputs "
-                "used in place in host memory (not in the activation figures)"
-            )
-    if report.get("speedup"):
-        lines.append(f"delegate speed-up over CPU (median): {report['speedup']:.2f}x")
-    if "profile_table" in report:
-        lines += ["", "top ops:", report["profile_table"]]
-        share = report.get("kernel_share_of_invoke")
-        if share:
-            lines.append(
-                f"kernels {report['kernel_ms_per_invoke']:.3f} ms per invoke = "
-                f"{100 * share:.0f}% of the median delegate invoke "
-                "(profiled separately; the rest: uploads, downloads, CPU ops, host enqueue and "
-                f"launch gaps). Events timed {report['kernel_ms_per_invoke_as_timed']:.3f} ms: "
-                f"each adds {report['event_overhead_us']:.2f} us on this device"
-            )
-    return "\n".join(lines)
-
-
-def plot_report(report: BenchReport, path: str | Path) -> Path:
-    require_extra("plot", "the benchmark's plot", "matplotlib")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [r["name"] for r in report["results"]]
-    med = [r["median_ms"] for r in report["results"]]
-    fig, ax = plt.subplots(figsize=(5, 3))
-    ax.bar(names, med, color=["#888", "#2a7"])
-    ax.set_ylabel("median ms / inference")
-    ax.set_title(f"{report['model']} on {report['device']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
-
-
-def write_json(report: BenchReport, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(report, indent=2))

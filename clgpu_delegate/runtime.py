@@ -7,6 +7,8 @@ import importlib
 import os
 from typing import Any
 
+from .modelfile import verify_model
+
 RUNTIMES = ("tflite_runtime", "ai_edge_litert")
 
 
@@ -22,8 +24,9 @@ def available_runtimes() -> list[str]:
     return out
 
 
-def interpreter_module(runtime: str | None = None) -> Any:
-    """The `interpreter` module of `runtime` (default: $CLGPU_RUNTIME, else the first available)."""
+def resolve_runtime(runtime: str | None = None) -> str:
+    """The runtime `interpreter_module(runtime)` uses: `runtime`, else $CLGPU_RUNTIME, else
+    the first available one."""
     name = runtime or os.environ.get("CLGPU_RUNTIME") or None
     if name is None:
         found = available_runtimes()
@@ -35,7 +38,12 @@ def interpreter_module(runtime: str | None = None) -> Any:
         name = found[0]
     if name not in RUNTIMES:
         raise ValueError(f"unknown runtime {name!r}; expected one of {', '.join(RUNTIMES)}")
-    return importlib.import_module(f"{name}.interpreter")
+    return name
+
+
+def interpreter_module(runtime: str | None = None) -> Any:
+    """The `interpreter` module of `runtime` (default: $CLGPU_RUNTIME, else the first available)."""
+    return importlib.import_module(f"{resolve_runtime(runtime)}.interpreter")
 
 
 def make_interpreter(
@@ -45,12 +53,18 @@ def make_interpreter(
     num_threads: int | None = None,
     reference: bool = False,
     preserve_all_tensors: bool = False,
+    verify: bool = True,
 ) -> Any:
     """An Interpreter for a model path or flatbuffer bytes.
 
     reference=True uses the builtin kernels without default delegates (no XNNPACK):
-    the CPU reference the tests compare against.
+    the CPU reference the tests compare against. The model is verified first
+    (`verify_model`): tflite_runtime reads a damaged flatbuffer past its end. verify=False
+    hands it to the interpreter as it is (the fault tests: what a user's own Interpreter
+    does with it, with and without the delegate).
     """
+    if verify:
+        verify_model(model)
     mod = interpreter_module(runtime)
     kwargs: dict[str, Any] = {"experimental_delegates": delegates or None}
     if isinstance(model, (bytes, bytearray)):

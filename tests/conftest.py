@@ -101,3 +101,32 @@ def run_python(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]
         )
 
     return run
+
+
+# The quick subset (`pytest -m quick`, a few minutes; README): the command line, the model file
+# check, the Python API, packaging, the plugin, the cost model, faults, and a few op families end
+# to end against TFLite. CI also runs it against the installed wheel (.ci/wheel.sh).
+QUICK_FILES = {
+    "test_cli.py",
+    "test_cli_errors.py",
+    "test_modelfile.py",
+    "test_extras.py",
+    "test_plugin_symbols.py",
+    "test_delegate_api.py",
+    "test_cost_model.py",
+    "test_steady_state.py",
+    "test_faults.py",
+    "test_layers.py",
+    "test_add.py",
+    "test_pool.py",
+    "test_fully_connected.py",
+    "test_depthwise_conv2d.py",
+    "test_dequantize.py",
+    "test_transpose.py",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in QUICK_FILES:
+            item.add_marker(pytest.mark.quick)

@@ -18,8 +18,9 @@ strict = interpreter_module("ai_edge_litert")
 
 def attempt(model, delegate):
     try:
+        # verify=False: the model as a user's own Interpreter gets it, not make_interpreter's check.
         it = make_interpreter(
-            model, [delegate] if delegate else None, runtime=runtime, reference=True
+            model, [delegate] if delegate else None, runtime=runtime, reference=True, verify=False
         )
         it.allocate_tensors()
         for d in it.get_input_details():
