@@ -1,5 +1,5 @@
 """Ships large benchmark models to a machine without network through a small carry limit:
-`pack` zeroes every large float weight buffer of a .tflite (keeping its mean and standard
+`pack` zeroes every large float weight buffer (and int8 weight buffer) of a .tflite (keeping its mean and standard
 deviation in a sidecar) and gzips it; `unpack` refills each such buffer with seeded normal values
 of the same mean and deviation. For models with random weights (bench/keras_models.py) the
 timings do not change; results from unpacked models say so.
@@ -21,7 +21,13 @@ import numpy as np
 import tflite
 
 MIN_ELEMENTS = 1024  # smaller buffers (biases, shapes, axes) travel as they are
-_FLOAT = {tflite.TensorType.FLOAT32: np.float32, tflite.TensorType.FLOAT16: np.float16}
+# int8 weights (PTQ models) too: refilled rounded and clipped to [-127, 127] as TFLite's
+# symmetric weight quantization leaves them.
+_FLOAT = {
+    tflite.TensorType.FLOAT32: np.float32,
+    tflite.TensorType.FLOAT16: np.float16,
+    tflite.TensorType.INT8: np.int8,
+}
 
 
 def _float_buffers(model: Any) -> dict[int, type]:
@@ -70,7 +76,10 @@ def unpack(in_dir: Path, out_dir: Path) -> None:
         rng = np.random.default_rng(0)
         for i, v in _views(data).items():
             mean, std = stats[str(i)]
-            v[:] = rng.normal(mean, std, v.size).astype(v.dtype)
+            x = rng.normal(mean, std, v.size)
+            if v.dtype == np.int8:
+                x = np.clip(np.rint(x), -127, 127)
+            v[:] = x.astype(v.dtype)
         (out_dir / name).write_bytes(bytes(data))
 
 

@@ -59,7 +59,9 @@ __kernel void resize_bilinear_c4(RESIZE_ARGS, __global const int* rows, __global
 
 // int8: TFLite's ResizeBilinearInteger. fy[oy], fx[ox]: the second row's / column's weight in
 // 1/1024 (the first's is 1024 minus it); the sum of the four products rounded half away from
-// zero to 1/2^20. T is the integer type (-DSTORAGE_INT8), cv the channels.
+// zero to 1/2^20. T is the integer type (-DSTORAGE_INT8), cv the channels. Only in integer
+// builds: half storage cannot be read directly without cl_khr_fp16.
+#if defined(STORAGE_INT8) || defined(STORAGE_UINT8)
 __kernel void resize_bilinear_int8(RESIZE_ARGS, __global const int* rows, __global const int* cols,
                                    __global const int* fy, __global const int* fx) {
   RESIZE_POS
@@ -70,3 +72,4 @@ __kernel void resize_bilinear_int8(RESIZE_ARGS, __global const int* rows, __glob
                  (long)in[RESIZE_IN(y0, x1)] * ry * dx + (long)in[RESIZE_IN(y1, x1)] * dy * dx;
   out[dst] = (T)((v + (v > 0 ? (1L << 19) : -(1L << 19))) / (1L << 20));
 }
+#endif
