@@ -31,13 +31,16 @@ struct PartitionEstimate {
   double device_ms = 0, cpu_ms = 0;
   bool keep = true;
   std::string reason;  // why it was declined
+  std::string figures;  // the estimate in words, kept or not (inspect's note)
 };
 
-// `nodes`: the partition's node records; inputs/outputs: its boundary tensors. fuse_add: ADDs
+// `nodes`: the partition's node records; inputs/outputs: its boundary tensors. folded_nodes:
+// the partition's nodes evaluated at Prepare (FLOAT16 / sparse weights, shape computations),
+// which the CPU still runs as nodes. fuse_add: ADDs
 // that fold into their conv (ops/fusion.h) cost no launch of their own.
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
                                     const DeviceInfo& dev, const DeviceCosts& costs = {},
-                                    bool fuse_add = true);
+                                    bool fuse_add = true, int folded_nodes = 0);
 
 }  // namespace clgpu

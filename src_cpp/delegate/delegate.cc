@@ -350,13 +350,24 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       return parts;
     };
     KeepFn keep;
+    std::map<std::vector<int>, std::string> kept_figures;  // partition nodes -> its estimate
     if (options_.partitioning == "cost")
       keep = [&](const PartitionPreview& p, const std::vector<NodeInfo>& ops) {
-        const PartitionEstimate e = EstimatePartition(
-            graph, ops, p.inputs, p.outputs, env_->device(), device_costs_, options_.fuse_add);
+        const int folded = static_cast<int>(p.nodes.size() - ops.size());
+        const PartitionEstimate e =
+            EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), device_costs_,
+                              options_.fuse_add, folded);
+        if (e.keep) kept_figures[p.nodes] = "cost: kept, " + e.figures;
         return e.keep ? std::string() : e.reason;
       };
     PlanClaims(nodes, dequantizes, preview, keep, options_.max_delegated_partitions, &claim);
+    // inspect shows each kept partition's estimate on its first node.
+    for (const PartitionPreview& p : claim.partitions) {
+      auto f = kept_figures.find(p.nodes);
+      if (f == kept_figures.end() || p.nodes.empty()) continue;
+      for (NodeDecision& d : claim.decisions)
+        if (d.node == p.nodes.front()) d.note = d.note.empty() ? f->second : d.note + "; " + f->second;
+    }
     const std::vector<int>& to_replace = claim.nodes;
     std::vector<std::vector<int>> parts;
     for (const PartitionPreview& p : claim.partitions) parts.push_back(p.nodes);
