@@ -28,6 +28,20 @@ __kernel void quantize_float(__global const T* x, __global QT* out, int n, float
   const int i = get_global_id(0);
   if (i >= n) return;
   const float v = LOADF(x, i);
+#ifdef QUANT_SATURATING_CVT
+  // Arm's conversions saturate and take NaN to 0.
+  if (isnan(v)) {
+    out[i] = (QT)clamp(zero_point, qmin, qmax);
+    return;
+  }
+#else
+  // x86's conversion (TFLite's cast of the rounded quotient) gives INT_MIN for NaN and for
+  // anything beyond int32, which the clamp then takes to qmin, whatever the sign.
+  if (!(fabs(v) * inv_scale < 2147483520.0f)) {
+    out[i] = (QT)qmin;
+    return;
+  }
+#endif
   const float q = i < vec_below ? rint(v * inv_scale) : div_round_away(v, scale, inv_scale);
   // Saturate in float first: the conversion of an out-of-range float is undefined.
   const float c = clamp(q + (float)zero_point, (float)qmin, (float)qmax);

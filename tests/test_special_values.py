@@ -175,6 +175,18 @@ CASES: dict[str, Case] = {
     "squared_difference": Case(PAIR, lambda b, x: b.squared_difference(x[0], x[1]), True),
     "pow": Case(PAIR, lambda b, x: b.pow(x[0], x[1]), True),
     "prelu": Case(PAIR, lambda b, x: b.prelu(x[0], x[1]), True),
+    "batch_matmul": Case(((2, 5, 6), (2, 6, 3)), lambda b, x: b.batch_matmul(x[0], x[1]), False),
+    "strided_slice": Case(
+        X4, lambda b, x: b.strided_slice(x[0], (0, 1, 0, 0), (1, 9, 10, 4), (1, 2, 3, 1)), True
+    ),
+    "slice": Case(X4, lambda b, x: b.slice(x[0], (0, 2, 1, 1), (1, 5, 8, 3)), True),
+    "gather": Case(X4, lambda b, x: b.gather(x[0], [2, 0, 2, 1], axis=3), True),
+    "pack": Case(PAIR, lambda b, x: b.pack(x, 1), True),
+    "unpack": Case(PAIR[:1], lambda b, x: b.concat(b.unpack(x[0], 3)[::-1], 2), True),
+    "depth_to_space": Case(X4, lambda b, x: b.depth_to_space(x[0], 2), True),
+    "space_to_depth": Case(((1, 8, 10, 3),), lambda b, x: b.space_to_depth(x[0], 2), True),
+    # float -> int8 -> float: the integers saturate (+-Inf to the type's ends), as the CPU's.
+    "quantize": Case(X4, lambda b, x: b.dequantize(b.quantize(x[0], 0.05, 3)), True),
 }
 UNARY_OPS = (
     "RELU RELU6 RELU_N1_TO_1 RELU_0_TO_1 LEAKY_RELU HARD_SWISH LOGISTIC TANH ELU GELU EXP LOG SQRT "
@@ -192,6 +204,8 @@ CPU_EATS_NAN = {
     ("tflite_runtime", "depthwise"),
     ("tflite_runtime", "depthwise_relu6_x2"),
     ("tflite_runtime", "relu6"),
+    # tflite_runtime 2.14's BATCH_MATMUL gives +-Inf for some outputs a NaN input reaches.
+    ("tflite_runtime", "batch_matmul"),
 }
 # Where the CPU's result is +-Inf or +-FLT_MAX, any value of the same sign passes: products
 # overflow in one order of multiplication and not in another (the CPU multiplies in index order,

@@ -48,6 +48,9 @@ class QuantizeOp : public Op {
     const ValueType q = out_type_ == ValueType::kFloat ? in_type_ : out_type_;
     std::string defines = q == ValueType::kUInt8 ? "-DQUANT_UINT8" : "";
     if (in_type_ == ValueType::kUInt8) defines += " -DIN_UINT8";
+#if !defined(__x86_64__) && !defined(__i386__)
+    defines += " -DQUANT_SATURATING_CVT";  // the CPU kernels' float -> int conversion here
+#endif
     auto prog = ctx.GetProgram("quantize", defines);
     Launch l;
     l.name = algorithm() == "quantize" ? "quantize_float" : algorithm();
