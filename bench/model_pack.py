@@ -1,8 +1,8 @@
 """Ships large benchmark models to a machine without network through a small carry limit:
-`pack` zeroes every large float weight buffer (and int8 weight buffer) of a .tflite (keeping its mean and standard
-deviation in a sidecar) and gzips it; `unpack` refills each such buffer with seeded normal values
-of the same mean and deviation. For models with random weights (bench/keras_models.py) the
-timings do not change; results from unpacked models say so.
+`pack` zeroes every large float (or int8) weight buffer of a .tflite (keeping its mean and
+standard deviation in a sidecar) and gzips it; `unpack` refills each such buffer with seeded
+normal values of the same mean and deviation. For models with random weights
+(bench/keras_models.py) the timings do not change; results from unpacked models say so.
 
     python bench/model_pack.py pack OUT_DIR model.tflite ...
     python bench/model_pack.py unpack IN_DIR OUT_DIR
