@@ -161,6 +161,15 @@ class Conv2dInt8Op : public Op {
                                           oc0_ + out.begin[3]);
   }
 
+  std::vector<size_t> ScratchBytes(const OpContext& ctx,
+                                   const std::vector<Shape>& in) const override {
+    const ConvGeometry g = Geometry(in[0]);
+    if (Choose(ctx, g) == Algo::kDirect) return {};
+    const size_t bytes =
+        Int8GemmScratchBytes(ctx, g.n * g.oh * g.ow, g.oc, int(src_->PerChannel()));
+    return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
+  }
+
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);

@@ -53,6 +53,12 @@ class FullyConnectedInt8Op : public Op {
     return double(w_.b.bytes() + w_.bias.bytes() + w_.stage.bytes());
   }
 
+  std::vector<size_t> ScratchBytes(const OpContext& ctx,
+                                   const std::vector<Shape>& in) const override {
+    const size_t bytes = Int8GemmScratchBytes(ctx, Rows(in[0]), n_, k_);
+    return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
+  }
+
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     if (!w_.b) w_ = PrepareInt8Gemm(ctx, weights_, n_, k_, bias_, in_zero_, stage_);
