@@ -40,7 +40,9 @@ def splitk_kernels(r) -> set[str]:
 @pytest.mark.parametrize("splits", [2, 3, 5])
 @pytest.mark.parametrize("name", CASES)
 def test_gemm_int8_split_k(runtime: str, name: str, splits: int) -> None:
-    r = check_int8_parity(model(name), runtime, min_fraction=1.0, gemm_splits=splits, profiling=True)
+    r = check_int8_parity(
+        model(name), runtime, min_fraction=1.0, gemm_splits=splits, profiling=True
+    )
     assert "gemm_int8_splitk_reduce" in splitk_kernels(r)
 
 
