@@ -34,7 +34,11 @@ def model(name: str) -> bytes:
 
 
 def splitk_kernels(r) -> set[str]:
-    return {k.kernel for k in r.delegate.profile().kernels if "splitk" in k.kernel}
+    kernels = r.delegate.profile().kernels
+    split = {k.kernel for k in kernels if "splitk" in k.kernel}
+    # The algorithm profiles name says so too.
+    assert bool(split) == any("_splitk/" in k.algorithm for k in kernels), kernels
+    return split
 
 
 @pytest.mark.parametrize("splits", [2, 3, 5])
