@@ -64,3 +64,16 @@ def test_gemm_int8_not_split_on_cpu(runtime: str) -> None:
     # Left to itself the plan never splits on a CPU device.
     r = check_int8_parity(model("fc_m1_k150"), runtime, min_fraction=1.0, profiling=True)
     assert not splitk_kernels(r)
+
+
+def test_gemm_int8_split_k_in_chunks(runtime: str) -> None:
+    # A largest allocation of 1 KiB: the chunks shrink until their partial sums fit too.
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (1, 8, 8, 16))
+    b.output(b.conv2d(x, b.rand((12, 3, 3, 16)), b.rand((12,), 0.2), 1, 1, "SAME", "RELU6"))
+    m = quantize_model(b.build(), io="int8", seed=3)
+    r = check_int8_parity(
+        m, runtime, min_fraction=1.0, max_alloc_bytes=1024, gemm_splits=3, profiling=True
+    )
+    assert "chunks" in r.decisions[0]["note"]
+    assert "gemm_int8_splitk_reduce" in splitk_kernels(r)
