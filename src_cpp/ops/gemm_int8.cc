@@ -34,13 +34,15 @@ Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
   return t;
 }
 
-// Splits of K as the float GEMM chooses them (PlanSplitK: the same device rule, option
-// gemm_splits and CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four.
+// Splits of K as the float GEMM chooses them (PlanSplitK: option gemm_splits, GPUs only,
+// CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four. By default only until every
+// compute unit has two groups: outputs with idle units are what it is for; a work-item target
+// (CLGPU_SPLITK_THREADS) is for tuning (bench/bench_int8_splitk.py compares them).
 GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long kp) {
   GemmPlan p;
   p.tiles = GemmTiles{t.tm, t.tn, 4 * t.tk4, t.wm, t.wn};
   const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
-  PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits);
+  PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits, /*fill_only=*/true);
   return p;
 }
 
