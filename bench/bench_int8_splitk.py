@@ -5,8 +5,9 @@ the automatic plan, and with the automatic plan under other CLGPU_SPLITK_THREADS
 
     python bench/bench_int8_splitk.py                 # device time per layer and variant
     python bench/bench_int8_splitk.py --threads 0,512,1024,2048,4096 --runs 50
+    CLGPU_TUNE_GEMM_INT8=8,64,4,2,4 python bench/bench_int8_splitk.py --tag tm8   # other tiles
 
-Results: bench/results/int8-splitk-<device>.{json,md}. Timings come from the kernel events
+Results: bench/results/int8-splitk[-TAG]-<device>.{json,md}. Timings come from the kernel events
 (bench/_common.py), so they include the reduce launch of a split GEMM.
 """
 
@@ -59,6 +60,7 @@ def main() -> int:
         "--threads", default="0,1024,2048,4096", help="CLGPU_SPLITK_THREADS values to try"
     )
     p.add_argument("--splits", default="", help="also force these gemm_splits, e.g. 4,8,16")
+    p.add_argument("--tag", default="", help="a suffix of the results' name")
     a = p.parse_args()
     variants: list[tuple[str, dict[str, Any], str | None]] = [
         ("whole", {"gemm_splits": 1}, None),
@@ -110,7 +112,10 @@ def main() -> int:
         ("ms", "device ms"),
         ("bit_exact", "bit-exact"),
     ]
-    print(write_results("int8-splitk", device_info(), rows, cols))
+    meta = device_info()
+    meta["CLGPU_TUNE_GEMM_INT8"] = os.environ.get("CLGPU_TUNE_GEMM_INT8", "")
+    stem = "int8-splitk" + (f"-{a.tag}" if a.tag else "")
+    print(write_results(stem, meta, rows, cols))
     return 0
 
 
