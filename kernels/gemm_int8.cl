@@ -3,7 +3,7 @@
 // with TFLite's kernels. Needs common.cl and quant.cl.
 //
 // gemm_int8(a, b, bias, stage, out, M, N, K, Kp, a_zero, up_below, out_zero, act_min, act_max,
-//           H, W, C, OW, OH, KW, SH, SW, DH, DW, PT, PL)
+//           H, W, C, OW, OH, KW, SH, SW, DH, DW, PT, PL, k_per_split)
 //   __global const char* a: [M][K], or with -DIM2COL the NHWC input [N][H][W][C] read as its
 //   im2col matrix (row m = output pixel (n, oh, ow), column k = (kh, kw, c), taps outside the
 //   input read a_zero); __global const int* b: B [N][Kp / 4], the int8 weights packed four to
@@ -18,7 +18,14 @@
 //   k per step through local memory, each a dot4 (dp4a where the device has it).
 //   Defines: TM (32), TN (32), TK4 (4), WM (4), WN (4), IM2COL, VEC_A (the four k of a group are
 //   four neighbouring bytes of A, 4-byte aligned: K % 4 == 0 for a plain A, C % 4 == 0 with
-//   IM2COL).
+//   IM2COL), SPLIT_K (below).
+//
+// Split-K (-DSPLIT_K), for outputs of too few tiles to fill the device: the same kernel, with
+//   global[1] = splits, sums k in [z * k_per_split, (z + 1) * k_per_split) for z =
+//   get_group_id(1) (k_per_split a multiple of 4 * TK4) and writes the raw int32 sums to
+//   out = __global int* P [splits][M][N]; bias and stage go unread. gemm_int8_splitk_reduce
+//   then adds the splits, the bias and applies the output stage: integer sums are exact in any
+//   order, so the result is bit for bit the unsplit one. Without SPLIT_K, k_per_split >= Kp.
 #include "quant.cl"
 
 #ifndef TM
@@ -41,6 +48,11 @@
 #define GEMM_WG (RTM * RTN)
 #define A_PER ((TM * TK4 + GEMM_WG - 1) / GEMM_WG)  // A ints a work-item loads per step
 #define B_PER ((TN * TK4 + GEMM_WG - 1) / GEMM_WG)
+#ifdef SPLIT_K
+#define OUT_T int
+#else
+#define OUT_T char
+#endif
 #if (TM % WM) || (TN % WN)
 #error "gemm_int8.cl: TM and TN must be multiples of WM and WN"
 #endif
@@ -65,9 +77,9 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     __global const char* restrict a, __global const int* restrict b,
     __global const int* restrict bias, __global const int2* restrict stage,
-    __global char* restrict out, int M, int N, int K, int Kp, int a_zero, int up_below,
+    __global OUT_T* restrict out, int M, int N, int K, int Kp, int a_zero, int up_below,
     int out_zero, int act_min, int act_max, int H, int W, int C, int OW, int OH, int KW, int SH,
-    int SW, int DH, int DW, int PT, int PL) {
+    int SW, int DH, int DW, int PT, int PL, int k_per_split) {
   __local int As[TK4][TM];
   __local int Bs[TK4][TN];
   const int lid = get_local_id(0);
@@ -100,7 +112,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     for (int j = 0; j < WN; ++j) acc[i][j] = 0;
 
   const int Kp4 = Kp >> 2;
-  for (int k0 = 0; k0 < Kp; k0 += 4 * TK4) {
+  const int kbeg = get_group_id(1) * k_per_split, kend = min(Kp, kbeg + k_per_split);
+  for (int k0 = kbeg; k0 < kend; k0 += 4 * TK4) {
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
       const int e = lid + i * GEMM_WG;
@@ -156,6 +169,19 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
+#ifdef SPLIT_K
+  __global int* restrict Pz = out + (long)get_group_id(1) * M * N;
+#pragma unroll
+  for (int j = 0; j < WN; ++j) {
+    const int n = n0 + tx + j * RTN;
+    if (n >= N) continue;
+#pragma unroll
+    for (int i = 0; i < WM; ++i) {
+      const int m = m0 + ty + i * RTM;
+      if (m < M) Pz[m * N + n] = acc[i][j];
+    }
+  }
+#else
 #pragma unroll
   for (int j = 0; j < WN; ++j) {
     const int n = n0 + tx + j * RTN;
@@ -170,4 +196,23 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
             (char)quant_output(acc[i][j] + bn, ms, n, up_below, out_zero, act_min, act_max);
     }
   }
+#endif
 }
+
+#ifdef SPLIT_K
+// gemm_int8_splitk_reduce(P, bias, stage, out, M, N, splits, up_below, out_zero, act_min,
+//   act_max) -- out[m][n] = requantize(sum_z P[z][m][n] + bias[n]), the epilogue of gemm_int8.
+//   NDRange: 1-D, global >= M * N, any local size.
+__kernel void gemm_int8_splitk_reduce(__global const int* restrict P,
+                                      __global const int* restrict bias,
+                                      __global const int2* restrict stage,
+                                      __global char* restrict out, int M, int N, int splits,
+                                      int up_below, int out_zero, int act_min, int act_max) {
+  const int idx = get_global_id(0);
+  if (idx >= M * N) return;
+  const int n = idx % N;
+  int s = bias[n];
+  for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
+  out[idx] = (char)quant_output(s, stage[n], n, up_below, out_zero, act_min, act_max);
+}
+#endif  // SPLIT_K

@@ -106,9 +106,10 @@ class Conv2dInt8Op : public Op {
 
   const char* type_name() const override { return "CONV_2D"; }
   std::string algorithm() const override {
+    const std::string split = split_ ? "_splitk/" : "/";
     return algo_ == Algo::kDirect         ? "int8_direct"
-           : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm/" + dot_
-                                          : "int8_gemm/" + dot_;
+           : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
+                                          : "int8_gemm" + split + dot_;
   }
 
   ConvGeometry Geometry(const Shape& in) const {
@@ -161,11 +162,21 @@ class Conv2dInt8Op : public Op {
                                           oc0_ + out.begin[3]);
   }
 
+  std::vector<size_t> ScratchBytes(const OpContext& ctx,
+                                   const std::vector<Shape>& in) const override {
+    const ConvGeometry g = Geometry(in[0]);
+    if (Choose(ctx, g) == Algo::kDirect) return {};
+    const size_t bytes =
+        Int8GemmScratchBytes(ctx, g.n * g.oh * g.ow, g.oc, int(src_->PerChannel()));
+    return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
+  }
+
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = Choose(ctx, g);
     launches_.clear();
+    split_ = false;
     const OutputStage stage = src_->StageOf(oc0_, g.oc);
     if (algo_ == Algo::kDirect) {
       const Int8ConvSource::Direct& d = src_->DirectOf(ctx, oc0_, g.oc);
@@ -185,6 +196,7 @@ class Conv2dInt8Op : public Op {
     const int m = g.n * g.oh * g.ow;
     launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage,
                                algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_);
+    split_ = launches_.size() > 1;  // partial sums, then their reduction
   }
 
  private:
@@ -206,6 +218,7 @@ class Conv2dInt8Op : public Op {
   int oc0_ = 0;         // a chunk's first output channel
   Algo algo_ = Algo::kImplicitGemm;
   std::string dot_;
+  bool split_ = false;
 };
 
 }  // namespace

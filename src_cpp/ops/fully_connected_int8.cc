@@ -28,7 +28,9 @@ class FullyConnectedInt8Op : public Op {
   }
 
   const char* type_name() const override { return "FULLY_CONNECTED"; }
-  std::string algorithm() const override { return "int8_gemm/" + dot_; }
+  std::string algorithm() const override {
+    return (split_ ? "int8_gemm_splitk/" : "int8_gemm/") + dot_;
+  }
 
   int Rows(const Shape& in) const {
     const int64_t total = NumElements(in);
@@ -53,11 +55,18 @@ class FullyConnectedInt8Op : public Op {
     return double(w_.b.bytes() + w_.bias.bytes() + w_.stage.bytes());
   }
 
+  std::vector<size_t> ScratchBytes(const OpContext& ctx,
+                                   const std::vector<Shape>& in) const override {
+    const size_t bytes = Int8GemmScratchBytes(ctx, Rows(in[0]), n_, k_);
+    return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
+  }
+
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     if (!w_.b) w_ = PrepareInt8Gemm(ctx, weights_, n_, k_, bias_, in_zero_, stage_);
     launches_ = EncodeInt8Gemm(ctx, w_, in[0], out[0], Rows(in_shapes[0]), in_zero_, stage_,
                                nullptr, &dot_);
+    split_ = launches_.size() > 1;  // partial sums, then their reduction
   }
 
  private:
@@ -69,6 +78,7 @@ class FullyConnectedInt8Op : public Op {
   OutputStage stage_;
   Int8GemmWeights w_;
   std::string dot_;
+  bool split_ = false;
 };
 
 }  // namespace

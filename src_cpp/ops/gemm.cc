@@ -7,7 +7,8 @@
 
 namespace clgpu {
 
-void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits) {
+void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits,
+                bool fill_only) {
   // A GEMM of a few tiles leaves compute units idle, or too few work-items on each to
   // hide memory latency, while each group walks the whole of K: split K so that every
   // unit gets two groups and about 2048 work-items (a full NVIDIA SM), keeping at least
@@ -21,7 +22,7 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
   if (groups <= 0 || k <= 0) return;
   int splits = forced_splits;
   if (splits <= 0 && dev.type == "gpu") {
-    long target = p.tiles.wpt_m * p.tiles.wpt_n >= 64 ? 0 : 2048;
+    long target = fill_only || p.tiles.wpt_m * p.tiles.wpt_n >= 64 ? 0 : 2048;
     if (const char* v = std::getenv("CLGPU_SPLITK_THREADS")) target = std::atol(v);
     const long wg = static_cast<long>(p.tiles.work_group());
     const long fill =

@@ -6,6 +6,7 @@
 
 #include "cl/int8_dot.h"
 #include "common/error.h"
+#include "ops/gemm.h"
 
 namespace clgpu {
 namespace {
@@ -33,7 +34,25 @@ Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
   return t;
 }
 
+// Splits of K as the float GEMM chooses them (PlanSplitK: option gemm_splits, GPUs only,
+// CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four. By default only until every
+// compute unit has two groups: outputs with idle units are what it is for; a work-item target
+// (CLGPU_SPLITK_THREADS) is for tuning (bench/bench_int8_splitk.py compares them).
+GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long kp) {
+  GemmPlan p;
+  p.tiles = GemmTiles{t.tm, t.tn, 4 * t.tk4, t.wm, t.wn};
+  const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+  PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits, /*fill_only=*/true);
+  return p;
+}
+
 }  // namespace
+
+size_t Int8GemmScratchBytes(const OpContext& ctx, int m, int n, int k) {
+  const long kp = (k + 3) / 4 * 4;
+  const GemmPlan p = PlanInt8(ctx, TilesFor(ctx.env.device(), m, n), m, n, kp);
+  return p.splits > 1 ? size_t(p.splits) * m * n * sizeof(int32_t) : 0;
+}
 
 const std::string& Int8DotPathOf(const OpContext& ctx) { return Int8DotPath(ctx.env.device()); }
 
@@ -65,6 +84,9 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
                                    int m, int a_zero, const OutputStage& s, const ConvGeometry* g,
                                    std::string* path_used) {
   const Int8Tiles t = TilesFor(ctx.env.device(), m, w.n);
+  const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp);
+  const bool split = p.splits > 1;
+  if (split && ctx.scratch.empty()) throw Error("split-K int8 GEMM without a scratch buffer");
   char tiles[96];
   std::snprintf(tiles, sizeof tiles, "-DTM=%d -DTN=%d -DTK4=%d -DWM=%d -DWN=%d", t.tm, t.tn, t.tk4,
                 t.wm, t.wn);
@@ -72,6 +94,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   const bool vec = g ? g->c % 4 == 0 : w.k % 4 == 0;
   if (g) defines += " -DIM2COL";
   if (vec) defines += " -DVEC_A";
+  // Split or whole: the program holds only the kernels it launches.
+  if (split) defines += " -DSPLIT_K";
   // The device's dot-product path; should its program not build (a driver that takes the probe
   // but not the whole kernel), the portable one.
   std::string path = Int8DotPathOf(ctx);
@@ -86,19 +110,30 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   }
   if (path_used) *path_used = path;
   Launch l;
-  l.name = g ? "gemm_int8_im2col" : "gemm_int8";
+  l.name = std::string(g ? "gemm_int8_im2col" : "gemm_int8") + (split ? "_splitk" : "");
   l.kernel = CreateKernel(*prog, "gemm_int8");
   ConvGeometry none;
   const ConvGeometry& c = g ? *g : none;
-  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), w.stage.get(), out, m, w.n, w.k, w.kp, a_zero,
-          s.up_below, s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow, c.oh, c.kw, c.sh,
-          c.sw, c.dh, c.dw, c.pad_top, c.pad_left);
+  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), w.stage.get(), split ? ctx.scratch[0] : out, m,
+          w.n, w.k, w.kp, a_zero, s.up_below, s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c,
+          c.ow, c.oh, c.kw, c.sh, c.sw, c.dh, c.dw, c.pad_top, c.pad_left,
+          split ? p.k_per_split : w.kp);
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
-  l.dims = 1;
+  l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
   l.local[0] = t.work_group();
+  if (split) l.global[1] = p.splits, l.local[1] = 1;
   std::vector<Launch> launches;
   launches.push_back(std::move(l));
+  if (!split) return launches;
+  Launch r;
+  r.name = "gemm_int8_splitk_reduce";
+  r.kernel = CreateKernel(*prog, r.name);
+  SetArgs(r.kernel, ctx.scratch[0], w.bias.get(), w.stage.get(), out, m, w.n, p.splits,
+          s.up_below, s.zero_point, s.act_min, s.act_max);
+  r.dims = 1;
+  r.global[0] = RoundUp(size_t(m) * w.n, 64);
+  launches.push_back(std::move(r));
   return launches;
 }
 

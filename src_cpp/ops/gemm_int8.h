@@ -27,9 +27,15 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
                                 const std::vector<int32_t>& bias, int a_zero,
                                 const OutputStage& stage);
 
-// The launch computing out [m][n] from A (plain when `im2col` is null, else the convolution
+// Scratch bytes (slot 0) for the int32 partial sums when the GEMM of an m-row output with these
+// weights' n, k runs split along K (a GPU on which its tiles would leave compute units idle, or
+// option gemm_splits); 0 when it runs whole.
+size_t Int8GemmScratchBytes(const OpContext& ctx, int m, int n, int k);
+
+// The launches computing out [m][n] from A (plain when `im2col` is null, else the convolution
 // input of that geometry, whose m = N * OH * OW and k = KH * KW * C). *path_used: the
-// dot-product path it runs ("dp4a", "khr", "portable"), for profiles.
+// dot-product path it runs ("dp4a", "khr", "portable"), for profiles. Split along K, two
+// launches (partial sums into ctx.scratch[0], then their reduction and the output stage).
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& stage,
                                    const ConvGeometry* im2col = nullptr,
