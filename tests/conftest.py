@@ -126,7 +126,31 @@ QUICK_FILES = {
 }
 
 
+# Under ASan + UBSan + LeakSanitizer (.ci/sanitize.sh, three times slower than a plain run) CI
+# runs the quick subset plus the files that reach the most native code per second: hostile and
+# mutated models, faults, lifetimes, large tensors in pieces, subgraphs, the int8 integer paths
+# and a randomized graph sample. The whole suite runs unsanitized right after.
+SANITIZE_FILES = QUICK_FILES | {
+    "test_fuzz_models.py",
+    "test_hostile_models.py",
+    "test_lifetime.py",
+    "test_faults_cache.py",
+    "test_faults_models.py",
+    "test_faults_opencl.py",
+    "test_faults_unsupported.py",
+    "test_split.py",
+    "test_subgraphs.py",
+    "test_int8_foundation.py",
+    "test_gemm_int8_splitk.py",
+    "test_random_parity.py",
+    "test_fusion.py",
+    "test_shape_folding.py",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in QUICK_FILES:
             item.add_marker(pytest.mark.quick)
+        if item.path.name in SANITIZE_FILES:
+            item.add_marker(pytest.mark.sanitize)
