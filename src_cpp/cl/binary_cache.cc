@@ -120,7 +120,8 @@ int BinaryCache::OpenDirectory(bool create) const {
   if (base.get() < 0) return -1;
   if (token_.empty()) return dup(base.get());
   if (create && mkdirat(base.get(), token_.c_str(), 0755) != 0 && errno != EEXIST) return -1;
-  const int fd = openat(base.get(), token_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd =
+      openat(base.get(), token_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno != ENOENT)
     Log(LogLevel::kWarning, "the program cache directory " + dir_ +
                                 " is not a plain directory (a link?); not using it");
@@ -132,9 +133,9 @@ std::vector<unsigned char> BinaryCache::Load(const std::string& key) {
   Fd dir(OpenDirectory(false));
   // O_NOFOLLOW: a link is not an entry; O_NONBLOCK: opening a FIFO returns at once (and
   // fstat then refuses it) instead of waiting for a writer.
-  Fd f(dir.get() < 0 ? -1
-                     : openat(dir.get(), name.c_str(),
-                              O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  Fd f(dir.get() < 0
+           ? -1
+           : openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (f.get() < 0 && (dir.get() < 0 || errno == ENOENT)) {
     ++misses;
     return {};
@@ -188,8 +189,8 @@ void BinaryCache::Store(const std::string& key, const std::vector<unsigned char>
   bool ok = false;
   {
     // O_EXCL | O_NOFOLLOW: a name planted in advance (a link, a FIFO) is not written through.
-    Fd f(openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                0644));
+    Fd f(
+        openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     ok = f.get() >= 0 && WriteAll(f.get(), &h, sizeof h) &&
          WriteAll(f.get(), key.data(), key.size()) &&
          WriteAll(f.get(), binary.data(), binary.size());

@@ -76,7 +76,8 @@ class Environment {
   // delegate to go releases the context and its programs.
   static std::shared_ptr<Environment> ForDevice(const DeviceInfo& device);
   // The same, held for the rest of the process (warm_up()): creating a context costs
-  // NVIDIA's driver ~130 ms (H200), which every later delegate would pay again.
+  // NVIDIA's driver a large part of a load (bench/results/init-*), which every later
+  // delegate would pay again.
   static std::shared_ptr<Environment> Pin(const DeviceInfo& device);
   explicit Environment(const DeviceInfo& device);
 

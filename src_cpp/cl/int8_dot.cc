@@ -41,8 +41,8 @@ bool Works(const DeviceInfo& d, const std::string& defines) {
   if (err != CL_SUCCESS) return false;
   const char* src = kProbe;
   Program prog(cl.clCreateProgramWithSource(ctx.get(), 1, &src, nullptr, &err));
-  if (err != CL_SUCCESS || cl.clBuildProgram(prog.get(), 1, &dev, defines.c_str(), nullptr,
-                                             nullptr) != CL_SUCCESS)
+  if (err != CL_SUCCESS ||
+      cl.clBuildProgram(prog.get(), 1, &dev, defines.c_str(), nullptr, nullptr) != CL_SUCCESS)
     return false;
   Kernel k(cl.clCreateKernel(prog.get(), "probe", &err));
   if (err != CL_SUCCESS) return false;

@@ -50,8 +50,9 @@ std::unique_ptr<ClApi> Load() {
     if (path.find('/') != std::string::npos) {
       const bool found = stat(path.c_str(), &st) == 0;
       if (!found || !S_ISREG(st.st_mode)) {
-        tried += "\n  " + path + ": " +
-                 (found ? "not a regular file" : std::string("cannot stat: ") + std::strerror(errno));
+        tried +=
+            "\n  " + path + ": " +
+            (found ? "not a regular file" : std::string("cannot stat: ") + std::strerror(errno));
         continue;
       }
     }

@@ -51,7 +51,8 @@ class OptionError : public Error {
 // when it carries no text.
 inline std::string What(const std::exception& e) {
   const char* w = e.what();
-  return w && *w ? std::string(w) : std::string("an error without a message (") + typeid(e).name() + ")";
+  return w && *w ? std::string(w)
+                 : std::string("an error without a message (") + typeid(e).name() + ")";
 }
 
 }  // namespace clgpu

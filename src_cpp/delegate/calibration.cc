@@ -57,7 +57,7 @@ std::string FileKey(const DeviceInfo& dev) {
 
 struct Field {
   const char* name;
-  double DeviceCosts::* value;
+  double DeviceCosts::*value;
   double lo, hi;  // a figure outside is not a measurement of this device
 };
 const Field kFields[] = {
@@ -83,7 +83,7 @@ bool ReadFile(const std::string& path, const DeviceInfo& dev, DeviceCosts* out) 
   // O_NONBLOCK: a FIFO planted under the name is opened at once (and refused below).
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
-  struct stat st{};
+  struct stat st {};
   std::string text;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && size_t(st.st_size) <= kMaxFileBytes) {
     text.resize(kMaxFileBytes + 1);

@@ -28,9 +28,9 @@ constexpr double kDiscreteGBps = 8.0;       // host <-> device copies (PCIe, pag
 constexpr double kUnifiedGBps = 15.0;       // ...and on shared-memory devices, unmeasured
 constexpr double kWinMargin = 0.8;          // device must be >= 20 % faster
 // A layer's kernel costs more than the calibration's small kernel (its own arguments, a
-// larger grid): H200, driver 580, 6-8 us per kernel over ten real models against 4.4 us
-// calibrated. Added, not scaled: the calibrated figure itself varies 3.7-5.6 us between
-// processes (the host's side of each launch), and a factor would double that.
+// larger grid), fitted on the real models of bench/results/plans-*. Added, not scaled: the
+// calibrated figure itself varies between processes (the host's side of each launch), and a
+// factor would double that (docs/partitioning.md).
 constexpr double kLayerKernelExtraUs = 1.0;  // per kernel, on top of min_kernel_us...
 constexpr double kLayerGapExtraUs = 1.0;     // ...and of launch_gap_us
 
@@ -51,8 +51,8 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
 
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
-                                    const DeviceInfo& dev, const DeviceCosts& costs,
-                                    bool fuse_add, int folded_nodes) {
+                                    const DeviceInfo& dev, const DeviceCosts& costs, bool fuse_add,
+                                    int folded_nodes) {
   PartitionEstimate e;
   // ADDs and clamp activations that run inside their producer's kernel: compute, no launch.
   std::set<size_t> folded;
@@ -93,8 +93,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                       IsQuantized(g.value_type(n.outputs[0]));
     cpu_flops += int8 ? f / 2 : f;
     // A folded FLOAT16 weight runs nothing (an int8 DEQUANTIZE is a kernel).
-    if (n.op == tfl::kDequantize && !n.outputs.empty() &&
-        g.IsFoldedDequantizeOutput(n.outputs[0]))
+    if (n.op == tfl::kDequantize && !n.outputs.empty() && g.IsFoldedDequantizeOutput(n.outputs[0]))
       continue;
     if (folded.count(i)) {
       device_compute_ms += f / (dev_gflops * 1e9) * 1e3;

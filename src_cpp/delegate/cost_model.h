@@ -30,7 +30,7 @@ struct PartitionEstimate {
   int kernels = 0;
   double device_ms = 0, cpu_ms = 0;
   bool keep = true;
-  std::string reason;  // why it was declined
+  std::string reason;   // why it was declined
   std::string figures;  // the estimate in words, kept or not (inspect's note)
 };
 

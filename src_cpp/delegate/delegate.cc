@@ -237,8 +237,8 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       if (h) {
         d.op_name = h->name;
         try {
-          d.reason = !order.empty() ? "the graph is out of order: " + order
-                                    : CheckNodeCommon(graph, n);
+          d.reason =
+              !order.empty() ? "the graph is out of order: " + order : CheckNodeCommon(graph, n);
           if (d.reason.empty()) d.reason = h->check(graph, n);
         } catch (const std::exception& e) {
           d.reason = "could not read the node: " + What(e);
@@ -302,7 +302,8 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       auto f = kept_figures.find(p.nodes);
       if (f == kept_figures.end() || p.nodes.empty()) continue;
       for (NodeDecision& d : claim.decisions)
-        if (d.node == p.nodes.front()) d.note = d.note.empty() ? f->second : d.note + "; " + f->second;
+        if (d.node == p.nodes.front())
+          d.note = d.note.empty() ? f->second : d.note + "; " + f->second;
     }
     const std::vector<int>& to_replace = claim.nodes;
     std::vector<std::vector<int>> parts;

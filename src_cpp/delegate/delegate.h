@@ -94,8 +94,8 @@ class DelegateCore final : public PartitionHost {
   }
   // "auto": on where the device shares the host's memory, and on NVIDIA GPUs too: there
   // a host-pointer buffer is pinned once, so each transfer is one DMA instead of the
-  // driver's staging copy of pageable memory. Measured on an H200 (driver 580): every
-  // zoo model's invoke 10-25 % faster with it, PyNET-512 4.3 -> 3.7 ms.
+  // driver's staging copy of pageable memory, which made every zoo model's invoke faster
+  // on the H200 (docs/performance.md).
   bool zero_copy() const override {
     if (options_.zero_copy != "auto") return options_.zero_copy == "on";
     const DeviceInfo& d = env_->device();

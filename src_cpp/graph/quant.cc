@@ -49,8 +49,7 @@ QuantParams ReadQuantParams(const TfLiteTensor& x) {
   QuantParams q;
   if (x.quantization.type == kTfLiteAffineQuantization && x.quantization.params) {
     const auto* a = static_cast<const TfLiteAffineQuantization*>(x.quantization.params);
-    if (!a->scale || !a->zero_point || a->scale->size < 1 ||
-        a->zero_point->size != a->scale->size)
+    if (!a->scale || !a->zero_point || a->scale->size < 1 || a->zero_point->size != a->scale->size)
       return {};
     q.scale.assign(a->scale->data, a->scale->data + a->scale->size);
     q.zero_point.assign(a->zero_point->data, a->zero_point->data + a->zero_point->size);

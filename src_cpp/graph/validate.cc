@@ -83,8 +83,7 @@ std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n) {
   for (const auto* list : {&n.inputs, &n.outputs})
     for (int t : *list) {
       if (t < 0 || !g.tensor(t).dims) continue;
-      if (auto why = CheckElementCount(g.shape(t), "tensor " + g.name(t)); !why.empty())
-        return why;
+      if (auto why = CheckElementCount(g.shape(t), "tensor " + g.name(t)); !why.empty()) return why;
       // TFLite checks a constant's bytes against its shape when it loads the model; a folded
       // DEQUANTIZE's output is checked against its source when it is folded.
       const TfLiteTensor& x = g.tensor(t);
@@ -101,9 +100,9 @@ std::string CheckInputs(const NodeInfo& n, const char* op, int required, int opt
                         bool absent_ok) {
   const int count = static_cast<int>(n.inputs.size());
   if (count < required || count > required + optional) {
-    const std::string want = optional ? std::to_string(required) + " to " +
-                                            std::to_string(required + optional)
-                                      : std::to_string(required);
+    const std::string want =
+        optional ? std::to_string(required) + " to " + std::to_string(required + optional)
+                 : std::to_string(required);
     return std::string(op) + " takes " + want + " inputs, the node has " + std::to_string(count);
   }
   for (int i = 0; i < count; ++i)

@@ -41,6 +41,8 @@ std::string CheckInputs(const NodeInfo& n, const char* op, int required, int opt
 std::string CheckOutputs(const NodeInfo& n, const char* op, int count);
 
 // Input i when it is present (in the list and not -1).
-inline bool HasInput(const NodeInfo& n, size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0; }
+inline bool HasInput(const NodeInfo& n, size_t i) {
+  return i < n.inputs.size() && n.inputs[i] >= 0;
+}
 
 }  // namespace clgpu

@@ -35,8 +35,7 @@ std::string OutputShape(const Shape& x, const Shape& y, bool adj_x, bool adj_y, 
   if (rx < 2 || ry < 2 || rx > kMaxRank || ry > kMaxRank)
     return "operands " + ShapeString(x) + " and " + ShapeString(y) + " are not of rank 2 to 5";
   const int k_x = adj_x ? x[rx - 2] : x[rx - 1], k_y = adj_y ? y[ry - 1] : y[ry - 2];
-  if (k_x != k_y)
-    return "operands " + ShapeString(x) + " and " + ShapeString(y) + " disagree on K";
+  if (k_x != k_y) return "operands " + ShapeString(x) + " and " + ShapeString(y) + " disagree on K";
   const int r = std::max(rx, ry);
   out->assign(r, 1);
   for (int a = 0; a < r - 2; ++a) {
@@ -140,8 +139,9 @@ class BatchMatMulOp : public Op {
     const StridedView xv = input_view(0) ? *input_view(0) : ContiguousView(x);
     const StridedView yv = input_view(1) ? *input_view(1) : ContiguousView(y);
     const StridedView cv = output_view() ? *output_view() : ContiguousView(o);
-    if (cv.shape != o) throw Error("BATCH_MATMUL output view " + ShapeString(cv.shape) +
-                                   " does not match its output " + ShapeString(o));
+    if (cv.shape != o)
+      throw Error("BATCH_MATMUL output view " + ShapeString(cv.shape) +
+                  " does not match its output " + ShapeString(o));
     const int r = static_cast<int>(o.size()), rx = static_cast<int>(x.size()),
               ry = static_cast<int>(y.size());
     const int m = o[r - 2], n = o[r - 1], k = adj_x_ ? x[rx - 2] : x[rx - 1];
@@ -165,8 +165,7 @@ class BatchMatMulOp : public Op {
     sb[3] = yv.strides[adj_y_ ? ry - 2 : ry - 1], sb[4] = yv.strides[adj_y_ ? ry - 1 : ry - 2];
     sc[3] = cv.strides[r - 2], sc[4] = cv.strides[r - 1];
     cl_int8 pa, pb, pc;
-    if (!PackStrides(sa, &pa) || !PackStrides(sb, &pb) || !PackStrides(sc, &pc) ||
-        batch > INT_MAX)
+    if (!PackStrides(sa, &pa) || !PackStrides(sb, &pb) || !PackStrides(sc, &pc) || batch > INT_MAX)
       throw Error("BATCH_MATMUL strides exceed the kernel's int range");
 
     const std::vector<int64_t> batch_a(sa.begin(), sa.begin() + 3),
@@ -182,10 +181,10 @@ class BatchMatMulOp : public Op {
     GemmTiles t = TilesFor("batch_matmul", dev);
     if (t.Groups(m, n) * batch < 2L * dev.compute_units) t = TilesFor("batch_matmul_small", dev);
     const bool even = m % t.tile_m == 0 && n % t.tile_n == 0 && k % t.tile_k == 0;
-    auto prog = ctx.GetProgram(
-        "batch_matmul", t.Defines() + " -DA_MODE=" + std::to_string(a_mode) +
-                            " -DB_MODE=" + std::to_string(b_mode) + " -DC_VEC=" +
-                            std::to_string(int(c_vec)) + (even ? " -DGEMM_EVEN=1" : ""));
+    auto prog = ctx.GetProgram("batch_matmul", t.Defines() + " -DA_MODE=" + std::to_string(a_mode) +
+                                                   " -DB_MODE=" + std::to_string(b_mode) +
+                                                   " -DC_VEC=" + std::to_string(int(c_vec)) +
+                                                   (even ? " -DGEMM_EVEN=1" : ""));
     Launch l;
     l.name = "batch_matmul";
     l.kernel = CreateKernel(*prog, l.name);
@@ -242,7 +241,7 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kBatchMatMulHandler = {kBatchMatMul, "BATCH_MATMUL", Check, Create,
-                                              Describe,     Work};
+extern const OpHandler kBatchMatMulHandler = {kBatchMatMul, "BATCH_MATMUL", Check,
+                                              Create,       Describe,       Work};
 
 }  // namespace clgpu

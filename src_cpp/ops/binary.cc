@@ -187,7 +187,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (const int act = ActivationOf(kind, node); !ActivationRange(act, &lo, &hi))
     return "fused activation " + std::to_string(act) + " is not supported";
   // Quantized tensors: binary_int8.cc (ADD, SUB, MUL).
-  const bool quantized = g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
+  const bool quantized =
+      g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
   if (quantized && kind.code != tfl::kAdd && kind.code != 41 && kind.code != 18)
     return std::string("int8 ") + kind.name + " is not supported";
   if (auto why = quantized

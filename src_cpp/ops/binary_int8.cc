@@ -67,8 +67,8 @@ class AddInt8Op : public Op {
     const float twice_max = 2 * std::max(a.scale[0], b.scale[0]);
     const FixedPoint ma = QuantizeMultiplier(double(a.scale[0]) / double(twice_max));
     const FixedPoint mb = QuantizeMultiplier(double(b.scale[0]) / double(twice_max));
-    const FixedPoint mo = QuantizeMultiplier(double(twice_max) /
-                                             double(float(1 << kLeftShift) * out.scale[0]));
+    const FixedPoint mo =
+        QuantizeMultiplier(double(twice_max) / double(float(1 << kLeftShift) * out.scale[0]));
     params_ = {-a.zero_point[0],
                -b.zero_point[0],
                kLeftShift,
@@ -117,8 +117,7 @@ class AddInt8Op : public Op {
     Launch l;
     l.name = op_ == kMul ? "mul_int8" : "add_int8";
     l.kernel = CreateKernel(
-        *ctx.GetProgram("binary_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""),
-        l.name);
+        *ctx.GetProgram("binary_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""), l.name);
     SetArgs(l.kernel, in[0], in[1], out[0], total, static_cast<int>(o.size()), meta_.get(),
             params_buf_.get(), up_below);
     l.global[0] = RoundUp(std::max(total, 1), 64);

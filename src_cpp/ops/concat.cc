@@ -253,7 +253,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
            " on CONCATENATION (TFLite's kernel accepts none)";
   std::vector<int> tensors = node.inputs;
   tensors.push_back(node.outputs[0]);
-  const ValueType t = g.valid_tensor(node.outputs[0]) ? g.value_type(node.outputs[0]) : ValueType::kFloat;
+  const ValueType t =
+      g.valid_tensor(node.outputs[0]) ? g.value_type(node.outputs[0]) : ValueType::kFloat;
   if (auto why = IsQuantized(t) ? CheckQuantized(g, node, t) : CheckFloatTensors(g, tensors);
       !why.empty())
     return why;

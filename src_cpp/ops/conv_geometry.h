@@ -97,8 +97,8 @@ inline std::string CheckConvParams(int padding, int stride_w, int stride_h, int 
 inline std::string CheckConvCommon(const GraphView& g, const NodeInfo& node, int padding,
                                    int stride_w, int stride_h, int dilation_w, int dilation_h,
                                    int activation) {
-  if (auto why = CheckConvParams(padding, stride_w, stride_h, dilation_w, dilation_h, activation,
-                                true);
+  if (auto why =
+          CheckConvParams(padding, stride_w, stride_h, dilation_w, dilation_h, activation, true);
       !why.empty())
     return why;
   std::vector<int> tensors = {node.inputs[0], node.inputs[1], node.outputs[0]};

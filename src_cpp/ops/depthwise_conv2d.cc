@@ -4,9 +4,9 @@
 #include <map>
 
 #include "common/error.h"
-#include "ops/int8_ops.h"
 #include "graph/validate.h"
 #include "ops/conv_geometry.h"
+#include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -191,7 +191,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   tfl::DepthwiseConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   // int8 tensors: depthwise_conv2d_int8.cc.
-  const bool quantized = g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
+  const bool quantized =
+      g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
   if (quantized && (!g.valid_tensor(node.inputs[1]) || !g.valid_tensor(node.outputs[0])))
     return "invalid tensor index";
   if (auto why = quantized ? CheckConvParams(p.padding, p.stride_width, p.stride_height,

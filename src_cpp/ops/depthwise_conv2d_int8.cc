@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "ops/int8_ops.h"
 #include "ops/conv_geometry.h"
+#include "ops/int8_ops.h"
 #include "ops/quant.h"
 #include "tflite/builtin.h"
 
@@ -18,8 +18,7 @@ constexpr int kNeonChannels = 8;  // channels per iteration of TFLite's NEON out
 
 class DepthwiseConv2dInt8Op : public Op {
  public:
-  DepthwiseConv2dInt8Op(const GraphView& g, const NodeInfo& node,
-                        const tfl::DepthwiseConvParams& p)
+  DepthwiseConv2dInt8Op(const GraphView& g, const NodeInfo& node, const tfl::DepthwiseConvParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), params_(p) {
     filter_shape_ = g.shape(node.inputs[1]);
     filter_ = ConstantInt8(g, node.inputs[1]);
@@ -77,8 +76,8 @@ class DepthwiseConv2dInt8Op : public Op {
     Launch l;
     l.name = c4_ ? "depthwise_conv2d_int8_c4" : "depthwise_conv2d_int8";
     l.kernel = CreateKernel(*ctx.GetProgram("depthwise_conv2d_int8"), l.name);
-    SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), stage_buf_.get(), out[0], g.n,
-            g.h, g.w, g.c, g.oh, g.ow, g.oc / g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top,
+    SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), stage_buf_.get(), out[0], g.n, g.h,
+            g.w, g.c, g.oh, g.ow, g.oc / g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top,
             g.pad_left, in_zero_, stage_.up_below, stage_.zero_point, stage_.act_min,
             stage_.act_max);
     l.dims = 3;

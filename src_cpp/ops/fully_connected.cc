@@ -27,9 +27,9 @@ struct FullyConnectedSource {
     auto& b = buffers[{n0, count}];
     if (b.second) return b;
     if (runtime_weights) {
-      b.second = UploadFloat32(ctx, has_bias ? std::vector<float>(bias.begin() + n0,
-                                                                  bias.begin() + n0 + count)
-                                             : std::vector<float>(count, 0.f));
+      b.second = UploadFloat32(
+          ctx, has_bias ? std::vector<float>(bias.begin() + n0, bias.begin() + n0 + count)
+                        : std::vector<float>(count, 0.f));
       return b;
     }
     if (n0 == 0 && count == n) {
@@ -110,8 +110,8 @@ class FullyConnectedOp : public Op {
     const int k = NK(in).second;
     const int64_t total = NumElements(in.at(0));
     if (k <= 0 || total % k != 0)
-      throw Error("FULLY_CONNECTED input " + ShapeString(in[0]) + " is not a multiple of K=" +
-                  std::to_string(k));
+      throw Error("FULLY_CONNECTED input " + ShapeString(in[0]) +
+                  " is not a multiple of K=" + std::to_string(k));
     return static_cast<int>(total / k);
   }
 

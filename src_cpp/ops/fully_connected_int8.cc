@@ -23,8 +23,8 @@ class FullyConnectedInt8Op : public Op {
     in_zero_ = in.zero_point[0];
     int lo = -128, hi = 127;
     QuantizedActivationRange(p.activation, out, ValueType::kInt8, &lo, &hi);
-    stage_ = MakeOutputStage(in.scale[0], g.quant(node.inputs[1]).scale, n_, out,
-                             RuyRounding(n_), lo, hi);
+    stage_ = MakeOutputStage(in.scale[0], g.quant(node.inputs[1]).scale, n_, out, RuyRounding(n_),
+                             lo, hi);
   }
 
   const char* type_name() const override { return "FULLY_CONNECTED"; }
@@ -35,8 +35,8 @@ class FullyConnectedInt8Op : public Op {
   int Rows(const Shape& in) const {
     const int64_t total = NumElements(in);
     if (total % k_ != 0)
-      throw Error("FULLY_CONNECTED input " + ShapeString(in) + " is not a multiple of K=" +
-                  std::to_string(k_));
+      throw Error("FULLY_CONNECTED input " + ShapeString(in) +
+                  " is not a multiple of K=" + std::to_string(k_));
     return static_cast<int>(total / k_);
   }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {

@@ -38,9 +38,10 @@ struct ClampFusion {
 
 // An element-wise op folded into the op producing its input, as an epilogue of that op's kernels
 // (Op::FoldEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU or LEAKY_RELU
-// reading the producer's output alone (directly, or through RESHAPEs that only it reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no
-// activation, no broadcast) that are its output's only readers. The producer's handler clamps in
-// its kernels (OpHandler::clamp_epilogue); no intermediate is a partition output.
+// reading the producer's output alone (directly, or through RESHAPEs that only it reads), or swish,
+// x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no broadcast) that are its output's only
+// readers. The producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no
+// intermediate is a partition output.
 struct EpilogueFusion {
   size_t producer = 0;
   std::vector<size_t> absorbed;    // the folded nodes; the last writes `output`

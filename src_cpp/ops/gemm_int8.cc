@@ -25,9 +25,8 @@ Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
   Int8Tiles t = dev.type == "gpu" && dev.nvidia() && big_groups >= dev.compute_units ? big : small;
   if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
     Int8Tiles o{};
-    if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 ||
-        o.wm < 1 || o.wn < 1 || o.tk4 < 1 || o.tm % o.wm || o.tn % o.wn || o.tm > 256 ||
-        o.tn > 256)
+    if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 || o.wm < 1 ||
+        o.wn < 1 || o.tk4 < 1 || o.tm % o.wm || o.tn % o.wn || o.tm > 256 || o.tn > 256)
       throw Error(std::string("CLGPU_TUNE_GEMM_INT8 must be TM,TN,TK4,WM,WN, not '") + env + "'");
     t = o;
   }
@@ -114,10 +113,9 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   l.kernel = CreateKernel(*prog, "gemm_int8");
   ConvGeometry none;
   const ConvGeometry& c = g ? *g : none;
-  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), w.stage.get(), split ? ctx.scratch[0] : out, m,
-          w.n, w.k, w.kp, a_zero, s.up_below, s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c,
-          c.ow, c.oh, c.kw, c.sh, c.sw, c.dh, c.dw, c.pad_top, c.pad_left,
-          split ? p.k_per_split : w.kp);
+  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), w.stage.get(), split ? ctx.scratch[0] : out, m, w.n,
+          w.k, w.kp, a_zero, s.up_below, s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow,
+          c.oh, c.kw, c.sh, c.sw, c.dh, c.dw, c.pad_top, c.pad_left, split ? p.k_per_split : w.kp);
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
   l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
@@ -129,8 +127,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   Launch r;
   r.name = "gemm_int8_splitk_reduce";
   r.kernel = CreateKernel(*prog, r.name);
-  SetArgs(r.kernel, ctx.scratch[0], w.bias.get(), w.stage.get(), out, m, w.n, p.splits,
-          s.up_below, s.zero_point, s.act_min, s.act_max);
+  SetArgs(r.kernel, ctx.scratch[0], w.bias.get(), w.stage.get(), out, m, w.n, p.splits, s.up_below,
+          s.zero_point, s.act_min, s.act_max);
   r.dims = 1;
   r.global[0] = RoundUp(size_t(m) * w.n, 64);
   launches.push_back(std::move(r));

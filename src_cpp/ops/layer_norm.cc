@@ -25,7 +25,7 @@ struct Norm {
   std::vector<int> inputs;  // x, or the residual ADD's two operands
   std::vector<float> gamma = {1.0f}, beta = {0.0f};
   float eps = 0;
-  int form = 0;  // LN_FORM
+  int form = 0;   // LN_FORM
   int axis = -1;  // as the MEANs write it: -1 or rank - 1
   int out = -1;
 };
@@ -54,8 +54,7 @@ class LayerNormOp : public Op {
                   ShapeString(x));
     for (const auto* v : {&n_->gamma, &n_->beta})
       if (v->size() != 1 && static_cast<int>(v->size()) != x.back())
-        throw Error("LAYER_NORM: " + std::to_string(v->size()) + " scales for " +
-                    ShapeString(x));
+        throw Error("LAYER_NORM: " + std::to_string(v->size()) + " scales for " + ShapeString(x));
     return {x};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
@@ -138,7 +137,8 @@ class Matcher {
     const int mu = mean.outputs[0];
     const std::vector<size_t>& mu_readers = Readers(mu);
     if (mu_readers.size() != 2) return std::nullopt;
-    const size_t sd = nodes_[mu_readers[0]].op == kSquaredDifference ? mu_readers[0] : mu_readers[1];
+    const size_t sd =
+        nodes_[mu_readers[0]].op == kSquaredDifference ? mu_readers[0] : mu_readers[1];
     const size_t other = sd == mu_readers[0] ? mu_readers[1] : mu_readers[0];
     if (nodes_[sd].op != kSquaredDifference || Other(nodes_[sd], mu) != x) return std::nullopt;
     int axis2 = 0;
@@ -183,8 +183,7 @@ class Matcher {
     return it == readers_.end() ? kNone : it->second;
   }
   bool IsFloat(int t) const {
-    return g_.valid_tensor(t) &&
-           (g_.type(t) == kTfLiteFloat32 || g_.IsFoldedDequantizeOutput(t));
+    return g_.valid_tensor(t) && (g_.type(t) == kTfLiteFloat32 || g_.IsFoldedDequantizeOutput(t));
   }
   // The one node reading intermediate t, if it is an `op`; else -1.
   long Only(int t, int32_t op) const {
@@ -232,8 +231,8 @@ class Matcher {
   bool Binary(size_t i, int32_t op, int a, int b) const {
     const NodeInfo& n = nodes_[i];
     return n.op == op && NoActivation(n) && n.inputs.size() == 2 && n.outputs.size() == 1 &&
-           ((n.inputs[0] == a && n.inputs[1] == b) || (op != kSub && n.inputs[0] == b &&
-                                                      n.inputs[1] == a));
+           ((n.inputs[0] == a && n.inputs[1] == b) ||
+            (op != kSub && n.inputs[0] == b && n.inputs[1] == a));
   }
   // After g: the forms of kernels/layer_norm.cl's LN_FORM; `other` is the second reader of mu.
   bool Tail(int x, int mu, size_t other, int gt, Norm* n) const {
@@ -248,8 +247,8 @@ class Matcher {
       n->nodes.insert(n->nodes.end(), {other, static_cast<size_t>(mm)});
       n->out = nodes_[mm].outputs[0];
       n->form = 2;
-      if (const long ab = Only(n->out, kAdd); ab >= 0 && NoActivation(nodes_[ab]) &&
-                                              Scales(Other(nodes_[ab], n->out), x, &n->beta)) {
+      if (const long ab = Only(n->out, kAdd);
+          ab >= 0 && NoActivation(nodes_[ab]) && Scales(Other(nodes_[ab], n->out), x, &n->beta)) {
         n->nodes.push_back(ab);
         n->out = nodes_[ab].outputs[0];
         n->form = 3;
@@ -319,7 +318,8 @@ std::vector<GroupRewrite> FindLayerNorms(const GraphView& g, const std::vector<N
   std::set<size_t> taken;
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::optional<Norm> n = m.At(i);
-    if (!n || std::any_of(n->nodes.begin(), n->nodes.end(), [&](size_t k) { return taken.count(k); }))
+    if (!n ||
+        std::any_of(n->nodes.begin(), n->nodes.end(), [&](size_t k) { return taken.count(k); }))
       continue;
     taken.insert(n->nodes.begin(), n->nodes.end());
     GroupRewrite r;

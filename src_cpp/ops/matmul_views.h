@@ -18,9 +18,9 @@ namespace clgpu {
 
 struct ViewStep {
   enum Kind { kReshape, kTranspose, kScale } kind = kReshape;
-  int in = -1, out = -1;   // the node's data input and output
-  std::vector<int> perm;   // kTranspose
-  float scale = 1.0f;      // kScale
+  int in = -1, out = -1;  // the node's data input and output
+  std::vector<int> perm;  // kTranspose
+  float scale = 1.0f;     // kScale
 };
 
 struct ViewFusion {

@@ -121,7 +121,8 @@ std::string Op::epilogue_defines() const {
 
 StridedView ContiguousView(const Shape& s) {
   StridedView v{s, std::vector<int64_t>(s.size(), 1)};
-  for (int a = static_cast<int>(s.size()) - 2; a >= 0; --a) v.strides[a] = v.strides[a + 1] * s[a + 1];
+  for (int a = static_cast<int>(s.size()) - 2; a >= 0; --a)
+    v.strides[a] = v.strides[a + 1] * s[a + 1];
   return v;
 }
 

@@ -32,7 +32,7 @@ struct OpContext {
   // The type of the op's activations: kFloat (the partition's float storage), or int8 / uint8
   // for an op whose values all are (ForValues).
   ValueType values = ValueType::kFloat;
-  size_t float_bytes = 4;  // the partition's float storage, whatever `values` is
+  size_t float_bytes = 4;       // the partition's float storage, whatever `values` is
   BinaryCache* disk = nullptr;  // serialization_dir, when set
   size_t max_alloc = 0;         // largest single buffer (device limit or max_alloc_bytes)
   // Partition-wide scratch buffers, shared by all ops (they run one after another),

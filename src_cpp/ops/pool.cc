@@ -7,8 +7,8 @@
 #include "common/error.h"
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
-#include "ops/reduce_tiled.h"
 #include "ops/quant.h"
+#include "ops/reduce_tiled.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -146,7 +146,8 @@ class PoolOp : public Op {
   // image alone. The tiled reduction spreads it over groups (ops/reduce_tiled.h). Floats only:
   // an int8 average rounds as TFLite's integer kernel does.
   bool WholeImage(const ConvGeometry& g, TiledReduction* r) const {
-    if (quantized_ || chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h || g.kw - g.pad_left < g.w)
+    if (quantized_ || chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h ||
+        g.kw - g.pad_left < g.w)
       return false;
     const int64_t hw = int64_t(g.h) * g.w;
     if (hw == 0 || TiledReductionIsTiny(hw, g.c)) return false;
@@ -190,7 +191,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
     return "invalid stride or filter size";
   if (std::max({p.stride_width, p.stride_height, p.filter_width, p.filter_height}) > kMaxStep)
     return "stride or filter size above " + std::to_string(kMaxStep);
-  const ValueType t = g.valid_tensor(node.inputs[0]) ? g.value_type(node.inputs[0]) : ValueType::kFloat;
+  const ValueType t =
+      g.valid_tensor(node.inputs[0]) ? g.value_type(node.inputs[0]) : ValueType::kFloat;
   if (IsQuantized(t)) {
     for (int x : {node.inputs[0], node.outputs[0]})
       if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;

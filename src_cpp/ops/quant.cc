@@ -81,9 +81,9 @@ OutputStage MakeOutputStage(float input_scale, const std::vector<float>& weight_
   for (int c = 0; c < channels; ++c) {
     const float ws = weight_scales.size() == 1 ? weight_scales[0] : weight_scales.at(c);
     // TFLite computes the effective scale in double from the float scales.
-    const FixedPoint f = QuantizeMultiplier(static_cast<double>(input_scale) *
-                                            static_cast<double>(ws) /
-                                            static_cast<double>(out.scale[0]));
+    const FixedPoint f =
+        QuantizeMultiplier(static_cast<double>(input_scale) * static_cast<double>(ws) /
+                           static_cast<double>(out.scale[0]));
     s.params.push_back(f.multiplier);
     s.params.push_back(f.shift);
   }
@@ -97,8 +97,8 @@ OutputStage MakeOutputStage(float input_scale, const std::vector<float>& weight_
 Buffer UploadOutputStage(OpContext& ctx, const OutputStage& s, int c0, int count) {
   const int total = static_cast<int>(s.params.size() / 2);
   if (count < 0) count = total - c0;
-  return UploadInts(ctx, std::vector<int>(s.params.begin() + 2 * c0,
-                                          s.params.begin() + 2 * (c0 + count)));
+  return UploadInts(
+      ctx, std::vector<int>(s.params.begin() + 2 * c0, s.params.begin() + 2 * (c0 + count)));
 }
 
 std::string CheckQuantActivation(const GraphView& g, int t, ValueType type) {
@@ -148,7 +148,7 @@ std::string CheckQuantBias(const GraphView& g, int t, int channels) {
 }
 
 std::string CheckInt8FilterOp(const GraphView& g, const NodeInfo& node, int weight_axis,
-                                 int channels) {
+                              int channels) {
   const int x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
   if (g.value_type(x) != ValueType::kInt8 || g.value_type(y) != ValueType::kInt8)
     return "quantized input/output is not int8 (uint8 filters are not supported)";
@@ -163,7 +163,8 @@ std::string CheckInt8FilterOp(const GraphView& g, const NodeInfo& node, int weig
   const int64_t k = NumElements(g.shape(w)) / std::max(channels, 1);
   if (k * 255 * 128 > INT_MAX) return "more than 65793 products per output overflow int32";
   const std::vector<int8_t> wq = ConstantInt8(g, w);
-  const std::vector<int32_t> bias = has_bias ? ConstantInt32(g, node.inputs[2]) : std::vector<int32_t>();
+  const std::vector<int32_t> bias =
+      has_bias ? ConstantInt32(g, node.inputs[2]) : std::vector<int32_t>();
   const int64_t zp = g.quant(x).zero_point[0];
   std::vector<int64_t> sum(channels, 0);
   const Shape ws = g.shape(w);
@@ -172,7 +173,8 @@ std::string CheckInt8FilterOp(const GraphView& g, const NodeInfo& node, int weig
   for (size_t i = 0; i < wq.size(); ++i) sum[(int64_t(i) / inner) % channels] += wq[i];
   for (int c = 0; c < channels; ++c) {
     const int64_t f = (has_bias ? bias[c] : 0) - zp * sum[c];
-    if (f < INT_MIN || f > INT_MAX) return "the bias with the input zero point folded in overflows int32";
+    if (f < INT_MIN || f > INT_MAX)
+      return "the bias with the input zero point folded in overflows int32";
   }
   return "";
 }

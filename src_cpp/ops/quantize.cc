@@ -66,8 +66,8 @@ class QuantizeOp : public Op {
       const float zero_scaled = static_cast<float>(in_.zero_point[0]) * scale;
       SetArgs(l.kernel, in[0], out[0], n, scale, in_.zero_point[0], zero_scaled, vec_below);
     } else {
-      const FixedPoint f =
-          QuantizeMultiplier(static_cast<double>(in_.scale[0]) / static_cast<double>(out_.scale[0]));
+      const FixedPoint f = QuantizeMultiplier(static_cast<double>(in_.scale[0]) /
+                                              static_cast<double>(out_.scale[0]));
       SetArgs(l.kernel, in[0], out[0], n, in_.zero_point[0], f.multiplier, f.shift,
               out_.zero_point[0], QuantMin(out_type_), QuantMax(out_type_), vec_below);
     }
@@ -89,7 +89,8 @@ std::string CheckQuantize(const GraphView& g, const NodeInfo& node) {
   if (!g.valid_tensor(x) || !g.valid_tensor(y)) return "invalid tensor index";
   if (g.IsConstant(x)) return "the input is constant";
   const ValueType out = g.value_type(y);
-  if (!IsQuantized(out)) return std::string("output type ") + ValueTypeName(out) + " is not int8/uint8";
+  if (!IsQuantized(out))
+    return std::string("output type ") + ValueTypeName(out) + " is not int8/uint8";
   if (auto why = CheckQuantActivation(g, y, out); !why.empty()) return why;
   const ValueType in = g.value_type(x);
   if (in == ValueType::kFloat) return CheckFloatTensors(g, {x});
@@ -110,7 +111,8 @@ std::string CheckDequantize(const GraphView& g, const NodeInfo& node) {
                  "folded, left to the CPU, which checks it"
                : "the input is a constant (a weight-only quantized model)";
   const ValueType in = g.value_type(x);
-  if (!IsQuantized(in)) return std::string("input type ") + ValueTypeName(in) + " is not int8/uint8";
+  if (!IsQuantized(in))
+    return std::string("input type ") + ValueTypeName(in) + " is not int8/uint8";
   if (auto why = CheckQuantActivation(g, x, in); !why.empty()) return why;
   return CheckFloatTensors(g, {y});
 }

@@ -13,7 +13,7 @@
 namespace clgpu {
 namespace {
 
-constexpr int kMaxRank = 8;     // kept + reduced dims the general kernel's metadata holds
+constexpr int kMaxRank = 8;  // kept + reduced dims the general kernel's metadata holds
 
 // TFLite builtin codes, and the RED_OP numbers of kernels/reduce.cl.
 struct ReduceKind {

@@ -27,7 +27,7 @@ struct Rule {
   // dims[i] as it is). Empty: none.
   std::vector<std::vector<std::pair<int, int>>> factors;
   std::vector<int> foreign;  // the other tensors whose extents the target follows
-  int axis = 0;  // EXPAND_DIMS: where the new axis goes (negative from the end)
+  int axis = 0;              // EXPAND_DIMS: where the new axis goes (negative from the end)
 };
 
 const char* NameOf(Kind k) {

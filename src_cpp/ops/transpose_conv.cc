@@ -17,8 +17,8 @@ std::string CheckTransposeConvGeometry(const Shape& x, const Shape& out, const S
                                        const TransposeConvParams& p) {
   for (int a : {1, 2}) {
     const int s = a == 1 ? p.stride_height : p.stride_width, k = filter[a];
-    const int64_t want = p.padding == 1 ? (int64_t(out[a]) + s - 1) / s
-                                        : (int64_t(out[a]) - k + s) / s;
+    const int64_t want =
+        p.padding == 1 ? (int64_t(out[a]) + s - 1) / s : (int64_t(out[a]) - k + s) / s;
     if (want != x[a])
       return "TRANSPOSE_CONV input " + ShapeString(x) + " is not what its output " +
              ShapeString(out) + " gives with this filter and stride (" + std::to_string(want) +
@@ -107,7 +107,6 @@ namespace {
 
 constexpr int32_t kTransposeConv = 67;
 
-
 class TransposeConvOp : public Op {
  public:
   TransposeConvOp(const NodeInfo& node, TransposeConvShape shape, TransposeConvParams p,
@@ -138,7 +137,8 @@ class TransposeConvOp : public Op {
     if (out[0] != x[0] || out[3] != filter_shape_[0])
       throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
                   ShapeString(x) + " and filter " + ShapeString(filter_shape_));
-    if (auto why = CheckTransposeConvGeometry(x, out, filter_shape_, p_); !why.empty()) throw Error(why);
+    if (auto why = CheckTransposeConvGeometry(x, out, filter_shape_, p_); !why.empty())
+      throw Error(why);
     return {out};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {

@@ -129,7 +129,8 @@ py::dict AbiLayout() {
   r["offsetof_tensor_quantization"] = offsetof(TfLiteTensor, quantization);
   r["sizeof_quantization"] = sizeof(TfLiteQuantization);
   r["sizeof_affine_quantization"] = sizeof(TfLiteAffineQuantization);
-  r["offsetof_affine_quantized_dimension"] = offsetof(TfLiteAffineQuantization, quantized_dimension);
+  r["offsetof_affine_quantized_dimension"] =
+      offsetof(TfLiteAffineQuantization, quantized_dimension);
   return r;
 }
 

@@ -193,7 +193,8 @@ bool Partition::InputShapesChanged(TfLiteContext* ctx) {
   bool changed = !planned_;
   for (int t : uploads_) {
     const TfLiteTensor& x = ctx->tensors[t];
-    const ValueType vt = values_[t].type == ValueType::kFloat32 ? ValueType::kFloat : values_[t].type;
+    const ValueType vt =
+        values_[t].type == ValueType::kFloat32 ? ValueType::kFloat : values_[t].type;
     if (ValueTypeOf(x.type) != vt)
       throw Error("partition input " + std::to_string(t) + " is not " +
                   ValueTypeName(values_[t].type));
@@ -310,8 +311,7 @@ void Partition::FoldViews(const OpContext& octx) {
     if (f.operand >= 0) {
       op.FoldInputView(static_cast<size_t>(f.operand), f.tensor, std::move(view));
     } else {
-      if (op.has_output_view() || op.has_epilogue() || op.has_folded_clamp() ||
-          op.has_residual())
+      if (op.has_output_view() || op.has_epilogue() || op.has_folded_clamp() || op.has_residual())
         continue;
       op.FoldOutputView(f.tensor, std::move(view), scale);
     }

@@ -48,8 +48,8 @@ class Partition {
     Shape shape;
     Buffer buffer;  // constants: own buffer; activations: a view into arena_ (or own)
     int slot = -1;  // index into shared_ when activations share whole buffers
-    size_t arena_offset = SIZE_MAX;  // where `buffer` (a view) sits in arena_
-    std::vector<float> constant;     // host copy of a float constant
+    size_t arena_offset = SIZE_MAX;       // where `buffer` (a view) sits in arena_
+    std::vector<float> constant;          // host copy of a float constant
     std::vector<uint8_t> constant_bytes;  // of any other constant, as TFLite holds it
     // The buffer TFLite's tensor is transferred through when it is not `buffer`
     // itself: a float32 staging copy of a float value under fp16 storage, or a

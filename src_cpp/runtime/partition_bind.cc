@@ -222,7 +222,8 @@ void Partition::Bind(TfLiteContext* ctx) {
     prof.shape += "->";
     for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
       prof.shape += ShapeString(out_shapes_[i][j]);
-      prof.bytes += double(NumElements(out_shapes_[i][j])) * double(ElemBytes(ops_[i]->outputs()[j]));
+      prof.bytes +=
+          double(NumElements(out_shapes_[i][j])) * double(ElemBytes(ops_[i]->outputs()[j]));
     }
     prof.flops = ops_[i]->Flops(in_shapes, out_shapes_[i]);
     prof.bytes += ops_[i]->WeightBytes();

@@ -59,7 +59,8 @@ void Partition::Plan(TfLiteContext* ctx) {
     // Elements [b, e) in the value's device storage.
     auto upload = [&](size_t b, size_t e) {
       if (v.type == ValueType::kFloat)
-        return UploadWeights(octx, std::vector<float>(v.constant.begin() + b, v.constant.begin() + e));
+        return UploadWeights(octx,
+                             std::vector<float>(v.constant.begin() + b, v.constant.begin() + e));
       return UploadBytes(octx, v.constant_bytes.data() + b * eb, (e - b) * eb);
     };
     if (!v.buffer && !v.split()) {
@@ -143,9 +144,8 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (staging_bytes.size() < slots) staging_bytes.resize(slots, 0);
     for (size_t c = 0; c < run.plan.out.size(); ++c) {
       for (size_t j = 0; j < in.size(); ++j)
-        staging_bytes[j] =
-            std::max(staging_bytes[j],
-                     size_t(BoxElements(run.plan.in[c][j])) * ElemBytes(ops_[i]->inputs()[j]));
+        staging_bytes[j] = std::max(staging_bytes[j], size_t(BoxElements(run.plan.in[c][j])) *
+                                                          ElemBytes(ops_[i]->inputs()[j]));
       staging_bytes[in.size()] =
           std::max(staging_bytes[in.size()],
                    size_t(BoxElements(run.plan.out[c])) * ElemBytes(ops_[i]->outputs()[0]));
@@ -280,8 +280,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   };
   for (int t : uploads_) boundary(t);
   for (int t : downloads_) boundary(t);
-  if (stage_need)
-    transfer_staging_ = env.CreateBuffer(stage_need * sizeof(float));
+  if (stage_need) transfer_staging_ = env.CreateBuffer(stage_need * sizeof(float));
   for (const auto& [t, v] : values_) report_.staging_bytes += v.transfer.bytes();
   report_.staging_bytes += transfer_staging_.bytes();
 

@@ -74,8 +74,8 @@ class Profiler {
 
 // What an event adds to the kernel time it reports on env's device, measured on the
 // profiling `queue` by the first profiling delegate of the process and kept (a few ms).
-// NVIDIA's events add ~1.3-1.9 us per kernel (H200, driver 580), which over
-// Inception-v3's 220 kernels is about a sixth of the invoke. The true time is the slope of
+// On NVIDIA GPUs events add enough per kernel to be a sizeable part of a many-kernel invoke
+// (docs/performance.md). The true time is the slope of
 // wall time over back-to-back runs of a kernel long enough to keep the device busy (no
 // events); the event time is the median over timed runs; the smallest of three such
 // estimates is kept, so host noise cannot inflate it. $CLGPU_EVENT_OVERHEAD_US sets the
