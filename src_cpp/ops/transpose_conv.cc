@@ -97,6 +97,20 @@ Shape TransposeConvOutput(const TransposeConvShape& s, const Shape& x) {
   return out;
 }
 
+Shape InferTransposeConvShape(const TransposeConvShape& s, const TransposeConvParams& p,
+                              const Shape& filter, const Shape& x) {
+  if (x.size() != 4) throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " is not 4-D");
+  if (x[3] != filter[3])
+    throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " has not the filter's " +
+                std::to_string(filter[3]) + " channels");
+  const Shape out = TransposeConvOutput(s, x);
+  if (out[0] != x[0] || out[3] != filter[0])
+    throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
+                ShapeString(x) + " and filter " + ShapeString(filter));
+  if (auto why = CheckTransposeConvGeometry(x, out, filter, p); !why.empty()) throw Error(why);
+  return out;
+}
+
 int TransposeConvPad(const TransposeConvParams& p, int out_size, int stride, int k) {
   if (p.padding != 1) return 0;
   const int conv_out = (out_size + stride - 1) / stride;
@@ -128,18 +142,7 @@ class TransposeConvOp : public Op {
   void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    const Shape& x = in.at(0);
-    if (x.size() != 4) throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " is not 4-D");
-    if (x[3] != filter_shape_[3])
-      throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " has not the filter's " +
-                  std::to_string(filter_shape_[3]) + " channels");
-    const Shape out = TransposeConvOutput(shape_, x);
-    if (out[0] != x[0] || out[3] != filter_shape_[0])
-      throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
-                  ShapeString(x) + " and filter " + ShapeString(filter_shape_));
-    if (auto why = CheckTransposeConvGeometry(x, out, filter_shape_, p_); !why.empty())
-      throw Error(why);
-    return {out};
+    return {InferTransposeConvShape(shape_, p_, filter_shape_, in.at(0))};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * static_cast<double>(NumElements(in[0])) * filter_shape_[0] * filter_shape_[1] *

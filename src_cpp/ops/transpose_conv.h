@@ -36,6 +36,11 @@ Shape TransposeConvOutput(const TransposeConvShape& s, const Shape& x);
 std::string CheckTransposeConvGeometry(const Shape& x, const Shape& out, const Shape& filter,
                                        const TransposeConvParams& p);
 
+// The output shape of an input x, or an Error saying why x does not fit this filter and output
+// shape (both the float and the int8 op: TFLite's checks).
+Shape InferTransposeConvShape(const TransposeConvShape& s, const TransposeConvParams& p,
+                              const Shape& filter, const Shape& x);
+
 int TransposeConvPad(const TransposeConvParams& p, int out_size, int stride, int k);
 
 }  // namespace clgpu

@@ -37,17 +37,7 @@ class TransposeConvInt8Op : public Op {
   const char* type_name() const override { return "TRANSPOSE_CONV"; }
   std::string algorithm() const override { return "int8_gather"; }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    const Shape& x = in.at(0);
-    if (x.size() != 4 || x[3] != filter_shape_[3])
-      throw Error("TRANSPOSE_CONV input " + ShapeString(x) + " does not fit filter " +
-                  ShapeString(filter_shape_));
-    const Shape out = TransposeConvOutput(shape_, x);
-    if (out[0] != x[0] || out[3] != filter_shape_[0])
-      throw Error("TRANSPOSE_CONV output shape " + ShapeString(out) + " does not fit input " +
-                  ShapeString(x) + " and filter " + ShapeString(filter_shape_));
-    if (auto why = CheckTransposeConvGeometry(x, out, filter_shape_, p_); !why.empty())
-      throw Error(why);
-    return {out};
+    return {InferTransposeConvShape(shape_, p_, filter_shape_, in.at(0))};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * static_cast<double>(NumElements(in[0])) * filter_shape_[0] * filter_shape_[1] *
