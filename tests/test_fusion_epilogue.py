@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import tflite
 from parity import CONV_ALGORITHMS, ParityResult, check_parity
 
+import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.runtime import make_interpreter
 
 
 def _launches(r: ParityResult) -> int:
@@ -154,3 +157,29 @@ def test_epilogue_stays_when_the_reshape_is_read_elsewhere(runtime: str) -> None
     b.output(unary(b, "GELU", y))
     b.output(b.add(y, 1.0))
     check_folds(b.build(), runtime, 0)
+
+
+
+@pytest.mark.parametrize("alpha", [float("inf"), float("-inf"), float("nan")])
+def test_leaky_relu_with_a_non_finite_alpha_folds_and_matches(alpha: float, runtime: str) -> None:
+    # The alpha becomes a build define: a non-finite one must still be an OpenCL C literal.
+    b = ModelBuilder(seed=5)
+    y = b.conv2d(b.input("x", (1, 7, 6, 4)), b.rand((6, 3, 3, 4)))
+    opts = {"options": "LeakyReluOptions", "Alpha": alpha}
+    b.output(b._op(tflite.BuiltinOperator.LEAKY_RELU, [y], [b.shape(y)], **opts)[0])
+    model = b.build()
+    x = np.random.default_rng(0).standard_normal((1, 7, 6, 4)).astype(np.float32)
+    x[0, 0, 0, 0] = 0.0
+    outs = []
+    for delegated in (True, False):
+        d = clgpu_delegate.load(partitioning="all", profiling=True) if delegated else None
+        it = make_interpreter(model, [d] if d else None, runtime=runtime, reference=True)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
+        if d is not None:
+            assert all(n.delegated for n in d.decisions())
+            assert sum(p.kernels_per_invoke for p in d.profile().partitions) == 1
+    assert not np.isfinite(outs[1]).all()  # the case reaches the non-finite products
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)

@@ -55,6 +55,8 @@ def _model(kind: str, edit: Edit) -> bytes:
             b.output(y)
     elif kind == "resize":
         b.output(b.resize_bilinear(b.input("x", (1, 4, 4, 2)), (8, 8)))
+    elif kind == "prelu":
+        b.output(b.prelu(b.input("x", (1, 4, 4, 1)), b.rand((3,))))
     elif kind == "transpose_conv":
         x = b.input("x", (1, 3, 3, 2))
         b.output(b.transpose_conv(x, b.rand((4, 3, 3, 2)), (6, 6), bias=b.rand((4,))))
@@ -93,6 +95,7 @@ REFUSED = {
         lambda b: _op(b, OPS.SPLIT_V).fields.update(NumSplits=3),
     ),
     "resize_size_rank_2": ("resize", _resize_size_rank_2),
+    "prelu_alpha_wider_than_input": ("prelu", lambda b: None),
 }
 # ai_edge_litert checks a transpose convolution's input against its output shape and stride;
 # tflite_runtime 2.14 runs it (reading past the input): the delegate leaves it to the CPU.

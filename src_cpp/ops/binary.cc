@@ -199,7 +199,9 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   const Shape a = g.shape(node.inputs[0]), b = g.shape(node.inputs[1]);
   if (a.size() > kMaxRank || b.size() > kMaxRank) return "rank above " + std::to_string(kMaxRank);
   try {
-    BroadcastShape(kind.name, a, b);
+    // TFLite's PRELU requires the alpha to broadcast into the input's shape, not beyond it.
+    if (BroadcastShape(kind.name, a, b) != a && kind.code == 54)
+      return "PRELU alpha " + ShapeString(b) + " broadcasts beyond the input " + ShapeString(a);
   } catch (const Error& e) {
     return What(e);
   }

@@ -1,6 +1,7 @@
 #include "ops/op.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -111,9 +112,16 @@ void Op::UnfoldEpilogue() {
 std::string Op::epilogue_defines() const {
   if (!has_epilogue()) return "";
   std::string d = "-DCLGPU_EPILOGUE=" + std::to_string(epilogue_.kind);
-  if (epilogue_.alpha != 0) {
+  const float a = epilogue_.alpha;
+  if (a != 0) {
+    // A model may carry a non-finite alpha; "inff" is no OpenCL C literal.
     char buf[48];
-    std::snprintf(buf, sizeof buf, " -DCLGPU_EPILOGUE_ALPHA=%.9ef", epilogue_.alpha);
+    if (std::isnan(a))
+      std::snprintf(buf, sizeof buf, " -DCLGPU_EPILOGUE_ALPHA=NAN");
+    else if (std::isinf(a))
+      std::snprintf(buf, sizeof buf, " -DCLGPU_EPILOGUE_ALPHA=%sINFINITY", a < 0 ? "-" : "");
+    else
+      std::snprintf(buf, sizeof buf, " -DCLGPU_EPILOGUE_ALPHA=%.9ef", a);
     d += buf;
   }
   return d;

@@ -13,7 +13,9 @@ valgrind's memcheck where it is installed (which sees a kernel corrupting memory
 process survives), then with the delegate alone, then both in one process. A mismatch must
 survive a fresh process, stock TFLite must run the mutant in every CPU_TRIES surroundings and
 memcheck find nothing in its kernels, and at least one node must be delegated; otherwise the
-CPU's value is no reference (cpu_unstable). Failures (delegate-only
+CPU's value is no reference (cpu_unstable). Where stock TFLite's optimized and reference kernels
+disagree with each other (sums overflowing near FLT_MAX), matching its reference kernels is no
+mismatch (matches_cpu_reference_kernels). Failures (delegate-only
 crashes or hangs, mismatches) are saved under --out with a line in failures.txt; mutants stock
 TFLite crashes on by itself go to --out/cpu. The figures are printed as JSON and written to
 summary.json there; exit code 1 when there is a failure. tests/test_fuzz_models.py runs a short
@@ -283,6 +285,8 @@ class Fuzz:
             self.counts["delegate_ran_where_cpu_refused"] += 1
         if r.get("claimed"):
             self.counts["with_delegated_nodes"] += 1
+        if r.get("cpu_kernels_disagree"):
+            self.counts["matches_cpu_reference_kernels"] += 1
         if r.get("compare", "same") != "same":
             if not r.get("claimed"):
                 # Nothing ran on the device: the CPU kernels differ from themselves (a tensor
