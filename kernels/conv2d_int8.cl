@@ -33,6 +33,6 @@ __kernel void conv2d_int8_direct(__global const char* in, __global const char* f
       for (int c = 0; c < C; ++c) acc += ((int)in[ibase + c] - in_zero) * (int)filter[fbase + c];
     }
   }
-  out[((n * OH + oy) * OW + ox) * OC + oc] =
-      (char)quant_output(acc, stage[oc], oc, up_below, out_zero, act_min, act_max);
+  const int q = quant_output(acc, stage[oc], oc, up_below, out_zero, act_min, act_max);
+  out[((n * OH + oy) * OW + ox) * OC + oc] = quant_store(q, stage, OC);
 }

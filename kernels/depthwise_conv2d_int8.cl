@@ -31,8 +31,8 @@ __kernel void depthwise_conv2d_int8(__global const char* in, __global const char
              (int)filter[(ky * KW + kx) * OC + oc];
     }
   }
-  out[((n * OH + oy) * OW + ox) * OC + oc] =
-      (char)quant_output(acc, stage[oc], oc, up_below, out_zero, act_min, act_max);
+  const int q = quant_output(acc, stage[oc], oc, up_below, out_zero, act_min, act_max);
+  out[((n * OH + oy) * OW + ox) * OC + oc] = quant_store(q, stage, OC);
 }
 
 // depthwise_conv2d_int8_c4: the same for depth multiplier 1 and C % 4 == 0, four neighbouring
@@ -59,8 +59,13 @@ __kernel void depthwise_conv2d_int8_c4(__global const char* in, __global const c
     }
   }
   const int o = ((n * OH + oy) * OW + ox) * C + c;
-  out[o] = (char)quant_output(acc.x, stage[c], c, up_below, out_zero, act_min, act_max);
-  out[o + 1] = (char)quant_output(acc.y, stage[c + 1], c + 1, up_below, out_zero, act_min, act_max);
-  out[o + 2] = (char)quant_output(acc.z, stage[c + 2], c + 2, up_below, out_zero, act_min, act_max);
-  out[o + 3] = (char)quant_output(acc.w, stage[c + 3], c + 3, up_below, out_zero, act_min, act_max);
+  const int4 q = (int4)(
+      quant_output(acc.x, stage[c], c, up_below, out_zero, act_min, act_max),
+      quant_output(acc.y, stage[c + 1], c + 1, up_below, out_zero, act_min, act_max),
+      quant_output(acc.z, stage[c + 2], c + 2, up_below, out_zero, act_min, act_max),
+      quant_output(acc.w, stage[c + 3], c + 3, up_below, out_zero, act_min, act_max));
+  out[o] = quant_store(q.x, stage, C);
+  out[o + 1] = quant_store(q.y, stage, C);
+  out[o + 2] = quant_store(q.z, stage, C);
+  out[o + 3] = quant_store(q.w, stage, C);
 }

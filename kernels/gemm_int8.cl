@@ -192,8 +192,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     for (int i = 0; i < WM; ++i) {
       const int m = m0 + ty + i * RTM;
       if (m < M)
-        out[m * N + n] =
-            (char)quant_output(acc[i][j] + bn, ms, n, up_below, out_zero, act_min, act_max);
+        out[m * N + n] = quant_store(
+            quant_output(acc[i][j] + bn, ms, n, up_below, out_zero, act_min, act_max), stage, N);
     }
   }
 #endif
@@ -213,6 +213,7 @@ __kernel void gemm_int8_splitk_reduce(__global const int* restrict P,
   const int n = idx % N;
   int s = bias[n];
   for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
-  out[idx] = (char)quant_output(s, stage[n], n, up_below, out_zero, act_min, act_max);
+  out[idx] =
+      quant_store(quant_output(s, stage[n], n, up_below, out_zero, act_min, act_max), stage, N);
 }
 #endif  // SPLIT_K

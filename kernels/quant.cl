@@ -26,6 +26,15 @@ static inline int quant_output(int acc, int2 ms, int c, int up_below, int zero_p
   return clamp(quant_multiply(acc, ms.x, ms.y, c < up_below) + zero_point, lo, hi);
 }
 
+// quant_store(v, stage, channels): the output byte of requantized integer v. With -DQUANT_TABLE an
+// element-wise chain folded into the op (src_cpp/ops/fusion.h) maps it through its 256 results,
+// stored after the `channels` (multiplier, shift) pairs of the stage buffer, by v's low byte.
+#ifdef QUANT_TABLE
+#define quant_store(v, stage, channels) (((__global const char*)((stage) + (channels)))[(uchar)(v)])
+#else
+#define quant_store(v, stage, channels) ((char)(v))
+#endif
+
 // The quantized storage types: QT is the element type of the int8 kernels' activations (int8 by
 // default, uint8 with -DQUANT_UINT8).
 #ifdef QUANT_UINT8

@@ -180,3 +180,21 @@ def test_dequantize_whose_output_disagrees_with_its_source_is_not_folded(runtime
     r = check_parity(b.build(), runtime, expect_cpu={0}, expect_delegated={1})
     assert "constant FLOAT16" in r.reason(0)
     assert r.outputs[0].shape == (4, 5)
+
+
+def test_dequantize_whose_output_has_another_shape_is_not_folded(runtime: str) -> None:
+    # The same elements in another shape (a fuzzed hand_landmark: a 1x1 conv's filter read
+    # from another layer's [112, 1, 1, 672] weight declared [672, 1, 1, 112]). TFLite's
+    # DEQUANTIZE gives its output the source's shape, and the conv's Prepare refuses it there;
+    # folded with the declared shape, the delegate ran the model.
+    b = ModelBuilder(seed=14)
+    x = b.input("x", (1, 3, 3, 6))
+    b.output(b.conv2d(x, fp16_weight(b, b.rand((4, 1, 1, 6))), b.rand((4,))))
+    src = b._ops[0].inputs[0]
+    b._tensors[src].shape = (6, 1, 1, 4)
+    b._tensors[src].data = b._tensors[src].data.reshape(6, 1, 1, 4)
+    model = b.build()
+    for delegates in (None, [clgpu_delegate.load(partitioning="all")]):
+        it = make_interpreter(model, delegates, runtime=runtime, reference=True)
+        with pytest.raises(RuntimeError, match="failed to prepare"):
+            it.allocate_tensors()

@@ -160,9 +160,10 @@ def test_epilogue_stays_when_the_reshape_is_read_elsewhere(runtime: str) -> None
 
 
 
-@pytest.mark.parametrize("alpha", [float("inf"), float("-inf"), float("nan")])
+@pytest.mark.parametrize("alpha", [float("inf"), float("-inf"), float("nan"), 0.0])
 def test_leaky_relu_with_a_non_finite_alpha_folds_and_matches(alpha: float, runtime: str) -> None:
-    # The alpha becomes a build define: a non-finite one must still be an OpenCL C literal.
+    # The alpha becomes a build define: a non-finite one must still be an OpenCL C literal, and
+    # 0 must be defined too.
     b = ModelBuilder(seed=5)
     y = b.conv2d(b.input("x", (1, 7, 6, 4)), b.rand((6, 3, 3, 4)))
     opts = {"options": "LeakyReluOptions", "Alpha": alpha}
@@ -181,5 +182,6 @@ def test_leaky_relu_with_a_non_finite_alpha_folds_and_matches(alpha: float, runt
         if d is not None:
             assert all(n.delegated for n in d.decisions())
             assert sum(p.kernels_per_invoke for p in d.profile().partitions) == 1
-    assert not np.isfinite(outs[1]).all()  # the case reaches the non-finite products
+    if alpha != 0:
+        assert not np.isfinite(outs[1]).all()  # the case reaches the non-finite products
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)

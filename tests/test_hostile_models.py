@@ -16,7 +16,7 @@ import tflite
 from fuzz.run import Worker, child_env
 
 import clgpu_delegate
-from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 from clgpu_delegate.runtime import make_interpreter
 
 OPS = tflite.BuiltinOperator
@@ -189,7 +189,7 @@ def test_an_op_output_that_is_also_a_constant_is_not_claimed(runtime: str) -> No
 
 SIZE_CHILD = """
 import resource, sys, time, numpy as np, clgpu_delegate
-from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 from clgpu_delegate.runtime import make_interpreter
 if "libasan" not in __import__("os").environ.get("LD_PRELOAD", ""):
     resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
@@ -221,22 +221,62 @@ def test_a_resize_past_2_to_the_31_elements_fails_at_once_with_a_message(
     assert float(line.split()[2]) < 10, line
 
 
-@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D"])
 def test_a_window_larger_than_its_input_is_refused_like_the_cpu(op: str, runtime: str) -> None:
     """A VALID window that does not fit its (resized) input: TFLite's convolutions compute a
     negative output size and refuse it; the delegate returned an empty output (a real model,
-    oww_melspectrogram, at its default input size). (Pools: LiteRT gives an empty output,
-    tflite_runtime refuses; the delegate follows LiteRT.)"""
+    oww_melspectrogram, at its default input size). Pools: LiteRT gives an empty output,
+    tflite_runtime refuses; the delegate does as the runtime it runs in."""
     b = ModelBuilder(seed=3)
     x = b.input("x", (1, 8, 8, 2))
     if op == "CONV_2D":
         b.output(b.conv2d(x, b.rand((3, 5, 5, 2)), b.rand((3,)), padding="VALID"))
-    else:
+    elif op == "DEPTHWISE_CONV_2D":
         b.output(b.depthwise_conv2d(x, b.rand((1, 5, 5, 2)), padding="VALID"))
+    else:
+        b.output(b.max_pool2d(x, 5, 1, padding="VALID"))
     model = b.build()
-    for delegates in (None, [clgpu_delegate.load()]):
+    shapes = []
+    for delegates in (None, [clgpu_delegate.load(partitioning="all")]):
         it = make_interpreter(model, delegates, runtime=runtime, reference=True)
         it.allocate_tensors()
         it.resize_tensor_input(it.get_input_details()[0]["index"], (1, 2, 2, 2))
+        if op == "MAX_POOL_2D" and runtime == "ai_edge_litert":
+            it.allocate_tensors()
+            it.invoke()
+            shapes.append(it.get_tensor(it.get_output_details()[0]["index"]).shape)
+            continue
         with pytest.raises(RuntimeError, match="failed to prepare"):
             it.allocate_tensors()
+    assert len(set(shapes)) <= 1, shapes
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+@pytest.mark.parametrize("quantized", [False, True], ids=["float", "int8"])
+def test_an_input_without_rows_is_refused_where_the_cpu_refuses_it(
+    op: str, quantized: bool, runtime: str
+) -> None:
+    """A convolution whose input has no rows (a fuzzed model: a pool before it left none).
+    LiteRT's kernels refuse it in Prepare, tflite_runtime 2.14's give an empty output: the
+    delegate does as the runtime it runs in."""
+    b = ModelBuilder(seed=3)
+    x = b.input("x", (1, 4, 4, 4))
+    if op == "CONV_2D":
+        b.output(b.conv2d(x, b.rand((3, 1, 1, 4)), b.rand((3,))))
+    else:
+        b.output(b.depthwise_conv2d(x, b.rand((1, 1, 1, 4)), b.rand((4,))))
+    model = quantize_model(b.build(), seed=1, io="int8") if quantized else b.build()
+    outcomes = []
+    for delegates in (None, [clgpu_delegate.load(partitioning="all")]):
+        it = make_interpreter(model, delegates, runtime=runtime, reference=True)
+        it.allocate_tensors()
+        it.resize_tensor_input(it.get_input_details()[0]["index"], (1, 0, 4, 4))
+        try:
+            it.allocate_tensors()
+            it.invoke()
+            outcomes.append(("ran", it.get_tensor(it.get_output_details()[0]["index"]).shape))
+        except RuntimeError as e:
+            assert "failed to prepare" in str(e), e
+            outcomes.append(("refused", None))
+    assert outcomes[0] == outcomes[1], outcomes
+    assert outcomes[0][0] == ("refused" if runtime == "ai_edge_litert" else "ran")

@@ -15,11 +15,12 @@ std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
     if (n.op != tfl::kDequantize || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
     const int src = n.inputs[0], out = n.outputs[0];
     if (!graph.valid_tensor(src) || !graph.valid_tensor(out)) continue;
-    // The output must be the source's elements: a folded weight is read as the output's
-    // declared shape from the source's data.
+    // The output must be the source's elements in the source's shape: a folded weight is read
+    // as the output's declared shape from the source's data, where TFLite's DEQUANTIZE gives
+    // its output the source's shape (a filter of another shape fails the conv's Prepare there).
     const int64_t count = NumElements(graph.shape(src));
     if (graph.type(src) == kTfLiteFloat16 && graph.type(out) == kTfLiteFloat32 &&
-        graph.IsConstant(src) && count == NumElements(graph.shape(out)) &&
+        graph.IsConstant(src) && graph.shape(src) == graph.shape(out) &&
         (graph.IsComputedConstant(src) ||
          graph.tensor(src).bytes >= static_cast<size_t>(count) * 2)) {
       graph.AddFoldedDequantize(out, src);

@@ -160,6 +160,36 @@ std::string CheckMulInt8(const GraphView& g, const NodeInfo& node) {
   return "";
 }
 
+std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
+                         const std::vector<uint8_t>& s_of_x, std::vector<uint8_t>* table) {
+  if (mul.op != kMul || mul.inputs.size() != 2 || mul.outputs.size() != 1 || !mul.builtin_data ||
+      s_of_x.size() != 256)
+    return "not a MUL of two operands";
+  if (auto why = CheckMulInt8(g, mul); !why.empty()) return why;
+  const int first = mul.inputs[0] == x ? 0 : mul.inputs[1] == x ? 1 : -1;
+  if (first < 0) return "the MUL does not read the folded tensor";
+  const Shape out = g.shape(mul.outputs[0]);
+  if (g.shape(mul.inputs[0]) != out || g.shape(mul.inputs[1]) != out) return "MUL broadcasts";
+  // The same arithmetic as mul_int8 (binary_int8.cl) with AddInt8Op's parameters.
+  const ValueType t = g.value_type(mul.outputs[0]);
+  const QuantParams a = g.quant(mul.inputs[0]), b = g.quant(mul.inputs[1]),
+                    o = g.quant(mul.outputs[0]);
+  int activation = 0, lo = 0, hi = 0;
+  std::memcpy(&activation, mul.builtin_data, sizeof activation);
+  if (!QuantizedActivationRange(activation, o, t, &lo, &hi)) return "unsupported MUL activation";
+  const FixedPoint m = QuantizeMultiplier(a.scale[0] * b.scale[0] / o.scale[0]);
+  table->assign(256, 0);
+  for (int q = QuantMin(t); q <= QuantMax(t); ++q) {
+    const uint8_t byte = s_of_x[static_cast<uint8_t>(q)];
+    const int s = t == ValueType::kUInt8 ? int(byte) : int(static_cast<int8_t>(byte));
+    const int qa = first == 0 ? q : s, qb = first == 0 ? s : q;
+    const int32_t prod = (qa - a.zero_point[0]) * (qb - b.zero_point[0]);
+    const int v = MultiplyByQuantizedMultiplier(prod, m.multiplier, m.shift) + o.zero_point[0];
+    (*table)[static_cast<uint8_t>(q)] = static_cast<uint8_t>(std::clamp(v, lo, hi));
+  }
+  return "";
+}
+
 std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node) {
   int activation = 0;
   std::memcpy(&activation, node.builtin_data, sizeof activation);

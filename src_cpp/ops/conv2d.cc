@@ -58,6 +58,7 @@ class Conv2dOp : public Op {
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
         params_(p),
         src_(std::make_shared<ConvSource>()) {
+    litert_ = g.cpu_kernels().litert;
     src_->filter_shape = g.shape(node.inputs[1]);
     src_->filter = g.ConstantFloats(node.inputs[1]);
     const int oc = src_->filter_shape[0];
@@ -106,6 +107,7 @@ class Conv2dOp : public Op {
     if (in[0].size() != 4 || in[0][3] != src_->filter_shape[3])
       throw Error("CONV_2D input " + ShapeString(in[0]) + " does not match filter " +
                   ShapeString(src_->filter_shape));
+    CheckConvInputRows("CONV_2D", in[0], litert_);
     ConvGeometry g = Geometry(in[0]);
     const Shape out = {g.n, g.oh, g.ow, g.oc};
     if (residual_.on && (in.size() != 2 || in[1] != out))
@@ -179,6 +181,7 @@ class Conv2dOp : public Op {
 
  private:
   tfl::ConvParams params_;
+  bool litert_ = false;  // the CPU kernels are LiteRT's (CheckConvInputRows)
   std::shared_ptr<ConvSource> src_;
   float act_min_ = 0, act_max_ = 0;
   bool chunk_ = false;

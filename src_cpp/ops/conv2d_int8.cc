@@ -80,6 +80,7 @@ class Conv2dInt8Op : public Op {
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
         params_(p),
         src_(std::make_shared<Int8ConvSource>()) {
+    litert_ = g.cpu_kernels().litert;
     src_->filter_shape = g.shape(node.inputs[1]);
     src_->filter = ConstantInt8(g, node.inputs[1]);
     const int oc = src_->filter_shape[0];
@@ -102,9 +103,11 @@ class Conv2dInt8Op : public Op {
         src_(whole.src_),
         chunk_(true),
         fixed_(g),
-        oc0_(oc0) {}
+        oc0_(oc0),
+        chunk_table_(whole.epilogue_table()) {}
 
   const char* type_name() const override { return "CONV_2D"; }
+  bool TakesTable() const override { return true; }
   std::string algorithm() const override {
     const std::string split = split_ ? "_splitk/" : "/";
     return algo_ == Algo::kDirect         ? "int8_direct"
@@ -131,6 +134,7 @@ class Conv2dInt8Op : public Op {
     if (in[0].size() != 4 || in[0][3] != src_->filter_shape[3])
       throw Error("CONV_2D input " + ShapeString(in[0]) + " does not match filter " +
                   ShapeString(src_->filter_shape));
+    CheckConvInputRows("CONV_2D", in[0], litert_);
     const ConvGeometry g = Geometry(in[0]);
     return {{g.n, g.oh, g.ow, g.oc}};
   }
@@ -177,14 +181,21 @@ class Conv2dInt8Op : public Op {
     algo_ = Choose(ctx, g);
     launches_.clear();
     split_ = false;
-    const OutputStage stage = src_->StageOf(oc0_, g.oc);
+    OutputStage stage = src_->StageOf(oc0_, g.oc);
+    // A chunk applies its whole op's table (the chunk's program is built with its define).
+    stage.table = chunk_ ? chunk_table_ : epilogue_table();
     if (algo_ == Algo::kDirect) {
       const Int8ConvSource::Direct& d = src_->DirectOf(ctx, oc0_, g.oc);
+      cl_mem stage_buf = d.stage.get();
+      if (!stage.table.empty()) {
+        table_stage_ = UploadOutputStage(ctx, stage);
+        stage_buf = table_stage_.get();
+      }
       Launch l;
       l.name = "conv2d_int8_direct";
       l.kernel = CreateKernel(*ctx.GetProgram("conv2d_int8"), l.name);
-      SetArgs(l.kernel, in[0], d.filter.get(), d.bias.get(), d.stage.get(), out[0], g.n, g.h, g.w,
-              g.c, g.oh, g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
+      SetArgs(l.kernel, in[0], d.filter.get(), d.bias.get(), stage_buf, out[0], g.n, g.h, g.w, g.c,
+              g.oh, g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
               src_->in_zero, stage.up_below, stage.zero_point, stage.act_min, stage.act_max);
       l.dims = 3;
       l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
@@ -195,7 +206,7 @@ class Conv2dInt8Op : public Op {
     const Int8GemmWeights& w = src_->Gemm(ctx, oc0_, g.oc);
     const int m = g.n * g.oh * g.ow;
     launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage,
-                               algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_);
+                               algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_, &table_stage_);
     split_ = launches_.size() > 1;  // partial sums, then their reduction
   }
 
@@ -212,10 +223,13 @@ class Conv2dInt8Op : public Op {
   }
 
   tfl::ConvParams params_;
+  bool litert_ = false;  // the CPU kernels are LiteRT's (CheckConvInputRows)
   std::shared_ptr<Int8ConvSource> src_;
   bool chunk_ = false;
-  ConvGeometry fixed_;  // a chunk's geometry
-  int oc0_ = 0;         // a chunk's first output channel
+  ConvGeometry fixed_;                // a chunk's geometry
+  int oc0_ = 0;                       // a chunk's first output channel
+  std::vector<uint8_t> chunk_table_;  // a chunk's copy of its whole op's folded table
+  Buffer table_stage_;                // the stage with a folded table
   Algo algo_ = Algo::kImplicitGemm;
   std::string dot_;
   bool split_ = false;

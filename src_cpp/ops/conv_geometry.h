@@ -6,10 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "graph/graph.h"
 #include "ops/op.h"
 
 namespace clgpu {
+
+// LiteRT's CONV_2D and DEPTHWISE_CONV_2D refuse an input without rows or columns (a pool before
+// them left none); tflite_runtime 2.14's give an empty output. Throws as the CPU refuses.
+inline void CheckConvInputRows(const char* op, const Shape& in, bool litert) {
+  if (litert && in.size() == 4 && (in[1] == 0 || in[2] == 0))
+    throw Error(std::string(op) + " input " + ShapeString(in) +
+                " has no rows or columns (LiteRT's kernel refuses it)");
+}
 
 struct ConvGeometry {
   int n = 0, h = 0, w = 0, c = 0;  // input NHWC

@@ -52,6 +52,7 @@ class DepthwiseConv2dOp : public Op {
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
         params_(p),
         src_(std::make_shared<DepthwiseSource>()) {
+    litert_ = g.cpu_kernels().litert;
     src_->filter_shape = g.shape(node.inputs[1]);
     src_->filter = g.ConstantFloats(node.inputs[1]);
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
@@ -102,6 +103,7 @@ class DepthwiseConv2dOp : public Op {
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].size() != 4) throw Error("DEPTHWISE_CONV_2D needs a 4-D input");
+    CheckConvInputRows("DEPTHWISE_CONV_2D", in[0], litert_);
     const ConvGeometry g = Geometry(in[0]);
     return {{g.n, g.oh, g.ow, g.oc}};
   }
@@ -175,6 +177,7 @@ class DepthwiseConv2dOp : public Op {
 
   static constexpr int kPixels = 2;  // output pixels per work-item (WPT_W)
   tfl::DepthwiseConvParams params_;
+  bool litert_ = false;  // the CPU kernels are LiteRT's (CheckConvInputRows)
   std::shared_ptr<DepthwiseSource> src_;
   float act_min_ = 0, act_max_ = 0;
   bool chunk_ = false;

@@ -20,6 +20,7 @@ class DepthwiseConv2dInt8Op : public Op {
  public:
   DepthwiseConv2dInt8Op(const GraphView& g, const NodeInfo& node, const tfl::DepthwiseConvParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), params_(p) {
+    litert_ = g.cpu_kernels().litert;
     filter_shape_ = g.shape(node.inputs[1]);
     filter_ = ConstantInt8(g, node.inputs[1]);
     const int oc = filter_shape_[3];
@@ -38,6 +39,7 @@ class DepthwiseConv2dInt8Op : public Op {
 
   const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
   std::string algorithm() const override { return c4_ ? "int8_direct_c4" : "int8_direct"; }
+  bool TakesTable() const override { return true; }
 
   ConvGeometry Geometry(const Shape& in) const {
     if (in.size() != 4 || in[3] <= 0 || filter_shape_[3] % in[3] != 0)
@@ -52,6 +54,7 @@ class DepthwiseConv2dInt8Op : public Op {
     return g;
   }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+    CheckConvInputRows("DEPTHWISE_CONV_2D", in[0], litert_);
     const ConvGeometry g = Geometry(in[0]);
     return {{g.n, g.oh, g.ow, g.oc}};
   }
@@ -71,15 +74,21 @@ class DepthwiseConv2dInt8Op : public Op {
       bias_buf_ = UploadBytes(ctx, bias_.data(), bias_.size() * 4);
       stage_buf_ = UploadOutputStage(ctx, stage_);
     }
+    cl_mem stage = stage_buf_.get();
+    if (!epilogue_table().empty()) {
+      OutputStage s = stage_;
+      s.table = epilogue_table();
+      table_stage_ = UploadOutputStage(ctx, s);
+      stage = table_stage_.get();
+    }
     // Four channels per work-item where the channels allow it.
     c4_ = g.oc == g.c && g.c % 4 == 0;
     Launch l;
     l.name = c4_ ? "depthwise_conv2d_int8_c4" : "depthwise_conv2d_int8";
     l.kernel = CreateKernel(*ctx.GetProgram("depthwise_conv2d_int8"), l.name);
-    SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), stage_buf_.get(), out[0], g.n, g.h,
-            g.w, g.c, g.oh, g.ow, g.oc / g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top,
-            g.pad_left, in_zero_, stage_.up_below, stage_.zero_point, stage_.act_min,
-            stage_.act_max);
+    SetArgs(l.kernel, in[0], filter_buf_.get(), bias_buf_.get(), stage, out[0], g.n, g.h, g.w, g.c,
+            g.oh, g.ow, g.oc / g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
+            in_zero_, stage_.up_below, stage_.zero_point, stage_.act_min, stage_.act_max);
     l.dims = 3;
     l.global[0] = c4_ ? g.oc / 4 : g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
     launches_.clear();
@@ -88,12 +97,14 @@ class DepthwiseConv2dInt8Op : public Op {
 
  private:
   tfl::DepthwiseConvParams params_;
+  bool litert_ = false;  // the CPU kernels are LiteRT's (CheckConvInputRows)
   Shape filter_shape_;
   std::vector<int8_t> filter_;
   std::vector<int32_t> bias_;
   int in_zero_ = 0;
   OutputStage stage_;
   Buffer filter_buf_, bias_buf_, stage_buf_;
+  Buffer table_stage_;  // the stage with a folded table
   bool c4_ = false;
 };
 

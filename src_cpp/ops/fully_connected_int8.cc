@@ -28,6 +28,7 @@ class FullyConnectedInt8Op : public Op {
   }
 
   const char* type_name() const override { return "FULLY_CONNECTED"; }
+  bool TakesTable() const override { return true; }
   std::string algorithm() const override {
     return (split_ ? "int8_gemm_splitk/" : "int8_gemm/") + dot_;
   }
@@ -64,8 +65,10 @@ class FullyConnectedInt8Op : public Op {
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     if (!w_.b) w_ = PrepareInt8Gemm(ctx, weights_, n_, k_, bias_, in_zero_, stage_);
-    launches_ = EncodeInt8Gemm(ctx, w_, in[0], out[0], Rows(in_shapes[0]), in_zero_, stage_,
-                               nullptr, &dot_);
+    OutputStage stage = stage_;
+    stage.table = epilogue_table();
+    launches_ = EncodeInt8Gemm(ctx, w_, in[0], out[0], Rows(in_shapes[0]), in_zero_, stage, nullptr,
+                               &dot_, &table_stage_);
     split_ = launches_.size() > 1;  // partial sums, then their reduction
   }
 
@@ -77,6 +80,7 @@ class FullyConnectedInt8Op : public Op {
   int in_zero_ = 0;
   OutputStage stage_;
   Int8GemmWeights w_;
+  Buffer table_stage_;  // the stage with a folded table
   std::string dot_;
   bool split_ = false;
 };

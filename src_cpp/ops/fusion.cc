@@ -4,6 +4,8 @@
 #include <limits>
 #include <map>
 
+#include "graph/quant.h"
+#include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -88,6 +90,42 @@ int UnaryEpilogue(const NodeInfo& n, float* alpha) {
   }
 }
 
+// The int8 form: after a quantized producer's output y, a table-able element-wise op that alone
+// reads y, or swish (LOGISTIC(y) and MUL(y, s) its only readers), as one table of y's integers.
+bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t p,
+                      const std::vector<size_t>& r, const std::set<int>& outputs,
+                      std::map<int, std::vector<size_t>>& readers, EpilogueFusion* f) {
+  const int y = nodes[p].outputs[0];
+  f->kind = kTableEpilogue;
+  f->intermediates = {y};
+  if (r.size() == 1) {
+    const NodeInfo& u = nodes[r[0]];
+    if (r[0] <= p || u.inputs.size() != 1 || u.outputs.size() != 1 ||
+        !Int8UnaryTable(g, u, &f->table).empty())
+      return false;
+    f->absorbed = {r[0]};
+    f->output = u.outputs[0];
+    return true;
+  }
+  if (r.size() != 2) return false;
+  size_t li = r[0], mi = r[1];
+  if (nodes[li].op != kLogistic) std::swap(li, mi);
+  const NodeInfo &l = nodes[li], &m = nodes[mi];
+  if (li <= p || mi <= li || l.op != kLogistic || m.op != kMul || l.outputs.size() != 1 ||
+      l.inputs.size() != 1 || m.outputs.size() != 1)
+    return false;
+  const int s = l.outputs[0];
+  std::vector<uint8_t> logistic;
+  if (readers[s].size() != 1 || outputs.count(s) || !Int8UnaryTable(g, l, &logistic).empty() ||
+      (m.inputs != std::vector<int>{y, s} && m.inputs != std::vector<int>{s, y}) ||
+      !Int8MulTable(g, m, y, logistic, &f->table).empty())
+    return false;
+  f->absorbed = {li, mi};
+  f->intermediates.push_back(s);
+  f->output = m.outputs[0];
+  return true;
+}
+
 }  // namespace
 
 std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
@@ -110,6 +148,10 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
     const std::vector<size_t>& r = readers[y];
     EpilogueFusion f;
     f.producer = p;
+    if (g.valid_tensor(y) && IsQuantized(g.value_type(y))) {
+      if (FindInt8Epilogue(g, nodes, p, r, outputs, readers, &f)) out.push_back(std::move(f));
+      continue;
+    }
     if (r.size() == 1) {
       // Through RESHAPEs and their kin (the same elements in the same order): the producer
       // writes its elements, activated, where the unary op's output is.

@@ -41,15 +41,18 @@ struct ClampFusion {
 // reading the producer's output alone (directly, or through RESHAPEs that only it reads), or swish,
 // x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no broadcast) that are its output's only
 // readers. The producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no
-// intermediate is a partition output.
+// intermediate is a partition output. On int8 tensors the same (and the RELU family; no
+// RESHAPEs between) as one table of the producer's output integers, the chain's CPU arithmetic
+// tabulated (kTableEpilogue): exact, whatever the chain.
 struct EpilogueFusion {
   size_t producer = 0;
   std::vector<size_t> absorbed;    // the folded nodes; the last writes `output`
   std::vector<int> intermediates;  // tensors no longer written (the producer's own output first)
   int output = -1;
-  int kind = 0;  // kernels/common.cl's CLGPU_EPILOGUE numbers
+  int kind = 0;  // kernels/common.cl's CLGPU_EPILOGUE numbers, or kTableEpilogue
   float alpha = 0;
-  bool copies = false;  // RESHAPEs between the producer and the unary op: same elements only
+  std::vector<uint8_t> table;  // kTableEpilogue: the chain's results (Op::FoldTable)
+  bool copies = false;         // RESHAPEs between the producer and the unary op: same elements only
 };
 
 std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,

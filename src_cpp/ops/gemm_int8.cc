@@ -81,7 +81,13 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
 
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& s, const ConvGeometry* g,
-                                   std::string* path_used) {
+                                   std::string* path_used, Buffer* table_stage) {
+  cl_mem stage = w.stage.get();
+  if (!s.table.empty()) {
+    if (!table_stage) throw Error("int8 GEMM: a table without a buffer to hold it");
+    *table_stage = UploadOutputStage(ctx, s);
+    stage = table_stage->get();
+  }
   const Int8Tiles t = TilesFor(ctx.env.device(), m, w.n);
   const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp);
   const bool split = p.splits > 1;
@@ -113,9 +119,9 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   l.kernel = CreateKernel(*prog, "gemm_int8");
   ConvGeometry none;
   const ConvGeometry& c = g ? *g : none;
-  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), w.stage.get(), split ? ctx.scratch[0] : out, m, w.n,
-          w.k, w.kp, a_zero, s.up_below, s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow,
-          c.oh, c.kw, c.sh, c.sw, c.dh, c.dw, c.pad_top, c.pad_left, split ? p.k_per_split : w.kp);
+  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), stage, split ? ctx.scratch[0] : out, m, w.n, w.k,
+          w.kp, a_zero, s.up_below, s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow, c.oh,
+          c.kw, c.sh, c.sw, c.dh, c.dw, c.pad_top, c.pad_left, split ? p.k_per_split : w.kp);
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
   l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
@@ -127,7 +133,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   Launch r;
   r.name = "gemm_int8_splitk_reduce";
   r.kernel = CreateKernel(*prog, r.name);
-  SetArgs(r.kernel, ctx.scratch[0], w.bias.get(), w.stage.get(), out, m, w.n, p.splits, s.up_below,
+  SetArgs(r.kernel, ctx.scratch[0], w.bias.get(), stage, out, m, w.n, p.splits, s.up_below,
           s.zero_point, s.act_min, s.act_max);
   r.dims = 1;
   r.global[0] = RoundUp(size_t(m) * w.n, 64);

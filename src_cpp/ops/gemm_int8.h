@@ -35,11 +35,13 @@ size_t Int8GemmScratchBytes(const OpContext& ctx, int m, int n, int k);
 // The launches computing out [m][n] from A (plain when `im2col` is null, else the convolution
 // input of that geometry, whose m = N * OH * OW and k = KH * KW * C). *path_used: the
 // dot-product path it runs ("dp4a", "khr", "portable"), for profiles. Split along K, two
-// launches (partial sums into ctx.scratch[0], then their reduction and the output stage).
+// launches (partial sums into ctx.scratch[0], then their reduction and the output stage). A
+// stage with a table (OutputStage::table; the program built with -DQUANT_TABLE) is uploaded to
+// *table_stage, which the caller keeps, instead of using w.stage.
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& stage,
                                    const ConvGeometry* im2col = nullptr,
-                                   std::string* path_used = nullptr);
+                                   std::string* path_used = nullptr, Buffer* table_stage = nullptr);
 
 // The dot-product path probed on this context's device (cl/int8_dot.h).
 const std::string& Int8DotPathOf(const OpContext& ctx);

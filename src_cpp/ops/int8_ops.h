@@ -4,8 +4,10 @@
 // ops/quant.h and requantizes on the device with kernels/quant.cl.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ops/op.h"
 
@@ -29,6 +31,15 @@ std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node);
 // TANH, ELU, HARD_SWISH, the RELU family, LEAKY_RELU. `name` outlives the op (a handler's).
 std::string CheckLutInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateLutInt8(const GraphView& g, const NodeInfo& node, const char* name);
+
+// Tables of element-wise chains folded into the int8 op producing their input (ops/fusion.h,
+// Op::FoldTable), indexed by the input integer's low byte: "" and the table, or the reason there
+// is none. Int8UnaryTable: one of the ops above. Int8MulTable: MUL(x, s) or MUL(s, x)
+// (binary_int8.cc) whose operand s is s_of_x applied to x (swish: x * LOGISTIC(x)), both of the
+// output's shape.
+std::string Int8UnaryTable(const GraphView& g, const NodeInfo& node, std::vector<uint8_t>* table);
+std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
+                         const std::vector<uint8_t>& s_of_x, std::vector<uint8_t>* table);
 
 // SOFTMAX (softmax_int8.cc).
 std::string CheckSoftmaxInt8(const GraphView& g, const NodeInfo& node);

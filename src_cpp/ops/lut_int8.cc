@@ -226,6 +226,14 @@ std::string CheckLutInt8(const GraphView& g, const NodeInfo& node) {
   return MakeTable(g, node, &table);
 }
 
+std::string Int8UnaryTable(const GraphView& g, const NodeInfo& node, std::vector<uint8_t>* table) {
+  if (auto why = CheckLutInt8(g, node); !why.empty()) return why;
+  Table t;
+  if (auto why = MakeTable(g, node, &t); !why.empty()) return why;
+  table->assign(t.begin(), t.end());
+  return "";
+}
+
 std::unique_ptr<Op> CreateLutInt8(const GraphView& g, const NodeInfo& node, const char* name) {
   Table table;
   if (auto why = MakeTable(g, node, &table); !why.empty()) throw Error(why);

@@ -103,6 +103,15 @@ bool Op::FoldEpilogue(int output, int kind, float alpha) {
   return true;
 }
 
+bool Op::FoldTable(int output, std::vector<uint8_t> table) {
+  if (!TakesTable() || table.size() != 256 || has_epilogue() || residual_.on ||
+      outputs_.size() != 1)
+    return false;
+  epilogue_ = Epilogue{kTableEpilogue, 0.0f, outputs_[0], std::move(table)};
+  outputs_[0] = output;
+  return true;
+}
+
 void Op::UnfoldEpilogue() {
   if (!has_epilogue()) return;
   outputs_[0] = epilogue_.own_output;
@@ -111,9 +120,10 @@ void Op::UnfoldEpilogue() {
 
 std::string Op::epilogue_defines() const {
   if (!has_epilogue()) return "";
+  if (epilogue_.kind == kTableEpilogue) return "-DQUANT_TABLE";
   std::string d = "-DCLGPU_EPILOGUE=" + std::to_string(epilogue_.kind);
   const float a = epilogue_.alpha;
-  if (a != 0) {
+  if (a != 0 || epilogue_.kind == 8) {  // LEAKY_RELU reads its alpha, 0 included
     // A model may carry a non-finite alpha; "inff" is no OpenCL C literal.
     char buf[48];
     if (std::isnan(a))

@@ -2,6 +2,7 @@
 // that infers shapes, uploads its weights once and records its kernel launches.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -86,6 +87,10 @@ struct StridedView {
 StridedView ContiguousView(const Shape& s);
 
 // One enqueue of one kernel.
+// EpilogueFusion::kind / Op's epilogue kind of an int8 table (Op::FoldTable); the others are
+// kernels/common.cl's CLGPU_EPILOGUE numbers.
+constexpr int kTableEpilogue = 100;
+
 struct Launch {
   Kernel kernel;
   std::string name;  // kernel function name, for profiles
@@ -216,10 +221,16 @@ class Op {
   // write `output`; the folded nodes run nothing. Only ops that clamp in their store
   // (OpHandler::clamp_epilogue) take one. ---
   bool FoldEpilogue(int output, int kind, float alpha);
+  // The int8 form: the chain's 256 results as a table (OutputStage::table) applied to the
+  // requantized integers; only ops whose TakesTable() is true (the int8 GEMMs and convolutions).
+  bool FoldTable(int output, std::vector<uint8_t> table);
+  virtual bool TakesTable() const { return false; }
   void UnfoldEpilogue();
   bool has_epilogue() const { return epilogue_.kind != 0; }
   // Build defines for the op's programs ("" without an epilogue).
   std::string epilogue_defines() const;
+  // The folded table (empty: none).
+  const std::vector<uint8_t>& epilogue_table() const { return epilogue_.table; }
 
   // --- Views (ops/matmul_views.h): a chain of TRANSPOSE / RESHAPE (and a scale) between an
   // operand and the tensor it comes from, or between the output and the tensor it ends in, read or
@@ -271,6 +282,7 @@ class Op {
     int kind = 0;  // 0: none
     float alpha = 0;
     int own_output = -1;
+    std::vector<uint8_t> table;  // kind kTableEpilogue
   };
   Epilogue epilogue_;
   struct ViewFold {

@@ -23,6 +23,7 @@ class PoolOp : public Op {
   PoolOp(const GraphView& g, const NodeInfo& node, bool max, const tfl::PoolParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), max_(max), params_(p) {
     ActivationRange(p.activation, &act_min_, &act_max_);
+    empty_when_larger_ = g.cpu_kernels().litert;
     // Quantized values: the kernels see their integers (OpContext::ForValues), the activation
     // clamps to its quantized bounds; TFLite pools the raw values without rescaling.
     const ValueType t = g.value_type(node.outputs[0]);
@@ -66,9 +67,9 @@ class PoolOp : public Op {
     g.kh = params_.filter_height, g.kw = params_.filter_width;
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.Compute(params_.padding);
-    // A window larger than the input: LiteRT's pooling gives an empty output (tflite_runtime
-    // 2.14 refuses it, as both refuse such a convolution).
-    g.oh = std::max(g.oh, 0), g.ow = std::max(g.ow, 0);
+    // A window larger than the input: LiteRT's pooling gives an empty output; tflite_runtime
+    // 2.14 refuses it, as both refuse such a convolution (a negative size fails the plan).
+    if (empty_when_larger_) g.oh = std::max(g.oh, 0), g.ow = std::max(g.ow, 0);
     return g;
   }
 
@@ -172,6 +173,7 @@ class PoolOp : public Op {
   tfl::PoolParams params_;
   float act_min_ = 0, act_max_ = 0;
   bool quantized_ = false;
+  bool empty_when_larger_ = true;  // LiteRT's pools; tflite_runtime's refuse
   bool chunk_ = false;
   ConvGeometry fixed_;  // a chunk's geometry
   bool vec4_ = false;

@@ -97,8 +97,13 @@ OutputStage MakeOutputStage(float input_scale, const std::vector<float>& weight_
 Buffer UploadOutputStage(OpContext& ctx, const OutputStage& s, int c0, int count) {
   const int total = static_cast<int>(s.params.size() / 2);
   if (count < 0) count = total - c0;
-  return UploadInts(
-      ctx, std::vector<int>(s.params.begin() + 2 * c0, s.params.begin() + 2 * (c0 + count)));
+  std::vector<int> ints(s.params.begin() + 2 * c0, s.params.begin() + 2 * (c0 + count));
+  if (!s.table.empty()) {
+    const size_t at = ints.size();
+    ints.resize(at + (s.table.size() + 3) / 4);
+    std::memcpy(ints.data() + at, s.table.data(), s.table.size());
+  }
+  return UploadInts(ctx, ints);
 }
 
 std::string CheckQuantActivation(const GraphView& g, int t, ValueType type) {

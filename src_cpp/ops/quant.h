@@ -51,12 +51,16 @@ struct OutputStage {
   std::vector<int32_t> params;  // multiplier, shift per channel
   int up_below = 0;
   int zero_point = 0, act_min = -128, act_max = 127;
+  // An element-wise chain folded in (Op::FoldTable): the 256 integers it maps the output's
+  // integers to (by their low byte); empty: none. Uploaded after the pairs (kernels/quant.cl).
+  std::vector<uint8_t> table;
 };
 // weight_scales: one per channel, or one for all `channels`.
 OutputStage MakeOutputStage(float input_scale, const std::vector<float>& weight_scales,
                             int channels, const QuantParams& out, int up_below, int act_min,
                             int act_max);
-// The stage's (multiplier, shift) pairs of channels [c0, c0 + count) on the device.
+// The stage's (multiplier, shift) pairs of channels [c0, c0 + count) on the device, then its
+// table (if any).
 Buffer UploadOutputStage(OpContext& ctx, const OutputStage& s, int c0 = 0, int count = -1);
 
 // --- claim checks: "" if fine, else the reason ---

@@ -278,7 +278,8 @@ void Partition::FoldEpilogues() {
     const Shape& s = values_.at(producer.outputs()[0]).shape;
     const Shape& z = values_.at(f.output).shape;
     if (!free || (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
-        !producer.FoldEpilogue(f.output, f.kind, f.alpha))
+        !(f.kind == kTableEpilogue ? producer.FoldTable(f.output, f.table)
+                                   : producer.FoldEpilogue(f.output, f.kind, f.alpha)))
       continue;
     for (size_t a : f.absorbed) absorbed_[a] = true;
     for (int t : f.intermediates) values_.at(t).elided = true;

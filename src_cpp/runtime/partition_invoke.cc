@@ -110,7 +110,10 @@ void Partition::Invoke(TfLiteContext* ctx) {
     const Value& v = values_[t];
     const size_t bytes = v.host_bytes();
     if (!bytes) continue;
-    if (!x.data.raw || x.bytes < bytes) throw Error("partition input has no data");
+    if (!x.data.raw || x.bytes < bytes)
+      throw Error("partition input tensor " + std::to_string(t) + " holds " +
+                  std::to_string(x.data.raw ? x.bytes : 0) + " bytes where its shape needs " +
+                  std::to_string(bytes) + " (an op before it sized it otherwise)");
     ++counts.uploads;
     counts.upload_bytes += int64_t(bytes);
     if (v.ranged) {

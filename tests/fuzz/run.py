@@ -11,8 +11,9 @@ surroundings (CPU_TRIES: other inputs, heap contents, a bare process, the delega
 claiming nothing: its own out-of-bounds accesses on a bad model do not fail every run) and under
 valgrind's memcheck where it is installed (which sees a kernel corrupting memory even when the
 process survives), then with the delegate alone, then both in one process. A mismatch must
-survive a fresh process, stock TFLite must run the mutant in every CPU_TRIES surroundings and
-memcheck find nothing in its kernels, and at least one node must be delegated; otherwise the
+survive a fresh process, stock TFLite must run the mutant in every CPU_TRIES surroundings, give
+the same outputs whatever the heap held before (MALLOC_PERTURB_) and memcheck find nothing in its
+kernels, and at least one node must be delegated; otherwise the
 CPU's value is no reference (cpu_unstable). Where stock TFLite's optimized and reference kernels
 disagree with each other (sums overflowing near FLT_MAX), matching its reference kernels is no
 mismatch (matches_cpu_reference_kernels). Failures (delegate-only
@@ -179,6 +180,18 @@ class Fuzz:
                 return f"{o.status} in {o.stage} ({mode}, {env}): {o.detail[:300]}"
         return ""
 
+    def _cpu_reads_undefined(self, path: Path) -> str:
+        """Whether stock TFLite's outputs alone change with the heap's contents (glibc's
+        MALLOC_PERTURB_ fills fresh allocations): a kernel reading memory no one wrote, such as
+        a RESHAPE copying a smaller input's bytes. "" if they do not."""
+        digests = set()
+        for fill in ("165", "90"):
+            o = self._alone("cpu", path, MALLOC_PERTURB_=fill)
+            if o.status != "done" or "cpu_digest" not in o.result:
+                return ""
+            digests.add(o.result["cpu_digest"])
+        return "outputs change with the heap's contents" if len(digests) > 1 else ""
+
     def _cpu_memcheck(self, path: Path) -> str:
         """What valgrind's memcheck finds inside stock TFLite's kernels when it runs the mutant
         alone ("" if nothing, or without valgrind or under AddressSanitizer): out-of-bounds
@@ -301,6 +314,10 @@ class Fuzz:
                 # Stock TFLite alone crashes on the model in other surroundings: no reference.
                 self.counts["cpu_unstable"] += 1
                 self._keep("cpu", name, path, f"{verdict}; stock TFLite alone: {cpu}")
+            elif undefined := self._cpu_reads_undefined(path):
+                # Stock TFLite reads memory no one wrote: its value is no reference.
+                self.counts["cpu_unstable"] += 1
+                self._keep("cpu", name, path, f"{verdict}; stock TFLite alone: {undefined}")
             elif memcheck := self._cpu_memcheck(path):
                 # The CPU part reads memory it does not own: its value is no reference.
                 self.counts["cpu_unstable"] += 1

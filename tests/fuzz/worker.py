@@ -16,6 +16,7 @@ machine is shared.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -142,6 +143,11 @@ def run_one(runtime: str, mode: str, model: bytes, strict: Any) -> dict[str, Any
         print("BEGIN cpu_again", flush=True)
         again, ref2, _ = _attempt(runtime, model, False)
         result["cpu_stable"] = again == result["cpu"] and compare(ref2, ref) == "same"
+        if result["cpu"] == "ran":
+            digest = hashlib.sha1()
+            for r in ref:
+                digest.update(r.tobytes())
+            result["cpu_digest"] = digest.hexdigest()
     if mode == "all" and result["cpu"] == "ran" and result["delegate"] == "ran":
         result["compare"] = compare(got, ref)
         if result["compare"] != "same":
