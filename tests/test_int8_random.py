@@ -24,7 +24,7 @@ from int8_parity import QuantStats, check_int8_parity
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
-CI_CASES = 160
+CI_CASES = 500
 BASE_SEED = 7000
 ACTIVATIONS = (None, "RELU", "RELU6", "RELU_N1_TO_1")
 STATS = QuantStats()
