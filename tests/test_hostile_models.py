@@ -280,3 +280,17 @@ def test_an_input_without_rows_is_refused_where_the_cpu_refuses_it(
             outcomes.append(("refused", None))
     assert outcomes[0] == outcomes[1], outcomes
     assert outcomes[0][0] == ("refused" if runtime == "ai_edge_litert" else "ran")
+
+
+def test_an_empty_depthwise_filter_is_left_to_the_cpu(runtime: str) -> None:
+    """A depthwise filter with no columns (a fuzzed keyword-spotting model): LiteRT's kernel
+    refuses it, tflite_runtime's gives an output; the CPU's kernel decides either way."""
+    b = ModelBuilder(seed=3)
+    b.output(b.depthwise_conv2d(b.input("x", (1, 4, 4, 2)), b.rand((1, 1, 1, 2)), padding="SAME"))
+    w = b._ops[0].inputs[1]
+    b._tensors[w].shape = (1, 1, 0, 2)
+    b._tensors[w].data = np.zeros((1, 1, 0, 2), np.float32)
+    d = clgpu_delegate.load(partitioning="all")
+    make_interpreter(b.build(), [d], runtime=runtime, reference=True)
+    assert not d.decisions()[0].delegated
+    assert d.decisions()[0].reason == "empty filter"

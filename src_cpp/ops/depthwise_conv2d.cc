@@ -208,6 +208,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   const Shape in = g.shape(node.inputs[0]), f = g.shape(node.inputs[1]);
   if (in.size() != 4 || f.size() != 4 || f[0] != 1)
     return "input/filter must be 4-D, filter [1,KH,KW,C*M]";
+  // LiteRT's kernel refuses an empty filter (tflite_runtime's runs it): the CPU decides.
+  if (NumElements(f) == 0) return "empty filter";
   if (in[3] <= 0 || f[3] % in[3] != 0)
     return "filter channels are not a multiple of input channels";
   if (p.depth_multiplier != f[3] / in[3]) return "depth_multiplier does not match the filter";
