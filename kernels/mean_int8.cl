@@ -13,14 +13,6 @@
 
 #define MQ_LOCAL 64
 
-#ifdef QUANT_UINT8
-#define QMIN 0
-#define QMAX 255
-#else
-#define QMIN -128
-#define QMAX 127
-#endif
-
 __kernel void mean_int8(__global const QT* x, __global QT* out, int nk, int nr, int count,
                         __global const int* meta, __global const int* p,
                         __global const uchar* up, int channels) {

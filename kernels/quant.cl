@@ -36,15 +36,19 @@ static inline int quant_output(int acc, int2 ms, int c, int up_below, int zero_p
 #endif
 
 // The quantized storage types: QT is the element type of the int8 kernels' activations (int8 by
-// default, uint8 with -DQUANT_UINT8).
+// default, uint8 with -DQUANT_UINT8), QMIN / QMAX its range.
 #ifdef QUANT_UINT8
 #define QT uchar
 #define QT4 uchar4
 #define convert_QT4 convert_uchar4
+#define QMIN 0
+#define QMAX 255
 #else
 #define QT char
 #define QT4 char4
 #define convert_QT4 convert_char4
+#define QMIN -128
+#define QMAX 127
 #endif
 
 // dot4(a, b, acc): acc + the dot product of the four signed 8-bit lanes of a and b (lane 0 in the

@@ -14,14 +14,6 @@
 
 #define SMQ_LOCAL 64
 
-#ifdef QUANT_UINT8
-#define QMIN 0
-#define QMAX 255
-#else
-#define QMIN -128
-#define QMAX 127
-#endif
-
 // 1 / d rounded to nearest (d > 0 and normal), whatever the precision of the device's division:
 // a Newton step makes y faithful, the residual 1 - d * y is then exact in one fma, and it tells
 // on which side of each neighbouring midpoint 1 / d lies (a reciprocal is never a tie).

@@ -90,6 +90,24 @@ int UnaryEpilogue(const NodeInfo& n, float* alpha) {
   }
 }
 
+// Swish after the output y of nodes[p]: its two readers `r` are s = LOGISTIC(y) and MUL(y, s)
+// (either operand order), both after p, s read by the MUL alone and not a partition output.
+// Sets the positions of the LOGISTIC and the MUL; false if `r` is not that pair.
+bool SwishReaders(const std::vector<NodeInfo>& nodes, size_t p, const std::vector<size_t>& r,
+                  const std::set<int>& outputs, std::map<int, std::vector<size_t>>& readers,
+                  size_t* li, size_t* mi) {
+  if (r.size() != 2) return false;
+  *li = r[0], *mi = r[1];
+  if (nodes[*li].op != kLogistic) std::swap(*li, *mi);
+  const NodeInfo &l = nodes[*li], &m = nodes[*mi];
+  if (*li <= p || *mi <= *li || l.op != kLogistic || m.op != kMul || l.inputs.size() != 1 ||
+      l.outputs.size() != 1 || m.outputs.size() != 1 || !m.builtin_data)
+    return false;
+  const int y = nodes[p].outputs[0], s = l.outputs[0];
+  return (m.inputs == std::vector<int>{y, s} || m.inputs == std::vector<int>{s, y}) &&
+         readers[s].size() == 1 && !outputs.count(s);
+}
+
 // The int8 form: after a quantized producer's output y, a table-able element-wise op that alone
 // reads y, or swish (LOGISTIC(y) and MUL(y, s) its only readers), as one table of y's integers.
 bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t p,
@@ -107,17 +125,12 @@ bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, si
     f->output = u.outputs[0];
     return true;
   }
-  if (r.size() != 2) return false;
-  size_t li = r[0], mi = r[1];
-  if (nodes[li].op != kLogistic) std::swap(li, mi);
+  size_t li = 0, mi = 0;
+  if (!SwishReaders(nodes, p, r, outputs, readers, &li, &mi)) return false;
   const NodeInfo &l = nodes[li], &m = nodes[mi];
-  if (li <= p || mi <= li || l.op != kLogistic || m.op != kMul || l.outputs.size() != 1 ||
-      l.inputs.size() != 1 || m.outputs.size() != 1)
-    return false;
   const int s = l.outputs[0];
   std::vector<uint8_t> logistic;
-  if (readers[s].size() != 1 || outputs.count(s) || !Int8UnaryTable(g, l, &logistic).empty() ||
-      (m.inputs != std::vector<int>{y, s} && m.inputs != std::vector<int>{s, y}) ||
+  if (!Int8UnaryTable(g, l, &logistic).empty() ||
       !Int8MulTable(g, m, y, logistic, &f->table).empty())
     return false;
   f->absorbed = {li, mi};
@@ -178,20 +191,13 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
       f.output = u.outputs[0];
     } else if (r.size() == 2) {
       // swish: s = LOGISTIC(y), z = MUL(y, s) with no activation.
-      size_t li = r[0], mi = r[1];
-      if (nodes[li].op != kLogistic) std::swap(li, mi);
-      const NodeInfo &l = nodes[li], &m = nodes[mi];
-      if (li <= p || mi <= li || l.op != kLogistic || m.op != kMul || l.outputs.size() != 1 ||
-          m.inputs.size() != 2 || m.outputs.size() != 1 || !m.builtin_data)
-        continue;
-      const int s = l.outputs[0];
+      size_t li = 0, mi = 0;
+      if (!SwishReaders(nodes, p, r, outputs, readers, &li, &mi)) continue;
+      const NodeInfo& m = nodes[mi];
+      const int s = nodes[li].outputs[0];
       int act = 0;
       std::memcpy(&act, m.builtin_data, sizeof act);
-      const bool pair =
-          (m.inputs[0] == y && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == y);
-      if (act != 0 || !pair || readers[s].size() != 1 || outputs.count(s) || !float_same(y, s) ||
-          !float_same(y, m.outputs[0]))
-        continue;
+      if (act != 0 || !float_same(y, s) || !float_same(y, m.outputs[0])) continue;
       f.kind = 1;
       f.absorbed = {li, mi};
       f.intermediates = {y, s};

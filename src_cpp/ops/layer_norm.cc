@@ -9,7 +9,6 @@
 #include <map>
 #include <optional>
 
-#include "cl/errors.h"
 #include "common/error.h"
 #include "ops/group_rewrite.h"
 
@@ -93,13 +92,7 @@ class LayerNormOp : public Op {
     Launch l;
     l.name = "layer_norm";
     l.kernel = CreateKernel(*prog, l.name);
-    size_t fits = 0;
-    CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
-                                          CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
-            "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-    fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, size_t(kMaxGroup)});
-    size_t group = 1;  // a power of 2 (the sums halve it), no wider than a row
-    while (group * 2 <= fits && group < static_cast<size_t>(c)) group *= 2;
+    const size_t group = RowGroup(ctx, l.kernel, kMaxGroup, c);
     l.local[0] = group;
     l.global[0] = static_cast<size_t>(rows) * group;
     cl_mem b = in.size() == 2 ? in[1] : in[0];

@@ -14,8 +14,6 @@
 #include <climits>
 #include <cstring>
 
-#include "cl/errors.h"
-#include "cl/loader.h"
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
@@ -116,13 +114,7 @@ class MeanInt8Op : public Op {
     l.name = "mean_int8";
     l.kernel = CreateKernel(
         *ctx.GetProgram("mean_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""), l.name);
-    size_t fits = 0;
-    CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
-                                          CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
-            "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-    fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, kMaxGroup});
-    size_t group = 1;
-    while (group * 2 <= fits && group < static_cast<size_t>(count)) group *= 2;
+    const size_t group = RowGroup(ctx, l.kernel, kMaxGroup, count);
     SetArgs(l.kernel, in[0], out[0], static_cast<int>(kdims.size()), static_cast<int>(rdims.size()),
             static_cast<int>(count), meta_.get(), params_.get(), up_.get(),
             static_cast<int>(up.size()));

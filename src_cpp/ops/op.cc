@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cl/errors.h"
+#include "cl/loader.h"
 #include "common/error.h"
 #include "common/half.h"
 #include "tflite/builtin.h"
@@ -213,6 +215,17 @@ std::string CheckFloatTensors(const GraphView& g, const std::vector<int>& tensor
     if (!g.tensor(t).dims) return "tensor " + g.name(t) + " has no shape";
   }
   return "";
+}
+
+size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row) {
+  size_t fits = 0;
+  CheckCl(Cl().clGetKernelWorkGroupInfo(k.get(), ctx.env.device().id, CL_KERNEL_WORK_GROUP_SIZE,
+                                        sizeof fits, &fits, nullptr),
+          "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+  fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, limit});
+  size_t group = 1;
+  while (group * 2 <= fits && static_cast<int64_t>(group) < row) group *= 2;
+  return group;
 }
 
 }  // namespace clgpu

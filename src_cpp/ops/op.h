@@ -356,6 +356,11 @@ std::string CheckFloatTensors(const GraphView& g, const std::vector<int>& tensor
 
 size_t RoundUp(size_t x, size_t m);
 
+// A work-group size for a kernel that reduces a row of `row` values with a tree: the largest
+// power of 2 this kernel may run with on this device (CL_KERNEL_WORK_GROUP_SIZE), at most
+// `limit`, and no wider than the row needs.
+size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row);
+
 }  // namespace clgpu
 
 #include "ops/op_inl.h"

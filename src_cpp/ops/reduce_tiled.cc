@@ -1,9 +1,8 @@
 #include "ops/reduce_tiled.h"
 
 #include <algorithm>
+#include <cstdint>
 
-#include "cl/errors.h"
-#include "cl/loader.h"
 #include "common/error.h"
 
 namespace clgpu {
@@ -27,12 +26,7 @@ int CeilPow2(int64_t x) {
 // The largest power-of-2 group this kernel may run with on this device (registers or the
 // device can cap it below kMaxGroup).
 int GroupLimit(OpContext& ctx, const Kernel& k) {
-  size_t fits = 0;
-  CheckCl(Cl().clGetKernelWorkGroupInfo(k.get(), ctx.env.device().id, CL_KERNEL_WORK_GROUP_SIZE,
-                                        sizeof fits, &fits, nullptr),
-          "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-  fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, size_t(kMaxGroup)});
-  return FloorPow2(static_cast<int>(std::max<size_t>(fits, 1)));
+  return static_cast<int>(RowGroup(ctx, k, kMaxGroup, INT64_MAX));
 }
 
 }  // namespace

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cl/errors.h"
-#include "cl/loader.h"
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
@@ -70,14 +68,7 @@ class SoftmaxOp : public Op {
     } else {
       l.name = "softmax_group";
       l.kernel = CreateKernel(*prog, l.name);
-      size_t fits = 0;
-      CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
-                                            CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
-              "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-      fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, size_t(kMaxGroup)});
-      // A power of 2 (the tree reductions halve it), no wider than the row needs.
-      size_t group = 1;
-      while (group * 2 <= fits && group < static_cast<size_t>(d)) group *= 2;
+      const size_t group = RowGroup(ctx, l.kernel, kMaxGroup, d);
       l.local[0] = group;
       l.global[0] = static_cast<size_t>(rows) * group;
       algorithm_ = "row_per_group";

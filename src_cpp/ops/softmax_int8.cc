@@ -7,8 +7,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "cl/errors.h"
-#include "cl/loader.h"
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
@@ -70,13 +68,7 @@ class SoftmaxInt8Op : public Op {
     l.name = "softmax_int8";
     l.kernel = CreateKernel(
         *ctx.GetProgram("softmax_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""), l.name);
-    size_t fits = 0;
-    CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
-                                          CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
-            "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-    fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, kMaxGroup});
-    size_t group = 1;  // a power of 2 (the max reduction halves it), no wider than the row
-    while (group * 2 <= fits && group < static_cast<size_t>(d)) group *= 2;
+    const size_t group = RowGroup(ctx, l.kernel, kMaxGroup, d);
     l.local[0] = group;
     l.global[0] = static_cast<size_t>(rows) * group;
     SetArgs(l.kernel, in[0], out[0], table_buf_.get(), rows, d, out_scale_, zero_point_);
