@@ -33,15 +33,7 @@ __kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* 
   if (i >= total) return;
   const int2 at = broadcast_index(i, rank, meta);
   const int ia = at.x, ib = at.y;
-  const bool up = i < up_below;
-  const int left = p[2];
-  const int va = ((int)a[ia] + p[0]) * (1 << left);
-  const int vb = ((int)b[ib] + p[1]) * (1 << left);
-  const int sa = quant_multiply(va, p[3], p[4], up);
-  const int sb = quant_multiply(vb, p[5], p[6], up);
-  const int sum = p[12] ? sa - sb : sa + sb;
-  const int v = quant_multiply(sum, p[7], p[8], up) + p[9];
-  out[i] = (QT)clamp(v, p[10], p[11]);
+  out[i] = (QT)quant_add(a[ia], b[ib], p, i < up_below);
 }
 
 __kernel void mul_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,

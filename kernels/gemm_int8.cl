@@ -20,12 +20,18 @@
 //   four neighbouring bytes of A, 4-byte aligned: K % 4 == 0 for a plain A, C % 4 == 0 with
 //   IM2COL), SPLIT_K (below).
 //
-// Split-K (-DSPLIT_K), for outputs of too few tiles to fill the device: the same kernel, with
-//   global[1] = splits, sums k in [z * k_per_split, (z + 1) * k_per_split) for z =
-//   get_group_id(1) (k_per_split a multiple of 4 * TK4) and writes the raw int32 sums to
-//   out = __global int* P [splits][M][N]; bias and stage go unread. gemm_int8_splitk_reduce
-//   then adds the splits, the bias and applies the output stage: integer sums are exact in any
-//   order, so the result is bit for bit the unsplit one. Without SPLIT_K, k_per_split >= Kp.
+// Split-K (-DSPLIT_K), for outputs of too few tiles to fill the device: global[1] = splits, and
+//   group z = get_group_id(1) sums k in [z * k_per_split, (z + 1) * k_per_split) (k_per_split a
+//   multiple of 4 * TK4), then adds its int32 sums into `sums` [M][N] with atomics (integer sums
+//   are exact in any order, so the result is bit for bit the unsplit one) and counts itself in
+//   counters[get_group_id(0)]. The group that counts last applies the epilogue, reading the sums
+//   back and zeroing them and its counter for the next launch: one launch, no reduction kernel
+//   (a launch costs microseconds on some drivers). Two more arguments: int* sums, int*
+//   counters, both all zero before the first launch. Without SPLIT_K, k_per_split >= Kp.
+//
+// A residual ADD folded in (-DQUANT_RESIDUAL, ops/fusion.h): two more, last arguments,
+//   __global const char* res [M][N], the ADD's other operand, and __global const int* rp, its
+//   parameters (quant_add in quant.cl, the output's operand first); the output is the ADD's.
 #include "quant.cl"
 
 #ifndef TM
@@ -49,9 +55,17 @@
 #define A_PER ((TM * TK4 + GEMM_WG - 1) / GEMM_WG)  // A ints a work-item loads per step
 #define B_PER ((TN * TK4 + GEMM_WG - 1) / GEMM_WG)
 #ifdef SPLIT_K
-#define OUT_T int
+#define SPLIT_ARGS , __global int* restrict sums, __global int* restrict counters
 #else
-#define OUT_T char
+#define SPLIT_ARGS
+#endif
+#ifdef QUANT_RESIDUAL
+#define RESIDUAL_ARGS , __global const char* restrict res, __global const int* restrict rp
+// The output byte of requantized integer v at element idx: plus the residual, as the ADD does.
+#define GEMM_OUT(v, idx) ((char)quant_add((v), res[idx], rp, false))
+#else
+#define RESIDUAL_ARGS
+#define GEMM_OUT(v, idx) quant_store((v), stage, N)
 #endif
 #if (TM % WM) || (TN % WN)
 #error "gemm_int8.cl: TM and TN must be multiples of WM and WN"
@@ -77,9 +91,9 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     __global const char* restrict a, __global const int* restrict b,
     __global const int* restrict bias, __global const int2* restrict stage,
-    __global OUT_T* restrict out, int M, int N, int K, int Kp, int a_zero, int up_below,
+    __global char* restrict out, int M, int N, int K, int Kp, int a_zero, int up_below,
     int out_zero, int act_min, int act_max, int H, int W, int C, int OW, int OH, int KW, int SH,
-    int SW, int DH, int DW, int PT, int PL, int k_per_split) {
+    int SW, int DH, int DW, int PT, int PL, int k_per_split SPLIT_ARGS RESIDUAL_ARGS) {
   __local int As[TK4][TM];
   __local int Bs[TK4][TN];
   const int lid = get_local_id(0);
@@ -114,6 +128,13 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
   const int Kp4 = Kp >> 2;
   const int kbeg = get_group_id(1) * k_per_split, kend = min(Kp, kbeg + k_per_split);
   for (int k0 = kbeg; k0 < kend; k0 += 4 * TK4) {
+#if defined(IM2COL) && defined(VEC_A) && GEMM_WG % TK4 == 0
+    // Every A load of this work-item in this step reads the same k (e % TK4 = lid % TK4): its
+    // tap and channel once, not three divisions per load.
+    const int k_same = k0 + 4 * (lid % TK4);
+    const int c_same = k_same % C, t_same = k_same / C;
+    const int dh_same = (t_same / KW) * DH, dw_same = (t_same % KW) * DW;
+#endif
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
       const int e = lid + i * GEMM_WG;
@@ -121,9 +142,14 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
         const int g = e % TK4, m = a_row[i], k = k0 + 4 * g;
         int v = zero4;
         if (m < M && k < K) {
-#if defined(IM2COL) && defined(VEC_A)
+#if defined(IM2COL) && defined(VEC_A) && GEMM_WG % TK4 == 0
+          const int c = c_same;
+          const int ih = a_ih[i] + dh_same, iw = a_iw[i] + dw_same;
+#elif defined(IM2COL) && defined(VEC_A)
           const int c = k % C, t = k / C;
           const int ih = a_ih[i] + (t / KW) * DH, iw = a_iw[i] + (t % KW) * DW;
+#endif
+#if defined(IM2COL) && defined(VEC_A)
           if ((uint)ih < (uint)H && (uint)iw < (uint)W)
             v = ((__global const int*)a)[(a_base[i] + (ih * W + iw) * C + c) >> 2];
 #elif defined(IM2COL)
@@ -170,7 +196,6 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
   }
 
 #ifdef SPLIT_K
-  __global int* restrict Pz = out + (long)get_group_id(1) * M * N;
 #pragma unroll
   for (int j = 0; j < WN; ++j) {
     const int n = n0 + tx + j * RTN;
@@ -178,42 +203,43 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
       const int m = m0 + ty + i * RTM;
-      if (m < M) Pz[m * N + n] = acc[i][j];
+      if (m < M) atomic_add(&sums[m * N + n], acc[i][j]);
     }
   }
+  // Every group's additions are visible before its count: the last to count sees them all.
+  __local int last;
+  global_fence();
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    last = atomic_inc(&counters[get_group_id(0)]) == (int)get_num_groups(1) - 1;
+    if (last) atomic_xchg(&counters[get_group_id(0)], 0);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // No early return after a barrier: PoCL 3.1 was seen to run the code past one anyway.
+  if (last) {
+    global_fence();
+#endif
+#pragma unroll
+    for (int j = 0; j < WN; ++j) {
+      const int n = n0 + tx + j * RTN;
+      if (n >= N) continue;
+      const int2 ms = stage[n];
+      const int bn = bias[n];
+#pragma unroll
+      for (int i = 0; i < WM; ++i) {
+        const int m = m0 + ty + i * RTM;
+        if (m >= M) continue;
+        const int idx = m * N + n;
+#ifdef SPLIT_K
+        const int s = atomic_xchg(&sums[idx], 0);
 #else
-#pragma unroll
-  for (int j = 0; j < WN; ++j) {
-    const int n = n0 + tx + j * RTN;
-    if (n >= N) continue;
-    const int2 ms = stage[n];
-    const int bn = bias[n];
-#pragma unroll
-    for (int i = 0; i < WM; ++i) {
-      const int m = m0 + ty + i * RTM;
-      if (m < M)
-        out[m * N + n] = quant_store(
-            quant_output(acc[i][j] + bn, ms, n, up_below, out_zero, act_min, act_max), stage, N);
+        const int s = acc[i][j];
+#endif
+        out[idx] = GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx);
+      }
     }
+#ifdef SPLIT_K
   }
 #endif
 }
 
-#ifdef SPLIT_K
-// gemm_int8_splitk_reduce(P, bias, stage, out, M, N, splits, up_below, out_zero, act_min,
-//   act_max) -- out[m][n] = requantize(sum_z P[z][m][n] + bias[n]), the epilogue of gemm_int8.
-//   NDRange: 1-D, global >= M * N, any local size.
-__kernel void gemm_int8_splitk_reduce(__global const int* restrict P,
-                                      __global const int* restrict bias,
-                                      __global const int2* restrict stage,
-                                      __global char* restrict out, int M, int N, int splits,
-                                      int up_below, int out_zero, int act_min, int act_max) {
-  const int idx = get_global_id(0);
-  if (idx >= M * N) return;
-  const int n = idx % N;
-  int s = bias[n];
-  for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
-  out[idx] =
-      quant_store(quant_output(s, stage[n], n, up_below, out_zero, act_min, act_max), stage, N);
-}
-#endif  // SPLIT_K

@@ -26,6 +26,27 @@ static inline int quant_output(int acc, int2 ms, int c, int up_below, int zero_p
   return clamp(quant_multiply(acc, ms.x, ms.y, c < up_below) + zero_point, lo, hi);
 }
 
+// quant_add(qa, qb, p, up): TFLite's int8 ADD / SUB of the integers qa and qb (kernels/
+// binary_int8.cl has p's layout): each offset operand shifted left by p[2] and rescaled by its own
+// multiplier to a common scale, the two added (subtracted if p[12]), the sum rescaled to the
+// output, + its zero point, clamped to [p[10], p[11]].
+static inline int quant_add(int qa, int qb, __global const int* p, bool up) {
+  const int left = p[2];
+  const int sa = quant_multiply((qa + p[0]) * (1 << left), p[3], p[4], up);
+  const int sb = quant_multiply((qb + p[1]) * (1 << left), p[5], p[6], up);
+  const int sum = p[12] ? sa - sb : sa + sb;
+  return clamp(quant_multiply(sum, p[7], p[8], up) + p[9], p[10], p[11]);
+}
+
+// global_fence(): this work-item's global writes (atomics included) visible to every other
+// work-group before its later ones. OpenCL 1.2 leaves that to mem_fence; on NVIDIA (the dp4a
+// path) the PTX instruction that guarantees it.
+#if defined(QUANT_DOT_DP4A)
+#define global_fence() asm volatile("membar.gl;")
+#else
+#define global_fence() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
 // quant_store(v, stage, channels): the output byte of requantized integer v. With -DQUANT_TABLE an
 // element-wise chain folded into the op (src_cpp/ops/fusion.h) maps it through its 256 results,
 // stored after the `channels` (multiplier, shift) pairs of the stage buffer, by v's low byte.

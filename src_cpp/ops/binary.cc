@@ -91,9 +91,9 @@ class BinaryOp : public Op {
         act_min_(whole.act_min_),
         act_max_(whole.act_max_) {}
   const char* type_name() const override { return kind_.name; }
-  bool IsResidualAdd(float* act_min, float* act_max) const override {
+  bool IsResidualAdd(int, ResidualAdd* add) const override {
     if (kind_.code != tfl::kAdd) return false;
-    *act_min = act_min_, *act_max = act_max_;
+    add->act_min = act_min_, add->act_max = act_max_;
     return true;
   }
   std::string algorithm() const override { return same_ ? "elementwise" : "broadcast"; }

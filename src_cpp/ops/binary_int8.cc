@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "common/error.h"
 #include "ops/int8_ops.h"
@@ -89,6 +90,18 @@ class AddInt8Op : public Op {
     return op_ == kMul ? "MUL" : op_ == kSub ? "SUB" : "ADD";
   }
   std::string algorithm() const override { return "int8"; }
+  // An ADD folds into the int8 op producing one operand (ops/fusion.h): that op applies this
+  // arithmetic to its output integers, so they must come first in the parameters.
+  bool IsResidualAdd(int residual, ResidualAdd* add) const override {
+    if (op_ != tfl::kAdd) return false;
+    add->quant = params_;
+    if (residual == inputs()[0]) {
+      std::swap(add->quant[0], add->quant[1]);
+      std::swap(add->quant[3], add->quant[5]);
+      std::swap(add->quant[4], add->quant[6]);
+    }
+    return true;
+  }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     const size_t rank = std::max(in[0].size(), in[1].size());
     Shape out(rank);

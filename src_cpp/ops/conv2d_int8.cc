@@ -104,15 +104,24 @@ class Conv2dInt8Op : public Op {
         chunk_(true),
         fixed_(g),
         oc0_(oc0),
-        chunk_table_(whole.epilogue_table()) {}
+        chunk_table_(whole.epilogue_table()) {
+    residual_ = whole.residual_;
+  }
 
   const char* type_name() const override { return "CONV_2D"; }
   bool TakesTable() const override { return true; }
   std::string algorithm() const override {
     const std::string split = split_ ? "_splitk/" : "/";
-    return algo_ == Algo::kDirect         ? "int8_direct"
-           : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
-                                          : "int8_gemm" + split + dot_;
+    return (algo_ == Algo::kDirect         ? "int8_direct"
+            : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
+                                           : "int8_gemm" + split + dot_) +
+           (residual_.on ? "+ADD" : "");
+  }
+  // The GEMM algorithms apply a folded ADD's arithmetic to their output integers (the direct
+  // kernel, forced for tests, does not). Any own activation is fine: its clamp comes first.
+  bool CanFuseResidual(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    return !chunk_ && in.size() == 1 && in[0].size() == 4 &&
+           Choose(ctx, Geometry(in[0])) != Algo::kDirect;
   }
 
   ConvGeometry Geometry(const Shape& in) const {
@@ -136,17 +145,25 @@ class Conv2dInt8Op : public Op {
                   ShapeString(src_->filter_shape));
     CheckConvInputRows("CONV_2D", in[0], litert_);
     const ConvGeometry g = Geometry(in[0]);
-    return {{g.n, g.oh, g.ow, g.oc}};
+    const Shape out = {g.n, g.oh, g.ow, g.oc};
+    if (residual_.on && (in.size() != 2 || in[1] != out))
+      throw Error("CONV_2D output " + ShapeString(out) + " and the residual of its fused ADD " +
+                  (in.size() == 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
+    return {out};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return 2.0 * Geometry(in[0]).Macs();
+    return 2.0 * Geometry(in[0]).Macs() +
+           (residual_.on ? double(NumElements(InferShapes(in)[0])) : 0.0);
   }
   // The whole op counts every weight buffer of its source (its chunks' included).
   double WeightBytes() const override { return chunk_ ? 0.0 : double(src_->Bytes()); }
 
   // Chunks: boxes of the output, output channels first while a chunk's weights do not fit.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    spec->views = {in[0], InferShapes(in)[0]};
+    const Shape out = InferShapes(in)[0];
+    // A residual is read exactly where the output is written: its view and boxes are the output's.
+    spec->views =
+        residual_.on ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
     spec->weight_axes = {3};
     spec->axes = {0, 1, 2, 3};
     return true;
@@ -154,25 +171,22 @@ class Conv2dInt8Op : public Op {
   std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
     Box box;
     Geometry(in[0]).Chunk(out, &box);
+    if (residual_.on) return {box, out};
     return {box};
   }
-  size_t ChunkWeightBytes(const OpContext&, const std::vector<Shape>&,
+  // Its largest buffer: the packed filter, or split-K's int32 sums.
+  size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>&,
                           const Box& out) const override {
-    return size_t(out.size[3]) * ((src_->PerChannel() + 3) / 4 * 4);
+    const int m = out.size[0] * out.size[1] * out.size[2], k = int(src_->PerChannel());
+    return std::max(size_t(out.size[3]) * ((k + 3) / 4 * 4),
+                    ctx.options.conv_algorithm == "direct"
+                        ? size_t(0)
+                        : Int8GemmSumBytes(ctx, m, out.size[3], k));
   }
   std::unique_ptr<Op> MakeChunk(const std::vector<Shape>& in, const Box& out) const override {
     Box box;
     return std::make_unique<Conv2dInt8Op>(*this, Geometry(in[0]).Chunk(out, &box),
                                           oc0_ + out.begin[3]);
-  }
-
-  std::vector<size_t> ScratchBytes(const OpContext& ctx,
-                                   const std::vector<Shape>& in) const override {
-    const ConvGeometry g = Geometry(in[0]);
-    if (Choose(ctx, g) == Algo::kDirect) return {};
-    const size_t bytes =
-        Int8GemmScratchBytes(ctx, g.n * g.oh * g.ow, g.oc, int(src_->PerChannel()));
-    return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
@@ -188,8 +202,8 @@ class Conv2dInt8Op : public Op {
       const Int8ConvSource::Direct& d = src_->DirectOf(ctx, oc0_, g.oc);
       cl_mem stage_buf = d.stage.get();
       if (!stage.table.empty()) {
-        table_stage_ = UploadOutputStage(ctx, stage);
-        stage_buf = table_stage_.get();
+        state_.table_stage = UploadOutputStage(ctx, stage);
+        stage_buf = state_.table_stage.get();
       }
       Launch l;
       l.name = "conv2d_int8_direct";
@@ -205,9 +219,12 @@ class Conv2dInt8Op : public Op {
     // One packed filter serves both GEMM algorithms: OHWI is already [OC][KH * KW * C].
     const Int8GemmWeights& w = src_->Gemm(ctx, oc0_, g.oc);
     const int m = g.n * g.oh * g.ow;
-    launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage,
-                               algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_, &table_stage_);
-    split_ = launches_.size() > 1;  // partial sums, then their reduction
+    Int8Residual residual;
+    if (residual_.on) residual = Int8Residual{in.at(1), residual_.quant};
+    launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
+                               algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
+                               residual_.on ? &residual : nullptr);
+    split_ = Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()));
   }
 
  private:
@@ -229,7 +246,7 @@ class Conv2dInt8Op : public Op {
   ConvGeometry fixed_;                // a chunk's geometry
   int oc0_ = 0;                       // a chunk's first output channel
   std::vector<uint8_t> chunk_table_;  // a chunk's copy of its whole op's folded table
-  Buffer table_stage_;                // the stage with a folded table
+  Int8GemmState state_;               // the buffers its launches use beyond the weights
   Algo algo_ = Algo::kImplicitGemm;
   std::string dot_;
   bool split_ = false;

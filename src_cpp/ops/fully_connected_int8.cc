@@ -56,20 +56,14 @@ class FullyConnectedInt8Op : public Op {
     return double(w_.b.bytes() + w_.bias.bytes() + w_.stage.bytes());
   }
 
-  std::vector<size_t> ScratchBytes(const OpContext& ctx,
-                                   const std::vector<Shape>& in) const override {
-    const size_t bytes = Int8GemmScratchBytes(ctx, Rows(in[0]), n_, k_);
-    return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
-  }
-
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     if (!w_.b) w_ = PrepareInt8Gemm(ctx, weights_, n_, k_, bias_, in_zero_, stage_);
     OutputStage stage = stage_;
     stage.table = epilogue_table();
-    launches_ = EncodeInt8Gemm(ctx, w_, in[0], out[0], Rows(in_shapes[0]), in_zero_, stage, nullptr,
-                               &dot_, &table_stage_);
-    split_ = launches_.size() > 1;  // partial sums, then their reduction
+    const int m = Rows(in_shapes[0]);
+    launches_ = EncodeInt8Gemm(ctx, w_, in[0], out[0], m, in_zero_, stage, &state_, nullptr, &dot_);
+    split_ = Int8GemmSplits(ctx, m, n_, k_);
   }
 
  private:
@@ -80,7 +74,7 @@ class FullyConnectedInt8Op : public Op {
   int in_zero_ = 0;
   OutputStage stage_;
   Int8GemmWeights w_;
-  Buffer table_stage_;  // the stage with a folded table
+  Int8GemmState state_;  // the buffers its launch uses beyond the weights
   std::string dot_;
   bool split_ = false;
 };

@@ -27,7 +27,9 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
     if (c.op != tfl::kConv2d || !c.builtin_data || c.outputs.size() != 1) return -1;
     tfl::ConvParams params;
     std::memcpy(&params, c.builtin_data, sizeof params);
-    if (params.activation != tfl::kActNone) return -1;
+    // act(conv) + residual is not act(conv + residual) in float; an int8 conv's integers are
+    // exact, its clamp applied before the ADD's arithmetic as the CPU does.
+    if (params.activation != tfl::kActNone && g.type(t) == kTfLiteFloat32) return -1;
     if (reads[t] != 1 || outputs.count(t)) return -1;
     return static_cast<long>(p->second);
   };
@@ -38,7 +40,11 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
     const int a = n.inputs[0], b = n.inputs[1];
     if (a == b || !g.valid_tensor(a) || !g.valid_tensor(b) || !g.valid_tensor(n.outputs[0]))
       continue;
-    if (g.type(a) != kTfLiteFloat32 || g.type(b) != kTfLiteFloat32) continue;
+    // Float, or int8 (the int8 GEMMs apply the ADD's integer arithmetic).
+    const TfLiteType type = g.type(a);
+    if ((type != kTfLiteFloat32 && type != kTfLiteInt8) || g.type(b) != type ||
+        g.type(n.outputs[0]) != type)
+      continue;
     const Shape sa = g.shape(a);
     if (sa != g.shape(b) || sa != g.shape(n.outputs[0])) continue;  // no broadcast
     ResidualFusion best;

@@ -19,10 +19,11 @@ struct ResidualFusion {
 };
 
 // Pairs in `nodes` (one partition, in execution order): an ADD whose operands and output have
-// the same shape, one operand the output of a CONV_2D without fused activation that nothing else
-// reads (no other node of `nodes`; not in `outputs`, the partition's outputs), the other operand
-// ready before the conv runs (an input or constant, or produced by an earlier node). When both
-// operands qualify, the later conv takes the earlier one's output as its residual.
+// the same shape and type (float32 or int8), one operand the output of a CONV_2D (without fused
+// activation if float) that nothing else reads (no other node of `nodes`; not in `outputs`, the
+// partition's outputs), the other operand ready before the conv runs (an input or constant, or
+// produced by an earlier node). When both operands qualify, the later conv takes the earlier
+// one's output as its residual.
 std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
                                                 const std::vector<NodeInfo>& nodes,
                                                 const std::set<int>& outputs);

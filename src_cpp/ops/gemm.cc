@@ -8,11 +8,12 @@
 namespace clgpu {
 
 void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits,
-                bool fill_only) {
+                long work_items) {
   // A GEMM of a few tiles leaves compute units idle, or too few work-items on each to
   // hide memory latency, while each group walks the whole of K: split K so that every
-  // unit gets two groups and about 2048 work-items (a full NVIDIA SM), keeping at least
-  // four tiles of K per split (bench/results/gemm-*.md and conv2d-*.md have the figures).
+  // unit gets two groups and about `work_items` work-items (2048: a full NVIDIA SM), keeping
+  // at least four tiles of K per split (bench/results/gemm-*.md and conv2d-*.md have the
+  // figures).
   // CLGPU_SPLITK_THREADS overrides the target (tuning; 0 = only fill every unit twice).
   // Tiles of 64 or more accumulators per work-item fill a unit's registers with one or two
   // groups, so more groups add no resident work-items: they only fill the units.
@@ -22,7 +23,7 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
   if (groups <= 0 || k <= 0) return;
   int splits = forced_splits;
   if (splits <= 0 && dev.type == "gpu") {
-    long target = fill_only || p.tiles.wpt_m * p.tiles.wpt_n >= 64 ? 0 : 2048;
+    long target = p.tiles.wpt_m * p.tiles.wpt_n >= 64 ? 0 : work_items;
     if (const char* v = std::getenv("CLGPU_SPLITK_THREADS")) target = std::atol(v);
     const long wg = static_cast<long>(p.tiles.work_group());
     const long fill =

@@ -22,10 +22,10 @@ constexpr int kGemvMaxM = 8;  // SM_MAX_M of kernels/gemm.cl
 
 // Splits of K for `groups` output tiles with these tiles: on a GPU, when the tiles alone
 // would leave compute units idle. forced_splits > 0 (option gemm_splits, a test hook)
-// fixes their number. Shared by the plain and the implicit GEMM, and the int8 GEMM, which asks
-// only to fill the units (fill_only: no work-item target unless CLGPU_SPLITK_THREADS sets one).
+// fixes their number. Shared by the plain and the implicit GEMM, and the int8 GEMM, each with
+// its target of resident work-items per compute unit (CLGPU_SPLITK_THREADS overrides it).
 void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits,
-                bool fill_only = false);
+                long work_items = 2048);
 
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);

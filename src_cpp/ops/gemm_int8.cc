@@ -1,6 +1,7 @@
 #include "ops/gemm_int8.h"
 
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -34,23 +35,33 @@ Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
 }
 
 // Splits of K as the float GEMM chooses them (PlanSplitK: option gemm_splits, GPUs only,
-// CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four. By default only until every
-// compute unit has two groups: outputs with idle units are what it is for; a work-item target
-// (CLGPU_SPLITK_THREADS) is for tuning (bench/bench_int8_splitk.py compares them).
-GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long kp) {
+// CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four, aiming at 1024 work-items per
+// compute unit: on the H200 ResNet50V2's 3x3 layers ran 0.25 ms faster per invoke than with
+// splits that only give every unit two groups, the other models the same
+// (bench/results/int8-splitk-*.md, int8-models-*.md).
+GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long kp,
+                  size_t max_alloc) {
   GemmPlan p;
   p.tiles = GemmTiles{t.tm, t.tn, 4 * t.tk4, t.wm, t.wn};
   const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
-  PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits, /*fill_only=*/true);
+  PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits, /*work_items=*/1024);
+  // Its int32 sums are one buffer: none larger than the device allows (chunks of a convolution
+  // count them, Int8GemmSumBytes).
+  if (p.splits > 1 && size_t(m) * n * sizeof(int32_t) > max_alloc) p.splits = 1;
   return p;
 }
 
 }  // namespace
 
-size_t Int8GemmScratchBytes(const OpContext& ctx, int m, int n, int k) {
+bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k) {
   const long kp = (k + 3) / 4 * 4;
-  const GemmPlan p = PlanInt8(ctx, TilesFor(ctx.env.device(), m, n), m, n, kp);
-  return p.splits > 1 ? size_t(p.splits) * m * n * sizeof(int32_t) : 0;
+  return PlanInt8(ctx, TilesFor(ctx.env.device(), m, n), m, n, kp, ctx.max_alloc).splits > 1;
+}
+
+size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k) {
+  const long kp = (k + 3) / 4 * 4;
+  const GemmPlan p = PlanInt8(ctx, TilesFor(ctx.env.device(), m, n), m, n, kp, SIZE_MAX);
+  return p.splits > 1 ? size_t(m) * n * sizeof(int32_t) : 0;
 }
 
 const std::string& Int8DotPathOf(const OpContext& ctx) { return Int8DotPath(ctx.env.device()); }
@@ -80,18 +91,18 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
 }
 
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
-                                   int m, int a_zero, const OutputStage& s, const ConvGeometry* g,
-                                   std::string* path_used, Buffer* table_stage) {
+                                   int m, int a_zero, const OutputStage& s, Int8GemmState* state,
+                                   const ConvGeometry* g, std::string* path_used,
+                                   const Int8Residual* residual) {
   cl_mem stage = w.stage.get();
   if (!s.table.empty()) {
-    if (!table_stage) throw Error("int8 GEMM: a table without a buffer to hold it");
-    *table_stage = UploadOutputStage(ctx, s);
-    stage = table_stage->get();
+    state->table_stage = UploadOutputStage(ctx, s);
+    stage = state->table_stage.get();
   }
   const Int8Tiles t = TilesFor(ctx.env.device(), m, w.n);
-  const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp);
+  const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc);
   const bool split = p.splits > 1;
-  if (split && ctx.scratch.empty()) throw Error("split-K int8 GEMM without a scratch buffer");
+  const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
   char tiles[96];
   std::snprintf(tiles, sizeof tiles, "-DTM=%d -DTN=%d -DTK4=%d -DWM=%d -DWN=%d", t.tm, t.tn, t.tk4,
                 t.wm, t.wn);
@@ -99,8 +110,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   const bool vec = g ? g->c % 4 == 0 : w.k % 4 == 0;
   if (g) defines += " -DIM2COL";
   if (vec) defines += " -DVEC_A";
-  // Split or whole: the program holds only the kernels it launches.
   if (split) defines += " -DSPLIT_K";
+  if (residual) defines += " -DQUANT_RESIDUAL";
   // The device's dot-product path; should its program not build (a driver that takes the probe
   // but not the whole kernel), the portable one.
   std::string path = Int8DotPathOf(ctx);
@@ -119,25 +130,27 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   l.kernel = CreateKernel(*prog, "gemm_int8");
   ConvGeometry none;
   const ConvGeometry& c = g ? *g : none;
-  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), stage, split ? ctx.scratch[0] : out, m, w.n, w.k,
-          w.kp, a_zero, s.up_below, s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow, c.oh,
-          c.kw, c.sh, c.sw, c.dh, c.dw, c.pad_top, c.pad_left, split ? p.k_per_split : w.kp);
-  const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
+  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), stage, out, m, w.n, w.k, w.kp, a_zero, s.up_below,
+          s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow, c.oh, c.kw, c.sh, c.sw, c.dh,
+          c.dw, c.pad_top, c.pad_left, split ? p.k_per_split : w.kp);
+  cl_uint next = 27;  // the arguments after k_per_split
+  if (split) {
+    // All zero now; the last group of each tile leaves its sums and counter zero again.
+    state->sums = ZeroBuffer(ctx, size_t(m) * w.n * sizeof(int32_t));
+    state->counters = ZeroBuffer(ctx, size_t(groups) * sizeof(int32_t));
+    SetArgsFrom(l.kernel, next, state->sums.get(), state->counters.get());
+    next += 2;
+  }
+  if (residual) {
+    state->residual_params = UploadInts(ctx, residual->params);
+    SetArgsFrom(l.kernel, next, residual->operand, state->residual_params.get());
+  }
   l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
   l.local[0] = t.work_group();
   if (split) l.global[1] = p.splits, l.local[1] = 1;
   std::vector<Launch> launches;
   launches.push_back(std::move(l));
-  if (!split) return launches;
-  Launch r;
-  r.name = "gemm_int8_splitk_reduce";
-  r.kernel = CreateKernel(*prog, r.name);
-  SetArgs(r.kernel, ctx.scratch[0], w.bias.get(), stage, out, m, w.n, p.splits, s.up_below,
-          s.zero_point, s.act_min, s.act_max);
-  r.dims = 1;
-  r.global[0] = RoundUp(size_t(m) * w.n, 64);
-  launches.push_back(std::move(r));
   return launches;
 }
 

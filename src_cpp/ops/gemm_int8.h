@@ -27,21 +27,36 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
                                 const std::vector<int32_t>& bias, int a_zero,
                                 const OutputStage& stage);
 
-// Scratch bytes (slot 0) for the int32 partial sums when the GEMM of an m-row output with these
-// weights' n, k runs split along K (a GPU on which its tiles would leave compute units idle, or
-// option gemm_splits); 0 when it runs whole.
-size_t Int8GemmScratchBytes(const OpContext& ctx, int m, int n, int k);
+// What an int8 GEMM's launches use beyond its weights, kept by the op that encodes them: the
+// stage with a folded table, split-K's int32 sums and tile counters, a folded ADD's parameters.
+struct Int8GemmState {
+  Buffer table_stage, sums, counters, residual_params;
+};
 
-// The launches computing out [m][n] from A (plain when `im2col` is null, else the convolution
+// A residual ADD folded into the GEMM (ops/fusion.h): its other operand, laid out like the
+// output, and the parameters of quant_add (kernels/quant.cl) with the GEMM's output first.
+struct Int8Residual {
+  cl_mem operand = nullptr;
+  std::vector<int> params;
+};
+
+// The launch computing out [m][n] from A (plain when `im2col` is null, else the convolution
 // input of that geometry, whose m = N * OH * OW and k = KH * KW * C). *path_used: the
-// dot-product path it runs ("dp4a", "khr", "portable"), for profiles. Split along K, two
-// launches (partial sums into ctx.scratch[0], then their reduction and the output stage). A
-// stage with a table (OutputStage::table; the program built with -DQUANT_TABLE) is uploaded to
-// *table_stage, which the caller keeps, instead of using w.stage.
+// dot-product path it runs ("dp4a", "khr", "portable"), for profiles. One launch, split along K
+// where its tiles would leave a GPU's compute units idle (or option gemm_splits); its buffers
+// go to *state. A stage with a table (OutputStage::table; the program built with
+// -DQUANT_TABLE) is uploaded there instead of using w.stage.
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& stage,
-                                   const ConvGeometry* im2col = nullptr,
-                                   std::string* path_used = nullptr, Buffer* table_stage = nullptr);
+                                   Int8GemmState* state, const ConvGeometry* im2col = nullptr,
+                                   std::string* path_used = nullptr,
+                                   const Int8Residual* residual = nullptr);
+
+// Whether EncodeInt8Gemm of this shape splits K (the algorithm's name in profiles), and the
+// bytes of the int32 sums it would keep if the device's largest allocation allowed them (0: no
+// split), which a chunk of a convolution must fit.
+bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k);
+size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k);
 
 // The dot-product path probed on this context's device (cl/int8_dot.h).
 const std::string& Int8DotPathOf(const OpContext& ctx);

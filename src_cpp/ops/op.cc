@@ -67,13 +67,13 @@ std::string JoinParamInts(const int* v, int n) {
   return out;
 }
 
-void Op::FuseResidual(int residual, int output, float act_min, float act_max) {
+void Op::FuseResidual(int residual, int output, const ResidualAdd& add) {
   UnfuseResidual();
   if (outputs_.size() != 1) throw Error("only an op with one output can fold in an ADD");
   own_output_ = outputs_[0];
   inputs_.push_back(residual);
   outputs_[0] = output;
-  residual_ = Residual{true, act_min, act_max};
+  residual_ = Residual{true, add.act_min, add.act_max, add.quant};
 }
 
 bool Op::FoldClamp(int output, float lo, float hi) {
@@ -201,6 +201,17 @@ Buffer UploadWeights(OpContext& ctx, const std::vector<float>& data) {
 
 Buffer UploadFloat32(OpContext& ctx, const std::vector<float>& data) {
   return UploadBytes(ctx, data.data(), data.size() * sizeof(float));
+}
+
+Buffer ZeroBuffer(OpContext& ctx, size_t bytes) {
+  Buffer buf = ctx.env.CreateBuffer(bytes, CL_MEM_READ_WRITE);
+  if (bytes) {
+    const std::vector<char> zeros(bytes, 0);
+    CheckCl(Cl().clEnqueueWriteBuffer(ctx.queue, buf.get(), CL_TRUE, 0, bytes, zeros.data(), 0,
+                                      nullptr, nullptr),
+            "clEnqueueWriteBuffer(zeros)");
+  }
+  return buf;
 }
 
 Buffer UploadInts(OpContext& ctx, const std::vector<int>& data) {

@@ -99,6 +99,15 @@ struct Launch {
   size_t local[3] = {0, 0, 0};  // all zero = let the driver choose
 };
 
+// What a residual ADD folded into the op producing one of its operands applies (Op::
+// IsResidualAdd): on float tensors its activation's clamp bounds; on int8 tensors its integer
+// arithmetic (quant_add in kernels/quant.cl), the parameters ordered with the producer's operand
+// first.
+struct ResidualAdd {
+  float act_min = 0, act_max = 0;
+  std::vector<int> quant;
+};
+
 class Op {
  public:
   Op(const NodeInfo& node, std::vector<int> inputs, std::vector<int> outputs)
@@ -184,9 +193,10 @@ class Op {
   // output, and writes act(its result + that operand) to the ADD's output with the ADD's
   // activation; the ADD runs nothing. ---
 
-  // An ADD that may be folded: true, with its activation's clamp bounds.
-  virtual bool IsResidualAdd(float* act_min, float* act_max) const {
-    (void)act_min, (void)act_max;
+  // An ADD that may be folded, `residual` its operand that the producer reads: true, with what
+  // the producer then applies.
+  virtual bool IsResidualAdd(int residual, ResidualAdd* add) const {
+    (void)residual, (void)add;
     return false;
   }
   // Whether this op can take a residual for these input shapes (its own inputs, unfused).
@@ -196,7 +206,7 @@ class Op {
   }
   // Folds an ADD in (after CanFuseResidual): `residual` becomes the last input and `output`
   // the only output. UnfuseResidual restores the op's own inputs and output.
-  void FuseResidual(int residual, int output, float act_min, float act_max);
+  void FuseResidual(int residual, int output, const ResidualAdd& add);
   void UnfuseResidual();
   bool has_residual() const { return residual_.on; }
 
@@ -265,6 +275,7 @@ class Op {
   struct Residual {
     bool on = false;
     float act_min = 0, act_max = 0;
+    std::vector<int> quant;
   };
   Residual residual_;
 
@@ -338,6 +349,9 @@ std::string JoinParamInts(const int* v, int n);
 // Sets kernel arguments in order: cl_mem, int, float (any trivially copyable).
 template <typename... Args>
 void SetArgs(const Kernel& k, const Args&... args);
+// Sets kernel arguments in order from argument `first` on (optional trailing arguments).
+template <typename... Args>
+void SetArgsFrom(const Kernel& k, cl_uint first, const Args&... args);
 // SetArgs, then `extra` as one more argument unless it is null (an optional trailing
 // buffer: the residual of kernels built with -DHAS_RESIDUAL).
 template <typename... Args>
@@ -345,6 +359,8 @@ void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args);
 
 // Uploads bytes as they are into a new read-only buffer (int8 weights, int32 biases).
 Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes);
+// A new read-write buffer of `bytes` zero bytes (state a kernel keeps between launches).
+Buffer ZeroBuffer(OpContext& ctx, size_t bytes);
 // Uploads host floats into a new read-only buffer in the context's float storage type.
 Buffer UploadWeights(OpContext& ctx, const std::vector<float>& data);
 // Uploads host floats as float32 regardless of storage (biases, small metadata).

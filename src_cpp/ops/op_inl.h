@@ -19,6 +19,11 @@ void SetArgs(const Kernel& k, const Args&... args) {
 }
 
 template <typename... Args>
+void SetArgsFrom(const Kernel& k, cl_uint first, const Args&... args) {
+  detail::SetArgsAt(k, first, args...);
+}
+
+template <typename... Args>
 void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args) {
   detail::SetArgsAt(k, 0, args...);
   if (extra) detail::SetArgsAt(k, static_cast<cl_uint>(sizeof...(Args)), extra);

@@ -237,12 +237,12 @@ void Partition::FuseResiduals(const OpContext& octx) {
     const Shape& s = values_.at(y).shape;
     std::vector<Shape> in;
     for (int t : conv.inputs()) in.push_back(values_.at(t).shape);
-    float lo = 0, hi = 0;
+    ResidualAdd r;
     if (conv.has_folded_clamp() || conv.has_epilogue() || add.has_epilogue() ||
-        !add.IsResidualAdd(&lo, &hi) || values_.at(f.residual).shape != s ||
+        !add.IsResidualAdd(f.residual, &r) || values_.at(f.residual).shape != s ||
         values_.at(z).shape != s || !conv.CanFuseResidual(octx, in))
       continue;
-    conv.FuseResidual(f.residual, z, lo, hi);
+    conv.FuseResidual(f.residual, z, r);
     out_shapes_[f.producer] = {s};
     absorbed_[f.add] = true;
     values_.at(y).elided = true;
