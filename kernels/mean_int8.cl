@@ -1,17 +1,85 @@
 // MEAN of int8 / uint8 tensors over any axes, bit for bit with TFLite's integer kernels
 // (src_cpp/ops/mean_int8.cc picks the runtime's arithmetic): the int32 sum of the reduced
 // integers, then out = clamp(quant_multiply(sum + add, multiplier, shift) + offset). Integer sums
-// do not depend on their order, so a work-group sums each output's elements in parallel.
-// QT: kernels/quant.cl.
+// do not depend on their order, so the kernels split them freely. QT: kernels/quant.cl.
 //
-// mean_int8(x, out, nk, nr, count, meta, p, up, channels)
-//   meta: int[2 * (nk + nr)] = kept dims, their input strides, reduced dims, their strides;
-//   p: int[4] = add, multiplier, shift, offset; output element o rounds its shift's ties up if
-//   up[o % channels] (the CPU's vector loop), else away from zero.
-//   NDRange: local (G, a power of 2 up to MQ_LOCAL), global (outputs * G).
+// Both kernels take p: int[4] = add, multiplier, shift, offset; output element o (flat index)
+// rounds its shift's ties up if up[o % channels] (the CPU's vector loop), else away from zero.
+//
+// mean_int8_tiled(x, out, acc, outer, reduce, inner, slices, p, up, channels) — the input seen
+//   as [outer, reduce, inner] (the reduced axes one run between kept ones: H, W of NHWC), the
+//   output as [outer, inner]. Groups of lx x ly work-items (powers of 2, lx * ly <= MQ_TILE): lx
+//   consecutive inner columns, so a warp's reads are consecutive bytes, times ly rows of the
+//   reduced extent each, combined by a tree in local memory. Groups along dimension 0 cover
+//   (outer, slice, block of lx columns): with slices > 1 each of `slices` equal runs of the
+//   reduced extent has its own groups, so that a few channels over a large image fill a GPU in
+//   one launch. Those groups atomic_add their sums into acc[o * inner + c] and then count
+//   themselves in acc[outer * inner + o * blocks + block]; the last to count requantizes and
+//   leaves both zero for the next launch (the host zero-fills acc in Prepare). slices == 1: acc
+//   unused.
+//   NDRange: local (lx, ly), global (outer * slices * blocks * lx, ly), blocks = ceil(inner / lx).
+//
+// mean_int8(x, out, nk, nr, count, meta, p, up, channels) — any other axes.
+//   meta: int[2 * (nk + nr)] = kept dims, their input strides, reduced dims, their strides.
+//   NDRange: local (G, a power of 2 up to MQ_LOCAL), global (outputs * G): a group per output.
 #include "quant.cl"
 
 #define MQ_LOCAL 64
+#define MQ_TILE 256
+
+static inline QT mean_out(int sum, int o, __global const int* p, __global const uchar* up,
+                          int channels) {
+  const int v = quant_multiply(sum + p[0], p[1], p[2], up[o % channels] != 0) + p[3];
+  return (QT)clamp(v, QMIN, QMAX);
+}
+
+__kernel void mean_int8_tiled(__global const QT* x, __global QT* out, __global int* acc,
+                              int outer, int reduce, int inner, int slices,
+                              __global const int* p, __global const uchar* up, int channels) {
+  __local int part[MQ_TILE];
+  __local int last;
+  const int lx = get_local_size(0), ly = get_local_size(1);
+  const int lxi = get_local_id(0), lyi = get_local_id(1);
+  const int blocks = (inner + lx - 1) / lx;
+  const int g = get_group_id(0);
+  const int block = g % blocks, slice = g / blocks % slices, o = g / (blocks * slices);
+  const int c = block * lx + lxi;
+  const int run = (reduce + slices - 1) / slices;
+  const int r1 = min(reduce, (slice + 1) * run);
+  int sum = 0;
+  if (c < inner) {
+    __global const QT* xc = x + (long)o * reduce * inner + c;
+#pragma unroll 4
+    for (int r = slice * run + lyi; r < r1; r += ly) sum += (int)xc[(long)r * inner];
+  }
+  part[lyi * lx + lxi] = sum;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = ly / 2; s > 0; s /= 2) {
+    if (lyi < s) part[lyi * lx + lxi] += part[(lyi + s) * lx + lxi];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  // No early return: PoCL 3.1 then ran the code after the last barrier in every work-item.
+  const bool writes = lyi == 0 && c < inner;
+  const int idx = o * inner + c;
+  __global int* counter = acc + outer * inner + o * blocks + block;
+  if (slices > 1 && writes) atomic_add(acc + idx, part[lxi]);
+  // The sums must reach memory before the group counts itself (NVIDIA needs the fence besides
+  // the barrier), so that the group counting last finds them all.
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  if (lxi == 0 && lyi == 0) last = slices == 1 || atomic_add(counter, 1) == slices - 1;
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if (last && writes) {
+    int total = part[lxi];
+    if (slices > 1) {
+      // Read through an atomic (no stale cache) and zeroed for the next launch, as is the
+      // counter: no other group touches them any more.
+      total = atomic_xchg(acc + idx, 0);
+      if (lxi == 0) *counter = 0;
+    }
+    out[idx] = mean_out(total, idx, p, up, channels);
+  }
+}
 
 __kernel void mean_int8(__global const QT* x, __global QT* out, int nk, int nr, int count,
                         __global const int* meta, __global const int* p,
@@ -45,8 +113,5 @@ __kernel void mean_int8(__global const QT* x, __global QT* out, int nk, int nr, 
     if (lid < s) part[lid] += part[lid + s];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lid == 0) {
-    const int v = quant_multiply(part[0] + p[0], p[1], p[2], up[o % channels] != 0) + p[3];
-    out[o] = (QT)clamp(v, QMIN, QMAX);
-  }
+  if (lid == 0) out[o] = mean_out(part[0], o, p, up, channels);
 }

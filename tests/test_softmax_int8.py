@@ -1,6 +1,7 @@
 """SOFTMAX on int8 / uint8 tensors against TFLite's kernel, bit for bit: its float table of exp,
 the row sum added in order, a correctly rounded reciprocal and the final rounding; rows from 1
-to 1001 long (one work-group per row), several betas and input scales."""
+to 5000 long (one work-group per row, its table values gathered 1024 at a time for the in-order
+sum), several betas and input scales."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ CASES = [
     ((5, 1), 0.1, 0, 1.0, "int8"),
     ((4, 64), 0.03125, -128, 2.3, "int8"),
     ((2, 3, 100), 0.08, 128, 1.0, "uint8"),
+    ((1, 1000), 0.1, 0, 1.0, "int8"),  # a classifier's row: one chunk
+    ((2, 1024), 0.06, 3, 1.0, "int8"),  # exactly one chunk
+    ((2, 1025), 0.06, 3, 1.0, "uint8"),  # one element into a second chunk
+    ((1, 5000), 0.05, -10, 1.0, "int8"),  # five chunks
+    ((3, 2500), 0.07, 5, 0.8, "uint8"),  # several rows of several chunks
 ]
 
 

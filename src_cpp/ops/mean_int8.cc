@@ -10,10 +10,16 @@
 // - otherwise reference_ops::QuantizedMeanOrSum: (sum - in_zero * n) times the multiplier of
 //   in_scale / out_scale (in double) folded with 1 / n in integers, plus out_zero (ties away).
 // Both measured against both runtimes with power-of-two scales (every shift a tie).
+// When the reduced axes are one run between kept ones (the squeeze-excite means over H, W) the
+// input is an [outer, reduce, inner] view and mean_int8_tiled reads it coalesced, its reduced
+// extent split between groups into one launch; other axes take mean_int8, a group per output.
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <utility>
 
+#include "cl/errors.h"
+#include "cl/loader.h"
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
@@ -22,6 +28,16 @@ namespace clgpu {
 namespace {
 
 constexpr size_t kMaxGroup = 64;  // MQ_LOCAL in kernels/mean_int8.cl
+constexpr size_t kMaxTile = 256;  // MQ_TILE
+constexpr int64_t kWarp = 32;     // inner columns per tiled group at most: a warp's bytes
+constexpr int64_t kGroups = 256;  // tiled groups wanted: two per unit of a 132-unit GPU
+constexpr int64_t kMinRows = 4;   // reduced rows per work-item at least, before splitting more
+
+int64_t CeilPow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
 
 struct ReducerParams {
   bool keep_dims;
@@ -83,10 +99,6 @@ class MeanInt8Op : public Op {
       (mask[a] ? rstrides : kstrides).insert((mask[a] ? rstrides : kstrides).begin(), int(stride));
       if (mask[a]) count *= s[a];
     }
-    std::vector<int> meta = kdims;
-    for (const auto* v : {&kstrides, &rdims, &rstrides})
-      meta.insert(meta.end(), v->begin(), v->end());
-    if (meta.empty()) meta.push_back(0);
     spatial_ = Spatial(s);
     std::vector<int> p;
     std::vector<uint8_t> up(1, 0);
@@ -107,13 +119,44 @@ class MeanInt8Op : public Op {
       const int32_t mult = static_cast<int32_t>((int64_t(m.multiplier) << shift) / count);
       p = {-in_.zero_point[0] * int(count), mult, m.shift - shift, out_.zero_point[0]};
     }
-    meta_ = UploadInts(ctx, meta);
     params_ = UploadInts(ctx, p);
     up_ = UploadBytes(ctx, up.data(), up.size());
+    auto program = ctx.GetProgram("mean_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : "");
+    int64_t outer = 1, reduce = 1, inner = 1;
+    if (Tiled(s, mask, &outer, &reduce, &inner)) {
+      Launch l;
+      l.name = "mean_int8_tiled";
+      l.kernel = CreateKernel(*program, l.name);
+      const int64_t group = static_cast<int64_t>(RowGroup(ctx, l.kernel, kMaxTile, INT64_MAX));
+      const int64_t lx = std::min({CeilPow2(inner), kWarp, group});
+      const int64_t ly = std::min(group / lx, CeilPow2(reduce));
+      const int64_t blocks = (inner + lx - 1) / lx;
+      // Few groups (few channels) split the reduced extent into slices of their own, as long as
+      // each work-item keeps a few rows to add.
+      int64_t slices = 1;
+      if (outer * blocks < kGroups)
+        slices = std::max<int64_t>(1, std::min((kGroups + outer * blocks - 1) / (outer * blocks),
+                                               reduce / (ly * kMinRows)));
+      // Per output its int32 sum, then per (outer, block) the count of its groups done.
+      acc_ = ZeroInts(ctx, slices > 1 ? static_cast<size_t>(outer * inner + outer * blocks) : 1);
+      SetArgs(l.kernel, in[0], out[0], acc_.get(), static_cast<int>(outer),
+              static_cast<int>(reduce), static_cast<int>(inner), static_cast<int>(slices),
+              params_.get(), up_.get(), static_cast<int>(up.size()));
+      l.dims = 2;
+      l.local[0] = static_cast<size_t>(lx), l.local[1] = static_cast<size_t>(ly);
+      l.global[0] = static_cast<size_t>(outer * slices * blocks * lx);
+      l.global[1] = static_cast<size_t>(ly);
+      launches_.push_back(std::move(l));
+      return;
+    }
+    std::vector<int> meta = kdims;
+    for (const auto* v : {&kstrides, &rdims, &rstrides})
+      meta.insert(meta.end(), v->begin(), v->end());
+    if (meta.empty()) meta.push_back(0);
+    meta_ = UploadInts(ctx, meta);
     Launch l;
     l.name = "mean_int8";
-    l.kernel = CreateKernel(
-        *ctx.GetProgram("mean_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""), l.name);
+    l.kernel = CreateKernel(*program, l.name);
     const size_t group = RowGroup(ctx, l.kernel, kMaxGroup, count);
     SetArgs(l.kernel, in[0], out[0], static_cast<int>(kdims.size()), static_cast<int>(rdims.size()),
             static_cast<int>(count), meta_.get(), params_.get(), up_.get(),
@@ -124,6 +167,35 @@ class MeanInt8Op : public Op {
   }
 
  private:
+  // Whether the reduced axes (size-1 axes aside) are one run between kept ones: the input is then
+  // [outer, reduce, inner], the product of the kept axes before the run, of the run, and of the
+  // kept axes after it.
+  static bool Tiled(const Shape& s, const std::vector<bool>& mask, int64_t* outer, int64_t* reduce,
+                    int64_t* inner) {
+    int part = 0;  // 0: kept axes before the run, 1: in the run, 2: kept axes after it
+    for (size_t a = 0; a < s.size(); ++a) {
+      if (s[a] == 1) continue;
+      if (mask[a]) {
+        if (part == 2) return false;
+        part = 1;
+        *reduce *= s[a];
+      } else {
+        if (part == 1) part = 2;
+        *(part == 0 ? outer : inner) *= s[a];
+      }
+    }
+    if (part == 0) std::swap(*outer, *inner);  // nothing reduced: all columns, one row
+    return true;
+  }
+  // A read-write buffer of n zero ints, which the kernel leaves zero after each launch.
+  static Buffer ZeroInts(OpContext& ctx, size_t n) {
+    const std::vector<int> zeros(n, 0);
+    Buffer buf = ctx.env.CreateBuffer(n * sizeof(int), CL_MEM_READ_WRITE);
+    CheckCl(Cl().clEnqueueWriteBuffer(ctx.queue, buf.get(), CL_TRUE, 0, n * sizeof(int),
+                                      zeros.data(), 0, nullptr, nullptr),
+            "clEnqueueWriteBuffer(zeros)");
+    return buf;
+  }
   // Whether the CPU takes its 4-D path (axes {1, 2} with keep_dims).
   bool Spatial(const Shape& s) const {
     if (!keep_dims_ || s.size() != 4) return false;
@@ -157,7 +229,7 @@ class MeanInt8Op : public Op {
   QuantParams in_, out_;
   CpuKernels cpu_;
   bool spatial_ = false;
-  Buffer meta_, params_, up_;
+  Buffer meta_, params_, up_, acc_;
 };
 
 }  // namespace

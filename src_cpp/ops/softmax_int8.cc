@@ -14,7 +14,7 @@
 namespace clgpu {
 namespace {
 
-constexpr size_t kMaxGroup = 64;  // SMQ_LOCAL in kernels/softmax_int8.cl
+constexpr size_t kMaxGroup = 256;  // SMQ_LOCAL in kernels/softmax_int8.cl
 
 class SoftmaxInt8Op : public Op {
  public:
