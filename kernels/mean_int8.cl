@@ -65,7 +65,7 @@ __kernel void mean_int8_tiled(__global const QT* x, __global QT* out, __global i
   if (slices > 1 && writes) atomic_add(acc + idx, part[lxi]);
   // The sums must reach memory before the group counts itself (NVIDIA needs the fence besides
   // the barrier), so that the group counting last finds them all.
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  global_fence();
   barrier(CLK_GLOBAL_MEM_FENCE);
   if (lxi == 0 && lyi == 0) last = slices == 1 || atomic_add(counter, 1) == slices - 1;
   barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);

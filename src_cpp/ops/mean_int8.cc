@@ -18,9 +18,9 @@
 #include <cstring>
 #include <utility>
 
-#include "cl/errors.h"
-#include "cl/loader.h"
+#include "cl/int8_dot.h"
 #include "common/error.h"
+#include "ops/gemm_int8.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
 
@@ -121,7 +121,10 @@ class MeanInt8Op : public Op {
     }
     params_ = UploadInts(ctx, p);
     up_ = UploadBytes(ctx, up.data(), up.size());
-    auto program = ctx.GetProgram("mean_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : "");
+    // On NVIDIA (the dp4a path) its global fence is the PTX instruction (quant.cl).
+    std::string defines = type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : "";
+    if (Int8DotPathOf(ctx) == "dp4a") defines += " " + Int8DotDefines("dp4a");
+    auto program = ctx.GetProgram("mean_int8", defines);
     int64_t outer = 1, reduce = 1, inner = 1;
     if (Tiled(s, mask, &outer, &reduce, &inner)) {
       Launch l;
@@ -138,7 +141,8 @@ class MeanInt8Op : public Op {
         slices = std::max<int64_t>(1, std::min((kGroups + outer * blocks - 1) / (outer * blocks),
                                                reduce / (ly * kMinRows)));
       // Per output its int32 sum, then per (outer, block) the count of its groups done.
-      acc_ = ZeroInts(ctx, slices > 1 ? static_cast<size_t>(outer * inner + outer * blocks) : 1);
+      // The kernel leaves its sums and counters zero after each launch.
+      acc_ = ZeroBuffer(ctx, sizeof(int) * (slices > 1 ? size_t(outer) * (inner + blocks) : 1));
       SetArgs(l.kernel, in[0], out[0], acc_.get(), static_cast<int>(outer),
               static_cast<int>(reduce), static_cast<int>(inner), static_cast<int>(slices),
               params_.get(), up_.get(), static_cast<int>(up.size()));
@@ -186,15 +190,6 @@ class MeanInt8Op : public Op {
     }
     if (part == 0) std::swap(*outer, *inner);  // nothing reduced: all columns, one row
     return true;
-  }
-  // A read-write buffer of n zero ints, which the kernel leaves zero after each launch.
-  static Buffer ZeroInts(OpContext& ctx, size_t n) {
-    const std::vector<int> zeros(n, 0);
-    Buffer buf = ctx.env.CreateBuffer(n * sizeof(int), CL_MEM_READ_WRITE);
-    CheckCl(Cl().clEnqueueWriteBuffer(ctx.queue, buf.get(), CL_TRUE, 0, n * sizeof(int),
-                                      zeros.data(), 0, nullptr, nullptr),
-            "clEnqueueWriteBuffer(zeros)");
-    return buf;
   }
   // Whether the CPU takes its 4-D path (axes {1, 2} with keep_dims).
   bool Spatial(const Shape& s) const {
