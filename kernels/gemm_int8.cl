@@ -22,7 +22,7 @@
 //
 // Split-K (-DSPLIT_K), for outputs of too few tiles to fill the device: global[1] = splits, and
 //   group z = get_group_id(1) sums k in [z * k_per_split, (z + 1) * k_per_split) (k_per_split a
-//   multiple of 4 * TK4), then adds its int32 sums into `sums` [M][N] with atomics (integer sums
+//   multiple of 4), then adds its int32 sums into `sums` [M][N] with atomics (integer sums
 //   are exact in any order, so the result is bit for bit the unsplit one) and counts itself in
 //   counters[get_group_id(0)]. The group that counts last applies the epilogue, reading the sums
 //   back and zeroing them and its counter for the next launch: one launch, no reduction kernel
@@ -127,6 +127,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
 
   const int Kp4 = Kp >> 2;
   const int kbeg = get_group_id(1) * k_per_split, kend = min(Kp, kbeg + k_per_split);
+  // A split may end inside a step: B past its end reads as zero, so those k add nothing.
+  const int kend4 = kend >> 2;
   for (int k0 = kbeg; k0 < kend; k0 += 4 * TK4) {
 #if defined(IM2COL) && defined(VEC_A) && GEMM_WG % TK4 == 0
     // Every A load of this work-item in this step reads the same k (e % TK4 = lid % TK4): its
@@ -176,7 +178,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
       const int e = lid + i * GEMM_WG;
       if (e < TN * TK4) {
         const int g = e % TK4, n = n0 + e / TK4, k4 = (k0 >> 2) + g;
-        Bs[g][e / TK4] = (n < N && k4 < Kp4) ? b[n * Kp4 + k4] : 0;
+        Bs[g][e / TK4] = (n < N && k4 < kend4) ? b[n * Kp4 + k4] : 0;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -203,7 +205,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
       const int m = m0 + ty + i * RTM;
-      if (m < M) atomic_add(&sums[m * N + n], acc[i][j]);
+      if (m < M) global_add(&sums[m * N + n], acc[i][j]);
     }
   }
   // Every group's additions are visible before its count: the last to count sees them all.
@@ -231,7 +233,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
         if (m >= M) continue;
         const int idx = m * N + n;
 #ifdef SPLIT_K
-        const int s = atomic_xchg(&sums[idx], 0);
+        const int s = global_take(&sums[idx]);
 #else
         const int s = acc[i][j];
 #endif

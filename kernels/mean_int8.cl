@@ -62,7 +62,7 @@ __kernel void mean_int8_tiled(__global const QT* x, __global QT* out, __global i
   const bool writes = lyi == 0 && c < inner;
   const int idx = o * inner + c;
   __global int* counter = acc + outer * inner + o * blocks + block;
-  if (slices > 1 && writes) atomic_add(acc + idx, part[lxi]);
+  if (slices > 1 && writes) global_add(acc + idx, part[lxi]);
   // The sums must reach memory before the group counts itself (NVIDIA needs the fence besides
   // the barrier), so that the group counting last finds them all.
   global_fence();
@@ -72,9 +72,8 @@ __kernel void mean_int8_tiled(__global const QT* x, __global QT* out, __global i
   if (last && writes) {
     int total = part[lxi];
     if (slices > 1) {
-      // Read through an atomic (no stale cache) and zeroed for the next launch, as is the
-      // counter: no other group touches them any more.
-      total = atomic_xchg(acc + idx, 0);
+      // Zeroed for the next launch, as is the counter: no other group touches them any more.
+      total = global_take(acc + idx);
       if (lxi == 0) *counter = 0;
     }
     out[idx] = mean_out(total, idx, p, up, channels);

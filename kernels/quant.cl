@@ -38,13 +38,28 @@ static inline int quant_add(int qa, int qb, __global const int* p, bool up) {
   return clamp(quant_multiply(sum, p[7], p[8], up) + p[9], p[10], p[11]);
 }
 
-// global_fence(): this work-item's global writes (atomics included) visible to every other
-// work-group before its later ones. OpenCL 1.2 leaves that to mem_fence; on NVIDIA (the dp4a
-// path) the PTX instruction that guarantees it.
+// Sums that work-groups add into global memory for one of them, the last, to read:
+// global_add(p, v): *p += v atomically; global_fence(): this work-item's global writes (atomics
+// included) visible to every other work-group before its later ones; global_take(p): *p, read
+// where the others' additions landed, left zero for the next launch (no one else touches it any
+// more). OpenCL 1.2's atomics return the old value, and NVIDIA's driver then waits for each
+// one: on NVIDIA (the dp4a path) PTX's reduction, which returns nothing, an L2 load and
+// membar.gl, which guarantees the fence.
 #if defined(QUANT_DOT_DP4A)
 #define global_fence() asm volatile("membar.gl;")
+static inline void global_add(__global int* p, int v) {
+  asm volatile("red.global.add.s32 [%0], %1;" : : "l"(p), "r"(v));
+}
+static inline int global_take(__global int* p) {
+  int v;
+  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  asm volatile("st.global.s32 [%0], %1;" : : "l"(p), "r"(0));
+  return v;
+}
 #else
 #define global_fence() mem_fence(CLK_GLOBAL_MEM_FENCE)
+static inline void global_add(__global int* p, int v) { atomic_add(p, v); }
+static inline int global_take(__global int* p) { return atomic_xchg(p, 0); }
 #endif
 
 // quant_store(v, stage, channels): the output byte of requantized integer v. With -DQUANT_TABLE an

@@ -61,13 +61,13 @@ def test_gemm_int8_split_k(runtime: str, name: str, splits: int) -> None:
     assert one_launch(splitk_kernels(r))
 
 
-@pytest.mark.parametrize("tiles", ["64,64,8,8,4", "8,64,4,2,4"])
+@pytest.mark.parametrize("tiles", ["64,64,8,8,4", "8,64,4,2,4", "32,32,16,4,4"])
 @pytest.mark.parametrize("name", ["fc_m1_k150", "conv3x3_c16"])
 def test_gemm_int8_split_k_tiles(
     runtime: str, name: str, tiles: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The NVIDIA tiles (a K tile of 32: slices of whole K tiles, the last one short) and short
-    # row tiles for one-row outputs.
+    # The NVIDIA tiles (a K tile of 32: slices of whole K tiles, the last one short), deeper
+    # steps, and short row tiles for one-row outputs.
     monkeypatch.setenv("CLGPU_TUNE_GEMM_INT8", tiles)
     r = check_int8_parity(model(name), runtime, min_fraction=1.0, gemm_splits=3, profiling=True)
     assert one_launch(splitk_kernels(r))

@@ -19,7 +19,8 @@ struct Int8Tiles {
 
 // Per device class, for an m x n output; CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides
 // (bench/bench_int8.py). On NVIDIA GPUs 64 x 64 tiles, unless they would leave compute units
-// without a work-group (late layers of batch-1 networks: a 7x7 map is 49 rows).
+// without a work-group (late layers of batch-1 networks: a 7x7 map is 49 rows). Deeper steps of
+// k for the 32 x 32 tiles (16 groups of four) ran no faster on the H200.
 Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
   const Int8Tiles small{32, 32, 4, 4, 4}, big{64, 64, 8, 8, 4};
   const long big_groups = ((m + big.tm - 1) / big.tm) * ((n + big.tn - 1) / big.tn);
