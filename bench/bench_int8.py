@@ -5,6 +5,7 @@ inline PTX vs the portable integer path), and the zoo's int8 models against TFLi
     python bench/bench_int8.py --layers            # only the layers
     python bench/bench_int8.py --models mobilenet_v2,resnet50 --runs 100
     python bench/bench_int8.py --models DIR/keras_mobilenet_v2_int8.tflite
+    python bench/bench_int8.py --models ... --block 25 --tag blocks   # turns of 25 runs each
 
 Layers: single int8 CONV_2D / FULLY_CONNECTED models with the shapes of MobileNetV2 and
 ResNet-50 layers (per-channel weights, calibrated scales), run once per dot-product path in a
@@ -140,7 +141,7 @@ def output_scale(interp: Any) -> float:
     return 1.0
 
 
-def run_models(names: list[str], runs: int) -> None:
+def run_models(names: list[str], runs: int, block: int, tag: str) -> None:
     rows = []
     for name in names:
         # A .tflite file (e.g. keras_mobilenet_v2_int8.tflite from keras_models.py --int8), or
@@ -154,7 +155,9 @@ def run_models(names: list[str], runs: int) -> None:
         ref.set_tensor(d["index"], x)
         ref.invoke()
         expected = ref.get_tensor(ref.get_output_details()[0]["index"])
-        rep = run_benchmark(str(path), runs=runs, progress=False, partitioning="all")
+        rep = run_benchmark(
+            str(path), runs=runs, progress=False, partitioning="all", block=block
+        )
         cpu, dev = rep["results"]
         # The delegate's output (after the DEQUANTIZE) in quanta of that DEQUANTIZE's input.
         dl = clgpu_delegate.load(partitioning="all")
@@ -187,7 +190,7 @@ def run_models(names: list[str], runs: int) -> None:
         ("exact_outputs", "bit-exact outputs"),
         ("max_quanta_est", "max diff (output steps)"),
     ]
-    print(write_results("int8-models", device_info(), rows, cols))
+    print(write_results("int8-models" + (f"-{tag}" if tag else ""), device_info(), rows, cols))
 
 
 def main() -> int:
@@ -199,6 +202,13 @@ def main() -> int:
         help=f"comma-separated zoo names or .tflite paths (default {','.join(MODELS)})",
     )
     p.add_argument("--runs", type=int, default=50)
+    p.add_argument(
+        "--block",
+        type=int,
+        default=1,
+        help="the CPU and the delegate take turns in blocks of this many runs (default: every run)",
+    )
+    p.add_argument("--tag", default="", help="a suffix of the models' results name")
     p.add_argument("--layers-child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.layers_child:
@@ -207,7 +217,7 @@ def main() -> int:
     if a.models is None:
         run_layers()
     if not a.layers:
-        run_models((a.models or ",".join(MODELS)).split(","), a.runs)
+        run_models((a.models or ",".join(MODELS)).split(","), a.runs, a.block, a.tag)
     return 0
 
 

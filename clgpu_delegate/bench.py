@@ -76,8 +76,9 @@ class BenchReport(TypedDict):
     speedup: float | None
     speedup_min: float | None  # the same from the fastest runs
     warnings: list[str]  # why the medians may not be trusted (few runs, a wide spread)
-    # "alternating": a CPU run, a delegate run, ...; "blocks": every CPU run, then every
-    # delegate run (an OpenCL device on the CPU's own cores).
+    # "alternating": a CPU run, a delegate run, ...; "alternating blocks of N runs": N of
+    # each in turn; "blocks": every CPU run, then every delegate run (an OpenCL device on the
+    # CPU's own cores).
     timing: str
     # Set by the command line: its arguments and `--check-precision`'s per-node errors.
     command: NotRequired[list[str]]
@@ -254,13 +255,17 @@ def run_benchmark(
     progress: bool = True,
     profile: bool = False,
     min_seconds: float = 0.0,
+    block: int = 1,
     **delegate_options: Any,
 ) -> BenchReport:
     """Benchmark CPU vs delegate on one model; returns a JSON-able report. With min_seconds,
     pairs of runs continue past `runs` until that much time has passed (a model of a few
     kernels needs thousands of runs for a median that jitter does not move:
     bench/results/lenet-floor-*.md). `delegate_options` are load()'s (partitioning: its
-    default unless given, or "measure": time the plans with plan() and run the fastest)."""
+    default unless given, or "measure": time the plans with plan() and run the fastest).
+    block: the CPU and the delegate alternate in blocks of that many runs (1: every run), so
+    that a run does not start while the other's threads are still busy (XNNPACK's pool spins
+    after a run; measured to slow the delegate's next invoke on a 16-core host)."""
     require_extra("bench", "the benchmark", "tqdm", "tflite", "flatbuffers")
     from tqdm import tqdm
 
@@ -268,6 +273,8 @@ def run_benchmark(
 
     if runs < 1:
         raise ValueError(f"runs must be at least 1 (got {runs})")
+    if block < 1:
+        raise ValueError(f"block must be at least 1 (got {block})")
     threads = threads or os.cpu_count() or 1
     runtime = resolve_runtime(runtime)
     name, source, data = _model_bytes(model, size)
@@ -304,8 +311,9 @@ def run_benchmark(
             t_end = time.perf_counter() + min_seconds / len(groups)
             while len(rows[0].result.runs_ms) < runs or time.perf_counter() < t_end:
                 for r in rows:
-                    r.result.runs_ms.append(r.run(feeds))
-                bar.update()
+                    for _ in range(block):
+                        r.result.runs_ms.append(r.run(feeds))
+                bar.update(block)
         bar.close()
     finally:
         gc.enable()
@@ -334,7 +342,9 @@ def run_benchmark(
         "speedup": cpu.result.median_ms / gpu.result.median_ms if delegated else None,
         "speedup_min": cpu.result.min_ms / gpu.result.min_ms if delegated else None,
         "warnings": timing_warnings(results) + _load_warning(),
-        "timing": "blocks" if blocks else "alternating",
+        "timing": "blocks"
+        if blocks
+        else "alternating" + (f" blocks of {block} runs" if block > 1 else ""),
     }
     if measured is not None:
         report["plan"] = measured.summary()
