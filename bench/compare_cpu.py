@@ -130,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="alternate CPU and delegate runs past --runs until this long (tiny models)",
     )
+    ap.add_argument(
+        "--block",
+        type=int,
+        default=1,
+        help="CPU and delegate take turns in blocks of this many runs (default: every run)",
+    )
+    ap.add_argument("--tag", default="", help="a suffix of the results' name")
     ap.add_argument("--pynet-size", type=int, default=512)
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--partitioning", default="cost")
@@ -167,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 partitioning=args.partitioning,
                 progress=False,
                 profile=args.profile,
+                block=args.block,
             )
         except Exception as e:  # noqa: BLE001 - one model that fails does not end the run
             print(f"{name:<16} failed: {type(e).__name__}: {e}", flush=True)
@@ -212,14 +220,17 @@ def main(argv: list[str] | None = None) -> int:
         "partitioning": args.partitioning,
         "runs": args.runs,
         "min_seconds": args.min_seconds,
+        "block": args.block,
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     failed = [r for r in rows if "error" in r]
     rows = [r for r in rows if "error" not in r]
-    stem = ("models-real-" if args.set == "real" else "models-") + re.sub(
-        r"[^A-Za-z0-9]+", "_", meta["device"] or "unknown"
-    ).strip("_")
+    stem = (
+        ("models-real-" if args.set == "real" else "models-")
+        + (f"{args.tag}-" if args.tag else "")
+        + re.sub(r"[^A-Za-z0-9]+", "_", meta["device"] or "unknown").strip("_")
+    )
     (out / f"{stem}.json").write_text(
         json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
     )
@@ -228,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, "
         f"precision {meta['precision']}, partitioning {meta['partitioning']}, "
-        f"median of at least {meta['runs']} alternating runs and {meta['min_seconds']} s per model "
-        "(runs per model in the JSON)",
+        f"median of at least {meta['runs']} alternating runs"
+        + (f" (in turns of {args.block})" if args.block > 1 else "")
+        + f" and {meta['min_seconds']} s per model (runs per model in the JSON)",
         "",
         f"command: `{meta['command']}`",
         "",
