@@ -263,9 +263,11 @@ def run_benchmark(
     kernels needs thousands of runs for a median that jitter does not move:
     bench/results/lenet-floor-*.md). `delegate_options` are load()'s (partitioning: its
     default unless given, or "measure": time the plans with plan() and run the fastest).
-    block: the CPU and the delegate alternate in blocks of that many runs (1: every run), so
-    that a run does not start while the other's threads are still busy (XNNPACK's pool spins
-    after a run; measured to slow the delegate's next invoke on a 16-core host)."""
+    block: the CPU and the delegate alternate in blocks of that many runs (1: every run). A
+    delegate invoke that follows a CPU run, or any idle time, is slower than one right after
+    the previous invoke (the GPU and the driver's threads idle meanwhile:
+    bench/bench_idle_gap.py measures it); blocks time the delegate as an application that
+    invokes it in a loop sees it."""
     require_extra("bench", "the benchmark", "tqdm", "tflite", "flatbuffers")
     from tqdm import tqdm
 
