@@ -8,7 +8,7 @@ the automatic plan, and with the automatic plan under other CLGPU_SPLITK_THREADS
     CLGPU_TUNE_GEMM_INT8=8,64,4,2,4 python bench/bench_int8_splitk.py --tag tm8   # other tiles
 
 Results: bench/results/int8-splitk[-TAG]-<device>.{json,md}. Timings come from the kernel events
-(bench/_common.py), so they include the reduce launch of a split GEMM.
+(bench/_common.py): a split GEMM is one launch (its last group per tile applies the output stage).
 """
 
 from __future__ import annotations
