@@ -17,14 +17,14 @@ struct Int8Tiles {
   size_t work_group() const { return size_t(tm / wm) * (tn / wn); }
 };
 
-// Per device class, for an m x n output; CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides
-// (bench/bench_int8.py). On NVIDIA GPUs 64 x 64 tiles, unless they would leave compute units
-// without a work-group (late layers of batch-1 networks: a 7x7 map is 49 rows). Deeper steps of
-// k for the 32 x 32 tiles (16 groups of four) ran no faster on the H200.
-Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
-  const Int8Tiles small{32, 32, 4, 4, 4}, big{64, 64, 8, 8, 4};
-  const long big_groups = ((m + big.tm - 1) / big.tm) * ((n + big.tn - 1) / big.tn);
-  Int8Tiles t = dev.type == "gpu" && dev.nvidia() && big_groups >= dev.compute_units ? big : small;
+// Per device class; CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides (bench/bench_int8.py). On
+// NVIDIA GPUs 32 x 32 tiles of 256 work-items, 2 x 2 outputs each, 32 k per step: batch-1
+// layers are too small to hide memory latency with work per work-item, so many work-items of
+// little work each ran the int8 models faster on the H200 than 4 x 4 outputs per work-item
+// and 64 x 64 tiles (bench/results/int8-tiles-*.md).
+Int8Tiles TilesFor(const DeviceInfo& dev) {
+  Int8Tiles t =
+      dev.type == "gpu" && dev.nvidia() ? Int8Tiles{32, 32, 8, 2, 2} : Int8Tiles{32, 32, 4, 4, 4};
   if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
     Int8Tiles o{};
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 || o.wm < 1 ||
@@ -37,9 +37,8 @@ Int8Tiles TilesFor(const DeviceInfo& dev, long m, long n) {
 
 // Splits of K as the float GEMM chooses them (PlanSplitK: option gemm_splits, GPUs only,
 // CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four, aiming at 1024 work-items per
-// compute unit: on the H200 ResNet50V2's 3x3 layers ran 0.25 ms faster per invoke than with
-// splits that only give every unit two groups, the other models the same
-// (bench/results/int8-splitk-*.md, int8-models-*.md).
+// compute unit: on the H200 that ran ResNet50V2's 3x3 layers faster than splits that only give
+// every unit two groups, the other models the same (bench/results/int8-splitk-*.md).
 GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long kp,
                   size_t max_alloc) {
   GemmPlan p;
@@ -56,12 +55,12 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k) {
   const long kp = (k + 3) / 4 * 4;
-  return PlanInt8(ctx, TilesFor(ctx.env.device(), m, n), m, n, kp, ctx.max_alloc).splits > 1;
+  return PlanInt8(ctx, TilesFor(ctx.env.device()), m, n, kp, ctx.max_alloc).splits > 1;
 }
 
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k) {
   const long kp = (k + 3) / 4 * 4;
-  const GemmPlan p = PlanInt8(ctx, TilesFor(ctx.env.device(), m, n), m, n, kp, SIZE_MAX);
+  const GemmPlan p = PlanInt8(ctx, TilesFor(ctx.env.device()), m, n, kp, SIZE_MAX);
   return p.splits > 1 ? size_t(m) * n * sizeof(int32_t) : 0;
 }
 
@@ -100,7 +99,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     state->table_stage = UploadOutputStage(ctx, s);
     stage = state->table_stage.get();
   }
-  const Int8Tiles t = TilesFor(ctx.env.device(), m, w.n);
+  const Int8Tiles t = TilesFor(ctx.env.device());
   const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc);
   const bool split = p.splits > 1;
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
