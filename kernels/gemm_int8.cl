@@ -208,18 +208,10 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
       if (m < M) global_add(&sums[m * N + n], acc[i][j]);
     }
   }
-  // Every group's additions are visible before its count: the last to count sees them all.
-  __local int last;
-  global_fence();
-  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-  if (lid == 0) {
-    last = atomic_inc(&counters[get_group_id(0)]) == (int)get_num_groups(1) - 1;
-    if (last) atomic_xchg(&counters[get_group_id(0)], 0);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  // No early return after a barrier: PoCL 3.1 was seen to run the code past one anyway.
-  if (last) {
-    global_fence();
+  // The last split of this tile to finish applies the epilogue. No early return after a
+  // barrier: PoCL 3.1 was seen to run the code past one anyway.
+  __local int flag;
+  if (last_to_count(&counters[get_group_id(0)], get_num_groups(1), &flag)) {
 #endif
 #pragma unroll
     for (int j = 0; j < WN; ++j) {

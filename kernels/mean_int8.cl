@@ -13,10 +13,10 @@
 //   reduced extent each, combined by a tree in local memory. Groups along dimension 0 cover
 //   (outer, slice, block of lx columns): with slices > 1 each of `slices` equal runs of the
 //   reduced extent has its own groups, so that a few channels over a large image fill a GPU in
-//   one launch. Those groups atomic_add their sums into acc[o * inner + c] and then count
-//   themselves in acc[outer * inner + o * blocks + block]; the last to count requantizes and
-//   leaves both zero for the next launch (the host zero-fills acc in Prepare). slices == 1: acc
-//   unused.
+//   one launch. Every group counts itself in acc[o * blocks + block] (quant.cl's
+//   last_to_count; with slices == 1 each group is its own last); with slices > 1 the groups
+//   first add their sums into acc[outer * blocks + o * inner + c], and the last to count reads
+//   them. Both are left zero for the next launch (the host zero-fills acc in Prepare).
 //   NDRange: local (lx, ly), global (outer * slices * blocks * lx, ly), blocks = ceil(inner / lx).
 //
 // mean_int8(x, out, nk, nr, count, meta, p, up, channels) — any other axes.
@@ -37,7 +37,7 @@ __kernel void mean_int8_tiled(__global const QT* x, __global QT* out, __global i
                               int outer, int reduce, int inner, int slices,
                               __global const int* p, __global const uchar* up, int channels) {
   __local int part[MQ_TILE];
-  __local int last;
+  __local int flag;
   const int lx = get_local_size(0), ly = get_local_size(1);
   const int lxi = get_local_id(0), lyi = get_local_id(1);
   const int blocks = (inner + lx - 1) / lx;
@@ -61,23 +61,12 @@ __kernel void mean_int8_tiled(__global const QT* x, __global QT* out, __global i
   // No early return: PoCL 3.1 then ran the code after the last barrier in every work-item.
   const bool writes = lyi == 0 && c < inner;
   const int idx = o * inner + c;
-  __global int* counter = acc + outer * inner + o * blocks + block;
-  if (slices > 1 && writes) global_add(acc + idx, part[lxi]);
-  // The sums must reach memory before the group counts itself (NVIDIA needs the fence besides
-  // the barrier), so that the group counting last finds them all.
-  global_fence();
-  barrier(CLK_GLOBAL_MEM_FENCE);
-  if (lxi == 0 && lyi == 0) last = slices == 1 || atomic_add(counter, 1) == slices - 1;
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  if (last && writes) {
-    int total = part[lxi];
-    if (slices > 1) {
-      // Zeroed for the next launch, as is the counter: no other group touches them any more.
-      total = global_take(acc + idx);
-      if (lxi == 0) *counter = 0;
-    }
-    out[idx] = mean_out(total, idx, p, up, channels);
-  }
+  __global int* sums = acc + outer * blocks;
+  if (slices > 1 && writes) global_add(sums + idx, part[lxi]);
+  // Every work-item reaches the barriers inside (PoCL 3.1 mishandled them under a condition).
+  const bool last = last_to_count(acc + o * blocks + block, slices, &flag);
+  if (last && writes)
+    out[idx] = mean_out(slices > 1 ? global_take(sums + idx) : part[lxi], idx, p, up, channels);
 }
 
 __kernel void mean_int8(__global const QT* x, __global QT* out, int nk, int nr, int count,

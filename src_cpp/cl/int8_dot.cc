@@ -78,9 +78,13 @@ bool Advertises(const DeviceInfo& d, const std::string& ext) {
 }  // namespace
 
 std::string Int8DotDefines(const std::string& path) {
-  if (path == "dp4a") return "-DQUANT_DOT_DP4A";
+  if (path == "dp4a") return "-DQUANT_DOT_DP4A -DQUANT_PTX";
   if (path == "khr") return "-DQUANT_DOT_KHR -cl-std=CL3.0";
   return "";
+}
+
+std::string PtxDefines(const DeviceInfo& d) {
+  return Int8DotPath(d) == "dp4a" ? "-DQUANT_PTX" : "";
 }
 
 const std::string& Int8DotPath(const DeviceInfo& d) {

@@ -12,8 +12,11 @@
 namespace clgpu {
 
 // The path for `d` (cached per device for the process) and the build defines that select it
-// ("-DQUANT_DOT_DP4A", "-DQUANT_DOT_KHR -cl-std=CL3.0" or "").
+// ("-DQUANT_DOT_DP4A -DQUANT_PTX", "-DQUANT_DOT_KHR -cl-std=CL3.0" or "").
 const std::string& Int8DotPath(const DeviceInfo& d);
 std::string Int8DotDefines(const std::string& path);
+// "-DQUANT_PTX" where the dp4a probe showed that inline PTX compiles and runs, else "": the sums
+// that work-groups add for one another (kernels/quant.cl) then use PTX instructions.
+std::string PtxDefines(const DeviceInfo& d);
 
 }  // namespace clgpu

@@ -175,13 +175,14 @@ class Conv2dInt8Op : public Op {
     return {box};
   }
   // Its largest buffer: the packed filter, or split-K's int32 sums.
-  size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>&,
+  size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,
                           const Box& out) const override {
-    const int m = out.size[0] * out.size[1] * out.size[2], k = int(src_->PerChannel());
-    return std::max(size_t(out.size[3]) * ((k + 3) / 4 * 4),
-                    ctx.options.conv_algorithm == "direct"
-                        ? size_t(0)
-                        : Int8GemmSumBytes(ctx, m, out.size[3], k));
+    Box box;
+    const ConvGeometry g = Geometry(in[0]).Chunk(out, &box);
+    const int k = int(src_->PerChannel());
+    const size_t sums =
+        Choose(ctx, g) == Algo::kDirect ? 0 : Int8GemmSumBytes(ctx, g.n * g.oh * g.ow, g.oc, k);
+    return std::max(size_t(g.oc) * ((k + 3) / 4 * 4), sums);
   }
   std::unique_ptr<Op> MakeChunk(const std::vector<Shape>& in, const Box& out) const override {
     Box box;

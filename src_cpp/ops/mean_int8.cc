@@ -20,7 +20,6 @@
 
 #include "cl/int8_dot.h"
 #include "common/error.h"
-#include "ops/gemm_int8.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
 
@@ -121,9 +120,8 @@ class MeanInt8Op : public Op {
     }
     params_ = UploadInts(ctx, p);
     up_ = UploadBytes(ctx, up.data(), up.size());
-    // On NVIDIA (the dp4a path) its global fence is the PTX instruction (quant.cl).
-    std::string defines = type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : "";
-    if (Int8DotPathOf(ctx) == "dp4a") defines += " " + Int8DotDefines("dp4a");
+    std::string defines = PtxDefines(ctx.env.device());
+    if (type_ == ValueType::kUInt8) defines += " -DQUANT_UINT8";
     auto program = ctx.GetProgram("mean_int8", defines);
     int64_t outer = 1, reduce = 1, inner = 1;
     if (Tiled(s, mask, &outer, &reduce, &inner)) {
@@ -140,9 +138,9 @@ class MeanInt8Op : public Op {
       if (outer * blocks < kGroups)
         slices = std::max<int64_t>(1, std::min((kGroups + outer * blocks - 1) / (outer * blocks),
                                                reduce / (ly * kMinRows)));
-      // Per output its int32 sum, then per (outer, block) the count of its groups done.
-      // The kernel leaves its sums and counters zero after each launch.
-      acc_ = ZeroBuffer(ctx, sizeof(int) * (slices > 1 ? size_t(outer) * (inner + blocks) : 1));
+      // Per (outer, block) the count of its groups done, then (slices > 1) per output its int32
+      // sum. The kernel leaves both zero after each launch.
+      acc_ = ZeroBuffer(ctx, sizeof(int) * size_t(outer) * (blocks + (slices > 1 ? inner : 0)));
       SetArgs(l.kernel, in[0], out[0], acc_.get(), static_cast<int>(outer),
               static_cast<int>(reduce), static_cast<int>(inner), static_cast<int>(slices),
               params_.get(), up_.get(), static_cast<int>(up.size()));
