@@ -4,6 +4,7 @@ and writing results with device, driver, date and command."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -17,6 +18,18 @@ import clgpu_delegate as cd
 from clgpu_delegate.runtime import make_interpreter
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def add_turn_arguments(p: argparse.ArgumentParser) -> None:
+    """--block (run_benchmark's block: CPU and delegate take turns in blocks of that many runs)
+    and --tag (a suffix of the results' name), for the scripts that compare with the CPU."""
+    p.add_argument(
+        "--block",
+        type=int,
+        default=1,
+        help="the CPU and the delegate take turns in blocks of this many runs (default: every run)",
+    )
+    p.add_argument("--tag", default="", help="a suffix of the results' name")
 
 
 def time_model(model: bytes, feeds: list[np.ndarray], runs: int = 5, warmup: int = 1,

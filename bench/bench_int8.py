@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import device_info, time_model, write_results
+from _common import add_turn_arguments, device_info, time_model, write_results
 
 import clgpu_delegate
 from clgpu_delegate.bench import run_benchmark
@@ -202,13 +202,7 @@ def main() -> int:
         help=f"comma-separated zoo names or .tflite paths (default {','.join(MODELS)})",
     )
     p.add_argument("--runs", type=int, default=50)
-    p.add_argument(
-        "--block",
-        type=int,
-        default=1,
-        help="the CPU and the delegate take turns in blocks of this many runs (default: every run)",
-    )
-    p.add_argument("--tag", default="", help="a suffix of the models' results name")
+    add_turn_arguments(p)
     p.add_argument("--layers-child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.layers_child:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import add_turn_arguments
 
 import clgpu_delegate
 from clgpu_delegate.bench import run_benchmark
@@ -130,13 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="alternate CPU and delegate runs past --runs until this long (tiny models)",
     )
-    ap.add_argument(
-        "--block",
-        type=int,
-        default=1,
-        help="CPU and delegate take turns in blocks of this many runs (default: every run)",
-    )
-    ap.add_argument("--tag", default="", help="a suffix of the results' name")
+    add_turn_arguments(ap)
     ap.add_argument("--pynet-size", type=int, default=512)
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--partitioning", default="cost")
