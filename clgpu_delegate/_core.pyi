@@ -65,6 +65,7 @@ class _StatsDict(TypedDict):
     program_cache_hits: int
     program_binary_loads: int
     program_build_us: int
+    program_cubins_stored: int
     plans: int
     binds: int
     buffers_created: int

@@ -155,6 +155,9 @@ class DelegateStats(_Record):
     # threads that ran them (so it may exceed the elapsed time).
     program_binary_loads: int
     program_build_us: int
+    # Of those stored in serialization_dir, binaries kept as NVIDIA machine code (cubin, which
+    # loads at once) rather than PTX (which the driver compiles again at each load).
+    program_cubins_stored: int
     # Set-up work, which a steady-state invoke repeats none of...
     plans: int  # partition memory plans (at init, then when input shapes change)
     binds: int  # kernel arguments bound (after a plan, or when TFLite moved a tensor)

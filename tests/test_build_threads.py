@@ -40,7 +40,8 @@ for i, det in enumerate(it.get_output_details()):
     np.save(f"output{i}.npy", it.get_tensor(det["index"]))
 s = d.stats()
 print("RESULT " + json.dumps({"built": s.programs_built, "delegated": len(d.delegated_nodes()),
-                              "nodes": len(d.decisions())}))
+                              "nodes": len(d.decisions()), "loads": s.program_binary_loads,
+                              "cubins": s.program_cubins_stored, "nvidia": "NVIDIA" in d.device.vendor}))
 """
 
 
@@ -170,3 +171,31 @@ def test_build_threads_must_be_a_count(run_python: Callable[..., Any], model_fil
     )
     p = run_python(code, env={"CLGPU_BUILD_THREADS": "many"})
     assert "CLGPU_BUILD_THREADS must be a count" in p.stdout, p.stdout + p.stderr
+
+
+def test_stored_binaries_are_machine_code_on_nvidia(
+    run_python: Callable[..., Any], runtime: str, model_file: Path, tmp_path: Path
+) -> None:
+    """NVIDIA's OpenCL binary is PTX, which the driver compiles again at each load: the stored
+    one is the cubin libcuda links from it (cl/nv_cubin.h), with CLGPU_NV_CUBIN=0 the PTX. Both
+    load without a build and compute what the source build computed. Elsewhere nothing is
+    linked."""
+    cold = {"CUDA_CACHE_DISABLE": "1"}  # NVIDIA's own cache off: every program really loads
+    first, first_out, _ = start(run_python, tmp_path, runtime, model_file, tmp_path / "a", 4, cold)
+    assert "error" not in first and first["built"] >= 10, first
+    if not first["nvidia"]:
+        assert first["cubins"] == 0, first
+        return
+    assert first["cubins"] == first["built"], first
+    payloads = [p.read_bytes() for p in (tmp_path / "a").rglob("*.bin")]
+    assert len(payloads) == first["built"] and all(b"\x7fELF" in p for p in payloads)
+    warm, warm_out, _ = start(run_python, tmp_path, runtime, model_file, tmp_path / "a", 4, cold)
+    assert warm["built"] == 0 and warm["loads"] == first["built"], warm
+    ptx_env = {**cold, "CLGPU_NV_CUBIN": "0"}
+    ptx, _, _ = start(run_python, tmp_path, runtime, model_file, tmp_path / "b", 4, ptx_env)
+    assert ptx["cubins"] == 0 and ptx["built"] == first["built"], ptx
+    assert not any(b"\x7fELF" in p.read_bytes() for p in (tmp_path / "b").rglob("*.bin"))
+    ptx_warm, ptx_out, _ = start(run_python, tmp_path, runtime, model_file, tmp_path / "b", 4, cold)
+    assert ptx_warm["built"] == 0, ptx_warm
+    for a, b, c in zip(first_out, warm_out, ptx_out, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c)

@@ -8,6 +8,7 @@
 
 #include "cl/errors.h"
 #include "cl/kernel_registry.h"
+#include "cl/nv_cubin.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -176,8 +177,20 @@ std::shared_ptr<Program> ProgramCache::Build(const std::string& label, const std
       std::vector<unsigned char> binary(n);
       unsigned char* ptr = binary.data();
       if (cl.clGetProgramInfo(program->get(), CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) ==
-          CL_SUCCESS)
+          CL_SUCCESS) {
+        // NVIDIA's binary is PTX, compiled again on every load; its machine code loads at once.
+        // Stored only once the driver has taken it.
+        std::string why_not;
+        std::vector<unsigned char> cubin = PtxToCubin(device_, binary, &why_not);
+        if (!cubin.empty() && BuildFromBinary(cubin, opts)) {
+          binary = std::move(cubin);
+          ++cubins_stored_;
+        } else if (device_.nvidia()) {
+          Log(LogLevel::kDebug, "program " + label + " stored as PTX: " +
+                                    (why_not.empty() ? "the driver refused its cubin" : why_not));
+        }
         disk->Store(disk_key, binary);
+      }
     }
   }
   const int64_t us = MicrosSince(t0);

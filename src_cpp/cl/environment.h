@@ -49,6 +49,8 @@ class ProgramCache {
   int64_t hits() const { return hits_; }
   int64_t binary_loads() const { return binary_loads_; }
   int64_t build_us() const { return build_us_; }
+  // Binaries stored in serialization_dir as NVIDIA machine code (cubin) instead of PTX.
+  int64_t cubins_stored() const { return cubins_stored_; }
 
  private:
   struct Slot {
@@ -61,7 +63,7 @@ class ProgramCache {
   std::mutex mutex_;
   std::condition_variable built_;
   std::map<std::string, std::shared_ptr<Slot>> programs_;
-  std::atomic<int64_t> builds_{0}, hits_{0}, binary_loads_{0}, build_us_{0};
+  std::atomic<int64_t> builds_{0}, hits_{0}, binary_loads_{0}, build_us_{0}, cubins_stored_{0};
   static std::string Source(const std::string& file);
   static std::string MemoryKey(const std::string& source, const std::string& options);
   std::shared_ptr<Program> Build(const std::string& label, const std::string& source,

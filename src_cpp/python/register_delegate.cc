@@ -93,6 +93,7 @@ py::dict Stats(const PyDelegate& d) {
   r["program_cache_hits"] = d.core().env().programs().hits();
   r["program_binary_loads"] = d.core().env().programs().binary_loads();
   r["program_build_us"] = d.core().env().programs().build_us();
+  r["program_cubins_stored"] = d.core().env().programs().cubins_stored();
   const DeviceCosts& c = d.core().device_costs();
   r["calibration_source"] = c.source;
   r["calibration_kernel_us"] = c.min_kernel_us + c.launch_gap_us;
