@@ -54,4 +54,13 @@ void Log(LogLevel level, const std::string& message) {
 #endif
 }
 
+DebugTimer::~DebugTimer() {
+  if (!LogEnabled(LogLevel::kDebug)) return;
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0_)
+          .count();
+  Log(LogLevel::kDebug,
+      what_ + " in " + std::to_string(us / 1000) + "." + std::to_string(us / 100 % 10) + " ms");
+}
+
 }  // namespace clgpu

@@ -186,6 +186,7 @@ void DelegateCore::CountBind() {
 }
 
 TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
+  DebugTimer timer("delegate prepare (claims, then the partitions' kernel init)");
   try {
     if (options_.fail_at == "prepare") throw Error("injected failure at Prepare (fail_at)");
     TfLiteIntArray* plan_array = nullptr;

@@ -8,6 +8,7 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "ops/fusion.h"
 #include "ops/group_rewrite.h"
 #include "runtime/memory_planner.h"
@@ -47,6 +48,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     : host_(std::move(host)) {
   if (!host_) throw Error("the delegate was destroyed before its kernels were created");
   id_ = host_->NextPartitionId();
+  DebugTimer timer("partition " + std::to_string(id_) + ": ops made");
   zero_copy_ = host_->zero_copy();
   const GraphView* graph = host_->current_graph();
   if (!graph) throw Error("kernel init outside delegate Prepare");

@@ -9,6 +9,7 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "ops/fusion.h"
 #include "runtime/build_threads.h"
 #include "runtime/memory_planner.h"
@@ -43,6 +44,7 @@ bool Partition::HostPointersChanged(TfLiteContext* ctx) const {
 }
 
 void Partition::Bind(TfLiteContext* ctx) {
+  DebugTimer timer("partition " + std::to_string(id_) + ": bound");
   host_->CountBind();
   ReleaseLaunches();  // before any buffer they reference is replaced
   OpContext octx = host_->MakeOpContext();
@@ -208,7 +210,10 @@ void Partition::Bind(TfLiteContext* ctx) {
       });
     }
   }
-  RunTakingTurns(prepares, BuildThreads());
+  {
+    DebugTimer prepared("partition " + std::to_string(id_) + ": ops prepared (programs, weights)");
+    RunTakingTurns(prepares, BuildThreads());
+  }
   op_profiles_.assign(ops_.size(), {});
   size_t weight_bytes = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {

@@ -7,6 +7,7 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "graph/validate.h"
 #include "ops/fusion.h"
 #include "runtime/memory_planner.h"
@@ -36,6 +37,7 @@ ArenaKind PickArena(const DeviceInfo& d) {
 }  // namespace
 
 void Partition::Plan(TfLiteContext* ctx) {
+  DebugTimer timer("partition " + std::to_string(id_) + ": memory planned");
   host_->CountPlan();
   ReleaseLaunches();  // before any buffer they reference is replaced
   for (auto& op : ops_)
