@@ -9,6 +9,8 @@ times a warm start only):
 - cold_serial (not by default): cold with CLGPU_BUILD_THREADS=1, every program built on one
   thread, as before parallel builds (checks that the driver's compiler is reentrant: the outputs'
   checksum must match cold's).
+- cubin_warm (not by default): serialization_warm from binaries stored as NVIDIA machine code
+  (CLGPU_NV_CUBIN=1) instead of PTX, which the driver compiles again at each load.
 
     python bench/bench_init.py [--set zoo|real|all] [--models a,b] [--dir DIR ...]
         [--modes cold,driver_warm,serialization_warm] [--repeats N] [--invoke-runs N]
@@ -17,7 +19,8 @@ times a warm start only):
 Init is load() + interpreter creation + allocate_tensors(), where the delegate builds its
 programs; "beyond driver" subtracts the OpenCL driver's device listing and context creation.
 The first invoke is timed apart (PoCL compiles each kernel for its work-group size there). With
---invoke-runs N the cold start also times N steady-state invokes (median). Writes
+--invoke-runs N the cold, driver-warm and serialization-warm starts also time N steady-state
+invokes (median). Writes
 bench/results/init[-TAG]-<device>.json and .md (device, driver, date, command, load average).
 """
 
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-MODES = ["cold", "driver_warm", "serialization_warm", "cold_serial"]
+MODES = ["cold", "driver_warm", "serialization_warm", "cold_serial", "cubin_warm"]
 REAL_DIRS = [
     Path("~/.cache/clgpu_delegate/public-models").expanduser(),
     Path("~/.cache/clgpu_delegate/keras-models").expanduser(),
@@ -93,6 +96,7 @@ def child(model: str, options: dict[str, Any], invoke_runs: int) -> dict[str, An
         # None from builds older than these counters (before/after comparisons).
         "program_binary_loads": getattr(s, "program_binary_loads", None),
         "program_build_ms": getattr(s, "program_build_us", 0) / 1e3 or None,
+        "program_cubins_stored": getattr(s, "program_cubins_stored", None),
         "program_cache_hits": s.program_cache_hits,
         "delegated_nodes": len(d.delegated_nodes()),
         "partitions": len(d.partitions()),
@@ -148,9 +152,20 @@ def measure(
             "CUDA_CACHE_DISABLE": "0",
         }
         start(model, base, on)
-        out["driver_warm"] = start(model, base, on)
+        out["driver_warm"] = start(model, base, on, invoke_runs)
     if "serialization_warm" in modes:
-        out["serialization_warm"] = start(model, {**base, "serialization_dir": ser}, off)
+        # Its steady invoke next to cold's: programs loaded from stored machine code run as the
+        # ones built from source.
+        out["serialization_warm"] = start(
+            model, {**base, "serialization_dir": ser}, off, invoke_runs
+        )
+    if "cubin_warm" in modes:
+        # As serialization_warm, from a directory whose binaries were stored as NVIDIA machine
+        # code (CLGPU_NV_CUBIN=1, cl/nv_cubin.h) instead of the PTX the driver compiles again.
+        cubin_dir = tempfile.mkdtemp(prefix="ser-", dir=work)
+        cubin = {**off, "CLGPU_NV_CUBIN": "1"}
+        start(model, {**base, "serialization_dir": cubin_dir}, cubin)
+        out["cubin_warm"] = start(model, {**base, "serialization_dir": cubin_dir}, cubin, invoke_runs)
     if "cold" not in modes:
         out.pop("cold", None)
     return out
@@ -190,6 +205,7 @@ def write(rows: list[dict[str, Any]], meta: dict[str, Any], out_dir: Path, tag: 
         ("programs_built", "programs built"),
         ("program_binary_loads", "binaries loaded"),
         ("program_build_ms", "build ms (summed over threads)"),
+        ("program_cubins_stored", "stored as cubin"),
         ("delegated_nodes", "delegated nodes"),
         ("output_sum", "output checksum"),
         ("error", "error"),
@@ -202,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", choices=["zoo", "real", "all"], default="zoo")
     ap.add_argument("--models", default=None, help="names within the set (default: all)")
     ap.add_argument("--dir", action="append", default=None, help="--set real: .tflite folders")
-    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--modes", default="cold,driver_warm,serialization_warm")
     ap.add_argument("--repeats", type=int, default=1, help="starts per model and mode")
     ap.add_argument("--invoke-runs", type=int, default=0)
     ap.add_argument("--partitioning", default="all")

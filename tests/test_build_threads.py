@@ -176,11 +176,11 @@ def test_build_threads_must_be_a_count(run_python: Callable[..., Any], model_fil
 def test_stored_binaries_are_machine_code_on_nvidia(
     run_python: Callable[..., Any], runtime: str, model_file: Path, tmp_path: Path
 ) -> None:
-    """NVIDIA's OpenCL binary is PTX, which the driver compiles again at each load: the stored
-    one is the cubin libcuda links from it (cl/nv_cubin.h), with CLGPU_NV_CUBIN=0 the PTX. Both
-    load without a build and compute what the source build computed. Elsewhere nothing is
-    linked."""
-    cold = {"CUDA_CACHE_DISABLE": "1"}  # NVIDIA's own cache off: every program really loads
+    """NVIDIA's OpenCL binary is PTX, which the driver compiles again at each load: with
+    CLGPU_NV_CUBIN=1 the stored one is the cubin libcuda links from it (cl/nv_cubin.h), by
+    default the PTX. Both load without a build and compute what the source build computed.
+    Elsewhere nothing is linked."""
+    cold = {"CUDA_CACHE_DISABLE": "1", "CLGPU_NV_CUBIN": "1"}  # NVIDIA's own cache off
     first, first_out, _ = start(run_python, tmp_path, runtime, model_file, tmp_path / "a", 4, cold)
     assert "error" not in first and first["built"] >= 10, first
     if not first["nvidia"]:
@@ -191,7 +191,7 @@ def test_stored_binaries_are_machine_code_on_nvidia(
     assert len(payloads) == first["built"] and all(b"\x7fELF" in p for p in payloads)
     warm, warm_out, _ = start(run_python, tmp_path, runtime, model_file, tmp_path / "a", 4, cold)
     assert warm["built"] == 0 and warm["loads"] == first["built"], warm
-    ptx_env = {**cold, "CLGPU_NV_CUBIN": "0"}
+    ptx_env = {"CUDA_CACHE_DISABLE": "1"}
     ptx, _, _ = start(run_python, tmp_path, runtime, model_file, tmp_path / "b", 4, ptx_env)
     assert ptx["cubins"] == 0 and ptx["built"] == first["built"], ptx
     assert not any(b"\x7fELF" in p.read_bytes() for p in (tmp_path / "b").rglob("*.bin"))

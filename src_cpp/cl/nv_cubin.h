@@ -12,8 +12,9 @@
 
 namespace clgpu {
 
-// The cubin of `ptx` for `dev`'s architecture, or empty when that cannot be had: not an NVIDIA
-// device, no libcuda, no compute capability from OpenCL, a link error, or CLGPU_NV_CUBIN=0.
+// With CLGPU_NV_CUBIN=1, the cubin of `ptx` for `dev`'s architecture; empty otherwise or when it
+// cannot be had (not an NVIDIA device, no libcuda, no compute capability from OpenCL, a link
+// error).
 // Thread-safe; the CUDA primary context it links in is created on the first call and kept
 // for the process (the driver shares it with any CUDA user of the process).
 std::vector<unsigned char> PtxToCubin(const DeviceInfo& dev, const std::vector<unsigned char>& ptx,
