@@ -165,7 +165,8 @@ def measure(
         cubin_dir = tempfile.mkdtemp(prefix="ser-", dir=work)
         cubin = {**off, "CLGPU_NV_CUBIN": "1"}
         start(model, {**base, "serialization_dir": cubin_dir}, cubin)
-        out["cubin_warm"] = start(model, {**base, "serialization_dir": cubin_dir}, cubin, invoke_runs)
+        warm_options = {**base, "serialization_dir": cubin_dir}
+        out["cubin_warm"] = start(model, warm_options, cubin, invoke_runs)
     if "cold" not in modes:
         out.pop("cold", None)
     return out

@@ -41,7 +41,8 @@ for i, det in enumerate(it.get_output_details()):
 s = d.stats()
 print("RESULT " + json.dumps({"built": s.programs_built, "delegated": len(d.delegated_nodes()),
                               "nodes": len(d.decisions()), "loads": s.program_binary_loads,
-                              "cubins": s.program_cubins_stored, "nvidia": "NVIDIA" in d.device.vendor}))
+                              "cubins": s.program_cubins_stored,
+                              "nvidia": "NVIDIA" in d.device.vendor}))
 """
 
 
