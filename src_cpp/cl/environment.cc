@@ -180,14 +180,16 @@ std::shared_ptr<Program> ProgramCache::Build(const std::string& label, const std
           CL_SUCCESS) {
         // NVIDIA's binary is PTX, compiled again on every load; its machine code loads at once.
         // Stored only once the driver has taken it.
-        std::string why_not;
-        std::vector<unsigned char> cubin = PtxToCubin(device_, binary, &why_not);
-        if (!cubin.empty() && BuildFromBinary(cubin, opts)) {
-          binary = std::move(cubin);
-          ++cubins_stored_;
-        } else if (device_.nvidia()) {
-          Log(LogLevel::kDebug, "program " + label + " stored as PTX: " +
-                                    (why_not.empty() ? "the driver refused its cubin" : why_not));
+        if (NvCubinRequested()) {
+          std::string why_not;
+          std::vector<unsigned char> cubin = PtxToCubin(device_, binary, &why_not);
+          if (!cubin.empty() && BuildFromBinary(cubin, opts)) {
+            binary = std::move(cubin);
+            ++cubins_stored_;
+          } else {
+            Log(LogLevel::kDebug, "program " + label + " stored as it is: " +
+                                      (why_not.empty() ? "the driver refused its cubin" : why_not));
+          }
         }
         disk->Store(disk_key, binary);
       }

@@ -89,6 +89,13 @@ int ComputeCapability(const DeviceInfo& dev) {
 
 }  // namespace
 
+// Opt-in: the cubin loads at once but ran ResNet-50 about 10 % slower than the driver's own
+// build of the same PTX on the H200 (docs/performance.md, "Start-up").
+bool NvCubinRequested() {
+  const char* env = std::getenv("CLGPU_NV_CUBIN");
+  return env && std::strcmp(env, "1") == 0;
+}
+
 std::vector<unsigned char> PtxToCubin(const DeviceInfo& dev, const std::vector<unsigned char>& ptx,
                                       std::string* why_not) {
   auto fail = [&](const std::string& why) {
@@ -96,10 +103,7 @@ std::vector<unsigned char> PtxToCubin(const DeviceInfo& dev, const std::vector<u
     return std::vector<unsigned char>();
   };
   if (!dev.nvidia() || dev.type != "gpu") return fail("not an NVIDIA GPU");
-  // Opt-in: the cubin loads at once but ran ResNet-50 about 10 % slower than the driver's own
-  // build of the same PTX on the H200 (bench/results/README.md, init).
-  if (const char* env = std::getenv("CLGPU_NV_CUBIN"); !env || std::strcmp(env, "1") != 0)
-    return fail("CLGPU_NV_CUBIN is not 1");
+  if (!NvCubinRequested()) return fail("CLGPU_NV_CUBIN is not 1");
   static const char kPtxStart[] = "//";  // NVVM's PTX opens with a comment block
   if (ptx.size() < 2 || std::memcmp(ptx.data(), kPtxStart, 2) != 0) return fail("not PTX");
   const int target = ComputeCapability(dev);

@@ -12,6 +12,9 @@
 
 namespace clgpu {
 
+// CLGPU_NV_CUBIN=1: the stored binaries should be cubins (opt-in: see PtxToCubin's definition).
+bool NvCubinRequested();
+
 // With CLGPU_NV_CUBIN=1, the cubin of `ptx` for `dev`'s architecture; empty otherwise or when it
 // cannot be had (not an NVIDIA device, no libcuda, no compute capability from OpenCL, a link
 // error).
