@@ -2,11 +2,12 @@
 `partitioning="all"`, "all" keeping the largest N partitions, and the measured plan
 (`clgpu_delegate.plan`), per model.
 
-    python bench/bench_plans.py [--zoo a,b] [--dir DIR ...] [--runs N] [--out bench/results]
+    python bench/bench_plans.py [--zoo a,b] [--dir DIR ...] [--runs N] [--tag T]
+        [--out bench/results]
 
-Two rounds per model. Round 1 is `plan()` itself (it times every candidate, interleaved,
+Two rounds per model. Round 1 is `plan()` itself (it times every candidate in shuffled turns,
 and stores the winner under a temporary serialization_dir). Round 2 times every candidate
-again, interleaved, plus a delegate loaded with `partitioning="measure"` (which reads the
+again the same way, plus a delegate loaded with `partitioning="measure"` (which reads the
 stored plan): its figures are the table's, so the measured plan is judged on runs that
 did not choose it. The checks of issue #23: default <= 1.05 x min(CPU, all), and measure
 within 3 % of the best candidate. Writes plans-<device>.json and .md.
@@ -29,6 +30,7 @@ import numpy as np
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.planning import Timed, time_candidates
 from clgpu_delegate.runtime import make_interpreter
 
 PUBLIC_DIR = Path("~/.cache/clgpu_delegate/public-models").expanduser()
@@ -46,37 +48,39 @@ def _feeds(details: list[dict[str, Any]]) -> list[np.ndarray]:
 
 def _round2(
     data: bytes, plan: clgpu_delegate.Plan, sdir: str, runs: int, threads: int
-) -> dict[str, float]:
-    """Median ms of every candidate and of the measured plan, interleaved."""
-    import time
-
-    made: dict[str, Any] = {}
+) -> tuple[dict[str, float], list[tuple[float, float]]]:
+    """Median ms of every candidate and of the measured plan, timed as plan() times them;
+    and the default's cost estimates."""
+    made: dict[str, Timed] = {}
     for c in plan.candidates:
         d = None if c.name == "cpu" else clgpu_delegate.load(**c.options)
-        made[c.name] = (d, make_interpreter(data, [d] if d else None, num_threads=threads))
+        made[c.name] = Timed(
+            lambda d=d: (d, make_interpreter(data, [d] if d else None, num_threads=threads))
+        )
     again = clgpu_delegate.plan(data, serialization_dir=sdir, threads=threads)
     assert again.from_cache and again.winner == plan.winner, "the stored plan was not reused"
     d = clgpu_delegate.load(partitioning="measure", model=data, serialization_dir=sdir)
-    made["measure"] = (d, make_interpreter(data, [d], num_threads=threads))
-    for _, it in made.values():
-        it.allocate_tensors()
-    feeds = _feeds(made["cpu"][1].get_input_details())
-    times: dict[str, list[float]] = {k: [] for k in made}
-    names = list(made)
-    for i in range(runs + 3):
-        # A rotating order: the run after the CPU's shares the host with XNNPACK's threads
-        # still spinning, which a fixed order would charge to one candidate every time.
-        for k in names[i % len(names) :] + names[: i % len(names)]:
-            it = made[k][1]
-            for det, x in zip(it.get_input_details(), feeds, strict=True):
-                it.set_tensor(det["index"], x)
-            t0 = time.perf_counter()
-            it.invoke()
-            for det in it.get_output_details():
-                it.get_tensor(det["index"])
-            if i >= 3:
-                times[k].append((time.perf_counter() - t0) * 1e3)
-    return {k: statistics.median(v) for k, v in times.items()}
+    made["measure"] = Timed(lambda: (d, make_interpreter(data, [d], num_threads=threads)))
+    for t in made.values():
+        t.interp.allocate_tensors()
+    cpu_device = clgpu_delegate.select_device("auto").type == "cpu"
+    time_candidates(list(made.values()), _feeds(made["cpu"].inputs), runs, 3, 1, cpu_device)
+    med = {k: statistics.median(t.times) for k, t in made.items()}
+    return med, _estimates(made["default"].delegate)
+
+
+_ESTIMATE = re.compile(r"estimated ([0-9.]+) ms on the device .*? vs ([0-9.]+) ms on the CPU")
+
+
+def _estimates(delegate: Any) -> list[tuple[float, float]]:
+    """(device ms, CPU ms) the cost model estimated for each partition it weighed, kept or
+    declined (from the decisions' notes and reasons)."""
+    seen: dict[str, tuple[float, float]] = {}
+    for dec in delegate.decisions():
+        for text in (dec.reason, dec.note):
+            if text and (m := _ESTIMATE.search(text)):
+                seen[m.group(0)] = (float(m.group(1)), float(m.group(2)))
+    return list(seen.values())
 
 
 def _same_plan(plan: clgpu_delegate.Plan) -> str:
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    ap.add_argument("--tag", default="", help="file name part: plans-TAG-<device>")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be >= 1")
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             plan = clgpu_delegate.plan(
                 data, runs=args.runs, threads=args.threads, serialization_dir=sdir
             )
-            med = _round2(data, plan, sdir, args.runs, args.threads)
+            med, est = _round2(data, plan, sdir, args.runs, args.threads)
         best = min(v for k, v in med.items() if k != "measure")
         row = {
             "model": name,
@@ -142,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             # default / min(CPU, all) above 1 is run-to-run spread, not a wrong decision.
             "default_plan": _same_plan(plan),
             "measure_vs_best": med["measure"] / best,
+            # What the cost model weighed: summed over the partitions it estimated.
+            "estimate_device_ms": sum(e[0] for e in est),
+            "estimate_cpu_ms": sum(e[1] for e in est),
         }
         rows.append(row)
         print(
@@ -162,39 +170,44 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = "plans-" + re.sub(r"[^A-Za-z0-9]+", "_", dev.name).strip("_")
+    stem = (
+        "plans-"
+        + (f"{args.tag}-" if args.tag else "")
+        + re.sub(r"[^A-Za-z0-9]+", "_", dev.name).strip("_")
+    )
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     md = [
         f"# Partitioning plans on {meta['device']}",
         "",
         f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, fp32, "
-        f"median of {meta['runs']} interleaved runs (round 2; round 1 chose the measured plan)",
+        f"median of {meta['runs']} runs in shuffled turns of 5 (round 2; round 1 chose the "
+        'measured plan). "estimate": the default\'s cost model, device vs CPU ms, summed over '
+        "the partitions it weighed",
         "",
         f"command: `{meta['command']}`",
         "",
         "| model | CPU ms | default ms | all ms | best of largest-N ms | measure ms (plan) | "
         "default / min(CPU, all) | default's plan | measure / best | nodes default / all | "
-        "partitions all |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "partitions all | estimate ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "skipped" in r:
-            md.append(f"| {r['model']} | skipped: {r['skipped']} ||||||||||")
+            md.append(f"| {r['model']} | skipped: {r['skipped']} |||||||||||")
             continue
         m = r["round2_ms"]
         largest = [v for k, v in m.items() if k.startswith("all, largest")]
+        est = (
+            f"{r['estimate_device_ms']:.3f} vs {r['estimate_cpu_ms']:.3f}"
+            if r["estimate_cpu_ms"]
+            else "-"
+        )
         md.append(
             f"| {r['model']} | {m['cpu']:.3f} | {m['default']:.3f} | {m['all']:.3f} | "
-            f"{min(largest):.3f} | {m['measure']:.3f} ({r['winner']}) | "
+            f"{f'{min(largest):.3f}' if largest else '-'} | {m['measure']:.3f} ({r['winner']}) | "
             f"{r['default_vs_min_cpu_all']:.2f} | {r['default_plan']} | "
             f"{r['measure_vs_best']:.2f} | {r['nodes']['default']} / {r['nodes']['all']} | "
-            f"{r['partitions']['all']} |"
-            if largest
-            else f"| {r['model']} | {m['cpu']:.3f} | {m['default']:.3f} | {m['all']:.3f} | - | "
-            f"{m['measure']:.3f} ({r['winner']}) | {r['default_vs_min_cpu_all']:.2f} | "
-            f"{r['default_plan']} | {r['measure_vs_best']:.2f} | "
-            f"{r['nodes']['default']} / {r['nodes']['all']} | "
-            f"{r['partitions']['all']} |"
+            f"{r['partitions']['all']} | {est} |"
         )
     (out / f"{stem}.md").write_text("\n".join(md) + "\n")
     print(f"wrote {out / stem}.json/.md")

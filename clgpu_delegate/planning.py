@@ -15,6 +15,7 @@ import gc
 import hashlib
 import json
 import os
+import random
 import statistics
 import time
 import warnings
@@ -30,6 +31,10 @@ from numpy.typing import NDArray
 # small ones' launches and transfers for CPU work.
 _LARGEST = (1, 2, 4)
 _MARGIN = 1.02  # a delegate plan wins only when it is this much faster than the CPU
+# Timed runs per turn. A run right after another candidate's is slower than one in a loop
+# (XNNPACK's threads still spinning, the GPU idle since: bench/bench_idle_gap.py), so each
+# turn opens with an untimed run and the turns' order is shuffled every round.
+_TURN = 5
 _PLAN_FILE_LIMIT = 1 << 20  # a plan is a few KB; anything larger is not ours
 
 
@@ -138,8 +143,8 @@ def _feeds(details: list[dict[str, Any]], seed: int) -> list[NDArray[Any]]:
     return out
 
 
-class _Timed:
-    """One candidate's interpreter and its run times."""
+class Timed:
+    """One candidate's interpreter and its run times (bench/bench_plans.py uses it too)."""
 
     def __init__(self, make: Callable[[], tuple[Any, Any]]) -> None:
         self.delegate, self.interp = make()
@@ -157,6 +162,42 @@ class _Timed:
         return (time.perf_counter() - t0) * 1e3
 
 
+def time_candidates(
+    timed: list[Timed],
+    feeds: list[NDArray[Any]],
+    runs: int,
+    warmup: int,
+    seed: int,
+    cpu_device: bool,
+) -> None:
+    """`runs` timed runs of every candidate, appended to its `times`.
+
+    On a GPU, in turns of up to _TURN runs after an untimed one, the candidates' order
+    shuffled every round: drift (clocks, other load) reaches every candidate, and none is
+    always the one that runs after the CPU. On an OpenCL device that is the host's own cores
+    (`cpu_device`), its worker threads keep spinning after a delegated run and slow whatever
+    runs next there: each candidate runs in one block, those that delegate nothing first, so
+    only a plan's own threads cost it."""
+    if cpu_device:
+        for t in sorted(timed, key=lambda t: bool(t.delegate and t.delegate.delegated_nodes())):
+            for _ in range(warmup):
+                t.run(feeds)
+            t.times += [t.run(feeds) for _ in range(runs)]
+        return
+    rng = random.Random(seed)
+    for t in timed:
+        for _ in range(warmup):
+            t.run(feeds)
+    order = list(timed)
+    while any(len(t.times) < runs for t in timed):
+        rng.shuffle(order)
+        for t in order:
+            n = min(_TURN, runs - len(t.times))
+            if n > 0:
+                t.run(feeds)
+                t.times += [t.run(feeds) for _ in range(n)]
+
+
 def plan(
     model: str | os.PathLike[str] | bytes,
     *,
@@ -170,7 +211,7 @@ def plan(
     **options: Any,
 ) -> Plan:
     """Times the CPU alone, the default (cost) plan, `partitioning="all"` and "all" keeping
-    only the largest 1, 2 or 4 partitions, interleaved run by run; returns the fastest
+    only the largest 1, 2 or 4 partitions, in shuffled turns of a few runs; returns the fastest
     (the CPU unless a plan that delegates something is at least 2 % faster).
 
     With `serialization_dir` the result is stored there (`plans/`), keyed by the model's
@@ -215,34 +256,20 @@ def plan(
 
         return make
 
-    named: dict[str, tuple[dict[str, Any], _Timed]] = {
-        "cpu": ({"partitioning": "none"}, _Timed(maker(None))),
-        "default": ({"partitioning": "cost"}, _Timed(maker({"partitioning": "cost"}))),
-        "all": ({"partitioning": "all"}, _Timed(maker({"partitioning": "all"}))),
+    named: dict[str, tuple[dict[str, Any], Timed]] = {
+        "cpu": ({"partitioning": "none"}, Timed(maker(None))),
+        "default": ({"partitioning": "cost"}, Timed(maker({"partitioning": "cost"}))),
+        "all": ({"partitioning": "all"}, Timed(maker({"partitioning": "all"}))),
     }
     n_all = len(named["all"][1].delegate.partitions())
     for n in _LARGEST:
         if n < n_all:
             o = {"partitioning": "all", "max_delegated_partitions": n}
-            named[f"all, largest {n}"] = (o, _Timed(maker(o)))
+            named[f"all, largest {n}"] = (o, Timed(maker(o)))
 
     feeds = _feeds(named["cpu"][1].inputs, seed)
     timed = [t for _, t in named.values()]
-    if dev.type == "cpu":
-        # An OpenCL device on the host's own cores: its worker threads keep spinning after a
-        # delegated run and slow whatever runs next on those cores. Each candidate runs in a
-        # block, those that delegate nothing first, so only a plan's own threads cost it.
-        for t in sorted(timed, key=lambda t: bool(t.delegate and t.delegate.delegated_nodes())):
-            for _ in range(warmup):
-                t.run(feeds)
-            t.times += [t.run(feeds) for _ in range(runs)]
-    else:
-        for _ in range(warmup):
-            for t in timed:
-                t.run(feeds)
-        for _ in range(runs):  # interleaved, so drift (clocks, other load) hits every candidate
-            for t in timed:
-                t.times.append(t.run(feeds))
+    time_candidates(timed, feeds, runs, warmup, seed, cpu_device=dev.type == "cpu")
 
     cands = []
     for name, (opts, t) in named.items():

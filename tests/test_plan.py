@@ -60,7 +60,7 @@ def test_stored_plan_is_reused_without_measuring(
     def no_timing(*a: object, **k: object) -> None:
         raise AssertionError("a stored plan must not be measured again")
 
-    monkeypatch.setattr(plan_module, "_Timed", no_timing)
+    monkeypatch.setattr(plan_module, "Timed", no_timing)
     again = _plan(model, runtime=runtime, serialization_dir=tmp_path)
     assert again.from_cache and again.winner == first.winner
     assert again.options == first.options
@@ -147,3 +147,34 @@ def test_on_a_cpu_opencl_device_the_cpu_plan_wins(runtime: str) -> None:
     p = clgpu_delegate.plan(two_partition_model(), runtime=runtime, runs=6, warmup=1, threads=1)
     assert p.candidate("default").delegated_nodes == 0
     assert p.winner == "cpu" and p.options["partitioning"] == "none"
+
+
+class _FakeTimed:
+    """Records each run in a shared log: which candidate ran, in order."""
+
+    def __init__(self, name: str, log: list[str], delegated: int) -> None:
+        self.name, self.log, self.times = name, log, []
+        self.delegate = type("D", (), {"delegated_nodes": lambda _s: [0] * delegated})()
+
+    def run(self, feeds: object) -> float:
+        self.log.append(self.name)
+        return float(len(self.log))
+
+
+@pytest.mark.parametrize("cpu_device", [False, True])
+def test_every_timed_run_follows_a_run_of_its_own_candidate(cpu_device: bool) -> None:
+    # A run right after another candidate's pays for the switch; timing it charges that to
+    # whichever candidate a fixed order puts after the CPU.
+    log: list[str] = []
+    timed = [_FakeTimed(n, log, d) for n, d in (("cpu", 0), ("default", 3), ("all", 5))]
+    plan_module.time_candidates(timed, [], runs=12, warmup=1, seed=0, cpu_device=cpu_device)
+    for t in timed:
+        assert len(t.times) == 12
+        for at in t.times:  # each time is the log's length when the run ended
+            assert log[int(at) - 1] == t.name and log[int(at) - 2] == t.name
+    if cpu_device:  # one block each, the CPU's first
+        assert log.index("default") > max(i for i, n in enumerate(log) if n == "cpu")
+    else:  # turns, in more than one order
+        turns = [n for i, n in enumerate(log) if i == 0 or log[i - 1] != n]
+        rounds = {tuple(turns[i : i + 3]) for i in range(3, len(turns) - 2, 3)}
+        assert len(rounds) > 1
