@@ -79,11 +79,31 @@ static inline float4 sat_half4(float4 v) {
 #define EPILOGUE(v) ((v) < 0.0f ? expm1(v) : (v))
 #elif CLGPU_EPILOGUE == 8  // LEAKY_RELU
 #define EPILOGUE(v) ((v) > 0.0f ? (v) : (v) * CLGPU_EPILOGUE_ALPHA)
-#else
+#else  // none, or 9: post clamps alone
 #define EPILOGUE(v) (v)
 #endif
 
-#define ACTIVATE(x, lo, hi) EPILOGUE(CLAMP_KEEP_NAN(x, lo, hi))
+// Then up to two MAXIMUM / MINIMUM nodes of the value and a constant scalar (PostClamp):
+// -DCLGPU_POST<i>=1 max(v, c), 2 min(v, c), 3 max(c, v), 4 min(c, v), -DCLGPU_POST<i>_C=c.
+// Comparisons in the node's operand order, as binary.cl's MAXIMUM / MINIMUM (a NaN as TFLite).
+#define POST_CLAMP_1(v, c) ((v) > (c) ? (v) : (c))
+#define POST_CLAMP_2(v, c) ((v) < (c) ? (v) : (c))
+#define POST_CLAMP_3(v, c) ((c) > (v) ? (c) : (v))
+#define POST_CLAMP_4(v, c) ((c) < (v) ? (c) : (v))
+#define POST_CLAMP_(k, v, c) POST_CLAMP_##k(v, c)
+#define POST_CLAMP(k, v, c) POST_CLAMP_(k, v, c)
+#ifdef CLGPU_POST1
+#define POST1(v) POST_CLAMP(CLGPU_POST1, v, CLGPU_POST1_C)
+#else
+#define POST1(v) (v)
+#endif
+#ifdef CLGPU_POST2
+#define POST2(v) POST_CLAMP(CLGPU_POST2, v, CLGPU_POST2_C)
+#else
+#define POST2(v) (v)
+#endif
+
+#define ACTIVATE(x, lo, hi) POST2(POST1(EPILOGUE(CLAMP_KEEP_NAN(x, lo, hi))))
 
 // A residual ADD folded into a convolution's output (the host builds with -DHAS_RESIDUAL): the
 // kernel takes one more argument, its last, the ADD's other operand laid out like the output, and

@@ -1,6 +1,7 @@
 """Element-wise ops folded into the kernels of the op producing their input (ops/fusion.h,
 Op::FoldEpilogue): swish (LOGISTIC + MUL), HARD_SWISH, LOGISTIC, TANH, GELU, ELU and LEAKY_RELU
-after convs (every algorithm), depthwise, FC, binary ops, pools and transpose convs. Each case
+after convs (every algorithm), depthwise, FC, binary ops, pools and transpose convs, and the
+MAXIMUM / MINIMUM of a constant scalar after them (PostClamp). Each case
 matches stock TFLite CPU with fusion on and off (option fuse_add) and launches that many fewer."""
 
 from __future__ import annotations
@@ -185,3 +186,81 @@ def test_leaky_relu_with_a_non_finite_alpha_folds_and_matches(alpha: float, runt
     if alpha != 0:
         assert not np.isfinite(outs[1]).all()  # the case reaches the non-finite products
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
+
+
+# MAXIMUM / MINIMUM of a constant scalar after the epilogue, or alone after the producer
+# (PostClamp): Keras' tf.math.maximum after a LEAKY_RELU, PyTorch's clamp as two nodes.
+def _clamp(b: ModelBuilder, y: int, op: str, c: float, first: bool = True) -> int:
+    f = b.maximum if op == "max" else b.minimum
+    return f(y, c) if first else f(np.array(c, np.float32), y)
+
+
+@pytest.mark.parametrize("producer", ["conv", "depthwise", "fully_connected", "mul_broadcast"])
+@pytest.mark.parametrize(
+    ("kind", "clamps"),
+    [
+        ("LEAKY_RELU", [("max", -0.3, True)]),
+        ("LEAKY_RELU", [("max", -0.3, False), ("min", 0.5, False)]),
+        ("SWISH", [("min", 0.2, True)]),
+        (None, [("max", -0.2, True), ("min", 0.4, True)]),
+        (None, [("min", 0.1, False)]),
+    ],
+)
+def test_constant_clamps_fold_after_the_epilogue(
+    producer: str, kind: str | None, clamps: list[tuple[str, float, bool]], runtime: str
+) -> None:
+    b = ModelBuilder(seed=15)
+    y = PRODUCERS[producer](b, b.input("x", (1, 7, 6, 4)))
+    n = 0
+    if kind:
+        y, n = epilogue(b, kind, y)
+    for op, c, first in clamps:
+        y = _clamp(b, y, op, c, first)
+    b.output(b.mul(y, 3.0))  # the clamps' output is no partition output
+    check_folds(b.build(), runtime, folded=n + len(clamps))
+
+
+def test_at_most_two_clamps_fold_and_a_tensor_operand_never(runtime: str) -> None:
+    b = ModelBuilder(seed=16)
+    x = b.input("x", (1, 6, 5, 4))
+    y = b.conv2d(x, b.rand((4, 3, 3, 4)))
+    y = _clamp(b, _clamp(b, _clamp(b, y, "max", -0.5), "min", 0.5), "max", -0.1)
+    z = b.conv2d(x, b.rand((4, 3, 3, 4)))
+    z = b.maximum(z, b.rand((4,), 0.1))  # a constant, but a vector: no clamp
+    b.output(b.add(y, z))
+    check_folds(b.build(), runtime, folded=2)
+
+
+def test_a_clamp_read_elsewhere_ends_the_fold(runtime: str) -> None:
+    b = ModelBuilder(seed=17)
+    y = b.conv2d(b.input("x", (1, 6, 5, 4)), b.rand((4, 3, 3, 4)))
+    m = b.maximum(y, -0.2)
+    b.output(b.minimum(m, 0.3))
+    b.output(b.mul(m, 2.0))
+    # The MAXIMUM's output has two readers: it folds, the MINIMUM after it does not.
+    check_folds(b.build(), runtime, folded=1)
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_folded_clamps_put_nans_where_tflite_does(first: bool, runtime: str) -> None:
+    # TFLite's MAXIMUM / MINIMUM compare: max(NaN, c) is c, max(c, NaN) is NaN. The folded
+    # clamp keeps the node's operand order.
+    b = ModelBuilder(seed=18)
+    y = b.conv2d(b.input("x", (1, 5, 5, 2)), b.rand((3, 1, 1, 2)))
+    y, _ = epilogue(b, "LEAKY_RELU", y)
+    b.output(_clamp(b, _clamp(b, y, "max", -0.25, first), "min", 0.75, first))
+    model = b.build()
+    x = np.random.default_rng(1).standard_normal((1, 5, 5, 2)).astype(np.float32)
+    x[0, 1, 2, 0] = np.nan
+    outs = []
+    for delegated in (True, False):
+        d = clgpu_delegate.load(partitioning="all", profiling=True) if delegated else None
+        it = make_interpreter(model, [d] if d else None, runtime=runtime, reference=True)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
+        if d is not None:
+            assert sum(p.kernels_per_invoke for p in d.profile().partitions) == 1
+    assert np.isnan(outs[1]).any() == (not first)  # the case reaches the NaN's comparison
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)

@@ -147,6 +147,46 @@ bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, si
 
 }  // namespace
 
+// nodes[i] as a post clamp of tensor t: MAXIMUM or MINIMUM of t and a constant float32 scalar,
+// its output float32 of t's shape.
+bool AsPostClamp(const GraphView& g, const NodeInfo& n, int t, PostClamp* c) {
+  if ((n.op != tfl::kMaximum && n.op != tfl::kMinimum) || n.inputs.size() != 2 ||
+      n.outputs.size() != 1)
+    return false;
+  const bool first = n.inputs[0] == t;
+  const int k = first ? n.inputs[1] : n.inputs[0];
+  if ((!first && n.inputs[1] != t) || k == t || !g.valid_tensor(k) || !g.IsConstant(k) ||
+      g.type(k) != kTfLiteFloat32 || NumElements(g.shape(k)) != 1)
+    return false;
+  const int y = n.outputs[0];
+  if (!g.valid_tensor(y) || g.type(y) != kTfLiteFloat32 || g.shape(y) != g.shape(t)) return false;
+  const std::vector<float> v = g.ConstantFloats(k);
+  if (v.size() != 1) return false;
+  *c = PostClamp{n.op == tfl::kMaximum, v[0], first};
+  return true;
+}
+
+// Extends `f` (its chain ending at f.output, or at `t` before any unary op when f.kind is 0)
+// with the MAXIMUM / MINIMUM of a constant that follow, each its input's only reader.
+void AddPostClamps(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t last, int t,
+                   const std::set<int>& outputs, std::map<int, std::vector<size_t>>& readers,
+                   EpilogueFusion* f) {
+  while (f->post.size() < kMaxPostClamps && !outputs.count(t)) {
+    const std::vector<size_t>& r = readers[t];
+    PostClamp c;
+    if (r.size() != 1 || r[0] <= last || !AsPostClamp(g, nodes[r[0]], t, &c)) return;
+    if (f->kind == 0) {
+      f->kind = kIdentityEpilogue;
+    } else {
+      f->intermediates.push_back(t);
+    }
+    f->post.push_back(c);
+    f->absorbed.push_back(r[0]);
+    last = r[0];
+    t = f->output = nodes[last].outputs[0];
+  }
+}
+
 std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
                                                 const std::vector<NodeInfo>& nodes,
                                                 const std::set<int>& outputs) {
@@ -188,13 +228,24 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
         f.intermediates.push_back(t);
         at = next[0];
       }
+      if (!ok) continue;
       const NodeInfo& u = nodes[at];
-      if (!ok || u.inputs.size() != 1 || u.outputs.size() != 1 || u.inputs[0] != t) continue;
-      f.kind = UnaryEpilogue(u, &f.alpha);
-      if (!f.kind || !g.valid_tensor(t) || !float_same(t, u.outputs[0])) continue;
-      f.copies = !f.absorbed.empty();
-      f.absorbed.push_back(at);
-      f.output = u.outputs[0];
+      const bool unary = u.inputs.size() == 1 && u.outputs.size() == 1 && u.inputs[0] == t;
+      f.kind = unary ? UnaryEpilogue(u, &f.alpha) : 0;
+      if (f.kind) {
+        if (!g.valid_tensor(t) || !float_same(t, u.outputs[0])) continue;
+        f.copies = !f.absorbed.empty();
+        f.absorbed.push_back(at);
+        f.output = u.outputs[0];
+        AddPostClamps(g, nodes, at, f.output, outputs, readers, &f);
+      } else {
+        // No unary op: clamps by MAXIMUM / MINIMUM alone, straight after the producer.
+        if (!f.absorbed.empty() || !g.valid_tensor(y) || g.type(y) != kTfLiteFloat32) continue;
+        f.intermediates.clear();
+        AddPostClamps(g, nodes, p, y, outputs, readers, &f);
+        if (f.post.empty()) continue;
+        f.intermediates.insert(f.intermediates.begin(), y);
+      }
     } else if (r.size() == 2) {
       // swish: s = LOGISTIC(y), z = MUL(y, s) with no activation.
       size_t li = 0, mi = 0;
@@ -208,6 +259,7 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
       f.absorbed = {li, mi};
       f.intermediates = {y, s};
       f.output = m.outputs[0];
+      AddPostClamps(g, nodes, mi, f.output, outputs, readers, &f);
     } else {
       continue;
     }

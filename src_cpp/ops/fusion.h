@@ -37,14 +37,26 @@ struct ClampFusion {
   float lo = 0, hi = 0;          // the activation's bounds
 };
 
+// A MAXIMUM or MINIMUM of an epilogue chain's value and a constant scalar (a clamp written as a
+// node, as Keras' tf.math.maximum and PyTorch's clamp convert), applied in the node's operand
+// order: TFLite compares, so where a NaN ends up depends on that order.
+struct PostClamp {
+  bool maximum = true;
+  float value = 0;
+  bool chain_first = true;  // the chain's value is the node's first operand
+};
+constexpr size_t kMaxPostClamps = 2;
+constexpr int kIdentityEpilogue = 9;  // no unary op: only post clamps (kernels/common.cl)
+
 // An element-wise op folded into the op producing its input, as an epilogue of that op's kernels
 // (Op::FoldEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU or LEAKY_RELU
 // reading the producer's output alone (directly, or through RESHAPEs that only it reads), or swish,
 // x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no broadcast) that are its output's only
-// readers. The producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no
-// intermediate is a partition output. On int8 tensors the same (and the RELU family; no
-// RESHAPEs between) as one table of the producer's output integers, the chain's CPU arithmetic
-// tabulated (kTableEpilogue): exact, whatever the chain.
+// readers; then up to two MAXIMUM / MINIMUM with a constant scalar, each its input's only reader
+// (PostClamp; also with no unary op before them: kIdentityEpilogue). The producer's handler clamps
+// in its kernels (OpHandler::clamp_epilogue); no intermediate is a partition output. On int8
+// tensors the same (and the RELU family; no RESHAPEs between) as one table of the producer's output
+// integers, the chain's CPU arithmetic tabulated (kTableEpilogue): exact, whatever the chain.
 struct EpilogueFusion {
   size_t producer = 0;
   std::vector<size_t> absorbed;    // the folded nodes; the last writes `output`
@@ -54,6 +66,7 @@ struct EpilogueFusion {
   float alpha = 0;
   std::vector<uint8_t> table;  // kTableEpilogue: the chain's results (Op::FoldTable)
   bool copies = false;         // RESHAPEs between the producer and the unary op: same elements only
+  std::vector<PostClamp> post;  // float only, at most kMaxPostClamps, after the unary op
 };
 
 std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,

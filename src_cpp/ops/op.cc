@@ -96,11 +96,12 @@ void Op::UnfoldClamp() {
   clamp_ = ClampFold{};
 }
 
-bool Op::FoldEpilogue(int output, int kind, float alpha) {
+bool Op::FoldEpilogue(int output, int kind, float alpha, std::vector<PostClamp> post) {
   float lo, hi;
-  if (kind == 0 || has_epilogue() || residual_.on || outputs_.size() != 1 || !GetClamp(&lo, &hi))
+  if (kind == 0 || has_epilogue() || residual_.on || outputs_.size() != 1 ||
+      post.size() > kMaxPostClamps || !GetClamp(&lo, &hi))
     return false;
-  epilogue_ = Epilogue{kind, alpha, outputs_[0]};
+  epilogue_ = Epilogue{kind, alpha, outputs_[0], {}, std::move(post)};
   outputs_[0] = output;
   return true;
 }
@@ -120,21 +121,33 @@ void Op::UnfoldEpilogue() {
   epilogue_ = Epilogue{};
 }
 
+namespace {
+// A float as an OpenCL C literal: a model may carry a non-finite value; "inff" is no literal.
+std::string FloatLiteral(float a) {
+  char buf[32];
+  if (std::isnan(a))
+    std::snprintf(buf, sizeof buf, "NAN");
+  else if (std::isinf(a))
+    std::snprintf(buf, sizeof buf, "%sINFINITY", a < 0 ? "-" : "");
+  else
+    std::snprintf(buf, sizeof buf, "%.9ef", a);
+  return buf;
+}
+}  // namespace
+
 std::string Op::epilogue_defines() const {
   if (!has_epilogue()) return "";
   if (epilogue_.kind == kTableEpilogue) return "-DQUANT_TABLE";
   std::string d = "-DCLGPU_EPILOGUE=" + std::to_string(epilogue_.kind);
   const float a = epilogue_.alpha;
-  if (a != 0 || epilogue_.kind == 8) {  // LEAKY_RELU reads its alpha, 0 included
-    // A model may carry a non-finite alpha; "inff" is no OpenCL C literal.
-    char buf[48];
-    if (std::isnan(a))
-      std::snprintf(buf, sizeof buf, " -DCLGPU_EPILOGUE_ALPHA=NAN");
-    else if (std::isinf(a))
-      std::snprintf(buf, sizeof buf, " -DCLGPU_EPILOGUE_ALPHA=%sINFINITY", a < 0 ? "-" : "");
-    else
-      std::snprintf(buf, sizeof buf, " -DCLGPU_EPILOGUE_ALPHA=%.9ef", a);
-    d += buf;
+  if (a != 0 || epilogue_.kind == 8)  // LEAKY_RELU reads its alpha, 0 included
+    d += " -DCLGPU_EPILOGUE_ALPHA=" + FloatLiteral(a);
+  // kernels/common.cl's POST_CLAMP<i>: 1 MAXIMUM, 2 MINIMUM; +2 when the constant comes first.
+  for (size_t i = 0; i < epilogue_.post.size(); ++i) {
+    const PostClamp& c = epilogue_.post[i];
+    const std::string n = std::to_string(i + 1);
+    d += " -DCLGPU_POST" + n + "=" + std::to_string((c.maximum ? 1 : 2) + (c.chain_first ? 0 : 2)) +
+         " -DCLGPU_POST" + n + "_C=" + FloatLiteral(c.value);
   }
   return d;
 }

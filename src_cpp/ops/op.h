@@ -11,6 +11,7 @@
 
 #include "cl/environment.h"
 #include "graph/graph.h"
+#include "ops/fusion.h"
 
 namespace clgpu {
 
@@ -230,7 +231,7 @@ class Op {
   // (ops/fusion.h): the op's kernels apply it after their clamp (kernels/common.cl, EPILOGUE) and
   // write `output`; the folded nodes run nothing. Only ops that clamp in their store
   // (OpHandler::clamp_epilogue) take one. ---
-  bool FoldEpilogue(int output, int kind, float alpha);
+  bool FoldEpilogue(int output, int kind, float alpha, std::vector<PostClamp> post = {});
   // The int8 form: the chain's 256 results as a table (OutputStage::table) applied to the
   // requantized integers; only ops whose TakesTable() is true (the int8 GEMMs and convolutions).
   bool FoldTable(int output, std::vector<uint8_t> table);
@@ -294,6 +295,7 @@ class Op {
     float alpha = 0;
     int own_output = -1;
     std::vector<uint8_t> table;  // kind kTableEpilogue
+    std::vector<PostClamp> post;
   };
   Epilogue epilogue_;
   struct ViewFold {

@@ -281,7 +281,7 @@ void Partition::FoldEpilogues() {
     const Shape& z = values_.at(f.output).shape;
     if (!free || (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
         !(f.kind == kTableEpilogue ? producer.FoldTable(f.output, f.table)
-                                   : producer.FoldEpilogue(f.output, f.kind, f.alpha)))
+                                   : producer.FoldEpilogue(f.output, f.kind, f.alpha, f.post)))
       continue;
     for (size_t a : f.absorbed) absorbed_[a] = true;
     for (int t : f.intermediates) values_.at(t).elided = true;

@@ -16,6 +16,8 @@ enum BuiltinOp : int32_t {
   kDequantize = 6,
   kFullyConnected = 9,
   kMaxPool2d = 17,
+  kMaximum = 55,
+  kMinimum = 57,
   kRelu = 19,
   kReluN1To1 = 20,
   kRelu6 = 21,
