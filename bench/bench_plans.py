@@ -47,8 +47,8 @@ def _feeds(details: list[dict[str, Any]]) -> list[np.ndarray]:
 
 
 def _round2(
-    data: bytes, plan: clgpu_delegate.Plan, sdir: str, runs: int, threads: int
-) -> tuple[dict[str, float], list[tuple[float, float]]]:
+    data: bytes, plan: clgpu_delegate.Plan, sdir: str, runs: int, threads: int, seconds: float
+) -> tuple[dict[str, float], list[dict[str, float]]]:
     """Median ms of every candidate and of the measured plan, timed as plan() times them;
     and the default's cost estimates."""
     made: dict[str, Timed] = {}
@@ -64,22 +64,27 @@ def _round2(
     for t in made.values():
         t.interp.allocate_tensors()
     cpu_device = clgpu_delegate.select_device("auto").type == "cpu"
-    time_candidates(list(made.values()), _feeds(made["cpu"].inputs), runs, 3, 1, cpu_device)
+    feeds = _feeds(made["cpu"].inputs)
+    time_candidates(list(made.values()), feeds, runs, 3, 1, cpu_device, seconds)
     med = {k: statistics.median(t.times) for k, t in made.items()}
     return med, _estimates(made["default"].delegate)
 
 
-_ESTIMATE = re.compile(r"estimated ([0-9.]+) ms on the device .*? vs ([0-9.]+) ms on the CPU")
+_ESTIMATE = re.compile(
+    r"estimated ([0-9.]+) ms on the device \(([0-9]+) kernels\) vs ([0-9.]+) ms on the CPU "
+    r"\(([0-9]+) nodes; ([0-9.]+) MFLOP, ([0-9.]+) KB transferred"
+)
 
 
-def _estimates(delegate: Any) -> list[tuple[float, float]]:
-    """(device ms, CPU ms) the cost model estimated for each partition it weighed, kept or
-    declined (from the decisions' notes and reasons)."""
-    seen: dict[str, tuple[float, float]] = {}
+def _estimates(delegate: Any) -> list[dict[str, float]]:
+    """What the cost model estimated for each partition it weighed, kept or declined (from the
+    decisions' notes and reasons): device and CPU ms, kernels, nodes, MFLOP, KB transferred."""
+    seen: dict[str, dict[str, float]] = {}
+    keys = ("device_ms", "kernels", "cpu_ms", "nodes", "mflop", "kb")
     for dec in delegate.decisions():
         for text in (dec.reason, dec.note):
             if text and (m := _ESTIMATE.search(text)):
-                seen[m.group(0)] = (float(m.group(1)), float(m.group(2)))
+                seen[m.group(0)] = {k: float(v) for k, v in zip(keys, m.groups(), strict=True)}
     return list(seen.values())
 
 
@@ -104,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help=f"a folder of .tflite files (default: {PUBLIC_DIR})",
     )
-    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--runs", type=int, default=30, help="at least this many runs per candidate")
+    ap.add_argument(
+        "--min-seconds", type=float, default=1.0, help="and runs for at least this long per round"
+    )
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     ap.add_argument("--tag", default="", help="file name part: plans-TAG-<device>")
@@ -131,9 +139,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with tempfile.TemporaryDirectory() as sdir:
             plan = clgpu_delegate.plan(
-                data, runs=args.runs, threads=args.threads, serialization_dir=sdir
+                data,
+                runs=args.runs,
+                min_seconds=args.min_seconds,
+                threads=args.threads,
+                serialization_dir=sdir,
             )
-            med, est = _round2(data, plan, sdir, args.runs, args.threads)
+            med, est = _round2(data, plan, sdir, args.runs, args.threads, args.min_seconds)
         best = min(v for k, v in med.items() if k != "measure")
         row = {
             "model": name,
@@ -148,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             "default_plan": _same_plan(plan),
             "measure_vs_best": med["measure"] / best,
             # What the cost model weighed: summed over the partitions it estimated.
-            "estimate_device_ms": sum(e[0] for e in est),
-            "estimate_cpu_ms": sum(e[1] for e in est),
+            "estimate_device_ms": sum(e["device_ms"] for e in est),
+            "estimate_cpu_ms": sum(e["cpu_ms"] for e in est),
+            "estimates": est,
         }
         rows.append(row)
         print(
@@ -167,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "driver": dev.driver_version,
         "cpu_threads": args.threads,
         "runs": args.runs,
+        "min_seconds": args.min_seconds,
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -180,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# Partitioning plans on {meta['device']}",
         "",
         f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, fp32, "
-        f"median of {meta['runs']} runs in shuffled turns of 5 (round 2; round 1 chose the "
+        f"median of >= {meta['runs']} runs and >= {meta['min_seconds']} s in shuffled turns "
+        "of 5 (round 2; round 1 chose the "
         'measured plan). "estimate": the default\'s cost model, device vs CPU ms, summed over '
         "the partitions it weighed",
         "",

@@ -169,8 +169,11 @@ def time_candidates(
     warmup: int,
     seed: int,
     cpu_device: bool,
+    min_seconds: float = 0.0,
 ) -> None:
-    """`runs` timed runs of every candidate, appended to its `times`.
+    """At least `runs` timed runs of every candidate, appended to its `times`, and more until
+    `min_seconds` have passed: a model of a few tens of microseconds needs thousands of runs
+    for a median that jitter does not move.
 
     On a GPU, in turns of up to _TURN runs after an untimed one, the candidates' order
     shuffled every round: drift (clocks, other load) reaches every candidate, and none is
@@ -182,26 +185,29 @@ def time_candidates(
         for t in sorted(timed, key=lambda t: bool(t.delegate and t.delegate.delegated_nodes())):
             for _ in range(warmup):
                 t.run(feeds)
-            t.times += [t.run(feeds) for _ in range(runs)]
+            end = time.perf_counter() + min_seconds / len(timed)
+            while len(t.times) < runs or time.perf_counter() < end:
+                t.times.append(t.run(feeds))
         return
     rng = random.Random(seed)
     for t in timed:
         for _ in range(warmup):
             t.run(feeds)
     order = list(timed)
-    while any(len(t.times) < runs for t in timed):
+    end = time.perf_counter() + min_seconds
+    while any(len(t.times) < runs for t in timed) or time.perf_counter() < end:
         rng.shuffle(order)
         for t in order:
-            n = min(_TURN, runs - len(t.times))
-            if n > 0:
-                t.run(feeds)
-                t.times += [t.run(feeds) for _ in range(n)]
+            n = min(_TURN, runs - len(t.times)) if len(t.times) < runs else _TURN
+            t.run(feeds)
+            t.times += [t.run(feeds) for _ in range(n)]
 
 
 def plan(
     model: str | os.PathLike[str] | bytes,
     *,
     runs: int = 30,
+    min_seconds: float = 0.25,
     warmup: int = 3,
     runtime: str | None = None,
     threads: int | None = None,
@@ -219,14 +225,18 @@ def plan(
     without measuring (`refresh=True` measures again). `options` are `load()`'s, applied
     to every candidate (precision, device, ...); `partitioning` and
     `max_delegated_partitions` are what the candidates vary. `threads`: the interpreter's
-    CPU threads, as you will run it (default: every core).
+    CPU threads, as you will run it (default: every core). Each candidate runs at least
+    `runs` times, and all of them together at least `min_seconds`.
     """
     from .delegate import load
     from .devices import select_device
     from .runtime import available_runtimes, make_interpreter
 
-    if runs < 1 or warmup < 0:
-        raise ValueError(f"runs must be >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
+    if runs < 1 or warmup < 0 or not min_seconds >= 0:
+        raise ValueError(
+            f"runs must be >= 1, warmup and min_seconds >= 0 (got runs={runs}, warmup={warmup}, "
+            f"min_seconds={min_seconds})"
+        )
     for k in ("partitioning", "max_delegated_partitions"):
         if k in options:
             raise ValueError(f"plan() chooses {k!r} itself; do not pass it")
@@ -269,7 +279,7 @@ def plan(
 
     feeds = _feeds(named["cpu"][1].inputs, seed)
     timed = [t for _, t in named.values()]
-    time_candidates(timed, feeds, runs, warmup, seed, cpu_device=dev.type == "cpu")
+    time_candidates(timed, feeds, runs, warmup, seed, dev.type == "cpu", min_seconds)
 
     cands = []
     for name, (opts, t) in named.items():

@@ -28,7 +28,7 @@ def two_partition_model() -> bytes:
 
 
 def _plan(model: bytes, **kw: Any) -> clgpu_delegate.Plan:
-    return clgpu_delegate.plan(model, runs=2, warmup=0, **kw)
+    return clgpu_delegate.plan(model, runs=2, min_seconds=0, warmup=0, **kw)
 
 
 def test_plan_times_every_candidate_and_picks_the_fastest(runtime: str) -> None:
