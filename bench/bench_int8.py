@@ -143,6 +143,7 @@ def output_scale(interp: Any) -> float:
 
 def run_models(names: list[str], runs: int, block: int, tag: str) -> None:
     rows = []
+    paths: set[str] = set()
     for name in names:
         # A .tflite file (e.g. keras_mobilenet_v2_int8.tflite from keras_models.py --int8), or
         # a zoo model's int8 version.
@@ -161,6 +162,7 @@ def run_models(names: list[str], runs: int, block: int, tag: str) -> None:
         cpu, dev = rep["results"]
         # The delegate's output (after the DEQUANTIZE) in quanta of that DEQUANTIZE's input.
         dl = clgpu_delegate.load(partitioning="all")
+        paths.add(dl.device.int8_dot or "-")
         it = make_interpreter(str(path), [dl])
         it.allocate_tensors()
         it.set_tensor(it.get_input_details()[0]["index"], x)
@@ -190,7 +192,9 @@ def run_models(names: list[str], runs: int, block: int, tag: str) -> None:
         ("exact_outputs", "bit-exact outputs"),
         ("max_quanta_est", "max diff (output steps)"),
     ]
-    print(write_results("int8-models" + (f"-{tag}" if tag else ""), device_info(), rows, cols))
+    # The dot-product path the int8 kernels ran with (the device's choice, as `devices` shows).
+    meta = device_info() | {"int8_dot_path": ",".join(sorted(paths))}
+    print(write_results("int8-models" + (f"-{tag}" if tag else ""), meta, rows, cols))
 
 
 def main() -> int:
