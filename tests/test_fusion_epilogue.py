@@ -160,6 +160,22 @@ def test_epilogue_stays_when_the_reshape_is_read_elsewhere(runtime: str) -> None
     check_folds(b.build(), runtime, 0)
 
 
+def _one_kernel_and_reference(model: bytes, x: np.ndarray, runtime: str) -> list[np.ndarray]:
+    """The output delegated (every node, one kernel per invoke) and from TFLite's reference
+    kernels, for one input."""
+    outs = []
+    for delegated in (True, False):
+        d = clgpu_delegate.load(partitioning="all", profiling=True) if delegated else None
+        it = make_interpreter(model, [d] if d else None, runtime=runtime, reference=True)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
+        if d is not None:
+            assert all(n.delegated for n in d.decisions())
+            assert sum(p.kernels_per_invoke for p in d.profile().partitions) == 1
+    return outs
+
 
 @pytest.mark.parametrize("alpha", [float("inf"), float("-inf"), float("nan"), 0.0])
 def test_leaky_relu_with_a_non_finite_alpha_folds_and_matches(alpha: float, runtime: str) -> None:
@@ -172,17 +188,7 @@ def test_leaky_relu_with_a_non_finite_alpha_folds_and_matches(alpha: float, runt
     model = b.build()
     x = np.random.default_rng(0).standard_normal((1, 7, 6, 4)).astype(np.float32)
     x[0, 0, 0, 0] = 0.0
-    outs = []
-    for delegated in (True, False):
-        d = clgpu_delegate.load(partitioning="all", profiling=True) if delegated else None
-        it = make_interpreter(model, [d] if d else None, runtime=runtime, reference=True)
-        it.allocate_tensors()
-        it.set_tensor(it.get_input_details()[0]["index"], x)
-        it.invoke()
-        outs.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
-        if d is not None:
-            assert all(n.delegated for n in d.decisions())
-            assert sum(p.kernels_per_invoke for p in d.profile().partitions) == 1
+    outs = _one_kernel_and_reference(model, x, runtime)
     if alpha != 0:
         assert not np.isfinite(outs[1]).all()  # the case reaches the non-finite products
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
@@ -252,15 +258,6 @@ def test_folded_clamps_put_nans_where_tflite_does(first: bool, runtime: str) -> 
     model = b.build()
     x = np.random.default_rng(1).standard_normal((1, 5, 5, 2)).astype(np.float32)
     x[0, 1, 2, 0] = np.nan
-    outs = []
-    for delegated in (True, False):
-        d = clgpu_delegate.load(partitioning="all", profiling=True) if delegated else None
-        it = make_interpreter(model, [d] if d else None, runtime=runtime, reference=True)
-        it.allocate_tensors()
-        it.set_tensor(it.get_input_details()[0]["index"], x)
-        it.invoke()
-        outs.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
-        if d is not None:
-            assert sum(p.kernels_per_invoke for p in d.profile().partitions) == 1
+    outs = _one_kernel_and_reference(model, x, runtime)
     assert np.isnan(outs[1]).any() == (not first)  # the case reaches the NaN's comparison
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
