@@ -175,11 +175,9 @@ void AddPostClamps(const GraphView& g, const std::vector<NodeInfo>& nodes, size_
     const std::vector<size_t>& r = readers[t];
     PostClamp c;
     if (r.size() != 1 || r[0] <= last || !AsPostClamp(g, nodes[r[0]], t, &c)) return;
-    if (f->kind == 0) {
-      f->kind = kIdentityEpilogue;
-    } else {
-      f->intermediates.push_back(t);
-    }
+    if (f->kind == 0) f->kind = kIdentityEpilogue;
+    // The value the clamp reads is no longer written (the producer's own output is listed).
+    if (f->intermediates.empty() || f->intermediates.back() != t) f->intermediates.push_back(t);
     f->post.push_back(c);
     f->absorbed.push_back(r[0]);
     last = r[0];
@@ -241,10 +239,8 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
       } else {
         // No unary op: clamps by MAXIMUM / MINIMUM alone, straight after the producer.
         if (!f.absorbed.empty() || !g.valid_tensor(y) || g.type(y) != kTfLiteFloat32) continue;
-        f.intermediates.clear();
         AddPostClamps(g, nodes, p, y, outputs, readers, &f);
         if (f.post.empty()) continue;
-        f.intermediates.insert(f.intermediates.begin(), y);
       }
     } else if (r.size() == 2) {
       // swish: s = LOGISTIC(y), z = MUL(y, s) with no activation.
