@@ -74,6 +74,8 @@ class _StatsDict(TypedDict):
     downloads: int
     upload_bytes: int
     download_bytes: int
+    host_enqueue_us: int
+    host_wait_us: int
     calibration_source: str
     calibration_kernel_us: float
     calibration_copy_us: float

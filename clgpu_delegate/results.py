@@ -168,6 +168,11 @@ class DelegateStats(_Record):
     downloads: int
     upload_bytes: int
     download_bytes: int
+    # Host time of all invokes so far, split where the last command was enqueued: enqueueing
+    # (the commands and transfers), then waiting for the device to finish. An invoke whose time
+    # is mostly enqueueing is bound by the host, not the device.
+    host_enqueue_us: int
+    host_wait_us: int
     # The cost model's device figures (CLGPU_CALIBRATION): "measured", "cache" (this
     # process), "file" (serialization_dir) or "constants"; GB/s and GFLOP/s None when not measured.
     calibration_source: str

@@ -5,6 +5,7 @@ inputs and outputs. A weight leaving the device on every invoke was the root of 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -102,3 +103,23 @@ def test_fp16_weights_never_leave_the_device(runtime: str) -> None:
     assert n_out == 1  # the conv's activation, no weight
     assert (delta["downloads"], delta["download_bytes"]) == (n, n * out_bytes)
     assert {k: delta[k] for k in SETUP} == dict.fromkeys(SETUP, 0)
+
+
+def test_invoke_time_splits_into_enqueue_and_wait(runtime: str) -> None:
+    # host_enqueue_us / host_wait_us: each invoke's host time until its last command was
+    # enqueued, then until the device finished; both inside the invokes' own wall time.
+    delegate = clgpu_delegate.load(partitioning="all")
+    interp = make_interpreter(alternating_model(), [delegate], runtime=runtime, reference=True)
+    interp.allocate_tensors()
+    x = random_inputs(interp.get_input_details(), 4)
+    run(interp, x)
+    before = delegate.stats()
+    t0 = time.perf_counter()
+    for _ in range(5):
+        run(interp, x)
+    wall_us = (time.perf_counter() - t0) * 1e6
+    after = delegate.stats()
+    enqueue = after.host_enqueue_us - before.host_enqueue_us
+    wait = after.host_wait_us - before.host_wait_us
+    assert enqueue > 0 and wait >= 0
+    assert enqueue + wait <= wall_us

@@ -175,6 +175,8 @@ void DelegateCore::CountInvoke(const InvokeCounts& c) {
   t.downloads += c.downloads;
   t.upload_bytes += c.upload_bytes;
   t.download_bytes += c.download_bytes;
+  t.enqueue_ns += c.enqueue_ns;
+  t.wait_ns += c.wait_ns;
 }
 void DelegateCore::CountPlan() {
   std::lock_guard<std::mutex> l(report_mutex_);

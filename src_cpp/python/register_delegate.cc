@@ -87,6 +87,8 @@ py::dict Stats(const PyDelegate& d) {
   r["downloads"] = s.transfers.downloads;
   r["upload_bytes"] = s.transfers.upload_bytes;
   r["download_bytes"] = s.transfers.download_bytes;
+  r["host_enqueue_us"] = s.transfers.enqueue_ns / 1000;
+  r["host_wait_us"] = s.transfers.wait_ns / 1000;
   r["buffers_created"] = d.core().env().buffers_created();
   r["driver_setup_us"] = d.core().driver_setup_us();
   r["programs_built"] = d.core().env().programs().builds();

@@ -50,6 +50,9 @@ struct InvokeCounts {
   int64_t host_syncs = 0;
   int64_t uploads = 0, downloads = 0;
   int64_t upload_bytes = 0, download_bytes = 0;
+  // Host time of the invoke until its last command was enqueued, then waiting for the device
+  // (with no profiling events: a host-bound invoke spends most of it enqueueing).
+  int64_t enqueue_ns = 0, wait_ns = 0;
 };
 
 // The delegate options a partition runs with.

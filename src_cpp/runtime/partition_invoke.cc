@@ -219,6 +219,10 @@ void Partition::Invoke(TfLiteContext* ctx) {
   CheckCl(unmap_err, "clEnqueueUnmapMemObject");
   CheckCl(cl.clFinish(q), "clFinish");
   ++counts.host_syncs;
+  const auto t_done = std::chrono::steady_clock::now();
+  counts.enqueue_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t_enqueued - t0).count();
+  counts.wait_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t_done - t_enqueued).count();
   drain.armed = false;
   if (host_->settings().fail_at == "read")
     throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
