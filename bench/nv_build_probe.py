@@ -14,6 +14,11 @@ caches off (CUDA_CACHE_DISABLE=1, POCL_KERNEL_CACHE=0) and builds every program 
 - front_end: clCompileProgram alone (OpenCL C to the driver's intermediate form);
 - load_binary: clCreateProgramWithBinary + clBuildProgram of the binaries the 1-thread build
   handed out (NVIDIA: PTX, which ptxas compiles again), on 1 and N threads;
+- trivial: as many programs of one tiny kernel each, built one after another: what a build
+  costs whatever the kernel (the driver's fixed part);
+- link_one: every program compiled apart (clCompileProgram, its kernels renamed by a -D so
+  that two variants of one file can meet) and all linked into one (clLinkProgram): the code
+  generation a model needs, paid once instead of once per program;
 - NVIDIA only: link_cubin, libcuda's cuLinkCreate/cuLinkComplete of that PTX into a cubin, on
   1 and N threads, and load_cubin, the cubins through clCreateProgramWithBinary.
 
@@ -56,12 +61,27 @@ def kernel_source(name: str) -> str:
     return (KERNELS / "common.cl").read_text() + "\n#line 1\n" + expanded(name) + "\n"
 
 
+def kernel_names(source: str) -> list[str]:
+    """The __kernel functions a source defines."""
+    return re.findall(r"__kernel\b[^;{]*?\bvoid\s+(\w+)\s*\(", source)
+
+
+def trivial_source(i: int) -> str:
+    return f"__kernel void k{i}(__global float* a) {{ a[get_global_id(0)] = {i}.0f; }}\n"
+
+
 class OpenCl:
     """The first GPU of any platform (else the first device), one context per context()."""
 
     def __init__(self) -> None:
         self.cl = C.CDLL("libOpenCL.so.1")
-        for fn in ("clCreateContext", "clCreateProgramWithSource", "clCreateProgramWithBinary"):
+        for fn in (
+            "clCreateContext",
+            "clCreateProgramWithSource",
+            "clCreateProgramWithBinary",
+            "clLinkProgram",
+            "clCreateKernel",
+        ):
             getattr(self.cl, fn).restype = PTR
         plats = (PTR * 8)()
         n = C.c_uint()
@@ -105,6 +125,26 @@ class OpenCl:
         if self.cl.clCompileProgram(prog, 1, C.byref(self.device), opts, 0, None, None, None, None):
             raise RuntimeError("clCompileProgram failed")
         return prog
+
+    def link(self, ctx: PTR, objects: list[PTR]) -> PTR:
+        arr = (PTR * len(objects))(*objects)
+        err = C.c_int()
+        prog = PTR(
+            self.cl.clLinkProgram(
+                ctx, 1, C.byref(self.device), b"", len(objects), arr, None, None, C.byref(err)
+            )
+        )
+        if err.value:
+            raise RuntimeError(f"clLinkProgram: {err.value}")
+        return prog
+
+    def has_kernel(self, prog: PTR, name: str) -> bool:
+        err = C.c_int()
+        k = self.cl.clCreateKernel(prog, name.encode(), C.byref(err))
+        if err.value:
+            return False
+        self.cl.clReleaseKernel(PTR(k))
+        return True
 
     def binary(self, prog: PTR) -> bytes:
         n = C.c_size_t()
@@ -213,10 +253,35 @@ def measure(stage: str, threads: int, programs: list[list[str]], work: Path) -> 
         ctx = own_context() if stage == "build_contexts" else shared
         built.append((i, ocl.build(ctx, kernel_source(name), opts)))
 
+    each: list[float] = []
+
+    def build_each(item: tuple[int, list[str]]) -> None:
+        t = time.perf_counter()
+        build(item)
+        each.append(round((time.perf_counter() - t) * 1e3, 1))
+
+    def trivial(item: tuple[int, list[str]]) -> None:
+        ocl.build(shared, trivial_source(item[0]), "")
+
+    def link_one(_: Any) -> None:
+        objects, names = [], []
+        for i, (name, opts) in enumerate(programs):
+            source = kernel_source(name)
+            renames = [(k, f"{k}__u{i}") for k in kernel_names(source)]
+            names.append([new for _, new in renames])
+            defines = " ".join(f"-D{k}={new}" for k, new in renames)
+            objects.append(ocl.compile(shared, source, f"{opts} {defines}"))
+        linked = ocl.link(shared, objects)
+        # Every program's kernels are there (a kernel inside an #if its defines leave out is not).
+        for unit in names:
+            if not any(ocl.has_kernel(linked, n) for n in unit):
+                raise RuntimeError(f"no kernel of {unit} in the linked program")
+
     linker = CudaLinker() if stage == "link_cubin" else None
     fns: dict[str, Callable[[Any], None]] = {
-        "build": build,
+        "build": build_each,
         "build_shared": build,
+        "trivial": trivial,
         "build_contexts": build,
         "front_end": lambda it: ocl.compile(shared, kernel_source(it[1][0]), it[1][1]),
         "load_binary": lambda it: ocl.load(
@@ -229,11 +294,17 @@ def measure(stage: str, threads: int, programs: list[list[str]], work: Path) -> 
             shared, (work / f"{it[0]}.cubin").read_bytes(), it[1][1]
         ),
     }
+    if stage == "link_one":
+        wall, summed = run_threads(1, [None], link_one)
+        return {"setup_ms": setup_ms, "wall_ms": wall, "summed_ms": summed}
     wall, summed = run_threads(threads, items, fns[stage])
     if stage == "build":  # the binaries the later stages load, fetched after the timing
         for i, prog in built:
             (work / f"{i}.bin").write_bytes(ocl.binary(prog))
-    return {"setup_ms": setup_ms, "wall_ms": wall, "summed_ms": summed}
+    out = {"setup_ms": setup_ms, "wall_ms": wall, "summed_ms": summed}
+    if stage == "build":
+        out["each_ms"] = each
+    return out
 
 
 def collect(models: list[str]) -> list[list[str]]:
@@ -258,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="mobilenet_v2,inception_v3,pynet")
     ap.add_argument("--threads", default="4,16")
+    ap.add_argument("--stages", default="", help="only these stages (comma-separated)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--stage", default=None, help=argparse.SUPPRESS)
@@ -280,9 +352,13 @@ def main(argv: list[str] | None = None) -> int:
     nvidia = "nvidia" in str(info.get("device", "")).lower()
     many = [int(t) for t in args.threads.split(",") if t]
     plan = [("build", 1)] + [(s, n) for s in ("build_shared", "build_contexts") for n in many]
+    plan += [("trivial", 1), ("link_one", 1)]
     plan += [("front_end", 1), ("load_binary", 1)] + [("load_binary", n) for n in many]
     if nvidia:
         plan += [("link_cubin", 1)] + [("link_cubin", n) for n in many] + [("load_cubin", 1)]
+    if args.stages:
+        wanted = args.stages.split(",")
+        plan = [(s, n) for s, n in plan if s in wanted or (s == "build" and n == 1)]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="nv-build-") as tmp:
         listing = Path(tmp) / "programs.json"
