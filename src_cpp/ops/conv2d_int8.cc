@@ -15,6 +15,7 @@
 #include "ops/gemm_int8.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
+#include "ops/squeeze.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -122,6 +123,19 @@ class Conv2dInt8Op : public Op {
   bool CanFuseResidual(const OpContext& ctx, const std::vector<Shape>& in) const override {
     return !chunk_ && in.size() == 1 && in[0].size() == 4 &&
            Choose(ctx, Geometry(in[0])) != Algo::kDirect;
+  }
+
+  // A 1x1 filter over one image's single pixel of these K channels (any stride or padding gives
+  // one output pixel): a dense op over the channels.
+  bool GetInt8Dense(OpContext& ctx, const Shape& in, Int8Dense* dense) override {
+    const Shape& f = src_->filter_shape;
+    if (chunk_ || has_residual() || f[1] != 1 || f[2] != 1 || NumElements(in) != f[3] ||
+        in.empty() || in.back() != f[3])
+      return false;
+    dense->w = &src_->Gemm(ctx, 0, f[0]);
+    dense->stage = src_->stage;
+    dense->stage.table = epilogue_table();
+    return true;
   }
 
   ConvGeometry Geometry(const Shape& in) const {

@@ -6,6 +6,7 @@
 #include "ops/gemm_int8.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
+#include "ops/squeeze.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -54,6 +55,16 @@ class FullyConnectedInt8Op : public Op {
   }
   double WeightBytes() const override {
     return double(w_.b.bytes() + w_.bias.bytes() + w_.stage.bytes());
+  }
+
+  // One row in, the shape of the vector a squeeze's MEAN (or the dense op before) leaves.
+  bool GetInt8Dense(OpContext& ctx, const Shape& in, Int8Dense* dense) override {
+    if (has_residual() || NumElements(in) != k_) return false;
+    if (!w_.b) w_ = PrepareInt8Gemm(ctx, weights_, n_, k_, bias_, in_zero_, stage_);
+    dense->w = &w_;
+    dense->stage = stage_;
+    dense->stage.table = epilogue_table();
+    return true;
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,

@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
+#include "ops/squeeze.h"
 
 namespace clgpu {
 namespace {
@@ -71,14 +72,25 @@ class MeanInt8Op : public Op {
         cpu_(g.cpu_kernels()) {}
 
   const char* type_name() const override { return "MEAN"; }
-  std::string algorithm() const override { return spatial_ ? "int8_spatial" : "int8_general"; }
+  std::string algorithm() const override {
+    if (!squeeze_dense().empty()) return "int8_squeeze";
+    return spatial_ ? "int8_spatial" : "int8_general";
+  }
+  // One image's H and W reduced (the input an [outer = 1, reduce, channels] view), int8.
+  bool TakesSqueeze(const Shape& in) const override {
+    std::vector<bool> mask;
+    int64_t outer = 1, reduce = 1, inner = 1;
+    return type_ == ValueType::kInt8 && !has_epilogue() && !has_folded_clamp() &&
+           Mask(axes_, in.size(), &mask).empty() && NumElements(in) > 0 &&
+           Tiled(in, mask, &outer, &reduce, &inner) && outer == 1 && inner <= kMaxSqueezeVector;
+  }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     std::vector<bool> mask;
     if (auto why = Mask(axes_, in[0].size(), &mask); !why.empty()) throw Error("MEAN: " + why);
     return {Reduced(in[0], mask, keep_dims_)};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return static_cast<double>(NumElements(in[0]));
+    return static_cast<double>(NumElements(in[0])) + dense_flops_;
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
@@ -98,25 +110,24 @@ class MeanInt8Op : public Op {
       (mask[a] ? rstrides : kstrides).insert((mask[a] ? rstrides : kstrides).begin(), int(stride));
       if (mask[a]) count *= s[a];
     }
-    spatial_ = Spatial(s);
-    std::vector<int> p;
-    std::vector<uint8_t> up(1, 0);
-    if (spatial_) {
-      // optimized_integer_ops::Mean: everything in float, then QuantizeMultiplier.
-      const float n = static_cast<float>(s[1] * s[2]);
-      float temp = static_cast<float>(in_.zero_point[0]) * in_.scale[0] / out_.scale[0];
-      temp = temp > 0 ? temp + 0.5f : temp - 0.5f;
-      const int bias = out_.zero_point[0] - static_cast<int>(temp);
-      const FixedPoint m = QuantizeMultiplier(in_.scale[0] / (n * out_.scale[0]));
-      p = {0, m.multiplier, m.shift, bias};
-      up = VectorChannels(s[3]);
-    } else {
-      // QuantizedMeanOrSum: 1 / n folded into the multiplier of in_scale / out_scale.
-      const FixedPoint m = QuantizeMultiplier(double(in_.scale[0]) / double(out_.scale[0]));
-      int shift = 63 - __builtin_clzll(static_cast<uint64_t>(count));
-      shift = std::min({shift, 32, 31 + m.shift});
-      const int32_t mult = static_cast<int32_t>((int64_t(m.multiplier) << shift) / count);
-      p = {-in_.zero_point[0] * int(count), mult, m.shift - shift, out_.zero_point[0]};
+    const Int8MeanStage stage = StageFor(s, count);
+    const std::vector<int>& p = stage.params;
+    const std::vector<uint8_t>& up = stage.up;
+    dense_flops_ = 0;
+    if (!squeeze_dense().empty()) {
+      int64_t outer = 1, reduce = 1, inner = 1;
+      Tiled(s, mask, &outer, &reduce, &inner);
+      std::vector<Int8Dense> dense(squeeze_dense().size());
+      Shape row = {1, static_cast<int>(inner)};
+      for (size_t i = 0; i < dense.size(); ++i) {
+        if (!squeeze_dense()[i]->GetInt8Dense(ctx, row, &dense[i]))
+          throw Error("MEAN: a folded dense op has no int8 form");
+        row = {1, dense[i].w->n};
+        dense_flops_ += 2.0 * dense[i].w->n * dense[i].w->k;
+      }
+      launches_.push_back(EncodeInt8Squeeze(ctx, in[0], out[0], static_cast<int>(reduce),
+                                            static_cast<int>(inner), stage, dense, &squeeze_));
+      return;
     }
     params_ = UploadInts(ctx, p);
     up_ = UploadBytes(ctx, up.data(), up.size());
@@ -189,6 +200,30 @@ class MeanInt8Op : public Op {
     if (part == 0) std::swap(*outer, *inner);  // nothing reduced: all columns, one row
     return true;
   }
+  // The arithmetic of the CPU's path for input shape s, `count` values per mean.
+  Int8MeanStage StageFor(const Shape& s, int64_t count) {
+    Int8MeanStage st;
+    st.up.assign(1, 0);
+    spatial_ = Spatial(s);
+    if (spatial_) {
+      // optimized_integer_ops::Mean: everything in float, then QuantizeMultiplier.
+      const float n = static_cast<float>(s[1] * s[2]);
+      float temp = static_cast<float>(in_.zero_point[0]) * in_.scale[0] / out_.scale[0];
+      temp = temp > 0 ? temp + 0.5f : temp - 0.5f;
+      const int bias = out_.zero_point[0] - static_cast<int>(temp);
+      const FixedPoint m = QuantizeMultiplier(in_.scale[0] / (n * out_.scale[0]));
+      st.params = {0, m.multiplier, m.shift, bias};
+      st.up = VectorChannels(s[3]);
+    } else {
+      // QuantizedMeanOrSum: 1 / n folded into the multiplier of in_scale / out_scale.
+      const FixedPoint m = QuantizeMultiplier(double(in_.scale[0]) / double(out_.scale[0]));
+      int shift = 63 - __builtin_clzll(static_cast<uint64_t>(count));
+      shift = std::min({shift, 32, 31 + m.shift});
+      const int32_t mult = static_cast<int32_t>((int64_t(m.multiplier) << shift) / count);
+      st.params = {-in_.zero_point[0] * int(count), mult, m.shift - shift, out_.zero_point[0]};
+    }
+    return st;
+  }
   // Whether the CPU takes its 4-D path (axes {1, 2} with keep_dims).
   bool Spatial(const Shape& s) const {
     if (!keep_dims_ || s.size() != 4) return false;
@@ -223,6 +258,8 @@ class MeanInt8Op : public Op {
   CpuKernels cpu_;
   bool spatial_ = false;
   Buffer meta_, params_, up_, acc_;
+  Int8SqueezeState squeeze_;  // the folded dense ops' launch (ops/squeeze.h)
+  double dense_flops_ = 0;
 };
 
 }  // namespace

@@ -106,6 +106,19 @@ bool Op::FoldEpilogue(int output, int kind, float alpha, std::vector<PostClamp> 
   return true;
 }
 
+void Op::FoldSqueeze(std::vector<Op*> dense, int output) {
+  UnfoldSqueeze();
+  if (outputs_.size() != 1 || dense.empty()) throw Error("a squeeze needs one output, a dense op");
+  squeeze_ = SqueezeFold{std::move(dense), outputs_[0]};
+  outputs_[0] = output;
+}
+
+void Op::UnfoldSqueeze() {
+  if (squeeze_.dense.empty()) return;
+  outputs_[0] = squeeze_.own_output;
+  squeeze_ = SqueezeFold{};
+}
+
 bool Op::FoldTable(int output, std::vector<uint8_t> table) {
   if (!TakesTable() || table.size() != 256 || has_epilogue() || residual_.on ||
       outputs_.size() != 1)

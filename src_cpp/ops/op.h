@@ -15,6 +15,8 @@
 
 namespace clgpu {
 
+struct Int8Dense;  // ops/squeeze.h
+
 // The options ops read (forced choices for tests and benchmarks).
 struct OpOptions {
   std::string conv_algorithm = "auto";
@@ -256,6 +258,28 @@ class Op {
   void UnfoldViews();
   bool has_output_view() const { return out_view_.on; }
 
+  // --- A squeeze (ops/squeeze.h): a MEAN over the H and W of one image, then one or two dense
+  // ops on its vector (squeeze-and-excitation's pool, reduce and expand), all run by the MEAN op
+  // in one launch; the dense ops (and RESHAPEs between) run nothing. ---
+
+  // The int8 form of this op applied to one row of an input of shape `in` (FULLY_CONNECTED, a
+  // CONV_2D of a 1x1 filter over a 1x1 image), its weights uploaded; false for other ops, shapes
+  // and folds (a residual, views).
+  virtual bool GetInt8Dense(OpContext& ctx, const Shape& in, Int8Dense* dense) {
+    (void)ctx, (void)in, (void)dense;
+    return false;
+  }
+  // Whether this op runs the dense ops after it, for an input of shape `in`.
+  virtual bool TakesSqueeze(const Shape& in) const {
+    (void)in;
+    return false;
+  }
+  // Folds the dense ops in (after TakesSqueeze): output 0 becomes `output`, the last one's.
+  // The ops must outlive the fold. UnfoldSqueeze restores the op's own output.
+  void FoldSqueeze(std::vector<Op*> dense, int output);
+  void UnfoldSqueeze();
+  const std::vector<Op*>& squeeze_dense() const { return squeeze_.dense; }
+
   const std::vector<Launch>& launches() const { return launches_; }
   // Drops the kernels (and their references to buffers) before the buffers they
   // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
@@ -306,6 +330,11 @@ class Op {
   };
   std::vector<ViewFold> in_views_;
   ViewFold out_view_;
+  struct SqueezeFold {
+    std::vector<Op*> dense;  // empty: none
+    int own_output = -1;
+  };
+  SqueezeFold squeeze_;
 };
 
 // Everything the delegate knows of one op code, defined in the op's own file as

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "ops/fusion.h"
 #include "ops/group_rewrite.h"
+#include "ops/squeeze.h"
 #include "runtime/memory_planner.h"
 #include "tflite/builtin.h"
 
@@ -285,6 +286,80 @@ void Partition::FoldEpilogues() {
       continue;
     for (size_t a : f.absorbed) absorbed_[a] = true;
     for (int t : f.intermediates) values_.at(t).elided = true;
+  }
+}
+
+// Folds the dense ops after a MEAN over one image's H and W into it (ops/squeeze.h), last of
+// the folds: the dense ops' tables are folded by then. The chain: the MEAN's output, through
+// RESHAPEs (and kin), read by one dense op alone, whose output may feed one more the same way;
+// no tensor of it a partition output or kept in pieces. Off like the other fusions.
+void Partition::FoldSqueezes(const OpContext& octx) {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  // The one op (not folded away) reading t, or -1 when none or several do, or t leaves the
+  // partition or is too large for one buffer.
+  auto only_reader = [&](int t) -> int {
+    const Value& v = values_.at(t);
+    if (v.is_partition_output || v.kind != Kind::kInternal ||
+        size_t(NumElements(v.shape)) * ElemBytes(t) > octx.max_alloc)
+      return -1;
+    int reader = -1;
+    for (size_t j = 0; j < ops_.size(); ++j) {
+      if (absorbed_[j]) continue;
+      const auto& in = ops_[j]->inputs();
+      if (std::count(in.begin(), in.end(), t) == 0) continue;
+      if (reader >= 0 || in.size() != 1) return -1;
+      reader = static_cast<int>(j);
+    }
+    return reader;
+  };
+  // Follows t through flat copies to the op that is not one: its index, the copies and the
+  // tensors passed on the way in `absorbed` and `elided`.
+  auto next_op = [&](int t, std::vector<size_t>* absorbed, std::vector<int>* elided) -> int {
+    for (;;) {
+      const int j = only_reader(t);
+      if (j < 0) return -1;
+      elided->push_back(t);
+      const Op& op = *ops_[j];
+      if (!op.IsFlatCopy()) return j;
+      if (op.outputs().size() != 1) return -1;
+      absorbed->push_back(size_t(j));
+      t = op.outputs()[0];
+    }
+  };
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    Op& mean = *ops_[i];
+    if (absorbed_[i] || mean.inputs().size() != 1 || mean.outputs().size() != 1) continue;
+    const Shape& in = values_.at(mean.inputs()[0]).shape;
+    const Value& x = values_.at(mean.inputs()[0]);
+    if (x.split() || !mean.TakesSqueeze(in)) continue;
+    std::vector<size_t> absorbed;
+    std::vector<int> elided;
+    std::vector<Op*> dense;
+    int channels = static_cast<int>(NumElements(values_.at(mean.outputs()[0]).shape));
+    int t = mean.outputs()[0];
+    for (int layer = 0; layer < 2; ++layer) {
+      std::vector<size_t> a = absorbed;
+      std::vector<int> e = elided;
+      const int j = next_op(t, &a, &e);
+      if (j < 0) break;
+      Op& d = *ops_[j];
+      Int8Dense form;
+      OpContext dctx = OpCtx(octx, size_t(j));
+      if (d.outputs().size() != 1 || !d.GetInt8Dense(dctx, {1, channels}, &form) ||
+          !SqueezeDenseFits(form.w->n, form.w->kp))
+        break;
+      absorbed = std::move(a), elided = std::move(e);
+      absorbed.push_back(size_t(j));
+      dense.push_back(&d);
+      channels = form.w->n;
+      t = d.outputs()[0];
+    }
+    if (dense.empty()) continue;
+    mean.FoldSqueeze(dense, t);
+    out_shapes_[i] = {values_.at(t).shape};
+    for (size_t a : absorbed) absorbed_[a] = true;
+    for (int e : elided) values_.at(e).elided = true;
   }
 }
 

@@ -104,6 +104,7 @@ class Partition {
   void FoldClamps();
   void FoldEpilogues();
   void FoldViews(const OpContext& octx);
+  void FoldSqueezes(const OpContext& octx);
   void AliasFlatCopies();
   bool StorageReadBesides(int t, size_t op) const;
   // The tensor whose storage `t` uses (itself unless aliased).

@@ -1,0 +1,119 @@
+// A squeeze on int8 tensors in one launch (src_cpp/ops/squeeze.h): the MEAN over H and W of one
+// image (x seen as [reduce][channels]), then one or two dense ops on that vector (squeeze-and-
+// excitation's reduce and expand), bit for bit with TFLite's MEAN and its int8 FULLY_CONNECTED /
+// 1x1 CONV_2D. Needs quant.cl.
+//
+// squeeze_int8(x, out, sums, counter, reduce, channels, slices, mp, up, up_channels,
+//              b1, bias1, stage1, n1, kp1, zp1, lo1, hi1, upb1,
+//              b2, bias2, stage2, n2, kp2, zp2, lo2, hi2, upb2, layers)
+//   The mean's groups as mean_int8.cl's mean_int8_tiled with one outer row: group g covers lx
+//   consecutive channels (block g % blocks) of one of `slices` runs of the reduced extent, its ly
+//   rows per column added by a tree. Every group adds its sums into sums[channels] and counts
+//   itself in *counter (quant.cl's last_to_count); the last of all of them reads the sums (left
+//   zero for the next launch), makes the mean's integers (mp: int[4] = add, multiplier, shift,
+//   offset; channel c rounds its shift's ties up if up[c % up_channels]) and runs the dense ops
+//   on them in local memory. Dense op i (b: its weights packed four int8 to an int, [n][kp / 4];
+//   bias: the model's bias minus the input's zero point times the row sum; stage: n (multiplier,
+//   shift) pairs then 256 bytes, the table of its folded element-wise chain or the identity; zp,
+//   lo, hi: the output's zero point and clamp; channels below upb round ties up) is the int8
+//   GEMM's arithmetic (gemm_int8.cl) for one row, its results kept in local memory, the last
+//   layer's then copied to out (with one layer, n2 = 0 and layer 2's buffers are layer 1's).
+//   NDRange: local (lx, ly), powers of 2, lx * ly <= SQ_TILE; global (blocks * slices * lx, ly),
+//   blocks = ceil(channels / lx). channels, kp1, n1 and (with two layers) kp2, n2 at most SQ_VEC.
+#include "quant.cl"
+
+#define SQ_TILE 256
+#define SQ_VEC 4096
+
+// One dense op over the int8 vector in4 (kp4 ints) on the whole group, into res: output j's dot
+// products split between partners (a power of 2) whose sums a tree adds.
+static inline void squeeze_dense(__local const int* in4, int kp4,
+                                 __global const int* b, __global const int* bias,
+                                 __global const int2* stage, int n, int zp, int lo, int hi,
+                                 int upb, __local char* res, __local int* part) {
+  const int lid = get_local_id(1) * get_local_size(0) + get_local_id(0);
+  const int group = get_local_size(0) * get_local_size(1);
+  int partners = 1;
+  while (n > 0 && partners * 2 * n <= group) partners *= 2;
+  const int per = group / partners;
+  __global const char* table = (__global const char*)(stage + n);
+  for (int j0 = 0; j0 < n; j0 += per) {
+    const int j = j0 + lid / partners, r = lid % partners;
+    int acc = 0;
+    if (j < n) {
+      __global const int* bj = b + (long)j * kp4;
+      for (int k = r; k < kp4; k += partners) acc = dot4(in4[k], bj[k], acc);
+    }
+    part[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = partners / 2; s > 0; s /= 2) {
+      if (r < s) part[lid] += part[lid + s];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (r == 0 && j < n) {
+      const int v = quant_output(part[lid] + bias[j], stage[j], j, upb, zp, lo, hi);
+      res[j] = table[(uchar)v];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+__kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int* sums,
+                           __global int* counter, int reduce, int channels, int slices,
+                           __global const int* mp, __global const uchar* up, int up_channels,
+                           __global const int* b1, __global const int* bias1,
+                           __global const int2* stage1, int n1, int kp1, int zp1, int lo1,
+                           int hi1, int upb1, __global const int* b2, __global const int* bias2,
+                           __global const int2* stage2, int n2, int kp2, int zp2, int lo2,
+                           int hi2, int upb2, int layers) {
+  __local int part[SQ_TILE];
+  __local int vec1[SQ_VEC / 4], vec2[SQ_VEC / 4];
+  __local int flag;
+  const int lx = get_local_size(0), ly = get_local_size(1);
+  const int lxi = get_local_id(0), lyi = get_local_id(1);
+  const int lid = lyi * lx + lxi, group = lx * ly;
+  const int blocks = (channels + lx - 1) / lx;
+  const int g = get_group_id(0);
+  const int block = g % blocks, slice = g / blocks;
+  const int c = block * lx + lxi;
+  const int run = (reduce + slices - 1) / slices;
+  const int r1 = min(reduce, (slice + 1) * run);
+  int sum = 0;
+  if (c < channels) {
+    __global const QT* xc = x + c;
+#pragma unroll 4
+    for (int r = slice * run + lyi; r < r1; r += ly) sum += (int)xc[(long)r * channels];
+  }
+  part[lid] = sum;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = ly / 2; s > 0; s /= 2) {
+    if (lyi < s) part[lid] += part[lid + s * lx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lyi == 0 && c < channels) global_add(sums + c, part[lxi]);
+  // The groups but the last are done (a return the whole group takes: a barrier after it is
+  // reached by all of the last group's work-items or none). Sharing the dense passes' barriers
+  // with no work instead raced on PoCL 3.1 between concurrent groups.
+  if (!last_to_count(counter, blocks * slices, &flag)) return;
+  // The mean's integers, zero up to kp1 (the weights' padding).
+  __local char* v1 = (__local char*)vec1;
+  for (int k = lid; k < kp1; k += group) {
+    int q = 0;
+    if (k < channels) {
+      const int v = quant_multiply(global_take(sums + k) + mp[0], mp[1], mp[2],
+                                   up[k % up_channels] != 0) + mp[3];
+      q = clamp(v, QMIN, QMAX);
+    }
+    v1[k] = (char)q;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __local char* v2 = (__local char*)vec2;
+  for (int k = n1 + lid; k < kp2; k += group) v2[k] = 0;
+  squeeze_dense(vec1, kp1 / 4, b1, bias1, stage1, n1, zp1, lo1, hi1, upb1, v2, part);
+  // With one layer the host passes n2 = 0: no pass, no barrier. Layer 2 reads vec2 and writes
+  // vec1 (the mean is no longer needed).
+  squeeze_dense(vec2, kp2 / 4, b2, bias2, stage2, n2, zp2, lo2, hi2, upb2, v1, part);
+  __local const char* res = layers > 1 ? v1 : v2;
+  const int n = layers > 1 ? n2 : n1;
+  for (int j = lid; j < n; j += group) out[j] = (QT)res[j];
+}

@@ -1,0 +1,174 @@
+"""A squeeze (ops/squeeze.h): the int8 MEAN over one image's H and W and the one or two dense ops
+after it on that vector (a squeeze-and-excitation block's pool, reduce and expand, with their
+folded activations) run as one launch (kernels/squeeze_int8.cl). Bit-exact against TFLite's int8
+kernels with the fold on and off (option fuse_add): 1x1 CONV_2Ds through a RESHAPE or on a
+keep_dims mean, FULLY_CONNECTEDs, one dense op, odd channel counts (padded weights), a large
+image whose mean splits between many groups, power-of-two scales (every shift a tie), repeated
+invokes (the kernel leaves its sums and counter zero); and the graphs that must not fold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from int8_parity import Int8Result, check_int8_parity, quantized_inputs
+
+from clgpu_delegate.modelgen import ModelBuilder, quantize_model
+
+
+def _launches(r: Int8Result) -> int:
+    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
+
+
+def _squeezes(r: Int8Result) -> int:
+    return sum(1 for k in r.delegate.profile().kernels if k.algorithm == "int8_squeeze")
+
+
+def se_model(
+    shape: tuple[int, int, int, int],
+    reduced: int,
+    *,
+    keep_dims: bool = False,
+    dense: str = "conv",
+    layers: int = 2,
+    swish: bool = True,
+    pow2: bool = False,
+    seed: int = 0,
+) -> bytes:
+    """An EfficientNet squeeze-excite block: x -> MEAN(H, W) -> [RESHAPE] -> dense (swish) ->
+    dense (sigmoid) -> x * that. dense: "conv" (1x1 CONV_2D) or "fc" (FULLY_CONNECTED)."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", shape)
+    c = shape[3]
+    # An activation, not the model's input, as the block's x.
+    h = b.conv2d(x, b.rand((c, 1, 1, c)), b.rand((c,), 0.2), 1, 1, "SAME", "RELU")
+    m = b.mean(h, [1, 2], keep_dims=keep_dims)
+    widths = [reduced, c][:layers]
+    for i, n in enumerate(widths):
+        k = b.shape(m)[-1]
+        if dense == "conv":
+            if len(b.shape(m)) != 4:
+                m = b.reshape(m, [shape[0], 1, 1, k])
+            m = b.conv2d(m, b.rand((n, 1, 1, k)), b.rand((n,), 0.2), 1, 1, "SAME", None)
+        else:
+            m = b.fully_connected(m, b.rand((n, k)), b.rand((n,), 0.2))
+        if i == 0 and swish:
+            m = b.mul(m, b.logistic(m))
+    if layers == 2:
+        s = b.logistic(m)
+        if len(b.shape(s)) != 4:
+            s = b.reshape(s, [shape[0], 1, 1, c])
+        b.output(b.mul(h, s))
+    else:
+        b.output(m)
+    return quantize_model(b.build(), io="int8", seed=seed, jitter=0.3, pow2_scales=pow2)
+
+
+def _dense_kernels(r: Int8Result) -> int:
+    """Kernels of dense ops over a vector (what a squeeze absorbs) that ran on their own."""
+    return sum(
+        1
+        for k in r.delegate.profile().kernels
+        if k.op == "FULLY_CONNECTED" or (k.op == "CONV_2D" and k.shape.startswith("[1,1,1,"))
+    )
+
+
+def check_squeeze(model: bytes, runtime: str, folded: int, **options: Any) -> Int8Result:
+    """Bit-exact with the fold on and off (fuse_add, which turns the other folds off too);
+    `folded` dense ops run inside one squeeze, the others on their own."""
+    common = {"min_fraction": 1.0, "profiling": True, **options}
+    on = check_int8_parity(model, runtime, **common)
+    off = check_int8_parity(model, runtime, **common, fuse_add=False)
+    assert _squeezes(off) == 0
+    assert _squeezes(on) == (1 if folded else 0), on.delegate.profile().table()
+    assert _dense_kernels(on) == _dense_kernels(off) - folded, on.delegate.profile().table()
+    return on
+
+
+@pytest.mark.parametrize(
+    "shape,reduced,keep_dims",
+    [
+        ((1, 14, 14, 32), 8, False),  # Keras: MEAN without keep_dims, RESHAPE to 1x1
+        ((1, 7, 7, 96), 4, True),  # TFLite's own: a keep_dims mean straight into the conv
+        ((1, 9, 5, 19), 5, False),  # odd channels: both dense ops' K padded to 4
+        ((1, 56, 56, 24), 6, True),  # a large image: the mean split between many groups
+        ((1, 4, 4, 300), 75, False),  # channels over several groups of 32 columns
+    ],
+)
+def test_squeeze_excite_block_runs_as_one_launch(
+    runtime: str, shape: tuple[int, int, int, int], reduced: int, keep_dims: bool
+) -> None:
+    m = se_model(shape, reduced, keep_dims=keep_dims, seed=shape[3])
+    check_squeeze(m, runtime, 2)
+
+
+@pytest.mark.parametrize("pow2", [False, True])
+def test_squeeze_roundings(runtime: str, pow2: bool) -> None:
+    # Power-of-two scales make every final shift a tie, where the mean's channels (LiteRT's
+    # vector loop) and the GEMM's round differently.
+    m = se_model((1, 6, 6, 40), 10, pow2=pow2, seed=11)
+    check_squeeze(m, runtime, 2)
+
+
+def test_fully_connected_dense_ops(runtime: str) -> None:
+    m = se_model((1, 8, 8, 24), 6, dense="fc", seed=4)
+    check_squeeze(m, runtime, 2)
+
+
+@pytest.mark.parametrize("dense", ["conv", "fc"])
+def test_one_dense_op(runtime: str, dense: str) -> None:
+    # A mean and one dense op (a small classifier head) with no activation.
+    m = se_model((1, 5, 5, 16), 10, dense=dense, layers=1, swish=False, seed=6)
+    check_squeeze(m, runtime, 1)
+
+
+def test_repeated_invokes_start_from_zero(runtime: str) -> None:
+    # The kernel adds the mean's sums into a buffer it keeps and counts its groups: both must be
+    # zero again after each launch, or the next invoke's outputs would drift.
+    m = se_model((1, 28, 28, 16), 4, seed=8)
+    first = check_squeeze(m, runtime, 2)
+    for seed in (1, 2, 3):
+        r = check_int8_parity(m, runtime, seed=seed, min_fraction=1.0)
+        assert r.stats.exact == r.stats.elements
+    assert first.stats.exact == first.stats.elements
+
+
+def test_batch_or_shared_means_do_not_fold(runtime: str) -> None:
+    # Two images: the mean is not one vector.
+    check_squeeze(se_model((2, 6, 6, 16), 4, seed=2), runtime, 0)
+    # The mean read by the dense op and by a model output.
+    b = ModelBuilder(seed=3)
+    x = b.input("x", (1, 6, 6, 16))
+    m = b.mean(x, [1, 2], keep_dims=True)
+    b.output(m)
+    b.output(b.conv2d(m, b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME", None))
+    check_squeeze(quantize_model(b.build(), io="int8", seed=3), runtime, 0)
+
+
+def test_dense_ops_too_large_for_one_group_do_not_fold(runtime: str) -> None:
+    # 600 x 600 weights (360,000 > 2^18): one work-group would run them slower than a GEMM.
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (1, 3, 3, 600))
+    m = b.mean(x, [1, 2], keep_dims=False)
+    b.output(b.fully_connected(m, b.rand((600, 600)), b.rand((600,), 0.2)))
+    check_squeeze(quantize_model(b.build(), io="int8", seed=5), runtime, 0)
+
+
+def test_second_dense_op_too_large_folds_the_first(runtime: str) -> None:
+    # 16 -> 8 fits; 8 -> 40,000 (320,000 weights) does not: one dense op folds.
+    b = ModelBuilder(seed=7)
+    x = b.input("x", (1, 4, 4, 16))
+    m = b.mean(x, [1, 2], keep_dims=False)
+    m = b.fully_connected(m, b.rand((8, 16)), b.rand((8,), 0.2), "RELU")
+    b.output(b.fully_connected(m, b.rand((40000, 8)), b.rand((40000,), 0.2)))
+    check_squeeze(quantize_model(b.build(), io="int8", seed=7), runtime, 1)
+
+
+def test_inputs_over_the_full_range(runtime: str) -> None:
+    # Inputs at the int8 extremes (the sums of a large mean near their bound).
+    m = se_model((1, 32, 32, 8), 4, seed=9)
+    ref = quantized_inputs([{"shape": (1, 32, 32, 8), "dtype": np.int8}])[0]
+    for v in (np.full_like(ref, 127), np.full_like(ref, -128), ref):
+        r = check_int8_parity(m, runtime, inputs=[v], min_fraction=1.0, profiling=True)
+        assert _squeezes(r) == 1
