@@ -61,31 +61,31 @@ static inline float4 sat_half4(float4 v) {
 
 // An element-wise op folded into the producing kernel's store (Op::FoldEpilogue): the host builds
 // with -DCLGPU_EPILOGUE=<n> (and -DCLGPU_EPILOGUE_ALPHA=<a> for LEAKY_RELU); it applies after the
-// clamp, to a scalar or a vector. src_cpp/ops/fusion.h keeps the same numbers.
-#if CLGPU_EPILOGUE == 1  // swish: x * sigmoid(x), a LOGISTIC and a MUL
-#define EPILOGUE(v) ((v) / (1.0f + exp(-(v))))
-#elif CLGPU_EPILOGUE == 2  // HARD_SWISH
-#define EPILOGUE(v) ((v) * (clamp((v) + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f)))  // no v * 6 overflow
-#elif CLGPU_EPILOGUE == 3  // LOGISTIC
-#define EPILOGUE(v) (1.0f / (1.0f + exp(-(v))))
-#elif CLGPU_EPILOGUE == 4  // TANH
-#define EPILOGUE(v) tanh(v)
-#elif CLGPU_EPILOGUE == 5  // GELU
-#define EPILOGUE(v) (0.5f * (v) * (1.0f + erf((v) * 0.70710678118654752f)))
-#elif CLGPU_EPILOGUE == 6  // GELU, tanh approximation
-#define EPILOGUE(v) \
+// clamp, to a scalar or a vector. src_cpp/ops/fusion.h keeps the same numbers. EPILOGUE_OF(n, v,
+// a) is op n for a kernel that applies several (squeeze_float.cl).
+#define EPILOGUE_K0(v, a) (v)                               // none
+#define EPILOGUE_K1(v, a) ((v) / (1.0f + exp(-(v))))        // swish: a LOGISTIC and a MUL
+#define EPILOGUE_K2(v, a) ((v) * (clamp((v) + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f)))  // HARD_SWISH
+#define EPILOGUE_K3(v, a) (1.0f / (1.0f + exp(-(v))))       // LOGISTIC
+#define EPILOGUE_K4(v, a) tanh(v)                           // TANH
+#define EPILOGUE_K5(v, a) (0.5f * (v) * (1.0f + erf((v) * 0.70710678118654752f)))  // GELU
+#define EPILOGUE_K6(v, a) /* GELU, tanh approximation */ \
   (0.5f * (v) * (1.0f + tanh(0.7978845608028654f * ((v) + 0.044715f * (v) * (v) * (v)))))
-#elif CLGPU_EPILOGUE == 7  // ELU
-#define EPILOGUE(v) ((v) < 0.0f ? expm1(v) : (v))
-#elif CLGPU_EPILOGUE == 8  // LEAKY_RELU
-#define EPILOGUE(v) ((v) > 0.0f ? (v) : (v) * CLGPU_EPILOGUE_ALPHA)
-#else  // none, or 9: post clamps alone
+#define EPILOGUE_K7(v, a) ((v) < 0.0f ? expm1(v) : (v))    // ELU
+#define EPILOGUE_K8(v, a) ((v) > 0.0f ? (v) : (v) * (a))   // LEAKY_RELU
+#define EPILOGUE_K9(v, a) (v)                               // post clamps alone
+#define EPILOGUE_OF_(n, v, a) EPILOGUE_K##n(v, a)
+#define EPILOGUE_OF(n, v, a) EPILOGUE_OF_(n, v, a)
+#ifdef CLGPU_EPILOGUE
+#define EPILOGUE(v) EPILOGUE_OF(CLGPU_EPILOGUE, v, CLGPU_EPILOGUE_ALPHA)
+#else
 #define EPILOGUE(v) (v)
 #endif
 
 // Then up to two MAXIMUM / MINIMUM nodes of the value and a constant scalar (PostClamp):
 // -DCLGPU_POST<i>=1 max(v, c), 2 min(v, c), 3 max(c, v), 4 min(c, v), -DCLGPU_POST<i>_C=c.
 // Comparisons in the node's operand order, as binary.cl's MAXIMUM / MINIMUM (a NaN as TFLite).
+#define POST_CLAMP_0(v, c) (v)
 #define POST_CLAMP_1(v, c) ((v) > (c) ? (v) : (c))
 #define POST_CLAMP_2(v, c) ((v) < (c) ? (v) : (c))
 #define POST_CLAMP_3(v, c) ((c) > (v) ? (c) : (v))

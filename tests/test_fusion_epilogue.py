@@ -125,7 +125,8 @@ def test_epilogue_with_fp16_storage_and_chunks(runtime: str) -> None:
 
 def test_squeeze_excite_with_swish_is_one_partition(runtime: str) -> None:
     # EfficientNet's block: conv + swish, depthwise + swish, MEAN -> conv + swish -> conv ->
-    # LOGISTIC -> MUL, projection conv.
+    # LOGISTIC -> MUL, projection conv. Seven nodes fold as epilogues, and the two dense ops of
+    # the squeeze into the MEAN (ops/squeeze.h).
     b = ModelBuilder(seed=8)
     x = b.input("x", (1, 10, 10, 8))
     y, _ = epilogue(b, "SWISH", b.conv2d(x, b.rand((16, 1, 1, 8))))
@@ -134,7 +135,7 @@ def test_squeeze_excite_with_swish_is_one_partition(runtime: str) -> None:
     s, _ = epilogue(b, "SWISH", b.conv2d(s, b.rand((4, 1, 1, 16))))
     s = b.logistic(b.conv2d(s, b.rand((16, 1, 1, 4))))
     b.output(b.conv2d(b.mul(y, s), b.rand((8, 1, 1, 16))))
-    r = check_folds(b.build(), runtime, folded=7)
+    r = check_folds(b.build(), runtime, folded=9)
     assert len(r.partitions) == 1
 
 

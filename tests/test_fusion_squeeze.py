@@ -1,10 +1,12 @@
-"""A squeeze (ops/squeeze.h): the int8 MEAN over one image's H and W and the one or two dense ops
-after it on that vector (a squeeze-and-excitation block's pool, reduce and expand, with their
-folded activations) run as one launch (kernels/squeeze_int8.cl). Bit-exact against TFLite's int8
-kernels with the fold on and off (option fuse_add): 1x1 CONV_2Ds through a RESHAPE or on a
-keep_dims mean, FULLY_CONNECTEDs, one dense op, odd channel counts (padded weights), a large
-image whose mean splits between many groups, power-of-two scales (every shift a tie), repeated
-invokes (the kernel leaves its sums and counter zero); and the graphs that must not fold."""
+"""A squeeze (ops/squeeze.h): the MEAN over one image's H and W and the one or two dense ops after
+it on that vector (a squeeze-and-excitation block's pool, reduce and expand, with their folded
+activations) run as one launch (kernels/squeeze_int8.cl, squeeze_float.cl). int8: bit-exact
+against TFLite's int8 kernels with the fold on and off (option fuse_add): 1x1 CONV_2Ds through a
+RESHAPE or on a keep_dims mean, FULLY_CONNECTEDs, one dense op, odd channel counts (padded
+weights), a large image whose mean splits between many groups, power-of-two scales (every shift
+a tie), repeated invokes (the kernel leaves its sums and counter zero); and the graphs that must
+not fold. Float: the same graphs within fp32 / fp16 tolerances, with each dense op's own clamp
+and epilogue (swish, LOGISTIC, HARD_SWISH, LEAKY_RELU, a MAXIMUM with a constant)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import tflite
 from int8_parity import Int8Result, check_int8_parity, quantized_inputs
+from parity import ParityResult, check_parity
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
@@ -35,9 +39,13 @@ def se_model(
     swish: bool = True,
     pow2: bool = False,
     seed: int = 0,
+    quantize: bool = True,
+    acts: tuple[str, str] = ("swish", "logistic"),
 ) -> bytes:
     """An EfficientNet squeeze-excite block: x -> MEAN(H, W) -> [RESHAPE] -> dense (swish) ->
-    dense (sigmoid) -> x * that. dense: "conv" (1x1 CONV_2D) or "fc" (FULLY_CONNECTED)."""
+    dense (sigmoid) -> x * that. dense: "conv" (1x1 CONV_2D) or "fc" (FULLY_CONNECTED).
+    quantize=False: the float model; `acts` then names each dense op's activation ("swish",
+    "logistic", "hard_swish", "leaky", "relu_max": RELU then a MAXIMUM with 0.25, "none")."""
     b = ModelBuilder(seed=seed)
     x = b.input("x", shape)
     c = shape[3]
@@ -53,16 +61,33 @@ def se_model(
             m = b.conv2d(m, b.rand((n, 1, 1, k)), b.rand((n,), 0.2), 1, 1, "SAME", None)
         else:
             m = b.fully_connected(m, b.rand((n, k)), b.rand((n,), 0.2))
-        if i == 0 and swish:
-            m = b.mul(m, b.logistic(m))
+        act = acts[i] if (i == 0 and swish) or (i == 1 and layers == 2) else "none"
+        m = _activation(b, m, act)
     if layers == 2:
-        s = b.logistic(m)
+        s = m
         if len(b.shape(s)) != 4:
             s = b.reshape(s, [shape[0], 1, 1, c])
         b.output(b.mul(h, s))
     else:
         b.output(m)
+    if not quantize:
+        return b.build()
     return quantize_model(b.build(), io="int8", seed=seed, jitter=0.3, pow2_scales=pow2)
+
+
+def _activation(b: ModelBuilder, m: int, act: str) -> int:
+    if act == "swish":
+        return b.mul(m, b.logistic(m))
+    if act == "logistic":
+        return b.logistic(m)
+    if act == "hard_swish":
+        return b.hard_swish(m)
+    if act == "leaky":
+        code = tflite.BuiltinOperator.LEAKY_RELU
+        return b._op(code, [m], [b.shape(m)], options="LeakyReluOptions", Alpha=0.2)[0]
+    if act == "relu_max":
+        return b.maximum(b.relu(m), 0.25)
+    return m
 
 
 def _dense_kernels(r: Int8Result) -> int:
@@ -147,7 +172,7 @@ def test_batch_or_shared_means_do_not_fold(runtime: str) -> None:
 
 
 def test_dense_ops_too_large_for_one_group_do_not_fold(runtime: str) -> None:
-    # 600 x 600 weights (360,000 > 2^18): one work-group would run them slower than a GEMM.
+    # 600 x 600 int8 weights (352 KiB > 64 KiB): one work-group would run them slower than a GEMM.
     b = ModelBuilder(seed=5)
     x = b.input("x", (1, 3, 3, 600))
     m = b.mean(x, [1, 2], keep_dims=False)
@@ -156,12 +181,12 @@ def test_dense_ops_too_large_for_one_group_do_not_fold(runtime: str) -> None:
 
 
 def test_second_dense_op_too_large_folds_the_first(runtime: str) -> None:
-    # 16 -> 8 fits; 8 -> 40,000 (320,000 weights) does not: one dense op folds.
+    # 16 -> 32 fits; 32 -> 4096 (128 KiB of weights) does not: one dense op folds.
     b = ModelBuilder(seed=7)
     x = b.input("x", (1, 4, 4, 16))
     m = b.mean(x, [1, 2], keep_dims=False)
-    m = b.fully_connected(m, b.rand((8, 16)), b.rand((8,), 0.2), "RELU")
-    b.output(b.fully_connected(m, b.rand((40000, 8)), b.rand((40000,), 0.2)))
+    m = b.fully_connected(m, b.rand((32, 16)), b.rand((32,), 0.2), "RELU")
+    b.output(b.fully_connected(m, b.rand((4096, 32)), b.rand((4096,), 0.2)))
     check_squeeze(quantize_model(b.build(), io="int8", seed=7), runtime, 1)
 
 
@@ -172,3 +197,68 @@ def test_inputs_over_the_full_range(runtime: str) -> None:
     for v in (np.full_like(ref, 127), np.full_like(ref, -128), ref):
         r = check_int8_parity(m, runtime, inputs=[v], min_fraction=1.0, profiling=True)
         assert _squeezes(r) == 1
+
+
+# Float: each dense op keeps its own clamp and epilogue.
+def _float_squeezes(r: ParityResult) -> int:
+    return sum(1 for k in r.delegate.profile().kernels if k.algorithm == "squeeze")
+
+
+def check_float_squeeze(
+    model: bytes, runtime: str, folded: int, precision: str = "fp32", **options: Any
+) -> ParityResult:
+    # fp16: the storage's relative step, at the scale of the outputs (tests/test_fp16.py).
+    tol = {"rtol": 1e-4} if precision == "fp32" else {"rtol": 2e-2, "atol": 2e-2}
+    common = {"profiling": True, "precision": precision, **tol, **options}
+    on = check_parity(model, runtime, expect_delegated="all", **common)
+    off = check_parity(model, runtime, expect_delegated="all", fuse_add=False, **common)
+    assert _float_squeezes(off) == 0
+    assert _float_squeezes(on) == (1 if folded else 0), on.delegate.profile().table()
+    assert _dense_kernels(on) == _dense_kernels(off) - folded, on.delegate.profile().table()
+    return on
+
+
+@pytest.mark.parametrize(
+    "shape,reduced,keep_dims,dense",
+    [
+        ((1, 14, 14, 32), 8, False, "conv"),
+        ((1, 7, 7, 96), 4, True, "conv"),
+        ((1, 9, 5, 19), 5, False, "fc"),
+        ((1, 56, 56, 24), 6, True, "conv"),  # the mean split between many groups
+    ],
+)
+def test_float_squeeze_excite_block(
+    runtime: str, shape: tuple[int, int, int, int], reduced: int, keep_dims: bool, dense: str
+) -> None:
+    m = se_model(shape, reduced, keep_dims=keep_dims, dense=dense, quantize=False, seed=shape[3])
+    check_float_squeeze(m, runtime, 2)
+
+
+@pytest.mark.parametrize(
+    "acts", [("hard_swish", "logistic"), ("leaky", "relu_max"), ("none", "swish")]
+)
+def test_float_squeeze_epilogues(runtime: str, acts: tuple[str, str]) -> None:
+    # Each dense op's epilogue under its own defines (LEAKY_RELU's alpha, a MAXIMUM's constant).
+    m = se_model((1, 6, 6, 40), 10, quantize=False, acts=acts, seed=21)
+    check_float_squeeze(m, runtime, 2)
+
+
+def test_float_squeeze_fp16(runtime: str) -> None:
+    m = se_model((1, 12, 12, 48), 12, quantize=False, seed=22)
+    check_float_squeeze(m, runtime, 2, precision="fp16")
+
+
+def test_float_one_dense_op_and_repeated_invokes(runtime: str) -> None:
+    m = se_model((1, 20, 20, 16), 10, layers=1, swish=False, quantize=False, seed=23)
+    check_float_squeeze(m, runtime, 1)
+    for seed in (1, 2):
+        check_parity(m, runtime, seed=seed, expect_delegated="all")
+
+
+def test_float_dense_ops_too_large_do_not_fold(runtime: str) -> None:
+    # 600 x 600 float32 weights (1.4 MB) for one work-group to read: the GEMV runs them.
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (1, 3, 3, 600))
+    m = b.mean(x, [1, 2], keep_dims=False)
+    b.output(b.fully_connected(m, b.rand((600, 600)), b.rand((600,), 0.2)))
+    check_float_squeeze(b.build(), runtime, 0)

@@ -12,6 +12,7 @@
 #include "ops/conv_geometry.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
+#include "ops/squeeze.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -142,6 +143,23 @@ class Conv2dOp : public Op {
     return true;
   }
   void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
+
+  // A 1x1 filter over one image's single pixel (any stride or padding gives one output pixel):
+  // a dense op over the channels, with the plain GEMM's weights.
+  bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
+    const Shape& f = src_->filter_shape;
+    if (chunk_ || residual_.on || f[1] != 1 || f[2] != 1 || in.empty() || in.back() != f[3] ||
+        NumElements(in) != f[3])
+      return false;
+    const ConvGeometry g = Geometry({1, 1, 1, f[3]});
+    dense->weights = src_->Weights(ctx, ConvAlgorithm::kGemm1x1, g, 0).filter.get();
+    dense->bias = src_->Bias(ctx, 0, f[0]);
+    dense->n = f[0], dense->k = f[3];
+    dense->act_min = act_min_, dense->act_max = act_max_;
+    dense->epilogue = epilogue_defines();
+    return true;
+  }
+
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);

@@ -9,6 +9,7 @@
 #include "ops/gemm.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
+#include "ops/squeeze.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -145,6 +146,18 @@ class FullyConnectedOp : public Op {
     const size_t bytes =
         GemmScratchBytes(PlanGemm(ctx.env.device(), m, n, k, ctx.options.gemm_splits), m, n);
     return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
+  }
+
+  // One row in, constant weights: the vector a squeeze's MEAN (or the dense op before) leaves.
+  bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
+    if (chunk_ || has_residual() || src_->runtime_weights || NumElements(in) != k_) return false;
+    const std::pair<Buffer, Buffer>& b = src_->Get(ctx, 0, n_);
+    dense->weights = b.first.get();
+    dense->bias = b.second.get();
+    dense->n = n_, dense->k = k_;
+    dense->act_min = act_min_, dense->act_max = act_max_;
+    dense->epilogue = epilogue_defines();
+    return true;
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,

@@ -77,12 +77,14 @@ class MeanInt8Op : public Op {
     return spatial_ ? "int8_spatial" : "int8_general";
   }
   // One image's H and W reduced (the input an [outer = 1, reduce, channels] view), int8.
-  bool TakesSqueeze(const Shape& in) const override {
+  SqueezeType TakesSqueeze(const Shape& in) const override {
     std::vector<bool> mask;
     int64_t outer = 1, reduce = 1, inner = 1;
-    return type_ == ValueType::kInt8 && !has_epilogue() && !has_folded_clamp() &&
-           Mask(axes_, in.size(), &mask).empty() && NumElements(in) > 0 &&
-           Tiled(in, mask, &outer, &reduce, &inner) && outer == 1 && inner <= kMaxSqueezeVector;
+    const bool takes = type_ == ValueType::kInt8 && !has_epilogue() && !has_folded_clamp() &&
+                       Mask(axes_, in.size(), &mask).empty() && NumElements(in) > 0 &&
+                       Tiled(in, mask, &outer, &reduce, &inner) && outer == 1 &&
+                       inner <= kMaxSqueezeVector;
+    return takes ? SqueezeType::kInt8 : SqueezeType::kNone;
   }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     std::vector<bool> mask;

@@ -15,7 +15,11 @@
 
 namespace clgpu {
 
-struct Int8Dense;  // ops/squeeze.h
+struct Int8Dense;   // ops/squeeze.h
+struct FloatDense;  // ops/squeeze.h
+
+// What a MEAN runs of the dense ops after it (Op::TakesSqueeze).
+enum class SqueezeType { kNone, kInt8, kFloat };
 
 // The options ops read (forced choices for tests and benchmarks).
 struct OpOptions {
@@ -269,10 +273,15 @@ class Op {
     (void)ctx, (void)in, (void)dense;
     return false;
   }
-  // Whether this op runs the dense ops after it, for an input of shape `in`.
-  virtual bool TakesSqueeze(const Shape& in) const {
-    (void)in;
+  // The same on float values (the context's float storage), its clamp and epilogue included.
+  virtual bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) {
+    (void)ctx, (void)in, (void)dense;
     return false;
+  }
+  // Which dense ops this op runs after it, for an input of shape `in` (kNone: none).
+  virtual SqueezeType TakesSqueeze(const Shape& in) const {
+    (void)in;
+    return SqueezeType::kNone;
   }
   // Folds the dense ops in (after TakesSqueeze): output 0 becomes `output`, the last one's.
   // The ops must outlive the fold. UnfoldSqueeze restores the op's own output.

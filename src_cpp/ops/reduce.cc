@@ -9,6 +9,7 @@
 #include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "ops/reduce_tiled.h"
+#include "ops/squeeze.h"
 
 namespace clgpu {
 namespace {
@@ -95,11 +96,20 @@ class ReduceOp : public Op {
   const char* type_name() const override { return kind_.name; }
   std::string algorithm() const override { return algorithm_; }
 
+  // A MEAN of one image's H and W (one reduced run, one outer row) whose channels fit.
+  SqueezeType TakesSqueeze(const Shape& in) const override {
+    int64_t outer = 1, reduce = 1, inner = 1;
+    const bool takes = kind_.mean && !has_epilogue() && !has_folded_clamp() &&
+                       NumElements(in) > 0 && View(in, &outer, &reduce, &inner) <= 1 &&
+                       outer == 1 && inner <= kMaxFloatSqueezeVector;
+    return takes ? SqueezeType::kFloat : SqueezeType::kNone;
+  }
+
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     return {ReducedShape(in[0], Mask(in[0]), keep_dims_)};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return static_cast<double>(NumElements(in[0]));
+    return static_cast<double>(NumElements(in[0])) + dense_flops_;
   }
 
   // Chunks are boxes of the output seen with kept dims: each reads the same box of the input
@@ -136,6 +146,21 @@ class ReduceOp : public Op {
     const float divisor = kind_.mean ? static_cast<float>(count) : 1.0f;
     int64_t outer = 1, reduce = 1, inner = 1;
     const int reduced_runs = View(s, &outer, &reduce, &inner);
+    dense_flops_ = 0;
+    if (!squeeze_dense().empty()) {
+      std::vector<FloatDense> dense(squeeze_dense().size());
+      Shape row = {1, static_cast<int>(inner)};
+      for (size_t i = 0; i < dense.size(); ++i) {
+        if (!squeeze_dense()[i]->GetFloatDense(ctx, row, &dense[i]))
+          throw Error("MEAN: a folded dense op has no float form");
+        row = {1, dense[i].n};
+        dense_flops_ += 2.0 * dense[i].n * dense[i].k;
+      }
+      launches_.push_back(EncodeFloatSqueeze(ctx, in[0], out[0], static_cast<int>(reduce),
+                                             static_cast<int>(inner), divisor, dense, &squeeze_));
+      algorithm_ = "squeeze";
+      return;
+    }
     // Few columns and a short reduced extent would make tiled groups of a few work-items, most
     // of each SIMD lane group idle: one work-item per output does better there.
     if (reduced_runs <= 1 && !TiledReductionIsTiny(reduce, inner)) {
@@ -213,6 +238,8 @@ class ReduceOp : public Op {
   bool keep_dims_;
   std::string algorithm_ = "tiled";
   Buffer meta_;
+  FloatSqueezeState squeeze_;  // the folded dense ops' launch (ops/squeeze.h)
+  double dense_flops_ = 0;
 };
 
 std::string Check(const GraphView& g, const NodeInfo& node) {

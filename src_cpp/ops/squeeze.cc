@@ -2,6 +2,7 @@
 #include "ops/squeeze.h"
 
 #include <algorithm>
+#include <string>
 
 #include "cl/int8_dot.h"
 #include "common/error.h"
@@ -20,18 +21,52 @@ int64_t CeilPow2(int64_t x) {
   return p;
 }
 
+// The mean's groups, as mean_int8_tiled's (kernels/mean_int8.cl) for one outer row: lx
+// consecutive channels by ly rows, and the slices of the reduced extent that fill the device.
+struct SqueezeGroups {
+  int64_t lx = 1, ly = 1, blocks = 1, slices = 1;
+};
+SqueezeGroups GroupsFor(OpContext& ctx, const Kernel& k, int reduce, int channels) {
+  SqueezeGroups g;
+  const int64_t group = static_cast<int64_t>(RowGroup(ctx, k, kTile, INT64_MAX));
+  g.lx = std::min({CeilPow2(channels), kWarp, group});
+  g.ly = std::min(group / g.lx, CeilPow2(reduce));
+  g.blocks = (channels + g.lx - 1) / g.lx;
+  if (g.blocks < kGroups)
+    g.slices = std::max<int64_t>(
+        1, std::min((kGroups + g.blocks - 1) / g.blocks, int64_t(reduce) / (g.ly * kMinRows)));
+  return g;
+}
+
+void SetGeometry(const SqueezeGroups& g, Launch* l) {
+  l->dims = 2;
+  l->local[0] = static_cast<size_t>(g.lx), l->local[1] = static_cast<size_t>(g.ly);
+  l->global[0] = static_cast<size_t>(g.blocks * g.slices * g.lx);
+  l->global[1] = static_cast<size_t>(g.ly);
+}
+
+// An epilogue's defines (Op::epilogue_defines: -DCLGPU_EPILOGUE=..., -DCLGPU_POST1=...) under
+// the names of dense op `layer` of kernels/squeeze_float.cl (-DSQ1_EPILOGUE=..., ...).
+std::string LayerDefines(const std::string& epilogue, int layer) {
+  std::string out = epilogue;
+  const std::string from = "CLGPU_", to = "SQ" + std::to_string(layer) + "_";
+  for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size()))
+    out.replace(at, from.size(), to);
+  return out;
+}
+
 }  // namespace
 
-bool SqueezeDenseFits(int n, int k) {
+bool SqueezeDenseFits(int n, int k, size_t bytes) {
   return n > 0 && k > 0 && n <= kMaxSqueezeVector && k <= kMaxSqueezeVector &&
-         int64_t(n) * k <= kMaxSqueezeWeights;
+         int64_t(n) * k * int64_t(bytes) <= kMaxSqueezeWeightBytes;
 }
 
 Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
                          const Int8MeanStage& mean, const std::vector<Int8Dense>& dense,
                          Int8SqueezeState* state) {
   bool fits = !dense.empty() && dense.size() <= 2 && channels <= kMaxSqueezeVector;
-  for (const Int8Dense& d : dense) fits = fits && SqueezeDenseFits(d.w->n, d.w->kp);
+  for (const Int8Dense& d : dense) fits = fits && SqueezeDenseFits(d.w->n, d.w->kp, 1);
   if (!fits || dense[0].w->k != channels || (dense.size() == 2 && dense[1].w->k != dense[0].w->n))
     throw Error("squeeze: dense ops do not chain over the mean's " + std::to_string(channels) +
                 " channels");
@@ -50,14 +85,7 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
   Launch l;
   l.name = "squeeze_int8";
   l.kernel = CreateKernel(*program, l.name);
-  const int64_t group = static_cast<int64_t>(RowGroup(ctx, l.kernel, kTile, INT64_MAX));
-  const int64_t lx = std::min({CeilPow2(channels), kWarp, group});
-  const int64_t ly = std::min(group / lx, CeilPow2(reduce));
-  const int64_t blocks = (channels + lx - 1) / lx;
-  int64_t slices = 1;
-  if (blocks < kGroups)
-    slices = std::max<int64_t>(
-        1, std::min((kGroups + blocks - 1) / blocks, int64_t(reduce) / (ly * kMinRows)));
+  const SqueezeGroups g = GroupsFor(ctx, l.kernel, reduce, channels);
   state->sums = ZeroBuffer(ctx, sizeof(int) * size_t(channels));
   state->counter = ZeroBuffer(ctx, sizeof(int));
   const Int8Dense& d1 = dense[0];
@@ -65,16 +93,42 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
   const bool two = dense.size() == 2;
   const cl_mem stage2 = state->stages[two ? 1 : 0].get();
   SetArgs(l.kernel, x, out, state->sums.get(), state->counter.get(), reduce, channels,
-          static_cast<int>(slices), state->params.get(), state->up.get(),
+          static_cast<int>(g.slices), state->params.get(), state->up.get(),
           static_cast<int>(mean.up.size()), d1.w->b.get(), d1.w->bias.get(), state->stages[0].get(),
           d1.w->n, d1.w->kp, d1.stage.zero_point, d1.stage.act_min, d1.stage.act_max,
           d1.stage.up_below, d2.w->b.get(), d2.w->bias.get(), stage2, two ? d2.w->n : 0,
           two ? d2.w->kp : 0, d2.stage.zero_point, d2.stage.act_min, d2.stage.act_max,
           d2.stage.up_below, two ? 2 : 1);
-  l.dims = 2;
-  l.local[0] = static_cast<size_t>(lx), l.local[1] = static_cast<size_t>(ly);
-  l.global[0] = static_cast<size_t>(blocks * slices * lx);
-  l.global[1] = static_cast<size_t>(ly);
+  SetGeometry(g, &l);
+  return l;
+}
+
+Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
+                          float divisor, const std::vector<FloatDense>& dense,
+                          FloatSqueezeState* state) {
+  bool fits = !dense.empty() && dense.size() <= 2 && channels <= kMaxFloatSqueezeVector;
+  for (const FloatDense& d : dense)
+    fits = fits && SqueezeDenseFits(d.n, d.k, ctx.storage_bytes) && d.n <= kMaxFloatSqueezeVector &&
+           d.k <= kMaxFloatSqueezeVector;
+  if (!fits || dense[0].k != channels || (dense.size() == 2 && dense[1].k != dense[0].n))
+    throw Error("squeeze: dense ops do not chain over the mean's " + std::to_string(channels) +
+                " channels");
+  const FloatDense& d1 = dense[0];
+  const bool two = dense.size() == 2;
+  const FloatDense& d2 = two ? dense[1] : dense[0];
+  std::string defines = PtxDefines(ctx.env.device()) + " " + LayerDefines(d1.epilogue, 1);
+  if (two) defines += " " + LayerDefines(d2.epilogue, 2);
+  auto program = ctx.GetProgram("squeeze_float", defines);
+  Launch l;
+  l.name = "squeeze_float";
+  l.kernel = CreateKernel(*program, l.name);
+  const SqueezeGroups g = GroupsFor(ctx, l.kernel, reduce, channels);
+  state->partial = ZeroBuffer(ctx, sizeof(float) * size_t(g.slices) * size_t(channels));
+  state->counter = ZeroBuffer(ctx, sizeof(int));
+  SetArgs(l.kernel, x, out, state->partial.get(), state->counter.get(), reduce, channels,
+          static_cast<int>(g.slices), divisor, d1.weights, d1.bias, d1.n, d1.k, d1.act_min,
+          d1.act_max, d2.weights, d2.bias, two ? d2.n : 0, two ? d2.k : 0, d2.act_min, d2.act_max);
+  SetGeometry(g, &l);
   return l;
 }
 

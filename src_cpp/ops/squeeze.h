@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ops/gemm_int8.h"
@@ -22,13 +23,26 @@ struct Int8Dense {
   OutputStage stage;                   // its table included (Op::FoldTable)
 };
 
-// The widest vector a squeeze keeps in local memory (the mean, each dense op's output), and the
-// most weights of one dense op (one work-group runs it).
-constexpr int kMaxSqueezeVector = 4096;
-constexpr int64_t kMaxSqueezeWeights = int64_t(1) << 18;
+// A dense op over float values as the float GEMM holds it (ops/gemm.h), for one row.
+struct FloatDense {
+  cl_mem weights = nullptr;  // [n][k] in the float storage, owned by the dense op
+  cl_mem bias = nullptr;     // n float32 values, likewise
+  int n = 0, k = 0;
+  float act_min = 0, act_max = 0;  // its clamp (folded clamps included)
+  std::string epilogue;            // its element-wise epilogue's defines (Op::epilogue_defines)
+};
 
-// Whether a dense op of n outputs over k inputs fits a squeeze.
-bool SqueezeDenseFits(int n, int k);
+// The widest vector a squeeze keeps in local memory (the mean, each dense op's output: SQ_VEC of
+// kernels/squeeze_int8.cl and squeeze_float.cl), and the most weight bytes of one dense op: one
+// work-group, on one compute unit, reads them all. On the H200 a float32 squeeze of 38 KiB of
+// weights per dense op ran in 15 us against 18 us for its three kernels apart, one of 75 KiB in
+// 20 against 19 us, one of 221 KiB in 45 against 18 us (bench/results/README.md).
+constexpr int kMaxSqueezeVector = 4096;
+constexpr int kMaxFloatSqueezeVector = 2048;
+constexpr int64_t kMaxSqueezeWeightBytes = int64_t(64) << 10;
+
+// Whether a dense op of n outputs over k inputs fits a squeeze, its weights `bytes` each.
+bool SqueezeDenseFits(int n, int k, size_t bytes = 1);
 
 // The MEAN's own arithmetic (ops/mean_int8.cc): out = clamp(quant_multiply(sum + params[0],
 // params[1], params[2], up[c % up.size()]) + params[3]).
@@ -48,5 +62,16 @@ struct Int8SqueezeState {
 Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
                          const Int8MeanStage& mean, const std::vector<Int8Dense>& dense,
                          Int8SqueezeState* state);
+
+// The float launch's own buffers: the groups' column sums and their counter.
+struct FloatSqueezeState {
+  Buffer partial, counter;
+};
+
+// The launch computing out (the last dense op's n values) from x [reduce][channels]: the mean
+// (the sum over `reduce` divided by `divisor`), then the dense ops.
+Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
+                          float divisor, const std::vector<FloatDense>& dense,
+                          FloatSqueezeState* state);
 
 }  // namespace clgpu

@@ -332,7 +332,8 @@ void Partition::FoldSqueezes(const OpContext& octx) {
     if (absorbed_[i] || mean.inputs().size() != 1 || mean.outputs().size() != 1) continue;
     const Shape& in = values_.at(mean.inputs()[0]).shape;
     const Value& x = values_.at(mean.inputs()[0]);
-    if (x.split() || !mean.TakesSqueeze(in)) continue;
+    const SqueezeType type = x.split() ? SqueezeType::kNone : mean.TakesSqueeze(in);
+    if (type == SqueezeType::kNone) continue;
     std::vector<size_t> absorbed;
     std::vector<int> elided;
     std::vector<Op*> dense;
@@ -344,15 +345,26 @@ void Partition::FoldSqueezes(const OpContext& octx) {
       const int j = next_op(t, &a, &e);
       if (j < 0) break;
       Op& d = *ops_[j];
-      Int8Dense form;
       OpContext dctx = OpCtx(octx, size_t(j));
-      if (d.outputs().size() != 1 || !d.GetInt8Dense(dctx, {1, channels}, &form) ||
-          !SqueezeDenseFits(form.w->n, form.w->kp))
-        break;
+      int n = 0;
+      if (d.outputs().size() != 1) break;
+      if (type == SqueezeType::kInt8) {
+        Int8Dense form;
+        if (!d.GetInt8Dense(dctx, {1, channels}, &form) || !SqueezeDenseFits(form.w->n, form.w->kp))
+          break;
+        n = form.w->n;
+      } else {
+        FloatDense form;
+        if (!d.GetFloatDense(dctx, {1, channels}, &form) ||
+            !SqueezeDenseFits(form.n, form.k, dctx.storage_bytes) ||
+            form.n > kMaxFloatSqueezeVector || form.k > kMaxFloatSqueezeVector)
+          break;
+        n = form.n;
+      }
       absorbed = std::move(a), elided = std::move(e);
       absorbed.push_back(size_t(j));
       dense.push_back(&d);
-      channels = form.w->n;
+      channels = n;
       t = d.outputs()[0];
     }
     if (dense.empty()) continue;
