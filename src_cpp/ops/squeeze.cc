@@ -1,4 +1,4 @@
-// The squeeze's launch (ops/squeeze.h, kernels/squeeze_int8.cl).
+// The squeezes' launches (ops/squeeze.h; kernels/squeeze_int8.cl, squeeze_float.cl).
 #include "ops/squeeze.h"
 
 #include <algorithm>

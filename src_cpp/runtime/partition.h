@@ -1,7 +1,7 @@
-// One delegated partition on the device (partition.cc: build; partition_plan.cc: plan;
-// partition_bind.cc: bind; partition_invoke.cc: invoke). Built at kernel init (ops, weights);
-// planned when input shapes change (shapes, memory plan, output resizes); bound
-// when buffers change (kernel arguments); run at invoke with one transfer per
+// One delegated partition on the device (partition.cc: build; partition_plan.cc: plan, with
+// partition_fold.cc's folds; partition_bind.cc: bind; partition_invoke.cc: invoke). Built at
+// kernel init (ops, weights); planned when input shapes change (shapes, memory plan, output
+// resizes); bound when buffers change (kernel arguments); run at invoke with one transfer per
 // boundary tensor (per piece or range for one larger than a buffer), every kernel
 // and copy enqueued without host sync, and one clFinish.
 //

@@ -1,0 +1,197 @@
+// Folding ops into others for one plan (runtime/partition.h): residual ADDs, clamps and
+// element-wise epilogues into their producer, TRANSPOSE / RESHAPE chains into a matmul as views,
+// and the dense ops after a MEAN into it (squeezes). Each is undone at the start of the next plan.
+#include <algorithm>
+
+#include "ops/fusion.h"
+#include "ops/matmul_views.h"
+#include "ops/squeeze.h"
+#include "runtime/partition.h"
+
+namespace clgpu {
+
+// Folds each eligible ADD into its conv for the shapes of this plan (out_shapes_ are those of
+// the ops unfused), or leaves both as they are: when fusion is off, the operands' shapes differ
+// now (a resize made the ADD broadcast) or the conv cannot take a residual.
+void Partition::FuseResiduals(const OpContext& octx) {
+  const RuntimeSettings& o = host_->settings();
+  // capture_tensors reads every activation back, the conv's own output included.
+  if (!o.fuse_add || o.capture_tensors) return;
+  for (const ResidualFusion& f : fusions_) {
+    Op& conv = *ops_[f.producer];
+    const Op& add = *ops_[f.add];
+    const int y = conv.outputs()[0], z = add.outputs()[0];
+    const Shape& s = values_.at(y).shape;
+    std::vector<Shape> in;
+    for (int t : conv.inputs()) in.push_back(values_.at(t).shape);
+    ResidualAdd r;
+    if (conv.has_folded_clamp() || conv.has_epilogue() || add.has_epilogue() ||
+        !add.IsResidualAdd(f.residual, &r) || values_.at(f.residual).shape != s ||
+        values_.at(z).shape != s || !conv.CanFuseResidual(octx, in))
+      continue;
+    conv.FuseResidual(f.residual, z, r);
+    out_shapes_[f.producer] = {s};
+    absorbed_[f.add] = true;
+    values_.at(y).elided = true;
+  }
+}
+
+// Folds each clamp activation into the op producing its input (before FuseResiduals: an ADD that
+// took a clamp folds into its conv with it). Off with capture_tensors, which reads every tensor.
+void Partition::FoldClamps() {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  for (const ClampFusion& f : clamps_) {
+    Op& producer = *ops_[f.producer];
+    const int y = producer.outputs()[0], z = ops_[f.act]->outputs()[0];
+    if (absorbed_[f.producer] || values_.at(y).shape != values_.at(z).shape ||
+        !producer.FoldClamp(z, f.lo, f.hi))
+      continue;
+    absorbed_[f.act] = true;
+    values_.at(y).elided = true;
+  }
+}
+
+// Folds element-wise ops into their producer's kernels (after FoldClamps, before FuseResiduals,
+// which leaves an op with an epilogue alone). Off like the other fusions.
+void Partition::FoldEpilogues() {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  for (const EpilogueFusion& f : epilogues_) {
+    Op& producer = *ops_[f.producer];
+    if (absorbed_[f.producer]) continue;
+    bool free = true;
+    for (size_t a : f.absorbed) free = free && !absorbed_[a];
+    const Shape& s = values_.at(producer.outputs()[0]).shape;
+    const Shape& z = values_.at(f.output).shape;
+    if (!free || (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
+        !(f.kind == kTableEpilogue ? producer.FoldTable(f.output, f.table)
+                                   : producer.FoldEpilogue(f.output, f.kind, f.alpha, f.post)))
+      continue;
+    for (size_t a : f.absorbed) absorbed_[a] = true;
+    for (int t : f.intermediates) values_.at(t).elided = true;
+  }
+}
+
+// Folds the dense ops after a MEAN over one image's H and W into it (ops/squeeze.h), last of
+// the folds: the dense ops' tables are folded by then. The chain: the MEAN's output, through
+// RESHAPEs (and kin), read by one dense op alone, whose output may feed one more the same way;
+// no tensor of it a partition output or kept in pieces. Off like the other fusions.
+void Partition::FoldSqueezes(const OpContext& octx) {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  // The one op (not folded away) reading t, or -1 when none or several do, or t leaves the
+  // partition or is too large for one buffer.
+  auto only_reader = [&](int t) -> int {
+    const Value& v = values_.at(t);
+    if (v.is_partition_output || v.kind != Kind::kInternal ||
+        size_t(NumElements(v.shape)) * ElemBytes(t) > octx.max_alloc)
+      return -1;
+    int reader = -1;
+    for (size_t j = 0; j < ops_.size(); ++j) {
+      if (absorbed_[j]) continue;
+      const auto& in = ops_[j]->inputs();
+      if (std::count(in.begin(), in.end(), t) == 0) continue;
+      if (reader >= 0 || in.size() != 1) return -1;
+      reader = static_cast<int>(j);
+    }
+    return reader;
+  };
+  // Follows t through flat copies to the op that is not one: its index, the copies and the
+  // tensors passed on the way in `absorbed` and `elided`.
+  auto next_op = [&](int t, std::vector<size_t>* absorbed, std::vector<int>* elided) -> int {
+    for (;;) {
+      const int j = only_reader(t);
+      if (j < 0) return -1;
+      elided->push_back(t);
+      const Op& op = *ops_[j];
+      if (!op.IsFlatCopy()) return j;
+      if (op.outputs().size() != 1) return -1;
+      absorbed->push_back(size_t(j));
+      t = op.outputs()[0];
+    }
+  };
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    Op& mean = *ops_[i];
+    if (absorbed_[i] || mean.inputs().size() != 1 || mean.outputs().size() != 1) continue;
+    const Shape& in = values_.at(mean.inputs()[0]).shape;
+    const Value& x = values_.at(mean.inputs()[0]);
+    const SqueezeType type = x.split() ? SqueezeType::kNone : mean.TakesSqueeze(in);
+    if (type == SqueezeType::kNone) continue;
+    std::vector<size_t> absorbed;
+    std::vector<int> elided;
+    std::vector<Op*> dense;
+    int channels = static_cast<int>(NumElements(values_.at(mean.outputs()[0]).shape));
+    int t = mean.outputs()[0];
+    for (int layer = 0; layer < 2; ++layer) {
+      std::vector<size_t> a = absorbed;
+      std::vector<int> e = elided;
+      const int j = next_op(t, &a, &e);
+      if (j < 0) break;
+      Op& d = *ops_[j];
+      OpContext dctx = OpCtx(octx, size_t(j));
+      int n = 0;
+      if (d.outputs().size() != 1) break;
+      if (type == SqueezeType::kInt8) {
+        Int8Dense form;
+        if (!d.GetInt8Dense(dctx, {1, channels}, &form) || !SqueezeDenseFits(form.w->n, form.w->kp))
+          break;
+        n = form.w->n;
+      } else {
+        FloatDense form;
+        if (!d.GetFloatDense(dctx, {1, channels}, &form) ||
+            !SqueezeDenseFits(form.n, form.k, dctx.storage_bytes) ||
+            form.n > kMaxFloatSqueezeVector || form.k > kMaxFloatSqueezeVector)
+          break;
+        n = form.n;
+      }
+      absorbed = std::move(a), elided = std::move(e);
+      absorbed.push_back(size_t(j));
+      dense.push_back(&d);
+      channels = n;
+      t = d.outputs()[0];
+    }
+    if (dense.empty()) continue;
+    mean.FoldSqueeze(dense, t);
+    out_shapes_[i] = {values_.at(t).shape};
+    for (size_t a : absorbed) absorbed_[a] = true;
+    for (int e : elided) values_.at(e).elided = true;
+  }
+}
+
+// Folds TRANSPOSE / RESHAPE chains (and a scale) into the matmul they feed or follow, as strided
+// views (ops/matmul_views.h), where this plan's shapes make them views and the tensor read or
+// written fits one buffer (pieces are planned after). Off like the other fusions.
+void Partition::FoldViews(const OpContext& octx) {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  auto shape_of = [&](int t) { return values_.at(t).shape; };
+  for (const ViewFusion& f : views_) {
+    Op& op = *ops_[f.op];
+    bool free = op.TakesViews() && !absorbed_[f.op];
+    for (size_t a : f.absorbed) free = free && !absorbed_[a];
+    // The op then reads and writes whole tensors, each within one buffer: no chunks.
+    auto fits = [&](int t) {
+      const Value& v = values_.at(t);
+      return !v.split() && NumElements(v.shape) * octx.storage_bytes <= octx.max_alloc;
+    };
+    free = free && fits(f.tensor);
+    for (int t : op.inputs()) free = free && fits(t);
+    for (int t : op.outputs()) free = free && fits(t);
+    if (!free) continue;
+    StridedView view;
+    float scale = 1.0f;
+    if (!ChainView(f, shape_of, &view, &scale)) continue;
+    if (f.operand >= 0) {
+      op.FoldInputView(static_cast<size_t>(f.operand), f.tensor, std::move(view));
+    } else {
+      if (op.has_output_view() || op.has_epilogue() || op.has_folded_clamp() || op.has_residual())
+        continue;
+      op.FoldOutputView(f.tensor, std::move(view), scale);
+    }
+    for (size_t a : f.absorbed) absorbed_[a] = true;
+    for (int t : f.intermediates) values_.at(t).elided = true;
+  }
+}
+
+}  // namespace clgpu
