@@ -28,16 +28,6 @@ namespace clgpu {
 namespace {
 
 constexpr size_t kMaxGroup = 64;  // MQ_LOCAL in kernels/mean_int8.cl
-constexpr size_t kMaxTile = 256;  // MQ_TILE
-constexpr int64_t kWarp = 32;     // inner columns per tiled group at most: a warp's bytes
-constexpr int64_t kGroups = 256;  // tiled groups wanted: two per unit of a 132-unit GPU
-constexpr int64_t kMinRows = 4;   // reduced rows per work-item at least, before splitting more
-
-int64_t CeilPow2(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
 
 struct ReducerParams {
   bool keep_dims;
@@ -141,26 +131,15 @@ class MeanInt8Op : public Op {
       Launch l;
       l.name = "mean_int8_tiled";
       l.kernel = CreateKernel(*program, l.name);
-      const int64_t group = static_cast<int64_t>(RowGroup(ctx, l.kernel, kMaxTile, INT64_MAX));
-      const int64_t lx = std::min({CeilPow2(inner), kWarp, group});
-      const int64_t ly = std::min(group / lx, CeilPow2(reduce));
-      const int64_t blocks = (inner + lx - 1) / lx;
-      // Few groups (few channels) split the reduced extent into slices of their own, as long as
-      // each work-item keeps a few rows to add.
-      int64_t slices = 1;
-      if (outer * blocks < kGroups)
-        slices = std::max<int64_t>(1, std::min((kGroups + outer * blocks - 1) / (outer * blocks),
-                                               reduce / (ly * kMinRows)));
+      const TiledMeanGroups g = TiledMeanGroupsFor(ctx, l.kernel, outer, reduce, inner);
+      const int64_t blocks = g.blocks, slices = g.slices;
       // Per (outer, block) the count of its groups done, then (slices > 1) per output its int32
       // sum. The kernel leaves both zero after each launch.
       acc_ = ZeroBuffer(ctx, sizeof(int) * size_t(outer) * (blocks + (slices > 1 ? inner : 0)));
       SetArgs(l.kernel, in[0], out[0], acc_.get(), static_cast<int>(outer),
               static_cast<int>(reduce), static_cast<int>(inner), static_cast<int>(slices),
               params_.get(), up_.get(), static_cast<int>(up.size()));
-      l.dims = 2;
-      l.local[0] = static_cast<size_t>(lx), l.local[1] = static_cast<size_t>(ly);
-      l.global[0] = static_cast<size_t>(outer * slices * blocks * lx);
-      l.global[1] = static_cast<size_t>(ly);
+      SetTiledMeanGeometry(g, outer, &l);
       launches_.push_back(std::move(l));
       return;
     }

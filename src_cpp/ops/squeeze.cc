@@ -10,39 +10,15 @@
 namespace clgpu {
 namespace {
 
-constexpr size_t kTile = 256;     // SQ_TILE in kernels/squeeze_int8.cl
-constexpr int64_t kWarp = 32;     // channels per group at most: a warp's consecutive bytes
-constexpr int64_t kGroups = 256;  // groups wanted for the mean: two per unit of a 132-unit GPU
+constexpr size_t kTile = 256;     // SQ_TILE / MQ_TILE: the largest group
+constexpr int64_t kWarp = 32;     // inner columns per group at most: a warp's consecutive bytes
+constexpr int64_t kGroups = 256;  // groups wanted: two per unit of a 132-unit GPU
 constexpr int64_t kMinRows = 4;   // reduced rows per work-item at least, before splitting more
 
 int64_t CeilPow2(int64_t x) {
   int64_t p = 1;
   while (p < x) p *= 2;
   return p;
-}
-
-// The mean's groups, as mean_int8_tiled's (kernels/mean_int8.cl) for one outer row: lx
-// consecutive channels by ly rows, and the slices of the reduced extent that fill the device.
-struct SqueezeGroups {
-  int64_t lx = 1, ly = 1, blocks = 1, slices = 1;
-};
-SqueezeGroups GroupsFor(OpContext& ctx, const Kernel& k, int reduce, int channels) {
-  SqueezeGroups g;
-  const int64_t group = static_cast<int64_t>(RowGroup(ctx, k, kTile, INT64_MAX));
-  g.lx = std::min({CeilPow2(channels), kWarp, group});
-  g.ly = std::min(group / g.lx, CeilPow2(reduce));
-  g.blocks = (channels + g.lx - 1) / g.lx;
-  if (g.blocks < kGroups)
-    g.slices = std::max<int64_t>(
-        1, std::min((kGroups + g.blocks - 1) / g.blocks, int64_t(reduce) / (g.ly * kMinRows)));
-  return g;
-}
-
-void SetGeometry(const SqueezeGroups& g, Launch* l) {
-  l->dims = 2;
-  l->local[0] = static_cast<size_t>(g.lx), l->local[1] = static_cast<size_t>(g.ly);
-  l->global[0] = static_cast<size_t>(g.blocks * g.slices * g.lx);
-  l->global[1] = static_cast<size_t>(g.ly);
 }
 
 // An epilogue's defines (Op::epilogue_defines: -DCLGPU_EPILOGUE=..., -DCLGPU_POST1=...) under
@@ -56,6 +32,27 @@ std::string LayerDefines(const std::string& epilogue, int layer) {
 }
 
 }  // namespace
+
+TiledMeanGroups TiledMeanGroupsFor(OpContext& ctx, const Kernel& k, int64_t outer, int64_t reduce,
+                                   int64_t inner) {
+  TiledMeanGroups g;
+  const int64_t group = static_cast<int64_t>(RowGroup(ctx, k, kTile, INT64_MAX));
+  g.lx = std::min({CeilPow2(inner), kWarp, group});
+  g.ly = std::min(group / g.lx, CeilPow2(reduce));
+  g.blocks = (inner + g.lx - 1) / g.lx;
+  const int64_t rows = outer * g.blocks;
+  if (rows < kGroups)
+    g.slices =
+        std::max<int64_t>(1, std::min((kGroups + rows - 1) / rows, reduce / (g.ly * kMinRows)));
+  return g;
+}
+
+void SetTiledMeanGeometry(const TiledMeanGroups& g, int64_t outer, Launch* l) {
+  l->dims = 2;
+  l->local[0] = static_cast<size_t>(g.lx), l->local[1] = static_cast<size_t>(g.ly);
+  l->global[0] = static_cast<size_t>(outer * g.slices * g.blocks * g.lx);
+  l->global[1] = static_cast<size_t>(g.ly);
+}
 
 bool SqueezeDenseFits(int n, int k, size_t bytes) {
   return n > 0 && k > 0 && n <= kMaxSqueezeVector && k <= kMaxSqueezeVector &&
@@ -85,7 +82,7 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
   Launch l;
   l.name = "squeeze_int8";
   l.kernel = CreateKernel(*program, l.name);
-  const SqueezeGroups g = GroupsFor(ctx, l.kernel, reduce, channels);
+  const TiledMeanGroups g = TiledMeanGroupsFor(ctx, l.kernel, 1, reduce, channels);
   state->sums = ZeroBuffer(ctx, sizeof(int) * size_t(channels));
   state->counter = ZeroBuffer(ctx, sizeof(int));
   const Int8Dense& d1 = dense[0];
@@ -99,7 +96,7 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
           d1.stage.up_below, d2.w->b.get(), d2.w->bias.get(), stage2, two ? d2.w->n : 0,
           two ? d2.w->kp : 0, d2.stage.zero_point, d2.stage.act_min, d2.stage.act_max,
           d2.stage.up_below, two ? 2 : 1);
-  SetGeometry(g, &l);
+  SetTiledMeanGeometry(g, 1, &l);
   return l;
 }
 
@@ -122,13 +119,13 @@ Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int 
   Launch l;
   l.name = "squeeze_float";
   l.kernel = CreateKernel(*program, l.name);
-  const SqueezeGroups g = GroupsFor(ctx, l.kernel, reduce, channels);
+  const TiledMeanGroups g = TiledMeanGroupsFor(ctx, l.kernel, 1, reduce, channels);
   state->partial = ZeroBuffer(ctx, sizeof(float) * size_t(g.slices) * size_t(channels));
   state->counter = ZeroBuffer(ctx, sizeof(int));
   SetArgs(l.kernel, x, out, state->partial.get(), state->counter.get(), reduce, channels,
           static_cast<int>(g.slices), divisor, d1.weights, d1.bias, d1.n, d1.k, d1.act_min,
           d1.act_max, d2.weights, d2.bias, two ? d2.n : 0, two ? d2.k : 0, d2.act_min, d2.act_max);
-  SetGeometry(g, &l);
+  SetTiledMeanGeometry(g, 1, &l);
   return l;
 }
 

@@ -44,6 +44,19 @@ constexpr int64_t kMaxSqueezeWeightBytes = int64_t(64) << 10;
 // Whether a dense op of n outputs over k inputs fits a squeeze, its weights `bytes` each.
 bool SqueezeDenseFits(int n, int k, size_t bytes = 1);
 
+// The groups of a tiled mean over [outer, reduce, inner] (kernels/mean_int8.cl's mean_int8_tiled
+// and the squeezes, whose outer is 1): lx consecutive inner columns (a warp's bytes at most) by ly
+// rows, both powers of 2 within the kernel's largest group and 256; blocks of lx columns per outer
+// row; and slices of the reduced extent reduced apart, so that few columns over a large image
+// still make about 256 groups (two per unit of a 132-unit GPU) while each work-item keeps four
+// rows or more. The launch: local (lx, ly), global (outer * slices * blocks * lx, ly).
+struct TiledMeanGroups {
+  int64_t lx = 1, ly = 1, blocks = 1, slices = 1;
+};
+TiledMeanGroups TiledMeanGroupsFor(OpContext& ctx, const Kernel& k, int64_t outer, int64_t reduce,
+                                   int64_t inner);
+void SetTiledMeanGeometry(const TiledMeanGroups& g, int64_t outer, Launch* l);
+
 // The MEAN's own arithmetic (ops/mean_int8.cc): out = clamp(quant_multiply(sum + params[0],
 // params[1], params[2], up[c % up.size()]) + params[3]).
 struct Int8MeanStage {
