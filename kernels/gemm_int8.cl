@@ -29,9 +29,19 @@
 //   (a launch costs microseconds on some drivers). Two more arguments: int* sums, int*
 //   counters, both all zero before the first launch. Without SPLIT_K, k_per_split >= Kp.
 //
-// A residual ADD folded in (-DQUANT_RESIDUAL, ops/fusion.h): two more, last arguments,
+// A residual ADD folded in (-DQUANT_RESIDUAL, ops/fusion.h): two more arguments,
 //   __global const char* res [M][N], the ADD's other operand, and __global const int* rp, its
 //   parameters (quant_add in quant.cl, the output's operand first); the output is the ADD's.
+//
+// A depthwise convolution folded in as A (-DDW_A, Op::FoldDepthwise; depth multiplier 1, C % 4
+//   == 0, K = C): `a` is the depthwise's NHWC input and A[m][k] its requantized output at pixel m,
+//   channel k, computed where the tile loads it: the int8 tensor between the two convolutions is
+//   never written, and the pair is one launch. Each tile of k carries the depthwise's work, so
+//   K splits down to one tile per group (Int8GemmSplits). The geometry arguments are the depthwise's (as
+//   with IM2COL; its filter's size is -DDW_KH and -DDW_KW, so that its loops unroll); a_zero is
+//   its output zero point. Seven more, last arguments: __global const char* dw_f [KH][KW][C],
+//   __global const int* dw_bias [C], __global const int2* dw_stage [C], int dw_in_zero,
+//   int dw_up_below, int dw_lo, int dw_hi (quant_output's).
 #include "quant.cl"
 
 #ifndef TM
@@ -67,6 +77,17 @@
 #define RESIDUAL_ARGS
 #define GEMM_OUT(v, idx) quant_store((v), stage, N)
 #endif
+#ifdef DW_A
+#define DW_ARGS                                                                                 \
+  , __global const char* restrict dw_f, __global const int* restrict dw_bias,                   \
+      __global const int2* restrict dw_stage, int dw_in_zero, int dw_up_below, int dw_lo,         \
+      int dw_hi
+#else
+#define DW_ARGS
+#endif
+#if defined(IM2COL) || defined(DW_A)
+#define PIXEL_A  // A's rows are output pixels of a convolution over `a`
+#endif
 #if (TM % WM) || (TN % WN)
 #error "gemm_int8.cl: TM and TN must be multiples of WM and WN"
 #endif
@@ -88,12 +109,41 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 }
 #endif
 
+#ifdef DW_A
+// The depthwise's output bytes at channels c..c + 3 of the pixel whose tap (0, 0) is at (ih0,
+// iw0) of the image starting at `base`, packed: int32 sums of (x - in_zero) * filter plus the
+// bias, requantized per channel as depthwise_conv2d_int8.cl does (taps outside add nothing).
+static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int c, int H, int W,
+                        int C, int KH, int KW, int DH, int DW, __global const char* f,
+                        __global const int* bias, __global const int2* stage, int in_zero,
+                        int up_below, int out_zero, int lo, int hi) {
+  int4 acc = vload4(0, bias + c);
+#pragma unroll
+  for (int ky = 0; ky < KH; ++ky) {
+    const int ih = ih0 + ky * DH;
+    if ((uint)ih >= (uint)H) continue;
+#pragma unroll
+    for (int kx = 0; kx < KW; ++kx) {
+      const int iw = iw0 + kx * DW;
+      if ((uint)iw >= (uint)W) continue;
+      const int x = ((__global const int*)in)[(base + (ih * W + iw) * C + c) >> 2];
+      const int w = ((__global const int*)f)[((ky * KW + kx) * C + c) >> 2];
+      acc += (convert_int4(as_char4(x)) - in_zero) * convert_int4(as_char4(w));
+    }
+  }
+  return pack4(quant_output(acc.x, stage[c], c, up_below, out_zero, lo, hi),
+               quant_output(acc.y, stage[c + 1], c + 1, up_below, out_zero, lo, hi),
+               quant_output(acc.z, stage[c + 2], c + 2, up_below, out_zero, lo, hi),
+               quant_output(acc.w, stage[c + 3], c + 3, up_below, out_zero, lo, hi));
+}
+#endif
+
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     __global const char* restrict a, __global const int* restrict b,
     __global const int* restrict bias, __global const int2* restrict stage,
     __global char* restrict out, int M, int N, int K, int Kp, int a_zero, int up_below,
     int out_zero, int act_min, int act_max, int H, int W, int C, int OW, int OH, int KW, int SH,
-    int SW, int DH, int DW, int PT, int PL, int k_per_split SPLIT_ARGS RESIDUAL_ARGS) {
+    int SW, int DH, int DW, int PT, int PL, int k_per_split SPLIT_ARGS RESIDUAL_ARGS DW_ARGS) {
   __local int As[TK4][TM];
   __local int Bs[TK4][TN];
   const int lid = get_local_id(0);
@@ -102,16 +152,16 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
   const int tx = lid % RTN, ty = lid / RTN;
   const int zero4 = pack4(a_zero, a_zero, a_zero, a_zero);
 
-  // The A rows this work-item loads, and where their pixels start (IM2COL).
+  // The A rows this work-item loads, and where their pixels start (IM2COL, DW_A).
   int a_row[A_PER];
-#ifdef IM2COL
+#ifdef PIXEL_A
   int a_base[A_PER], a_ih[A_PER], a_iw[A_PER];
 #endif
 #pragma unroll
   for (int i = 0; i < A_PER; ++i) {
     const int m = m0 + (lid + i * GEMM_WG) / TK4;
     a_row[i] = m;
-#ifdef IM2COL
+#ifdef PIXEL_A
     const int ow = m % OW, t = m / OW;
     a_base[i] = (t / OH) * H * W * C;
     a_ih[i] = (t % OH) * SH - PT;
@@ -151,7 +201,10 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
           const int c = k % C, t = k / C;
           const int ih = a_ih[i] + (t / KW) * DH, iw = a_iw[i] + (t % KW) * DW;
 #endif
-#if defined(IM2COL) && defined(VEC_A)
+#if defined(DW_A)
+          v = dw_a4(a, a_base[i], a_ih[i], a_iw[i], k, H, W, C, DW_KH, DW_KW, DH, DW, dw_f, dw_bias,
+                    dw_stage, dw_in_zero, dw_up_below, a_zero, dw_lo, dw_hi);
+#elif defined(IM2COL) && defined(VEC_A)
           if ((uint)ih < (uint)H && (uint)iw < (uint)W)
             v = ((__global const int*)a)[(a_base[i] + (ih * W + iw) * C + c) >> 2];
 #elif defined(IM2COL)

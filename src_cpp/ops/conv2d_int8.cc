@@ -116,7 +116,12 @@ class Conv2dInt8Op : public Op {
     return (algo_ == Algo::kDirect         ? "int8_direct"
             : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
                                            : "int8_gemm" + split + dot_) +
-           (residual_.on ? "+ADD" : "");
+           (folded_depthwise() ? "+DEPTHWISE" : "") + (residual_.on ? "+ADD" : "");
+  }
+  // The 1x1 GEMM computes a depthwise convolution's output as its A (ops/gemm_int8.h).
+  bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    return !chunk_ && !in.empty() && in[0].size() == 4 && in[0][3] % 4 == 0 &&
+           Choose(ctx, Geometry(in[0])) == Algo::kGemm1x1;
   }
   // The GEMM algorithms apply a folded ADD's arithmetic to their output integers (the direct
   // kernel, forced for tests, does not). Any own activation is fine: its clamp comes first.
@@ -138,7 +143,11 @@ class Conv2dInt8Op : public Op {
     return true;
   }
 
-  ConvGeometry Geometry(const Shape& in) const {
+  // Input 0's shape as this op sees it: a folded depthwise's output, not its input.
+  const Shape& Own(const Shape& in) const { return folded_depthwise() ? depthwise_shape() : in; }
+
+  ConvGeometry Geometry(const Shape& in_as_read) const {
+    const Shape& in = Own(in_as_read);
     if (chunk_) {
       if (in != Shape{fixed_.n, fixed_.h, fixed_.w, fixed_.c})
         throw Error("CONV_2D chunk input " + ShapeString(in) + " does not match its geometry");
@@ -154,10 +163,11 @@ class Conv2dInt8Op : public Op {
     return g;
   }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    if (in[0].size() != 4 || in[0][3] != src_->filter_shape[3])
-      throw Error("CONV_2D input " + ShapeString(in[0]) + " does not match filter " +
+    const Shape& x = Own(in[0]);
+    if (x.size() != 4 || x[3] != src_->filter_shape[3])
+      throw Error("CONV_2D input " + ShapeString(x) + " does not match filter " +
                   ShapeString(src_->filter_shape));
-    CheckConvInputRows("CONV_2D", in[0], litert_);
+    CheckConvInputRows("CONV_2D", x, litert_);
     const ConvGeometry g = Geometry(in[0]);
     const Shape out = {g.n, g.oh, g.ow, g.oc};
     if (residual_.on && (in.size() != 2 || in[1] != out))
@@ -167,13 +177,15 @@ class Conv2dInt8Op : public Op {
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Geometry(in[0]).Macs() +
-           (residual_.on ? double(NumElements(InferShapes(in)[0])) : 0.0);
+           (residual_.on ? double(NumElements(InferShapes(in)[0])) : 0.0) +
+           (folded_depthwise() ? folded_depthwise()->Flops({in[0]}, {}) : 0.0);
   }
   // The whole op counts every weight buffer of its source (its chunks' included).
   double WeightBytes() const override { return chunk_ ? 0.0 : double(src_->Bytes()); }
 
   // Chunks: boxes of the output, output channels first while a chunk's weights do not fit.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    if (folded_depthwise()) return false;  // folded only where neither op runs in chunks
     const Shape out = InferShapes(in)[0];
     // A residual is read exactly where the output is written: its view and boxes are the output's.
     spec->views =
@@ -236,10 +248,15 @@ class Conv2dInt8Op : public Op {
     const int m = g.n * g.oh * g.ow;
     Int8Residual residual;
     if (residual_.on) residual = Int8Residual{in.at(1), residual_.quant};
-    launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
-                               algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
-                               residual_.on ? &residual : nullptr);
-    split_ = Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()));
+    Int8DepthwiseA dw;
+    if (folded_depthwise() &&
+        (algo_ != Algo::kGemm1x1 || !folded_depthwise()->GetInt8Depthwise(ctx, in_shapes[0], &dw)))
+      throw Error("CONV_2D: the folded depthwise no longer fits its GEMM");
+    launches_ =
+        EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
+                       algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
+                       residual_.on ? &residual : nullptr, folded_depthwise() ? &dw : nullptr);
+    split_ = Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()), folded_depthwise() != nullptr);
   }
 
  private:

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "ops/conv_geometry.h"
+#include "ops/gemm_int8.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
 #include "tflite/builtin.h"
@@ -66,14 +67,24 @@ class DepthwiseConv2dInt8Op : public Op {
     return double(filter_buf_.bytes() + bias_buf_.bytes() + stage_buf_.bytes());
   }
 
+  // The form the pointwise GEMM computes as its A: depth multiplier 1 over channels in fours,
+  // nothing folded into this op (its own activation is in its stage).
+  bool GetInt8Depthwise(OpContext& ctx, const Shape& in, Int8DepthwiseA* dw) override {
+    if (in.size() != 4 || filter_shape_[3] != in[3] || in[3] % 4 || has_epilogue() ||
+        has_folded_clamp() || has_residual() || has_output_view())
+      return false;
+    Upload(ctx);
+    dw->g = Geometry(in);
+    dw->filter = filter_buf_.get(), dw->bias = bias_buf_.get(), dw->stage = stage_buf_.get();
+    dw->in_zero = in_zero_, dw->up_below = stage_.up_below;
+    dw->act_min = stage_.act_min, dw->act_max = stage_.act_max;
+    return true;
+  }
+
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
-    if (!filter_buf_) {
-      filter_buf_ = UploadBytes(ctx, filter_.data(), filter_.size());
-      bias_buf_ = UploadBytes(ctx, bias_.data(), bias_.size() * 4);
-      stage_buf_ = UploadOutputStage(ctx, stage_);
-    }
+    Upload(ctx);
     cl_mem stage = stage_buf_.get();
     if (!epilogue_table().empty()) {
       OutputStage s = stage_;
@@ -103,6 +114,13 @@ class DepthwiseConv2dInt8Op : public Op {
   }
 
  private:
+  void Upload(OpContext& ctx) {
+    if (filter_buf_) return;
+    filter_buf_ = UploadBytes(ctx, filter_.data(), filter_.size());
+    bias_buf_ = UploadBytes(ctx, bias_.data(), bias_.size() * 4);
+    stage_buf_ = UploadOutputStage(ctx, stage_);
+  }
+
   tfl::DepthwiseConvParams params_;
   bool litert_ = false;  // the CPU kernels are LiteRT's (CheckConvInputRows)
   Shape filter_shape_;

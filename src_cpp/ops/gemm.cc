@@ -8,7 +8,7 @@
 namespace clgpu {
 
 void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits,
-                long work_items) {
+                long work_items, long min_tiles) {
   // A GEMM of a few tiles leaves compute units idle, or too few work-items on each to
   // hide memory latency, while each group walks the whole of K: split K so that every
   // unit gets two groups and about `work_items` work-items (2048: a full NVIDIA SM), keeping
@@ -30,7 +30,7 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
         groups < dev.compute_units ? (2L * dev.compute_units + groups - 1) / groups : 1;
     const long want =
         std::max(fill, (target * dev.compute_units + groups * wg - 1) / (groups * wg));
-    const long max_splits = k / (4L * p.tiles.tile_k);
+    const long max_splits = k / (min_tiles * p.tiles.tile_k);
     if (want >= 2 && max_splits >= 2)
       splits = static_cast<int>(std::min<long>({want, max_splits, 32}));
   }

@@ -24,8 +24,10 @@ constexpr int kGemvMaxM = 8;  // SM_MAX_M of kernels/gemm.cl
 // would leave compute units idle. forced_splits > 0 (option gemm_splits, a test hook)
 // fixes their number. Shared by the plain and the implicit GEMM, and the int8 GEMM, each with
 // its target of resident work-items per compute unit (CLGPU_SPLITK_THREADS overrides it).
+// A split keeps at least `min_tiles` tiles of K (4; fewer where a tile carries more work than
+// its multiply-adds).
 void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits,
-                long work_items = 2048);
+                long work_items = 2048, long min_tiles = 4);
 
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);

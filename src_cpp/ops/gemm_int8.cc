@@ -39,12 +39,15 @@ Int8Tiles TilesFor(const DeviceInfo& dev) {
 // CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four, aiming at 1024 work-items per
 // compute unit: on the H200 that ran ResNet50V2's 3x3 layers faster than splits that only give
 // every unit two groups, the other models the same (bench/results/int8-splitk-*.md).
+// With a depthwise folded in (dw), a tile of K also carries nine or more loads and four
+// requantizations per element of A: K splits down to one tile.
 GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long kp,
-                  size_t max_alloc) {
+                  size_t max_alloc, bool dw) {
   GemmPlan p;
   p.tiles = GemmTiles{t.tm, t.tn, 4 * t.tk4, t.wm, t.wn};
   const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
-  PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits, /*work_items=*/1024);
+  PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits, /*work_items=*/1024,
+             /*min_tiles=*/dw ? 1 : 4);
   // Its int32 sums are one buffer: none larger than the device allows (chunks of a convolution
   // count them, Int8GemmSumBytes).
   if (p.splits > 1 && size_t(m) * n * sizeof(int32_t) > max_alloc) p.splits = 1;
@@ -53,14 +56,14 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 
 }  // namespace
 
-bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k) {
+bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw) {
   const long kp = (k + 3) / 4 * 4;
-  return PlanInt8(ctx, TilesFor(ctx.env.device()), m, n, kp, ctx.max_alloc).splits > 1;
+  return PlanInt8(ctx, TilesFor(ctx.env.device()), m, n, kp, ctx.max_alloc, dw).splits > 1;
 }
 
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k) {
   const long kp = (k + 3) / 4 * 4;
-  const GemmPlan p = PlanInt8(ctx, TilesFor(ctx.env.device()), m, n, kp, SIZE_MAX);
+  const GemmPlan p = PlanInt8(ctx, TilesFor(ctx.env.device()), m, n, kp, SIZE_MAX, false);
   return p.splits > 1 ? size_t(m) * n * sizeof(int32_t) : 0;
 }
 
@@ -93,14 +96,17 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& s, Int8GemmState* state,
                                    const ConvGeometry* g, std::string* path_used,
-                                   const Int8Residual* residual) {
+                                   const Int8Residual* residual, const Int8DepthwiseA* dw) {
+  if (dw && (g || dw->g.c != w.k || dw->g.c % 4 || dw->g.oc != dw->g.c ||
+             m != dw->g.n * dw->g.oh * dw->g.ow))
+    throw Error("int8 GEMM: the folded depthwise does not match its A");
   cl_mem stage = w.stage.get();
   if (!s.table.empty()) {
     state->table_stage = UploadOutputStage(ctx, s);
     stage = state->table_stage.get();
   }
   const Int8Tiles t = TilesFor(ctx.env.device());
-  const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc);
+  const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc, dw != nullptr);
   const bool split = p.splits > 1;
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
   char tiles[96];
@@ -109,6 +115,9 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   std::string defines = tiles;
   const bool vec = g ? g->c % 4 == 0 : w.k % 4 == 0;
   if (g) defines += " -DIM2COL";
+  if (dw)
+    defines +=
+        " -DDW_A -DDW_KH=" + std::to_string(dw->g.kh) + " -DDW_KW=" + std::to_string(dw->g.kw);
   if (vec) defines += " -DVEC_A";
   if (split) defines += " -DSPLIT_K";
   if (residual) defines += " -DQUANT_RESIDUAL";
@@ -126,10 +135,13 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   }
   if (path_used) *path_used = path;
   Launch l;
-  l.name = std::string(g ? "gemm_int8_im2col" : "gemm_int8") + (split ? "_splitk" : "");
+  l.name = std::string(g    ? "gemm_int8_im2col"
+                       : dw ? "gemm_int8_depthwise"
+                            : "gemm_int8") +
+           (split ? "_splitk" : "");
   l.kernel = CreateKernel(*prog, "gemm_int8");
   ConvGeometry none;
-  const ConvGeometry& c = g ? *g : none;
+  const ConvGeometry& c = g ? *g : dw ? dw->g : none;
   SetArgs(l.kernel, a, w.b.get(), w.bias.get(), stage, out, m, w.n, w.k, w.kp, a_zero, s.up_below,
           s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow, c.oh, c.kw, c.sh, c.sw, c.dh,
           c.dw, c.pad_top, c.pad_left, split ? p.k_per_split : w.kp);
@@ -144,7 +156,11 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   if (residual) {
     state->residual_params = UploadInts(ctx, residual->params);
     SetArgsFrom(l.kernel, next, residual->operand, state->residual_params.get());
+    next += 2;
   }
+  if (dw)
+    SetArgsFrom(l.kernel, next, dw->filter, dw->bias, dw->stage, dw->in_zero, dw->up_below,
+                dw->act_min, dw->act_max);
   l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
   l.local[0] = t.work_group();

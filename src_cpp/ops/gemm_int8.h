@@ -40,22 +40,34 @@ struct Int8Residual {
   std::vector<int> params;
 };
 
+// A depthwise convolution whose output is A (Op::FoldDepthwise, kernels/gemm_int8.cl's DW_A):
+// A[m][k] is its output at pixel m (of g's output), channel k, computed from its input where the
+// GEMM reads it. Depth multiplier 1, g.c % 4 == 0 and g.c == the GEMM's k; its output zero point is
+// the GEMM's a_zero. Buffers: filter [KH][KW][C] int8, bias [C] int32, stage [C] (quant.cl).
+struct Int8DepthwiseA {
+  ConvGeometry g;
+  cl_mem filter = nullptr, bias = nullptr, stage = nullptr;
+  int in_zero = 0, up_below = 0, act_min = -128, act_max = 127;
+};
+
 // The launch computing out [m][n] from A (plain when `im2col` is null, else the convolution
 // input of that geometry, whose m = N * OH * OW and k = KH * KW * C). *path_used: the
 // dot-product path it runs ("dp4a", "khr", "portable"), for profiles. One launch, split along K
 // where its tiles would leave a GPU's compute units idle (or option gemm_splits); its buffers
-// go to *state. A stage with a table (OutputStage::table; the program built with
+// go to *state. With `dw`, A is that depthwise convolution's output over the input `a`. A stage
+// with a table (OutputStage::table; the program built with
 // -DQUANT_TABLE) is uploaded there instead of using w.stage.
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& stage,
                                    Int8GemmState* state, const ConvGeometry* im2col = nullptr,
                                    std::string* path_used = nullptr,
-                                   const Int8Residual* residual = nullptr);
+                                   const Int8Residual* residual = nullptr,
+                                   const Int8DepthwiseA* dw = nullptr);
 
-// Whether EncodeInt8Gemm of this shape splits K (the algorithm's name in profiles), and the
-// bytes of the int32 sums it would keep if the device's largest allocation allowed them (0: no
-// split), which a chunk of a convolution must fit.
-bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k);
+// Whether EncodeInt8Gemm of this shape (with a depthwise folded in: dw) splits K (the
+// algorithm's name in profiles), and the bytes of the int32 sums it would keep if the device's
+// largest allocation allowed them (0: no split), which a chunk of a convolution must fit.
+bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw = false);
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k);
 
 // The dot-product path probed on this context's device (cl/int8_dot.h).

@@ -119,6 +119,19 @@ void Op::UnfoldSqueeze() {
   squeeze_ = SqueezeFold{};
 }
 
+void Op::FoldDepthwise(Op* dw, int input, Shape shape) {
+  UnfoldDepthwise();
+  if (inputs_.empty() || !dw) throw Error("a depthwise fold needs an input and its op");
+  depthwise_ = DepthwiseFold{dw, inputs_[0], std::move(shape)};
+  inputs_[0] = input;
+}
+
+void Op::UnfoldDepthwise() {
+  if (!depthwise_.op) return;
+  inputs_[0] = depthwise_.own_input;
+  depthwise_ = DepthwiseFold{};
+}
+
 bool Op::FoldTable(int output, std::vector<uint8_t> table) {
   if (!TakesTable() || table.size() != 256 || has_epilogue() || residual_.on ||
       outputs_.size() != 1)

@@ -15,8 +15,9 @@
 
 namespace clgpu {
 
-struct Int8Dense;   // ops/squeeze.h
-struct FloatDense;  // ops/squeeze.h
+struct Int8Dense;       // ops/squeeze.h
+struct FloatDense;      // ops/squeeze.h
+struct Int8DepthwiseA;  // ops/gemm_int8.h
 
 // What a MEAN runs of the dense ops after it (Op::TakesSqueeze).
 enum class SqueezeType { kNone, kInt8, kFloat };
@@ -289,6 +290,27 @@ class Op {
   void UnfoldSqueeze();
   const std::vector<Op*>& squeeze_dense() const { return squeeze_.dense; }
 
+  // --- A depthwise convolution folded into the pointwise one reading its output (the GEMM's A
+  // computed from the depthwise's input, ops/gemm_int8.h): one launch for the pair. ---
+
+  // The int8 form of this op over an input of shape `in`, its weights uploaded; false for other
+  // ops, shapes (depth multiplier 1, C % 4 == 0) and folds.
+  virtual bool GetInt8Depthwise(OpContext& ctx, const Shape& in, Int8DepthwiseA* dw) {
+    (void)ctx, (void)in, (void)dw;
+    return false;
+  }
+  // Whether this op can compute its input 0 as a depthwise's output, for these input shapes.
+  virtual bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
+  // Folds `dw` in (after TakesDepthwise): input 0 becomes dw's input, `shape` that of dw's output
+  // (the op's own input, now never written). The op must outlive the fold.
+  void FoldDepthwise(Op* dw, int input, Shape shape);
+  void UnfoldDepthwise();
+  Op* folded_depthwise() const { return depthwise_.op; }
+  const Shape& depthwise_shape() const { return depthwise_.shape; }
+
   const std::vector<Launch>& launches() const { return launches_; }
   // Drops the kernels (and their references to buffers) before the buffers they
   // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
@@ -344,6 +366,12 @@ class Op {
     int own_output = -1;
   };
   SqueezeFold squeeze_;
+  struct DepthwiseFold {
+    Op* op = nullptr;  // null: none
+    int own_input = -1;
+    Shape shape;
+  };
+  DepthwiseFold depthwise_;
 };
 
 // Everything the delegate knows of one op code, defined in the op's own file as

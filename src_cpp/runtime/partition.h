@@ -105,6 +105,7 @@ class Partition {
   void FoldEpilogues();
   void FoldViews(const OpContext& octx);
   void FoldSqueezes(const OpContext& octx);
+  void FoldDepthwise(const OpContext& octx);
   void AliasFlatCopies();
   bool StorageReadBesides(int t, size_t op) const;
   // The tensor whose storage `t` uses (itself unless aliased).

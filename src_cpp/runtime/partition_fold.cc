@@ -1,12 +1,15 @@
 // Folding ops into others for one plan (runtime/partition.h): residual ADDs, clamps and
 // element-wise epilogues into their producer, TRANSPOSE / RESHAPE chains into a matmul as views,
-// and the dense ops after a MEAN into it (squeezes). Each is undone at the start of the next plan.
+// the dense ops after a MEAN into it (squeezes), and a depthwise convolution into the pointwise
+// one after it. Each is undone at the start of the next plan.
 #include <algorithm>
 
 #include "ops/fusion.h"
+#include "ops/gemm_int8.h"
 #include "ops/matmul_views.h"
 #include "ops/squeeze.h"
 #include "runtime/partition.h"
+#include "runtime/split.h"
 
 namespace clgpu {
 
@@ -156,6 +159,50 @@ void Partition::FoldSqueezes(const OpContext& octx) {
     out_shapes_[i] = {values_.at(t).shape};
     for (size_t a : absorbed) absorbed_[a] = true;
     for (int e : elided) values_.at(e).elided = true;
+  }
+}
+
+// Folds each depthwise convolution into the pointwise convolution that alone reads its output
+// (Op::FoldDepthwise: the GEMM computes its A from the depthwise's input), last of the folds:
+// the pointwise op's residual ADD and table are folded by then, and a depthwise with folds of its
+// own stays apart. The tensor between them is internal and never written; neither op may run in
+// chunks. Off like the other fusions.
+void Partition::FoldDepthwise(const OpContext& octx) {
+  const RuntimeSettings& o = host_->settings();
+  if (!o.fuse_add || o.capture_tensors) return;
+  auto fits = [&](int t) {
+    return size_t(NumElements(values_.at(t).shape)) * ElemBytes(t) <= octx.max_alloc;
+  };
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    Op& pw = *ops_[i];
+    if (absorbed_[i] || pw.inputs().empty() || pw.folded_depthwise()) continue;
+    const int t = pw.inputs()[0];
+    const Value& between = values_.at(t);
+    if (between.is_partition_output || between.kind != Kind::kInternal) continue;
+    // Its producer, and no reader besides pw's input 0.
+    int producer = -1, readers = 0;
+    for (size_t j = 0; j < ops_.size(); ++j) {
+      if (absorbed_[j]) continue;
+      for (int u : ops_[j]->outputs()) producer = u == t ? int(j) : producer;
+      for (int u : ops_[j]->inputs()) readers += u == t;
+    }
+    if (producer < 0 || readers != 1 || ops_[producer]->outputs().size() != 1) continue;
+    Op& dw = *ops_[producer];
+    const int x = dw.inputs().empty() ? -1 : dw.inputs()[0];
+    if (x < 0 || dw.inputs().size() != 1 || !fits(x) || !fits(t) || !fits(pw.outputs()[0]))
+      continue;
+    std::vector<Shape> in;
+    for (int u : pw.inputs()) in.push_back(values_.at(u).shape);
+    OpContext pctx = OpCtx(octx, i), dctx = OpCtx(octx, size_t(producer));
+    Int8DepthwiseA form;
+    ChunkPlan chunks;
+    if (!pw.TakesDepthwise(pctx, in) || !dw.GetInt8Depthwise(dctx, values_.at(x).shape, &form) ||
+        !PlanOpChunks(pctx, pw, in, out_shapes_[i], octx.max_alloc, &chunks).empty() ||
+        !chunks.out.empty())
+      continue;
+    pw.FoldDepthwise(&dw, x, between.shape);
+    absorbed_[producer] = true;
+    values_.at(t).elided = true;
   }
 }
 

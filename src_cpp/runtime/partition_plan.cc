@@ -41,8 +41,8 @@ void Partition::Plan(TfLiteContext* ctx) {
   host_->CountPlan();
   ReleaseLaunches();  // before any buffer they reference is replaced
   for (auto& op : ops_)
-    op->UnfoldSqueeze(), op->UnfuseResidual(), op->UnfoldClamp(), op->UnfoldEpilogue(),
-        op->UnfoldViews();
+    op->UnfoldDepthwise(), op->UnfoldSqueeze(), op->UnfuseResidual(), op->UnfoldClamp(),
+        op->UnfoldEpilogue(), op->UnfoldViews();
   absorbed_.assign(ops_.size(), false);
   for (auto& [t, v] : values_) v.elided = false, v.alias = -1;
   OpContext octx = host_->MakeOpContext();
@@ -109,6 +109,7 @@ void Partition::Plan(TfLiteContext* ctx) {
   FuseResiduals(octx);
   FoldViews(octx);
   FoldSqueezes(octx);
+  FoldDepthwise(octx);
   if (host_->settings().fail_at == "alloc")
     throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
 

@@ -1,0 +1,169 @@
+"""A depthwise convolution folded into the 1x1 convolution reading its output (Op::FoldDepthwise,
+kernels/gemm_int8.cl's DW_A): the GEMM computes its A, the depthwise's requantized output, from
+the depthwise's input where its tiles load it, so a MobileNet block's depthwise and projection run
+as one launch. Bit-exact against TFLite's int8 kernels with the fold on and off (option fuse_add):
+strides, padding, dilation, 5x5 filters, activations, a residual ADD and a table folded into the
+same GEMM, split-K, repeated invokes, inputs at the int8 extremes; and the graphs that must not
+fold (the tensor read elsewhere, channels not in fours, a depth multiplier, a depthwise with a
+table of its own, a 3x3 convolution after it, the direct algorithm, tensors in chunks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from int8_parity import Int8Result, check_int8_parity, quantized_inputs
+
+from clgpu_delegate.modelgen import ModelBuilder, quantize_model
+
+
+def _folded(r: Int8Result) -> int:
+    return sum(1 for k in r.delegate.profile().kernels if "+DEPTHWISE" in k.algorithm)
+
+
+def _launches(r: Int8Result) -> int:
+    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
+
+
+def block(
+    shape: tuple[int, int, int, int],
+    *,
+    out: int = 24,
+    k: int = 3,
+    stride: int = 1,
+    dilation: int = 1,
+    padding: str = "SAME",
+    act: str | None = "RELU6",
+    multiplier: int = 1,
+    residual: bool = False,
+    after: str = "",
+    pw_kernel: int = 1,
+    seed: int = 0,
+) -> bytes:
+    """An int8 MobileNetV2 block's tail: x -> 1x1 conv (an activation, not the model's input) ->
+    depthwise (act) -> `pw_kernel` conv [+ the 1x1's output: residual] [-> `after`: "logistic",
+    "hard_swish"]."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", shape)
+    c = shape[3]
+    h = b.conv2d(x, b.rand((c, 1, 1, c)), b.rand((c,), 0.2), 1, 1, "SAME", "RELU")
+    cm = c * multiplier
+    d = b.depthwise_conv2d(
+        h, b.rand((1, k, k, cm)), b.rand((cm,), 0.2), stride, dilation, padding, multiplier, act
+    )
+    y = b.conv2d(d, b.rand((out, pw_kernel, pw_kernel, cm)), b.rand((out,), 0.2), 1, 1, "SAME")
+    if residual:
+        y = b.add(y, h)
+    if after == "logistic":
+        y = b.logistic(y)
+    elif after == "hard_swish":
+        y = b.hard_swish(y)
+    b.output(y)
+    return quantize_model(b.build(), io="int8", seed=seed, jitter=0.3)
+
+
+def check_fold(model: bytes, runtime: str, folded: int, **options: Any) -> Int8Result:
+    """Bit-exact with the fold on and off (fuse_add, which turns the other folds off too), and
+    `folded` depthwise convolutions run inside their GEMM: that many launches fewer."""
+    common = {"min_fraction": 1.0, "profiling": True, **options}
+    on = check_int8_parity(model, runtime, **common)
+    assert _folded(on) == folded, on.delegate.profile().table()
+    base = check_int8_parity(model, runtime, **common, fuse_add=False)
+    assert _folded(base) == 0
+    if folded:
+        # Without the fold, only the other folds (a residual ADD, a table) change the count.
+        unfolded = check_int8_parity(model, runtime, **common, conv_algorithm="implicit_gemm")
+        assert _folded(unfolded) == 0
+        assert _launches(on) == _launches(unfolded) - folded, on.delegate.profile().table()
+    return on
+
+
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((1, 16, 16, 32), {}),
+        ((1, 15, 13, 24), {"stride": 2}),  # odd sizes, stride 2 (SAME pads one side)
+        ((1, 12, 12, 8), {"padding": "VALID", "dilation": 2}),
+        ((1, 11, 9, 16), {"k": 5, "act": None}),  # EfficientNet's 5x5, no activation
+        ((1, 7, 7, 160), {"out": 320, "act": "RELU"}),  # several column tiles recompute A
+        ((2, 6, 6, 12), {"out": 7}),  # two images, an odd output width
+    ],
+)
+def test_depthwise_runs_inside_the_pointwise_gemm(
+    runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any]
+) -> None:
+    check_fold(block(shape, seed=shape[3], **kw), runtime, 1)
+
+
+def test_with_a_residual_add_and_a_table(runtime: str) -> None:
+    # MobileNetV2's residual blocks: the ADD folds into the same GEMM as the depthwise.
+    r = check_fold(block((1, 9, 9, 32), out=32, residual=True, seed=3), runtime, 1)
+    assert any(k.algorithm.endswith("+DEPTHWISE+ADD") for k in r.delegate.profile().kernels)
+    # A LOGISTIC after the projection: a table applied to the GEMM's integers.
+    check_fold(block((1, 8, 8, 16), after="logistic", seed=4), runtime, 1)
+
+
+def test_split_k(runtime: str) -> None:
+    # Each split of K computes its own channels of the depthwise.
+    check_fold(block((1, 4, 4, 96), out=16, seed=5), runtime, 1, gemm_splits=3)
+
+
+def test_repeated_invokes_and_extreme_inputs(runtime: str) -> None:
+    m = block((1, 10, 10, 16), residual=True, out=16, seed=6)
+    ref = quantized_inputs([{"shape": (1, 10, 10, 16), "dtype": np.int8}])[0]
+    for v in (np.full_like(ref, 127), np.full_like(ref, -128), ref):
+        r = check_int8_parity(m, runtime, inputs=[v], min_fraction=1.0, profiling=True)
+        assert _folded(r) == 1
+    for seed in (1, 2):
+        r = check_int8_parity(m, runtime, seed=seed, min_fraction=1.0)
+        assert r.stats.exact == r.stats.elements
+
+
+def test_depthwise_read_elsewhere_does_not_fold(runtime: str) -> None:
+    # The depthwise's output is also a model output: it must be written.
+    b = ModelBuilder(seed=7)
+    x = b.input("x", (1, 8, 8, 16))
+    d = b.depthwise_conv2d(x, b.rand((1, 3, 3, 16)), b.rand((16,), 0.2), 1, 1, "SAME", 1, "RELU6")
+    b.output(d)
+    b.output(b.conv2d(d, b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME"))
+    check_fold(quantize_model(b.build(), io="int8", seed=7), runtime, 0)
+    # Read by two convolutions.
+    b = ModelBuilder(seed=8)
+    x = b.input("x", (1, 8, 8, 16))
+    d = b.depthwise_conv2d(x, b.rand((1, 3, 3, 16)), b.rand((16,), 0.2), 1, 1, "SAME", 1, None)
+    y1 = b.conv2d(d, b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME")
+    y2 = b.conv2d(d, b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME")
+    b.output(b.add(y1, y2))
+    check_fold(quantize_model(b.build(), io="int8", seed=8), runtime, 0)
+
+
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((1, 8, 8, 6), {}),  # channels not in fours
+        ((1, 8, 8, 8), {"multiplier": 2}),  # a depth multiplier
+        ((1, 8, 8, 16), {"act": None, "pw_kernel": 3}),  # a 3x3 convolution reads it
+    ],
+)
+def test_other_shapes_do_not_fold(
+    runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any]
+) -> None:
+    check_fold(block(shape, seed=9, **kw), runtime, 0)
+
+
+def test_depthwise_with_its_own_table_does_not_fold(runtime: str) -> None:
+    # MobileNetV3: a HARD_SWISH after the depthwise folds into it as a table, which the GEMM's A
+    # does not apply.
+    b = ModelBuilder(seed=10)
+    x = b.input("x", (1, 8, 8, 16))
+    d = b.depthwise_conv2d(x, b.rand((1, 3, 3, 16)), b.rand((16,), 0.2), 1, 1, "SAME", 1, None)
+    b.output(b.conv2d(b.hard_swish(d), b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME"))
+    check_fold(quantize_model(b.build(), io="int8", seed=10), runtime, 0)
+
+
+def test_direct_algorithm_and_chunks_do_not_fold(runtime: str) -> None:
+    check_fold(block((1, 12, 12, 16), seed=11), runtime, 0, conv_algorithm="direct")
+    # The projection's output (8 * 8 * 64 bytes) is over the 1 KiB limit, the depthwise's tensors
+    # (8 * 8 * 16) are not: the projection runs in chunks, the depthwise apart.
+    check_fold(block((1, 8, 8, 16), out=64, seed=12), runtime, 0, max_alloc_bytes=1024)
