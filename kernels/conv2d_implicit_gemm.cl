@@ -22,6 +22,15 @@
 //   WG % TILE_K == 0. On an H200, TILE_M 128, TILE_N 64, WPT_M 8, WPT_N 4 is ~1.8x faster for
 //   C, OC >= 64 (24 vs 14 TFLOP/s fp32); TILE_M 64, TILE_N 32, TILE_K 8 for C = 3..4 inputs.
 //   SPLIT_K (off) builds conv2d_implicit_gemm_splitk and gemm_splitk_reduce instead.
+//
+// DW_A (Op::FoldDepthwise): a 1x1 convolution whose input is a depthwise convolution's output
+//   (depth multiplier 1), that tensor never written: the geometry arguments are the depthwise's
+//   (its input, filter size, strides, dilations, padding; OC the 1x1's), K = C, and A[m][k] is
+//   the depthwise's output at pixel m, channel k: bias plus its taps, clamped, computed where the
+//   tile loads it. The 1x1's filter is [OC][C]; -DDW_KH, -DDW_KW are the depthwise's filter size
+//   (its loops unroll; the KH, KW arguments are not read). Four more, last arguments (both
+//   kernels): __global const T* dw_f [KH][KW][C], __global const float* dw_bias [C], float dw_min,
+//   float dw_max.
 
 // Tile defaults (gemm_tiles.cl): the 32 x 32 x 16 tiles of 4 x 4 named above.
 #include "gemm_tiles.cl"
@@ -71,18 +80,88 @@ static inline void fetch_im2col(__global const T* restrict in, float* r, const i
   }
 }
 
+#ifdef DW_A
+#define DW_PARAM                                                                      \
+  , __global const T *restrict dw_f, __global const float *restrict dw_bias, float dw_min, \
+      float dw_max
+#define DW_PASS , dw_f, dw_bias, dw_min, dw_max
+// The depthwise's outputs at channel k (four from k with vec) of the work-item's pixels (see
+// fetch_im2col), clamped; zero past K (= C).
+static inline void fetch_depthwise(__global const T* restrict in, float* r, const int* pix_base,
+                                   const int* pix_ih, const int* pix_iw, int k, int K, int C,
+                                   int KH, int KW, int DH, int DW, int H, int W, bool vec,
+                                   __global const T* restrict dw_f,
+                                   __global const float* restrict dw_bias, float lo, float hi) {
+  if (vec) {
+    const float4 b = k < K ? vload4(0, dw_bias + k) : (float4)(0.0f);
+#pragma unroll
+    for (int i = 0; i < NV_OF(TILE_M); ++i) {
+      float4 v = b;
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) {
+        const int ih = pix_ih[i] + kh * DH;
+        if ((uint)ih >= (uint)H) continue;
+#pragma unroll
+        for (int kw = 0; kw < KW; ++kw) {
+          const int iw = pix_iw[i] + kw * DW;
+          if ((uint)iw < (uint)W)
+            v += LOADF4(in, (pix_base[i] + (ih * W + iw) * C + k) >> 2) *
+                 LOADF4(dw_f, ((kh * KW + kw) * C + k) >> 2);
+        }
+      }
+      v = k < K ? fmin(fmax(v, lo), hi) : (float4)(0.0f);
+      r[4 * i] = v.x;
+      r[4 * i + 1] = v.y;
+      r[4 * i + 2] = v.z;
+      r[4 * i + 3] = v.w;
+    }
+  } else {
+    const float b = k < K ? dw_bias[k] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < NS_OF(TILE_M); ++i) {
+      float v = b;
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) {
+        const int ih = pix_ih[i] + kh * DH;
+        if ((uint)ih >= (uint)H) continue;
+#pragma unroll
+        for (int kw = 0; kw < KW; ++kw) {
+          const int iw = pix_iw[i] + kw * DW;
+          if ((uint)iw < (uint)W)
+            v += LOADF(in, pix_base[i] + (ih * W + iw) * C + k) *
+                 LOADF(dw_f, (kh * KW + kw) * C + k);
+        }
+      }
+      r[i] = k < K ? fmin(fmax(v, lo), hi) : 0.0f;
+    }
+  }
+}
+#define FETCH_A(k)                                                                           \
+  fetch_depthwise(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, DW_KH, DW_KW, DH, DW, H, W, \
+                  vec_a, dw_f, dw_bias, dw_min, dw_max)
+#else
+#define DW_PARAM
+#define DW_PASS
+#define FETCH_A(k) \
+  fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, KW, DH, DW, H, W, vec_a)
+#endif
+
 // Accumulates columns [kbeg, kend) of K (kbeg a multiple of TILE_K) of the group's output tile
 // into acc: the whole of K, or one split of it.
 static inline void igemm_accumulate(__global const T* restrict in, __global const T* restrict filter,
                                     int N, int H, int W, int C, int OH, int OW, int OC, int KH,
                                     int KW, int SH, int SW, int DH, int DW, int PT, int PL,
                                     int kbeg, int kend, int m0, int n0, __local float* As,
-                                    __local float* Bs, float acc[WPT_M][WPT_N]) {
+                                    __local float* Bs, float acc[WPT_M][WPT_N] DW_PARAM) {
   const int lid = get_local_id(0);
   const int tx = lid % RT_N;
   const int ty = lid / RT_N;
   const int M = N * OH * OW;
+#ifdef DW_A
+  const int K = C;
+#else
   const int K = KH * KW * C;
+#endif
   const bool vec_a = (C & 3) == 0;  // 4 neighbouring k of one tap are 4 neighbouring channels
   const bool vec_b = (K & 3) == 0;
 
@@ -110,7 +189,7 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
 
   const int kstep = vec_a ? 4 * (lid % (TILE_K / 4)) : lid % TILE_K;
   float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
-  fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, kbeg + kstep, kend, C, KW, DH, DW, H, W, vec_a);
+  FETCH_A(kbeg + kstep);
   fetch_tile_nt(filter, rb, TILE_N, n0, OC, kbeg, K, kend, vec_b, lid, GEMM_TMAP);
   // Always double-buffered (one barrier per step; the tuned variant on the H200). The
   // single-buffered loop gave wrong results on PoCL 3.1 with 8-wide register runs (cause
@@ -122,8 +201,7 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
   for (int k0 = kbeg; k0 < kend; k0 += TILE_K) {
     const bool more = k0 + TILE_K < kend;
     if (more) {
-      fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, k0 + TILE_K + kstep, kend, C, KW, DH, DW, H,
-                   W, vec_a);
+      FETCH_A(k0 + TILE_K + kstep);
       fetch_tile_nt(filter, rb, TILE_N, n0, OC, k0 + TILE_K, K, kend, vec_b, lid, GEMM_TMAP);
     }
     tile_mma(As + cur * A_TILE, Bs + cur * B_TILE, tx, ty, acc);
@@ -141,14 +219,19 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
     __global const T* restrict in, __global const T* restrict filter,
     __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
     int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-    float act_min, float act_max RESIDUAL_PARAM) {
+    float act_min, float act_max RESIDUAL_PARAM DW_PARAM) {
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
   const int2 o = group_tile_origin(OC);
   float acc[WPT_M][WPT_N];
-  igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, 0,
-                   KH * KW * C, o.x, o.y, &As[0][0], &Bs[0][0], acc);
+#ifdef DW_A
+  const int K = C;
+#else
+  const int K = KH * KW * C;
+#endif
+  igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, 0, K, o.x,
+                   o.y, &As[0][0], &Bs[0][0], acc DW_PASS);
   store_output_tile(acc, bias, out, N * OH * OW, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
                     act_max RESIDUAL_PASS);
 }
@@ -162,16 +245,20 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm_splitk(
     __global const T* restrict in, __global const T* restrict filter, __global float* restrict P,
     int N, int H, int W, int C, int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH,
-    int DW, int PT, int PL, int k_per_split) {
+    int DW, int PT, int PL, int k_per_split DW_PARAM) {
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
   const int2 o = group_tile_origin(OC);
+#ifdef DW_A
+  const int2 k = split_k_range(C, k_per_split);
+#else
   const int2 k = split_k_range(KH * KW * C, k_per_split);
+#endif
   const int M = N * OH * OW;
   float acc[WPT_M][WPT_N];
   igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, k.x, k.y,
-                   o.x, o.y, &As[0][0], &Bs[0][0], acc);
+                   o.x, o.y, &As[0][0], &Bs[0][0], acc DW_PASS);
   store_partial_tile(acc, P + (long)get_group_id(1) * M * OC, M, OC, o.x, o.y, lid % RT_N,
                      lid / RT_N);
 }

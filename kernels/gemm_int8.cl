@@ -37,11 +37,11 @@
 //   == 0, K = C): `a` is the depthwise's NHWC input and A[m][k] its requantized output at pixel m,
 //   channel k, computed where the tile loads it: the int8 tensor between the two convolutions is
 //   never written, and the pair is one launch. Each tile of k carries the depthwise's work, so
-//   K splits down to one tile per group (Int8GemmSplits). The geometry arguments are the depthwise's (as
-//   with IM2COL; its filter's size is -DDW_KH and -DDW_KW, so that its loops unroll); a_zero is
-//   its output zero point. Seven more, last arguments: __global const char* dw_f [KH][KW][C],
-//   __global const int* dw_bias [C], __global const int2* dw_stage [C], int dw_in_zero,
-//   int dw_up_below, int dw_lo, int dw_hi (quant_output's).
+//   K splits down to one tile per group (Int8GemmSplits). The geometry arguments are the
+//   depthwise's (as with IM2COL; its filter's size is -DDW_KH and -DDW_KW, so that its loops
+//   unroll); a_zero is its output zero point. Seven more, last arguments: __global const char*
+//   dw_f [KH][KW][C], __global const int* dw_bias [C], __global const int2* dw_stage [C],
+//   int dw_in_zero, int dw_up_below, int dw_lo, int dw_hi (quant_output's).
 #include "quant.cl"
 
 #ifndef TM

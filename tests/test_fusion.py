@@ -274,12 +274,17 @@ def test_capture_tensors_keeps_the_conv_output(runtime: str) -> None:
     assert len(captured) == 3, sorted(captured)  # x, the conv's output, the ADD's output
 
 
-@pytest.mark.parametrize(("name", "adds"), [("mobilenet_v2", 10), ("resnet50", 16)])
-def test_zoo_residual_networks(name: str, adds: int, runtime: str) -> None:
-    # Every residual ADD of the network folds into its projection conv.
+@pytest.mark.parametrize(
+    ("name", "adds", "depthwise"), [("mobilenet_v2", 10, 17), ("resnet50", 16, 0)]
+)
+def test_zoo_residual_networks(name: str, adds: int, depthwise: int, runtime: str) -> None:
+    # Every residual ADD of the network folds into its projection conv (and every depthwise
+    # convolution of MobileNetV2 into that conv's GEMM: tests/test_fusion_depthwise.py).
     model = zoo.build(name, size=48, num_classes=37, softmax=False)
     r = check_parity(model, runtime, profiling=True)
     off = check_parity(model, runtime, profiling=True, fuse_add=False)
     assert len(_fused_nodes(r)) == adds and not _add_nodes_run(r), r.delegate.profile().table()
     assert len(_add_nodes_run(off)) == adds
-    assert _launches(r) == _launches(off) - adds
+    dw = {k.node for k in r.delegate.profile().kernels if "+DEPTHWISE" in k.algorithm}
+    assert len(dw) == depthwise, r.delegate.profile().table()
+    assert _launches(r) == _launches(off) - adds - depthwise

@@ -5,7 +5,9 @@ as one launch. Bit-exact against TFLite's int8 kernels with the fold on and off 
 strides, padding, dilation, 5x5 filters, activations, a residual ADD and a table folded into the
 same GEMM, split-K, repeated invokes, inputs at the int8 extremes; and the graphs that must not
 fold (the tensor read elsewhere, channels not in fours, a depth multiplier, a depthwise with a
-table of its own, a 3x3 convolution after it, the direct algorithm, tensors in chunks)."""
+table of its own, a 3x3 convolution after it, the direct algorithm, tensors in chunks). Float
+(kernels/conv2d_implicit_gemm.cl's DW_A) within the fp32 / fp16 tolerances: the same shapes,
+channels not in fours (the scalar loads), the 1x1's epilogue, fp16 storage, split-K."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 from int8_parity import Int8Result, check_int8_parity, quantized_inputs
+from parity import ParityResult, check_parity
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
 
-def _folded(r: Int8Result) -> int:
-    return sum(1 for k in r.delegate.profile().kernels if "+DEPTHWISE" in k.algorithm)
+def _folded(r: Int8Result | ParityResult) -> int:
+    """Convolutions that ran a depthwise inside (a split float GEMM has two kernels)."""
+    return len({k.node for k in r.delegate.profile().kernels if "+DEPTHWISE" in k.algorithm})
 
 
 def _launches(r: Int8Result) -> int:
@@ -40,10 +44,11 @@ def block(
     after: str = "",
     pw_kernel: int = 1,
     seed: int = 0,
+    quantize: bool = True,
 ) -> bytes:
     """An int8 MobileNetV2 block's tail: x -> 1x1 conv (an activation, not the model's input) ->
     depthwise (act) -> `pw_kernel` conv [+ the 1x1's output: residual] [-> `after`: "logistic",
-    "hard_swish"]."""
+    "hard_swish"]. quantize=False: the float model."""
     b = ModelBuilder(seed=seed)
     x = b.input("x", shape)
     c = shape[3]
@@ -60,6 +65,8 @@ def block(
     elif after == "hard_swish":
         y = b.hard_swish(y)
     b.output(y)
+    if not quantize:
+        return b.build()
     return quantize_model(b.build(), io="int8", seed=seed, jitter=0.3)
 
 
@@ -167,3 +174,63 @@ def test_direct_algorithm_and_chunks_do_not_fold(runtime: str) -> None:
     # The projection's output (8 * 8 * 64 bytes) is over the 1 KiB limit, the depthwise's tensors
     # (8 * 8 * 16) are not: the projection runs in chunks, the depthwise apart.
     check_fold(block((1, 8, 8, 16), out=64, seed=12), runtime, 0, max_alloc_bytes=1024)
+
+
+# Float: the implicit GEMM's DW_A (kernels/conv2d_implicit_gemm.cl), within fp32 / fp16 tolerances.
+def float_block(shape: tuple[int, int, int, int], **kw: Any) -> bytes:
+    return block(shape, quantize=False, **kw)
+
+
+def check_float_fold(
+    model: bytes, runtime: str, folded: int, precision: str = "fp32", **options: Any
+) -> ParityResult:
+    # fp16: the storage's relative step, at the scale of the outputs (tests/test_fp16.py).
+    tol = {"rtol": 1e-4} if precision == "fp32" else {"rtol": 2e-2, "atol": 2e-2}
+    common = {"profiling": True, "precision": precision, **tol, **options}
+    on = check_parity(model, runtime, expect_delegated="all", **common)
+    assert _folded(on) == folded, on.delegate.profile().table()
+    off = check_parity(model, runtime, expect_delegated="all", fuse_add=False, **common)
+    assert _folded(off) == 0
+    if folded:
+        forced = check_parity(
+            model, runtime, expect_delegated="all", conv_algorithm="direct", **common
+        )
+        assert _folded(forced) == 0
+    return on
+
+
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((1, 16, 16, 32), {}),
+        ((1, 15, 13, 24), {"stride": 2}),
+        ((1, 12, 12, 6), {"padding": "VALID", "dilation": 2}),  # channels not in fours
+        ((1, 11, 9, 16), {"k": 5, "act": None}),
+        ((1, 7, 7, 160), {"out": 320, "act": "RELU"}),
+        ((2, 6, 6, 12), {"out": 7, "residual": False}),
+        ((1, 9, 9, 32), {"out": 32, "residual": True}),
+        ((1, 8, 8, 16), {"after": "hard_swish"}),  # the 1x1's own epilogue
+    ],
+)
+def test_float_depthwise_runs_inside_the_pointwise_gemm(
+    runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any]
+) -> None:
+    check_float_fold(float_block(shape, seed=shape[3], **kw), runtime, 1)
+
+
+def test_float_fp16_and_split_k(runtime: str) -> None:
+    check_float_fold(
+        float_block((1, 10, 10, 24), residual=True, out=24, seed=13), runtime, 1, precision="fp16"
+    )
+    check_float_fold(float_block((1, 4, 4, 96), out=16, seed=14), runtime, 1, gemm_splits=3)
+
+
+def test_float_depthwise_with_an_epilogue_does_not_fold(runtime: str) -> None:
+    # MobileNetV3: a HARD_SWISH folded into the depthwise's own kernel.
+    b = ModelBuilder(seed=15)
+    x = b.input("x", (1, 8, 8, 16))
+    d = b.depthwise_conv2d(x, b.rand((1, 3, 3, 16)), b.rand((16,), 0.2), 1, 1, "SAME", 1, None)
+    b.output(b.conv2d(b.hard_swish(d), b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME"))
+    check_float_fold(b.build(), runtime, 0)
+    # A depth multiplier.
+    check_float_fold(float_block((1, 8, 8, 8), multiplier=2, seed=16), runtime, 0)

@@ -55,7 +55,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                                     const DeviceInfo& dev, const DeviceCosts& costs, bool fuse_add,
                                     int folded_nodes) {
   PartitionEstimate e;
-  // ADDs and clamp activations that run inside their producer's kernel: compute, no launch.
+  // ADDs, clamp activations and depthwise convolutions that run inside another op's kernel:
+  // compute, no launch.
   std::set<size_t> folded;
   if (fuse_add) {
     const std::set<int> outs(outputs.begin(), outputs.end());
@@ -65,6 +66,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       folded.insert(f.absorbed.begin(), f.absorbed.end());
     for (const ViewFusion& f : FindViewFusions(g, nodes, outs))
       folded.insert(f.absorbed.begin(), f.absorbed.end());
+    for (size_t d : FindDepthwiseFolds(g, nodes, outs)) folded.insert(d);
     for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
       folded.insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
     // A RESHAPE keeps its input's storage, or its input the output's (the partition's

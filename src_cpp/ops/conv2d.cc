@@ -85,10 +85,25 @@ class Conv2dOp : public Op {
 
   const char* type_name() const override { return "CONV_2D"; }
   std::string algorithm() const override {
-    return ConvAlgorithmName(algo_) + (residual_.on ? "+ADD" : "");
+    return ConvAlgorithmName(algo_) + (folded_depthwise() ? "+DEPTHWISE" : "") +
+           (residual_.on ? "+ADD" : "");
   }
 
-  ConvGeometry Geometry(const Shape& in) const {
+  // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
+  // (EncodeDepthwiseGemm).
+  bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    if (chunk_ || in.empty() || in[0].size() != 4) return false;
+    const ConvGeometry g = Geometry(in[0]);
+    const ConvAlgorithm a = ChooseConvAlgorithm(ctx, g);
+    return ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g) &&
+           (a == ConvAlgorithm::kGemm1x1 || a == ConvAlgorithm::kImplicitGemm);
+  }
+
+  // Input 0's shape as this op sees it: a folded depthwise's output, not its input.
+  const Shape& Own(const Shape& in) const { return folded_depthwise() ? depthwise_shape() : in; }
+
+  ConvGeometry Geometry(const Shape& in_as_read) const {
+    const Shape& in = Own(in_as_read);
     if (chunk_) {
       if (in != Shape{fixed_.n, fixed_.h, fixed_.w, fixed_.c})
         throw Error("CONV_2D chunk input " + ShapeString(in) + " does not match its geometry");
@@ -105,10 +120,11 @@ class Conv2dOp : public Op {
   }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    if (in[0].size() != 4 || in[0][3] != src_->filter_shape[3])
-      throw Error("CONV_2D input " + ShapeString(in[0]) + " does not match filter " +
+    const Shape& x = Own(in[0]);
+    if (x.size() != 4 || x[3] != src_->filter_shape[3])
+      throw Error("CONV_2D input " + ShapeString(x) + " does not match filter " +
                   ShapeString(src_->filter_shape));
-    CheckConvInputRows("CONV_2D", in[0], litert_);
+    CheckConvInputRows("CONV_2D", x, litert_);
     ConvGeometry g = Geometry(in[0]);
     const Shape out = {g.n, g.oh, g.ow, g.oc};
     if (residual_.on && (in.size() != 2 || in[1] != out))
@@ -129,12 +145,20 @@ class Conv2dOp : public Op {
   }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const override {
-    return 2.0 * Geometry(in[0]).Macs() + (residual_.on ? double(NumElements(out[0])) : 0.0);
+    return 2.0 * Geometry(in[0]).Macs() + (residual_.on ? double(NumElements(out[0])) : 0.0) +
+           (folded_depthwise() ? folded_depthwise()->Flops({in[0]}, {}) : 0.0);
   }
 
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
     const ConvGeometry g = Geometry(in[0]);
+    if (folded_depthwise()) {
+      const Shape& x = in[0];
+      ConvGeometry dw;
+      dw.n = x[0], dw.h = x[1], dw.w = x[2], dw.c = x[3];
+      dw.oh = g.h, dw.ow = g.w, dw.oc = g.c;
+      return DepthwiseGemmScratchBytes(ctx, dw, g.oc);
+    }
     return ConvScratchBytes(ctx, ChooseConvAlgorithm(ctx, g), g);
   }
 
@@ -164,14 +188,26 @@ class Conv2dOp : public Op {
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = ChooseConvAlgorithm(ctx, g);
-    weights_ = &src_->Weights(ctx, algo_, g, oc0_);
     const bool r = residual_.on;
+    if (folded_depthwise()) {
+      FloatDepthwiseA dw;
+      if (!folded_depthwise()->GetFloatDepthwise(ctx, in_shapes[0], &dw))
+        throw Error("CONV_2D: the folded depthwise no longer fits its GEMM");
+      algo_ = ConvAlgorithm::kImplicitGemm;
+      weights_ = &src_->Weights(ctx, algo_, g, oc0_);
+      launches_ = EncodeDepthwiseGemm(ctx, dw, g.oc, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc),
+                                      out[0], r ? residual_.act_min : act_min_,
+                                      r ? residual_.act_max : act_max_, r ? in.at(1) : nullptr);
+      return;
+    }
+    weights_ = &src_->Weights(ctx, algo_, g, oc0_);
     launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc), out[0],
                            r ? residual_.act_min : act_min_, r ? residual_.act_max : act_max_,
                            r ? in.at(1) : nullptr);
   }
 
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    if (folded_depthwise()) return false;  // folded only where neither op runs in chunks
     const Shape out = InferShapes(in)[0];
     // A residual is read exactly where the output is written: its view and boxes are the output's.
     spec->views =

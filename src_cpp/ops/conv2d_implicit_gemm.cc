@@ -54,7 +54,66 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
   return launches;
 }
 
+// The 1x1 convolution's GEMM over a depthwise's output: M its output pixels, K its channels.
+GemmPlan PlanDepthwiseGemm(const OpContext& ctx, const ConvGeometry& dw, int oc) {
+  ConvGeometry pw = dw;
+  pw.h = dw.oh, pw.w = dw.ow, pw.oc = oc, pw.kh = pw.kw = 1;
+  GemmPlan p;
+  p.tiles = ImplicitGemmTiles(pw, ctx.env.device());
+  PlanSplitK(p, ctx.env.device(), p.tiles.Groups(long(dw.n) * dw.oh * dw.ow, oc), dw.c,
+             ctx.options.gemm_splits, /*work_items=*/2048, /*min_tiles=*/1);
+  return p;
+}
+
 }  // namespace
+
+std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGeometry& dw,
+                                              int oc) {
+  const size_t bytes =
+      GemmScratchBytes(PlanDepthwiseGemm(ctx, dw, oc), long(dw.n) * dw.oh * dw.ow, oc);
+  return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
+}
+
+std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& dw, int oc,
+                                        cl_mem in, const ConvWeights& w, cl_mem bias, cl_mem out,
+                                        float act_min, float act_max, cl_mem residual) {
+  const ConvGeometry& g = dw.g;
+  if (g.oc != g.c) throw Error("a folded depthwise needs depth multiplier 1");
+  const GemmPlan p = PlanDepthwiseGemm(ctx, g, oc);
+  const long m = long(g.n) * g.oh * g.ow;
+  const std::string defines = With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) +
+                                                          " -DDW_KW=" + std::to_string(g.kw));
+  std::vector<Launch> launches;
+  if (p.splits <= 1) {
+    auto prog =
+        ctx.GetProgram("conv2d_implicit_gemm", With(defines, residual ? "-DHAS_RESIDUAL" : ""));
+    Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, oc), p.tiles.work_group());
+    SetArgs(l.kernel, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, oc, g.kh, g.kw,
+            g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min, act_max);
+    cl_uint next = 21;
+    if (residual) SetArgsFrom(l.kernel, next++, residual);
+    SetArgsFrom(l.kernel, next, dw.filter, dw.bias, dw.act_min, dw.act_max);
+    launches.push_back(std::move(l));
+    return launches;
+  }
+  if (ctx.scratch.empty()) throw Error("split-K depthwise GEMM without a scratch buffer");
+  auto prog = ctx.GetProgram("conv2d_implicit_gemm",
+                             With(With(defines, residual ? "-DHAS_RESIDUAL" : ""), "-DSPLIT_K"));
+  Launch l =
+      Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, oc), p.tiles.work_group());
+  SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, oc, g.kh,
+          g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, p.k_per_split, dw.filter, dw.bias,
+          dw.act_min, dw.act_max);
+  l.dims = 2;
+  l.global[1] = p.splits;
+  l.local[1] = 1;
+  launches.push_back(std::move(l));
+  Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * oc);
+  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), oc,
+                     p.splits, act_min, act_max);
+  launches.push_back(std::move(r));
+  return launches;
+}
 
 // K splits when the output tiles cannot fill the device (strided convs on 14x14 and 7x7
 // maps; bench/results/ has the figures).

@@ -70,4 +70,22 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                float act_max, cl_mem residual = nullptr);
 
+// A depthwise convolution (depth multiplier 1) whose output is a 1x1 convolution's input, folded
+// into it (Op::FoldDepthwise): the 1x1's implicit GEMM computes that tensor where it reads it
+// (kernels/conv2d_implicit_gemm.cl's DW_A). g: the depthwise's geometry; filter [KH][KW][C] in
+// the float storage, bias [C] float32, its clamp.
+struct FloatDepthwiseA {
+  ConvGeometry g;
+  cl_mem filter = nullptr, bias = nullptr;
+  float act_min = 0, act_max = 0;
+};
+
+// The launches of a 1x1 convolution of `oc` outputs and plain [oc][C] weights `w` over dw's
+// output, computed from dw's input `in` (residual as in EncodeConv); its scratch. K splits down
+// to one tile per group, each tile carrying the depthwise's taps.
+std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& dw, int oc,
+                                        cl_mem in, const ConvWeights& w, cl_mem bias, cl_mem out,
+                                        float act_min, float act_max, cl_mem residual = nullptr);
+std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGeometry& dw, int oc);
+
 }  // namespace clgpu

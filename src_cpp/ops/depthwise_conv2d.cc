@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "graph/validate.h"
+#include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
@@ -116,6 +117,19 @@ class DepthwiseConv2dOp : public Op {
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     const ConvGeometry g = Geometry(in[0]);
     return 2.0 * g.n * g.oh * g.ow * g.oc * g.kh * g.kw;
+  }
+
+  // The form a 1x1 convolution's GEMM computes as its A: depth multiplier 1, its clamp (a folded
+  // one included), no epilogue.
+  bool GetFloatDepthwise(OpContext& ctx, const Shape& in, FloatDepthwiseA* dw) override {
+    if (chunk_ || in.size() != 4 || src_->filter_shape[3] != in[3] || has_epilogue() ||
+        has_residual() || has_output_view())
+      return false;
+    dw->g = Geometry(in);
+    const auto& b = src_->Get(ctx, 0, dw->g.oc);
+    dw->filter = b.first.get(), dw->bias = b.second.get();
+    dw->act_min = act_min_, dw->act_max = act_max_;
+    return true;
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,

@@ -306,4 +306,33 @@ std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<
   return out;
 }
 
+std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                       const std::set<int>& outputs) {
+  std::map<int, size_t> reader;
+  std::map<int, int> reads;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (int t : nodes[i].inputs) ++reads[t], reader[t] = i;
+  std::vector<size_t> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& dw = nodes[i];
+    if (dw.op != tfl::kDepthwiseConv2d || dw.inputs.size() < 2 || dw.outputs.size() != 1 ||
+        !dw.builtin_data)
+      continue;
+    const int t = dw.outputs[0];
+    if (reads[t] != 1 || outputs.count(t) || reader[t] <= i) continue;
+    const NodeInfo& pw = nodes[reader[t]];
+    if (pw.op != tfl::kConv2d || pw.inputs.size() < 2 || pw.inputs[0] != t || !pw.builtin_data)
+      continue;
+    tfl::ConvParams p;
+    std::memcpy(&p, pw.builtin_data, sizeof p);
+    const Shape x = g.shape(dw.inputs[0]), f = g.shape(pw.inputs[1]), df = g.shape(dw.inputs[1]);
+    if (x.size() != 4 || f.size() != 4 || df.size() != 4 || f[1] != 1 || f[2] != 1 ||
+        p.stride_height != 1 || p.stride_width != 1 || df[3] != x[3])
+      continue;
+    if (IsQuantized(g.value_type(t)) && x[3] % 4 != 0) continue;
+    out.push_back(i);
+  }
+  return out;
+}
+
 }  // namespace clgpu

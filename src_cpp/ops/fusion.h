@@ -76,4 +76,11 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
 std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                           const std::set<int>& outputs);
 
+// DEPTHWISE_CONV_2Ds (depth multiplier 1; int8: channels in fours) whose output only a later
+// 1x1 CONV_2D of stride 1 reads, not a partition output: the positions of the depthwise nodes,
+// which the partition folds into that convolution's GEMM where the plan's ops and shapes allow
+// (Op::FoldDepthwise), for the cost model's count of launches.
+std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                       const std::set<int>& outputs);
+
 }  // namespace clgpu

@@ -15,9 +15,10 @@
 
 namespace clgpu {
 
-struct Int8Dense;       // ops/squeeze.h
-struct FloatDense;      // ops/squeeze.h
-struct Int8DepthwiseA;  // ops/gemm_int8.h
+struct Int8Dense;        // ops/squeeze.h
+struct FloatDense;       // ops/squeeze.h
+struct Int8DepthwiseA;   // ops/gemm_int8.h
+struct FloatDepthwiseA;  // ops/conv2d_selector.h
 
 // What a MEAN runs of the dense ops after it (Op::TakesSqueeze).
 enum class SqueezeType { kNone, kInt8, kFloat };
@@ -296,6 +297,11 @@ class Op {
   // The int8 form of this op over an input of shape `in`, its weights uploaded; false for other
   // ops, shapes (depth multiplier 1, C % 4 == 0) and folds.
   virtual bool GetInt8Depthwise(OpContext& ctx, const Shape& in, Int8DepthwiseA* dw) {
+    (void)ctx, (void)in, (void)dw;
+    return false;
+  }
+  // The same on float values (depth multiplier 1, its clamp, no epilogue).
+  virtual bool GetFloatDepthwise(OpContext& ctx, const Shape& in, FloatDepthwiseA* dw) {
     (void)ctx, (void)in, (void)dw;
     return false;
   }

@@ -4,6 +4,7 @@
 // one after it. Each is undone at the start of the next plan.
 #include <algorithm>
 
+#include "ops/conv2d_selector.h"
 #include "ops/fusion.h"
 #include "ops/gemm_int8.h"
 #include "ops/matmul_views.h"
@@ -163,7 +164,8 @@ void Partition::FoldSqueezes(const OpContext& octx) {
 }
 
 // Folds each depthwise convolution into the pointwise convolution that alone reads its output
-// (Op::FoldDepthwise: the GEMM computes its A from the depthwise's input), last of the folds:
+// (Op::FoldDepthwise: the GEMM computes its A from the depthwise's input; int8 or float), last
+// of the folds:
 // the pointwise op's residual ADD and table are folded by then, and a depthwise with folds of its
 // own stays apart. The tensor between them is internal and never written; neither op may run in
 // chunks. Off like the other fusions.
@@ -194,9 +196,13 @@ void Partition::FoldDepthwise(const OpContext& octx) {
     std::vector<Shape> in;
     for (int u : pw.inputs()) in.push_back(values_.at(u).shape);
     OpContext pctx = OpCtx(octx, i), dctx = OpCtx(octx, size_t(producer));
-    Int8DepthwiseA form;
+    Int8DepthwiseA int8_form;
+    FloatDepthwiseA float_form;
     ChunkPlan chunks;
-    if (!pw.TakesDepthwise(pctx, in) || !dw.GetInt8Depthwise(dctx, values_.at(x).shape, &form) ||
+    const Shape& xs = values_.at(x).shape;
+    if (!pw.TakesDepthwise(pctx, in) ||
+        !(dw.GetInt8Depthwise(dctx, xs, &int8_form) ||
+          dw.GetFloatDepthwise(dctx, xs, &float_form)) ||
         !PlanOpChunks(pctx, pw, in, out_shapes_[i], octx.max_alloc, &chunks).empty() ||
         !chunks.out.empty())
       continue;
