@@ -23,6 +23,10 @@ def _launches(r: ParityResult) -> int:
     return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
+def _nodes_run(r: ParityResult) -> set[int]:
+    return {k.node for k in r.delegate.profile().kernels}
+
+
 def _fused_nodes(r: ParityResult) -> set[int]:
     return {k.node for k in r.delegate.profile().kernels if k.algorithm.endswith("+ADD")}
 
@@ -287,4 +291,7 @@ def test_zoo_residual_networks(name: str, adds: int, depthwise: int, runtime: st
     assert len(_add_nodes_run(off)) == adds
     dw = {k.node for k in r.delegate.profile().kernels if "+DEPTHWISE" in k.algorithm}
     assert len(dw) == depthwise, r.delegate.profile().table()
-    assert _launches(r) == _launches(off) - adds - depthwise
+    # Nodes that ran kernels of their own (a GPU's split GEMMs differ in launches per node).
+    assert len(_nodes_run(r)) == len(_nodes_run(off)) - adds - depthwise
+    if depthwise == 0:
+        assert _launches(r) == _launches(off) - adds
