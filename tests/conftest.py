@@ -128,8 +128,8 @@ QUICK_FILES = {
 
 # Under ASan + UBSan + LeakSanitizer (.ci/sanitize.sh, several times slower than a plain run) CI
 # runs the files that reach the most native code per second: the API, faults, lifetimes,
-# subgraphs, large tensors in pieces, a few op families, the int8 integer paths and the squeezes
-# (ops folded across ops, with buffers kept between launches). The whole
+# subgraphs, large tensors in pieces, a few op families, the int8 integer paths, the squeezes and
+# the depthwise folds (ops folded across ops, with buffers kept between launches). The whole
 # suite runs unsanitized right after. The mutation fuzzer and the hostile-model tests stay out:
 # their child processes inherit the sanitizer, which aborts on tflite_runtime's own
 # out-of-bounds reads of malformed models that a plain run survives, so "crashed only with the
@@ -152,6 +152,7 @@ SANITIZE_FILES = {
     "test_int8_foundation.py",
     "test_gemm_int8_splitk.py",
     "test_fusion_squeeze.py",
+    "test_fusion_depthwise.py",
 }
 
 

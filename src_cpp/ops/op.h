@@ -12,6 +12,7 @@
 #include "cl/environment.h"
 #include "graph/graph.h"
 #include "ops/fusion.h"
+#include "ops/op_handler.h"
 
 namespace clgpu {
 
@@ -380,77 +381,7 @@ class Op {
   DepthwiseFold depthwise_;
 };
 
-// Everything the delegate knows of one op code, defined in the op's own file as
-// `extern const OpHandler k<Name>Handler = {...};`: the build collects those definitions
-// into the registry (cmake/ClgpuOps.cmake), so adding an op is adding its files.
-struct OpHandler {
-  int32_t op;
-  const char* name;
-  // "" if this node can run on the device, else the reason it stays on the CPU.
-  std::string (*check)(const GraphView& graph, const NodeInfo& node);
-  std::unique_ptr<Op> (*create)(const GraphView& graph, const NodeInfo& node);
-  // Its parameters as text ("padding=1 stride=2,2 act=0"), for inspect and the ABI report;
-  // null: none worth showing.
-  std::string (*describe)(const NodeInfo& node) = nullptr;
-  // Arithmetic for the cost model from the graph's shapes (before an Op exists); null: one
-  // operation per output element.
-  double (*work)(const GraphView& graph, const NodeInfo& node) = nullptr;
-  // Runs as one device buffer copy, no kernel (RESHAPE and its kin): the cost model counts
-  // no launch and no arithmetic.
-  bool flat_copy = false;
-  // Clamps its output in its own kernels (Op::GetClamp): a clamp activation reading it alone
-  // folds in (ops/fusion.h).
-  bool clamp_epilogue = false;
-};
-
-// All op families (generated from the op files); nullptr if `op` is not ours.
-const OpHandler* FindOpHandler(int32_t op);
-// Their number and table, for listings.
-const OpHandler* const* AllOpHandlers(size_t* count);
-
-// The parameter text of a node ("" if its handler has none).
-std::string DescribeNode(const OpHandler& h, const NodeInfo& node);
-// The handler's work estimate, or the output's element count.
-double NodeWork(const GraphView& g, const OpHandler& h, const NodeInfo& node);
-// Multiply-adds x 2 of a conv / depthwise / FC node: output elements x filter elements per
-// output channel (the filter's `out_channel_axis` holds the output channels).
-double FilterWork(const GraphView& g, const NodeInfo& node, int out_channel_axis);
-// "a,b,c" of a params array's first n entries (n clamped to what such arrays hold).
-std::string JoinParamInts(const int* v, int n);
-
-// --- helpers shared by the op files ---
-
-// Sets kernel arguments in order: cl_mem, int, float (any trivially copyable).
-template <typename... Args>
-void SetArgs(const Kernel& k, const Args&... args);
-// Sets kernel arguments in order from argument `first` on (optional trailing arguments).
-template <typename... Args>
-void SetArgsFrom(const Kernel& k, cl_uint first, const Args&... args);
-// SetArgs, then `extra` as one more argument unless it is null (an optional trailing
-// buffer: the residual of kernels built with -DHAS_RESIDUAL).
-template <typename... Args>
-void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args);
-
-// Uploads bytes as they are into a new read-only buffer (int8 weights, int32 biases).
-Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes);
-// A new read-write buffer of `bytes` zero bytes (state a kernel keeps between launches).
-Buffer ZeroBuffer(OpContext& ctx, size_t bytes);
-// Uploads host floats into a new read-only buffer in the context's float storage type.
-Buffer UploadWeights(OpContext& ctx, const std::vector<float>& data);
-// Uploads host floats as float32 regardless of storage (biases, small metadata).
-Buffer UploadFloat32(OpContext& ctx, const std::vector<float>& data);
-Buffer UploadInts(OpContext& ctx, const std::vector<int>& data);
-
-// Checks every tensor is float32 with a shape; "" or the reason.
-std::string CheckFloatTensors(const GraphView& g, const std::vector<int>& tensors);
-
-size_t RoundUp(size_t x, size_t m);
-
-// A work-group size for a kernel that reduces a row of `row` values with a tree: the largest
-// power of 2 this kernel may run with on this device (CL_KERNEL_WORK_GROUP_SIZE), at most
-// `limit`, and no wider than the row needs.
-size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row);
-
 }  // namespace clgpu
 
-#include "ops/op_inl.h"
+// The helpers shared by the op files (kernel arguments, uploads).
+#include "ops/op_helpers.h"

@@ -1,0 +1,54 @@
+// The registry of op families: what the delegate knows of each op code (its check, its Op
+// factory, its description and work estimate), collected from the op files at build time
+// (cmake/ClgpuOps.cmake).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "graph/graph.h"
+
+namespace clgpu {
+
+class Op;  // ops/op.h
+
+// Everything the delegate knows of one op code, defined in the op's own file as
+// `extern const OpHandler k<Name>Handler = {...};`: the build collects those definitions
+// into the registry (cmake/ClgpuOps.cmake), so adding an op is adding its files.
+struct OpHandler {
+  int32_t op;
+  const char* name;
+  // "" if this node can run on the device, else the reason it stays on the CPU.
+  std::string (*check)(const GraphView& graph, const NodeInfo& node);
+  std::unique_ptr<Op> (*create)(const GraphView& graph, const NodeInfo& node);
+  // Its parameters as text ("padding=1 stride=2,2 act=0"), for inspect and the ABI report;
+  // null: none worth showing.
+  std::string (*describe)(const NodeInfo& node) = nullptr;
+  // Arithmetic for the cost model from the graph's shapes (before an Op exists); null: one
+  // operation per output element.
+  double (*work)(const GraphView& graph, const NodeInfo& node) = nullptr;
+  // Runs as one device buffer copy, no kernel (RESHAPE and its kin): the cost model counts
+  // no launch and no arithmetic.
+  bool flat_copy = false;
+  // Clamps its output in its own kernels (Op::GetClamp): a clamp activation reading it alone
+  // folds in (ops/fusion.h).
+  bool clamp_epilogue = false;
+};
+
+// All op families (generated from the op files); nullptr if `op` is not ours.
+const OpHandler* FindOpHandler(int32_t op);
+// Their number and table, for listings.
+const OpHandler* const* AllOpHandlers(size_t* count);
+
+// The parameter text of a node ("" if its handler has none).
+std::string DescribeNode(const OpHandler& h, const NodeInfo& node);
+// The handler's work estimate, or the output's element count.
+double NodeWork(const GraphView& g, const OpHandler& h, const NodeInfo& node);
+// Multiply-adds x 2 of a conv / depthwise / FC node: output elements x filter elements per
+// output channel (the filter's `out_channel_axis` holds the output channels).
+double FilterWork(const GraphView& g, const NodeInfo& node, int out_channel_axis);
+// "a,b,c" of a params array's first n entries (n clamped to what such arrays hold).
+std::string JoinParamInts(const int* v, int n);
+
+}  // namespace clgpu
