@@ -33,8 +33,11 @@ def test_profile_covers_every_delegated_node_and_traces_each_kernel(
     prof = d.profile()
     # Every residual ADD of MobileNetV2 is folded into its projection conv (option fuse_add):
     # it runs no kernel of its own, and the conv's records say "+ADD".
-    # Its RESHAPE between two activations shares their memory and runs nothing either.
-    folded = {x.node for x in d.decisions() if x.op_name in ("ADD", "RESHAPE")}
+    # Its RESHAPE between two activations shares their memory and runs nothing either, and each
+    # depthwise convolution runs inside the GEMM of the 1x1 conv after it ("+DEPTHWISE").
+    folded = {
+        x.node for x in d.decisions() if x.op_name in ("ADD", "RESHAPE", "DEPTHWISE_CONV_2D")
+    }
     compute = {
         x.node for x in d.decisions() if x.delegated and x.op_name != "DEQUANTIZE"
     } - folded
@@ -44,6 +47,8 @@ def test_profile_covers_every_delegated_node_and_traces_each_kernel(
     assert set(prof.nodes()) == compute
     adds = {x.node for x in d.decisions() if x.op_name == "ADD"}
     assert len({k.node for k in prof.kernels if k.algorithm.endswith("+ADD")}) == len(adds)
+    depthwise = {x.node for x in d.decisions() if x.op_name == "DEPTHWISE_CONV_2D"}
+    assert len({k.node for k in prof.kernels if "+DEPTHWISE" in k.algorithm}) == len(depthwise)
     assert all(k.count == 3 and 0 <= k.total_ms <= k.raw_ms and k.raw_ms > 0 for k in prof.kernels)
     assert all(
         k.flops > 0 for k in prof.kernels if k.op == "CONV_2D" and k.kernel != "gemm_splitk_reduce"
