@@ -86,7 +86,7 @@ static inline void fetch_im2col(__global const T* restrict in, float* r, const i
       float dw_max
 #define DW_PASS , dw_f, dw_bias, dw_min, dw_max
 // The depthwise's outputs at channel k (four from k with vec) of the work-item's pixels (see
-// fetch_im2col), clamped; zero past K (= C).
+// fetch_im2col), clamped (a NaN kept, as its own kernel does); zero past K (= C).
 static inline void fetch_depthwise(__global const T* restrict in, float* r, const int* pix_base,
                                    const int* pix_ih, const int* pix_iw, int k, int K, int C,
                                    int KH, int KW, int DH, int DW, int H, int W, bool vec,
@@ -109,7 +109,10 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
                  LOADF4(dw_f, ((kh * KW + kw) * C + k) >> 2);
         }
       }
-      v = k < K ? fmin(fmax(v, lo), hi) : (float4)(0.0f);
+      // Clamped as the depthwise kernel clamps (CLAMP_KEEP_NAN): a NaN passes.
+      v = select(v, (float4)(lo), v < lo);
+      v = select(v, (float4)(hi), v > hi);
+      if (k >= K) v = (float4)(0.0f);
       r[4 * i] = v.x;
       r[4 * i + 1] = v.y;
       r[4 * i + 2] = v.z;
@@ -132,7 +135,7 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
                  LOADF(dw_f, (kh * KW + kw) * C + k);
         }
       }
-      r[i] = k < K ? fmin(fmax(v, lo), hi) : 0.0f;
+      r[i] = k < K ? CLAMP_KEEP_NAN(v, lo, hi) : 0.0f;
     }
   }
 }

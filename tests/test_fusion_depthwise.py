@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 from int8_parity import Int8Result, check_int8_parity, quantized_inputs
-from parity import ParityResult, check_parity
+from parity import ParityResult, check_parity, compare, random_inputs, run
 
+import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
+from clgpu_delegate.runtime import make_interpreter
 
 
 def _folded(r: Int8Result | ParityResult) -> int:
@@ -234,3 +236,57 @@ def test_float_depthwise_with_an_epilogue_does_not_fold(runtime: str) -> None:
     check_float_fold(b.build(), runtime, 0)
     # A depth multiplier.
     check_float_fold(float_block((1, 8, 8, 8), multiplier=2, seed=16), runtime, 0)
+
+
+@pytest.mark.parametrize("quantize", [True, False])
+def test_each_plan_folds_anew_after_a_resize(runtime: str, quantize: bool) -> None:
+    # Batch 1, then 3 (the GEMM's rows span three images), then 1 again on the same
+    # interpreters: every plan unfolds and folds again, every output checked against the CPU.
+    model = block((1, 9, 7, 16), residual=True, out=16, seed=17, quantize=quantize)
+    d = clgpu_delegate.load(partitioning="all", profiling=True)
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    ref = make_interpreter(model, None, runtime=runtime, reference=True)
+    for batch in (1, 3, 1):
+        for interp in (it, ref):
+            interp.resize_tensor_input(interp.get_input_details()[0]["index"], (batch, 9, 7, 16))
+            interp.allocate_tensors()
+        d.reset_profile()
+        details = ref.get_input_details()
+        inputs = quantized_inputs(details, batch) if quantize else random_inputs(details, batch)
+        got, want = run(it, inputs), run(ref, inputs)
+        if quantize:
+            np.testing.assert_array_equal(got[0], want[0], err_msg=f"batch {batch}")
+        else:
+            compare(got, want, 1e-4, None, f" (batch {batch})")
+        assert _folded_profile(d) == 1, d.profile().table()
+
+
+def _folded_profile(d: Any) -> int:
+    return len({k.node for k in d.profile().kernels if "+DEPTHWISE" in k.algorithm})
+
+
+def test_float_nans_as_the_depthwise_kernel_leaves_them(runtime: str) -> None:
+    # A NaN through the depthwise's RELU6: its own kernel keeps it (its clamp compares, as
+    # LiteRT's CPU kernel does), and so does the fold, NaN for NaN.
+    b = ModelBuilder(seed=18)
+    x_in = b.input("x", (1, 8, 8, 16))
+    d = b.depthwise_conv2d(
+        x_in, b.rand((1, 3, 3, 16)), b.rand((16,), 0.2), 1, 1, "SAME", 1, "RELU6"
+    )
+    b.output(b.conv2d(d, b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME"))
+    model = b.build()
+    x = np.random.default_rng(2).standard_normal((1, 8, 8, 16)).astype(np.float32)
+    x[0, 3, 3, 0] = np.nan
+    outs, delegates = [], []
+    for options in ({}, {"fuse_add": False}):
+        delegates.append(clgpu_delegate.load(partitioning="all", profiling=True, **options))
+        interp = make_interpreter(model, delegates[-1:], runtime=runtime, reference=True)
+        interp.allocate_tensors()
+        outs.append(run(interp, [x])[0])
+    assert _folded_profile(delegates[0]) == 1 and _folded_profile(delegates[1]) == 0
+    assert np.isnan(outs[1]).any()
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+    if runtime == "ai_edge_litert":
+        cpu = make_interpreter(model, None, runtime=runtime, reference=True)
+        cpu.allocate_tensors()
+        np.testing.assert_allclose(outs[0], run(cpu, [x])[0], rtol=1e-4, atol=1e-5)
