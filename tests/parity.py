@@ -38,6 +38,12 @@ FP32_RTOL = 1e-4
 FP32_ATOL_FRACTION = 1e-5
 
 
+def precision_tolerances(precision: str) -> dict[str, float]:
+    """check_parity's rtol / atol for a fold compared at this precision: fp32's, or for fp16 the
+    storage's relative step at the scale of the outputs (tests/test_fp16.py)."""
+    return {"rtol": FP32_RTOL} if precision == "fp32" else {"rtol": 2e-2, "atol": 2e-2}
+
+
 @dataclass
 class ParityResult:
     outputs: list[np.ndarray]

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from int8_parity import Int8Result, check_int8_parity, quantized_inputs
-from parity import ParityResult, check_parity, compare, random_inputs, run
+from parity import ParityResult, check_parity, compare, precision_tolerances, random_inputs, run
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
@@ -186,9 +186,8 @@ def float_block(shape: tuple[int, int, int, int], **kw: Any) -> bytes:
 def check_float_fold(
     model: bytes, runtime: str, folded: int, precision: str = "fp32", **options: Any
 ) -> ParityResult:
-    # fp16: the storage's relative step, at the scale of the outputs (tests/test_fp16.py).
-    tol = {"rtol": 1e-4} if precision == "fp32" else {"rtol": 2e-2, "atol": 2e-2}
-    common = {"profiling": True, "precision": precision, **tol, **options}
+    common = {"profiling": True, "precision": precision, **precision_tolerances(precision)}
+    common.update(options)
     on = check_parity(model, runtime, expect_delegated="all", **common)
     assert _folded(on) == folded, on.delegate.profile().table()
     off = check_parity(model, runtime, expect_delegated="all", fuse_add=False, **common)

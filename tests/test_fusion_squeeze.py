@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tflite
 from int8_parity import Int8Result, check_int8_parity, quantized_inputs
-from parity import ParityResult, check_parity
+from parity import ParityResult, check_parity, precision_tolerances
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
@@ -207,9 +207,8 @@ def _float_squeezes(r: ParityResult) -> int:
 def check_float_squeeze(
     model: bytes, runtime: str, folded: int, precision: str = "fp32", **options: Any
 ) -> ParityResult:
-    # fp16: the storage's relative step, at the scale of the outputs (tests/test_fp16.py).
-    tol = {"rtol": 1e-4} if precision == "fp32" else {"rtol": 2e-2, "atol": 2e-2}
-    common = {"profiling": True, "precision": precision, **tol, **options}
+    common = {"profiling": True, "precision": precision, **precision_tolerances(precision)}
+    common.update(options)
     on = check_parity(model, runtime, expect_delegated="all", **common)
     off = check_parity(model, runtime, expect_delegated="all", fuse_add=False, **common)
     assert _float_squeezes(off) == 0
