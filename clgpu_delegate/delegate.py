@@ -84,6 +84,11 @@ class Delegate:
     def reset_profile(self) -> None:
         self._native.reset_profile()
 
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """With cpu_warmup=True: wait until no partition is still building its programs
+        (the next invoke then runs on the device); False if `timeout` seconds passed first."""
+        return self._native.wait_ready(-1.0 if timeout is None else max(float(timeout), 0.0))
+
     def memory(self) -> MemoryReport:
         """Device memory of the delegate's live partitions (see `MemoryReport`)."""
         return MemoryReport.from_partitions([PartitionMemory(**p) for p in self._native.memory()])

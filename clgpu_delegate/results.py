@@ -161,6 +161,11 @@ class DelegateStats(_Record):
     # Set-up work, which a steady-state invoke repeats none of...
     plans: int  # partition memory plans (at init, then when input shapes change)
     binds: int  # kernel arguments bound (after a plan, or when TFLite moved a tensor)
+    # cpu_warmup: partitions whose programs built in the background, those still building, and
+    # the invokes TFLite's CPU kernels ran for them meanwhile (not counted in `invokes`).
+    warmups: int
+    warming: int
+    cpu_invokes: int
     buffers_created: int  # OpenCL buffers of the delegate's device environment
     # ...and what every invoke does: host waits and partition boundary transfers.
     host_syncs: int

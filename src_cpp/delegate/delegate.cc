@@ -77,7 +77,7 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
   if (options_.partitioning == "cost")  // the only user of the figures
     device_costs_ = CalibratedDeviceCosts(*env_, queue_.get(), options_.serialization_dir);
   settings_ = RuntimeSettings{options_.fail_at, options_.profiling, options_.capture_tensors,
-                              options_.fuse_add};
+                              options_.fuse_add, options_.cpu_warmup};
   half_storage_ = options_.precision == "fp16" ||
                   (options_.precision == "auto" && env_->device().type == "gpu");
   tfl_.data_ = this;
@@ -185,6 +185,28 @@ void DelegateCore::CountPlan() {
 void DelegateCore::CountBind() {
   std::lock_guard<std::mutex> l(report_mutex_);
   ++stats_.binds;
+}
+void DelegateCore::WarmupStarted() {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  ++stats_.warmups;
+  ++stats_.warming;
+}
+void DelegateCore::WarmupEnded() {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  if (--stats_.warming == 0) warm_cv_.notify_all();
+}
+void DelegateCore::CountCpuInvoke() {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  ++stats_.cpu_invokes;
+}
+bool DelegateCore::WaitReady(double timeout_s) {
+  std::unique_lock<std::mutex> l(report_mutex_);
+  auto ready = [&] { return stats_.warming == 0; };
+  if (timeout_s < 0) {
+    warm_cv_.wait(l, ready);
+    return true;
+  }
+  return warm_cv_.wait_for(l, std::chrono::duration<double>(timeout_s), ready);
 }
 
 TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {

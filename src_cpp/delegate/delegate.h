@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -54,6 +55,9 @@ struct DelegateStats {
   int plans = 0;           // partition memory plans: at init, then only when input shapes change
   int binds = 0;           // kernel arguments bound: after a plan, or when TFLite moved a tensor
   InvokeCounts transfers;  // ...and the per-invoke work: host waits, boundary transfers
+  // cpu_warmup: partitions whose programs built in the background, those still building, and
+  // the invokes TFLite's CPU kernels ran meanwhile (not in `invokes`).
+  int warmups = 0, warming = 0, cpu_invokes = 0;
 };
 
 class DelegateCore final : public PartitionHost {
@@ -126,6 +130,12 @@ class DelegateCore final : public PartitionHost {
   void CountInvoke(const InvokeCounts& counts) override;
   void CountPlan() override;
   void CountBind() override;
+  void WarmupStarted() override;
+  void WarmupEnded() override;
+  void CountCpuInvoke() override;
+  // Until no partition builds in the background (cpu_warmup) or `timeout_s` (< 0: no limit)
+  // has passed; whether none does.
+  bool WaitReady(double timeout_s);
 
   // Folded DEQUANTIZE outputs -> sources of the graph being prepared; read by
   // kernel init, which runs inside Prepare on the same thread.
@@ -142,6 +152,7 @@ class DelegateCore final : public PartitionHost {
   Queue queue_;
   std::mutex queue_mutex_;
   mutable std::mutex report_mutex_;
+  std::condition_variable warm_cv_;  // with report_mutex_: stats_.warming reached 0
   // Per subgraph index: a model with control flow or an init subgraph (CALL_ONCE) has several;
   // one the delegate was not applied to (yet) is empty.
   struct SubgraphClaims {

@@ -47,7 +47,8 @@ const std::vector<std::string>& OptionKeys() {
       "profiling",       "partitioning", "conv_algorithm",
       "gemm_splits",     "fuse_add",     "serialization_dir",
       "model_token",     "zero_copy",    "max_alloc_bytes",
-      "capture_tensors", "runtime",      "fail_at"};
+      "capture_tensors", "runtime",      "fail_at",
+      "cpu_warmup"};
   return keys;
 }
 
@@ -95,6 +96,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       o.max_alloc_bytes = x;
     } else if (key == "capture_tensors") {
       o.capture_tensors = ParseBool(key, value);
+    } else if (key == "cpu_warmup") {
+      o.cpu_warmup = ParseBool(key, value);
     } else if (key == "fuse_add") {
       o.fuse_add = ParseBool(key, value);
     } else if (key == "gemm_splits") {
@@ -117,7 +120,8 @@ std::string DescribeOptions(const Options& o) {
          ", max_delegated_partitions=" + std::to_string(o.max_delegated_partitions) +
          ", profiling=" + (o.profiling ? "true" : "false") + ", partitioning=" + o.partitioning +
          ", conv_algorithm=" + o.conv_algorithm + ", zero_copy=" + o.zero_copy +
-         ", fuse_add=" + (o.fuse_add ? "true" : "false");
+         ", fuse_add=" + (o.fuse_add ? "true" : "false") +
+         ", cpu_warmup=" + (o.cpu_warmup ? "true" : "false");
 }
 
 }  // namespace clgpu

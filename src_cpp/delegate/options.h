@@ -34,6 +34,10 @@ struct Options {
   // Debugging (check_precision): after each invoke, copy every activation of
   // every partition back to the host, readable with Delegate.captured().
   bool capture_tensors = false;
+  // A partition runs TFLite's own CPU kernels for its nodes while its programs build on a
+  // thread of its own, and the device from the first invoke after they are ready: the
+  // interpreter is usable at once on a cold start (runtime/cpu_fallback.h).
+  bool cpu_warmup = false;
   std::string runtime;  // set by the Python shim: which interpreter package
   // Compiled program binaries are kept in serialization_dir[/model_token] (TFLite
   // GPU's names), so later starts skip the OpenCL compiler.

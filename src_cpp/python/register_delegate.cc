@@ -82,6 +82,9 @@ py::dict Stats(const PyDelegate& d) {
   r["invokes"] = s.invokes;
   r["plans"] = s.plans;
   r["binds"] = s.binds;
+  r["warmups"] = s.warmups;
+  r["warming"] = s.warming;
+  r["cpu_invokes"] = s.cpu_invokes;
   r["host_syncs"] = s.transfers.host_syncs;
   r["uploads"] = s.transfers.uploads;
   r["downloads"] = s.transfers.downloads;
@@ -237,6 +240,13 @@ void RegisterDelegate(py::module_& m) {
       .def("memory", &Memory)
       .def("captured", &Captured)
       .def("reset_profile", [](const PyDelegate& d) { d.core().profiler().Reset(); })
+      .def(
+          "wait_ready",
+          [](const PyDelegate& d, double timeout) {
+            py::gil_scoped_release release;
+            return d.core().WaitReady(timeout);
+          },
+          py::arg("timeout") = -1.0)
       .def("device", [](const PyDelegate& d) {
         // The int8 dot-product path this delegate's int8 kernels use (probed once per device).
         py::dict r = DeviceDict(d.core().env().device());

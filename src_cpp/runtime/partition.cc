@@ -143,10 +143,21 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   clamps_ = FindClampFusions(*graph, op_nodes, outputs);
   epilogues_ = FindEpilogueFusions(*graph, op_nodes, outputs);
   views_ = FindViewFusions(*graph, op_nodes, outputs);
+  if (host_->settings().cpu_warmup) {
+    std::set<int> boundary = inputs;
+    boundary.insert(outputs.begin(), outputs.end());
+    cpu_ = std::make_unique<CpuFallback>(
+        ctx->GetNodeAndRegistration,
+        std::vector<int>(params->nodes_to_replace->data,
+                         params->nodes_to_replace->data + params->nodes_to_replace->size),
+        std::move(boundary));
+  }
   host_->CountKernelCreated();
 }
 
 Partition::~Partition() {
+  cancel_ = true;
+  FinishSetup();
   ReleaseLaunches();  // kernels go before the buffers they use (see Op::ClearLaunches)
   host_->DropMemoryReport(id_);
 }
@@ -274,7 +285,8 @@ bool Partition::RunsNothing(size_t op) const {
 }
 
 void Partition::Prepare(TfLiteContext* ctx) {
-  if (InputShapesChanged(ctx)) Plan(ctx);
+  if (cpu_) return PrepareWarm(ctx);
+  if (InputShapesChanged(ctx) || !device_planned_) Plan(ctx);
   if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
 }
 

@@ -11,16 +11,20 @@
 // that copy boxes between the pieces and staging buffers shared by the partition.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "ops/fusion.h"
 #include "ops/matmul_views.h"
 #include "ops/op.h"
+#include "runtime/cpu_fallback.h"
 #include "runtime/partition_host.h"
 #include "runtime/split.h"
 
@@ -36,6 +40,7 @@ class Partition {
 
   void Prepare(TfLiteContext* ctx);  // kernel prepare: re-plan if shapes changed
   void Invoke(TfLiteContext* ctx);
+  bool warming() const { return warming_; }
 
  private:
   enum class Kind { kInput, kConstant, kInternal, kOutput };
@@ -97,7 +102,15 @@ class Partition {
   };
 
   bool InputShapesChanged(TfLiteContext* ctx);
-  void Plan(TfLiteContext* ctx);
+  bool InputShapesDiffer(TfLiteContext* ctx) const;  // the same, changing nothing
+  void Plan(TfLiteContext* ctx);                     // PlanShapes, PlanDevice, ResizeOutputs
+  void PlanShapes();
+  void PlanDevice();
+  void ResizeOutputs(TfLiteContext* ctx);
+  void PrepareWarm(TfLiteContext* ctx);
+  bool InvokeWarm(TfLiteContext* ctx);             // true: the CPU ran it
+  void FinishSetup();                              // waits for the setup thread, if any
+  bool WarmShapesMoved(TfLiteContext* ctx) const;  // input shapes other than warm_shapes_
   void ReleaseLaunches();
   bool HostPointersChanged(TfLiteContext* ctx) const;
   void FuseResiduals(const OpContext& octx);
@@ -116,7 +129,7 @@ class Partition {
   // An ADD folded into its conv, or an op whose outputs are all empty (as the CPU
   // produces for a too-small input; one empty output of a SPLIT_V is not enough): no launches.
   bool RunsNothing(size_t op) const;
-  void Bind(TfLiteContext* ctx);
+  void Bind(TfLiteContext* ctx);  // null ctx: no zero-copy wraps yet (the setup thread)
   cl_mem Mem(int t) const {
     const Value& v = values_.at(Root(t));
     return v.slot >= 0 ? shared_[v.slot].get() : v.buffer.get();
@@ -161,8 +174,16 @@ class Partition {
   std::vector<ViewFusion> views_;          // TRANSPOSE / RESHAPE chains around a matmul
   std::vector<bool> absorbed_;  // per op: folded into another op this plan (runs nothing)
   MemoryReport report_;
-  bool planned_ = false, bound_ = false;
+  bool planned_ = false, device_planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued
+  // cpu_warmup: the replaced nodes on TFLite's CPU kernels while setup_ plans and binds.
+  std::unique_ptr<CpuFallback> cpu_;
+  std::thread setup_;
+  std::atomic<bool> setup_done_{false}, cancel_{false};
+  std::exception_ptr setup_error_;
+  bool warming_ = false;                            // invokes run cpu_ until setup_ is done
+  bool cpu_only_ = false;                           // the device setup failed: cpu_ from then on
+  std::vector<std::pair<int, Shape>> warm_shapes_;  // the input shapes cpu_ is prepared for
 };
 
 }  // namespace clgpu

@@ -55,12 +55,12 @@ void Partition::Bind(TfLiteContext* ctx) {
     auto wrap = [&](int t, cl_mem_flags flags) {
       Value& v = values_[t];
       if (v.ranged) return;  // larger than one buffer: transferred a range at a time
-      const TfLiteTensor& x = ctx->tensors[t];
+      const TfLiteTensor* x = ctx ? &ctx->tensors[t] : nullptr;
       const size_t bytes = v.host_bytes();
-      if (!x.data.raw || x.bytes < bytes || bytes == 0) {
-        // TFLite has not allocated the tensor yet (first prepare): bind a device
-        // buffer for now, so programs are built at prepare; the first invoke sees
-        // the real pointer and binds again.
+      if (!x || !x->data.raw || x->bytes < bytes || bytes == 0) {
+        // TFLite has not allocated the tensor yet (first prepare), or this is the warm-up's
+        // setup thread: bind a device buffer for now, so programs are built; the first
+        // invoke sees the real pointer and binds again.
         Buffer b = env.CreateBuffer(bytes);
         v.host_ptr = nullptr;
         if (Converted(v)) {
@@ -72,11 +72,11 @@ void Partition::Bind(TfLiteContext* ctx) {
       }
       cl_int err = CL_SUCCESS;
       cl_mem mem =
-          Cl().clCreateBuffer(env.context(), flags | CL_MEM_USE_HOST_PTR, bytes, x.data.raw, &err);
+          Cl().clCreateBuffer(env.context(), flags | CL_MEM_USE_HOST_PTR, bytes, x->data.raw, &err);
       if (err != CL_SUCCESS) throw ClError("clCreateBuffer(CL_MEM_USE_HOST_PTR)", err);
       env.CountBufferCreated();
       Buffer b(mem, bytes);
-      v.host_ptr = x.data.raw_const;
+      v.host_ptr = x->data.raw_const;
       if (Converted(v)) {
         v.transfer = std::move(b);
       } else {
@@ -188,6 +188,7 @@ void Partition::Bind(TfLiteContext* ctx) {
         runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
     } else if (runs_[i].plan.empty()) {
       prepares.push_back([this, i, &octx](std::mutex* turn) {
+        if (cancel_) throw Error("cancelled: the partition is being freed");
         std::vector<Shape> in_shapes;
         std::vector<cl_mem> in, out;
         for (int t : ops_[i]->inputs()) {
@@ -204,6 +205,7 @@ void Partition::Bind(TfLiteContext* ctx) {
       });
     } else {
       prepares.push_back([this, i, &octx](std::mutex* turn) {
+        if (cancel_) throw Error("cancelled: the partition is being freed");
         OpContext chunk_ctx = octx;
         chunk_ctx.turn = turn;
         BindChunks(chunk_ctx, i);

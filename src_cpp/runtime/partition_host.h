@@ -61,6 +61,7 @@ struct RuntimeSettings {
   bool profiling = false;
   bool capture_tensors = false;
   bool fuse_add = true;
+  bool cpu_warmup = false;  // runtime/cpu_fallback.h
 };
 
 class PartitionHost {
@@ -83,6 +84,10 @@ class PartitionHost {
   virtual void CountKernelCreated() = 0;
   virtual void CountPlan() = 0;
   virtual void CountBind() = 0;
+  // cpu_warmup: a partition's setup thread started / ended; an invoke ran on the CPU kernels.
+  virtual void WarmupStarted() = 0;
+  virtual void WarmupEnded() = 0;
+  virtual void CountCpuInvoke() = 0;
   virtual void CountInvoke(const InvokeCounts& counts) = 0;
   virtual void Capture(int tensor, CapturedTensor c) = 0;
   virtual void SetMemoryReport(int partition, const MemoryReport& r) = 0;

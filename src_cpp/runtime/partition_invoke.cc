@@ -26,9 +26,11 @@ struct DrainOnError {
 }  // namespace
 
 void Partition::Invoke(TfLiteContext* ctx) {
+  if (warming_ && InvokeWarm(ctx)) return;
   const auto t0 = std::chrono::steady_clock::now();
   DrainOnError drain{host_->queue()};
-  if (InputShapesChanged(ctx)) Plan(ctx);  // a dynamic input resized without a prepare
+  // A dynamic input resized without a prepare.
+  if (InputShapesChanged(ctx) || !device_planned_) Plan(ctx);
   if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
   const ClApi& cl = Cl();
   cl_command_queue q = host_->queue();

@@ -37,14 +37,52 @@ ArenaKind PickArena(const DeviceInfo& d) {
 }  // namespace
 
 void Partition::Plan(TfLiteContext* ctx) {
-  DebugTimer timer("partition " + std::to_string(id_) + ": memory planned");
-  host_->CountPlan();
+  PlanShapes();
+  PlanDevice();
+  ResizeOutputs(ctx);
+}
+
+// Every value's shape from the partition's input shapes; what ran the old ones is dropped.
+void Partition::PlanShapes() {
   ReleaseLaunches();  // before any buffer they reference is replaced
   for (auto& op : ops_)
     op->UnfoldDepthwise(), op->UnfoldSqueeze(), op->UnfuseResidual(), op->UnfoldClamp(),
         op->UnfoldEpilogue(), op->UnfoldViews();
   absorbed_.assign(ops_.size(), false);
   for (auto& [t, v] : values_) v.elided = false, v.alias = -1;
+  for (int t : uploads_)
+    if (auto why = CheckElementCount(values_.at(t).shape, "partition input " + std::to_string(t));
+        !why.empty())
+      throw Error(why);
+  out_shapes_.assign(ops_.size(), {});
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<Shape> in;
+    for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
+    // Shapes read but not data: this partition's values', else TFLite's tensor's (an input of
+    // the partition that only a folded SHAPE reads).
+    for (int t : ops_[i]->ShapeInputs()) {
+      const auto v = values_.find(t);
+      in.push_back(v != values_.end() ? v->second.shape : shape_reads_.at(t));
+    }
+    out_shapes_[i] = ops_[i]->InferShapes(in);
+    for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
+      // Before anything is sized from it (a resize_tensor_input can make any shape).
+      const std::string why = CheckElementCount(
+          out_shapes_[i][j], std::string(ops_[i]->type_name()) + " node " +
+                                 std::to_string(ops_[i]->node_index()) + " output");
+      if (!why.empty()) throw Error(why);
+      values_[ops_[i]->outputs()[j]].shape = out_shapes_[i][j];
+    }
+  }
+  planned_ = true;
+  device_planned_ = bound_ = false;
+}
+
+// The folds, chunks and memory plan of the shapes PlanShapes left: device buffers only, no
+// TFLite call (it may run on the warm-up's setup thread).
+void Partition::PlanDevice() {
+  DebugTimer timer("partition " + std::to_string(id_) + ": memory planned");
+  host_->CountPlan();
   OpContext octx = host_->MakeOpContext();
   Environment& env = host_->env();
   const size_t max_alloc = octx.max_alloc;
@@ -79,30 +117,6 @@ void Partition::Plan(TfLiteContext* ctx) {
     }
     report_.weight_bytes += v.buffer.bytes();
     for (const Buffer& b : v.piece_buffers) report_.weight_bytes += b.bytes();
-  }
-  for (int t : uploads_)
-    if (auto why = CheckElementCount(values_.at(t).shape, "partition input " + std::to_string(t));
-        !why.empty())
-      throw Error(why);
-  out_shapes_.assign(ops_.size(), {});
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    std::vector<Shape> in;
-    for (int t : ops_[i]->inputs()) in.push_back(values_.at(t).shape);
-    // Shapes read but not data: this partition's values', else TFLite's tensor's (an input of
-    // the partition that only a folded SHAPE reads).
-    for (int t : ops_[i]->ShapeInputs()) {
-      const auto v = values_.find(t);
-      in.push_back(v != values_.end() ? v->second.shape : shape_reads_.at(t));
-    }
-    out_shapes_[i] = ops_[i]->InferShapes(in);
-    for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
-      // Before anything is sized from it (a resize_tensor_input can make any shape).
-      const std::string why = CheckElementCount(
-          out_shapes_[i][j], std::string(ops_[i]->type_name()) + " node " +
-                                 std::to_string(ops_[i]->node_index()) + " output");
-      if (!why.empty()) throw Error(why);
-      values_[ops_[i]->outputs()[j]].shape = out_shapes_[i][j];
-    }
   }
   FoldClamps();
   FoldEpilogues();
@@ -288,7 +302,12 @@ void Partition::Plan(TfLiteContext* ctx) {
   if (stage_need) transfer_staging_ = env.CreateBuffer(stage_need * sizeof(float));
   for (const auto& [t, v] : values_) report_.staging_bytes += v.transfer.bytes();
   report_.staging_bytes += transfer_staging_.bytes();
+  device_planned_ = true;
+  bound_ = false;
+}
 
+// TFLite's output tensors take the planned shapes.
+void Partition::ResizeOutputs(TfLiteContext* ctx) {
   for (int t : downloads_) {
     TfLiteTensor& x = ctx->tensors[t];
     const Shape& s = values_[t].shape;
@@ -301,8 +320,6 @@ void Partition::Plan(TfLiteContext* ctx) {
     if (ctx->ResizeTensor(ctx, &x, dims) != kTfLiteOk)
       throw Error("ResizeTensor failed for tensor " + std::to_string(t));
   }
-  planned_ = true;
-  bound_ = false;
 }
 
 }  // namespace clgpu

@@ -1,0 +1,244 @@
+#include "runtime/cpu_fallback.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+#include "common/error.h"
+#include "runtime/memory_planner.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+constexpr size_t kAlign = 64;  // what TFLite's own arena aligns to
+// LiteRT's status of a prepare whose output shape is known only once the kernel runs (the
+// interpreter then prepares the nodes after it at invoke); tflite_runtime 2.14 has none.
+constexpr int kOutputShapeNotKnown = 9;
+
+// A kernel's prepare that fails reports through ctx->ReportError; here that only means "no
+// warm-up", so the first message is kept for the log instead of reaching the user.
+thread_local std::string* g_first_report = nullptr;
+
+void KeepFirstReport(TfLiteContext*, const char* format, ...) {
+  if (!g_first_report || !g_first_report->empty()) return;
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  *g_first_report = text;
+}
+
+class QuietReports {
+ public:
+  QuietReports(TfLiteContext* ctx, std::string* first) : ctx_(ctx), saved_(ctx->ReportError) {
+    g_first_report = first;
+    ctx->ReportError = KeepFirstReport;
+  }
+  ~QuietReports() {
+    ctx_->ReportError = saved_;
+    g_first_report = nullptr;
+  }
+  QuietReports(const QuietReports&) = delete;
+  QuietReports& operator=(const QuietReports&) = delete;
+
+ private:
+  TfLiteContext* ctx_;
+  void (*saved_)(TfLiteContext*, const char*, ...);
+};
+
+// TFLite makes room for 16 new tensors before each node's prepare, because a kernel holds tensor
+// pointers across its own AddTensors (its temporaries) and the tensor list must not move under
+// them. Inside this partition's prepare the first kernels spend that room, so it is made again
+// before each: empty tensors (kTfLiteMemNone, which nothing allocates) are added until the list
+// moves, which leaves its capacity at least 3/2 of the length it had (every std::vector growth
+// policy). *room_until: the length up to which the list is known not to move.
+void EnsureTensorRoom(TfLiteContext* ctx, size_t* room_until) {
+  constexpr size_t kRoom = 16;
+  while (ctx->tensors_size + kRoom > *room_until) {
+    const TfLiteTensor* before = ctx->tensors;
+    const size_t size = ctx->tensors_size;
+    int first = 0;
+    if (ctx->AddTensors(ctx, 1, &first) != kTfLiteOk) throw Error("AddTensors failed");
+    if (ctx->tensors != before) *room_until = size + size / 2;
+  }
+}
+
+bool ArenaType(TfLiteAllocationType t) {
+  return t == kTfLiteArenaRw || t == kTfLiteArenaRwPersistent;
+}
+
+}  // namespace
+
+CpuFallback::CpuFallback(NodeLookup lookup, std::vector<int> nodes, std::set<int> boundary)
+    : lookup_(lookup), nodes_(std::move(nodes)), boundary_(std::move(boundary)) {}
+
+// The boundary tensors are TFLite's: a kernel's prepare resizes its outputs (to the shapes the
+// partition already gave them), which drops an arena tensor's pointer; kept as they were.
+class CpuFallback::KeepBoundary {
+ public:
+  KeepBoundary(TfLiteContext* ctx, const std::set<int>& boundary) : ctx_(ctx) {
+    for (int t : boundary)
+      saved_.push_back({t, ctx->tensors[t].data.raw, ctx->tensors[t].allocation_type});
+  }
+  ~KeepBoundary() {
+    for (const Saved& s : saved_) {  // by index: ctx->tensors moves when a kernel adds tensors
+      ctx_->tensors[s.tensor].data.raw = static_cast<char*>(s.data);
+      ctx_->tensors[s.tensor].allocation_type = s.type;
+    }
+  }
+  // A tensor whose allocation a kernel changed (made it dynamic), or -1.
+  int Changed() const {
+    for (const Saved& s : saved_)
+      if (ctx_->tensors[s.tensor].allocation_type != s.type) return s.tensor;
+    return -1;
+  }
+
+ private:
+  struct Saved {
+    int tensor;
+    void* data;
+    TfLiteAllocationType type;
+  };
+  TfLiteContext* ctx_;
+  std::vector<Saved> saved_;
+};
+
+void CpuFallback::NodeAt(TfLiteContext* ctx, size_t k, TfLiteNode** node,
+                         TfLiteRegistration** reg) const {
+  if (lookup_(ctx, nodes_[k], node, reg) != kTfLiteOk || !*node || !*reg)
+    throw Error("cannot read node " + std::to_string(nodes_[k]));
+}
+
+// "" with *shape_known false when the kernel's output shape waits for its invoke.
+std::string CpuFallback::PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_until,
+                                     bool* shape_known) {
+  EnsureTensorRoom(ctx, room_until);
+  TfLiteNode* node = nullptr;
+  TfLiteRegistration* reg = nullptr;
+  NodeAt(ctx, k, &node, &reg);
+  const std::string name = "node " + std::to_string(nodes_[k]);
+  *shape_known = true;
+  if (reg->registration_external) return name + " runs through an external registration";
+  if (!reg->invoke || (reg->builtin_code == tfl::kCustom && !reg->prepare))
+    return name + " has no CPU kernel (a custom op the runtime did not resolve)";
+  std::string report;
+  const int status = [&] {
+    QuietReports quiet(ctx, &report);
+    return reg->prepare ? static_cast<int>(reg->prepare(ctx, node)) : 0;
+  }();
+  if (status == kOutputShapeNotKnown) {
+    *shape_known = false;
+  } else if (status != kTfLiteOk) {
+    return "the CPU kernel of " + name + " failed to prepare" +
+           (report.empty() ? "" : ": " + report);
+  }
+  for (int i = 0; node->outputs && i < node->outputs->size; ++i)
+    if (node->outputs->data[i] >= 0 &&
+        ctx->tensors[node->outputs->data[i]].allocation_type == kTfLiteDynamic)
+      *shape_known = false;
+  return "";
+}
+
+std::string CpuFallback::Prepare(TfLiteContext* ctx) {
+  Release(ctx);
+  ctx_ = ctx;
+  std::string why;
+  {
+    KeepBoundary keep(ctx, boundary_);
+    size_t room_until = 0;
+    for (size_t k = 0; k < nodes_.size() && why.empty(); ++k) {
+      bool known = true;
+      why = PrepareNode(ctx, k, &room_until, &known);
+      // A dynamic output is sized by its kernel's invoke, and the interpreter would prepare the
+      // nodes after it again then: not done here (a TRANSPOSE_CONV run so crashed LiteRT 2.3).
+      if (why.empty() && !known)
+        why = "the CPU kernel of node " + std::to_string(nodes_[k]) + " sizes its output at invoke";
+    }
+    if (const int t = keep.Changed(); why.empty() && t >= 0)
+      why = "the CPU kernels change how tensor " + std::to_string(t) + " is allocated";
+  }
+  if (!why.empty()) return why;
+
+  // Lifetimes in node positions: produced at its first use, alive to its last; a persistent
+  // tensor (a kernel's state kept across invokes) for the whole partition.
+  const int n = static_cast<int>(nodes_.size());
+  std::map<int, TensorUsage> use;
+  std::map<int, TfLiteAllocationType> types;
+  for (int k = 0; k < n; ++k) {
+    TfLiteNode* node = nullptr;
+    TfLiteRegistration* reg = nullptr;
+    NodeAt(ctx, k, &node, &reg);
+    auto visit = [&](const TfLiteIntArray* list) {
+      for (int i = 0; list && i < list->size; ++i) {
+        const int t = list->data[i];
+        if (t < 0 || boundary_.count(t)) continue;
+        const TfLiteTensor& x = ctx->tensors[t];
+        if (!ArenaType(x.allocation_type)) continue;
+        auto [it, fresh] = use.try_emplace(t);
+        TensorUsage& u = it->second;
+        if (fresh)
+          u.first = k, u.bytes = std::max<size_t>(x.bytes, 1), types[t] = x.allocation_type;
+        u.last = std::max(u.last, k);
+        if (x.allocation_type == kTfLiteArenaRwPersistent) u.first = 0, u.last = n - 1;
+      }
+    };
+    visit(node->inputs);
+    visit(node->outputs);
+    visit(node->temporaries);
+    visit(node->intermediates);
+  }
+  std::vector<TensorUsage> usage;
+  std::vector<int> tensors;
+  for (const auto& [t, u] : use) tensors.push_back(t), usage.push_back(u);
+  const OffsetPlan plan = PlanOffsetsGreedyBySize(usage, kAlign);
+  arena_bytes_ = plan.arena_bytes;
+  storage_.reset(new uint8_t[arena_bytes_ + kAlign]);
+  const auto base = reinterpret_cast<uintptr_t>(storage_.get());
+  arena_ = storage_.get() + ((kAlign - base % kAlign) % kAlign);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    backed_.push_back(Backed{tensors[i], types[tensors[i]], plan.offsets[i]});
+  prepared_ = true;
+  Bind(ctx);
+  return "";
+}
+
+// Custom allocation: neither TFLite's arena planner nor a resize touches the pointer.
+void CpuFallback::Bind(TfLiteContext* ctx) const {
+  for (const Backed& b : backed_) {
+    TfLiteTensor& x = ctx->tensors[b.tensor];
+    x.data.raw = reinterpret_cast<char*>(arena_ + b.offset);
+    x.allocation_type = kTfLiteCustom;
+  }
+}
+
+void CpuFallback::Invoke(TfLiteContext* ctx) {
+  if (!prepared_) throw Error("the CPU fallback runs before its prepare");
+  Bind(ctx);
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    TfLiteNode* node = nullptr;
+    TfLiteRegistration* reg = nullptr;
+    NodeAt(ctx, k, &node, &reg);
+    if (reg->invoke(ctx, node) != kTfLiteOk)
+      throw Error("the CPU kernel of node " + std::to_string(nodes_[k]) + " failed");
+  }
+}
+
+void CpuFallback::Release(TfLiteContext* ctx) {
+  if (ctx)
+    for (const Backed& b : backed_) {
+      TfLiteTensor& x = ctx->tensors[b.tensor];
+      x.data.raw = nullptr;
+      x.allocation_type = b.type;
+    }
+  backed_.clear();
+  storage_.reset();
+  arena_ = nullptr;
+  arena_bytes_ = 0;
+  prepared_ = false;
+}
+
+}  // namespace clgpu

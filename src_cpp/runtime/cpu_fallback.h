@@ -1,0 +1,72 @@
+// The nodes a partition replaced, run by the host runtime's own CPU kernels: TFLite keeps a
+// replaced node with its builtin registration (and the user data of its init), so the
+// partition can call that registration's prepare and invoke itself. A partition does so while
+// its programs build in the background (option cpu_warmup, runtime/partition.h).
+//
+// The tensors between those nodes (and their kernels' temporaries) have no memory in TFLite's
+// arena, whose plan only counts the nodes of the execution plan: while the fallback runs they
+// are custom-allocated views into one host arena of its own, placed by lifetime as the device
+// plan places activations. Release() hands them back to TFLite as they were.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tflite/abi.h"
+
+namespace clgpu {
+
+class CpuFallback {
+ public:
+  // The runtime's node lookup, as the delegate's context holds it during delegate Prepare
+  // (kernel init): in a kernel's prepare and invoke the context's pointer is a stub that only
+  // reports an error, while the function itself reads the node of context->impl_ at any time.
+  using NodeLookup = TfLiteStatus (*)(TfLiteContext*, int, TfLiteNode**, TfLiteRegistration**);
+
+  // `nodes`: the replaced nodes in execution order; `boundary`: the partition's inputs and
+  // outputs (TFLite's arena holds them). Node pointers are looked up at each use: the node
+  // list moves when nodes are added (another partition, a later delegate).
+  CpuFallback(NodeLookup lookup, std::vector<int> nodes, std::set<int> boundary);
+  ~CpuFallback() { Release(ctx_); }  // kernels are freed before the tensors are
+  CpuFallback(const CpuFallback&) = delete;
+  CpuFallback& operator=(const CpuFallback&) = delete;
+
+  // Prepares every node's CPU kernel for the current shapes and backs the tensors between
+  // them. "" when it can run them, else why not (a custom op the runtime did not resolve, a
+  // kernel that failed to prepare or sizes its output only at invoke); then nothing is backed.
+  std::string Prepare(TfLiteContext* ctx);
+  // Runs the nodes in order; throws Error naming the node whose kernel failed.
+  void Invoke(TfLiteContext* ctx);
+  // The backed tensors back to their own allocation type, without memory (what TFLite gave
+  // them), and the arena freed.
+  void Release(TfLiteContext* ctx);
+  bool prepared() const { return prepared_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+
+ private:
+  struct Backed {
+    int tensor;
+    TfLiteAllocationType type;  // what TFLite had given it
+    size_t offset;
+  };
+  class KeepBoundary;
+  void Bind(TfLiteContext* ctx) const;
+  void NodeAt(TfLiteContext* ctx, size_t k, TfLiteNode** node, TfLiteRegistration** reg) const;
+  std::string PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_until, bool* shape_known);
+
+  TfLiteContext* ctx_ = nullptr;  // of the last prepare
+  NodeLookup lookup_;
+  std::vector<int> nodes_;
+  std::set<int> boundary_;
+  std::vector<Backed> backed_;
+  std::unique_ptr<uint8_t[]> storage_;
+  uint8_t* arena_ = nullptr;  // storage_, aligned
+  size_t arena_bytes_ = 0;
+  bool prepared_ = false;
+};
+
+}  // namespace clgpu

@@ -1,0 +1,147 @@
+// The cpu_warmup side of a partition (runtime/partition.h): prepare starts the device setup on a
+// thread and TFLite's CPU kernels for the replaced nodes; invokes run those until the setup is
+// done, then the device from the next invoke on.
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "runtime/partition.h"
+
+namespace clgpu {
+namespace {
+// Test hook: $CLGPU_SETUP_DELAY_MS holds the setup thread that long before it starts, so a test
+// sees invokes on the CPU whatever the program cache holds.
+void HoldForTests(const std::atomic<bool>& cancel) {
+  const char* env = std::getenv("CLGPU_SETUP_DELAY_MS");
+  if (!env || !*env) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atol(env));
+  while (!cancel && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+std::string Describe(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return What(x);
+  } catch (...) {
+    return "an exception of unknown type";
+  }
+}
+}  // namespace
+
+void Partition::FinishSetup() {
+  if (setup_.joinable()) setup_.join();
+}
+
+bool Partition::WarmShapesMoved(TfLiteContext* ctx) const {
+  for (const auto& [t, shape] : warm_shapes_)
+    if (TensorShape(ctx->tensors[t]) != shape) return true;
+  return false;
+}
+
+void Partition::PrepareWarm(TfLiteContext* ctx) {
+  if (warming_ && !cpu_only_ && !setup_done_.load(std::memory_order_acquire) &&
+      !WarmShapesMoved(ctx)) {
+    // Prepared again for the same shapes while the setup runs (a delegate applied after this
+    // one re-plans the graph): the CPU kernels prepare again, the setup goes on.
+    std::string why;
+    try {
+      why = cpu_->Prepare(ctx);
+    } catch (...) {
+      cpu_->Release(ctx);
+      throw;
+    }
+    if (why.empty()) return;
+    cpu_->Release(ctx);
+  }
+  FinishSetup();       // a prepare for other shapes (a resize) waits for the setup in flight
+  if (setup_error_) {  // try again, as a prepare without the warm-up would
+    setup_error_ = nullptr;
+    cpu_only_ = false;
+    device_planned_ = bound_ = false;
+  }
+  const bool changed = InputShapesChanged(ctx);
+  if (!changed && device_planned_ && bound_) {  // set up for these shapes: the device runs it
+    if (warming_) cpu_->Release(ctx), warming_ = false;
+    if (HostPointersChanged(ctx)) Bind(ctx);
+    return;
+  }
+  if (changed) {
+    PlanShapes();
+    ResizeOutputs(ctx);
+  }
+  std::string why;
+  try {
+    why = cpu_->Prepare(ctx);
+  } catch (...) {
+    cpu_->Release(ctx);
+    throw;
+  }
+  if (why.empty()) {
+    warm_shapes_.clear();
+    for (int t : uploads_) warm_shapes_.emplace_back(t, values_.at(t).shape);
+    for (const auto& [t, shape] : shape_reads_) warm_shapes_.emplace_back(t, shape);
+    setup_done_ = false;
+    warming_ = true;
+    host_->WarmupStarted();
+    try {
+      // Only this thread touches the partition's device state until setup_done_.
+      setup_ = std::thread([this] {
+        try {
+          HoldForTests(cancel_);
+          if (!device_planned_) PlanDevice();
+          Bind(nullptr);
+        } catch (...) {
+          setup_error_ = std::current_exception();
+        }
+        setup_done_.store(true, std::memory_order_release);
+        host_->WarmupEnded();
+      });
+      Log(LogLevel::kDebug, "partition " + std::to_string(id_) +
+                                ": runs on TFLite's CPU kernels while its programs build");
+      return;
+    } catch (const std::system_error& e) {
+      host_->WarmupEnded();
+      why = std::string("no thread to build on: ") + e.what();
+    }
+  }
+  Log(LogLevel::kInfo,
+      "partition " + std::to_string(id_) + " builds before its first invoke (" + why + ")");
+  cpu_->Release(ctx);
+  warming_ = false;
+  if (!device_planned_) PlanDevice();
+  Bind(ctx);
+}
+
+bool Partition::InvokeWarm(TfLiteContext* ctx) {
+  // A dynamic input resized without a prepare: the CPU kernels were prepared for other shapes.
+  const bool moved = WarmShapesMoved(ctx);
+  if (!moved && !cpu_only_ && !setup_done_.load(std::memory_order_acquire)) {
+    cpu_->Invoke(ctx);
+    host_->CountCpuInvoke();
+    return true;
+  }
+  FinishSetup();
+  if (setup_error_ && !moved) {
+    if (!cpu_only_)
+      Log(LogLevel::kWarning,
+          "partition " + std::to_string(id_) +
+              " stays on TFLite's CPU kernels: its device setup failed: " + Describe(setup_error_));
+    cpu_only_ = true;
+    cpu_->Invoke(ctx);
+    host_->CountCpuInvoke();
+    return true;
+  }
+  cpu_->Release(ctx);
+  warming_ = cpu_only_ = false;
+  setup_error_ = nullptr;
+  return false;
+}
+
+}  // namespace clgpu
