@@ -113,15 +113,15 @@ void CpuFallback::NodeAt(TfLiteContext* ctx, size_t k, TfLiteNode** node,
     throw Error("cannot read node " + std::to_string(nodes_[k]));
 }
 
-// "" with *shape_known false when the kernel's output shape waits for its invoke.
-std::string CpuFallback::PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_until,
-                                     bool* shape_known) {
+// "" once the node's CPU kernel is prepared, else why it cannot run here. A kernel that sizes an
+// output only at invoke (a dynamic tensor) is one: the interpreter would prepare the nodes after
+// it again then, which is not done here (a TRANSPOSE_CONV run so crashed LiteRT 2.3).
+std::string CpuFallback::PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_until) {
   EnsureTensorRoom(ctx, room_until);
   TfLiteNode* node = nullptr;
   TfLiteRegistration* reg = nullptr;
   NodeAt(ctx, k, &node, &reg);
   const std::string name = "node " + std::to_string(nodes_[k]);
-  *shape_known = true;
   if (reg->registration_external) return name + " runs through an external registration";
   if (!reg->invoke || (reg->builtin_code == tfl::kCustom && !reg->prepare))
     return name + " has no CPU kernel (a custom op the runtime did not resolve)";
@@ -130,16 +130,15 @@ std::string CpuFallback::PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_
     QuietReports quiet(ctx, &report);
     return reg->prepare ? static_cast<int>(reg->prepare(ctx, node)) : 0;
   }();
-  if (status == kOutputShapeNotKnown) {
-    *shape_known = false;
-  } else if (status != kTfLiteOk) {
+  const std::string sized_late = "the CPU kernel of " + name + " sizes its output at invoke";
+  if (status == kOutputShapeNotKnown) return sized_late;
+  if (status != kTfLiteOk)
     return "the CPU kernel of " + name + " failed to prepare" +
            (report.empty() ? "" : ": " + report);
-  }
   for (int i = 0; node->outputs && i < node->outputs->size; ++i)
     if (node->outputs->data[i] >= 0 &&
         ctx->tensors[node->outputs->data[i]].allocation_type == kTfLiteDynamic)
-      *shape_known = false;
+      return sized_late;
   return "";
 }
 
@@ -150,14 +149,8 @@ std::string CpuFallback::Prepare(TfLiteContext* ctx) {
   {
     KeepBoundary keep(ctx, boundary_);
     size_t room_until = 0;
-    for (size_t k = 0; k < nodes_.size() && why.empty(); ++k) {
-      bool known = true;
-      why = PrepareNode(ctx, k, &room_until, &known);
-      // A dynamic output is sized by its kernel's invoke, and the interpreter would prepare the
-      // nodes after it again then: not done here (a TRANSPOSE_CONV run so crashed LiteRT 2.3).
-      if (why.empty() && !known)
-        why = "the CPU kernel of node " + std::to_string(nodes_[k]) + " sizes its output at invoke";
-    }
+    for (size_t k = 0; k < nodes_.size() && why.empty(); ++k)
+      why = PrepareNode(ctx, k, &room_until);
     if (const int t = keep.Changed(); why.empty() && t >= 0)
       why = "the CPU kernels change how tensor " + std::to_string(t) + " is allocated";
   }
@@ -195,8 +188,7 @@ std::string CpuFallback::Prepare(TfLiteContext* ctx) {
   std::vector<int> tensors;
   for (const auto& [t, u] : use) tensors.push_back(t), usage.push_back(u);
   const OffsetPlan plan = PlanOffsetsGreedyBySize(usage, kAlign);
-  arena_bytes_ = plan.arena_bytes;
-  storage_.reset(new uint8_t[arena_bytes_ + kAlign]);
+  storage_.reset(new uint8_t[plan.arena_bytes + kAlign]);
   const auto base = reinterpret_cast<uintptr_t>(storage_.get());
   arena_ = storage_.get() + ((kAlign - base % kAlign) % kAlign);
   for (size_t i = 0; i < tensors.size(); ++i)
@@ -237,7 +229,6 @@ void CpuFallback::Release(TfLiteContext* ctx) {
   backed_.clear();
   storage_.reset();
   arena_ = nullptr;
-  arena_bytes_ = 0;
   prepared_ = false;
 }
 

@@ -44,8 +44,6 @@ class CpuFallback {
   // The backed tensors back to their own allocation type, without memory (what TFLite gave
   // them), and the arena freed.
   void Release(TfLiteContext* ctx);
-  bool prepared() const { return prepared_; }
-  size_t arena_bytes() const { return arena_bytes_; }
 
  private:
   struct Backed {
@@ -56,7 +54,7 @@ class CpuFallback {
   class KeepBoundary;
   void Bind(TfLiteContext* ctx) const;
   void NodeAt(TfLiteContext* ctx, size_t k, TfLiteNode** node, TfLiteRegistration** reg) const;
-  std::string PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_until, bool* shape_known);
+  std::string PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_until);
 
   TfLiteContext* ctx_ = nullptr;  // of the last prepare
   NodeLookup lookup_;
@@ -65,7 +63,6 @@ class CpuFallback {
   std::vector<Backed> backed_;
   std::unique_ptr<uint8_t[]> storage_;
   uint8_t* arena_ = nullptr;  // storage_, aligned
-  size_t arena_bytes_ = 0;
   bool prepared_ = false;
 };
 

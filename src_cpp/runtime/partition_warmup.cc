@@ -50,15 +50,7 @@ void Partition::PrepareWarm(TfLiteContext* ctx) {
       !WarmShapesMoved(ctx)) {
     // Prepared again for the same shapes while the setup runs (a delegate applied after this
     // one re-plans the graph): the CPU kernels prepare again, the setup goes on.
-    std::string why;
-    try {
-      why = cpu_->Prepare(ctx);
-    } catch (...) {
-      cpu_->Release(ctx);
-      throw;
-    }
-    if (why.empty()) return;
-    cpu_->Release(ctx);
+    if (cpu_->Prepare(ctx).empty()) return;
   }
   FinishSetup();       // a prepare for other shapes (a resize) waits for the setup in flight
   if (setup_error_) {  // try again, as a prepare without the warm-up would
@@ -76,13 +68,7 @@ void Partition::PrepareWarm(TfLiteContext* ctx) {
     PlanShapes();
     ResizeOutputs(ctx);
   }
-  std::string why;
-  try {
-    why = cpu_->Prepare(ctx);
-  } catch (...) {
-    cpu_->Release(ctx);
-    throw;
-  }
+  std::string why = cpu_->Prepare(ctx);  // declined or thrown: nothing backed
   if (why.empty()) {
     warm_shapes_.clear();
     for (int t : uploads_) warm_shapes_.emplace_back(t, values_.at(t).shape);
@@ -120,20 +106,18 @@ void Partition::PrepareWarm(TfLiteContext* ctx) {
 }
 
 bool Partition::InvokeWarm(TfLiteContext* ctx) {
-  // A dynamic input resized without a prepare: the CPU kernels were prepared for other shapes.
+  // A dynamic input resized without a prepare: the CPU kernels were prepared for other shapes,
+  // so the device takes over (and plans again) once its setup is done.
   const bool moved = WarmShapesMoved(ctx);
-  if (!moved && !cpu_only_ && !setup_done_.load(std::memory_order_acquire)) {
-    cpu_->Invoke(ctx);
-    host_->CountCpuInvoke();
-    return true;
-  }
-  FinishSetup();
-  if (setup_error_ && !moved) {
-    if (!cpu_only_)
-      Log(LogLevel::kWarning,
-          "partition " + std::to_string(id_) +
-              " stays on TFLite's CPU kernels: its device setup failed: " + Describe(setup_error_));
+  const bool done = cpu_only_ || setup_done_.load(std::memory_order_acquire);
+  if (done || moved) FinishSetup();
+  if (done && !moved && setup_error_ && !cpu_only_) {
+    Log(LogLevel::kWarning,
+        "partition " + std::to_string(id_) +
+            " stays on TFLite's CPU kernels: its device setup failed: " + Describe(setup_error_));
     cpu_only_ = true;
+  }
+  if (!moved && (!done || cpu_only_)) {
     cpu_->Invoke(ctx);
     host_->CountCpuInvoke();
     return true;
