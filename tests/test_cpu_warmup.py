@@ -8,12 +8,14 @@ Covered: several partitions, the default resolver (XNNPACK taking the nodes left
 the delegate), int8, fp16 storage, a resize while the programs build, a setup that fails (the
 partition stays on the CPU, with one warning), an interpreter freed while its partition builds,
 a partition whose CPU kernels cannot run apart (a dynamic tensor: it builds before its first
-invoke, as without the option), and the plugin library's option string."""
+invoke, as without the option), the plugin library's option string, and the public corpus's
+trained models."""
 
 from __future__ import annotations
 
 import gc
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -203,3 +205,42 @@ def test_plugin_option(runtime: str, monkeypatch) -> None:
 def test_option_value_checked() -> None:
     with pytest.raises(ValueError, match="cpu_warmup"):
         clgpu_delegate.load(cpu_warmup="sometimes")
+
+
+CORPUS = Path.home() / ".cache" / "clgpu_delegate" / "public-models"
+# The corpus models the CPU reference runs as they are (oww_melspectrogram needs a resize first,
+# selfie_segmentation a custom op the runtime lacks).
+CORPUS_MODELS = [
+    "audio_example1",
+    "face_detection_back",
+    "face_detection_short_range",
+    "hand_landmark_lite",
+    "iris_landmark",
+    "keyword_spotting_alexa.float32",
+    "keyword_spotting_mobilenetv2",
+    "mww_okay_nabu",
+    "oww_embedding_model",
+    "palm_detection_lite",
+    "pose_detection",
+    "tflite_micro_speech",
+]
+
+
+@pytest.mark.parametrize("name", CORPUS_MODELS)
+def test_public_corpus(name: str, runtime: str, monkeypatch) -> None:
+    """Trained models (shared/models/fetch-public-models.sh; skipped where absent): every
+    partition warms up, its CPU invokes give the reference's numbers, the device its own."""
+    path = CORPUS / f"{name}.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} is not there (shared/models/fetch-public-models.sh)")
+    model = path.read_bytes()
+    inputs, want = _reference(model, runtime)
+    monkeypatch.setenv(HOLD, "3000")
+    d, it = _warm(model, runtime)
+    parts = len(d.partitions())
+    _exact(run(it, inputs), want)
+    s = d.stats()
+    assert (s.warmups, s.cpu_invokes, s.invokes) == (parts, parts, 0)
+    assert d.wait_ready(timeout=300)
+    compare(run(it, inputs), want, FP32_RTOL, None, f"[{runtime}, {name}]")
+    assert d.stats().invokes == parts
