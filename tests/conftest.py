@@ -153,6 +153,7 @@ SANITIZE_FILES = {
     "test_gemm_int8_splitk.py",
     "test_fusion_squeeze.py",
     "test_fusion_depthwise.py",
+    "test_cpu_warmup.py",
 }
 
 
