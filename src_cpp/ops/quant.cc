@@ -167,7 +167,9 @@ std::string CheckInt8FilterOp(const GraphView& g, const NodeInfo& node, int weig
   // bias with the input zero point folded in must stay an int32.
   const int64_t k = NumElements(g.shape(w)) / std::max(channels, 1);
   if (k * 255 * 128 > INT_MAX) return "more than 65793 products per output overflow int32";
-  const std::vector<int8_t> wq = ConstantInt8(g, w);
+  const std::vector<uint8_t> bytes = g.ConstantBytes(w);
+  const auto* wq = reinterpret_cast<const int8_t*>(bytes.data());
+  const auto n = static_cast<int64_t>(bytes.size());
   const std::vector<int32_t> bias =
       has_bias ? ConstantInt32(g, node.inputs[2]) : std::vector<int32_t>();
   const int64_t zp = g.quant(x).zero_point[0];
@@ -175,7 +177,13 @@ std::string CheckInt8FilterOp(const GraphView& g, const NodeInfo& node, int weig
   const Shape ws = g.shape(w);
   int64_t inner = 1;  // elements after the channel axis
   for (size_t a = weight_axis + 1; a < ws.size(); ++a) inner *= ws[a];
-  for (size_t i = 0; i < wq.size(); ++i) sum[(int64_t(i) / inner) % channels] += wq[i];
+  // Runs of `inner` elements cycle through the channels (no division per element: this runs at
+  // every claim, over every weight of the model).
+  for (int64_t i = 0, c = 0; i < n && channels > 0; i += inner, c = c + 1 == channels ? 0 : c + 1) {
+    int64_t s = 0;
+    for (int64_t j = i, end = std::min(i + inner, n); j < end; ++j) s += wq[j];
+    sum[c] += s;
+  }
   for (int c = 0; c < channels; ++c) {
     const int64_t f = (has_bias ? bias[c] : 0) - zp * sum[c];
     if (f < INT_MIN || f > INT_MAX)
