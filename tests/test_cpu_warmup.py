@@ -7,8 +7,9 @@ invokes on the CPU happen whatever the process's program cache already holds.
 Covered: several partitions, the default resolver (XNNPACK taking the nodes left on the CPU after
 the delegate), int8, fp16 storage, a resize while the programs build, a setup that fails (the
 partition stays on the CPU, with one warning), an interpreter freed while its partition builds,
-a partition whose CPU kernels cannot run apart (a dynamic tensor: it builds before its first
-invoke, as without the option), the plugin library's option string, and the public corpus's
+shape computations (run once at prepare, so the RESHAPE or TRANSPOSE_CONV behind them is
+static), a partition whose CPU kernels cannot run apart (a dynamic tensor: it builds before its
+first invoke, as without the option), the plugin library's option string, and the public corpus's
 trained models."""
 
 from __future__ import annotations
@@ -173,20 +174,57 @@ def test_freed_while_building(runtime: str, monkeypatch) -> None:
     compare(run(it2, inputs), want, FP32_RTOL, None, runtime)
 
 
-def test_dynamic_tensor_builds_first(runtime: str) -> None:
-    """SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE: the delegate folds the shape, TFLite's RESHAPE
-    makes its output dynamic, which the fallback does not run: the programs build at prepare."""
+def _shape_chain(kind: str, batch: int) -> bytes:
+    """A target computed from a shape at run time (SHAPE -> STRIDED_SLICE -> PACK), as TF's
+    converter writes Keras' Flatten/Reshape and Conv2DTranspose with an unknown batch."""
+    b = ModelBuilder(seed=33)
+    x = b.input("x", (batch, 4, 4, 3))
+    y = b.conv2d(x, b.rand((4, 3, 3, 3)), activation="RELU")
+    if kind == "reshape":
+        b.output(b.fully_connected(b.dynamic_reshape_flatten(y), b.rand((5, 64))))
+    else:
+        y = b.transpose_conv(y, b.rand((6, 3, 3, 4)), (8, 8), bias=b.rand((6,)), dynamic_batch=True)
+        b.output(b.conv2d(y, b.rand((2, 1, 1, 6))))
+    return b.build()
+
+
+@pytest.mark.parametrize("kind", ["reshape", "transpose_conv"])
+def test_shape_chain_warms_up(kind: str, runtime: str, monkeypatch) -> None:
+    """The shape nodes run once at prepare into constants, so TFLite's RESHAPE and TRANSPOSE_CONV
+    size their outputs at prepare (not dynamic) and the partition warms up; a resize runs the
+    shape nodes again for the new batch."""
+    monkeypatch.setenv(HOLD, "1500")
+    d, it = _warm(_shape_chain(kind, 2), runtime)
+    assert (d.stats().warmups, len(d.partitions())) == (1, 1)
+    inputs, want = _reference(_shape_chain(kind, 2), runtime)
+    _exact(run(it, inputs), want)
+    it.resize_tensor_input(it.get_input_details()[0]["index"], [3, 4, 4, 3])
+    it.allocate_tensors()
+    inputs3, want3 = _reference(_shape_chain(kind, 3), runtime)
+    _exact(run(it, inputs3), want3)
+    assert (d.stats().cpu_invokes, d.stats().invokes) == (2, 0)
+    assert d.wait_ready(timeout=120)
+    compare(run(it, inputs3), want3, FP32_RTOL, None, runtime)
+    assert d.stats().invokes == 1
+
+
+def test_shape_from_outside_builds_first(runtime: str, monkeypatch) -> None:
+    """A RESHAPE target the CPU computes outside the partition (the model also outputs it): TFLite's
+    RESHAPE makes its output dynamic, which the fallback does not run, so that partition builds at
+    prepare, as without the option; the other one warms up."""
+    monkeypatch.setenv(HOLD, "60000")
     b = ModelBuilder(seed=33)
     x = b.input("x", (2, 4, 4, 3))
     y = b.conv2d(x, b.rand((4, 3, 3, 3)), activation="RELU")
-    b.output(b.fully_connected(b.dynamic_reshape_flatten(y), b.rand((5, 64))))
+    target = b.dynamic_flatten_target(y)
+    b.output(b.fully_connected(b.dynamic_reshape_flatten(y, target), b.rand((5, 64))))
+    b.output(target)
     model = b.build()
     inputs, want = _reference(model, runtime)
     d, it = _warm(model, runtime)
-    s = d.stats()
-    assert (s.warmups, s.binds) == (0, 1)
+    assert (len(d.partitions()), d.stats().warmups) == (2, 1)
     compare(run(it, inputs), want, FP32_RTOL, None, runtime)
-    assert (d.stats().invokes, d.stats().cpu_invokes) == (1, 0)
+    assert (d.stats().invokes, d.stats().cpu_invokes) == (1, 1)
 
 
 def test_plugin_option(runtime: str, monkeypatch) -> None:

@@ -218,14 +218,11 @@ class ShapeOps(_GraphBuilder):
             NumSplits=len(sizes),
         )
 
-    def dynamic_reshape_flatten(self, x: int) -> int:
-        """Flattens to (N, -1) through SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE.
-
-        The target shape is computed at run time, so TFLite makes the RESHAPE output dynamic.
-        """
+    def dynamic_flatten_target(self, x: int) -> int:
+        """The (N, -1) target of x computed at run time: SHAPE -> STRIDED_SLICE -> PACK."""
         shape = self._check(x).shape
         if len(shape) < 1:
-            raise ValueError("dynamic_reshape_flatten needs a tensor of rank >= 1")
+            raise ValueError("dynamic_flatten_target needs a tensor of rank >= 1")
         bi = tflite.BuiltinOperator
         dims = self._op(
             bi.SHAPE,
@@ -248,7 +245,7 @@ class ShapeOps(_GraphBuilder):
             out_dtype=np.int32,
             ShrinkAxisMask=1,
         )[0]
-        target = self._op(
+        return self._op(
             bi.PACK,
             [batch, self._int_const(-1, "minus_one")],
             [(2,)],
@@ -257,8 +254,22 @@ class ShapeOps(_GraphBuilder):
             ValuesCount=2,
             Axis=0,
         )[0]
+
+    def dynamic_reshape_flatten(self, x: int, target: int | None = None) -> int:
+        """Flattens to (N, -1) through SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE (or RESHAPE by
+        `target`, a dynamic_flatten_target of x).
+
+        The target shape is computed at run time, so TFLite makes the RESHAPE output dynamic.
+        """
+        shape = self._check(x).shape
+        if target is None:
+            target = self.dynamic_flatten_target(x)
         n = shape[0]
         out = (n, math.prod(shape[1:]) if n else 0)
         return self._op(
-            bi.RESHAPE, [x, target], [out], options="ReshapeOptions", out_dtype=self.dtype(x)
+            tflite.BuiltinOperator.RESHAPE,
+            [x, target],
+            [out],
+            options="ReshapeOptions",
+            out_dtype=self.dtype(x),
         )[0]

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -73,8 +74,12 @@ bool ArenaType(TfLiteAllocationType t) {
 
 }  // namespace
 
-CpuFallback::CpuFallback(NodeLookup lookup, std::vector<int> nodes, std::set<int> boundary)
-    : lookup_(lookup), nodes_(std::move(nodes)), boundary_(std::move(boundary)) {}
+CpuFallback::CpuFallback(NodeLookup lookup, std::vector<int> nodes, std::set<int> boundary,
+                         std::set<int> shape_nodes)
+    : lookup_(lookup),
+      nodes_(std::move(nodes)),
+      boundary_(std::move(boundary)),
+      shape_nodes_(std::move(shape_nodes)) {}
 
 // The boundary tensors are TFLite's: a kernel's prepare resizes its outputs (to the shapes the
 // partition already gave them), which drops an arena tensor's pointer; kept as they were.
@@ -125,6 +130,17 @@ std::string CpuFallback::PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_
   if (reg->registration_external) return name + " runs through an external registration";
   if (!reg->invoke || (reg->builtin_code == tfl::kCustom && !reg->prepare))
     return name + " has no CPU kernel (a custom op the runtime did not resolve)";
+  // A shape node's outputs become persistent (heap memory TFLite's resize allocates and its
+  // teardown frees), unless the partition hands one out.
+  bool at_prepare = shape_nodes_.count(nodes_[k]) != 0;
+  for (int i = 0; at_prepare && node->outputs && i < node->outputs->size; ++i)
+    at_prepare = node->outputs->data[i] >= 0 && !boundary_.count(node->outputs->data[i]);
+  for (int i = 0; at_prepare && i < node->outputs->size; ++i) {
+    TfLiteTensor& x = ctx->tensors[node->outputs->data[i]];
+    if (x.allocation_type == kTfLitePersistentRo) continue;
+    x.data.raw = nullptr;  // not TFLite's arena memory any more
+    x.allocation_type = kTfLitePersistentRo;
+  }
   std::string report;
   const int status = [&] {
     QuietReports quiet(ctx, &report);
@@ -139,6 +155,33 @@ std::string CpuFallback::PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_
     if (node->outputs->data[i] >= 0 &&
         ctx->tensors[node->outputs->data[i]].allocation_type == kTfLiteDynamic)
       return sized_late;
+  ran_at_prepare_[k] = at_prepare;
+  if (!at_prepare) return "";
+  for (int i = 0; i < node->outputs->size; ++i) {
+    const TfLiteTensor& x = ctx->tensors[node->outputs->data[i]];
+    if (x.allocation_type != kTfLitePersistentRo || (!x.data.raw && x.bytes))
+      return "the CPU kernel of " + name + " leaves its output without memory";
+  }
+  const int run = [&] {
+    QuietReports quiet(ctx, &report);
+    return static_cast<int>(reg->invoke(ctx, node));
+  }();
+  if (run != kTfLiteOk)
+    return "the CPU kernel of " + name + " failed at prepare" +
+           (report.empty() ? "" : ": " + report);
+  // Read-only model data from here on: some kernels size their output at prepare only from a
+  // constant (LiteRT's TRANSPOSE_CONV), not from a persistent tensor. The values move to
+  // memory of ours; TFLite's own buffer comes back at Release.
+  for (int i = 0; i < node->outputs->size; ++i) {
+    const int t = node->outputs->data[i];
+    TfLiteTensor& x = ctx->tensors[t];
+    if (!x.data.raw) continue;
+    Pinned p{t, x.data.raw, std::unique_ptr<uint8_t[]>(new uint8_t[x.bytes])};
+    std::memcpy(p.copy.get(), x.data.raw, x.bytes);
+    x.data.raw = reinterpret_cast<char*>(p.copy.get());
+    x.allocation_type = kTfLiteMmapRo;
+    pinned_.push_back(std::move(p));
+  }
   return "";
 }
 
@@ -146,15 +189,22 @@ std::string CpuFallback::Prepare(TfLiteContext* ctx) {
   Release(ctx);
   ctx_ = ctx;
   std::string why;
-  {
+  try {
     KeepBoundary keep(ctx, boundary_);
+    ran_at_prepare_.assign(nodes_.size(), false);
     size_t room_until = 0;
     for (size_t k = 0; k < nodes_.size() && why.empty(); ++k)
       why = PrepareNode(ctx, k, &room_until);
     if (const int t = keep.Changed(); why.empty() && t >= 0)
       why = "the CPU kernels change how tensor " + std::to_string(t) + " is allocated";
+  } catch (...) {
+    Release(ctx);  // the shape nodes' outputs back to TFLite
+    throw;
   }
-  if (!why.empty()) return why;
+  if (!why.empty()) {
+    Release(ctx);
+    return why;
+  }
 
   // Lifetimes in node positions: produced at its first use, alive to its last; a persistent
   // tensor (a kernel's state kept across invokes) for the whole partition.
@@ -183,6 +233,11 @@ std::string CpuFallback::Prepare(TfLiteContext* ctx) {
     visit(node->outputs);
     visit(node->temporaries);
     visit(node->intermediates);
+    for (int i = 0; node->temporaries && i < node->temporaries->size; ++i) {
+      const int t = node->temporaries->data[i];
+      if (t >= 0 && ctx->tensors[t].data.raw && !ArenaType(ctx->tensors[t].allocation_type))
+        heap_temporaries_.push_back(t);
+    }
   }
   std::vector<TensorUsage> usage;
   std::vector<int> tensors;
@@ -192,7 +247,8 @@ std::string CpuFallback::Prepare(TfLiteContext* ctx) {
   const auto base = reinterpret_cast<uintptr_t>(storage_.get());
   arena_ = storage_.get() + ((kAlign - base % kAlign) % kAlign);
   for (size_t i = 0; i < tensors.size(); ++i)
-    backed_.push_back(Backed{tensors[i], types[tensors[i]], plan.offsets[i]});
+    backed_.push_back(
+        Backed{tensors[i], types[tensors[i]], plan.offsets[i], ctx->tensors[tensors[i]].bytes});
   prepared_ = true;
   Bind(ctx);
   return "";
@@ -203,14 +259,26 @@ void CpuFallback::Bind(TfLiteContext* ctx) const {
   for (const Backed& b : backed_) {
     TfLiteTensor& x = ctx->tensors[b.tensor];
     x.data.raw = reinterpret_cast<char*>(arena_ + b.offset);
+    x.bytes = b.bytes;
     x.allocation_type = kTfLiteCustom;
   }
 }
 
 void CpuFallback::Invoke(TfLiteContext* ctx) {
   if (!prepared_) throw Error("the CPU fallback runs before its prepare");
+  // After the prepares, TFLite's AllocateTensors frees the temporaries of the nodes a delegate
+  // replaced (their heap memory; a custom one loses its pointer and size). A kernel's state
+  // kept there since its prepare (TRANSPOSE_CONV's transposed weights) is gone, so the kernels
+  // prepare again, once per AllocateTensors.
+  for (int t : heap_temporaries_)
+    if (!ctx->tensors[t].data.raw) {
+      if (std::string why = Prepare(ctx); !why.empty())
+        throw Error("the CPU kernels no longer prepare: " + why);
+      break;
+    }
   Bind(ctx);
   for (size_t k = 0; k < nodes_.size(); ++k) {
+    if (ran_at_prepare_[k]) continue;  // its outputs hold their values for these shapes
     TfLiteNode* node = nullptr;
     TfLiteRegistration* reg = nullptr;
     NodeAt(ctx, k, &node, &reg);
@@ -220,13 +288,21 @@ void CpuFallback::Invoke(TfLiteContext* ctx) {
 }
 
 void CpuFallback::Release(TfLiteContext* ctx) {
-  if (ctx)
+  if (ctx) {
     for (const Backed& b : backed_) {
       TfLiteTensor& x = ctx->tensors[b.tensor];
       x.data.raw = nullptr;
       x.allocation_type = b.type;
     }
+    for (const Pinned& p : pinned_) {  // TFLite frees these at its teardown
+      TfLiteTensor& x = ctx->tensors[p.tensor];
+      x.data.raw = static_cast<char*>(p.own);
+      x.allocation_type = kTfLitePersistentRo;
+    }
+  }
   backed_.clear();
+  pinned_.clear();
+  heap_temporaries_.clear();
   storage_.reset();
   arena_ = nullptr;
   prepared_ = false;

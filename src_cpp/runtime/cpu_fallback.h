@@ -28,16 +28,22 @@ class CpuFallback {
   using NodeLookup = TfLiteStatus (*)(TfLiteContext*, int, TfLiteNode**, TfLiteRegistration**);
 
   // `nodes`: the replaced nodes in execution order; `boundary`: the partition's inputs and
-  // outputs (TFLite's arena holds them). Node pointers are looked up at each use: the node
-  // list moves when nodes are added (another partition, a later delegate).
-  CpuFallback(NodeLookup lookup, std::vector<int> nodes, std::set<int> boundary);
+  // outputs (TFLite's arena holds them); `shape_nodes`: those the partition folded as shape
+  // computations (ops/shape_folding.h), values of shapes and constants only. Node pointers are
+  // looked up at each use: the node list moves when nodes are added (another partition, a
+  // later delegate).
+  CpuFallback(NodeLookup lookup, std::vector<int> nodes, std::set<int> boundary,
+              std::set<int> shape_nodes);
   ~CpuFallback() { Release(ctx_); }  // kernels are freed before the tensors are
   CpuFallback(const CpuFallback&) = delete;
   CpuFallback& operator=(const CpuFallback&) = delete;
 
   // Prepares every node's CPU kernel for the current shapes and backs the tensors between
-  // them. "" when it can run them, else why not (a custom op the runtime did not resolve, a
-  // kernel that failed to prepare or sizes its output only at invoke); then nothing is backed.
+  // them. A shape node runs here, once per prepare, into a persistent tensor, as TFLite's
+  // SHAPE kernel does: the RESHAPE or TRANSPOSE_CONV reading it then sizes its output at
+  // prepare (a computed target would make it dynamic, sized only at invoke). "" when it can run
+  // them, else why not (a custom op the runtime did not resolve, a kernel that failed to prepare or
+  // sizes its output only at invoke); then nothing is backed.
   std::string Prepare(TfLiteContext* ctx);
   // Runs the nodes in order; throws Error naming the node whose kernel failed.
   void Invoke(TfLiteContext* ctx);
@@ -49,7 +55,13 @@ class CpuFallback {
   struct Backed {
     int tensor;
     TfLiteAllocationType type;  // what TFLite had given it
-    size_t offset;
+    size_t offset, bytes;
+  };
+  // A shape node's output while prepared: a constant over `copy`; `own` is TFLite's buffer.
+  struct Pinned {
+    int tensor;
+    void* own;
+    std::unique_ptr<uint8_t[]> copy;
   };
   class KeepBoundary;
   void Bind(TfLiteContext* ctx) const;
@@ -60,7 +72,11 @@ class CpuFallback {
   NodeLookup lookup_;
   std::vector<int> nodes_;
   std::set<int> boundary_;
+  std::set<int> shape_nodes_;
+  std::vector<bool> ran_at_prepare_;  // per position in nodes_
   std::vector<Backed> backed_;
+  std::vector<Pinned> pinned_;
+  std::vector<int> heap_temporaries_;  // kernels' temporaries in TFLite's heap memory
   std::unique_ptr<uint8_t[]> storage_;
   uint8_t* arena_ = nullptr;  // storage_, aligned
   bool prepared_ = false;

@@ -58,13 +58,17 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   const std::set<int> inputs(params->input_tensors->data,
                              params->input_tensors->data + params->input_tensors->size);
   std::vector<NodeInfo> nodes;  // the nodes that run as ops
+  std::set<int> shape_nodes;    // folded shape computations
   for (int i = 0; i < params->nodes_to_replace->size; ++i) {
     bool ok = false;
     NodeInfo node = ReadNode(ctx, params->nodes_to_replace->data[i], &ok);
     if (!ok) throw Error("cannot read node " + std::to_string(params->nodes_to_replace->data[i]));
     // A folded shape computation (ops/shape_folding.h): its consumers read its value at
     // Prepare; nothing runs.
-    if (node.outputs.size() == 1 && graph->FoldedIntsOf(node.outputs[0])) continue;
+    if (node.outputs.size() == 1 && graph->FoldedIntsOf(node.outputs[0])) {
+      shape_nodes.insert(node.index);
+      continue;
+    }
     if ((node.op == tfl::kDequantize && graph->IsFoldedDequantizeOutput(node.outputs[0])) ||
         graph->IsComputedConstant(node.outputs[0])) {
       // A folded weight (FLOAT16 DEQUANTIZE, DENSIFY): its value is a constant of this partition.
@@ -150,7 +154,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
         ctx->GetNodeAndRegistration,
         std::vector<int>(params->nodes_to_replace->data,
                          params->nodes_to_replace->data + params->nodes_to_replace->size),
-        std::move(boundary));
+        std::move(boundary), std::move(shape_nodes));
   }
   host_->CountKernelCreated();
 }
