@@ -72,6 +72,32 @@ std::vector<float> GraphView::ConstantFloats(int t) const {
   return out;
 }
 
+const float* GraphView::ModelFloat32(int t) const {
+  if (folded_.count(t) || computed_.count(t) || !IsModelConstant(t)) return nullptr;
+  const TfLiteTensor& x = tensor(t);
+  const int64_t n = NumElements(shape(t));
+  if (x.allocation_type != kTfLiteMmapRo || x.type != kTfLiteFloat32 || x.sparsity ||
+      x.bytes < static_cast<size_t>(n) * 4)
+    return nullptr;
+  return static_cast<const float*>(x.data.raw_const);
+}
+
+LazyConstant::LazyConstant(const GraphView& g, int t) : model_(g.ModelFloat32(t)) {
+  if (model_) {
+    n_ = static_cast<size_t>(NumElements(g.shape(t)));
+  } else {
+    values_ = g.ConstantFloats(t);
+  }
+}
+
+const std::vector<float>& LazyConstant::values() {
+  if (model_) {
+    values_.assign(model_, model_ + n_);
+    model_ = nullptr;
+  }
+  return values_;
+}
+
 std::vector<uint8_t> GraphView::ConstantBytes(int t) const {
   if (!IsModelConstant(t)) throw Error("tensor " + name(t) + " is not constant");
   const TfLiteTensor& x = tensor(t);

@@ -55,6 +55,9 @@ class GraphView {
   bool IsConstant(int t) const;
   // Constant as float32 (float16 sources are widened). Throws Error otherwise.
   std::vector<float> ConstantFloats(int t) const;
+  // Float32 model data as TFLite holds it (memory-mapped, kept for the interpreter's life), or
+  // nullptr for any other constant (float16, folded, computed, persistent).
+  const float* ModelFloat32(int t) const;
   // A constant's bytes as TFLite holds them (int8 / uint8 / int32 data). Throws Error otherwise.
   std::vector<uint8_t> ConstantBytes(int t) const;
   // Constant int32 / int64 tensor as int64 values (permutations, shapes).
@@ -109,6 +112,22 @@ class GraphView {
   std::map<int, std::vector<float>> computed_;
   std::map<int, FoldedInts> folded_ints_;
   std::map<int, Shape> inferred_;
+};
+
+// A float constant's values read when first needed: float32 model data is copied then, at the
+// op's prepare (on the setup thread under cpu_warmup) instead of at kernel init, where the copy of
+// hundreds of MB of weights would hold the interpreter's start; any other constant is read at
+// once. values() from one thread at a time (the one preparing the op).
+class LazyConstant {
+ public:
+  LazyConstant() = default;
+  LazyConstant(const GraphView& g, int t);
+  const std::vector<float>& values();
+
+ private:
+  const float* model_ = nullptr;
+  size_t n_ = 0;
+  std::vector<float> values_;
 };
 
 // Copies what we need of a node (valid only during delegate Prepare / kernel init).

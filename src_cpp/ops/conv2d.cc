@@ -22,20 +22,21 @@ namespace {
 // of output channels, shared by the op and its chunks (each range uploaded once).
 struct ConvSource {
   Shape filter_shape;  // OHWI
-  std::vector<float> filter, bias;
+  LazyConstant filter;
+  std::vector<float> bias;
   std::map<std::tuple<ConvAlgorithm, int, int>, std::shared_ptr<ConvWeights>> weights;
   std::map<std::pair<int, int>, Buffer> biases;
 
   const ConvWeights& Weights(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, int oc0) {
     std::shared_ptr<ConvWeights>& w = weights[{a, oc0, g.oc}];
     if (w) return *w;
+    const std::vector<float>& f = filter.values();
     if (oc0 == 0 && g.oc == filter_shape[0]) {
-      w = PrepareConvWeights(ctx, a, g, filter);
+      w = PrepareConvWeights(ctx, a, g, f);
     } else {
       const size_t per = size_t(g.kh) * g.kw * g.c;  // OHWI: a range of O is contiguous
       w = PrepareConvWeights(
-          ctx, a, g,
-          std::vector<float>(filter.begin() + oc0 * per, filter.begin() + (oc0 + g.oc) * per));
+          ctx, a, g, std::vector<float>(f.begin() + oc0 * per, f.begin() + (oc0 + g.oc) * per));
     }
     return *w;
   }
@@ -61,7 +62,7 @@ class Conv2dOp : public Op {
         src_(std::make_shared<ConvSource>()) {
     litert_ = g.cpu_kernels().litert;
     src_->filter_shape = g.shape(node.inputs[1]);
-    src_->filter = g.ConstantFloats(node.inputs[1]);
+    src_->filter = LazyConstant(g, node.inputs[1]);
     const int oc = src_->filter_shape[0];
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
       src_->bias = g.ConstantFloats(node.inputs[2]);

@@ -21,7 +21,8 @@ struct FullyConnectedSource {
   int n = 0, k = 0;
   bool runtime_weights = false;
   bool has_bias = false;  // else zeros, as many as a plan's N
-  std::vector<float> weights, bias;
+  LazyConstant weights;
+  std::vector<float> bias;
   std::map<std::pair<int, int>, std::pair<Buffer, Buffer>> buffers;  // (n0, count) -> weights, bias
 
   const std::pair<Buffer, Buffer>& Get(OpContext& ctx, int n0, int count) {
@@ -33,13 +34,14 @@ struct FullyConnectedSource {
                         : std::vector<float>(count, 0.f));
       return b;
     }
+    const std::vector<float>& w = weights.values();
     if (n0 == 0 && count == n) {
-      b.first = UploadWeights(ctx, weights);
+      b.first = UploadWeights(ctx, w);
       b.second = UploadFloat32(ctx, bias);
       return b;
     }
-    b.first = UploadWeights(ctx, std::vector<float>(weights.begin() + size_t(n0) * k,
-                                                    weights.begin() + size_t(n0 + count) * k));
+    b.first = UploadWeights(
+        ctx, std::vector<float>(w.begin() + size_t(n0) * k, w.begin() + size_t(n0 + count) * k));
     b.second = UploadFloat32(ctx, std::vector<float>(bias.begin() + n0, bias.begin() + n0 + count));
     return b;
   }
@@ -60,7 +62,7 @@ class FullyConnectedOp : public Op {
     src_->n = w[0], src_->k = w[1];
     n_ = w[0], k_ = w[1];
     src_->runtime_weights = !g.IsConstant(node.inputs[1]);
-    if (!src_->runtime_weights) src_->weights = g.ConstantFloats(node.inputs[1]);
+    if (!src_->runtime_weights) src_->weights = LazyConstant(g, node.inputs[1]);
     src_->has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
     if (src_->has_bias) {
       src_->bias = g.ConstantFloats(node.inputs[2]);
