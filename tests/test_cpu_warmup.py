@@ -157,6 +157,22 @@ def test_failed_setup_stays_on_cpu(runtime: str, capfd) -> None:
     assert err.count("stays on TFLite's CPU kernels: its device setup failed") == 1, err
 
 
+def test_device_that_cannot_build(runtime: str, capfd) -> None:
+    """No probe build at prepare with the option (its start does not wait for a compiler): every
+    program build fails (injected), each partition says so once and stays on the CPU kernels."""
+    model = two_partitions()
+    inputs, want = _reference(model, runtime)
+    d, it = _warm(model, runtime, fail_at="build")
+    assert d.wait_ready(timeout=120)
+    for _ in range(2):
+        _exact(run(it, inputs), want)
+    s = d.stats()
+    assert (s.cpu_invokes, s.invokes, s.warmups) == (4, 0, 2)
+    err = capfd.readouterr().err
+    assert err.count("its device setup failed") == 2, err
+    assert "injected build failure" in err, err
+
+
 def test_freed_while_building(runtime: str, monkeypatch) -> None:
     """The interpreter goes while the setup thread holds: the partition cancels and joins it, and
     hands its tensors back before TFLite frees them."""

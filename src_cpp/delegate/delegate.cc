@@ -342,9 +342,13 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     if (to_replace.empty()) return kTfLiteOk;
 
     // Build a first program now: a device that cannot compile our kernels leaves
-    // the whole model on the CPU (with a warning) instead of failing the interpreter.
+    // the whole model on the CPU (with a warning) instead of failing the interpreter. Not
+    // with cpu_warmup, whose start does not wait for a compiler: there the partitions' own
+    // builds fail on their setup threads and they stay on TFLite's CPU kernels (one warning
+    // each).
     try {
-      env_->programs().Get("device_probe", storage_defines(), disk_.get());
+      if (!options_.cpu_warmup)
+        env_->programs().Get("device_probe", storage_defines(), disk_.get());
     } catch (const Error& e) {
       Log(LogLevel::kWarning,
           "the device cannot build our kernels; running on the CPU: " + What(e));
