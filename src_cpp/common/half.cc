@@ -27,18 +27,20 @@ uint16_t FloatToHalf(float f) {
 
 float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const int exp = (h >> 10) & 0x1f;
+  const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
   float f;
-  if (exp == 0) {
-    f = std::ldexp(static_cast<float>(mant), -24);
+  if (exp == 0) {  // zero or subnormal: mant x 2^-24, exact in float
+    f = static_cast<float>(mant) * 5.9604644775390625e-8f;
+    std::memcpy(&bits, &f, 4);
   } else if (exp == 31) {
     f = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    f = std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
+    std::memcpy(&bits, &f, 4);
+  } else {  // normal: rebias the exponent (15 -> 127), widen the mantissa; no libm call, as
+            // weights of hundreds of MB are widened at a model's start
+    bits = ((exp + 112u) << 23) | (mant << 13);
   }
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
   bits |= sign;
   std::memcpy(&f, &bits, 4);
   return f;

@@ -82,8 +82,21 @@ const float* GraphView::ModelFloat32(int t) const {
   return static_cast<const float*>(x.data.raw_const);
 }
 
-LazyConstant::LazyConstant(const GraphView& g, int t) : model_(g.ModelFloat32(t)) {
-  if (model_) {
+const uint16_t* GraphView::ModelFloat16(int t) const {
+  int src = t;
+  if (auto it = folded_.find(t); it != folded_.end()) src = it->second;
+  if (computed_.count(src) || !IsModelConstant(src)) return nullptr;
+  const TfLiteTensor& x = tensor(src);
+  const int64_t n = NumElements(shape(src));
+  if (x.allocation_type != kTfLiteMmapRo || x.type != kTfLiteFloat16 || x.sparsity ||
+      x.bytes < static_cast<size_t>(n) * 2 || n != NumElements(shape(t)))
+    return nullptr;
+  return static_cast<const uint16_t*>(x.data.raw_const);
+}
+
+LazyConstant::LazyConstant(const GraphView& g, int t)
+    : model_(g.ModelFloat32(t)), half_(model_ ? nullptr : g.ModelFloat16(t)) {
+  if (model_ || half_) {
     n_ = static_cast<size_t>(NumElements(g.shape(t)));
   } else {
     values_ = g.ConstantFloats(t);
@@ -94,6 +107,10 @@ const std::vector<float>& LazyConstant::values() {
   if (model_) {
     values_.assign(model_, model_ + n_);
     model_ = nullptr;
+  } else if (half_) {
+    values_.resize(n_);
+    for (size_t i = 0; i < n_; ++i) values_[i] = HalfToFloat(half_[i]);
+    half_ = nullptr;
   }
   return values_;
 }

@@ -58,6 +58,8 @@ class GraphView {
   // Float32 model data as TFLite holds it (memory-mapped, kept for the interpreter's life), or
   // nullptr for any other constant (float16, folded, computed, persistent).
   const float* ModelFloat32(int t) const;
+  // The same for float16 model data: t itself, or the source of t's folded DEQUANTIZE.
+  const uint16_t* ModelFloat16(int t) const;
   // A constant's bytes as TFLite holds them (int8 / uint8 / int32 data). Throws Error otherwise.
   std::vector<uint8_t> ConstantBytes(int t) const;
   // Constant int32 / int64 tensor as int64 values (permutations, shapes).
@@ -114,10 +116,10 @@ class GraphView {
   std::map<int, Shape> inferred_;
 };
 
-// A float constant's values read when first needed: float32 model data is copied then, at the
-// op's prepare (on the setup thread under cpu_warmup) instead of at kernel init, where the copy of
-// hundreds of MB of weights would hold the interpreter's start; any other constant is read at
-// once. values() from one thread at a time (the one preparing the op).
+// A float constant's values read when first needed: float32 model data is copied (float16
+// widened) then, at the op's prepare (on the setup thread under cpu_warmup) instead of at kernel
+// init, where hundreds of MB of weights would hold the interpreter's start; any other constant
+// is read at once. values() from one thread at a time (the one preparing the op).
 class LazyConstant {
  public:
   LazyConstant() = default;
@@ -126,6 +128,7 @@ class LazyConstant {
 
  private:
   const float* model_ = nullptr;
+  const uint16_t* half_ = nullptr;
   size_t n_ = 0;
   std::vector<float> values_;
 };

@@ -18,15 +18,17 @@ namespace {
 // of output channels, shared by the op and its chunks.
 struct DepthwiseSource {
   Shape filter_shape;
-  std::vector<float> filter, bias;
+  LazyConstant filter;
+  std::vector<float> bias;
   std::map<std::pair<int, int>, std::pair<Buffer, Buffer>> buffers;  // (oc0, count) -> filter, bias
 
   const std::pair<Buffer, Buffer>& Get(OpContext& ctx, int oc0, int count) {
     auto& b = buffers[{oc0, count}];
     if (b.first) return b;
     const int oc = filter_shape[3];
+    const std::vector<float>& filter_values = filter.values();
     if (oc0 == 0 && count == oc) {
-      b.first = UploadWeights(ctx, filter);
+      b.first = UploadWeights(ctx, filter_values);
       b.second = UploadFloat32(ctx, bias);
       return b;
     }
@@ -34,7 +36,8 @@ struct DepthwiseSource {
     std::vector<float> f;
     f.reserve(size_t(filter_shape[1]) * filter_shape[2] * count);
     for (size_t tap = 0; tap < size_t(filter_shape[1]) * filter_shape[2]; ++tap)
-      f.insert(f.end(), filter.begin() + tap * oc + oc0, filter.begin() + tap * oc + oc0 + count);
+      f.insert(f.end(), filter_values.begin() + tap * oc + oc0,
+               filter_values.begin() + tap * oc + oc0 + count);
     b.first = UploadWeights(ctx, f);
     b.second =
         UploadFloat32(ctx, std::vector<float>(bias.begin() + oc0, bias.begin() + oc0 + count));
@@ -55,7 +58,7 @@ class DepthwiseConv2dOp : public Op {
         src_(std::make_shared<DepthwiseSource>()) {
     litert_ = g.cpu_kernels().litert;
     src_->filter_shape = g.shape(node.inputs[1]);
-    src_->filter = g.ConstantFloats(node.inputs[1]);
+    src_->filter = LazyConstant(g, node.inputs[1]);
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
       src_->bias = g.ConstantFloats(node.inputs[2]);
     } else {

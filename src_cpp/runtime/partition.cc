@@ -59,6 +59,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
                              params->input_tensors->data + params->input_tensors->size);
   std::vector<NodeInfo> nodes;  // the nodes that run as ops
   std::set<int> shape_nodes;    // folded shape computations
+  std::vector<int> folded_weights;
   for (int i = 0; i < params->nodes_to_replace->size; ++i) {
     bool ok = false;
     NodeInfo node = ReadNode(ctx, params->nodes_to_replace->data[i], &ok);
@@ -71,12 +72,14 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     }
     if ((node.op == tfl::kDequantize && graph->IsFoldedDequantizeOutput(node.outputs[0])) ||
         graph->IsComputedConstant(node.outputs[0])) {
-      // A folded weight (FLOAT16 DEQUANTIZE, DENSIFY): its value is a constant of this partition.
+      // A folded weight (FLOAT16 DEQUANTIZE, DENSIFY): its value is a constant of this partition,
+      // held on the host below only where an op reads it as an operand or it is an output (a
+      // conv's or FULLY_CONNECTED's weights are the op's own).
       Value& v = values_[node.outputs[0]];
       v.kind = Kind::kConstant;
       v.shape = graph->shape(node.outputs[0]);
-      v.constant = graph->ConstantFloats(node.outputs[0]);
       v.is_partition_output = outputs.count(node.outputs[0]) != 0;
+      folded_weights.push_back(node.outputs[0]);
       continue;
     }
     nodes.push_back(std::move(node));
@@ -125,6 +128,13 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
       v.is_partition_output = outputs.count(t) != 0;
       v.kind = v.is_partition_output ? Kind::kOutput : Kind::kInternal;
     }
+  }
+  {
+    std::set<int> operands;
+    for (const auto& op : ops_) operands.insert(op->inputs().begin(), op->inputs().end());
+    for (int t : folded_weights)
+      if (operands.count(t) || values_[t].is_partition_output)
+        values_[t].constant = graph->ConstantFloats(t);
   }
   // Float values that only quantization-boundary ops touch stay float32 (Op::KeepsFloat32).
   std::map<int, bool> keep;
