@@ -142,35 +142,31 @@ def test_resize_while_building(runtime: str, monkeypatch) -> None:
     assert d.stats().invokes == 2
 
 
-def test_failed_setup_stays_on_cpu(runtime: str, capfd) -> None:
-    """A device allocation that fails (injected): without the option the prepare fails; with it
-    the partition keeps TFLite's kernels and says so once."""
-    model = one_partition()
+@pytest.mark.parametrize(
+    ("fail_at", "make", "parts", "said"),
+    [
+        ("alloc", one_partition, 1, "injected (fail_at=alloc)"),
+        # With the option no probe build at prepare catches a device that cannot build first.
+        ("build", two_partitions, 2, "injected build failure"),
+    ],
+)
+def test_failed_setup_stays_on_cpu(
+    fail_at: str, make: Any, parts: int, said: str, runtime: str, capfd
+) -> None:
+    """A device setup that fails (injected: an allocation, or every program build): without the
+    option the prepare fails (or the probe keeps the model on the CPU); with it each partition
+    keeps TFLite's kernels and says so once."""
+    model = make()
     inputs, want = _reference(model, runtime)
-    d, it = _warm(model, runtime, fail_at="alloc")
+    d, it = _warm(model, runtime, fail_at=fail_at)
     assert d.wait_ready(timeout=120)
     for _ in range(3):
         _exact(run(it, inputs), want)
     s = d.stats()
-    assert (s.cpu_invokes, s.invokes, s.warming) == (3, 0, 0)
+    assert (s.cpu_invokes, s.invokes, s.warming, s.warmups) == (3 * parts, 0, 0, parts)
     err = capfd.readouterr().err
-    assert err.count("stays on TFLite's CPU kernels: its device setup failed") == 1, err
-
-
-def test_device_that_cannot_build(runtime: str, capfd) -> None:
-    """No probe build at prepare with the option (its start does not wait for a compiler): every
-    program build fails (injected), each partition says so once and stays on the CPU kernels."""
-    model = two_partitions()
-    inputs, want = _reference(model, runtime)
-    d, it = _warm(model, runtime, fail_at="build")
-    assert d.wait_ready(timeout=120)
-    for _ in range(2):
-        _exact(run(it, inputs), want)
-    s = d.stats()
-    assert (s.cpu_invokes, s.invokes, s.warmups) == (4, 0, 2)
-    err = capfd.readouterr().err
-    assert err.count("its device setup failed") == 2, err
-    assert "injected build failure" in err, err
+    assert err.count("stays on TFLite's CPU kernels: its device setup failed") == parts, err
+    assert said in err, err
 
 
 def test_freed_while_building(runtime: str, monkeypatch) -> None:
