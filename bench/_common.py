@@ -38,6 +38,7 @@ def time_model(model: bytes, feeds: list[np.ndarray], runs: int = 5, warmup: int
     d = cd.load(partitioning="all", profiling=True, **options)
     it = make_interpreter(model, [d])
     it.allocate_tensors()
+    d.wait_ready()
     for det, x in zip(it.get_input_details(), feeds, strict=True):
         it.set_tensor(det["index"], x)
     for _ in range(warmup):

@@ -44,6 +44,7 @@ def child(model: str, windows: int, per: int) -> list[dict[str, Any]]:
     d = clgpu_delegate.load(partitioning="all")
     it = make_interpreter(model, [d])
     it.allocate_tensors()
+    d.wait_ready()
     rng = np.random.default_rng(0)
     for det in it.get_input_details():
         it.set_tensor(det["index"], rng.standard_normal(det["shape"]).astype(det["dtype"]))

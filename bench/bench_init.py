@@ -14,17 +14,20 @@ times a warm start only):
 
     python bench/bench_init.py [--set zoo|real|all] [--models a,b] [--dir DIR ...]
         [--modes cold,driver_warm,serialization_warm] [--repeats N] [--invoke-runs N]
-        [--partitioning all] [--precision fp32] [--cpu-warmup] [--tag NAME] [--out bench/results]
+        [--partitioning all|cost|default] [--precision fp32] [--cpu-warmup [on|off]] [--tag NAME]
+        [--out bench/results]
 
 Init is load() + interpreter creation + allocate_tensors(), where the delegate builds its
 programs; "beyond driver" subtracts the OpenCL driver's device listing and context creation.
 The first invoke is timed apart (PoCL compiles each kernel for its work-group size there). With
 --invoke-runs N the cold, driver-warm and serialization-warm starts also time N steady-state
-invokes (median). With --cpu-warmup (option cpu_warmup) init returns before the programs are
-built and the first invokes run on TFLite's CPU kernels: the start then invokes back to back, as
-an application would, until one ran on the device, and reports when that one ended ("on the
-device after ms", from load()) and how many ran on the CPU before; the checksum and steady invokes
-are the device's. Writes
+invokes (median). Each start invokes ten times back to back and reports when the first and the
+tenth result came, from load()'s call, less the driver's setup. With cpu_warmup (the default;
+--cpu-warmup off for a start that builds every program in allocate_tensors()) init returns before
+the programs are built and the first invokes run on TFLite's CPU kernels: the start then invokes
+back to back, as an application would, until one ran on the device, and reports when that one
+ended ("on the device after ms", from load()) and how many ran on the CPU before; the checksum
+and steady invokes are the device's. Writes
 bench/results/init[-TAG]-<device>.json and .md (device, driver, date, command, load average).
 """
 
@@ -79,9 +82,12 @@ def child(model: str, options: dict[str, Any], invoke_runs: int) -> dict[str, An
         it.set_tensor(det["index"], rng.standard_normal(det["shape"]).astype(det["dtype"]))
     t3 = time.perf_counter()
     it.invoke()
-    first_ms = (time.perf_counter() - t3) * 1e3
+    t4 = time.perf_counter()
+    for _ in range(9):  # back to back, as an application would
+        it.invoke()
+    t5 = time.perf_counter()
     ready_ms = None
-    if options.get("cpu_warmup"):
+    if d.stats().warmups:  # cpu_warmup: invoke until one ran on the device
         while d.stats().invokes == 0 and time.perf_counter() - t0 < 600:
             it.invoke()
         ready_ms = (time.perf_counter() - t0) * 1e3
@@ -92,14 +98,18 @@ def child(model: str, options: dict[str, Any], invoke_runs: int) -> dict[str, An
         it.invoke()
         runs.append((time.perf_counter() - t) * 1e3)
     s = d.stats()
+    driver_ms = s.driver_setup_us / 1e3
     return {
         "init_ms": (t2 - t0) * 1e3,
         # CPU time of all the process's threads: the compile work, whatever the host's load.
         "init_cpu_ms": (c2 - c0) * 1e3,
         "load_ms": (t1 - t0) * 1e3,
-        "driver_setup_ms": s.driver_setup_us / 1e3,
-        "beyond_driver_ms": (t2 - t0) * 1e3 - s.driver_setup_us / 1e3,
-        "first_invoke_ms": first_ms,
+        "driver_setup_ms": driver_ms,
+        "beyond_driver_ms": (t2 - t0) * 1e3 - driver_ms,
+        "first_invoke_ms": (t4 - t3) * 1e3,
+        # From load()'s call to the first result, and to the tenth, less the driver's setup.
+        "first_result_ms": (t4 - t0) * 1e3 - driver_ms,
+        "tenth_result_ms": (t5 - t0) * 1e3 - driver_ms,
         "device_ready_ms": ready_ms,
         "cpu_invokes": getattr(s, "cpu_invokes", None),
         "invoke_ms": statistics.median(runs) if runs else None,
@@ -213,6 +223,8 @@ def write(rows: list[dict[str, Any]], meta: dict[str, Any], out_dir: Path, tag: 
         ("driver_setup_ms", "of it, driver setup ms"),
         ("beyond_driver_ms", "beyond driver ms"),
         ("first_invoke_ms", "first invoke ms"),
+        ("first_result_ms", "first result beyond driver ms"),
+        ("tenth_result_ms", "10th result beyond driver ms"),
         ("device_ready_ms", "on the device after ms"),
         ("cpu_invokes", "CPU invokes before"),
         ("invoke_ms", "steady invoke ms"),
@@ -235,9 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="cold,driver_warm,serialization_warm")
     ap.add_argument("--repeats", type=int, default=1, help="starts per model and mode")
     ap.add_argument("--invoke-runs", type=int, default=0)
-    ap.add_argument("--partitioning", default="all")
+    ap.add_argument("--partitioning", default="all", help="'default': load()'s own")
     ap.add_argument("--precision", default="fp32")
-    ap.add_argument("--cpu-warmup", action="store_true", help="load(cpu_warmup=True)")
+    ap.add_argument(
+        "--cpu-warmup",
+        nargs="?",
+        const="on",
+        choices=["on", "off"],
+        help="load(cpu_warmup=True / False); without it, load()'s default (on)",
+    )
     ap.add_argument("--tag", default="", help="names the result files (init-TAG-<device>)")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -251,9 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     bad = [m for m in modes if m not in MODES]
     if bad:
         ap.error(f"unknown mode(s) {bad}; known: {MODES}")
-    base: dict[str, Any] = {"partitioning": args.partitioning, "precision": args.precision}
+    base: dict[str, Any] = {"precision": args.precision}
+    if args.partitioning != "default":
+        base["partitioning"] = args.partitioning
     if args.cpu_warmup:
-        base["cpu_warmup"] = True
+        base["cpu_warmup"] = args.cpu_warmup == "on"
     rows: list[dict[str, Any]] = []
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="bench-init-") as tmp:
@@ -272,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = {
         **device_info(),
+        "cpu_warmup": "default (on)",
         **base,
         "modes": modes,
         "repeats": args.repeats,

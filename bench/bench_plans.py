@@ -63,6 +63,8 @@ def _round2(
     made["measure"] = Timed(lambda: (d, make_interpreter(data, [d], num_threads=threads)))
     for t in made.values():
         t.interp.allocate_tensors()
+        if t.delegate is not None:
+            t.delegate.wait_ready()
     cpu_device = clgpu_delegate.select_device("auto").type == "cpu"
     feeds = _feeds(made["cpu"].inputs)
     time_candidates(list(made.values()), feeds, runs, 3, 1, cpu_device, seconds)

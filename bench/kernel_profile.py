@@ -30,6 +30,7 @@ def profile(model: str, runs: int, warmup: int) -> tuple[list[dict[str, Any]], f
     d = clgpu_delegate.load(partitioning="all", profiling=True)
     it = make_interpreter(model, [d])
     it.allocate_tensors()
+    d.wait_ready()
     rng = np.random.default_rng(0)
     for det in it.get_input_details():
         x = rng.standard_normal(det["shape"])

@@ -160,6 +160,7 @@ def check_precision(
         )
         interp = make_interpreter(model, [delegate], runtime=runtime, reference=True)
         interp.allocate_tensors()
+        delegate.wait_ready()  # cpu_warmup: the device's activations, not the CPU's
         for i, x in feeds.items():
             interp.set_tensor(i, x)
         interp.invoke()

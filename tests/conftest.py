@@ -19,6 +19,10 @@ RUNTIMES = ("tflite_runtime", "ai_edge_litert")
 # declines everything. The parity tests are about what the delegate computes, so they
 # run with every supported node claimed; tests of the cost model ask for "cost".
 os.environ.setdefault("CLGPU_PARTITIONING", "all")
+# The default cpu_warmup runs a partition's first invokes on TFLite's own CPU kernels while its
+# programs build: a parity test would compare TFLite with itself. The suite builds first;
+# tests/test_cpu_warmup.py tests the warm-up and the default.
+os.environ.setdefault("CLGPU_CPU_WARMUP", "0")
 
 
 def _importable(runtime: str) -> bool:

@@ -58,6 +58,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     OneOf("CLGPU_PARTITIONING", env, {"all", "cost", "none"});
     o.partitioning = env;
   }
+  if (const char* env = std::getenv("CLGPU_CPU_WARMUP"); env && *env)
+    o.cpu_warmup = ParseBool("CLGPU_CPU_WARMUP", env);
   for (const auto& [key, value] : kv) {
     if (key == "device") {
       if (value.empty()) throw OptionError("option 'device' must not be empty");

@@ -35,9 +35,10 @@ struct Options {
   // every partition back to the host, readable with Delegate.captured().
   bool capture_tensors = false;
   // A partition runs TFLite's own CPU kernels for its nodes while its programs build on a
-  // thread of its own, and the device from the first invoke after they are ready: the
-  // interpreter is usable at once on a cold start (runtime/cpu_fallback.h).
-  bool cpu_warmup = false;
+  // thread of its own, and the device as soon as they are ready (an invoke in flight then
+  // finishes there): the interpreter is usable at once on a cold start
+  // (runtime/cpu_fallback.h). $CLGPU_CPU_WARMUP changes the default (the test suite sets 0).
+  bool cpu_warmup = true;
   std::string runtime;  // set by the Python shim: which interpreter package
   // Compiled program binaries are kept in serialization_dir[/model_token] (TFLite
   // GPU's names), so later starts skip the OpenCL compiler.

@@ -264,20 +264,23 @@ void CpuFallback::Bind(TfLiteContext* ctx) const {
   }
 }
 
-void CpuFallback::Invoke(TfLiteContext* ctx) {
+size_t CpuFallback::Invoke(TfLiteContext* ctx, const std::atomic<bool>* stop, size_t from) {
   if (!prepared_) throw Error("the CPU fallback runs before its prepare");
-  // After the prepares, TFLite's AllocateTensors frees the temporaries of the nodes a delegate
-  // replaced (their heap memory; a custom one loses its pointer and size). A kernel's state
-  // kept there since its prepare (TRANSPOSE_CONV's transposed weights) is gone, so the kernels
-  // prepare again, once per AllocateTensors.
-  for (int t : heap_temporaries_)
-    if (!ctx->tensors[t].data.raw) {
-      if (std::string why = Prepare(ctx); !why.empty())
-        throw Error("the CPU kernels no longer prepare: " + why);
-      break;
-    }
-  Bind(ctx);
-  for (size_t k = 0; k < nodes_.size(); ++k) {
+  if (from == 0) {
+    // After the prepares, TFLite's AllocateTensors frees the temporaries of the nodes a
+    // delegate replaced (their heap memory; a custom one loses its pointer and size). A
+    // kernel's state kept there since its prepare (TRANSPOSE_CONV's transposed weights) is
+    // gone, so the kernels prepare again, once per AllocateTensors.
+    for (int t : heap_temporaries_)
+      if (!ctx->tensors[t].data.raw) {
+        if (std::string why = Prepare(ctx); !why.empty())
+          throw Error("the CPU kernels no longer prepare: " + why);
+        break;
+      }
+    Bind(ctx);
+  }
+  for (size_t k = from; k < nodes_.size(); ++k) {
+    if (stop && stop->load(std::memory_order_acquire)) return k;
     if (ran_at_prepare_[k]) continue;  // its outputs hold their values for these shapes
     TfLiteNode* node = nullptr;
     TfLiteRegistration* reg = nullptr;
@@ -285,6 +288,7 @@ void CpuFallback::Invoke(TfLiteContext* ctx) {
     if (reg->invoke(ctx, node) != kTfLiteOk)
       throw Error("the CPU kernel of node " + std::to_string(nodes_[k]) + " failed");
   }
+  return nodes_.size();
 }
 
 void CpuFallback::Release(TfLiteContext* ctx) {

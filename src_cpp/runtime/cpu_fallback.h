@@ -9,6 +9,7 @@
 // plan places activations. Release() hands them back to TFLite as they were.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,8 +46,12 @@ class CpuFallback {
   // them, else why not (a custom op the runtime did not resolve, a kernel that failed to prepare or
   // sizes its output only at invoke); then nothing is backed.
   std::string Prepare(TfLiteContext* ctx);
-  // Runs the nodes in order; throws Error naming the node whose kernel failed.
-  void Invoke(TfLiteContext* ctx);
+  // Runs the nodes in order from position `from` (0: a new invoke); throws Error naming the
+  // node whose kernel failed. Before each node it reads `stop` (may be null) and, once that is
+  // set, returns the position of the first node not run (the outputs of those before it hold
+  // their values, so a later call can go on from there); size() when all ran.
+  size_t Invoke(TfLiteContext* ctx, const std::atomic<bool>* stop = nullptr, size_t from = 0);
+  size_t size() const { return nodes_.size(); }
   // The backed tensors back to their own allocation type, without memory (what TFLite gave
   // them), and the arena freed.
   void Release(TfLiteContext* ctx);

@@ -1,6 +1,6 @@
 // The cpu_warmup side of a partition (runtime/partition.h): prepare starts the device setup on a
 // thread and TFLite's CPU kernels for the replaced nodes; invokes run those until the setup is
-// done, then the device from the next invoke on.
+// done, then the device (an invoke in flight when it ends finishes there).
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -109,7 +109,19 @@ bool Partition::InvokeWarm(TfLiteContext* ctx) {
   // A dynamic input resized without a prepare: the CPU kernels were prepared for other shapes,
   // so the device takes over (and plans again) once its setup is done.
   const bool moved = WarmShapesMoved(ctx);
-  const bool done = cpu_only_ || setup_done_.load(std::memory_order_acquire);
+  bool done = cpu_only_ || setup_done_.load(std::memory_order_acquire);
+  size_t resume = 0;  // the CPU kernels' position when the setup ended during their run
+  if (!moved && !done) {
+    // The setup ending between two nodes ends the CPU's run: the device runs the whole
+    // partition again from its inputs, which the CPU kernels never write. So an invoke waits
+    // for the compiler at most one node longer than it would without the warm-up.
+    resume = cpu_->Invoke(ctx, &setup_done_);
+    if (resume == cpu_->size()) {
+      host_->CountCpuInvoke();
+      return true;
+    }
+    done = true;
+  }
   if (done || moved) FinishSetup();
   if (done && !moved && setup_error_ && !cpu_only_) {
     Log(LogLevel::kWarning,
@@ -117,8 +129,8 @@ bool Partition::InvokeWarm(TfLiteContext* ctx) {
             " stays on TFLite's CPU kernels: its device setup failed: " + Describe(setup_error_));
     cpu_only_ = true;
   }
-  if (!moved && (!done || cpu_only_)) {
-    cpu_->Invoke(ctx);
+  if (!moved && cpu_only_) {
+    cpu_->Invoke(ctx, nullptr, resume);
     host_->CountCpuInvoke();
     return true;
   }
