@@ -1,0 +1,100 @@
+"""Two or more option sets of the delegate on the same models, timed in shuffled turns in one
+process (planning.time_candidates, as plan() times its candidates): the steady-state cost of an
+option, free of the 10-20 % one process can differ from the next. Each interpreter waits for
+its device setup (cpu_warmup) before it is timed.
+
+    python bench/ab_options.py --models mobilenet_v2,resnet50 [--dir DIR ...] \
+        --sets 'warmup:cpu_warmup=true' 'build-first:cpu_warmup=false' [--runs 200] [--tag NAME]
+
+A set is NAME:key=value,key=value (load()'s options; "true"/"false" and integers are parsed).
+Rows: model, and per set the median and the fastest-turn ms, and each set's median over the first
+set's. Writes bench/results/ab-options[-TAG]-<device>.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _common import device_info, write_results  # noqa: E402
+from bench_init import models_of  # noqa: E402
+
+import clgpu_delegate as cd  # noqa: E402
+from clgpu_delegate.planning import Timed, time_candidates  # noqa: E402
+from clgpu_delegate.runtime import make_interpreter  # noqa: E402
+
+
+def parse_set(text: str) -> tuple[str, dict[str, Any]]:
+    name, _, body = text.partition(":")
+    opts: dict[str, Any] = {}
+    for item in filter(None, body.split(",")):
+        k, _, v = item.partition("=")
+        opts[k] = {"true": True, "false": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
+    return name, opts
+
+
+def one_model(path: str, sets: list[tuple[str, dict[str, Any]]], runs: int) -> dict[str, Any]:
+    import numpy as np
+
+    timed: dict[str, Timed] = {}
+    for name, opts in sets:
+        d = cd.load(**opts)
+        t = Timed(lambda d=d: (d, make_interpreter(path, [d])))
+        t.interp.allocate_tensors()
+        d.wait_ready()
+        timed[name] = t
+    rng = np.random.default_rng(0)
+    first = next(iter(timed.values()))
+    feeds = [rng.standard_normal(x["shape"]).astype(x["dtype"]) for x in first.inputs]
+    time_candidates(list(timed.values()), feeds, runs, 5, 0, cpu_device=False)
+    base = statistics.median(first.times)
+    row: dict[str, Any] = {}
+    for name, t in timed.items():
+        med = statistics.median(t.times)
+        row[f"{name}_ms"] = med
+        row[f"{name}_min_ms"] = min(t.times)
+        row[f"{name}_ratio"] = med / base
+        row[f"{name}_nodes"] = len(t.delegate.delegated_nodes())
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--set", choices=["zoo", "real", "all"], default="zoo")
+    ap.add_argument("--models", default=None)
+    ap.add_argument("--dir", action="append", default=None)
+    ap.add_argument("--sets", nargs="+", required=True)
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    args = ap.parse_args(argv)
+    sets = [parse_set(s) for s in args.sets]
+    if len(sets) < 2:
+        ap.error("give at least two --sets")
+    rows = []
+    for name, path in models_of(args):
+        try:
+            row = {"model": name, **one_model(path, sets, args.runs)}
+        except Exception as e:  # one model's failure is a row, not the end of the run
+            row = {"model": name, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
+        print(row, flush=True)
+        rows.append(row)
+    cols = [("model", "model")]
+    for name, _ in sets:
+        cols += [(f"{name}_ms", f"{name} median ms"), (f"{name}_min_ms", f"{name} min ms")]
+    cols += [(f"{name}_ratio", f"{name} / {sets[0][0]}") for name, _ in sets[1:]]
+    cols += [(f"{sets[0][0]}_nodes", "delegated nodes"), ("error", "error")]
+    meta = {**device_info(), "sets": dict(sets), "runs": args.runs}
+    stem = "ab-options" + (f"-{args.tag}" if args.tag else "")
+    print(f"wrote {write_results(stem, meta, rows, cols, Path(args.out))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
