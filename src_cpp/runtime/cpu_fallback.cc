@@ -1,6 +1,7 @@
 #include "runtime/cpu_fallback.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -264,7 +265,8 @@ void CpuFallback::Bind(TfLiteContext* ctx) const {
   }
 }
 
-size_t CpuFallback::Invoke(TfLiteContext* ctx, const std::atomic<bool>* stop, size_t from) {
+size_t CpuFallback::Invoke(TfLiteContext* ctx, const std::function<bool(size_t)>& stop,
+                           size_t from) {
   if (!prepared_) throw Error("the CPU fallback runs before its prepare");
   if (from == 0) {
     // After the prepares, TFLite's AllocateTensors frees the temporaries of the nodes a
@@ -279,16 +281,28 @@ size_t CpuFallback::Invoke(TfLiteContext* ctx, const std::atomic<bool>* stop, si
       }
     Bind(ctx);
   }
+  node_ms_.resize(nodes_.size());
   for (size_t k = from; k < nodes_.size(); ++k) {
-    if (stop && stop->load(std::memory_order_acquire)) return k;
+    if (stop && stop(k)) return k;
     if (ran_at_prepare_[k]) continue;  // its outputs hold their values for these shapes
     TfLiteNode* node = nullptr;
     TfLiteRegistration* reg = nullptr;
     NodeAt(ctx, k, &node, &reg);
+    const auto t0 = std::chrono::steady_clock::now();
     if (reg->invoke(ctx, node) != kTfLiteOk)
       throw Error("the CPU kernel of node " + std::to_string(nodes_[k]) + " failed");
+    node_ms_[k] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count();
   }
+  if (from == 0) last_node_ms_ = node_ms_;
   return nodes_.size();
+}
+
+double CpuFallback::RemainingMs(size_t k) const {
+  if (last_node_ms_.size() != nodes_.size()) return -1;
+  double ms = 0;
+  for (size_t j = k; j < last_node_ms_.size(); ++j) ms += last_node_ms_[j];
+  return ms;
 }
 
 void CpuFallback::Release(TfLiteContext* ctx) {

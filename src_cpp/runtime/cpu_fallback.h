@@ -9,9 +9,9 @@
 // plan places activations. Release() hands them back to TFLite as they were.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -47,11 +47,14 @@ class CpuFallback {
   // sizes its output only at invoke); then nothing is backed.
   std::string Prepare(TfLiteContext* ctx);
   // Runs the nodes in order from position `from` (0: a new invoke); throws Error naming the
-  // node whose kernel failed. Before each node it reads `stop` (may be null) and, once that is
-  // set, returns the position of the first node not run (the outputs of those before it hold
-  // their values, so a later call can go on from there); size() when all ran.
-  size_t Invoke(TfLiteContext* ctx, const std::atomic<bool>* stop = nullptr, size_t from = 0);
+  // node whose kernel failed. Before node k it asks `stop(k)` (if given) and, on true, returns
+  // k, the first node not run (the outputs of those before it hold their values, so a later
+  // call can go on from there); size() when all ran.
+  size_t Invoke(TfLiteContext* ctx, const std::function<bool(size_t)>& stop = {},
+                size_t from = 0);
   size_t size() const { return nodes_.size(); }
+  // How long nodes k.. took in the last run that ran them all (ms); negative before one did.
+  double RemainingMs(size_t k) const;
   // The backed tensors back to their own allocation type, without memory (what TFLite gave
   // them), and the arena freed.
   void Release(TfLiteContext* ctx);
@@ -79,6 +82,7 @@ class CpuFallback {
   std::set<int> boundary_;
   std::set<int> shape_nodes_;
   std::vector<bool> ran_at_prepare_;  // per position in nodes_
+  std::vector<double> node_ms_, last_node_ms_;  // per position: this run's, the last whole run's
   std::vector<Backed> backed_;
   std::vector<Pinned> pinned_;
   std::vector<int> heap_temporaries_;  // kernels' temporaries in TFLite's heap memory

@@ -25,6 +25,7 @@
 #include "ops/matmul_views.h"
 #include "ops/op.h"
 #include "runtime/cpu_fallback.h"
+#include "runtime/setup_progress.h"
 #include "runtime/partition_host.h"
 #include "runtime/split.h"
 
@@ -180,6 +181,7 @@ class Partition {
   std::unique_ptr<CpuFallback> cpu_;
   std::thread setup_;
   std::atomic<bool> setup_done_{false}, cancel_{false};
+  SetupProgress progress_;  // of the op prepares in Bind, read while the setup thread binds
   std::exception_ptr setup_error_;
   bool warming_ = false;                            // invokes run cpu_ until setup_ is done
   bool cpu_only_ = false;                           // the device setup failed: cpu_ from then on

@@ -214,6 +214,12 @@ void Partition::Bind(TfLiteContext* ctx) {
   }
   {
     DebugTimer prepared("partition " + std::to_string(id_) + ": ops prepared (programs, weights)");
+    progress_.Start(prepares.size());
+    for (auto& p : prepares)
+      p = [this, f = std::move(p)](std::mutex* turn) {
+        f(turn);
+        progress_.TaskDone();
+      };
     RunTakingTurns(prepares, BuildThreads());
   }
   op_profiles_.assign(ops_.size(), {});

@@ -74,6 +74,7 @@ void Partition::PrepareWarm(TfLiteContext* ctx) {
     for (int t : uploads_) warm_shapes_.emplace_back(t, values_.at(t).shape);
     for (const auto& [t, shape] : shape_reads_) warm_shapes_.emplace_back(t, shape);
     setup_done_ = false;
+    progress_.Reset();
     warming_ = true;
     host_->WarmupStarted();
     try {
@@ -112,10 +113,15 @@ bool Partition::InvokeWarm(TfLiteContext* ctx) {
   bool done = cpu_only_ || setup_done_.load(std::memory_order_acquire);
   size_t resume = 0;  // the CPU kernels' position when the setup ended during their run
   if (!moved && !done) {
-    // The setup ending between two nodes ends the CPU's run: the device runs the whole
-    // partition again from its inputs, which the CPU kernels never write. So an invoke waits
-    // for the compiler at most one node longer than it would without the warm-up.
-    resume = cpu_->Invoke(ctx, &setup_done_);
+    // The CPU's run ends between two nodes when the setup has ended, or when the rest of the
+    // run took more than twice the time the setup's pace says it still needs (the last whole
+    // run's node times; a guess errs towards the CPU, which costs at most one node): the device
+    // then runs the whole partition from its inputs, which the CPU kernels never write.
+    resume = cpu_->Invoke(ctx, [this](size_t k) {
+      if (setup_done_.load(std::memory_order_acquire)) return true;
+      const double rest = cpu_->RemainingMs(k);
+      return rest >= 0 && 2 * progress_.RemainingMs() < rest;
+    });
     if (resume == cpu_->size()) {
       host_->CountCpuInvoke();
       return true;
