@@ -107,3 +107,17 @@ def test_setup_failing_mid_invoke_goes_on_on_the_cpu(runtime: str, monkeypatch, 
     s = d.stats()
     assert (s.cpu_invokes, s.invokes) == (1, 0), s
     assert "its device setup failed" in capfd.readouterr().err
+
+
+def test_warmup_threads_keep_tflites_numbers(runtime: str, monkeypatch) -> None:
+    """The warm-up's CPU kernels on more threads than the interpreter's one (as on a host of four
+    or more cores): the same numbers as TFLite's on one thread, run after run."""
+    model = slow_on_the_cpu(layers=3)
+    inputs, want = _reference(model, runtime)
+    monkeypatch.setenv(HOLD, "60000")
+    monkeypatch.setenv("CLGPU_WARMUP_THREADS", "2")
+    d, it = _interp(model, runtime, cpu_warmup=True)
+    for _ in range(2):
+        for g, w in zip(run(it, inputs), want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    assert d.stats().cpu_invokes == 2

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <utility>
 
 #include "common/error.h"
@@ -16,6 +18,41 @@ namespace clgpu {
 namespace {
 
 constexpr size_t kAlign = 64;  // what TFLite's own arena aligns to
+
+// The warm-up's CPU kernels on half the host's cores (at most 16; $CLGPU_WARMUP_THREADS sets
+// another count) when the interpreter asked for fewer: LiteRT's Python interpreter passes one thread unless told otherwise, and on one thread
+// TFLite's kernels took 50x XNNPACK's 16-thread time on a large image model. The other half is
+// left to the compiler and the application. 2.14's -1 (the runtime's own choice, every core)
+// stays. Set and refreshed as the interpreter's SetNumThreads does, and put back after the run,
+// so the nodes outside the partition run as they were told.
+class MoreThreads {
+ public:
+  explicit MoreThreads(TfLiteContext* ctx) : ctx_(ctx), old_(ctx->recommended_num_threads) {
+    if (old_ >= 1 && Wanted() > old_) Set(Wanted());
+  }
+  ~MoreThreads() {
+    if (ctx_->recommended_num_threads != old_) Set(old_);
+  }
+  MoreThreads(const MoreThreads&) = delete;
+  MoreThreads& operator=(const MoreThreads&) = delete;
+
+ private:
+  void Set(int n) {
+    ctx_->recommended_num_threads = n;
+    for (int type : {kTfLiteEigenContext, kTfLiteGemmLowpContext, kTfLiteCpuBackendContext}) {
+      auto* c = static_cast<TfLiteExternalContext*>(ctx_->GetExternalContext(ctx_, type));
+      if (c && c->Refresh) c->Refresh(ctx_);
+    }
+  }
+  // $CLGPU_WARMUP_THREADS, else half the host's cores (at most 16).
+  static int Wanted() {
+    const char* env = std::getenv("CLGPU_WARMUP_THREADS");
+    if (env && std::atoi(env) > 0) return std::min(std::atoi(env), 256);
+    return static_cast<int>(std::min(16u, std::thread::hardware_concurrency() / 2));
+  }
+  TfLiteContext* ctx_;
+  int old_;
+};
 // LiteRT's status of a prepare whose output shape is known only once the kernel runs (the
 // interpreter then prepares the nodes after it at invoke); tflite_runtime 2.14 has none.
 constexpr int kOutputShapeNotKnown = 9;
@@ -282,6 +319,7 @@ size_t CpuFallback::Invoke(TfLiteContext* ctx, const std::function<bool(size_t)>
     Bind(ctx);
   }
   node_ms_.resize(nodes_.size());
+  MoreThreads threads(ctx);
   for (size_t k = from; k < nodes_.size(); ++k) {
     if (stop && stop(k)) return k;
     if (ran_at_prepare_[k]) continue;  // its outputs hold their values for these shapes

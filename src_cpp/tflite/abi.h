@@ -161,6 +161,19 @@ typedef struct TfLiteRegistrationPadded {
   unsigned char reserved[64];
 } TfLiteRegistrationPadded;
 
+// What GetExternalContext hands out: a runtime's shared CPU state (Eigen's and the CPU backend's
+// thread pools). Refresh makes it read the context's recommended_num_threads again, as the
+// interpreter's SetNumThreads does after changing it.
+typedef enum {
+  kTfLiteEigenContext = 0,
+  kTfLiteGemmLowpContext = 1,
+  kTfLiteCpuBackendContext = 3,
+} TfLiteExternalContextType;
+typedef struct TfLiteExternalContext {
+  TfLiteExternalContextType type;
+  TfLiteStatus (*Refresh)(struct TfLiteContext* context);
+} TfLiteExternalContext;
+
 typedef struct TfLiteDelegateParams {
   struct TfLiteDelegate* delegate;
   TfLiteIntArray* nodes_to_replace;
