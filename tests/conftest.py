@@ -23,6 +23,9 @@ os.environ.setdefault("CLGPU_PARTITIONING", "all")
 # programs build: a parity test would compare TFLite with itself. The suite builds first;
 # tests/test_cpu_warmup.py tests the warm-up and the default.
 os.environ.setdefault("CLGPU_CPU_WARMUP", "0")
+# The warm-up's CPU kernels on one thread, as the tests' references run, whatever the host's
+# cores (tests/test_cpu_warmup_default.py sets another count).
+os.environ.setdefault("CLGPU_WARMUP_THREADS", "1")
 
 
 def _importable(runtime: str) -> bool:

@@ -228,6 +228,7 @@ std::string CpuFallback::Prepare(TfLiteContext* ctx) {
   ctx_ = ctx;
   std::string why;
   try {
+    MoreThreads threads(ctx);  // a kernel chooses its multi-threaded code at prepare (CONV_2D)
     KeepBoundary keep(ctx, boundary_);
     ran_at_prepare_.assign(nodes_.size(), false);
     size_t room_until = 0;
