@@ -14,6 +14,8 @@
 
 namespace clgpu {
 namespace {
+constexpr double kWaitHorizon = 10;  // invokes (see InvokeWarm)
+
 // Test hook: $CLGPU_SETUP_DELAY_MS holds the setup thread that long before it starts, so a test
 // sees invokes on the CPU whatever the program cache holds.
 void HoldForTests(const std::atomic<bool>& cancel) {
@@ -117,10 +119,15 @@ bool Partition::InvokeWarm(TfLiteContext* ctx) {
     // run took more than twice the time the setup's pace says it still needs (the last whole
     // run's node times; a guess errs towards the CPU, which costs at most one node): the device
     // then runs the whole partition from its inputs, which the CPU kernels never write.
+    // After a first result, an invoke also waits when the CPU could not run the next
+    // kWaitHorizon invokes before the setup ends: the CPU kernels' threads slow the compiler,
+    // and once it is done the device serves the invokes still to come in a fraction of the time.
     resume = cpu_->Invoke(ctx, [this](size_t k) {
       if (setup_done_.load(std::memory_order_acquire)) return true;
       const double rest = cpu_->RemainingMs(k);
-      return rest >= 0 && 2 * progress_.RemainingMs() < rest;
+      if (rest < 0) return false;
+      const double setup = progress_.RemainingMs();
+      return k == 0 ? setup < kWaitHorizon * rest : 2 * setup < rest;
     });
     if (resume == cpu_->size()) {
       host_->CountCpuInvoke();
