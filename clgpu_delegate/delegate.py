@@ -85,8 +85,9 @@ class Delegate:
         self._native.reset_profile()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """With cpu_warmup=True: wait until no partition is still building its programs
-        (the next invoke then runs on the device); False if `timeout` seconds passed first."""
+        """With cpu_warmup (the default): wait until no partition is still building its
+        programs (the next invoke then runs on the device; time the steady state after it);
+        False if `timeout` seconds passed first."""
         return self._native.wait_ready(-1.0 if timeout is None else max(float(timeout), 0.0))
 
     def memory(self) -> MemoryReport:
