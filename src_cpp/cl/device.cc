@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "cl/driver_lock.h"
 #include "cl/errors.h"
 #include "cl/objects.h"
 #include "common/error.h"
@@ -86,7 +87,7 @@ std::vector<DeviceInfo> ListDevices(bool probe_fp16) {
     have[0] = have[1] = false;
   }
   if (!have[probe_fp16]) {
-    cached[probe_fp16] = ListDevicesUncached(probe_fp16);
+    WithDriverLock([&] { cached[probe_fp16] = ListDevicesUncached(probe_fp16); });
     have[probe_fp16] = true;
   }
   return cached[probe_fp16];

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "cl/driver_lock.h"
 #include "common/error.h"
 #include "delegate/delegate.h"
 
@@ -28,6 +29,10 @@ CLGPU_EXPORT TfLiteDelegate* tflite_plugin_create_delegate(const char* const* ke
   }
   return nullptr;
 }
+
+// The process's lock around the OpenCL driver's first use (cl/driver_lock.h), for the other copy
+// of this code in a Python process (the extension), which loads this library to find it.
+CLGPU_EXPORT void clgpu_driver_lock(int acquire) { clgpu::LocalDriverLock(acquire); }
 
 CLGPU_EXPORT void tflite_plugin_destroy_delegate(TfLiteDelegate* delegate) {
   clgpu::DelegateCore::Destroy(delegate);  // NULL after a failed create
