@@ -19,7 +19,10 @@ from {module} import load_delegate
 d = load_delegate(clgpu_delegate.plugin_path(), {{"precision": "fp32"}})
 print("created")
 """
-MODULES = {"tflite_runtime": "tflite_runtime.interpreter", "ai_edge_litert": "ai_edge_litert.interpreter"}
+MODULES = {
+    "tflite_runtime": "tflite_runtime.interpreter",
+    "ai_edge_litert": "ai_edge_litert.interpreter",
+}
 # Under the sanitizers (ASAN_OPTIONS set by .ci/sanitize.sh) each start is slower.
 STARTS = 10 if os.environ.get("ASAN_OPTIONS") else 50
 
