@@ -20,11 +20,12 @@ namespace {
 constexpr size_t kAlign = 64;  // what TFLite's own arena aligns to
 
 // The warm-up's CPU kernels on half the host's cores (at most 16; $CLGPU_WARMUP_THREADS sets
-// another count) when the interpreter asked for fewer: LiteRT's Python interpreter passes one thread unless told otherwise, and on one thread
-// TFLite's kernels took 50x XNNPACK's 16-thread time on a large image model. The other half is
-// left to the compiler and the application. 2.14's -1 (the runtime's own choice, every core)
-// stays. Set and refreshed as the interpreter's SetNumThreads does, and put back after the run,
-// so the nodes outside the partition run as they were told.
+// another count) when the interpreter asked for fewer: LiteRT's Python interpreter passes one
+// thread unless told otherwise, and on one thread TFLite's kernels took 50x XNNPACK's 16-thread
+// time on a large image model. The other half is left to the compiler and the application. 2.14's
+// -1 (the runtime's own choice, every core) stays. Set and refreshed as the interpreter's
+// SetNumThreads does, and put back after the run, so the nodes outside the partition run as they
+// were told.
 class MoreThreads {
  public:
   explicit MoreThreads(TfLiteContext* ctx) : ctx_(ctx), old_(ctx->recommended_num_threads) {
@@ -330,8 +331,8 @@ size_t CpuFallback::Invoke(TfLiteContext* ctx, const std::function<bool(size_t)>
     const auto t0 = std::chrono::steady_clock::now();
     if (reg->invoke(ctx, node) != kTfLiteOk)
       throw Error("the CPU kernel of node " + std::to_string(nodes_[k]) + " failed");
-    node_ms_[k] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                      .count();
+    node_ms_[k] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   if (from == 0) last_node_ms_ = node_ms_;
   return nodes_.size();

@@ -50,8 +50,7 @@ class CpuFallback {
   // node whose kernel failed. Before node k it asks `stop(k)` (if given) and, on true, returns
   // k, the first node not run (the outputs of those before it hold their values, so a later
   // call can go on from there); size() when all ran.
-  size_t Invoke(TfLiteContext* ctx, const std::function<bool(size_t)>& stop = {},
-                size_t from = 0);
+  size_t Invoke(TfLiteContext* ctx, const std::function<bool(size_t)>& stop = {}, size_t from = 0);
   size_t size() const { return nodes_.size(); }
   // How long nodes k.. took in the last run that ran them all (ms); negative before one did.
   double RemainingMs(size_t k) const;
@@ -81,7 +80,7 @@ class CpuFallback {
   std::vector<int> nodes_;
   std::set<int> boundary_;
   std::set<int> shape_nodes_;
-  std::vector<bool> ran_at_prepare_;  // per position in nodes_
+  std::vector<bool> ran_at_prepare_;            // per position in nodes_
   std::vector<double> node_ms_, last_node_ms_;  // per position: this run's, the last whole run's
   std::vector<Backed> backed_;
   std::vector<Pinned> pinned_;

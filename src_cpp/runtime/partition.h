@@ -25,8 +25,8 @@
 #include "ops/matmul_views.h"
 #include "ops/op.h"
 #include "runtime/cpu_fallback.h"
-#include "runtime/setup_progress.h"
 #include "runtime/partition_host.h"
+#include "runtime/setup_progress.h"
 #include "runtime/split.h"
 
 namespace clgpu {
