@@ -61,6 +61,11 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
   if (const char* env = std::getenv("CLGPU_CPU_WARMUP"); env && *env)
     o.cpu_warmup = ParseBool("CLGPU_CPU_WARMUP", env);
   for (const auto& [key, value] : kv) {
+    // C reads a string up to its first NUL: a value with one would be cut there, so a model
+    // token "..\0x" became ".." (a directory outside serialization_dir).
+    if (key.find('\0') != std::string::npos || value.find('\0') != std::string::npos)
+      throw OptionError("option '" + key.substr(0, key.find('\0')) +
+                        "' holds a NUL character; option names and values are plain text");
     if (key == "device") {
       if (value.empty()) throw OptionError("option 'device' must not be empty");
       o.device = value;
@@ -82,8 +87,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     } else if (key == "serialization_dir") {
       o.serialization_dir = value;
     } else if (key == "model_token") {
-      if (value.find('/') != std::string::npos || value == "..")
-        throw OptionError("option 'model_token' must not contain '/'");
+      if (value.find('/') != std::string::npos || value == ".." || value == ".")
+        throw OptionError("option 'model_token' must be a plain name: no '/', not '.' or '..'");
       o.model_token = value;
     } else if (key == "zero_copy") {
       OneOf(key, value, {"auto", "on", "off"});
