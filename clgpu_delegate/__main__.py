@@ -223,10 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help=f"a .tflite file, or a built-in model ({listed})")
     p.add_argument(
         "--partitioning",
-        choices=parts[:3],
+        choices=parts,
         default=None,
-        help="cost: what the cost model keeps; all: every supported node; none "
-        "(default: as load(): $CLGPU_PARTITIONING, else cost)",
+        help="cost: what the cost model keeps; all: every supported node; none; measure: the "
+        "plan that timing the candidates finds fastest (default: as load(): "
+        "$CLGPU_PARTITIONING, else cost)",
     )
     _add_delegate_args(p, list(RUNTIMES))
 

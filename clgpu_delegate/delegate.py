@@ -142,6 +142,11 @@ def load(
         "profiling": profiling,
         **advanced,
     }
+    if partitioning not in (None, "cost", "all", "none", "measure"):
+        raise ValueError(
+            f"invalid value {partitioning!r} for option 'partitioning'; valid values: cost, all, "
+            "none, measure (measure needs model=...)"
+        )
     if partitioning == "measure":
         if model is None:
             raise ValueError(

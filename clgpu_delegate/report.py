@@ -94,10 +94,16 @@ class InspectReport:
 
 def inspect_model(model: str | bytes, runtime: str | None = None, **options: Any) -> InspectReport:
     """Apply a delegate made by `load(**options)` to `model` and report its decisions and
-    partitions (the same defaults as `load()`: partitioning "cost" unless set)."""
+    partitions (the same defaults as `load()`: partitioning "cost" unless set; "measure"
+    reports the plan `plan()` measured fastest)."""
     from .delegate import load
     from .runtime import make_interpreter
 
+    if options.get("partitioning") == "measure":
+        from .planning import plan
+
+        options.pop("partitioning")
+        options = dict(plan(model, runtime=runtime, **options).options)
     delegate = load(**options)
     interp = make_interpreter(model, [delegate], runtime=runtime)
     dev = delegate.device
