@@ -241,6 +241,11 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       ++abi.nodes_seen;
       nodes.push_back(std::move(n));
     }
+    std::set<int> written;
+    for (const NodeInfo& n : nodes)
+      for (int t : n.outputs)
+        if (t >= 0) written.insert(t);
+    graph.SetWritten(std::move(written));
 
     // Weights stored as sparse constants behind DENSIFY, or as FLOAT16 constants behind
     // DEQUANTIZE (or both, DENSIFY first), count as constants.

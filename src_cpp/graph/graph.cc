@@ -39,7 +39,7 @@ ValueType GraphView::value_type(int t) const {
 }
 
 bool GraphView::IsModelConstant(int t) const {
-  if (!valid_tensor(t)) return false;
+  if (!valid_tensor(t) || written_.count(t)) return false;
   const TfLiteTensor& x = tensor(t);
   return (x.allocation_type == kTfLiteMmapRo || x.allocation_type == kTfLitePersistentRo) &&
          x.data.raw != nullptr;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,6 +107,10 @@ class GraphView {
   // (ops/shape_folding.h). shape() returns it.
   void SetInferredShape(int t, Shape s) { inferred_[t] = std::move(s); }
 
+  // The tensors some node writes: never constants, whatever data the model also gives them
+  // (TFLite's kernels overwrite it; reading it as a weight gave other outputs than the CPU's).
+  void SetWritten(std::set<int> written) { written_ = std::move(written); }
+
  private:
   bool IsModelConstant(int t) const;
   TfLiteContext* ctx_;
@@ -114,6 +119,7 @@ class GraphView {
   std::map<int, std::vector<float>> computed_;
   std::map<int, FoldedInts> folded_ints_;
   std::map<int, Shape> inferred_;
+  std::set<int> written_;
 };
 
 // A float constant's values read when first needed: float32 model data is copied (float16
