@@ -5,7 +5,6 @@ kernels refuse at prepare (the delegate must not run what the CPU refuses)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from parity import FP32_RTOL, compare, random_inputs, run
 
 import clgpu_delegate
