@@ -5,6 +5,7 @@ kernels refuse at prepare (the delegate must not run what the CPU refuses)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from parity import FP32_RTOL, compare, random_inputs, run
 
 import clgpu_delegate
@@ -34,3 +35,32 @@ def test_written_tensor_with_data_is_no_constant(runtime: str) -> None:
     it.allocate_tensors()
     compare(run(it, inputs), want, FP32_RTOL, None, runtime)
     assert len(d.delegated_nodes()) == 3
+
+
+def _refused_by_the_cpu(kind: str) -> bytes:
+    """A DEPTHWISE_CONV_2D bias of rank 2, or a SPLIT_V size_splits of shape [2, 1] (CONV_2D's
+    CPU kernel checks only its bias' element count)."""
+    b = ModelBuilder(seed=8)
+    x = b.input("x", (1, 6, 6, 4))
+    if kind == "split_v":
+        a, c = b.split_v(x, [1, 3], axis=3)
+        b.output(a)
+        b.output(c)
+    else:
+        b.output(b.depthwise_conv2d(x, b.rand((1, 3, 3, 4), scale=0.5), b.rand((4,))))
+    operand = b._ops[-1].inputs[1 if kind == "split_v" else 2]
+    t = b._check(operand)
+    t.shape = (t.shape[0], 1)
+    t.data = t.data.reshape(t.shape)
+    return b.build()
+
+
+@pytest.mark.parametrize("kind", ["depthwise", "split_v"])
+def test_what_the_cpu_refuses_does_not_run(kind: str, runtime: str) -> None:
+    model = _refused_by_the_cpu(kind)
+    with pytest.raises((RuntimeError, ValueError)):
+        make_interpreter(model, runtime=runtime, reference=True).allocate_tensors()
+    d = clgpu_delegate.load(partitioning="all")
+    with pytest.raises((RuntimeError, ValueError)):
+        make_interpreter(model, [d], runtime=runtime, reference=True).allocate_tensors()
+    assert not d.delegated_nodes()

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "tflite/builtin.h"
+
 namespace clgpu {
 namespace {
 
@@ -70,16 +72,33 @@ std::string CheckGraphOrder(const GraphView& g, const std::vector<NodeInfo>& nod
   return "";
 }
 
+namespace {
+// Operands whose rank TFLite's CPU kernels check at prepare: a model they refuse must fail there
+// too, not run on the device.
+struct RankRule {
+  int op;
+  size_t input;
+  size_t rank;
+  const char* what;
+};
+constexpr RankRule kRankRules[] = {
+    {tfl::kDepthwiseConv2d, 2, 1, "DEPTHWISE_CONV_2D's bias"},
+    {tfl::kSplitV, 1, 1, "SPLIT_V's size_splits"},
+};
+}  // namespace
+
 std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n) {
   for (int t : n.inputs) {
     if (t == -1) continue;  // an absent optional input: the op's own check says if it may be
     if (!g.valid_tensor(t)) return "input tensor index " + std::to_string(t) + " is invalid";
   }
-  for (int t : n.outputs) {
+  for (int t : n.outputs)
     if (!g.valid_tensor(t)) return "output tensor index " + std::to_string(t) + " is invalid";
-    if (g.IsConstant(t) && !g.IsFoldedDequantizeOutput(t))
-      return "its output " + g.name(t) + " is also constant model data";
-  }
+  for (const RankRule& r : kRankRules)
+    if (n.op == r.op && HasInput(n, r.input) && g.shape(n.inputs[r.input]).size() != r.rank)
+      return std::string(r.what) + " has rank " +
+             std::to_string(g.shape(n.inputs[r.input]).size()) + ", TFLite's kernel takes " +
+             std::to_string(r.rank);
   for (const auto* list : {&n.inputs, &n.outputs})
     for (int t : *list) {
       if (t < 0 || !g.tensor(t).dims) continue;
