@@ -64,3 +64,33 @@ def test_what_the_cpu_refuses_does_not_run(kind: str, runtime: str) -> None:
     with pytest.raises((RuntimeError, ValueError)):
         make_interpreter(model, [d], runtime=runtime, reference=True).allocate_tensors()
     assert not d.delegated_nodes()
+
+
+def test_cpu_kernel_that_may_overrun_keeps_the_model_on_the_cpu(runtime: str, capfd) -> None:
+    """A CONV_2D of stride 65537 (TFLite 2.14's kernel writes past its arena): the delegate
+    claims nothing, so TFLite's arena is what the CPU alone has, and says why once."""
+    b = ModelBuilder(seed=9)
+    x = b.input("x", (1, 5, 5, 3))
+    y = b.add(x, b.rand((1, 5, 5, 3)))
+    y = b.conv2d(y, b.rand((4, 1, 1, 3)), b.rand((4,)), stride=65537, padding="VALID")
+    b.output(b.add(y, b.rand((4,))))
+    model = b.build()
+    d = clgpu_delegate.load(partitioning="all")
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    ref = make_interpreter(model, runtime=runtime, reference=True)
+    try:
+        ref.allocate_tensors()
+    except RuntimeError as e:  # LiteRT checks the stride against INT16_MAX itself
+        assert "stride" in str(e)
+        with pytest.raises(RuntimeError, match="stride"):
+            it.allocate_tensors()
+        assert not d.delegated_nodes()
+        return
+    inputs = random_inputs(ref.get_input_details())
+    want = run(ref, inputs)
+    it.allocate_tensors()
+    got = run(it, inputs)
+    assert not d.delegated_nodes()
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert capfd.readouterr().err.count("claims nothing in this model") == 1

@@ -256,8 +256,15 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
 
     // A graph whose nodes read tensors before they are written is left to the CPU whole:
-    // TFLite's own partitioning (tflite_runtime 2.14) crashes on it.
-    const std::string order = CheckGraphOrder(graph, nodes);
+    // TFLite's own partitioning (tflite_runtime 2.14) crashes on it. So is one whose CPU kernels
+    // may write out of bounds (graph/validate.h): TFLite's arena stays as the CPU alone has it.
+    std::string whole = CheckGraphOrder(graph, nodes);
+    if (!whole.empty()) whole = "the graph is out of order: " + whole;
+    for (const NodeInfo& n : nodes)
+      if (std::string why = CpuKernelUnsafe(n); whole.empty() && !why.empty()) {
+        whole = why + ", which TFLite's own kernel may run out of bounds";
+        Log(LogLevel::kWarning, "the delegate claims nothing in this model: " + whole);
+      }
     ClaimPlan claim;
     for (const NodeInfo& n : nodes) {
       NodeDecision d;
@@ -267,8 +274,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       if (h) {
         d.op_name = h->name;
         try {
-          d.reason =
-              !order.empty() ? "the graph is out of order: " + order : CheckNodeCommon(graph, n);
+          d.reason = !whole.empty() ? whole : CheckNodeCommon(graph, n);
           if (d.reason.empty()) d.reason = h->check(graph, n);
         } catch (const std::exception& e) {
           d.reason = "could not read the node: " + What(e);

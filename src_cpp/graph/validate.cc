@@ -1,6 +1,7 @@
 #include "graph/validate.h"
 
 #include <map>
+#include <vector>
 
 #include "tflite/builtin.h"
 
@@ -86,6 +87,27 @@ constexpr RankRule kRankRules[] = {
     {tfl::kSplitV, 1, 1, "SPLIT_V's size_splits"},
 };
 }  // namespace
+
+std::string CpuKernelUnsafe(const NodeInfo& n) {
+  if (!n.builtin_data) return "";
+  constexpr int kMaxStep = 32767;
+  std::vector<int> steps;
+  if (n.op == tfl::kConv2d) {
+    const auto* p = static_cast<const tfl::ConvParams*>(n.builtin_data);
+    steps = {p->stride_width, p->stride_height, p->dilation_width, p->dilation_height};
+  } else if (n.op == tfl::kDepthwiseConv2d) {
+    const auto* p = static_cast<const tfl::DepthwiseConvParams*>(n.builtin_data);
+    steps = {p->stride_width, p->stride_height, p->dilation_width, p->dilation_height};
+  } else if (n.op == tfl::kAveragePool2d || n.op == tfl::kMaxPool2d) {
+    const auto* p = static_cast<const tfl::PoolParams*>(n.builtin_data);
+    steps = {p->stride_width, p->stride_height, p->filter_width, p->filter_height};
+  }
+  for (int s : steps)
+    if (s > kMaxStep)
+      return "node " + std::to_string(n.index) + " has a stride, dilation or window of " +
+             std::to_string(s) + " (above " + std::to_string(kMaxStep) + ")";
+  return "";
+}
 
 std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n) {
   for (int t : n.inputs) {
