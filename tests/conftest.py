@@ -161,7 +161,6 @@ SANITIZE_FILES = {
     "test_fusion_squeeze.py",
     "test_fusion_depthwise.py",
     "test_cpu_warmup.py",
-    "test_cpu_warmup_default.py",
     "test_warm_up_plugin.py",
 }
 
