@@ -40,6 +40,7 @@ class ResultSummary(TypedDict):
     init_ms: float
     driver_setup_ms: float
     first_ms: float
+    first_on_cpu: bool  # cpu_warmup: the first result came from TFLite's CPU kernels
     rss_mb: float
     device_mb: float
     delegated_nodes: int
@@ -106,6 +107,7 @@ class Result:
     # (0 when an earlier delegate or warm_up() did it).
     driver_setup_ms: float = 0.0
     first_ms: float = 0.0
+    first_on_cpu: bool = False
     runs_ms: list[float] = field(default_factory=list)
     rss_mb: float = 0.0  # resident set size growth over interpreter creation + first run
     device_mb: float = 0.0
@@ -133,6 +135,7 @@ class Result:
             init_ms=self.init_ms,
             driver_setup_ms=self.driver_setup_ms,
             first_ms=self.first_ms,
+            first_on_cpu=self.first_on_cpu,
             rss_mb=self.rss_mb,
             device_mb=self.device_mb,
             delegated_nodes=self.delegated_nodes,
@@ -229,6 +232,7 @@ class _Runner:
         if self.delegate is not None and self.delegate.stats().cpu_invokes:
             # cpu_warmup: that result came from TFLite's CPU kernels while the programs built;
             # what follows compares and times the device's.
+            self.result.first_on_cpu = True
             self.delegate.wait_ready()
             self.run(feeds)
         self.result.rss_mb = _rss_mb() - self._rss0

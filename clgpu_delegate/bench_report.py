@@ -57,6 +57,11 @@ def _table(report: BenchReport) -> list[str]:
                 f"overlap it) + {r['init_ms'] - r['driver_setup_ms']:.1f} ms delegate and "
                 "interpreter"
             )
+        if r.get("first_on_cpu"):
+            lines.append(
+                f"{'':<10}first: TFLite's CPU kernels ran it while the programs built "
+                "(cpu_warmup); the other rows time the device"
+            )
     return lines
 
 

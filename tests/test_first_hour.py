@@ -21,3 +21,18 @@ def test_load_names_every_partitioning() -> None:
     assert "\n" not in msg
     for name in ("cost", "all", "none", "measure"):
         assert name in msg
+
+
+def test_bench_says_when_the_first_result_came_from_the_cpu(run_python) -> None:
+    """With the warm-up (the default), bench's first result is TFLite's CPU kernels' while the
+    programs build; it says so, and its other rows (and the comparison) are the device's."""
+    p = run_python(
+        ["-m", "clgpu_delegate", "bench", "--model", "lenet5", "--partitioning", "all",
+         "--runs", "3"],
+        env={"CLGPU_CPU_WARMUP": "1", "CLGPU_SETUP_DELAY_MS": "1500"},
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "first: TFLite's CPU kernels ran it while the programs built" in p.stdout
+    row = next(line for line in p.stdout.splitlines() if line.startswith("delegate"))
+    assert float(row.split()[-2]) > 0, row  # max abs: the device's numbers, not the CPU's own
