@@ -41,7 +41,15 @@ def delegation_summary(
     left = [n for n in nodes if not n.delegated]
     cost = [n for n in left if n.reason.startswith("cost:")]
     off = [n for n in left if n.reason == "partitioning=none"]
-    cannot = [n for n in left if n not in cost and n not in off]
+    # A FLOAT16 / sparse weight's DEQUANTIZE / DENSIFY or a shape computation: the delegate
+    # folds it only into a delegated reader, so it stays with readers the CPU runs.
+    follows = [
+        n
+        for n in left
+        if (n.reason.startswith("only a ") and "feeding" in n.reason)
+        or n.reason == "its output is also read by an op that stays on the CPU"
+    ]
+    cannot = [n for n in left if n not in cost and n not in off and n not in follows]
     why = []
     if off:
         why.append(f"partitioning none claims nothing ({len(off)} nodes)")
@@ -53,6 +61,10 @@ def delegation_summary(
             )
         else:
             why.append(f"the cost model estimates the CPU faster for {len(cost)}")
+    if follows:
+        ops = collections.Counter(n.op_name for n in follows).most_common(3)
+        named = ", ".join(f"{op} x{k}" for op, k in ops)
+        why.append(f"{len(follows)} weight or shape nodes stay with their CPU readers ({named})")
     if cannot:
         ops = collections.Counter(n.op_name for n in cannot).most_common(3)
         named = ", ".join(f"{op} x{k}" for op, k in ops)

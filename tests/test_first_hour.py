@@ -36,3 +36,18 @@ def test_bench_says_when_the_first_result_came_from_the_cpu(run_python) -> None:
     assert "first: TFLite's CPU kernels ran it while the programs built" in p.stdout
     row = next(line for line in p.stdout.splitlines() if line.startswith("delegate"))
     assert float(row.split()[-2]) > 0, row  # max abs: the device's numbers, not the CPU's own
+
+
+def test_inspect_says_why_weight_nodes_stay(runtime: str) -> None:
+    """A FLOAT16 weight's DEQUANTIZE stays on the CPU because its reader does (here the cost
+    model keeps the conv there): the summary says so, not that the delegate cannot run it."""
+    from clgpu_delegate.modelgen import ModelBuilder
+    from clgpu_delegate.report import inspect_model
+
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (1, 8, 8, 3))
+    b.output(b.conv2d(x, b.rand((4, 3, 3, 3)), b.rand((4,)), fp16_weights=True))
+    report = inspect_model(b.build(), runtime=runtime, partitioning="none")
+    summary = report.summary()
+    assert "weight or shape nodes stay with their CPU readers (DEQUANTIZE x" in summary, summary
+    assert "does not run" not in summary, summary
