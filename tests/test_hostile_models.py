@@ -175,7 +175,9 @@ def test_a_graph_read_before_written_is_left_to_the_cpu(
     assert all("out of order" in x["reason"] for x in d.decisions() if x["op_name"] != "SIN")
 
 
-def test_an_op_output_that_is_also_a_constant_is_not_claimed(runtime: str) -> None:
+def test_an_op_output_that_the_model_also_gives_data_is_the_ops(runtime: str) -> None:
+    """TFLite's kernels overwrite such data: the op is claimed like any other and its reader
+    reads what it computes (tests/test_hostile_constants.py compares the outputs)."""
     b = ModelBuilder(seed=1)
     y = b.conv2d(b.input("x", (1, 5, 5, 3)), b.rand((4, 3, 3, 3)), b.rand((4,)))
     b.output(b.add(y, b.rand((4,))))
@@ -183,8 +185,7 @@ def test_an_op_output_that_is_also_a_constant_is_not_claimed(runtime: str) -> No
     t.data = np.full(t.shape, 7.0, np.float32)
     d = clgpu_delegate.load()
     make_interpreter(b.build(), [d], runtime=runtime, reference=True)
-    conv = next(x for x in d.decisions() if x["op_name"] == "CONV_2D")
-    assert not conv["delegated"] and "constant model data" in conv["reason"], conv
+    assert all(x["delegated"] for x in d.decisions()), d.decisions()
 
 
 SIZE_CHILD = """

@@ -13,6 +13,7 @@
 #include "delegate/claim.h"
 #include "delegate/cost_model.h"
 #include "graph/validate.h"
+#include "ops/cpu_kernel_rules.h"
 #include "ops/densify.h"
 #include "ops/op.h"
 #include "ops/shape_folding.h"
@@ -275,6 +276,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
         d.op_name = h->name;
         try {
           d.reason = !whole.empty() ? whole : CheckNodeCommon(graph, n);
+          if (d.reason.empty()) d.reason = CheckCpuOperandRanks(graph, n);
           if (d.reason.empty()) d.reason = h->check(graph, n);
         } catch (const std::exception& e) {
           d.reason = "could not read the node: " + What(e);

@@ -1,9 +1,6 @@
 #include "graph/validate.h"
 
 #include <map>
-#include <vector>
-
-#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
@@ -73,42 +70,6 @@ std::string CheckGraphOrder(const GraphView& g, const std::vector<NodeInfo>& nod
   return "";
 }
 
-namespace {
-// Operands whose rank TFLite's CPU kernels check at prepare: a model they refuse must fail there
-// too, not run on the device.
-struct RankRule {
-  int op;
-  size_t input;
-  size_t rank;
-  const char* what;
-};
-constexpr RankRule kRankRules[] = {
-    {tfl::kDepthwiseConv2d, 2, 1, "DEPTHWISE_CONV_2D's bias"},
-    {tfl::kSplitV, 1, 1, "SPLIT_V's size_splits"},
-};
-}  // namespace
-
-std::string CpuKernelUnsafe(const NodeInfo& n) {
-  if (!n.builtin_data) return "";
-  constexpr int kMaxStep = 32767;
-  std::vector<int> steps;
-  if (n.op == tfl::kConv2d) {
-    const auto* p = static_cast<const tfl::ConvParams*>(n.builtin_data);
-    steps = {p->stride_width, p->stride_height, p->dilation_width, p->dilation_height};
-  } else if (n.op == tfl::kDepthwiseConv2d) {
-    const auto* p = static_cast<const tfl::DepthwiseConvParams*>(n.builtin_data);
-    steps = {p->stride_width, p->stride_height, p->dilation_width, p->dilation_height};
-  } else if (n.op == tfl::kAveragePool2d || n.op == tfl::kMaxPool2d) {
-    const auto* p = static_cast<const tfl::PoolParams*>(n.builtin_data);
-    steps = {p->stride_width, p->stride_height, p->filter_width, p->filter_height};
-  }
-  for (int s : steps)
-    if (s > kMaxStep)
-      return "node " + std::to_string(n.index) + " has a stride, dilation or window of " +
-             std::to_string(s) + " (above " + std::to_string(kMaxStep) + ")";
-  return "";
-}
-
 std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n) {
   for (int t : n.inputs) {
     if (t == -1) continue;  // an absent optional input: the op's own check says if it may be
@@ -116,11 +77,6 @@ std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n) {
   }
   for (int t : n.outputs)
     if (!g.valid_tensor(t)) return "output tensor index " + std::to_string(t) + " is invalid";
-  for (const RankRule& r : kRankRules)
-    if (n.op == r.op && HasInput(n, r.input) && g.shape(n.inputs[r.input]).size() != r.rank)
-      return std::string(r.what) + " has rank " +
-             std::to_string(g.shape(n.inputs[r.input]).size()) + ", TFLite's kernel takes " +
-             std::to_string(r.rank);
   for (const auto* list : {&n.inputs, &n.outputs})
     for (int t : *list) {
       if (t < 0 || !g.tensor(t).dims) continue;

@@ -32,12 +32,6 @@ std::string CheckGraphOrder(const GraphView& g, const std::vector<NodeInfo>& nod
 // kMaxTensorElements, and constants holding at least their declared shape's bytes.
 std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n);
 
-// Why TFLite's own CPU kernel for this node may write out of bounds, or "": a convolution or pool
-// with a stride, dilation or window beyond 32767 (tflite_runtime 2.14's CONV_2D wrote past its
-// arena at stride 65537; with part of the model delegated, the smaller arena turned that into a
-// heap corruption where the CPU alone got through). The delegate then claims nothing.
-std::string CpuKernelUnsafe(const NodeInfo& n);
-
 // The node's input list: exactly `required` present inputs, then at most `optional` more, each
 // present or -1 when `absent_ok` (TFLite refuses a -1 where its kernel reads the input, e.g.
 // CONV_2D's bias). `op` names the node in the reason.

@@ -1,0 +1,56 @@
+#include "ops/cpu_kernel_rules.h"
+
+#include <vector>
+
+#include "graph/validate.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+struct RankRule {
+  int op;
+  size_t input;
+  size_t rank;
+  const char* what;
+};
+// CONV_2D's kernel checks only its bias' element count, FULLY_CONNECTED's and TRANSPOSE_CONV's
+// likewise.
+constexpr RankRule kRankRules[] = {
+    {tfl::kDepthwiseConv2d, 2, 1, "DEPTHWISE_CONV_2D's bias"},
+    {tfl::kSplitV, 1, 1, "SPLIT_V's size_splits"},
+};
+constexpr int kMaxStep = 32767;
+
+}  // namespace
+
+std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n) {
+  for (const RankRule& r : kRankRules)
+    if (n.op == r.op && HasInput(n, r.input) && g.shape(n.inputs[r.input]).size() != r.rank)
+      return std::string(r.what) + " has rank " +
+             std::to_string(g.shape(n.inputs[r.input]).size()) + ", TFLite's kernel takes " +
+             std::to_string(r.rank);
+  return "";
+}
+
+std::string CpuKernelUnsafe(const NodeInfo& n) {
+  if (!n.builtin_data) return "";
+  std::vector<int> steps;
+  if (n.op == tfl::kConv2d) {
+    const auto* p = static_cast<const tfl::ConvParams*>(n.builtin_data);
+    steps = {p->stride_width, p->stride_height, p->dilation_width, p->dilation_height};
+  } else if (n.op == tfl::kDepthwiseConv2d) {
+    const auto* p = static_cast<const tfl::DepthwiseConvParams*>(n.builtin_data);
+    steps = {p->stride_width, p->stride_height, p->dilation_width, p->dilation_height};
+  } else if (n.op == tfl::kAveragePool2d || n.op == tfl::kMaxPool2d) {
+    const auto* p = static_cast<const tfl::PoolParams*>(n.builtin_data);
+    steps = {p->stride_width, p->stride_height, p->filter_width, p->filter_height};
+  }
+  for (int s : steps)
+    if (s > kMaxStep)
+      return "node " + std::to_string(n.index) + " has a stride, dilation or window of " +
+             std::to_string(s) + " (above " + std::to_string(kMaxStep) + ")";
+  return "";
+}
+
+}  // namespace clgpu

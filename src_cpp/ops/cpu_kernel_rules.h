@@ -1,0 +1,22 @@
+// What TFLite's own CPU kernels refuse or mishandle, checked before the delegate claims: a model
+// the CPU refuses must fail as it does without the delegate, and a model whose CPU part may run
+// out of bounds keeps TFLite's arena as the CPU alone has it.
+#pragma once
+
+#include <string>
+
+#include "graph/graph.h"
+
+namespace clgpu {
+
+// An operand whose rank the node's CPU kernel checks at prepare (a DEPTHWISE_CONV_2D bias of
+// rank 2, SPLIT_V's size_splits of shape [2, 1]): why the node is not claimed, or "".
+std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n);
+
+// Why TFLite's CPU kernel for this node may write out of bounds, or "": a convolution or pool
+// with a stride, dilation or window beyond 32767 (tflite_runtime 2.14's CONV_2D wrote past its
+// arena at stride 65537; with part of the model delegated, the smaller arena turned that into a
+// heap corruption where the CPU alone got through). The delegate then claims nothing.
+std::string CpuKernelUnsafe(const NodeInfo& n);
+
+}  // namespace clgpu
