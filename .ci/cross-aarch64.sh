@@ -147,10 +147,10 @@ check_plugin() {
   # Defined dynamic symbols, less the version-node names (type A) a version script adds.
   exports=$("$TRIPLE"-nm -D --defined-only --format=posix "$so" | awk '$2 != "A" {print $1}' |
             sed 's/@.*//' | sort -u)
-  expected=$(printf '%s\n' tflite_plugin_create_delegate tflite_plugin_destroy_delegate)
+  expected=$(printf '%s\n' clgpu_driver_lock tflite_plugin_create_delegate tflite_plugin_destroy_delegate)
   echo "exported: $(echo $exports)"
   [[ $exports == "$expected" ]] ||
-    die "the plugin must export exactly the two entry points, it exports:"$'\n'"$exports"
+    die "the plugin must export exactly the two entry points and its driver lock, it exports:"$'\n'"$exports"
   needed=$("$TRIPLE"-readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
   echo "DT_NEEDED: $(echo $needed)"
   if grep -qi 'libOpenCL' <<<"$needed"; then die "the plugin links libOpenCL (DT_NEEDED)"; fi

@@ -1,5 +1,5 @@
 """The Python-free plugin's binary interface: it exports exactly TFLite's two external-delegate
-entry points and does not link libOpenCL (OpenCL is dlopen'ed at run time, so one .so works
+entry points (and the OpenCL start lock the Python extension shares) and does not link libOpenCL (OpenCL is dlopen'ed at run time, so one .so works
 with any ICD and on phones). .ci/cross-aarch64.sh checks the same on the aarch64 build."""
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ import pytest
 
 import clgpu_delegate
 
-ENTRY_POINTS = {"tflite_plugin_create_delegate", "tflite_plugin_destroy_delegate"}
+# TFLite's two entry points, and the process's OpenCL start lock the Python extension's copy of
+# the code takes (src_cpp/cl/driver_lock.h).
+ENTRY_POINTS = {
+    "tflite_plugin_create_delegate",
+    "tflite_plugin_destroy_delegate",
+    "clgpu_driver_lock",
+}
 
 
 @pytest.fixture(scope="module")
