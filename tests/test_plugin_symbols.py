@@ -1,6 +1,7 @@
 """The Python-free plugin's binary interface: it exports exactly TFLite's two external-delegate
-entry points (and the OpenCL start lock the Python extension shares) and does not link libOpenCL (OpenCL is dlopen'ed at run time, so one .so works
-with any ICD and on phones). .ci/cross-aarch64.sh checks the same on the aarch64 build."""
+entry points (and the OpenCL start lock the Python extension shares) and does not link libOpenCL
+(OpenCL is dlopen'ed at run time, so one .so works with any ICD and on phones).
+.ci/cross-aarch64.sh checks the same on the aarch64 build."""
 
 from __future__ import annotations
 
