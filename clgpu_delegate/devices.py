@@ -146,4 +146,14 @@ def format_table(devs: list[Device]) -> str:
         for r in [head, *rows]
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    # The two probed columns are ours, not OpenCL's terms: say what their words mean.
+    lines.append(
+        "fp16: half-precision arithmetic; '(probed)': a compile test found it where the "
+        "driver does not advertise cl_khr_fp16 (NVIDIA), or the reverse"
+    )
+    lines.append(
+        "int8: the int8 kernels' dot product: dp4a (NVIDIA's instruction), khr "
+        "(cl_khr_integer_dot_product), portable (plain OpenCL C multiply-adds, correct on any "
+        "device, slower); - not probed (--no-probe)"
+    )
     return "\n".join(lines)

@@ -153,17 +153,27 @@ class Profile:
         """Text table: kernels by total time, then per-partition transfer/compute split."""
         if not self.enabled:
             return "profiling is off: create the delegate with load(profiling=True)"
+        if not self.kernels and not any(p.invokes for p in self.partitions):
+            return (
+                "profile: no kernel was timed (nothing was delegated, or no invoke ran on the "
+                "device yet); `inspect` says why nodes stay on the CPU"
+            )
         rows = self.top(limit or len(self.kernels))
         total = sum(k.total_ms for k in self.kernels) or 1.0
+        # Text columns as wide as their longest entry: fused algorithm names
+        # ("implicit_gemm+ADD+RELU6") and kernel names outgrow any fixed width.
+        w_op = max([18, *(len(k.op) for k in rows)])
+        w_alg = max([14, *(len(k.algorithm) for k in rows)])
+        w_ker = max([24, *(len(k.kernel) for k in rows)])
         lines = [
-            f"{'node':>5} {'op':<18} {'algorithm':<14} {'kernel':<24} {'calls':>6} "
+            f"{'node':>5} {'op':<{w_op}} {'algorithm':<{w_alg}} {'kernel':<{w_ker}} {'calls':>6} "
             f"{'mean ms':>9} {'%':>5} {'GFLOP/s':>9} {'GB/s':>7}  shape"
         ]
         for k in rows:
             lines.append(
-                f"{k.node:>5} {k.op:<18} {k.algorithm:<14} {k.kernel:<24} {k.count:>6} "
-                f"{k.mean_ms:>9.4f} {100 * k.total_ms / total:>5.1f} {k.gflops:>9.1f} "
-                f"{k.gbytes_per_s:>7.1f}  {k.shape}"
+                f"{k.node:>5} {k.op:<{w_op}} {k.algorithm:<{w_alg}} {k.kernel:<{w_ker}} "
+                f"{k.count:>6} {k.mean_ms:>9.4f} {100 * k.total_ms / total:>5.1f} "
+                f"{k.gflops:>9.1f} {k.gbytes_per_s:>7.1f}  {k.shape}"
             )
         lines.append("")
         lines.append(
