@@ -142,6 +142,9 @@ def load(
         "profiling": profiling,
         **advanced,
     }
+    if isinstance(options.get("serialization_dir"), (str, os.PathLike)):
+        # '~' as Python paths take it; the delegate makes only the last directory (README).
+        options["serialization_dir"] = os.path.expanduser(options["serialization_dir"])
     if partitioning not in (None, "cost", "all", "none", "measure"):
         raise ValueError(
             f"invalid value {partitioning!r} for option 'partitioning'; valid values: cost, all, "

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
 
 #include "cl/environment.h"
 #include "common/log.h"
@@ -33,18 +32,6 @@ struct Header {
 
 uint64_t EntryHash(const std::string& key, const unsigned char* payload, size_t n) {
   return HashBytes(payload, n, HashBytes(key.data(), key.size()));
-}
-
-void MakeDirs(const std::string& path) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') cur = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += part + "/";
-    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return;
-  }
 }
 
 // Reads exactly n bytes (read() may return fewer).
@@ -115,7 +102,8 @@ std::string BinaryCache::PathFor(const std::string& key) const {
 // serialization_dir is the user's (a link there is theirs to make); the model_token directory
 // inside it is ours: a link planted in its place is neither read nor written through.
 int BinaryCache::OpenDirectory(bool create) const {
-  if (create) MakeDirs(base_);
+  // One level: the options checked that its parent exists (options.cc).
+  if (create && mkdir(base_.c_str(), 0755) != 0 && errno != EEXIST) return -1;
   Fd base(open(base_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (base.get() < 0) return -1;
   if (token_.empty()) return dup(base.get());

@@ -111,20 +111,11 @@ bool ReadFile(const std::string& path, const DeviceInfo& dev, DeviceCosts* out) 
   return true;
 }
 
-void MakeDirs(const std::string& path) {
-  std::string cur;
-  for (size_t i = 0; i <= path.size(); ++i)
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      cur = path.substr(0, i);
-      if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return;
-    }
-}
-
 // Atomic (temp file + rename, like the program cache): readers see the old file or the new
 // one. rename() replaces a link itself, never what it points to.
 void WriteFile(const std::string& path, const std::string& dir, const DeviceInfo& dev,
                const DeviceCosts& c) {
-  MakeDirs(dir);
+  mkdir(dir.c_str(), 0755);  // one level, as the program cache (options.cc)
   std::string text = FileKey(dev);
   char buf[80];
   for (const Field& f : kFields) {

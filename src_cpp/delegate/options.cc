@@ -1,5 +1,7 @@
 #include "delegate/options.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -37,6 +39,29 @@ int ParseNonNegativeInt(const std::string& key, const std::string& v) {
     throw OptionError("invalid value '" + v + "' for option '" + key +
                       "'; expected a non-negative integer");
   return static_cast<int>(x);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The delegate makes serialization_dir itself, never its parents: a mistyped path would
+// otherwise leave a tree of directories behind (and '~' is not expanded here: it would be
+// made in the working directory).
+void CheckSerializationDir(const std::string& dir) {
+  if (dir.empty() || IsDirectory(dir)) return;
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0)
+    throw OptionError("option 'serialization_dir': " + dir + " exists and is not a directory");
+  std::string parent = dir;
+  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
+  const size_t slash = parent.rfind('/');
+  parent = slash == std::string::npos ? "." : slash == 0 ? "/" : parent.substr(0, slash);
+  if (!IsDirectory(parent))
+    throw OptionError("option 'serialization_dir': " + parent +
+                      " does not exist; create it first (the delegate makes only the last "
+                      "directory of the path)");
 }
 
 }  // namespace
@@ -85,6 +110,7 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       OneOf(key, value, allowed);
       o.conv_algorithm = value;
     } else if (key == "serialization_dir") {
+      CheckSerializationDir(value);
       o.serialization_dir = value;
     } else if (key == "model_token") {
       if (value.find('/') != std::string::npos || value == ".." || value == ".")
