@@ -154,13 +154,28 @@ class _GraphBuilder:
         """Whether tensor `t` is a constant (has a data buffer)."""
         return self._check(t).data is not None
 
-    def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> int:
-        """Adds a graph input; zero-size dimensions are allowed."""
+    def input(
+        self,
+        name: str,
+        shape: Sequence[int],
+        dtype: str = "float32",
+        signature: Sequence[int] | None = None,
+    ) -> int:
+        """Adds a graph input; zero-size dimensions are allowed. `signature`: its shape
+        signature, -1 for a dynamic dimension (the model then declares 1 there, as converters
+        write it; the graph is built at `shape`)."""
         if dtype not in _INPUT_DTYPES:
             raise ValueError(f"input dtype must be one of {list(_INPUT_DTYPES)}, got {dtype!r}")
         if any(int(d) < 0 for d in shape):
             raise ValueError(f"input shape must not be negative, got {tuple(shape)}")
+        if signature is not None and (
+            len(signature) != len(shape)
+            or any(s not in (-1, d) for s, d in zip(signature, shape, strict=True))
+        ):
+            raise ValueError(f"signature {tuple(signature)} does not fit shape {tuple(shape)}")
         t = self._new("input", shape, _INPUT_DTYPES[dtype], name=name)
+        if signature is not None:
+            self._tensors[t].signature = tuple(int(s) for s in signature)
         self._inputs.append(t)
         return t
 

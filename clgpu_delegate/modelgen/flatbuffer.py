@@ -49,6 +49,9 @@ class _Tensor:
     data: npt.NDArray[Any] | None = None  # constant payload: a private little-endian C-order copy
     quant: QuantParams | None = None
     sparsity: Any = None  # a sparse constant's SparsityParameters (_sparse.SparseEncoding)
+    # An input's shape signature (-1: a dynamic dimension, written as 1 in its shape, as
+    # converters do); the graph is built at `shape`.
+    signature: Shape | None = None
 
 
 @dataclass
@@ -99,12 +102,17 @@ def write_model(
                 buffers.append(_table(fb, "Buffer", {"Data": _Bytes(t.data)}))
         tensors = []
         for i, t in enumerate(g.tensors):
+            shape = list(t.shape)
+            if t.signature is not None:
+                shape = [1 if s == -1 else d for d, s in zip(shape, t.signature, strict=True)]
             tensor: dict[str, Any] = {
-                "Shape": list(t.shape),
+                "Shape": shape,
                 "Type": _TYPES[t.dtype],
                 "Buffer": buffer_of.get(i, 0),
                 "Name": fb.CreateString(t.name),
             }
+            if t.signature is not None:
+                tensor["ShapeSignature"] = list(t.signature)
             if t.sparsity is not None:
                 tensor["Sparsity"] = t.sparsity
             if t.quant is not None:
