@@ -21,6 +21,15 @@ from ._errors import (
     require_extra,
 )
 
+# The delegate options with a flag of their own, and the flag's choices (None: free text).
+PARTITIONINGS = ("cost", "all", "none", "measure")
+PRECISIONS = ("fp32", "fp16", "auto")
+_FLAG_CHOICES: dict[str, tuple[str, ...] | None] = {
+    "device": None,
+    "partitioning": PARTITIONINGS,
+    "precision": PRECISIONS,
+}
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, not the usage block
@@ -63,6 +72,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
     checks.check_output(args.output, "-o")
     if args.name not in checks.zoo_models():
         raise checks.UsageError(f"unknown model {args.name!r} (`clgpu-delegate models` lists them)")
+    checks.check_size(args.name, args.size)
     from .modelgen import zoo
 
     opts: dict[str, object] = {"size": args.size} if args.size else {}
@@ -88,9 +98,8 @@ def _cmd_model(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     model = checks.resolve_model(args.model, None, None)
     checks.check_runtime(args.runtime)
-    opts: dict[str, Any] = checks.delegate_options(
-        args.option, ("device", "partitioning", "precision")
-    )
+    shapes = checks.input_shapes(args.input_shape)
+    opts: dict[str, Any] = checks.delegate_options(args.option, _FLAG_CHOICES)
     from .report import format_report, inspect_model
 
     opts["device"] = args.device
@@ -101,26 +110,34 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         from .modelgen import zoo
 
         model = str(zoo.path(model))
-    print(format_report(inspect_model(model, runtime=args.runtime, **opts)))
+    print(format_report(inspect_model(model, runtime=args.runtime, input_shapes=shapes, **opts)))
     return 0
 
 
 def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
     require_extra("bench", "the benchmark", "tqdm", *checks.MODEL_EXTRA)
     model = checks.resolve_model(args.model_path, args.model, args.size)
+    checks.check_size(model, args.size)
     checks.check_runtime(args.runtime)
+    shapes = checks.input_shapes(args.input_shape)
+    if shapes and not Path(model).is_file():
+        raise checks.UsageError(
+            "--input-shape applies to a .tflite file; a built-in model takes --size"
+        )
+    threads = checks.threads(args.threads)
     checks.check_output(args.json, "--json")
     checks.check_output(args.plot, "--plot")
     if args.plot:
         require_extra("plot", "--plot", "matplotlib")
-    opts = checks.delegate_options(args.option, ("device", "partitioning", "precision"))
+    opts = checks.delegate_options(args.option, _FLAG_CHOICES)
     from .bench import format_report, plot_report, run_benchmark, write_json
 
     report = run_benchmark(
         model,
         size=args.size,
         runs=args.runs,
-        threads=args.threads,
+        threads=threads,
+        input_shapes=shapes,
         runtime=args.runtime,
         profile=args.profile,
         device=args.device,
@@ -130,12 +147,21 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
     )
     report["command"] = ["clgpu-delegate", *argv]
     print(format_report(report))
+    if report.get("interrupted"):
+        n = [r["runs"] for r in report["results"]]
+        print(
+            f"interrupted: {n[0]} CPU and {n[1]} delegate runs of {args.runs} timed",
+            file=sys.stderr,
+        )
+        return 130
     if args.check_precision:
         from .modelgen import zoo
         from .precision import check_precision
 
         path = model if Path(model).is_file() else str(zoo.path(model, **_size(args.size)))
-        checked = check_precision(path, runtime=report["runtime"], device=args.device, **opts)
+        checked = check_precision(
+            path, runtime=report["runtime"], device=args.device, input_shapes=shapes, **opts
+        )
         print("\nper-node error with every supported node delegated, against the CPU reference:")
         print(checked.table())
         report["check_precision"] = asdict(checked)
@@ -169,7 +195,7 @@ def _add_delegate_args(p: argparse.ArgumentParser, runtimes: list[str]) -> None:
     p.add_argument(
         "--precision",
         default="fp32",
-        choices=["fp32", "fp16", "auto"],
+        choices=PRECISIONS,
         help="fp16: half storage, float arithmetic; auto: fp16 on GPUs (default: fp32)",
     )
     p.add_argument(
@@ -177,6 +203,15 @@ def _add_delegate_args(p: argparse.ArgumentParser, runtimes: list[str]) -> None:
         choices=runtimes,
         default=None,
         help="the TFLite interpreter package (default: $CLGPU_RUNTIME, else the first installed)",
+    )
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        type=checks.input_shape,
+        metavar="NAME:D1,D2",
+        help="a .tflite input's shape, for a model with dynamic dimensions (e.g. "
+        "serving_default_input:0:1,1280; NAME may be left out for the only input); repeatable",
     )
     p.add_argument(
         "-o",
@@ -218,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--fp16-weights", action="store_true", help="FLOAT16 weights + DEQUANTIZE")
 
-    parts = ["cost", "all", "none", "measure"]
+    parts = list(PARTITIONINGS)
     p = sub.add_parser("inspect", help="show which nodes the delegate runs, and why not the rest")
     p.add_argument("model", help=f"a .tflite file, or a built-in model ({listed})")
     p.add_argument(
@@ -254,9 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         "supported node; none; measure: time the plans first, run the fastest (default: as "
         "load(): $CLGPU_PARTITIONING, else cost)",
     )
-    p.add_argument(
-        "--runs", type=checks.positive, default=20, help="timed runs per row (default: 20)"
-    )
+    p.add_argument("--runs", type=checks.runs, default=20, help="timed runs per row (default: 20)")
     p.add_argument("--threads", type=checks.positive, help="CPU threads (default: every core)")
     p.add_argument("--profile", action="store_true", help="also print the delegate's top ops")
     p.add_argument(
@@ -285,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (ClgpuError, ImportError, ValueError, OSError) as e:
+    except (ClgpuError, ImportError, ValueError, OSError, RuntimeError) as e:
+        # RuntimeError: what TFLite raises (a model its kernels refuse at invoke).
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
 

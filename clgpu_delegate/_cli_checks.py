@@ -30,6 +30,75 @@ def positive(text: str) -> int:
     return value
 
 
+# More timed runs than this is a typo, not a benchmark (a million runs of a 0.03 ms model
+# already take half a minute).
+MAX_RUNS = 1_000_000
+# A built-in model at more than this many times its default input size: activations grow with
+# its square (pynet --size 20000 would need hundreds of GB).
+MAX_SIZE_FACTOR = 4
+
+
+def runs(text: str) -> int:
+    value = positive(text)
+    if value > MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RUNS:,} timed runs, got {text}")
+    return value
+
+
+def check_size(name: str, size: int | None) -> None:
+    """A built-in model's --size within MAX_SIZE_FACTOR times its default."""
+    fn = zoo_models().get(name)
+    if size is None or fn is None:
+        return
+    default = describe(fn)[0]
+    if size > MAX_SIZE_FACTOR * default:
+        raise UsageError(
+            f"--size {size}: at most {MAX_SIZE_FACTOR * default} for {name} "
+            f"({MAX_SIZE_FACTOR}x its default {default}; its activations grow with the size "
+            "squared)"
+        )
+
+
+def threads(value: int | None) -> int | None:
+    """--threads, at most the host's cores: more only makes the CPU row's threads wait for
+    each other. Warns on stderr when it lowers the count."""
+    import sys
+
+    cores = os.cpu_count() or 1
+    if value is not None and value > cores:
+        print(
+            f"warning: --threads {value}: this machine has {cores} cores; using {cores}",
+            file=sys.stderr,
+        )
+        return cores
+    return value
+
+
+def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """NAME:1,1280 (the last ':' ends the name: TFLite names hold ':0'), or 1,1280 for a
+    model's only input."""
+    name, _, dims = text.rpartition(":")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(d < 1 for d in shape):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME:D1,D2,... (positive sizes; NAME may be left out for a model's only "
+            f"input), got {text!r}"
+        )
+    return name, shape
+
+
+def input_shapes(pairs: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]] | None:
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in pairs:
+        if name in out:
+            raise UsageError(f"--input-shape {name or '(the only input)'}: given twice")
+        out[name] = shape
+    return out or None
+
+
 def key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -116,13 +185,23 @@ def check_runtime(runtime: str | None) -> None:
         )
 
 
-def delegate_options(pairs: list[tuple[str, str]], flags: tuple[str, ...]) -> dict[str, Any]:
+def delegate_options(
+    pairs: list[tuple[str, str]], flags: dict[str, tuple[str, ...] | None]
+) -> dict[str, Any]:
+    """-o KEY=VALUE pairs checked against the delegate's keys; `flags` maps the options that
+    have a flag of their own to that flag's choices (None: any value)."""
     from ._native import core
 
     keys = core().option_keys()
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in flags:
+            choices = flags[key]
+            if choices is not None and value not in choices:  # suggest no flag that fails too
+                raise UsageError(
+                    f"-o {key}={value}: {value!r} is not a {key}; use --{key} "
+                    f"{'|'.join(choices)} instead"
+                )
             raise UsageError(f"-o {key}={value}: use --{key} {value} instead")
         if key not in keys:
             raise UsageError(

@@ -7,19 +7,19 @@ from __future__ import annotations
 import gc
 import os
 import platform
-import statistics
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ._errors import require_extra
 from .bench_report import format_report, plot_report, timing_warnings, write_json
+from .bench_result import BenchReport, Result
 from .results import MemoryReport
+from .runtime import InputShapes
 
 __all__ = [
     "BenchReport",
@@ -31,123 +31,6 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "mobilenet_v2"
-
-
-class ResultSummary(TypedDict):
-    """`Result` as the report holds it: its fields less the runs, plus their statistics."""
-
-    name: str
-    init_ms: float
-    driver_setup_ms: float
-    first_ms: float
-    first_on_cpu: bool  # cpu_warmup: the first result came from TFLite's CPU kernels
-    rss_mb: float
-    device_mb: float
-    delegated_nodes: int
-    total_nodes: int
-    partitions: int
-    max_abs_diff: float
-    max_rel_diff: float
-    median_ms: float
-    p90_ms: float
-    min_ms: float
-    runs: int
-
-
-class BenchReport(TypedDict):
-    """What run_benchmark() returns and `bench --json` writes (a JSON document)."""
-
-    model: str
-    model_source: str  # the .tflite path, or "built-in" (clgpu_delegate.modelgen.zoo)
-    size: int | None  # a built-in model's input size, when not its default
-    date: str
-    host: str
-    cpu_threads: int
-    runs: int  # timed runs asked for (each row's "runs" says how many were made)
-    runtime: str  # the interpreter package that ran both rows
-    device: str | None
-    device_type: str | None
-    driver: str | None
-    delegate_options: dict[str, str]
-    results: list[ResultSummary]  # cpu, delegate
-    # How many nodes the delegate runs and, if not all, why the others stay on the CPU.
-    delegation: str
-    # CPU median / delegate median; None when the delegate runs nothing (both rows are then
-    # the same CPU kernels, and their ratio is noise).
-    speedup: float | None
-    speedup_min: float | None  # the same from the fastest runs
-    warnings: list[str]  # why the medians may not be trusted (few runs, a wide spread)
-    # "alternating": a CPU run, a delegate run, ...; "alternating blocks of N runs": N of
-    # each in turn; "blocks": every CPU run, then every delegate run (an OpenCL device on the
-    # CPU's own cores).
-    timing: str
-    # Set by the command line: its arguments and `--check-precision`'s per-node errors.
-    command: NotRequired[list[str]]
-    check_precision: NotRequired[dict[str, Any]]
-    plan: NotRequired[dict[str, Any]]  # partitioning="measure": plan()'s winner and medians
-    # MemoryReport.to_dict() less the partitions (their `arenas` stay).
-    memory: NotRequired[dict[str, Any]]
-    # With profile=True: from a second, profiled delegate (see _profile).
-    profile: NotRequired[dict[str, Any]]  # Profile.to_dict()
-    profile_table: NotRequired[str]
-    profile_note: NotRequired[str]  # why there is no profile
-    kernel_ms_per_invoke: NotRequired[float]
-    kernel_ms_per_invoke_as_timed: NotRequired[float]
-    event_overhead_us: NotRequired[float]
-    kernel_share_of_invoke: NotRequired[float | None]
-
-
-@dataclass
-class Result:
-    """One configuration's measurements (times in milliseconds)."""
-
-    name: str
-    init_ms: float = 0.0
-    # Of init_ms, the OpenCL driver's device listing + context creation: once per process
-    # (0 when an earlier delegate or warm_up() did it).
-    driver_setup_ms: float = 0.0
-    first_ms: float = 0.0
-    first_on_cpu: bool = False
-    runs_ms: list[float] = field(default_factory=list)
-    rss_mb: float = 0.0  # resident set size growth over interpreter creation + first run
-    device_mb: float = 0.0
-    delegated_nodes: int = 0
-    total_nodes: int = 0
-    partitions: int = 0
-    max_abs_diff: float = 0.0
-    max_rel_diff: float = 0.0
-
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.runs_ms) if self.runs_ms else float("nan")
-
-    @property
-    def p90_ms(self) -> float:
-        return float(np.percentile(self.runs_ms, 90)) if self.runs_ms else float("nan")
-
-    @property
-    def min_ms(self) -> float:
-        return min(self.runs_ms) if self.runs_ms else float("nan")
-
-    def summary(self) -> ResultSummary:
-        return ResultSummary(
-            name=self.name,
-            init_ms=self.init_ms,
-            driver_setup_ms=self.driver_setup_ms,
-            first_ms=self.first_ms,
-            first_on_cpu=self.first_on_cpu,
-            rss_mb=self.rss_mb,
-            device_mb=self.device_mb,
-            delegated_nodes=self.delegated_nodes,
-            total_nodes=self.total_nodes,
-            partitions=self.partitions,
-            max_abs_diff=self.max_abs_diff,
-            max_rel_diff=self.max_rel_diff,
-            median_ms=self.median_ms,
-            p90_ms=self.p90_ms,
-            min_ms=self.min_ms,
-            runs=len(self.runs_ms),
-        )
 
 
 def _rss_mb() -> float:
@@ -193,9 +76,10 @@ class _Runner:
         delegate_options: dict[str, Any] | None,
         threads: int,
         runtime: str | None,
+        input_shapes: InputShapes | None = None,
     ) -> None:
         from .delegate import load
-        from .runtime import make_interpreter
+        from .runtime import allocate, make_interpreter
 
         self.result = Result(name)
         self.memory: MemoryReport | None = None  # after first()
@@ -206,7 +90,7 @@ class _Runner:
         self.interp = make_interpreter(
             model, [self.delegate] if self.delegate else None, runtime=runtime, num_threads=threads
         )
-        self.interp.allocate_tensors()
+        allocate(self.interp, input_shapes)
         self.result.init_ms = (time.perf_counter() - t0) * 1e3
         self._rss0 = rss0
         self.inputs = self.interp.get_input_details()
@@ -265,6 +149,7 @@ def run_benchmark(
     profile: bool = False,
     min_seconds: float = 0.0,
     block: int = 1,
+    input_shapes: InputShapes | None = None,
     **delegate_options: Any,
 ) -> BenchReport:
     """Benchmark CPU vs delegate on one model; returns a JSON-able report. With min_seconds,
@@ -276,10 +161,10 @@ def run_benchmark(
     delegate invoke that follows a CPU run, or any idle time, is slower than one right after
     the previous invoke (the GPU and the driver's threads idle meanwhile:
     bench/bench_idle_gap.py measures it); blocks time the delegate as an application that
-    invokes it in a loop sees it."""
+    invokes it in a loop sees it. input_shapes: {input name: shape} for a model whose
+    declared shapes it cannot run at (a dynamic dimension); "" names the only input. Ctrl-C
+    during the timed runs ends them: the report holds the runs made ("interrupted": True)."""
     require_extra("bench", "the benchmark", "tqdm", "tflite", "flatbuffers")
-    from tqdm import tqdm
-
     from .runtime import resolve_runtime
 
     if runs < 1:
@@ -293,13 +178,15 @@ def run_benchmark(
         delegate_options.pop("partitioning", None)
     measured = None
     if delegate_options.get("partitioning") == "measure":  # run what plan() measured fastest
-        from .planning import plan
+        from .planning import plan_in_child
 
         del delegate_options["partitioning"]
-        measured = plan(data, threads=threads, runtime=runtime, **delegate_options)
+        measured = plan_in_child(
+            data, threads=threads, runtime=runtime, input_shapes=input_shapes, **delegate_options
+        )
         delegate_options = dict(measured.options)
-    cpu = _Runner("cpu", data, None, threads, runtime)
-    gpu = _Runner("delegate", data, delegate_options, threads, runtime)
+    cpu = _Runner("cpu", data, None, threads, runtime, input_shapes)
+    gpu = _Runner("delegate", data, delegate_options, threads, runtime, input_shapes)
     rng = np.random.default_rng(0)
     feeds = [rng.standard_normal(d["shape"]).astype(d["dtype"]) for d in cpu.inputs]
     cpu.first(feeds)
@@ -312,26 +199,18 @@ def run_benchmark(
     assert gpu.delegate is not None  # delegate options were given
     dev = gpu.delegate.device
     # An OpenCL device on the host's own cores keeps its worker threads busy after a run,
-    # which slows a CPU run right after it: there each row is timed in a block of its own.
-    blocks = dev.type == "cpu" and gpu.result.delegated_nodes > 0
-    gc.disable()  # a collection inside a timed run is noise
-    try:
-        groups = ([cpu], [gpu]) if blocks else ([cpu, gpu],)
-        bar = tqdm(total=runs * len(groups), desc=f"bench {name}", disable=not progress)
-        for rows in groups:
-            t_end = time.perf_counter() + min_seconds / len(groups)
-            while len(rows[0].result.runs_ms) < runs or time.perf_counter() < t_end:
-                for r in rows:
-                    for _ in range(block):
-                        r.result.runs_ms.append(r.run(feeds))
-                bar.update(block)
-        bar.close()
-    finally:
-        gc.enable()
+    # which slows a CPU run right after it: there each row is timed in a block of its own. So
+    # are two rows that both run TFLite's CPU kernels (nothing delegated): each interpreter's
+    # thread pool spins after its run and took the cores from the other (lenet5 on 2 cores:
+    # 4 ms a run alternating, 0.03 ms in a block).
+    blocks = dev.type == "cpu" or gpu.result.delegated_nodes == 0
+    groups = ([cpu], [gpu]) if blocks else ([cpu, gpu],)
+    interrupted = _time_rows(groups, feeds, runs, min_seconds, block, name, progress)
     from .report import delegation_summary
 
     results = [cpu.result.summary(), gpu.result.summary()]
     delegated = gpu.result.delegated_nodes > 0
+    compared = delegated and bool(cpu.result.runs_ms) and bool(gpu.result.runs_ms)
     report: BenchReport = {
         "model": name,
         "model_source": source,
@@ -350,8 +229,8 @@ def run_benchmark(
         },
         "results": results,
         "delegation": delegation_summary(gpu.delegate.decisions(), gpu.result.partitions, dev.type),
-        "speedup": cpu.result.median_ms / gpu.result.median_ms if delegated else None,
-        "speedup_min": cpu.result.min_ms / gpu.result.min_ms if delegated else None,
+        "speedup": cpu.result.median_ms / gpu.result.median_ms if compared else None,
+        "speedup_min": cpu.result.min_ms / gpu.result.min_ms if compared else None,
         "warnings": timing_warnings(results) + _load_warning(),
         "timing": "blocks"
         if blocks
@@ -366,11 +245,46 @@ def run_benchmark(
             )
     if gpu.memory is not None:
         report["memory"] = {k: v for k, v in gpu.memory.to_dict().items() if k != "partitions"}
-    if profile and delegated:
+    if input_shapes:
+        report["input_shapes"] = {k: list(v) for k, v in input_shapes.items()}
+    if interrupted:
+        report["interrupted"] = True
+    elif profile and delegated:
         _profile(report, data, delegate_options, threads, runtime, feeds, gpu.result)
     elif profile:
         report["profile_note"] = "profile: nothing was delegated, so there are no kernels to time"
     return report
+
+
+def _time_rows(
+    groups: tuple[list[_Runner], ...],
+    feeds: list[npt.NDArray[Any]],
+    runs: int,
+    min_seconds: float,
+    block: int,
+    name: str,
+    progress: bool,
+) -> bool:
+    """The timed runs, appended to each row's result; True when Ctrl-C ended them (the runs
+    made so far are kept: a long benchmark interrupted still reports what it measured)."""
+    from tqdm import tqdm
+
+    gc.disable()  # a collection inside a timed run is noise
+    bar = tqdm(total=runs * len(groups), desc=f"bench {name}", disable=not progress)
+    try:
+        for rows in groups:
+            t_end = time.perf_counter() + min_seconds / len(groups)
+            while len(rows[0].result.runs_ms) < runs or time.perf_counter() < t_end:
+                for r in rows:
+                    for _ in range(block):
+                        r.result.runs_ms.append(r.run(feeds))
+                bar.update(block)
+    except KeyboardInterrupt:
+        return True
+    finally:
+        bar.close()
+        gc.enable()
+    return False
 
 
 def _profile(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import require_extra
 
 if TYPE_CHECKING:
-    from .bench import BenchReport, ResultSummary
+    from .bench_result import BenchReport, ResultSummary
 
 # Fewer timed runs than this and a median is one or two samples: any hiccup is the result.
 MIN_RUNS = 5
@@ -84,6 +84,8 @@ def _memory(m: dict[str, Any]) -> list[str]:
 
 
 def _speedup(report: BenchReport) -> str:
+    if report.get("interrupted") and report["speedup"] is None:
+        return "interrupted (Ctrl-C): the rows hold the runs made until then; no speed-up"
     if report["speedup"] is None:
         return (
             "no speed-up to report: the delegate ran nothing, so both rows timed TFLite's own "
@@ -115,10 +117,15 @@ def format_report(report: BenchReport) -> str:
     if report.get("memory"):
         lines += _memory(report["memory"])
     lines.append(report["delegation"])
-    if report.get("timing") == "blocks":
+    if report.get("timing") == "blocks" and report["speedup"] is not None:
         lines.append(
             "timed in blocks, every CPU run first: the OpenCL device runs on the CPU's own "
             "cores, and its busy worker threads would slow CPU runs alternating with it"
+        )
+    elif report.get("timing") == "blocks":
+        lines.append(
+            "timed in blocks, every CPU run first: two interpreters' CPU thread pools "
+            "alternating take the cores from each other"
         )
     lines.append(_speedup(report))
     lines += [f"warning: {w}" for w in report["warnings"]]

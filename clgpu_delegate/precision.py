@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .runtime import InputShapes
+
 
 @dataclass
 class NodeError:
@@ -91,6 +93,7 @@ def check_precision(
     seed: int = 0,
     jump_factor: float = 10.0,
     inputs: Sequence[npt.NDArray[Any]] | None = None,
+    input_shapes: InputShapes | None = None,
     **options: Any,
 ) -> PrecisionReport:
     """Run `model` on the CPU reference and with the delegate at each precision, and
@@ -99,15 +102,15 @@ def check_precision(
     whose fp16 (last precision) error is `jump_factor` times the largest error before
     it and at least 1e-3 relative. `inputs` (graph order) replaces the seeded N(0, 1)
     ones. Nodes whose values exceed the fp16 range on these inputs are listed in
-    `fp16_overflow` (fp16 storage saturates them)."""
+    `fp16_overflow` (fp16 storage saturates them). `input_shapes`: as `run_benchmark()`'s."""
     from .delegate import load
-    from .runtime import make_interpreter
+    from .runtime import allocate, make_interpreter
 
     if isinstance(model, str):
         with open(model, "rb") as f:
             model = f.read()
     ref = make_interpreter(model, reference=True, runtime=runtime, preserve_all_tensors=True)
-    ref.allocate_tensors()
+    allocate(ref, input_shapes)
     rng = np.random.default_rng(seed)
     details = ref.get_input_details()
     if inputs is not None and len(inputs) != len(details):
@@ -159,7 +162,7 @@ def check_precision(
             device=device, precision=prec, partitioning="all", capture_tensors=True, **options
         )
         interp = make_interpreter(model, [delegate], runtime=runtime, reference=True)
-        interp.allocate_tensors()
+        allocate(interp, input_shapes)
         delegate.wait_ready()  # cpu_warmup: the device's activations, not the CPU's
         for i, x in feeds.items():
             interp.set_tensor(i, x)

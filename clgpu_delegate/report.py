@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .results import NodeDecision
+from .runtime import InputShapes
 
 
 @functools.cache
@@ -104,20 +105,28 @@ class InspectReport:
         return delegation_summary(self.nodes, len(self.partitions), self.device_type)
 
 
-def inspect_model(model: str | bytes, runtime: str | None = None, **options: Any) -> InspectReport:
+def inspect_model(
+    model: str | bytes,
+    runtime: str | None = None,
+    input_shapes: InputShapes | None = None,
+    **options: Any,
+) -> InspectReport:
     """Apply a delegate made by `load(**options)` to `model` and report its decisions and
     partitions (the same defaults as `load()`: partitioning "cost" unless set; "measure"
-    reports the plan `plan()` measured fastest)."""
+    reports the plan `plan()` measured fastest). With `input_shapes` (as `run_benchmark()`'s)
+    the model is also prepared at those shapes, so one it cannot run at fails here."""
     from .delegate import load
-    from .runtime import make_interpreter
+    from .runtime import allocate, make_interpreter
 
     if options.get("partitioning") == "measure":
         from .planning import plan
 
         options.pop("partitioning")
-        options = dict(plan(model, runtime=runtime, **options).options)
+        options = dict(plan(model, runtime=runtime, input_shapes=input_shapes, **options).options)
     delegate = load(**options)
     interp = make_interpreter(model, [delegate], runtime=runtime)
+    if input_shapes:
+        allocate(interp, input_shapes)
     dev = delegate.device
     report = InspectReport(
         device=dev.name,

@@ -4,7 +4,9 @@ ai_edge_litert (3.11 and 3.12+). `CLGPU_RUNTIME` picks one explicitly."""
 from __future__ import annotations
 
 import importlib
+import math
 import os
+import re
 from typing import Any
 
 from .modelfile import verify_model
@@ -80,3 +82,72 @@ def make_interpreter(
             mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         )
     return mod.Interpreter(**kwargs)
+
+
+# Input shapes given by name: {"serving_default_input:0": (1, 1280)}; "" names a model's only
+# input.
+InputShapes = dict[str, tuple[int, ...]]
+# An input this large is a typo (--input-shape 1,1280000000), not a model: TFLite would fail
+# deep in its arena with a message that names no input.
+_MAX_INPUT_ELEMENTS = 1 << 28
+
+
+def _fill_shapes(details: list[dict[str, Any]], shapes: InputShapes) -> dict[int, tuple[int, ...]]:
+    """{tensor index: shape} for `shapes`, checked against the inputs' signatures."""
+    names = [d["name"] for d in details]
+    out: dict[int, tuple[int, ...]] = {}
+    for name, shape in shapes.items():
+        if name == "" and len(details) == 1:
+            name = names[0]
+        if name not in names:
+            listed = ", ".join(names)
+            raise ValueError(
+                f"input shape for {name or '(unnamed)'!r}: the model's inputs are {listed}; "
+                "name one (NAME:1,1280)"
+            )
+        d = details[names.index(name)]
+        sig = [int(s) for s in d.get("shape_signature", d["shape"])]
+        # TFLite resizes any input to any shape and its prepare judges the result; a rank
+        # other than the model's is a typo.
+        if len(shape) != len(sig):
+            raise ValueError(
+                f"input {name!r}: shape {list(shape)} has rank {len(shape)}, the model's input "
+                f"{sig} rank {len(sig)} (-1: a dynamic dimension)"
+            )
+        if any(g < 1 for g in shape) or math.prod(shape) > _MAX_INPUT_ELEMENTS:
+            raise ValueError(
+                f"input {name!r}: shape {list(shape)}: every dimension must be at least 1 and "
+                f"the input at most {_MAX_INPUT_ELEMENTS} elements"
+            )
+        out[int(d["index"])] = tuple(shape)
+    return out
+
+
+def allocate(interp: Any, shapes: InputShapes | None = None) -> None:
+    """Resize the inputs to `shapes`, then allocate_tensors(). A model that TFLite cannot
+    prepare at those shapes (or, with none given, at its declared ones: a dynamic dimension
+    reads 1 there) raises ValueError in one line that says so and names its dynamic inputs."""
+    details = interp.get_input_details()
+    for index, shape in _fill_shapes(details, shapes or {}).items():
+        interp.resize_tensor_input(index, list(shape))
+    try:
+        interp.allocate_tensors()
+    except RuntimeError as e:
+        # TFLite's message: "<file> <what>\nNode number N (OP) failed to prepare...".
+        text = " ".join(str(e).split())
+        node = re.search(r"Node number \d+ \(\w+\) failed to prepare", text)
+        what = text.split(" Node number")[0].split(" ", 1)[-1].rstrip(".")
+        why = f"{node.group(0).replace('Node number', 'node')}: {what}" if node else text[:200]
+        dynamic = [
+            f"{d['name']}:{','.join('N' if s == -1 else str(s) for s in d['shape_signature'])}"
+            for d in details
+            if -1 in list(d.get("shape_signature", []))
+        ]
+        at = "the given input shapes" if shapes else "its declared input shapes"
+        hint = (
+            f"; give the inputs' shapes (--input-shape {' --input-shape '.join(dynamic)}, N a "
+            "size the model was made for)"
+            if dynamic
+            else ""
+        )
+        raise ValueError(f"the model cannot run at {at} ({why}){hint}") from None
