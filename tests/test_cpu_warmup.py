@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -257,7 +256,6 @@ def test_option_value_checked() -> None:
         clgpu_delegate.load(cpu_warmup="sometimes")
 
 
-CORPUS = Path.home() / ".cache" / "clgpu_delegate" / "public-models"
 # The corpus models the CPU reference runs as they are (oww_melspectrogram needs a resize first,
 # selfie_segmentation a custom op the runtime lacks).
 CORPUS_MODELS = [
@@ -277,13 +275,10 @@ CORPUS_MODELS = [
 
 
 @pytest.mark.parametrize("name", CORPUS_MODELS)
-def test_public_corpus(name: str, runtime: str, monkeypatch) -> None:
-    """Trained models (shared/models/fetch-public-models.sh; skipped where absent): every
-    partition warms up, its CPU invokes give the reference's numbers, the device its own."""
-    path = CORPUS / f"{name}.tflite"
-    if not path.exists():
-        pytest.skip(f"{path} is not there (shared/models/fetch-public-models.sh)")
-    model = path.read_bytes()
+def test_public_corpus(name: str, runtime: str, monkeypatch, public_model) -> None:
+    """Trained models (tests/public_models.py): every partition warms up, its CPU invokes give
+    the reference's numbers, the device its own."""
+    model = public_model(name).read_bytes()
     inputs, want = _reference(model, runtime)
     monkeypatch.setenv(HOLD, "3000")
     d, it = _warm(model, runtime)

@@ -1,15 +1,11 @@
-"""The public corpus's int8 models (~/.cache/clgpu_delegate/public-models, fetched by
-shared/models/fetch-public-models.sh; skipped where absent): claimed but for the int8 ops not
-implemented yet, and bit-exact against TFLite's reference kernels."""
+"""The public corpus's int8 models (tests/public_models.py fetches them): claimed but for the
+int8 ops not implemented yet, and bit-exact against TFLite's reference kernels."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from int8_parity import check_int8_parity
 
-CORPUS = Path.home() / ".cache" / "clgpu_delegate" / "public-models"
 # Model -> the ops left on the CPU and the partitions that leaves: with int8 MEAN and SOFTMAX
 # claimed, each runs whole in one partition.
 MODELS: dict[str, tuple[set[str], int]] = {
@@ -20,10 +16,8 @@ MODELS: dict[str, tuple[set[str], int]] = {
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_public_int8_model(runtime: str, name: str) -> None:
-    path = CORPUS / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not there (shared/models/fetch-public-models.sh)")
+def test_public_int8_model(runtime: str, name: str, public_model) -> None:
+    path = public_model(name)
     cpu_ops, partitions = MODELS[name]
     r = check_int8_parity(
         path.read_bytes(),
