@@ -5,7 +5,7 @@ GPU accelerator (CompiledModel, WebGPU on Vulkan; when available) and this deleg
     python bench/compare_cpu.py --set real [--dir DIR ...]
 
 The `zoo` set (default) is the package's own generated models; the `real` set is every .tflite
-under the --dir folders: by default the public corpus (../shared/models/fetch-public-models.sh)
+under the --dir folders: by default the public corpus (tests/public_models.py)
 and the Keras models bench/keras_models.py converts (needs TensorFlow). For real models the
 table also gives what `partitioning="all"` would claim, the coverage the default starts from.
 Writes bench/results/models[-real]-<device>.json and .md (device, driver, date, command) and a
