@@ -13,10 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 # Paths under the repository's own folders (or the shared folder beside it).
-PATH = re.compile(
-    r"`((?:\.\./shared/|\.ci/|docs/|bench/|tests/|src_cpp/|kernels/|clgpu_delegate/|dist/)"
-    r"[A-Za-z0-9_./*{},-]*)`"
-)
+_ROOTS = r"(?:\.\./shared/|\.ci/|docs/|bench/|tests/|src_cpp/|kernels/|clgpu_delegate/|dist/)"
+PATH = re.compile(rf"`({_ROOTS}[A-Za-z0-9_./*{{}},-]*)`")
+# The same paths inside a quoted command or a code block (`.venv/bin/python tests/x.py`).
+IN_COMMAND = re.compile(rf"(?<![\w/.-])({_ROOTS}[A-Za-z0-9_./*{{}},-]*[A-Za-z0-9_*}}])")
 
 
 def _exists(quoted: str) -> bool:
@@ -29,7 +29,7 @@ def _exists(quoted: str) -> bool:
 
 
 def test_quoted_paths_exist() -> None:
-    quoted = sorted(set(PATH.findall(README)))
+    quoted = sorted(set(PATH.findall(README)) | set(IN_COMMAND.findall(README)))
     assert len(quoted) > 10, quoted  # the pattern still finds the README's paths
     if not (ROOT.parent / "shared").is_dir():
         quoted = [q for q in quoted if not q.startswith("../shared/")]
