@@ -46,7 +46,10 @@ def _table(report: BenchReport) -> list[str]:
     for r in report["results"]:
         nodes = f"{r['delegated_nodes']}/{r['total_nodes']}" if r["name"] != "cpu" else "-"
         vals = [r["init_ms"], r["first_ms"], r["median_ms"], r["p90_ms"], r["min_ms"]]
-        row = "".join(f"{v:>11.3f}" for v in [*vals, r["rss_mb"], r["device_mb"]])
+        # A row without timed runs (Ctrl-C before its turn) has no statistics: "-", not nan.
+        row = "".join(
+            f"{v:>11.3f}" if v == v else f"{'-':>11}" for v in [*vals, r["rss_mb"], r["device_mb"]]
+        )
         row += f"{nodes:>11}{r['partitions'] if r['name'] != 'cpu' else '-':>11}"
         row += f"{r['max_abs_diff']:>11.2e}{r['max_rel_diff']:>11.2e}"
         lines.append(f"{r['name']:<10}" + row)

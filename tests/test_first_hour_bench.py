@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,7 +116,8 @@ def test_ctrl_c_prints_what_was_measured() -> None:
     )
     seen = b""
     assert p.stderr is not None
-    while b"bench lenet5" not in seen:  # the progress bar: the timed runs have begun
+    # The progress bar counting timed runs: some were made (tqdm redraws every 0.1 s).
+    while not re.search(rb"\| [1-9][0-9]*/2000000", seen):
         chunk = os.read(p.stderr.fileno(), 4096)
         assert chunk, seen.decode()[-2000:]
         seen += chunk
@@ -126,6 +128,7 @@ def test_ctrl_c_prints_what_was_measured() -> None:
     assert "Traceback" not in text, text[-3000:]
     cpu = next(ln for ln in out.decode().splitlines() if ln.startswith("cpu "))
     assert float(cpu.split()[3]) > 0, cpu  # the CPU row's median: measured, not lost
+    assert " nan " not in out.decode(), out.decode()  # a row not reached shows "-"
     last = text.strip().splitlines()[-1]
     assert last.startswith("interrupted: ") and "of 1000000 timed" in last, last
 
