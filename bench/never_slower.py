@@ -1,0 +1,152 @@
+"""Is the default plan never slower than the CPU alone or than `partitioning="all"`? (issue #42)
+
+Per model: the CPU alone (XNNPACK, --threads), the delegate with default options and with
+`partitioning="all"`, each in its own interpreter in this one process, timed in shuffled turns
+(clgpu_delegate.planning.time_candidates, as plan() times them) after the delegates' setup is
+done. A row passes when default_ms <= 1.05 x min(cpu_ms, all_ms).
+
+    python bench/never_slower.py [--zoo a,b] [--dir DIR ...] [--small] [--runs N]
+        [--min-seconds S] [--tag T] [--out bench/results]
+
+--small adds bench/small_models.py's set (keyword spotters float and int8, DS-CNNs, wide dense
+layers, a PRELU CNN, layout-chain audio CNN). Writes never-slower[-TAG]-<device>.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import clgpu_delegate
+from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.planning import Timed, _feeds, time_candidates
+from clgpu_delegate.runtime import make_interpreter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import small_models  # noqa: E402
+
+LIMIT = 1.05
+
+
+def _models(args: argparse.Namespace) -> list[tuple[str, bytes]]:
+    out = [(m, zoo.path(m).read_bytes()) for m in args.zoo.split(",") if m]
+    for folder in args.dir:
+        out += [
+            (p.stem, p.read_bytes()) for p in sorted(Path(folder).expanduser().glob("*.tflite"))
+        ]
+    if args.small:
+        out += [(name, make()) for name, make in small_models.models().items()]
+    return out
+
+
+def _time(data: bytes, args: argparse.Namespace, cpu_device: bool) -> dict[str, Any]:
+    made: dict[str, Timed] = {}
+    for name, opts in (("cpu", None), ("default", {}), ("all", {"partitioning": "all"})):
+        d = None if opts is None else clgpu_delegate.load(**opts)
+        made[name] = Timed(
+            lambda d=d: (d, make_interpreter(data, [d] if d else None, num_threads=args.threads))
+        )
+    for t in made.values():
+        t.interp.allocate_tensors()
+        if t.delegate is not None:
+            t.delegate.wait_ready()
+    feeds = _feeds(made["cpu"].inputs, 0)
+    time_candidates(list(made.values()), feeds, args.runs, 3, 1, cpu_device, args.min_seconds)
+    row: dict[str, Any] = {f"{k}_ms": statistics.median(t.times) for k, t in made.items()}
+    for k in ("default", "all"):
+        d = made[k].delegate
+        row[f"{k}_nodes"] = len(d.delegated_nodes())
+        row[f"{k}_partitions"] = len(d.partitions())
+    row["ratio"] = row["default_ms"] / min(row["cpu_ms"], row["all_ms"])
+    row["passes"] = row["ratio"] <= LIMIT
+    return row
+
+
+def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    ran = [r for r in rows if "skipped" not in r]
+    failing = [r["model"] for r in ran if not r["passes"]]
+    md = [
+        f"# Never slower than the CPU: {meta['device']}",
+        "",
+        f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, default "
+        f"options, medians of >= {meta['runs']} runs and >= {meta['min_seconds']} s per model in "
+        "shuffled turns in one process",
+        "",
+        f"command: `{meta['command']}`",
+        "",
+        f"rows: {len(ran)}; default <= {LIMIT} x min(CPU, all) on {len(ran) - len(failing)}"
+        + (f"; not on: {', '.join(failing)}" if failing else ""),
+        "",
+        "| model | CPU ms | default ms | all ms | default / min(CPU, all) | nodes default / all "
+        "| partitions default / all |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "skipped" in r:
+            md.append(f"| {r['model']} | skipped: {r['skipped']} ||||||")
+            continue
+        md.append(
+            f"| {r['model']} | {r['cpu_ms']:.3f} | {r['default_ms']:.3f} | {r['all_ms']:.3f} | "
+            f"{r['ratio']:.2f}{'' if r['passes'] else ' **over**'} | "
+            f"{r['default_nodes']} / {r['all_nodes']} | "
+            f"{r['default_partitions']} / {r['all_partitions']} |"
+        )
+    return "\n".join(md) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zoo", default=",".join(zoo.MODELS), help="built-in models")
+    ap.add_argument("--dir", action="append", default=[], help="a folder of .tflite files")
+    ap.add_argument("--small", action="store_true", help="add bench/small_models.py's set")
+    ap.add_argument("--runs", type=int, default=30, help="at least this many runs per plan")
+    ap.add_argument("--min-seconds", type=float, default=1.0, help="per model, all plans")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads")
+    ap.add_argument("--tag", default="", help="file name part: never-slower-TAG-<device>")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    args = ap.parse_args(argv)
+    dev = clgpu_delegate.select_device("auto")
+    rows: list[dict[str, Any]] = []
+    for name, data in _models(args):
+        try:
+            make_interpreter(data).allocate_tensors()
+        except Exception as e:  # noqa: BLE001 - custom ops etc.: the CPU itself cannot run it
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            rows.append({"model": name, "skipped": f"the CPU interpreter fails: {why}"[:160]})
+            print(f"{name:<36} skipped", flush=True)
+            continue
+        row = {"model": name, **_time(data, args, dev.type == "cpu")}
+        rows.append(row)
+        print(
+            f"{name:<36} cpu {row['cpu_ms']:8.3f} default {row['default_ms']:8.3f} all "
+            f"{row['all_ms']:8.3f}  {row['ratio']:.2f}{'' if row['passes'] else '  OVER'}",
+            flush=True,
+        )
+    meta = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "device": dev.name,
+        "driver": dev.driver_version,
+        "cpu_threads": args.threads,
+        "runs": args.runs,
+        "min_seconds": args.min_seconds,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "never-slower-" + (f"{args.tag}-" if args.tag else "")
+    stem += re.sub(r"[^A-Za-z0-9]+", "_", dev.name).strip("_")
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    (out / f"{stem}.md").write_text(_markdown(meta, rows))
+    print(out / f"{stem}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""Small models of the kinds where a GPU delegate is host-bound or a cost model misjudges
+(issue #42), built with the project's model builder (random He-scaled weights):
+
+- kws_mnv2_*: MobileNetV2-style inverted residuals over a spectrogram seen as (1, T, 1, F), as
+  keyword spotters are converted (71-110 nodes), float32 and int8;
+- ds_cnn_*: the classic depthwise-separable keyword spotter (conv 10x4/2, DS blocks, pool, FC);
+- dense_*: a few wide FULLY_CONNECTED layers (weight-bound on the CPU);
+- prelu_cnn: a face-landmark-style CNN of conv + PRELU residual blocks;
+- audio_layout: convolutions wrapped in the TRANSPOSE / RESHAPE / PAD / MIRROR_PAD chains that
+  NCHW converters emit.
+
+    python bench/small_models.py --out DIR      # writes DIR/<name>.tflite
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from clgpu_delegate.modelgen._layers import Net, start
+from clgpu_delegate.modelgen._ptq import quantize_model
+from clgpu_delegate.modelgen.builder import ModelBuilder
+
+
+def kws_mnv2(
+    frames: int = 98, bins: int = 104, blocks: int = 14, width: int = 32, seed: int = 0
+) -> bytes:
+    """Inverted residual blocks of 3x1 depthwise convs along time: expand 1x1, depthwise,
+    project 1x1, residual ADD where the shape allows."""
+    net, x = start((frames, 1), bins, seed, False)
+    x = net.conv(x, width, (3, 1), act="RELU6")
+    c = width
+    for i in range(blocks):
+        out = width * (1 + i // 5)
+        stride = 2 if i in (3, 8) else 1
+        y = net.conv(x, c * 4, 1, act="RELU6")
+        y = _dw_time(net, y, stride)
+        y = net.conv(y, out, 1, act=None, gain=1.0)
+        x = net.b.add(x, y) if stride == 1 and out == c else y
+        c = out
+    x = net.conv(x, 128, 1, act="RELU6")
+    _, h, w, _ = net.b.shape(x)
+    x = net.b.avg_pool2d(x, (h, w), 1)
+    x = net.b.reshape(x, (1, 128))
+    return net.finish(net.fc(x, 12, act=None, gain=1.0), True)
+
+
+def _dw_time(net: Net, x: int, stride: int) -> int:
+    """A 3x1 depthwise conv along time (axis H), ReLU6."""
+    c = net.channels(x)
+    w = net.b.rand((1, 3, 1, c), scale=math.sqrt(2.0 / 3))
+    return net.b.depthwise_conv2d(
+        x, w, net.b.rand((c,), scale=0.02), stride=(stride, 1), activation="RELU6"
+    )
+
+
+def ds_cnn(
+    frames: int = 49, bins: int = 10, width: int = 64, blocks: int = 4, seed: int = 0
+) -> bytes:
+    net, x = start((frames, bins), 1, seed, False)
+    x = net.conv(x, width, (10, 4), stride=2, act="RELU")
+    for _ in range(blocks):
+        x = net.dwconv(x, 3, 1, act="RELU")
+        x = net.conv(x, width, 1, act="RELU")
+    _, h, w, _ = net.b.shape(x)
+    x = net.b.reshape(net.b.avg_pool2d(x, (h, w), 1), (1, width))
+    return net.finish(net.fc(x, 12, act=None, gain=1.0), True)
+
+
+def dense(features: int = 1024, hidden: int = 2048, layers: int = 3, seed: int = 0) -> bytes:
+    net = Net(ModelBuilder(seed=seed))
+    x = net.b.input("features", (1, features))
+    for _ in range(layers - 1):
+        x = net.fc(x, hidden)
+    return net.finish(net.fc(x, 10, act=None, gain=1.0), True)
+
+
+def prelu_cnn(size: int = 192, width: int = 16, stages: int = 5, seed: int = 0) -> bytes:
+    """Conv + PRELU, then per stage: a stride-2 conv and two residual conv-PRELU blocks."""
+    net, x = start(size, 3, seed, False)
+    x = _prelu(net, net.conv(x, width, 3, stride=2, act=None))
+    c = width
+    for s in range(stages):
+        if s:
+            c = min(c * 2, 128)
+            x = _prelu(net, net.conv(x, c, 3, stride=2, act=None))
+        for _ in range(2):
+            y = _prelu(net, net.conv(x, c, 3, act=None))
+            y = net.conv(y, c, 3, act=None, gain=1.0)
+            x = _prelu(net, net.b.add(x, y))
+    _, h, w, _ = net.b.shape(x)
+    x = net.b.reshape(net.b.avg_pool2d(x, (h, w), 1), (1, c))
+    return net.finish(net.fc(x, 1404 // 3, act=None, gain=1.0), False)
+
+
+def _prelu(net: Net, x: int) -> int:
+    c = net.channels(x)
+    return net.b.prelu(x, net.b.rand((1, 1, c), scale=0.1) + 0.25)
+
+
+def audio_layout(
+    frames: int = 64, bins: int = 64, convs: int = 32, width: int = 32, seed: int = 0
+) -> bytes:
+    """Each conv as an NCHW converter writes it: TRANSPOSE to NHWC, MIRROR_PAD (or PAD), a VALID
+    conv, TRANSPOSE back, and a RESHAPE pair every other block."""
+    net, x = start((frames, bins), 1, seed, False)
+    b = net.b
+    x = b.transpose(x, (0, 3, 1, 2))  # the model's NCHW activations
+    for i in range(convs):
+        y = b.transpose(x, (0, 2, 3, 1))
+        pad = [(0, 0), (1, 1), (1, 1), (0, 0)]
+        y = b.mirror_pad(y, pad) if i % 2 else b.pad(y, pad)
+        stride = 2 if i in (4, 10, 18) else 1
+        y = net.conv(
+            y, width if i < 8 else width * 2, 3, stride=stride, act="RELU", padding="VALID"
+        )
+        y = b.transpose(y, (0, 3, 1, 2))
+        if i % 2:
+            shape = b.shape(y)
+            y = b.reshape(b.reshape(y, (1, shape[1], shape[2] * shape[3])), shape)
+        x = y
+    x = b.transpose(x, (0, 2, 3, 1))
+    _, h, w, c = b.shape(x)
+    x = b.reshape(b.avg_pool2d(x, (h, w), 1), (1, c))
+    return net.finish(net.fc(x, 35, act=None, gain=1.0), True)
+
+
+def models() -> dict[str, Callable[[], bytes]]:
+    """name -> builder of every model of this set (float; '_int8': the integer version)."""
+    float_models: dict[str, Callable[[], bytes]] = {
+        "kws_mnv2_small": lambda: kws_mnv2(blocks=17, width=24),
+        "kws_mnv2_large": lambda: kws_mnv2(frames=98, bins=40, blocks=20, width=32),
+        "ds_cnn_s": lambda: ds_cnn(width=64, blocks=4),
+        "ds_cnn_l": lambda: ds_cnn(width=276, blocks=5),
+        "dense_small": lambda: dense(features=256, hidden=512, layers=3),
+        "dense_wide": lambda: dense(features=1024, hidden=4096, layers=3),
+        "prelu_cnn": prelu_cnn,
+        "audio_layout": audio_layout,
+    }
+    out = dict(float_models)
+    for name in ("kws_mnv2_small", "kws_mnv2_large", "ds_cnn_s", "ds_cnn_l"):
+        out[name + "_int8"] = lambda f=float_models[name]: quantize_model(f(), samples=2)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="folder for the .tflite files")
+    ap.add_argument("--only", default="", help="comma-separated names (default: all)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, make in models().items():
+        if args.only and name not in args.only.split(","):
+            continue
+        (out / f"{name}.tflite").write_bytes(make())
+        print(out / f"{name}.tflite")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
