@@ -20,7 +20,9 @@ the device's work. Cases:
 - svm_pointers: N SVM pointers (clSetKernelArgSVMPointer), no buffer objects;
 - no_local: 4 buffers, the work-group size left to the driver;
 - alternate: 4 buffers, four kernels in turn (0, 1, 8 and 32 KiB of local memory each), as the
-  layers of a model follow each other;
+  layers of a model follow each other; alternate_no_local: four kernels without local memory;
+  alternate_same_local: four kernels of 8 KiB each (what alternating costs: the switch or the
+  local memory);
 - flush_each, flush_4, flush_64, no_flush: 4 buffers, a flush after every enqueue, every 4th,
   every 64th, none (the final clFinish submits).
 
@@ -58,6 +60,19 @@ __kernel void touch1(__global float* a) {
   }
 TOUCH_LOCAL(touch_l1, 256)
 TOUCH_LOCAL(touch_l2, 2048)
+TOUCH_LOCAL(touch_s1, 2048)
+TOUCH_LOCAL(touch_s2, 2048)
+TOUCH_LOCAL(touch_s3, 2048)
+#define TOUCH_PLAIN(name, k)                                                                   \\
+  __kernel void name(__global float* a, __global float* b, __global float* c, __global float* d, \\
+                     __global float* e, __global float* f, __global float* g, __global float* h, \\
+                     int i0, int i1, int i2, int i3, int i4, int i5, int i6, int i7, int i8,     \\
+                     int i9, int i10, int i11) {                                                 \\
+    if (get_global_id(0) == 0) a[0] += (float)(i0 * k + i11);                                    \\
+  }
+TOUCH_PLAIN(touch_p1, 2)
+TOUCH_PLAIN(touch_p2, 3)
+TOUCH_PLAIN(touch_p3, 5)
 TOUCH_LOCAL(touch_l3, 8192)
 __kernel void touch(__global float* a, __global float* b, __global float* c, __global float* d,
                     __global float* e, __global float* f, __global float* g, __global float* h,
@@ -71,8 +86,14 @@ __kernel void touch(__global float* a, __global float* b, __global float* c, __g
 class Cl:
     def __init__(self) -> None:
         self.cl = C.CDLL(os.environ.get("CLGPU_OPENCL_LIBRARY", "libOpenCL.so.1"))
-        for fn in ("clCreateContext", "clCreateProgramWithSource", "clCreateKernel",
-                   "clCreateBuffer", "clCreateCommandQueue", "clSVMAlloc"):
+        for fn in (
+            "clCreateContext",
+            "clCreateProgramWithSource",
+            "clCreateKernel",
+            "clCreateBuffer",
+            "clCreateCommandQueue",
+            "clSVMAlloc",
+        ):
             getattr(self.cl, fn).restype = PTR
         plats = (PTR * 8)()
         n = C.c_uint()
@@ -89,14 +110,17 @@ class Cl:
         if not self.device:
             raise SystemExit("no OpenCL device")
         err = C.c_int()
-        self.ctx = PTR(self.cl.clCreateContext(None, 1, C.byref(self.device), None, None,
-                                               C.byref(err)))
-        self.queue = PTR(self.cl.clCreateCommandQueue(self.ctx, self.device, C.c_uint64(0),
-                                                      C.byref(err)))
+        self.ctx = PTR(
+            self.cl.clCreateContext(None, 1, C.byref(self.device), None, None, C.byref(err))
+        )
+        self.queue = PTR(
+            self.cl.clCreateCommandQueue(self.ctx, self.device, C.c_uint64(0), C.byref(err))
+        )
         text = SOURCE.encode()
         s, ln = C.c_char_p(text), C.c_size_t(len(text))
-        prog = PTR(self.cl.clCreateProgramWithSource(self.ctx, 1, C.byref(s), C.byref(ln),
-                                                     C.byref(err)))
+        prog = PTR(
+            self.cl.clCreateProgramWithSource(self.ctx, 1, C.byref(s), C.byref(ln), C.byref(err))
+        )
         if self.cl.clBuildProgram(prog, 1, C.byref(self.device), b"", None, None):
             raise SystemExit("the probe kernel did not build")
         self.kernel = PTR(self.cl.clCreateKernel(prog, b"touch", C.byref(err)))
@@ -105,12 +129,25 @@ class Cl:
             PTR(self.cl.clCreateKernel(prog, name, C.byref(err)))
             for name in (b"touch_l1", b"touch_l2", b"touch_l3")
         ]
+        # Four kernels in turn that all use no local memory, or all the same 8 KiB: whether
+        # what alternating costs comes from switching kernels or from their local memory.
+        self.plain = [
+            PTR(self.cl.clCreateKernel(prog, n, C.byref(err)))
+            for n in (b"touch_p1", b"touch_p2", b"touch_p3")
+        ]
+        self.same_local = [
+            PTR(self.cl.clCreateKernel(prog, n, C.byref(err)))
+            for n in (b"touch_l2", b"touch_s1", b"touch_s2", b"touch_s3")
+        ]
 
     def buffer(self, host: PTR | None = None) -> PTR:
         err = C.c_int()
         flags = 1 | (8 if host else 0)  # CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR
-        return PTR(self.cl.clCreateBuffer(self.ctx, C.c_uint64(flags), C.c_size_t(4096), host,
-                                          C.byref(err)))
+        return PTR(
+            self.cl.clCreateBuffer(
+                self.ctx, C.c_uint64(flags), C.c_size_t(4096), host, C.byref(err)
+            )
+        )
 
     def svm(self) -> PTR | None:
         p = self.cl.clSVMAlloc(self.ctx, C.c_uint64(1), C.c_size_t(4096), C.c_uint(0))
@@ -134,6 +171,10 @@ class Case:
         # alternate: four kernels in turn (of 0, 1, 8 and 32 KiB of local memory), as a model's
         # layers are.
         self.kernels = [self.kernel] + (cl.others if name == "alternate" else [])
+        if name == "alternate_no_local":
+            self.kernels = [self.kernel, *cl.plain]
+        elif name == "alternate_same_local":
+            self.kernels = list(cl.same_local)
         self.glob = (C.c_size_t * 1)(64)
         self.local = (C.c_size_t * 1)(64) if local else None
         self.error = ""
@@ -194,6 +235,8 @@ CASES = [
     ("svm_pointers", 4, True, 16),
     ("no_local", 4, False, 16),
     ("alternate", 4, True, 16),
+    ("alternate_no_local", 4, True, 16),
+    ("alternate_same_local", 4, True, 16),
     ("flush_each", 4, True, 1),
     ("flush_4", 4, True, 4),
     ("flush_64", 4, True, 64),
@@ -220,8 +263,12 @@ def main(argv: list[str] | None = None) -> int:
                 times[i].append(cases[i].turn(args.enqueues))
     rows = []
     for i, c in enumerate(cases):
-        row: dict[str, Any] = {"case": c.name, "buffers": c.nbuf, "local": c.local is not None,
-                               "flush_every": c.every}
+        row: dict[str, Any] = {
+            "case": c.name,
+            "buffers": c.nbuf,
+            "local": c.local is not None,
+            "flush_every": c.every,
+        }
         if c.error:
             row["error"] = c.error
         else:
@@ -234,13 +281,23 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     from _common import device_info, write_results
 
-    meta = {**device_info(), "enqueues": args.enqueues, "rounds": args.rounds,
-            "host_cpus": os.cpu_count(),
-            "kernel": os.uname().release}
-    cols = [("case", "case"), ("buffers", "buffers"), ("local", "local size given"),
-            ("flush_every", "flush every"), ("enqueue_us", "host us per enqueue (median)"),
-            ("enqueue_min_us", "(min)"), ("per_kernel_us", "us per kernel, enqueue to finish"),
-            ("error", "error")]
+    meta = {
+        **device_info(),
+        "enqueues": args.enqueues,
+        "rounds": args.rounds,
+        "host_cpus": os.cpu_count(),
+        "kernel": os.uname().release,
+    }
+    cols = [
+        ("case", "case"),
+        ("buffers", "buffers"),
+        ("local", "local size given"),
+        ("flush_every", "flush every"),
+        ("enqueue_us", "host us per enqueue (median)"),
+        ("enqueue_min_us", "(min)"),
+        ("per_kernel_us", "us per kernel, enqueue to finish"),
+        ("error", "error"),
+    ]
     stem = "enqueue" + (f"-{args.tag}" if args.tag else "")
     print(f"wrote {write_results(stem, meta, rows, cols, Path(args.out))}")
     return 0
