@@ -261,6 +261,10 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     // may write out of bounds (graph/validate.h): TFLite's arena stays as the CPU alone has it.
     std::string whole = CheckGraphOrder(graph, nodes);
     if (!whole.empty()) whole = "the graph is out of order: " + whole;
+    if (std::string why = CheckWrittenConstants(graph, nodes); whole.empty() && !why.empty()) {
+      whole = why + ", which TFLite's partitioner takes for a constant";
+      Log(LogLevel::kWarning, "the delegate claims nothing in this model: " + whole);
+    }
     for (const NodeInfo& n : nodes)
       if (std::string why = CpuKernelUnsafe(n); whole.empty() && !why.empty()) {
         whole = why + ", which TFLite's own kernel may run out of bounds";

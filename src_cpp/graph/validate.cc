@@ -70,6 +70,18 @@ std::string CheckGraphOrder(const GraphView& g, const std::vector<NodeInfo>& nod
   return "";
 }
 
+std::string CheckWrittenConstants(const GraphView& g, const std::vector<NodeInfo>& nodes) {
+  for (const NodeInfo& n : nodes)
+    for (int t : n.outputs) {
+      if (!g.valid_tensor(t)) continue;
+      const TfLiteTensor& x = g.tensor(t);
+      if (x.allocation_type == kTfLiteMmapRo && x.data.raw != nullptr)
+        return "tensor " + g.name(t) + ", written by node " + std::to_string(n.index) +
+               ", also holds " + Count(x.bytes, "byte") + " of data in the model";
+    }
+  return "";
+}
+
 std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n) {
   for (int t : n.inputs) {
     if (t == -1) continue;  // an absent optional input: the op's own check says if it may be

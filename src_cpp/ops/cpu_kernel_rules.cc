@@ -19,6 +19,13 @@ struct RankRule {
 constexpr RankRule kRankRules[] = {
     {tfl::kDepthwiseConv2d, 2, 1, "DEPTHWISE_CONV_2D's bias"},
     {tfl::kSplitV, 1, 1, "SPLIT_V's size_splits"},
+    {tfl::kTranspose, 1, 1, "TRANSPOSE's perm"},
+    {tfl::kTransposeConv, 0, 1, "TRANSPOSE_CONV's output_shape"},
+    {tfl::kSlice, 1, 1, "SLICE's begin"},
+    {tfl::kSlice, 2, 1, "SLICE's size"},
+    {tfl::kStridedSlice, 1, 1, "STRIDED_SLICE's begin"},
+    {tfl::kStridedSlice, 2, 1, "STRIDED_SLICE's end"},
+    {tfl::kStridedSlice, 3, 1, "STRIDED_SLICE's strides"},
 };
 constexpr int kMaxStep = 32767;
 
