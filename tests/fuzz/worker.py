@@ -44,6 +44,9 @@ def _attempt(
     from clgpu_delegate.runtime import interpreter_module, make_interpreter
 
     claimed = 0
+    # A copy per interpreter: TFLite's kernels write into a model's bytes where a tensor they
+    # write also holds data in the model, and the next interpreter would read those values.
+    model = bytes(bytearray(model))
     try:
         delegate = clgpu_delegate.load(**options) if delegated else None
         if ref_kernels:
