@@ -145,8 +145,7 @@ class Worker:
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("CLGPU_PARTITIONING", "all")
-    # The device's results, not those of TFLite's CPU kernels while the programs build.
-    env.setdefault("CLGPU_CPU_WARMUP", "0")
+    env.setdefault("CLGPU_CPU_WARMUP", "0")  # the device's outputs, not the warm-up's CPU ones
     # Under AddressSanitizer (.ci/sanitize.sh) a mutated shape must fail its allocation, not
     # take the machine's memory: RLIMIT_AS cannot be used there.
     if "libasan" in env.get("LD_PRELOAD", ""):
