@@ -151,3 +151,20 @@ def test_cpu_kernel_that_may_overrun_keeps_the_model_on_the_cpu(runtime: str, ca
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
     assert capfd.readouterr().err.count("claims nothing in this model") == 1
+
+
+def test_absent_transpose_conv_input_is_not_read(runtime: str) -> None:
+    """A TRANSPOSE_CONV whose data input is -1 (found by the fuzzer): the delegate read that
+    tensor's shape from before TFLite's tensor array and crashed one run in three."""
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (1, 4, 5, 3))
+    y = b.transpose_conv(x, b.rand((4, 3, 3, 3)), (8, 10), bias=b.rand((4,)))
+    b.output(b.conv2d(y, b.rand((2, 3, 3, 4)), b.rand((2,))))
+    b._ops[0].inputs[2] = -1
+    model = b.build()
+    for _ in range(3):
+        d = clgpu_delegate.load(partitioning="all")
+        with pytest.raises((RuntimeError, ValueError)):
+            make_interpreter(model, [d], runtime=runtime, reference=True).allocate_tensors()
+        why = {x["op_name"]: x["reason"] for x in d.decisions()}
+        assert why["TRANSPOSE_CONV"] == "TRANSPOSE_CONV input is absent", why
