@@ -60,4 +60,18 @@ std::string CpuKernelUnsafe(const NodeInfo& n) {
   return "";
 }
 
+std::string WholeModelOnCpu(const GraphView& g, const std::vector<NodeInfo>& nodes, bool* warn) {
+  *warn = false;
+  if (std::string why = CheckGraphOrder(g, nodes); !why.empty())
+    return "the graph is out of order: " + why;
+  *warn = true;
+  if (std::string why = CheckWrittenConstants(g, nodes); !why.empty())
+    return why + ", which TFLite's partitioner takes for a constant";
+  for (const NodeInfo& n : nodes)
+    if (std::string why = CpuKernelUnsafe(n); !why.empty())
+      return why + ", which TFLite's own kernel may run out of bounds";
+  *warn = false;
+  return "";
+}
+
 }  // namespace clgpu

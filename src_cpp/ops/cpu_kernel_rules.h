@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "graph/graph.h"
 
@@ -18,5 +19,11 @@ std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n);
 // arena at stride 65537; with part of the model delegated, the smaller arena turned that into a
 // heap corruption where the CPU alone got through). The delegate then claims nothing.
 std::string CpuKernelUnsafe(const NodeInfo& n);
+
+// Why the delegate claims nothing in this model, or "": nodes that read tensors before they are
+// written (tflite_runtime 2.14's partitioner crashes on such a graph), a tensor a node writes that
+// also holds model data (TFLite's partitioner takes it for a constant), or a CPU kernel that may
+// run out of bounds (CpuKernelUnsafe). *warn: the reason deserves a warning (the last two).
+std::string WholeModelOnCpu(const GraphView& g, const std::vector<NodeInfo>& nodes, bool* warn);
 
 }  // namespace clgpu
