@@ -7,7 +7,8 @@ value:
 - the same weight in CONV_2D, every algorithm: the CPU's im2col multiplies the padded zeros by
   it, so those outputs are NaN (0 * NaN, 0 * Inf);
 - +-3e38 through RESIZE_BILINEAR (half-pixel weights reach 1.5625 and -0.3125): each corner's
-  weights multiply first and every product rounds before it is added, as the CPU's.
+  weights multiply first and every product rounds before it is added, as the CPU's;
+- +-3e38 through FULLY_CONNECTED (with and without RELU): sums saturate where the CPU's do.
 """
 
 from __future__ import annotations
@@ -117,4 +118,21 @@ def test_resize_bilinear_near_flt_max(half_pixel: bool, pattern: str, runtime: s
         signs = np.random.default_rng(2).random(x.shape) < 0.5
         x = np.where(signs, np.float32(3e38), np.float32(-3e38))
     got, ref = _outputs(_resize(half_pixel), runtime, x)
+    _same_specials(got, ref)
+
+
+@pytest.mark.parametrize("activation", [None, "RELU"])
+@pytest.mark.parametrize(("m", "k"), [(1, 40), (1, 37), (3, 40), (5, 37), (16, 40)])
+def test_fully_connected_near_flt_max(m: int, k: int, activation: str | None, runtime: str) -> None:
+    """+-3e38 inputs: the small-batch kernel splits each sum over 128 work-items, whose partial
+    sums overflowed to +Inf and -Inf (NaN) or to the other sign where TFLite's sum saturates at
+    +-FLT_MAX; such outputs are summed again in the CPU's order (index order, or Eigen's 4 lanes
+    for one row)."""
+    b = ModelBuilder(seed=m + k)
+    x = b.input("x", (m, k))
+    b.output(b.fully_connected(x, b.rand((24, k)), b.rand((24,)), activation=activation))
+    rng = np.random.default_rng(k)
+    xs = np.where(rng.random((m, k)) < 0.5, np.float32(3e38), np.float32(-3e38))
+    xs[:, ::3] = rng.standard_normal(xs[:, ::3].shape).astype(np.float32)
+    got, ref = _outputs(b.build(), runtime, xs)
     _same_specials(got, ref)
