@@ -168,3 +168,27 @@ def test_absent_transpose_conv_input_is_not_read(runtime: str) -> None:
             make_interpreter(model, [d], runtime=runtime, reference=True).allocate_tensors()
         why = {x["op_name"]: x["reason"] for x in d.decisions()}
         assert why["TRANSPOSE_CONV"] == "TRANSPOSE_CONV input is absent", why
+
+
+def test_expand_dims_gives_its_output_its_input_type(runtime: str) -> None:
+    """An EXPAND_DIMS of an int32 tensor whose output the model declares float32 (found by the
+    fuzzer): TFLite's kernel makes the output int32 at prepare, so the float ops reading it stay
+    on the CPU too (the delegate claimed them and its partition failed to prepare)."""
+    b = ModelBuilder(seed=10)
+    x = b.input("x", (2, 3))
+    y = b.expand_dims(b.add(x, b.rand((3,))), 0)
+    b.output(b.log_softmax(b.squeeze(y, (0,))))
+    b._ops[1].inputs[0] = b.const(np.arange(6, dtype=np.int32).reshape(2, 3))  # int32 data
+    model = b.build()
+    ref = make_interpreter(bytearray(model), runtime=runtime, reference=True)
+    ref.allocate_tensors()
+    inputs = random_inputs(ref.get_input_details())
+    want = run(ref, inputs)
+    d = clgpu_delegate.load(partitioning="all")
+    it = make_interpreter(bytearray(model), [d], runtime=runtime, reference=True)
+    it.allocate_tensors()
+    got = run(it, inputs)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    why = {x["op_name"]: x["reason"] for x in d.decisions()}
+    assert "not float32" in why["SQUEEZE"], why

@@ -256,6 +256,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     for (const NodeInfo* n : FoldConstantDequantizes(graph, nodes)) dequantizes.push_back(n);
     for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
 
+    InferCpuOutputTypes(graph, nodes);
     // Reasons to leave the whole model to the CPU (ops/cpu_kernel_rules.h).
     bool warn = false;
     const std::string whole = WholeModelOnCpu(graph, nodes, &warn);

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "tflite/builtin.h"
+
 namespace clgpu {
 namespace {
 
@@ -80,6 +82,15 @@ std::string CheckWrittenConstants(const GraphView& g, const std::vector<NodeInfo
                ", also holds " + Count(x.bytes, "byte") + " of data in the model";
     }
   return "";
+}
+
+void InferCpuOutputTypes(GraphView& g, const std::vector<NodeInfo>& nodes) {
+  for (const NodeInfo& n : nodes) {
+    if (n.op != tfl::kExpandDims || n.inputs.empty() || n.outputs.size() != 1) continue;
+    const int in = n.inputs[0], out = n.outputs[0];
+    if (g.valid_tensor(in) && g.valid_tensor(out) && g.type(in) != g.type(out))
+      g.SetInferredType(out, g.type(in));
+  }
 }
 
 std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n) {

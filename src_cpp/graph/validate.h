@@ -33,6 +33,11 @@ std::string CheckGraphOrder(const GraphView& g, const std::vector<NodeInfo>& nod
 // in AllocateTensors (ai_edge_litert): the model is left to the CPU whole.
 std::string CheckWrittenConstants(const GraphView& g, const std::vector<NodeInfo>& nodes);
 
+// Before any node is claimed: TFLite's EXPAND_DIMS gives its output its input's type at prepare,
+// whatever the model declares, so a node reading it sees that type (a float32 reader of an int32
+// EXPAND_DIMS failed the partition's prepare where the CPU ran the model). Recorded in g.
+void InferCpuOutputTypes(GraphView& g, const std::vector<NodeInfo>& nodes);
+
 // What every op's node must satisfy before its handler looks at it: valid tensor indices
 // (inputs may be -1, an absent optional input), shapes within
 // kMaxTensorElements, and constants holding at least their declared shape's bytes.
