@@ -192,3 +192,26 @@ def test_expand_dims_gives_its_output_its_input_type(runtime: str) -> None:
         np.testing.assert_array_equal(g, w)
     why = {x["op_name"]: x["reason"] for x in d.decisions()}
     assert "not float32" in why["SQUEEZE"], why
+
+
+def test_slice_past_its_input_keeps_the_model_on_the_cpu(runtime: str) -> None:
+    """A SLICE whose constant size leaves its input (found by the fuzzer): tflite_runtime 2.14's
+    kernel copies the box unchecked, past its output; with part of the model delegated the
+    smaller arena made that a heap corruption (malloc abort) where the CPU alone got through.
+    LiteRT's kernel refuses it. The delegate claims nothing. (Not invoked here: the CPU's own
+    kernel writes out of bounds.)"""
+    b = ModelBuilder(seed=11)
+    x = b.input("x", (1, 6, 8, 4))
+    y = b.slice(b.add(x, b.rand((4,))), (0, 1, 0, 1), (1, 2, 2, 3))
+    b.output(b.add(b.reshape(y, (2, 6)), b.rand((6,))))
+    t = b._check(b._ops[1].inputs[2])
+    t.data = np.array([1, 6, 8, 4], np.int32)
+    model = b.build()
+    d = clgpu_delegate.load(partitioning="all")
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    try:
+        it.allocate_tensors()
+    except RuntimeError as e:
+        assert "begin and size" in str(e) or "SLICE" in str(e)
+    assert not d.delegated_nodes()
+    assert all("SLICE past its input" in x["reason"] for x in d.decisions()), d.decisions()
