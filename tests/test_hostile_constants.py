@@ -215,3 +215,25 @@ def test_slice_past_its_input_keeps_the_model_on_the_cpu(runtime: str) -> None:
         assert "begin and size" in str(e) or "SLICE" in str(e)
     assert not d.delegated_nodes()
     assert all("SLICE past its input" in x["reason"] for x in d.decisions()), d.decisions()
+
+
+def test_gather_indices_with_negative_bytes_past_their_shape(runtime: str) -> None:
+    """GATHER indices [2, 0, 1] whose buffer holds three more values, one negative (found by the
+    fuzzer): LiteRT loads the longer buffer and its kernel refuses every negative value in it at
+    invoke; the delegate ran the gather. tflite_runtime refuses the buffer when it loads it."""
+    b = ModelBuilder(seed=12)
+    x = b.input("x", (1, 6, 8, 4))
+    b.output(b.add(b.gather(b.add(x, b.rand((4,))), [2, 0, 1], axis=3), b.rand((3,))))
+    t = b._check(b._ops[1].inputs[1])
+    t.data = np.array([2, 0, 1, 0, -7, 1], np.int32)  # written whole, its shape stays [3]
+    model = b.build()
+    outcomes = []
+    for delegates in (None, [clgpu_delegate.load(partitioning="all")]):
+        try:
+            it = make_interpreter(bytearray(model), delegates, runtime=runtime, reference=True)
+            it.allocate_tensors()
+            it.invoke()
+            outcomes.append("ran")
+        except (RuntimeError, ValueError) as e:
+            outcomes.append(str(e).split("Node")[0])
+    assert outcomes[0] != "ran" and outcomes[1] == outcomes[0], outcomes
