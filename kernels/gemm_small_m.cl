@@ -2,16 +2,18 @@
 // (squeeze-excite convs on a 1x1 map): C = act(A * B^T + bias [+ residual]), with A the activations
 // (row-major M x K, 1 <= M <= SM_MAX_M) and B the TFLite weights (row-major N x K). Needs common.cl.
 //
-// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max[, residual])
+// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max, b_max[, residual])
 //   __global const T* A [M][K]; __global const T* B [N][K]; __global const float* bias [N];
-//   __global T* C [M][N]; int M, N, K (1 <= M <= SM_MAX_M); float act_min, act_max; with
+//   __global T* C [M][N]; int M, N, K (1 <= M <= SM_MAX_M); float act_min, act_max; float
+//   b_max: the largest |B| (the host knows its constant weights; with TRACK_B_MAX the kernel
+//   finds it for its columns itself, for weights computed at run time); with
 //   HAS_RESIDUAL, __global const T* residual [M][N], added before the activation
 //   Batch-1 (or small batch) FULLY_CONNECTED: memory-bound, so B is read exactly once, coalesced
 //   along K; a group owns SM_N consecutive output columns, its SM_WG work-items stride over K and
 //   the partial sums are reduced in local memory. Where K * max|A row| * max|B row| reaches
 //   FLT_MAX an output is summed again in the order of TFLite's CPU kernel (its saturation).
 //   NDRange: 1-D. local = SM_WG (reqd_work_group_size), global = ceil(N / SM_N) * SM_WG.
-//   Defines: SM_WG (128, a power of two), SM_N (8), SM_MAX_M (8).
+//   Defines: SM_WG (128, a power of two), SM_N (8), SM_MAX_M (8), TRACK_B_MAX.
 
 #ifndef SM_WG
 #define SM_WG 128
@@ -48,22 +50,36 @@ static inline float cpu_order_dot(__global const T* a, __global const T* b, int 
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
-    __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM) {
+    __global T* restrict C, int M, int N, int K, float act_min, float act_max,
+    float b_max RESIDUAL_PARAM) {
   __local float red[SM_MAX_M * SM_N][SM_WG];
+  // The group's largest |A| per row, then (TRACK_B_MAX) |B| per column, as the bits of
+  // non-negative floats, whose int order is theirs (a NaN sorts above +Inf): one atomic_max per
+  // work-item and row, no reduction of their own.
+  __local int maxima[SM_MAX_M + SM_N];
 
   const int lid = get_local_id(0);
+  if (lid < SM_MAX_M + SM_N) maxima[lid] = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
   const int n0 = get_group_id(0) * SM_N;
   float acc[SM_MAX_M][SM_N];
-  // The largest |A| of each row and |B| of each column this work-item reads (overflow_guard).
-  float amax[SM_MAX_M], bmax[SM_N];
+  // The largest |A| of each row (and with TRACK_B_MAX |B| of each column) this work-item reads,
+  // per vector lane: the bound of the overflow guard below.
+  float4 amax[SM_MAX_M];
 #pragma unroll
   for (int m = 0; m < SM_MAX_M; ++m) {
-    amax[m] = 0.0f;
+    amax[m] = (float4)(0.0f);
 #pragma unroll
     for (int j = 0; j < SM_N; ++j) acc[m][j] = 0.0f;
   }
+#ifdef TRACK_B_MAX
+  float4 bmax[SM_N];
 #pragma unroll
-  for (int j = 0; j < SM_N; ++j) bmax[j] = 0.0f;
+  for (int j = 0; j < SM_N; ++j) bmax[j] = (float4)(0.0f);
+#define TRACK_B(j, v) bmax[j] = fmax(bmax[j], fabs(v))
+#else
+#define TRACK_B(j, v)
+#endif
 
   // Rows past N re-read row N-1 (always valid memory); their sums are never stored.
   int brow[SM_N];
@@ -77,13 +93,13 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
 #pragma unroll
       for (int j = 0; j < SM_N; ++j) {
         b[j] = LOADF4(B, brow[j] * K4 + k4);
-        bmax[j] = fmax(bmax[j], max4(fabs(b[j])));
+        TRACK_B(j, b[j]);
       }
 #pragma unroll
       for (int m = 0; m < SM_MAX_M; ++m) {
         if (m < M) {
           const float4 a = LOADF4(A, m * K4 + k4);
-          amax[m] = fmax(amax[m], max4(fabs(a)));
+          amax[m] = fmax(amax[m], fabs(a));
 #pragma unroll
           for (int j = 0; j < SM_N; ++j) acc[m][j] += dot(a, b[j]);
         }
@@ -95,13 +111,13 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
 #pragma unroll
       for (int j = 0; j < SM_N; ++j) {
         b[j] = LOADF(B, brow[j] * K + k);
-        bmax[j] = fmax(bmax[j], fabs(b[j]));
+        TRACK_B(j, (float4)(b[j]));
       }
 #pragma unroll
       for (int m = 0; m < SM_MAX_M; ++m) {
         if (m < M) {
           const float a = LOADF(A, m * K + k);
-          amax[m] = fmax(amax[m], fabs(a));
+          amax[m].x = fmax(amax[m].x, fabs(a));
 #pragma unroll
           for (int j = 0; j < SM_N; ++j) acc[m][j] = mad(a, b[j], acc[m][j]);
         }
@@ -113,6 +129,14 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
   for (int m = 0; m < SM_MAX_M; ++m)
 #pragma unroll
     for (int j = 0; j < SM_N; ++j) red[m * SM_N + j][lid] = acc[m][j];
+  const int rows = min(M, SM_MAX_M);
+#pragma unroll
+  for (int m = 0; m < SM_MAX_M; ++m)
+    if (m < rows) atomic_max(&maxima[m], as_int(max4(amax[m])));
+#ifdef TRACK_B_MAX
+#pragma unroll
+  for (int j = 0; j < SM_N; ++j) atomic_max(&maxima[SM_MAX_M + j], as_int(max4(bmax[j])));
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
   const int slots = min(M, SM_MAX_M) * SM_N;
   for (int s = SM_WG / 2; s > 0; s >>= 1) {
@@ -121,25 +145,18 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   float sum = lid < slots ? red[lid][0] : 0.0f;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  // The maxima of the group, reduced in red's first SM_MAX_M + SM_N rows.
-#pragma unroll
-  for (int m = 0; m < SM_MAX_M; ++m) red[m][lid] = amax[m];
-#pragma unroll
-  for (int j = 0; j < SM_N; ++j) red[SM_MAX_M + j][lid] = bmax[j];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = SM_WG / 2; s > 0; s >>= 1) {
-    if (lid < s)
-      for (int q = 0; q < SM_MAX_M + SM_N; ++q) red[q][lid] = fmax(red[q][lid], red[q][lid + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
   if (lid < slots) {
     const int m = lid / SM_N;
     const int n = n0 + lid % SM_N;
     // K * max|a| * max|b| bounds every partial sum of the row's products. Where it reaches
     // FLT_MAX the split sums above may overflow where TFLite's own order does not (or to
     // the other sign, or to NaN), so the output is summed again in TFLite's order.
-    if (n < N && !((float)K * red[m][0] * red[SM_MAX_M + lid % SM_N][0] < FLT_MAX))
+#ifdef TRACK_B_MAX
+    const float bm = as_float(maxima[SM_MAX_M + lid % SM_N]);
+#else
+    const float bm = b_max;
+#endif
+    if (n < N && !((float)K * as_float(maxima[m]) * bm < FLT_MAX))
       sum = cpu_order_dot(A + (long)m * K, B + (long)n * K, K, M);
     if (n < N)
       STOREF(ACTIVATE(PLUS_RESIDUAL(sum + bias[n], m * N + n), act_min, act_max), C, m * N + n);
