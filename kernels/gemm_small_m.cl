@@ -48,6 +48,26 @@ static inline float cpu_order_dot(__global const T* a, __global const T* b, int 
   return acc;
 }
 
+// TRACK_B_MAX: the largest |B| of each column is found while B is read (weights computed at run
+// time); else the host's b_max bounds every column.
+#ifdef TRACK_B_MAX
+#define TRACK_B(j, v) bmax[j] = fmax(bmax[j], fabs(v))
+#define PUBLISH_B(j) atomic_max(&maxima[SM_MAX_M + (j)], as_int(max4(bmax[j])))
+#define B_MAX_OF(j) as_float(maxima[SM_MAX_M + (j)])
+#else
+#define TRACK_B(j, v)
+#define PUBLISH_B(j)
+#define B_MAX_OF(j) b_max
+#endif
+
+// The split sum, or, where K * max|a| * max|b| (a bound of every partial sum of the row's
+// products) reaches FLT_MAX, the sum again in TFLite's order: the split sums may overflow where
+// TFLite's own order does not, or to the other sign, or to NaN.
+static inline float guarded_sum(float sum, __global const T* a, __global const T* b, int K, int M,
+                                float a_max, float b_max) {
+  return (float)K * a_max * b_max < FLT_MAX ? sum : cpu_order_dot(a, b, K, M);
+}
+
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min, float act_max,
@@ -55,16 +75,13 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
   __local float red[SM_MAX_M * SM_N][SM_WG];
   // The group's largest |A| per row, then (TRACK_B_MAX) |B| per column, as the bits of
   // non-negative floats, whose int order is theirs (a NaN sorts above +Inf): one atomic_max per
-  // work-item and row, no reduction of their own.
+  // work-item and row, no reduction of their own. amax (bmax): this work-item's, per lane.
   __local int maxima[SM_MAX_M + SM_N];
-
   const int lid = get_local_id(0);
   if (lid < SM_MAX_M + SM_N) maxima[lid] = 0;
   barrier(CLK_LOCAL_MEM_FENCE);
   const int n0 = get_group_id(0) * SM_N;
   float acc[SM_MAX_M][SM_N];
-  // The largest |A| of each row (and with TRACK_B_MAX |B| of each column) this work-item reads,
-  // per vector lane: the bound of the overflow guard below.
   float4 amax[SM_MAX_M];
 #pragma unroll
   for (int m = 0; m < SM_MAX_M; ++m) {
@@ -72,19 +89,11 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
 #pragma unroll
     for (int j = 0; j < SM_N; ++j) acc[m][j] = 0.0f;
   }
-#ifdef TRACK_B_MAX
-  float4 bmax[SM_N];
-#pragma unroll
-  for (int j = 0; j < SM_N; ++j) bmax[j] = (float4)(0.0f);
-#define TRACK_B(j, v) bmax[j] = fmax(bmax[j], fabs(v))
-#else
-#define TRACK_B(j, v)
-#endif
-
   // Rows past N re-read row N-1 (always valid memory); their sums are never stored.
   int brow[SM_N];
+  float4 bmax[SM_N];
 #pragma unroll
-  for (int j = 0; j < SM_N; ++j) brow[j] = min(n0 + j, N - 1);
+  for (int j = 0; j < SM_N; ++j) brow[j] = min(n0 + j, N - 1), bmax[j] = (float4)(0.0f);
 
   if ((K & 3) == 0) {
     const int K4 = K >> 2;
@@ -133,10 +142,8 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
 #pragma unroll
   for (int m = 0; m < SM_MAX_M; ++m)
     if (m < rows) atomic_max(&maxima[m], as_int(max4(amax[m])));
-#ifdef TRACK_B_MAX
 #pragma unroll
-  for (int j = 0; j < SM_N; ++j) atomic_max(&maxima[SM_MAX_M + j], as_int(max4(bmax[j])));
-#endif
+  for (int j = 0; j < SM_N; ++j) PUBLISH_B(j);
   barrier(CLK_LOCAL_MEM_FENCE);
   const int slots = min(M, SM_MAX_M) * SM_N;
   for (int s = SM_WG / 2; s > 0; s >>= 1) {
@@ -144,21 +151,12 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
       for (int q = 0; q < slots; ++q) red[q][lid] += red[q][lid + s];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  float sum = lid < slots ? red[lid][0] : 0.0f;
   if (lid < slots) {
-    const int m = lid / SM_N;
-    const int n = n0 + lid % SM_N;
-    // K * max|a| * max|b| bounds every partial sum of the row's products. Where it reaches
-    // FLT_MAX the split sums above may overflow where TFLite's own order does not (or to
-    // the other sign, or to NaN), so the output is summed again in TFLite's order.
-#ifdef TRACK_B_MAX
-    const float bm = as_float(maxima[SM_MAX_M + lid % SM_N]);
-#else
-    const float bm = b_max;
-#endif
-    if (n < N && !((float)K * as_float(maxima[m]) * bm < FLT_MAX))
-      sum = cpu_order_dot(A + (long)m * K, B + (long)n * K, K, M);
-    if (n < N)
+    const int m = lid / SM_N, n = n0 + lid % SM_N;
+    if (n < N) {
+      const float sum = guarded_sum(red[lid][0], A + (long)m * K, B + (long)n * K, K, M,
+                                    as_float(maxima[m]), B_MAX_OF(lid % SM_N));
       STOREF(ACTIVATE(PLUS_RESIDUAL(sum + bias[n], m * N + n), act_min, act_max), C, m * N + n);
+    }
   }
 }
