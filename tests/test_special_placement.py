@@ -136,3 +136,26 @@ def test_fully_connected_near_flt_max(m: int, k: int, activation: str | None, ru
     xs[:, ::3] = rng.standard_normal(xs[:, ::3].shape).astype(np.float32)
     got, ref = _outputs(b.build(), runtime, xs)
     _same_specials(got, ref)
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_fully_connected_with_run_time_weights_near_flt_max(m: int, runtime: str) -> None:
+    """Weights computed at run time: the kernel finds their largest |value| itself."""
+    b = ModelBuilder(seed=9)
+    x = b.input("x", (m, 40))
+    w = b.add(b.input("w", (24, 40)), b.rand((40,)))
+    b.output(b.fully_connected(x, w, b.rand((24,))))
+    rng = np.random.default_rng(m)
+    xs = np.where(rng.random((m, 40)) < 0.5, np.float32(3e38), np.float32(-3e38))
+    ws = rng.standard_normal((24, 40)).astype(np.float32)
+    outs = []
+    for delegate in (None, clgpu_delegate.load(partitioning="all")):
+        it = make_interpreter(
+            b.build(), [delegate] if delegate else None, runtime=runtime, reference=True
+        )
+        it.allocate_tensors()
+        for d, v in zip(it.get_input_details(), (xs, ws), strict=True):
+            it.set_tensor(d["index"], v)
+        it.invoke()
+        outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"])))
+    _same_specials(outs[1], outs[0])
