@@ -155,6 +155,8 @@ def load(
         "profiling": profiling,
         **advanced,
     }
+    # None is "not given": str(None) would be the value "None" (a directory of that name).
+    options = {k: v for k, v in options.items() if v is not None}
     if isinstance(options.get("serialization_dir"), (str, os.PathLike)):
         # '~' as Python paths take it; the delegate makes only the last directory (README).
         options["serialization_dir"] = os.path.expanduser(options["serialization_dir"])

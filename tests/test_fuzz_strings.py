@@ -46,6 +46,15 @@ def test_values_without_a_clear_text_are_refused_in_one_line(
     assert "\n" not in str(e.value) and len(str(e.value)) < 400
 
 
+def test_none_is_an_option_not_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serialization_dir=None was the value "None": the fuzzer's run wrote a directory "None"."""
+    monkeypatch.chdir(tmp_path)
+    d = clgpu_delegate.load(serialization_dir=None, model_token=None, device=None)
+    assert "serialization_dir" not in d.options and d.options.get("device") is None
+    d.close()
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("path", ["x" * 5000, "/nonexistent/lib.so", "<a directory>"])
 def test_plugin_path_from_a_bad_environment_value(
     path: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
