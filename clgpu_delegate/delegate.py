@@ -17,10 +17,23 @@ from .results import AbiObservation, DelegateStats, MemoryReport, NodeDecision, 
 _PLUGIN_NAME = "libclgpu_delegate.so"
 
 
-def _option_string(value: Any) -> str:
+def _option_string(key: str, value: Any) -> str:
+    """The value as the native parser takes it; ValueError where no text would say it: bytes
+    (str() would make "b'...'" of them, a different path) and strings C cannot receive (a lone
+    surrogate has no UTF-8 form)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        raise ValueError(f"option {ascii(key)[:66]} must be text (str), not bytes")
+    text = str(value)
+    for part in (key, text):
+        try:
+            part.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"option {ascii(key)[:66]}: the name or value is not valid UTF-8 text"
+            ) from None
+    return text
 
 
 class Delegate:
@@ -28,7 +41,7 @@ class Delegate:
     alive as long as any interpreter that uses it (interpreters keep a reference)."""
 
     def __init__(self, options: dict[str, Any]) -> None:
-        self.options: dict[str, str] = {k: _option_string(v) for k, v in options.items()}
+        self.options: dict[str, str] = {k: _option_string(k, v) for k, v in options.items()}
         self._native = native.Delegate(self.options)
 
     # The only method the tflite_runtime / ai_edge_litert interpreters call.
@@ -142,13 +155,21 @@ def load(
         "profiling": profiling,
         **advanced,
     }
+    # None is "not given": str(None) would be the value "None" (a directory of that name).
+    options = {k: v for k, v in options.items() if v is not None}
     if isinstance(options.get("serialization_dir"), (str, os.PathLike)):
         # '~' as Python paths take it; the delegate makes only the last directory (README).
         options["serialization_dir"] = os.path.expanduser(options["serialization_dir"])
+    sd = options.get("serialization_dir")
+    if sd is not None and not isinstance(sd, (str, os.PathLike)):
+        raise ValueError(
+            "option 'serialization_dir' must be a path (str or os.PathLike), not "
+            + type(sd).__name__
+        )
     if partitioning not in (None, "cost", "all", "none", "measure"):
         raise ValueError(
-            f"invalid value {partitioning!r} for option 'partitioning'; valid values: cost, all, "
-            "none, measure (measure needs model=...)"
+            f"invalid value {ascii(partitioning)[:66]} for option 'partitioning'; valid values: "
+            "cost, all, none, measure (measure needs model=...)"
         )
     if partitioning == "measure":
         if model is None:
@@ -173,9 +194,18 @@ def plugin_path() -> str:
     `benchmark_model --external_delegate_path`."""
     env = os.environ.get("CLGPU_PLUGIN_PATH")
     path = Path(env) if env else Path(__file__).resolve().parent / _PLUGIN_NAME
-    if not path.exists():
+    shown = str(path) if len(str(path)) <= 200 else f"{str(path)[:100]}... ({len(str(path))} chars)"
+    try:
+        exists = path.is_file()
+    except (OSError, ValueError) as e:  # too long, or a NUL: no path at all
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise FileNotFoundError(
-            f"{path} does not exist: the package was built without the plugin "
+            f"CLGPU_PLUGIN_PATH {ascii(shown)} is no usable path: {why}"
+        ) from None
+    if not exists:
+        where = "CLGPU_PLUGIN_PATH " + ascii(shown) if env else shown
+        raise FileNotFoundError(
+            f"{where} is not a file: the package was built without the plugin "
             "(CMake option CLGPU_BUILD_PLUGIN=ON builds it)"
         )
     return str(path)

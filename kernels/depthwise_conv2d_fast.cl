@@ -8,7 +8,7 @@
 //   OC = C * depth_mult; __global const float* bias [OC] (zeros when the model has none);
 //   __global T* out [N][OH][OW][OC] (output channel oc reads input channel oc / depth_mult);
 //   int N, H, W, C, OH, OW, depth_mult, KH, KW, SH, SW, DH, DW; int PT, PL (top/left padding;
-//   taps outside the input read zero); float act_min, act_max
+//   taps outside the input are skipped, as on the CPU); float act_min, act_max
 //   NDRange: 1-D, global >= ceil(OC / 4) * ceil(OW / WPT_W) * N * OH (any rounding), any local
 //            size (a multiple of 32 is best). Work-item order: channel group fastest, then pixel
 //            group along OW, then output row, then image, so a warp reads neighbouring channels.
@@ -20,8 +20,8 @@
 #endif
 
 // acc[p] += every tap of output pixel (ow0 + p) for the 4 output channels 4*c4.. (OC % 4 == 0).
-// Taps outside the input load from a clamped (valid) position and are then zeroed: no branches,
-// so the loads can all be in flight together.
+// Taps outside the input load from a clamped (valid) position and their product is then
+// dropped by a select: no branches, so the loads can all be in flight together.
 static inline void depthwise_taps_vec(__global const T* restrict in,
                                       __global const T* restrict filter, float4* acc, int n, int H,
                                       int W, int C, int OC4, int c4, int4 ic, bool direct, int KH,
@@ -45,7 +45,9 @@ static inline void depthwise_taps_vec(__global const T* restrict in,
           x = (float4)(LOADF(in, pix + ic.x), LOADF(in, pix + ic.y), LOADF(in, pix + ic.z),
                        LOADF(in, pix + ic.w));
         }
-        acc[p] = mad(row_ok && (uint)iw < (uint)W ? x : (float4)(0.0f), f, acc[p]);
+        // A padded tap is skipped, not multiplied by zero: TFLite's CPU kernel skips it, so a
+        // non-finite weight there must not make NaN (0 * Inf).
+        acc[p] = row_ok && (uint)iw < (uint)W ? mad(x, f, acc[p]) : acc[p];
       }
     }
   }
@@ -120,7 +122,7 @@ __kernel void depthwise_conv2d_fast(__global const T* restrict in,
           const int pix = (rbase + clamp(iw, 0, W - 1)) * C;
           const float4 x = (float4)(LOADF(in, pix + ic.x), LOADF(in, pix + ic.y),
                                     LOADF(in, pix + ic.z), LOADF(in, pix + ic.w));
-          acc[p] = mad((uint)iw < (uint)W ? x : (float4)(0.0f), f, acc[p]);
+          acc[p] = (uint)iw < (uint)W ? mad(x, f, acc[p]) : acc[p];  // padded: skipped
         }
       }
     }

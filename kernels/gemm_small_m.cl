@@ -2,15 +2,18 @@
 // (squeeze-excite convs on a 1x1 map): C = act(A * B^T + bias [+ residual]), with A the activations
 // (row-major M x K, 1 <= M <= SM_MAX_M) and B the TFLite weights (row-major N x K). Needs common.cl.
 //
-// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max[, residual])
+// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max, b_max[, residual])
 //   __global const T* A [M][K]; __global const T* B [N][K]; __global const float* bias [N];
-//   __global T* C [M][N]; int M, N, K (1 <= M <= SM_MAX_M); float act_min, act_max; with
+//   __global T* C [M][N]; int M, N, K (1 <= M <= SM_MAX_M); float act_min, act_max; float
+//   b_max: the largest |B| (the host knows its constant weights; with TRACK_B_MAX the kernel
+//   finds it for its columns itself, for weights computed at run time); with
 //   HAS_RESIDUAL, __global const T* residual [M][N], added before the activation
 //   Batch-1 (or small batch) FULLY_CONNECTED: memory-bound, so B is read exactly once, coalesced
 //   along K; a group owns SM_N consecutive output columns, its SM_WG work-items stride over K and
-//   the partial sums are reduced in local memory.
+//   the partial sums are reduced in local memory. Where K * max|A row| * max|B row| reaches
+//   FLT_MAX an output is summed again in the order of TFLite's CPU kernel (its saturation).
 //   NDRange: 1-D. local = SM_WG (reqd_work_group_size), global = ceil(N / SM_N) * SM_WG.
-//   Defines: SM_WG (128, a power of two), SM_N (8), SM_MAX_M (8).
+//   Defines: SM_WG (128, a power of two), SM_N (8), SM_MAX_M (8), TRACK_B_MAX.
 
 #ifndef SM_WG
 #define SM_WG 128
@@ -22,34 +25,90 @@
 #define SM_MAX_M 8
 #endif
 
+static inline float max4(float4 v) { return fmax(fmax(v.x, v.y), fmax(v.z, v.w)); }
+
+// sum over k of a[k] * b[k] in the order of TFLite's CPU FULLY_CONNECTED (Eigen's GEMM on x86),
+// each product rounded before it is added, so it saturates (or not) where the CPU does: with
+// several rows, in index order; with one (Eigen's GEMV), in 4 lanes (k % 4) summed as
+// (l0 + l2) + (l1 + l3), then the last K % 4 products in order.
+static inline float cpu_order_dot(__global const T* a, __global const T* b, int K, int M) {
+#pragma OPENCL FP_CONTRACT OFF
+  const int lanes = M == 1 ? 4 : 1;
+  const int whole = K / lanes * lanes;
+  float l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int k = 0; k < whole; ++k) {
+    const float p = LOADF(a, k) * LOADF(b, k);
+    l[k % lanes] = l[k % lanes] + p;
+  }
+  float acc = lanes == 4 ? (l[0] + l[2]) + (l[1] + l[3]) : l[0];
+  for (int k = whole; k < K; ++k) {
+    const float p = LOADF(a, k) * LOADF(b, k);
+    acc = acc + p;
+  }
+  return acc;
+}
+
+// TRACK_B_MAX: the largest |B| of each column is found while B is read (weights computed at run
+// time); else the host's b_max bounds every column.
+#ifdef TRACK_B_MAX
+#define TRACK_B(j, v) bmax[j] = fmax(bmax[j], fabs(v))
+#define PUBLISH_B(j) atomic_max(&maxima[SM_MAX_M + (j)], as_int(max4(bmax[j])))
+#define B_MAX_OF(j) as_float(maxima[SM_MAX_M + (j)])
+#else
+#define TRACK_B(j, v)
+#define PUBLISH_B(j)
+#define B_MAX_OF(j) b_max
+#endif
+
+// The split sum, or, where K * max|a| * max|b| (a bound of every partial sum of the row's
+// products) reaches FLT_MAX, the sum again in TFLite's order: the split sums may overflow where
+// TFLite's own order does not, or to the other sign, or to NaN.
+static inline float guarded_sum(float sum, __global const T* a, __global const T* b, int K, int M,
+                                float a_max, float b_max) {
+  return (float)K * a_max * b_max < FLT_MAX ? sum : cpu_order_dot(a, b, K, M);
+}
+
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
-    __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM) {
+    __global T* restrict C, int M, int N, int K, float act_min, float act_max,
+    float b_max RESIDUAL_PARAM) {
   __local float red[SM_MAX_M * SM_N][SM_WG];
-
+  // The group's largest |A| per row, then (TRACK_B_MAX) |B| per column, as the bits of
+  // non-negative floats, whose int order is theirs (a NaN sorts above +Inf): one atomic_max per
+  // work-item and row, no reduction of their own. amax (bmax): this work-item's, per lane.
+  __local int maxima[SM_MAX_M + SM_N];
   const int lid = get_local_id(0);
+  if (lid < SM_MAX_M + SM_N) maxima[lid] = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
   const int n0 = get_group_id(0) * SM_N;
   float acc[SM_MAX_M][SM_N];
+  float4 amax[SM_MAX_M];
 #pragma unroll
-  for (int m = 0; m < SM_MAX_M; ++m)
+  for (int m = 0; m < SM_MAX_M; ++m) {
+    amax[m] = (float4)(0.0f);
 #pragma unroll
     for (int j = 0; j < SM_N; ++j) acc[m][j] = 0.0f;
-
+  }
   // Rows past N re-read row N-1 (always valid memory); their sums are never stored.
   int brow[SM_N];
+  float4 bmax[SM_N];
 #pragma unroll
-  for (int j = 0; j < SM_N; ++j) brow[j] = min(n0 + j, N - 1);
+  for (int j = 0; j < SM_N; ++j) brow[j] = min(n0 + j, N - 1), bmax[j] = (float4)(0.0f);
 
   if ((K & 3) == 0) {
     const int K4 = K >> 2;
     for (int k4 = lid; k4 < K4; k4 += SM_WG) {
       float4 b[SM_N];
 #pragma unroll
-      for (int j = 0; j < SM_N; ++j) b[j] = LOADF4(B, brow[j] * K4 + k4);
+      for (int j = 0; j < SM_N; ++j) {
+        b[j] = LOADF4(B, brow[j] * K4 + k4);
+        TRACK_B(j, b[j]);
+      }
 #pragma unroll
       for (int m = 0; m < SM_MAX_M; ++m) {
         if (m < M) {
           const float4 a = LOADF4(A, m * K4 + k4);
+          amax[m] = fmax(amax[m], fabs(a));
 #pragma unroll
           for (int j = 0; j < SM_N; ++j) acc[m][j] += dot(a, b[j]);
         }
@@ -59,11 +118,15 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
     for (int k = lid; k < K; k += SM_WG) {
       float b[SM_N];
 #pragma unroll
-      for (int j = 0; j < SM_N; ++j) b[j] = LOADF(B, brow[j] * K + k);
+      for (int j = 0; j < SM_N; ++j) {
+        b[j] = LOADF(B, brow[j] * K + k);
+        TRACK_B(j, (float4)(b[j]));
+      }
 #pragma unroll
       for (int m = 0; m < SM_MAX_M; ++m) {
         if (m < M) {
           const float a = LOADF(A, m * K + k);
+          amax[m].x = fmax(amax[m].x, fabs(a));
 #pragma unroll
           for (int j = 0; j < SM_N; ++j) acc[m][j] = mad(a, b[j], acc[m][j]);
         }
@@ -75,6 +138,12 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
   for (int m = 0; m < SM_MAX_M; ++m)
 #pragma unroll
     for (int j = 0; j < SM_N; ++j) red[m * SM_N + j][lid] = acc[m][j];
+  const int rows = min(M, SM_MAX_M);
+#pragma unroll
+  for (int m = 0; m < SM_MAX_M; ++m)
+    if (m < rows) atomic_max(&maxima[m], as_int(max4(amax[m])));
+#pragma unroll
+  for (int j = 0; j < SM_N; ++j) PUBLISH_B(j);
   barrier(CLK_LOCAL_MEM_FENCE);
   const int slots = min(M, SM_MAX_M) * SM_N;
   for (int s = SM_WG / 2; s > 0; s >>= 1) {
@@ -83,10 +152,11 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   if (lid < slots) {
-    const int m = lid / SM_N;
-    const int n = n0 + lid % SM_N;
-    if (n < N)
-      STOREF(ACTIVATE(PLUS_RESIDUAL(red[lid][0] + bias[n], m * N + n), act_min, act_max), C,
-             m * N + n);
+    const int m = lid / SM_N, n = n0 + lid % SM_N;
+    if (n < N) {
+      const float sum = guarded_sum(red[lid][0], A + (long)m * K, B + (long)n * K, K, M,
+                                    as_float(maxima[m]), B_MAX_OF(lid % SM_N));
+      STOREF(ACTIVATE(PLUS_RESIDUAL(sum + bias[n], m * N + n), act_min, act_max), C, m * N + n);
+    }
   }
 }

@@ -8,6 +8,10 @@
 // NDRange (ow * cv rounded up to the work-group, oh, batch): dimension 0 runs over one
 // output row, consecutive channels in neighbouring work-items.
 
+// Each product rounds before it is added, as on the CPU: a fused multiply-add keeps
+// 3e38 * 1.5625 - 1.7e38 finite where the CPU's product is already +Inf.
+#pragma OPENCL FP_CONTRACT OFF
+
 #define RESIZE_ARGS \
   __global const T *in, __global T *out, int h, int w, int cv, int oh, int ow
 
@@ -32,18 +36,22 @@ __kernel void resize_nearest_c4(RESIZE_ARGS, __global const int* rows, __global 
 
 // rows[2 * oy], rows[2 * oy + 1]: the two source rows; fy[oy]: the weight of the second
 // (it may be negative at the first row under half_pixel_centers, as on the CPU).
-// Columns alike. The weights multiply in the CPU kernel's order.
+// Columns alike. As TFLite's CPU kernel (optimized ResizeBilinearGeneric): each corner's two
+// weights multiply first, and the products add corner by corner in the order (y0, x0),
+// (y0, x1), (y1, x0), (y1, x1). Near FLT_MAX the order decides: (v * 1.25) * -0.25 is -Inf
+// where v * (1.25 * -0.25) is finite, and a sum may overflow in one order and not another.
 #define BILINEAR_WEIGHTS                                                    \
   const int y0 = rows[2 * oy], y1 = rows[2 * oy + 1];                       \
   const int x0 = cols[2 * ox], x1 = cols[2 * ox + 1];                       \
-  const float dy = fy[oy], dx = fx[ox], ry = 1.f - dy, rx = 1.f - dx;
+  const float dy = fy[oy], dx = fx[ox], ry = 1.f - dy, rx = 1.f - dx;       \
+  const float w00 = ry * rx, w01 = ry * dx, w10 = dy * rx, w11 = dy * dx;
 
 __kernel void resize_bilinear(RESIZE_ARGS, __global const int* rows, __global const int* cols,
                               __global const float* fy, __global const float* fx) {
   RESIZE_POS
   BILINEAR_WEIGHTS
-  const float v = LOADF(in, RESIZE_IN(y0, x0)) * ry * rx + LOADF(in, RESIZE_IN(y1, x0)) * dy * rx +
-                  LOADF(in, RESIZE_IN(y0, x1)) * ry * dx + LOADF(in, RESIZE_IN(y1, x1)) * dy * dx;
+  const float v = LOADF(in, RESIZE_IN(y0, x0)) * w00 + LOADF(in, RESIZE_IN(y0, x1)) * w01 +
+                  LOADF(in, RESIZE_IN(y1, x0)) * w10 + LOADF(in, RESIZE_IN(y1, x1)) * w11;
   STOREF(v, out, dst);
 }
 
@@ -51,9 +59,8 @@ __kernel void resize_bilinear_c4(RESIZE_ARGS, __global const int* rows, __global
                                  __global const float* fy, __global const float* fx) {
   RESIZE_POS
   BILINEAR_WEIGHTS
-  const float4 v =
-      LOADF4A(in, RESIZE_IN(y0, x0)) * ry * rx + LOADF4A(in, RESIZE_IN(y1, x0)) * dy * rx +
-      LOADF4A(in, RESIZE_IN(y0, x1)) * ry * dx + LOADF4A(in, RESIZE_IN(y1, x1)) * dy * dx;
+  const float4 v = LOADF4A(in, RESIZE_IN(y0, x0)) * w00 + LOADF4A(in, RESIZE_IN(y0, x1)) * w01 +
+                   LOADF4A(in, RESIZE_IN(y1, x0)) * w10 + LOADF4A(in, RESIZE_IN(y1, x1)) * w11;
   STOREF4A(v, out, dst);
 }
 

@@ -1,8 +1,9 @@
 """The model-mutation fuzzer's short profile (the long one: tests/fuzz/run.py): seeded mutants of
 generated seed models (bit flips, truncation, rewired operator and opcode indices, altered
-shapes, options and buffer lengths), each through the delegated interpreter and stock TFLite in
-a child process. The delegate never crashes or hangs where stock TFLite survives, both give the
-same outputs when both run, and it runs nothing stock TFLite refuses.
+shapes, options and buffer lengths, data given to tensors that operators write, other ranks and
+shapes for bias, size and other constant operands), each through the delegated interpreter and
+stock TFLite in a child process. The delegate never crashes or hangs where stock TFLite survives,
+both give the same outputs when both run, and it runs nothing stock TFLite refuses.
 
 CLGPU_FUZZ_MUTANTS (default 300 per runtime), CLGPU_FUZZ_SEED (default 25) and
 CLGPU_FUZZ_MODELS (a directory of .tflite seeds added to the generated ones) change the run.
@@ -38,3 +39,7 @@ def test_mutants_never_crash_or_differ_where_the_cpu_survives(runtime: str, tmp_
     # The mutants reach the delegate: claimed nodes, and outputs compared.
     assert c["with_delegated_nodes"] >= mutants // 5, dict(c)
     assert c["both_ran"] >= mutants // 10, dict(c)
+    # The edits that rewrite the model (tests/fuzz/records.py) are part of the profile.
+    log = (tmp_path / f"{runtime}-log.jsonl").read_text()
+    for edit in ("produced tensor", "operand"):
+        assert log.count(edit) >= mutants // 20, edit

@@ -1,6 +1,7 @@
 """Hostile models, round 3: a tensor a node writes that the model also gives data (TFLite's CPU
-ignores that data; the delegate once read it as a weight), and operands whose rank TFLite's CPU
-kernels refuse at prepare (the delegate must not run what the CPU refuses)."""
+ignores that data; the delegate once read it as a weight, and TFLite's partitioner takes such a
+tensor for a constant, so the delegate leaves the model to the CPU), and operands whose rank
+TFLite's CPU kernels refuse at prepare (the delegate must not run what the CPU refuses)."""
 
 from __future__ import annotations
 
@@ -13,49 +14,105 @@ from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
 
 
-def _written_with_data() -> bytes:
-    """conv -> y (y also given data) -> ADD(y, x2) and a conv reading y as its input."""
+def _written_with_data(extra: int = 0, reshape: bool = False) -> bytes:
+    """conv -> y (y also given data, `extra` values more than its shape holds) -> ADD(y, x2)
+    and a conv reading the sum; with `reshape`, a RESHAPE reads y first (tflite_runtime 2.14's
+    partitioner took y for a constant the RESHAPE could read before the conv wrote it)."""
     b = ModelBuilder(seed=7)
     x = b.input("x", (1, 6, 6, 3))
     y = b.conv2d(x, b.rand((4, 3, 3, 3)), b.rand((4,)), padding="SAME")
-    b._check(y).data = np.full((1, 6, 6, 4), 1000.0, np.float32)  # the planted data
-    z = b.add(y, b.rand((1, 6, 6, 4)))
+    b._check(y).data = np.full(6 * 6 * 4 + extra, 1000.0, np.float32)  # the planted data
+    if reshape:
+        y = b.reshape(y, (1, 6, 24))
+        z = b.add(y, b.rand((1, 6, 24)))
+        z = b.reshape(z, (1, 6, 6, 4))
+    else:
+        z = b.add(y, b.rand((1, 6, 6, 4)))
     b.output(b.conv2d(z, b.rand((2, 1, 1, 4)), b.rand((2,))))
     return b.build()
 
 
-def test_written_tensor_with_data_is_no_constant(runtime: str) -> None:
-    model = _written_with_data()
-    ref = make_interpreter(model, runtime=runtime, reference=True)
+@pytest.mark.parametrize("reshape", [False, True])
+def test_written_tensor_with_data_leaves_the_model_to_the_cpu(
+    runtime: str, reshape: bool, capfd: pytest.CaptureFixture[str]
+) -> None:
+    model = _written_with_data(reshape=reshape)
+    # A copy each: the CPU's conv writes into the model's bytes, and a RESHAPE of what it takes
+    # for a constant reads them at prepare.
+    ref = make_interpreter(bytearray(model), runtime=runtime, reference=True)
     ref.allocate_tensors()
     inputs = random_inputs(ref.get_input_details())
     want = run(ref, inputs)
     d = clgpu_delegate.load(partitioning="all")
-    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    it = make_interpreter(bytearray(model), [d], runtime=runtime, reference=True)
     it.allocate_tensors()
     compare(run(it, inputs), want, FP32_RTOL, None, runtime)
-    assert len(d.delegated_nodes()) == 3
+    assert not d.delegated_nodes()
+    reasons = {x["reason"] for x in d.decisions()}
+    assert len(reasons) == 1 and "also holds 576 bytes of data" in reasons.pop(), d.decisions()
+    assert capfd.readouterr().err.count("claims nothing in this model") == 1
+
+
+def test_written_tensor_with_more_data_than_its_shape(runtime: str) -> None:
+    """ai_edge_litert loads it and its conv refuses to resize the tensor; tflite_runtime 2.14
+    refuses the model when it loads it. The delegate ran it (its node's prepare never ran) and
+    crashed LiteRT's AllocateTensors when another node failed."""
+    model = _written_with_data(extra=4)
+    try:
+        make_interpreter(model, runtime=runtime, reference=True).allocate_tensors()
+    except (RuntimeError, ValueError) as e:
+        cpu_error = str(e)
+    else:
+        pytest.fail("the CPU ran it")
+    d = clgpu_delegate.load(partitioning="all")
+    with pytest.raises((RuntimeError, ValueError)) as got:
+        make_interpreter(model, [d], runtime=runtime, reference=True).allocate_tensors()
+    assert str(got.value).split("Node")[0] == cpu_error.split("Node")[0]
+    assert not d.delegated_nodes()
+
+
+REFUSED_RANKS = {  # operand -> (a model with it, input index): TFLite's kernels want rank 1
+    "depthwise_bias": 2,
+    "split_v_sizes": 1,
+    "transpose_perm": 1,
+    "transpose_conv_output_shape": 0,
+    "slice_begin": 1,
+    "slice_size": 2,
+    "strided_slice_begin": 1,
+    "strided_slice_end": 2,
+    "strided_slice_strides": 3,
+}
 
 
 def _refused_by_the_cpu(kind: str) -> bytes:
-    """A DEPTHWISE_CONV_2D bias of rank 2, or a SPLIT_V size_splits of shape [2, 1] (CONV_2D's
-    CPU kernel checks only its bias' element count)."""
+    """An operand of rank 2 where TFLite's kernel takes rank 1: a DEPTHWISE_CONV_2D bias, a
+    SPLIT_V size_splits of shape [2, 1], a TRANSPOSE perm, a TRANSPOSE_CONV output_shape, a SLICE
+    or STRIDED_SLICE begin, size, end or strides (CONV_2D's CPU kernel checks only its bias'
+    element count)."""
     b = ModelBuilder(seed=8)
     x = b.input("x", (1, 6, 6, 4))
-    if kind == "split_v":
+    op = kind.rsplit("_", 1)[0]
+    if op == "split_v":
         a, c = b.split_v(x, [1, 3], axis=3)
         b.output(a)
         b.output(c)
+    elif op == "transpose":
+        b.output(b.transpose(x, (0, 2, 1, 3)))
+    elif op == "transpose_conv_output":
+        b.output(b.transpose_conv(x, b.rand((3, 3, 3, 4)), (12, 12), bias=b.rand((3,))))
+    elif op == "slice":
+        b.output(b.slice(x, (0, 1, 0, 1), (1, 3, 4, 2)))
+    elif op == "strided_slice":
+        b.output(b.strided_slice(x, (0, 1, 0, 0), (1, 6, 6, 4), (1, 2, 3, 1)))
     else:
         b.output(b.depthwise_conv2d(x, b.rand((1, 3, 3, 4), scale=0.5), b.rand((4,))))
-    operand = b._ops[-1].inputs[1 if kind == "split_v" else 2]
-    t = b._check(operand)
+    t = b._check(b._ops[-1].inputs[REFUSED_RANKS[kind]])
     t.shape = (t.shape[0], 1)
     t.data = t.data.reshape(t.shape)
     return b.build()
 
 
-@pytest.mark.parametrize("kind", ["depthwise", "split_v"])
+@pytest.mark.parametrize("kind", list(REFUSED_RANKS))
 def test_what_the_cpu_refuses_does_not_run(kind: str, runtime: str) -> None:
     model = _refused_by_the_cpu(kind)
     with pytest.raises((RuntimeError, ValueError)):
@@ -94,3 +151,89 @@ def test_cpu_kernel_that_may_overrun_keeps_the_model_on_the_cpu(runtime: str, ca
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
     assert capfd.readouterr().err.count("claims nothing in this model") == 1
+
+
+def test_absent_transpose_conv_input_is_not_read(runtime: str) -> None:
+    """A TRANSPOSE_CONV whose data input is -1 (found by the fuzzer): the delegate read that
+    tensor's shape from before TFLite's tensor array and crashed one run in three."""
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (1, 4, 5, 3))
+    y = b.transpose_conv(x, b.rand((4, 3, 3, 3)), (8, 10), bias=b.rand((4,)))
+    b.output(b.conv2d(y, b.rand((2, 3, 3, 4)), b.rand((2,))))
+    b._ops[0].inputs[2] = -1
+    model = b.build()
+    for _ in range(3):
+        d = clgpu_delegate.load(partitioning="all")
+        with pytest.raises((RuntimeError, ValueError)):
+            make_interpreter(model, [d], runtime=runtime, reference=True).allocate_tensors()
+        why = {x["op_name"]: x["reason"] for x in d.decisions()}
+        assert why["TRANSPOSE_CONV"] == "TRANSPOSE_CONV input is absent", why
+
+
+def test_expand_dims_gives_its_output_its_input_type(runtime: str) -> None:
+    """An EXPAND_DIMS of an int32 tensor whose output the model declares float32 (found by the
+    fuzzer): TFLite's kernel makes the output int32 at prepare, so the float ops reading it stay
+    on the CPU too (the delegate claimed them and its partition failed to prepare)."""
+    b = ModelBuilder(seed=10)
+    x = b.input("x", (2, 3))
+    y = b.expand_dims(b.add(x, b.rand((3,))), 0)
+    b.output(b.log_softmax(b.squeeze(y, (0,))))
+    b._ops[1].inputs[0] = b.const(np.arange(6, dtype=np.int32).reshape(2, 3))  # int32 data
+    model = b.build()
+    ref = make_interpreter(bytearray(model), runtime=runtime, reference=True)
+    ref.allocate_tensors()
+    inputs = random_inputs(ref.get_input_details())
+    want = run(ref, inputs)
+    d = clgpu_delegate.load(partitioning="all")
+    it = make_interpreter(bytearray(model), [d], runtime=runtime, reference=True)
+    it.allocate_tensors()
+    got = run(it, inputs)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    why = {x["op_name"]: x["reason"] for x in d.decisions()}
+    assert "not float32" in why["SQUEEZE"], why
+
+
+def test_slice_past_its_input_keeps_the_model_on_the_cpu(runtime: str) -> None:
+    """A SLICE whose constant size leaves its input (found by the fuzzer): tflite_runtime 2.14's
+    kernel copies the box unchecked, past its output; with part of the model delegated the
+    smaller arena made that a heap corruption (malloc abort) where the CPU alone got through.
+    LiteRT's kernel refuses it. The delegate claims nothing. (Not invoked here: the CPU's own
+    kernel writes out of bounds.)"""
+    b = ModelBuilder(seed=11)
+    x = b.input("x", (1, 6, 8, 4))
+    y = b.slice(b.add(x, b.rand((4,))), (0, 1, 0, 1), (1, 2, 2, 3))
+    b.output(b.add(b.reshape(y, (2, 6)), b.rand((6,))))
+    t = b._check(b._ops[1].inputs[2])
+    t.data = np.array([1, 6, 8, 4], np.int32)
+    model = b.build()
+    d = clgpu_delegate.load(partitioning="all")
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    try:
+        it.allocate_tensors()
+    except RuntimeError as e:
+        assert "begin and size" in str(e) or "SLICE" in str(e)
+    assert not d.delegated_nodes()
+    assert all("SLICE past its input" in x["reason"] for x in d.decisions()), d.decisions()
+
+
+def test_gather_indices_with_negative_bytes_past_their_shape(runtime: str) -> None:
+    """GATHER indices [2, 0, 1] whose buffer holds three more values, one negative (found by the
+    fuzzer): LiteRT loads the longer buffer and its kernel refuses every negative value in it at
+    invoke; the delegate ran the gather. tflite_runtime refuses the buffer when it loads it."""
+    b = ModelBuilder(seed=12)
+    x = b.input("x", (1, 6, 8, 4))
+    b.output(b.add(b.gather(b.add(x, b.rand((4,))), [2, 0, 1], axis=3), b.rand((3,))))
+    t = b._check(b._ops[1].inputs[1])
+    t.data = np.array([2, 0, 1, 0, -7, 1], np.int32)  # written whole, its shape stays [3]
+    model = b.build()
+    outcomes = []
+    for delegates in (None, [clgpu_delegate.load(partitioning="all")]):
+        try:
+            it = make_interpreter(bytearray(model), delegates, runtime=runtime, reference=True)
+            it.allocate_tensors()
+            it.invoke()
+            outcomes.append("ran")
+        except (RuntimeError, ValueError) as e:
+            outcomes.append(str(e).split("Node")[0])
+    assert outcomes[0] != "ran" and outcomes[1] == outcomes[0], outcomes

@@ -193,8 +193,8 @@ DeviceInfo SelectDevice(const std::string& spec_in) {
     for (const auto& d : devices)
       names += "\n  " + std::to_string(d.index) + ": " + d.name + " (" + d.type + ", " +
                d.platform + ")";
-    throw NoDeviceError("No OpenCL device matches device='" + spec_in + "'. Available:" + names +
-                        (spec == "gpu" ? std::string("\n") + kInstallHint : std::string()));
+    throw NoDeviceError("No OpenCL device matches device='" + Shown(spec_in) + "'. Available:" +
+                        names + (spec == "gpu" ? std::string("\n") + kInstallHint : std::string()));
   }
   return *pick;
 }

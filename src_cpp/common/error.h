@@ -8,6 +8,25 @@
 
 namespace clgpu {
 
+// A value quoted in an error message: bytes outside printable ASCII as \xNN and at most 64
+// characters of it (the rest counted), so a message stays one short line whatever the value.
+inline std::string Shown(const std::string& v) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 64; ++i) {
+    const unsigned char c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (v.size() > 64) out += "... (" + std::to_string(v.size()) + " bytes)";
+  return out;
+}
+
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

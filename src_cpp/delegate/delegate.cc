@@ -256,16 +256,11 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     for (const NodeInfo* n : FoldConstantDequantizes(graph, nodes)) dequantizes.push_back(n);
     for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
 
-    // A graph whose nodes read tensors before they are written is left to the CPU whole:
-    // TFLite's own partitioning (tflite_runtime 2.14) crashes on it. So is one whose CPU kernels
-    // may write out of bounds (graph/validate.h): TFLite's arena stays as the CPU alone has it.
-    std::string whole = CheckGraphOrder(graph, nodes);
-    if (!whole.empty()) whole = "the graph is out of order: " + whole;
-    for (const NodeInfo& n : nodes)
-      if (std::string why = CpuKernelUnsafe(n); whole.empty() && !why.empty()) {
-        whole = why + ", which TFLite's own kernel may run out of bounds";
-        Log(LogLevel::kWarning, "the delegate claims nothing in this model: " + whole);
-      }
+    InferCpuOutputTypes(graph, nodes);
+    // Reasons to leave the whole model to the CPU (ops/cpu_kernel_rules.h).
+    bool warn = false;
+    const std::string whole = WholeModelOnCpu(graph, nodes, &warn);
+    if (warn) Log(LogLevel::kWarning, "the delegate claims nothing in this model: " + whole);
     ClaimPlan claim;
     for (const NodeInfo& n : nodes) {
       NodeDecision d;

@@ -21,14 +21,15 @@ std::string Join(const std::vector<std::string>& v) {
 void OneOf(const std::string& key, const std::string& value,
            const std::vector<std::string>& allowed) {
   if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
-    throw OptionError("invalid value '" + value + "' for option '" + key +
+    throw OptionError("invalid value '" + Shown(value) + "' for option '" + Shown(key) +
                       "'; valid values: " + Join(allowed));
 }
 
 bool ParseBool(const std::string& key, const std::string& v) {
   if (v == "true" || v == "1" || v == "True" || v == "on") return true;
   if (v == "false" || v == "0" || v == "False" || v == "off") return false;
-  throw OptionError("invalid value '" + v + "' for option '" + key + "'; expected true or false");
+  throw OptionError("invalid value '" + Shown(v) + "' for option '" + Shown(key) +
+                    "'; expected true or false");
 }
 
 int ParseNonNegativeInt(const std::string& key, const std::string& v) {
@@ -36,7 +37,7 @@ int ParseNonNegativeInt(const std::string& key, const std::string& v) {
   errno = 0;
   long x = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end || errno || x < 0 || x > 1 << 30)
-    throw OptionError("invalid value '" + v + "' for option '" + key +
+    throw OptionError("invalid value '" + Shown(v) + "' for option '" + Shown(key) +
                       "'; expected a non-negative integer");
   return static_cast<int>(x);
 }
@@ -53,13 +54,14 @@ void CheckSerializationDir(const std::string& dir) {
   if (dir.empty() || IsDirectory(dir)) return;
   struct stat st;
   if (stat(dir.c_str(), &st) == 0)
-    throw OptionError("option 'serialization_dir': " + dir + " exists and is not a directory");
+    throw OptionError("option 'serialization_dir': " + Shown(dir) +
+                      " exists and is not a directory");
   std::string parent = dir;
   while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
   const size_t slash = parent.rfind('/');
   parent = slash == std::string::npos ? "." : slash == 0 ? "/" : parent.substr(0, slash);
   if (!IsDirectory(parent))
-    throw OptionError("option 'serialization_dir': " + parent +
+    throw OptionError("option 'serialization_dir': " + Shown(parent) +
                       " does not exist; create it first (the delegate makes only the last "
                       "directory of the path)");
 }
@@ -89,7 +91,7 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     // C reads a string up to its first NUL: a value with one would be cut there, so a model
     // token "..\0x" became ".." (a directory outside serialization_dir).
     if (key.find('\0') != std::string::npos || value.find('\0') != std::string::npos)
-      throw OptionError("option '" + key.substr(0, key.find('\0')) +
+      throw OptionError("option '" + Shown(key.substr(0, key.find('\0'))) +
                         "' holds a NUL character; option names and values are plain text");
     if (key == "device") {
       if (value.empty()) throw OptionError("option 'device' must not be empty");
@@ -124,7 +126,7 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       errno = 0;
       const unsigned long long x = std::strtoull(value.c_str(), &end, 10);
       if (value.empty() || *end || errno || value[0] == '-')
-        throw OptionError("invalid value '" + value +
+        throw OptionError("invalid value '" + Shown(value) +
                           "' for option 'max_alloc_bytes'; expected a byte count");
       o.max_alloc_bytes = x;
     } else if (key == "capture_tensors") {
@@ -142,7 +144,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
             {"", "create", "prepare", "init", "build", "alloc", "invoke", "read", "cache"});
       o.fail_at = value;
     } else {
-      throw OptionError("unknown option '" + key + "'; valid options: " + Join(OptionKeys()));
+      throw OptionError("unknown option '" + Shown(key) +
+                        "'; valid options: " + Join(OptionKeys()));
     }
   }
   return o;

@@ -26,6 +26,7 @@ Shape TensorShape(const TfLiteTensor& x) {
 
 Shape GraphView::shape(int t) const {
   if (auto it = inferred_.find(t); it != inferred_.end()) return it->second;
+  if (!valid_tensor(t)) throw Error("tensor index " + std::to_string(t) + " is invalid");
   return TensorShape(tensor(t));
 }
 

@@ -40,7 +40,10 @@ class GraphView {
   bool valid_tensor(int t) const { return t >= 0 && static_cast<size_t>(t) < ctx_->tensors_size; }
   const TfLiteTensor& tensor(int t) const { return ctx_->tensors[t]; }
   Shape shape(int t) const;
-  TfLiteType type(int t) const { return tensor(t).type; }
+  TfLiteType type(int t) const {
+    auto it = retyped_.find(t);
+    return it != retyped_.end() ? it->second : tensor(t).type;
+  }
   std::string name(int t) const;
   // The element type a partition would hold the tensor as (a folded DEQUANTIZE's output is a
   // float constant).
@@ -107,6 +110,10 @@ class GraphView {
   // (ops/shape_folding.h). shape() returns it.
   void SetInferredShape(int t, Shape s) { inferred_[t] = std::move(s); }
 
+  // The type a tensor has at Prepare when a CPU kernel sets it from its input, whatever the
+  // model declares (graph/validate.h, InferCpuOutputTypes). type() returns it.
+  void SetInferredType(int t, TfLiteType type) { retyped_[t] = type; }
+
   // The tensors some node writes: never constants, whatever data the model also gives them
   // (TFLite's kernels overwrite it; reading it as a weight gave other outputs than the CPU's).
   void SetWritten(std::set<int> written) { written_ = std::move(written); }
@@ -119,6 +126,7 @@ class GraphView {
   std::map<int, std::vector<float>> computed_;
   std::map<int, FoldedInts> folded_ints_;
   std::map<int, Shape> inferred_;
+  std::map<int, TfLiteType> retyped_;
   std::set<int> written_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "tflite/builtin.h"
+
 namespace clgpu {
 namespace {
 
@@ -68,6 +70,27 @@ std::string CheckGraphOrder(const GraphView& g, const std::vector<NodeInfo>& nod
                (g.valid_tensor(t) ? g.name(t) : std::to_string(t)) + " before node " +
                std::to_string(nodes[it->second].index) + " writes it";
   return "";
+}
+
+std::string CheckWrittenConstants(const GraphView& g, const std::vector<NodeInfo>& nodes) {
+  for (const NodeInfo& n : nodes)
+    for (int t : n.outputs) {
+      if (!g.valid_tensor(t)) continue;
+      const TfLiteTensor& x = g.tensor(t);
+      if (x.allocation_type == kTfLiteMmapRo && x.data.raw != nullptr)
+        return "tensor " + g.name(t) + ", written by node " + std::to_string(n.index) +
+               ", also holds " + Count(x.bytes, "byte") + " of data in the model";
+    }
+  return "";
+}
+
+void InferCpuOutputTypes(GraphView& g, const std::vector<NodeInfo>& nodes) {
+  for (const NodeInfo& n : nodes) {
+    if (n.op != tfl::kExpandDims || n.inputs.empty() || n.outputs.size() != 1) continue;
+    const int in = n.inputs[0], out = n.outputs[0];
+    if (g.valid_tensor(in) && g.valid_tensor(out) && g.type(in) != g.type(out))
+      g.SetInferredType(out, g.type(in));
+  }
 }
 
 std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n) {

@@ -26,9 +26,20 @@ std::string CheckElementCount(const Shape& s, const std::string& what);
 // (tflite_runtime 2.14) crashes on such a graph, so nothing is claimed then.
 std::string CheckGraphOrder(const GraphView& g, const std::vector<NodeInfo>& nodes);
 
+// Before any node is claimed: a tensor a node writes that also holds data in the model file.
+// TFLite's CPU kernels write over that data (or refuse to resize the tensor), but TFLite's
+// partitioner takes the tensor for a constant that is ready before its writer runs, so a
+// partition reading it may read the model's data (tflite_runtime 2.14) or the graph may crash
+// in AllocateTensors (ai_edge_litert): the model is left to the CPU whole.
+std::string CheckWrittenConstants(const GraphView& g, const std::vector<NodeInfo>& nodes);
+
+// Before any node is claimed: TFLite's EXPAND_DIMS gives its output its input's type at prepare,
+// whatever the model declares, so a node reading it sees that type (a float32 reader of an int32
+// EXPAND_DIMS failed the partition's prepare where the CPU ran the model). Recorded in g.
+void InferCpuOutputTypes(GraphView& g, const std::vector<NodeInfo>& nodes);
+
 // What every op's node must satisfy before its handler looks at it: valid tensor indices
-// (inputs may be -1, an absent optional input), outputs that are not constant model data (the
-// CPU reads the constant, a delegated producer would write its own values), shapes within
+// (inputs may be -1, an absent optional input), shapes within
 // kMaxTensorElements, and constants holding at least their declared shape's bytes.
 std::string CheckNodeCommon(const GraphView& g, const NodeInfo& n);
 

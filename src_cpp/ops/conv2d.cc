@@ -1,6 +1,7 @@
 // CONV_2D: claim check, shape inference, weight upload and the launches of the
 // algorithm the selector (ops/conv2d_selector.cc) picks.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -46,6 +47,18 @@ struct ConvSource {
       b = UploadFloat32(ctx, std::vector<float>(bias.begin() + oc0, bias.begin() + oc0 + count));
     return b.get();
   }
+  // Whether a weight is NaN or +-Inf (worked out once). TFLite's CPU convolution (im2col and a
+  // GEMM) multiplies the zeros of the padded border by every weight, so such a weight makes
+  // NaN in each output whose window reaches the border; the direct, blocked and Winograd
+  // algorithms skip those taps.
+  bool NonFinite() {
+    if (nonfinite < 0) {
+      const std::vector<float>& f = filter.values();
+      nonfinite = std::any_of(f.begin(), f.end(), [](float v) { return !std::isfinite(v); });
+    }
+    return nonfinite > 0;
+  }
+  int nonfinite = -1;
   size_t Bytes() const {
     size_t n = 0;
     for (const auto& [k, w] : weights) n += w->filter.bytes() + w->plain.bytes();
@@ -95,7 +108,7 @@ class Conv2dOp : public Op {
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
     if (chunk_ || in.empty() || in[0].size() != 4) return false;
     const ConvGeometry g = Geometry(in[0]);
-    const ConvAlgorithm a = ChooseConvAlgorithm(ctx, g);
+    const ConvAlgorithm a = Algorithm(ctx, g);
     return ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g) &&
            (a == ConvAlgorithm::kGemm1x1 || a == ConvAlgorithm::kImplicitGemm);
   }
@@ -160,7 +173,7 @@ class Conv2dOp : public Op {
       dw.oh = g.h, dw.ow = g.w, dw.oc = g.c;
       return DepthwiseGemmScratchBytes(ctx, dw, g.oc);
     }
-    return ConvScratchBytes(ctx, ChooseConvAlgorithm(ctx, g), g);
+    return ConvScratchBytes(ctx, Algorithm(ctx, g), g);
   }
 
   bool GetClamp(float* lo, float* hi) const override {
@@ -188,7 +201,7 @@ class Conv2dOp : public Op {
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
-    algo_ = ChooseConvAlgorithm(ctx, g);
+    algo_ = Algorithm(ctx, g);
     const bool r = residual_.on;
     if (folded_depthwise()) {
       FloatDepthwiseA dw;
@@ -227,7 +240,7 @@ class Conv2dOp : public Op {
                           const Box& out) const override {
     Box box;
     const ConvGeometry g = Geometry(in[0]).Chunk(out, &box);
-    return ConvWeightBytes(ctx, ChooseConvAlgorithm(ctx, g), g);
+    return ConvWeightBytes(ctx, Algorithm(ctx, g), g);
   }
   std::unique_ptr<Op> MakeChunk(const std::vector<Shape>& in, const Box& out) const override {
     Box box;
@@ -235,6 +248,12 @@ class Conv2dOp : public Op {
   }
 
  private:
+  // ChooseConvAlgorithm, except that a filter with a non-finite weight runs implicit GEMM,
+  // whose padded taps multiply zeros as TFLite's im2col does (ConvSource::NonFinite).
+  ConvAlgorithm Algorithm(const OpContext& ctx, const ConvGeometry& g) const {
+    return src_->NonFinite() ? ConvAlgorithm::kImplicitGemm : ChooseConvAlgorithm(ctx, g);
+  }
+
   tfl::ConvParams params_;
   bool litert_ = false;  // the CPU kernels are LiteRT's (CheckConvInputRows)
   std::shared_ptr<ConvSource> src_;

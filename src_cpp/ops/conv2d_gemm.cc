@@ -22,7 +22,7 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
                            cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
   const long m = long(g.n) * g.h * g.w;
   return EncodeGemm(ctx, Plan(ctx, g), in, w.filter.get(), bias, out, static_cast<int>(m), g.oc,
-                    g.c, act_min, act_max, residual);
+                    g.c, act_min, act_max, residual, w.max_abs);
 }
 
 }  // namespace

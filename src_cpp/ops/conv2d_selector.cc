@@ -114,6 +114,7 @@ std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
                                                 const std::vector<float>& filter_ohwi) {
   auto w = std::make_shared<ConvWeights>();
   Def(a).prepare_weights(ctx, g, filter_ohwi, w.get());
+  if (a == ConvAlgorithm::kGemm1x1) w->max_abs = MaxAbs(filter_ohwi);
   return w;
 }
 

@@ -55,6 +55,7 @@ struct ConvWeights {
   // store_winograd_tile).
   Buffer plain;
   int ocb = 0, cpad = 0;  // winograd4_fused: the blocking its U is laid out for
+  float max_abs = -1.0f;  // the largest |weight| (the GEMM's overflow guard, ops/gemm.h)
 };
 
 std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,

@@ -19,6 +19,13 @@ struct RankRule {
 constexpr RankRule kRankRules[] = {
     {tfl::kDepthwiseConv2d, 2, 1, "DEPTHWISE_CONV_2D's bias"},
     {tfl::kSplitV, 1, 1, "SPLIT_V's size_splits"},
+    {tfl::kTranspose, 1, 1, "TRANSPOSE's perm"},
+    {tfl::kTransposeConv, 0, 1, "TRANSPOSE_CONV's output_shape"},
+    {tfl::kSlice, 1, 1, "SLICE's begin"},
+    {tfl::kSlice, 2, 1, "SLICE's size"},
+    {tfl::kStridedSlice, 1, 1, "STRIDED_SLICE's begin"},
+    {tfl::kStridedSlice, 2, 1, "STRIDED_SLICE's end"},
+    {tfl::kStridedSlice, 3, 1, "STRIDED_SLICE's strides"},
 };
 constexpr int kMaxStep = 32767;
 
@@ -33,7 +40,30 @@ std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n) {
   return "";
 }
 
-std::string CpuKernelUnsafe(const NodeInfo& n) {
+namespace {
+
+// A SLICE whose constant begin and size leave its input (tflite_runtime 2.14's kernel does not
+// check them: it copies the box, past its input and its output, whose declared shape it keeps).
+std::string SliceOutOfBounds(const GraphView& g, const NodeInfo& n) {
+  if (n.op != tfl::kSlice || n.inputs.size() != 3 || !g.valid_tensor(n.inputs[0])) return "";
+  std::vector<int64_t> begin, size;
+  if (!g.ReadConstantInts(n.inputs[1], "begin", &begin).empty() ||
+      !g.ReadConstantInts(n.inputs[2], "size", &size).empty())
+    return "";
+  const Shape in = g.shape(n.inputs[0]);
+  if (begin.size() != in.size() || size.size() != in.size()) return "";
+  for (size_t a = 0; a < in.size(); ++a) {
+    const int64_t end = size[a] == -1 ? in[a] : begin[a] + size[a];
+    if (begin[a] < 0 || size[a] < -1 || end > in[a])
+      return "node " + std::to_string(n.index) + " is a SLICE past its input " + ShapeString(in);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string CpuKernelUnsafe(const GraphView& g, const NodeInfo& n) {
+  if (std::string why = SliceOutOfBounds(g, n); !why.empty()) return why;
   if (!n.builtin_data) return "";
   std::vector<int> steps;
   if (n.op == tfl::kConv2d) {
@@ -50,6 +80,20 @@ std::string CpuKernelUnsafe(const NodeInfo& n) {
     if (s > kMaxStep)
       return "node " + std::to_string(n.index) + " has a stride, dilation or window of " +
              std::to_string(s) + " (above " + std::to_string(kMaxStep) + ")";
+  return "";
+}
+
+std::string WholeModelOnCpu(const GraphView& g, const std::vector<NodeInfo>& nodes, bool* warn) {
+  *warn = false;
+  if (std::string why = CheckGraphOrder(g, nodes); !why.empty())
+    return "the graph is out of order: " + why;
+  *warn = true;
+  if (std::string why = CheckWrittenConstants(g, nodes); !why.empty())
+    return why + ", which TFLite's partitioner takes for a constant";
+  for (const NodeInfo& n : nodes)
+    if (std::string why = CpuKernelUnsafe(g, n); !why.empty())
+      return why + ", which TFLite's own kernel may run out of bounds";
+  *warn = false;
   return "";
 }
 

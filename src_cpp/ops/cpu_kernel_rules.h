@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "graph/graph.h"
 
@@ -16,7 +17,14 @@ std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n);
 // Why TFLite's CPU kernel for this node may write out of bounds, or "": a convolution or pool
 // with a stride, dilation or window beyond 32767 (tflite_runtime 2.14's CONV_2D wrote past its
 // arena at stride 65537; with part of the model delegated, the smaller arena turned that into a
-// heap corruption where the CPU alone got through). The delegate then claims nothing.
-std::string CpuKernelUnsafe(const NodeInfo& n);
+// heap corruption where the CPU alone got through), or a SLICE whose constant begin and size
+// leave its input (tflite_runtime 2.14 copies the box unchecked). The delegate then claims nothing.
+std::string CpuKernelUnsafe(const GraphView& g, const NodeInfo& n);
+
+// Why the delegate claims nothing in this model, or "": nodes that read tensors before they are
+// written (tflite_runtime 2.14's partitioner crashes on such a graph), a tensor a node writes that
+// also holds model data (TFLite's partitioner takes it for a constant), or a CPU kernel that may
+// run out of bounds (CpuKernelUnsafe). *warn: the reason deserves a warning (the last two).
+std::string WholeModelOnCpu(const GraphView& g, const std::vector<NodeInfo>& nodes, bool* warn);
 
 }  // namespace clgpu

@@ -22,6 +22,7 @@ struct FullyConnectedSource {
   bool runtime_weights = false;
   bool has_bias = false;  // else zeros, as many as a plan's N
   LazyConstant weights;
+  float max_abs = -1.0f;  // the largest |weight|, once the weights are read (EncodeGemm)
   std::vector<float> bias;
   std::map<std::pair<int, int>, std::pair<Buffer, Buffer>> buffers;  // (n0, count) -> weights, bias
 
@@ -35,6 +36,7 @@ struct FullyConnectedSource {
       return b;
     }
     const std::vector<float>& w = weights.values();
+    if (max_abs < 0) max_abs = MaxAbs(w);
     if (n0 == 0 && count == n) {
       b.first = UploadWeights(ctx, w);
       b.second = UploadFloat32(ctx, bias);
@@ -170,7 +172,8 @@ class FullyConnectedOp : public Op {
     cl_mem w = src_->runtime_weights ? in.at(1) : buffers_->first.get();
     cl_mem bias = buffers_->second.get();
     const GemmPlan p = PlanGemm(ctx.env.device(), m, n, k, ctx.options.gemm_splits);
-    launches_ = EncodeGemm(ctx, p, in[0], w, bias, out[0], m, n, k, act_min_, act_max_);
+    launches_ = EncodeGemm(ctx, p, in[0], w, bias, out[0], m, n, k, act_min_, act_max_, nullptr,
+                           src_->runtime_weights ? -1.0f : src_->max_abs);
     algorithm_ = GemmAlgorithm(p);
   }
 

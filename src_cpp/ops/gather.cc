@@ -69,6 +69,19 @@ class GatherOp : public StridedCopyOp {
   Shape index_shape_;
 };
 
+// TFLite's kernel refuses (at invoke) a negative value anywhere in the indices' bytes, those past
+// their shape too (a constant may hold more bytes than its shape needs).
+std::string CheckAllIndexBytes(const TfLiteTensor& t) {
+  if (t.allocation_type != kTfLiteMmapRo || !t.data.raw) return "";
+  const size_t n = t.type == kTfLiteInt32 ? t.bytes / 4 : t.type == kTfLiteInt64 ? t.bytes / 8 : 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t v = t.type == kTfLiteInt32 ? static_cast<const int32_t*>(t.data.raw_const)[i]
+                                             : static_cast<const int64_t*>(t.data.raw_const)[i];
+    if (v < 0) return "GATHER indices hold a negative value (TFLite checks all their bytes)";
+  }
+  return "";
+}
+
 std::string Read(const GraphView& g, const NodeInfo& node, int* axis,
                  std::vector<int64_t>* indices) {
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
@@ -86,6 +99,7 @@ std::string Read(const GraphView& g, const NodeInfo& node, int* axis,
   Shape out;
   if (auto why = MapOf(in, *axis, *indices, g.shape(node.inputs[1]), &m, &out); !why.empty())
     return why;
+  if (auto why = CheckAllIndexBytes(g.tensor(node.inputs[1])); !why.empty()) return why;
   if (out != g.shape(node.outputs[0]))
     return "the model declares output " + ShapeString(g.shape(node.outputs[0])) +
            ", the gather gives " + ShapeString(out);

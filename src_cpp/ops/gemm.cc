@@ -1,6 +1,7 @@
 #include "ops/gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "common/error.h"
@@ -67,18 +68,27 @@ const char* GemmAlgorithm(const GemmPlan& p) {
   return p.small_m ? "gemv" : p.splits > 1 ? "gemm_splitk" : "gemm";
 }
 
+float MaxAbs(const std::vector<float>& v) {
+  float m = 0.0f;
+  for (float x : v) m = std::fabs(x) > m ? std::fabs(x) : m;  // a NaN compares false
+  return m;
+}
+
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
-                               cl_mem residual) {
+                               cl_mem residual, float b_max_abs) {
   std::vector<Launch> out;
   if (p.small_m) {
     // SM_N columns per group of SM_WG work-items (kernels/gemm.cl's defaults).
     constexpr size_t kSmallN = 8, kSmallWg = 128;
-    auto prog = ctx.GetProgram("gemm_small_m", residual ? "-DHAS_RESIDUAL" : "");
+    std::string defines = residual ? "-DHAS_RESIDUAL" : "";
+    if (b_max_abs < 0) defines += " -DTRACK_B_MAX";
+    auto prog = ctx.GetProgram("gemm_small_m", defines);
     Launch l;
     l.name = "gemm_nt_small_m";
     l.kernel = CreateKernel(*prog, l.name);
-    SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max);
+    SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max,
+                       b_max_abs < 0 ? 0.0f : b_max_abs);
     l.global[0] = RoundUp(static_cast<size_t>(n), kSmallN) / kSmallN * kSmallWg;
     l.local[0] = kSmallWg;
     out.push_back(std::move(l));

@@ -36,11 +36,16 @@ GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_spli
 size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
 
 // residual (optional): C = act(A B^T + bias + residual), residual laid out like C; under
-// split-K the reduce adds it.
+// split-K the reduce adds it. b_max_abs: the largest |B| when the caller knows it (constant
+// weights), else negative; the small-M kernel's overflow guard takes it as its bound
+// (kernels/gemm_small_m.cl) or, unknown, finds it while it reads B.
 // The launches' algorithm name for profiles: "gemv", "gemm" or "gemm_splitk".
 const char* GemmAlgorithm(const GemmPlan& p);
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
-                               cl_mem residual = nullptr);
+                               cl_mem residual = nullptr, float b_max_abs = -1.0f);
+
+// The largest |v| of the values (NaN ignored; +Inf if one is infinite): EncodeGemm's b_max_abs.
+float MaxAbs(const std::vector<float>& v);
 
 }  // namespace clgpu

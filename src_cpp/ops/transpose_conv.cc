@@ -76,6 +76,9 @@ std::string ReadTransposeConv(const GraphView& g, const NodeInfo& node, Transpos
   if (p->padding != 1 && p->padding != 2) return "unknown padding";
   if (p->stride_width < 1 || p->stride_height < 1 || p->stride_width > 64 || p->stride_height > 64)
     return "invalid stride";
+  // The data input may be -1 in a damaged model (CheckNodeCommon lets absent inputs through):
+  // its shape would be read from before TFLite's tensor array.
+  if (!g.valid_tensor(node.inputs[2])) return "TRANSPOSE_CONV input is absent";
   const int w = node.inputs[1];
   if (!g.valid_tensor(w) || !g.IsConstant(w)) return "TRANSPOSE_CONV weights are not constant";
   const Shape ws = g.shape(w), xs = g.shape(node.inputs[2]);

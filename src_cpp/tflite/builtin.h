@@ -24,6 +24,7 @@ enum BuiltinOp : int32_t {
   kReshape = 22,
   kResizeBilinear = 23,
   kTranspose = 39,
+  kTransposeConv = 67,
   kCustom = 32,
   kSqueeze = 43,
   kSplit = 49,

@@ -1,9 +1,10 @@
 """Mutations of a .tflite flatbuffer, in place: bit flips and truncation anywhere, and edits of
 the fields a model's meaning rests on, found through the schema (the `tflite` package): operator
 input/output indices and opcode indices, tensor shapes, builtin option scalars and the lengths of
-constant buffers. A structural edit keeps the file a valid flatbuffer, so it reaches the
-interpreter's and the delegate's checks instead of the verifier's; works on any model, generated
-or converted.
+constant buffers; and, through records.py, constant data for tensors that operators write and
+other ranks or shapes for constant operands. A structural edit keeps the file a valid
+flatbuffer, so it reaches the interpreter's and the delegate's checks instead of the verifier's;
+works on any model, generated or converted.
 
     sites = Sites(model)              # where each kind of edit can go
     mutant, what = mutate(model, rng) # one to three edits; `what` says which
@@ -20,6 +21,7 @@ import numpy as np
 import tflite
 from flatbuffers.number_types import UOffsetTFlags
 from flatbuffers.table import Table
+from records import RECORD_EDITS, rewrite
 
 # Values an edited integer takes: edges of the types and of the shapes TFLite accepts.
 INTERESTING_INTS = (
@@ -210,14 +212,25 @@ EDITS: dict[str, Edit] = {
 
 
 def mutate(model: bytes, rng: np.random.Generator, sites: Sites | None = None) -> tuple[bytes, str]:
-    """One mutant of `model`: truncated (1 in 12), or one to three edits of EDITS."""
+    """One mutant of `model`: truncated (1 in 12), or one to three edits of EDITS and
+    RECORD_EDITS (records.py: those rewrite the model, so they go first)."""
     if rng.integers(12) == 0:
         n = int(rng.integers(0, len(model)))
         return model[:n], f"truncated to {n} of {len(model)} bytes"
-    sites = sites or Sites(model)
-    buf = bytearray(model)
+    kinds = list(EDITS) + list(RECORD_EDITS)
+    names = [str(rng.choice(kinds)) for _ in range(int(rng.choice((1, 1, 1, 2, 3))))]
     done = []
-    for _ in range(int(rng.choice((1, 1, 1, 2, 3)))):
-        name = str(rng.choice(list(EDITS)))
-        done.append(EDITS[name](buf, sites, rng))
+    for name in sorted(n for n in names if n in RECORD_EDITS):
+        if (rewritten := rewrite(model, name, rng)) is not None:
+            model, what = rewritten
+            done.append(what)
+            sites = None
+    if sites is None or sites.model is not model:
+        sites = Sites(model)
+    buf = bytearray(model)
+    for name in names:
+        if name in EDITS:
+            done.append(EDITS[name](buf, sites, rng))
+    if not done:  # a record edit without a site: a bit flip instead
+        done.append(_flip(buf, sites, rng))
     return bytes(buf), "; ".join(done)

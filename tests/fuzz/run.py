@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -44,6 +43,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from child import Outcome, Worker  # noqa: E402
 from mutate import Sites, mutate  # noqa: E402
 from seeds import generated  # noqa: E402
 
@@ -66,85 +66,10 @@ CPU_TRIES: list[tuple[str, dict[str, str]]] = [
 ]
 
 
-@dataclass
-class Outcome:
-    status: str  # "done", "crashed" (the child died) or "hung" (no result in time)
-    result: dict[str, Any] = field(default_factory=dict)
-    stage: str = ""  # the stage a crash or hang happened in
-    detail: str = ""  # exit code and the end of stderr
-
-
-class Worker:
-    """One worker.py child; restarted after a crash or hang. Its stdout is read unbuffered
-    (os.read): a buffered reader would hold lines that select() no longer sees."""
-
-    def __init__(self, runtime: str, env: dict[str, str]) -> None:
-        self.runtime, self.env = runtime, env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.pending = b""
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(HERE / "worker.py"), self.runtime],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self.env,
-            )
-            self.pending = b""
-        return self.proc
-
-    def _line(self, deadline: float) -> bytes | None:
-        """The next line; b"" at EOF, None at the deadline."""
-        assert self.proc and self.proc.stdout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.pending:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return b""
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        return line + b"\n"
-
-    def run(self, mode: str, path: Path, timeout: float) -> Outcome:
-        p = self._start()
-        assert p.stdin and p.stderr
-        try:
-            p.stdin.write(f"{mode} {path}\n".encode())
-            p.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died starting: the read below sees the EOF
-        stage, deadline = "", time.monotonic() + timeout
-        while True:
-            line = self._line(deadline)
-            if line is None:
-                self.stop()
-                return Outcome("hung", stage=stage, detail=f"no result in {timeout:.0f} s")
-            if not line:
-                code = p.wait()
-                err = p.stderr.read()[-2000:].decode(errors="replace")
-                self.proc = None
-                return Outcome("crashed", stage=stage, detail=f"exit {code}\n{err}")
-            text = line.decode(errors="replace")
-            if text.startswith("BEGIN "):
-                stage = text.split()[1]
-            elif text.startswith("RESULT "):
-                return Outcome("done", json.loads(text[7:]))
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()  # our own child, by its handle
-            self.proc.wait()
-            self.proc = None
-
-
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("CLGPU_PARTITIONING", "all")
+    env.setdefault("CLGPU_CPU_WARMUP", "0")  # the device's outputs, not the warm-up's CPU ones
     # Under AddressSanitizer (.ci/sanitize.sh) a mutated shape must fail its allocation, not
     # take the machine's memory: RLIMIT_AS cannot be used there.
     if "libasan" in env.get("LD_PRELOAD", ""):
@@ -182,15 +107,23 @@ class Fuzz:
 
     def _cpu_reads_undefined(self, path: Path) -> str:
         """Whether stock TFLite's outputs alone change with the heap's contents (glibc's
-        MALLOC_PERTURB_ fills fresh allocations): a kernel reading memory no one wrote, such as
-        a RESHAPE copying a smaller input's bytes. "" if they do not."""
+        MALLOC_PERTURB_ fills fresh allocations) or without arena reuse: a kernel reading memory
+        no one wrote, such as a RESHAPE copying a smaller input's bytes. "" if they do not."""
         digests = set()
-        for fill in ("165", "90"):
-            o = self._alone("cpu", path, MALLOC_PERTURB_=fill)
+        for env in ({"MALLOC_PERTURB_": "165"}, {"MALLOC_PERTURB_": "90"}):
+            o = self._alone("cpu", path, **env)
             if o.status != "done" or "cpu_digest" not in o.result:
                 return ""
             digests.add(o.result["cpu_digest"])
-        return "outputs change with the heap's contents" if len(digests) > 1 else ""
+        if len(digests) > 1:
+            return "outputs change with the heap's contents"
+        # A kernel that leaves its output unwritten (tflite_runtime 2.14's SLICE of size 0)
+        # hands on what an earlier tensor left in the arena: with memory of its own per tensor
+        # (no reuse) the reader sees other bytes.
+        o = self._alone("cpu", path, CLGPU_FUZZ_PRESERVE="1")
+        if o.status == "done" and o.result.get("cpu_digest", next(iter(digests))) not in digests:
+            return "outputs change when tensors do not share arena memory"
+        return ""
 
     def _cpu_memcheck(self, path: Path) -> str:
         """What valgrind's memcheck finds inside stock TFLite's kernels when it runs the mutant

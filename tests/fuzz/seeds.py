@@ -1,7 +1,7 @@
 """Seed models of the mutation fuzzer, built with clgpu_delegate.modelgen: small graphs that
 together use every op family the delegate claims (convolutions of each algorithm's shapes with
-fp16 weights behind DEQUANTIZE, pools, element-wise ops, reductions, copies, splits), so a
-mutation lands on each op's checks. Real models are added with `--models DIR`."""
+fp16 weights behind DEQUANTIZE, pools, element-wise ops, reductions, copies, splits, slices,
+gathers), so a mutation lands on each op's checks. Real models are added with `--models DIR`."""
 
 from __future__ import annotations
 
@@ -90,6 +90,20 @@ def _transpose_conv() -> bytes:
     return b.build()
 
 
+def _selects() -> bytes:
+    b = ModelBuilder(seed=7)
+    x = b.input("x", (1, 6, 8, 4))
+    y = b.strided_slice(x, (0, 1, 0, 0), (1, 6, 8, 4), (1, 2, 3, 1))
+    y = b.slice(y, (0, 0, 1, 1), (1, 2, 2, 3))
+    y = b.gather(b.expand_dims(y, 0), [2, 0, 1], axis=4)
+    b.output(b.reshape(y, (2, 6)))
+    z = b.space_to_depth(b.depth_to_space(x, 2), 2)
+    b.output(b.batch_matmul(b.reshape(z, (6, 8, 4)), b.rand((6, 4, 3))))
+    row = b.squeeze(b.slice(x, (0, 0, 0, 0), (1, 1, 8, 4)), (0, 1))
+    b.output(b.pack([row, b.const(b.rand((8, 4)))], 1))
+    return b.build()
+
+
 SEEDS: dict[str, Callable[[], bytes]] = {
     "convs": _convs,
     "pools_and_copies": _pools_and_copies,
@@ -97,6 +111,7 @@ SEEDS: dict[str, Callable[[], bytes]] = {
     "elementwise": _elementwise,
     "splits": _splits,
     "transpose_conv": _transpose_conv,
+    "selects": _selects,
 }
 
 

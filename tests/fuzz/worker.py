@@ -7,7 +7,8 @@ stage it prints "BEGIN STAGE", so that the parent knows where a crash happened; 
 
     python worker.py RUNTIME
 
-Inputs are seeded N(0, 1) values (CLGPU_FUZZ_FILL=ones: ones); CLGPU_FUZZ_PLAIN=1 leaves out
+Inputs are seeded N(0, 1) values (CLGPU_FUZZ_FILL=ones: ones); CLGPU_FUZZ_PRESERVE=1 gives
+every tensor memory of its own (no arena reuse); CLGPU_FUZZ_PLAIN=1 leaves out
 the OpenCL warm-up and the memory cap (stock TFLite alone in a bare process). Memory is capped
 (RLIMIT_AS, 8 GiB; not under AddressSanitizer, whose shadow needs more address space and which gets
 max_allocation_size_mb from the parent instead): a mutated shape may ask for any size, and the
@@ -44,6 +45,9 @@ def _attempt(
     from clgpu_delegate.runtime import interpreter_module, make_interpreter
 
     claimed = 0
+    # A copy per interpreter: TFLite's kernels write into a model's bytes where a tensor they
+    # write also holds data in the model, and the next interpreter would read those values.
+    model = bytes(bytearray(model))
     try:
         delegate = clgpu_delegate.load(**options) if delegated else None
         if ref_kernels:
@@ -54,7 +58,11 @@ def _attempt(
             )
         else:
             it = make_interpreter(
-                model, [delegate] if delegate else None, runtime=runtime, reference=True
+                model,
+                [delegate] if delegate else None,
+                runtime=runtime,
+                reference=True,
+                preserve_all_tensors=bool(os.environ.get("CLGPU_FUZZ_PRESERVE")),
             )
         if delegate is not None:
             claimed = sum(d["delegated"] for d in delegate.decisions())

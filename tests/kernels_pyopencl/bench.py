@@ -72,7 +72,13 @@ def bench(cx: Ctx, half: bool, only: str = "") -> None:
             cfg = {**GEMM_DEFAULTS["gemm_small_m.cl"], **d}
             wg, sn = cfg["SM_WG"], cfg["SM_N"]
             t = timed(
-                cx, kern, (cdiv(n, sn) * wg,), (wg,), a, b, bias, c, *i32(m, n, k), *f32(lo, hi)
+                cx,
+                kern,
+                (cdiv(n, sn) * wg,),
+                (wg,),
+                *(a, b, bias, c),
+                *i32(m, n, k),
+                *f32(lo, hi, 100.0),  # b_max: above the random weights
             )
             print(
                 f"BENCH {tag} gemm_nt_small_m M={m} N={n} K={k} {d or 'default'}: "

@@ -93,7 +93,7 @@ def check_gemm(cx: Ctx, half: bool):
             cx.buf(bias),
             cb,
             *i32(m, n, k),
-            *f32(lo, hi),
+            *f32(lo, hi, float(np.abs(b).max())),  # b_max: the overflow guard's bound
         )
         res.append(
             (
