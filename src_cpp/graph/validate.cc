@@ -86,7 +86,7 @@ std::string CheckWrittenConstants(const GraphView& g, const std::vector<NodeInfo
 
 void InferCpuOutputTypes(GraphView& g, const std::vector<NodeInfo>& nodes) {
   for (const NodeInfo& n : nodes) {
-    if (n.op != tfl::kExpandDims || n.inputs.empty() || n.outputs.size() != 1) continue;
+    if (!tfl::OutputTakesInputType(n.op) || n.inputs.empty() || n.outputs.size() != 1) continue;
     const int in = n.inputs[0], out = n.outputs[0];
     if (g.valid_tensor(in) && g.valid_tensor(out) && g.type(in) != g.type(out))
       g.SetInferredType(out, g.type(in));

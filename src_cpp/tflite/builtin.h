@@ -131,4 +131,8 @@ struct BlockSizeParams {
   int block_size;
 };
 
+// Ops whose CPU kernel writes its output in its input's type whatever the model declares
+// (EXPAND_DIMS copies bytes): graph/validate.cc infers the output's type from it.
+inline bool OutputTakesInputType(int32_t op) { return op == kExpandDims; }
+
 }  // namespace clgpu::tfl
