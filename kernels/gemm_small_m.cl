@@ -24,7 +24,7 @@
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
-    __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM) {
+    __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
   __local float red[SM_MAX_M * SM_N][SM_WG];
 
   const int lid = get_local_id(0);

@@ -77,10 +77,13 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
                                           options_.fail_at == "cache");
   if (options_.partitioning == "cost")  // the only user of the figures
     device_costs_ = CalibratedDeviceCosts(*env_, queue_.get(), options_.serialization_dir);
-  settings_ = RuntimeSettings{options_.fail_at, options_.profiling, options_.capture_tensors,
-                              options_.fuse_add, options_.cpu_warmup};
-  half_storage_ = options_.precision == "fp16" ||
-                  (options_.precision == "auto" && env_->device().type == "gpu");
+  // $CLGPU_AUTO_FP16=1 (tests): precision auto picks fp16 on any device, as on a GPU.
+  const char* auto_fp16 = std::getenv("CLGPU_AUTO_FP16");
+  const bool auto_half = env_->device().type == "gpu" || (auto_fp16 && !std::strcmp(auto_fp16, "1"));
+  half_storage_ = options_.precision == "fp16" || (options_.precision == "auto" && auto_half);
+  settings_ = RuntimeSettings{options_.fail_at,  options_.profiling,  options_.capture_tensors,
+                              options_.fuse_add, options_.cpu_warmup,
+                              half_storage_ && options_.precision == "auto"};
   tfl_.data_ = this;
   tfl_.Prepare = PrepareTrampoline;
   tfl_.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
@@ -178,6 +181,11 @@ void DelegateCore::CountInvoke(const InvokeCounts& c) {
   t.download_bytes += c.download_bytes;
   t.enqueue_ns += c.enqueue_ns;
   t.wait_ns += c.wait_ns;
+}
+void DelegateCore::CountFp16Overflow(const std::vector<int>& nodes, bool fell_back) {
+  std::lock_guard<std::mutex> l(report_mutex_);
+  std::vector<int>& to = fell_back ? stats_.fp32_fallback_nodes : stats_.fp16_saturated_nodes;
+  to.insert(to.end(), nodes.begin(), nodes.end());
 }
 void DelegateCore::CountPlan() {
   std::lock_guard<std::mutex> l(report_mutex_);
