@@ -163,14 +163,17 @@ def test_fp16_says_once_which_op_saturated(runtime: str, capfd: pytest.CaptureFi
     assert delegate.stats().fp16_saturated_ops == [0]
     assert delegate.stats().fp32_fallback_ops == []
     # The output stays fp16's (saturated inputs), every invoke.
-    np.testing.assert_array_equal(_run(model, runtime, BIG, clgpu_delegate.load(precision="fp16")), first)
+    np.testing.assert_array_equal(
+        _run(model, runtime, BIG, clgpu_delegate.load(precision="fp16")), first
+    )
 
 
 def test_fp32_never_falls_back(runtime: str, capfd: pytest.CaptureFixture) -> None:
     model = _conv3x3()
     ref = _run(model, runtime, BIG)
     delegate = clgpu_delegate.load(precision="fp32")
-    np.testing.assert_allclose(_run(model, runtime, BIG, delegate), ref, rtol=1e-4,
-                               atol=1e-4 * np.abs(ref).max())
+    np.testing.assert_allclose(
+        _run(model, runtime, BIG, delegate), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max()
+    )
     assert delegate.stats().fp32_fallback_ops == delegate.stats().fp16_saturated_ops == []
     assert "past fp16's range" not in capfd.readouterr().err

@@ -311,7 +311,8 @@ int OverflowArg(cl_kernel k) {
   size_t n = 0;
   if (cl.clGetKernelInfo(k, CL_KERNEL_PROGRAM, sizeof p, &p, nullptr) != CL_SUCCESS ||
       cl.clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof args, &args, nullptr) != CL_SUCCESS ||
-      args < 2 || cl.clGetProgramInfo(p, CL_PROGRAM_DEVICES, sizeof dev, &dev, nullptr) != CL_SUCCESS ||
+      args < 2 ||
+      cl.clGetProgramInfo(p, CL_PROGRAM_DEVICES, sizeof dev, &dev, nullptr) != CL_SUCCESS ||
       cl.clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_OPTIONS, 0, nullptr, &n) != CL_SUCCESS)
     return -1;
   std::string options(n, '\0');

@@ -166,7 +166,7 @@ class Partition {
   bool half_ = false;  // fp16 storage (the delegate's), until an overflow under auto
   // Under precision auto: the same ops again, built for float32 storage when half_ goes.
   std::vector<std::unique_ptr<Op>> fp32_ops_;
-  Buffer overflow_flag_;               // a word per op, then per partition input
+  Buffer overflow_flag_;                // a word per op, then per partition input
   std::vector<int32_t> overflow_host_;  // its copy, read with the outputs while watched
   bool overflow_watch_ = false;         // fp16: until one was seen (auto falls back, fp16 warns)
   bool warned_overflow_ = false;        // precision fp16 said it once
