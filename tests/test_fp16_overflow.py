@@ -177,3 +177,21 @@ def test_fp32_never_falls_back(runtime: str, capfd: pytest.CaptureFixture) -> No
     )
     assert delegate.stats().fp32_fallback_ops == delegate.stats().fp16_saturated_ops == []
     assert "past fp16's range" not in capfd.readouterr().err
+
+
+@pytest.mark.usefixtures("auto_is_fp16")
+def test_auto_falls_back_after_the_cpu_warmup(runtime: str) -> None:
+    """The first invoke on TFLite's CPU kernels, the next on the device: it falls back there."""
+    model = _conv3x3()
+    ref = _run(model, runtime, BIG)
+    delegate = clgpu_delegate.load(precision="auto", cpu_warmup=True)
+    it = make_interpreter(model, [delegate], runtime=runtime, reference=True)
+    it.allocate_tensors()
+    for _ in range(2):
+        it.set_tensor(it.get_input_details()[0]["index"], BIG)
+        it.invoke()
+        delegate.wait_ready()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    assert delegate.stats().cpu_invokes == 1 and delegate.stats().invokes == 1
+    assert delegate.stats().fp32_fallback_ops == [0]
