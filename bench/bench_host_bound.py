@@ -5,7 +5,8 @@ the host's time per invoke split where the last command was enqueued
 (`DelegateStats.host_enqueue_us` / `host_wait_us`, no profiling events).
 
     python bench/bench_host_bound.py --models m1.tflite,zoo_name,... [--processes 4]
-        [--windows 6] [--per-window 200] [--tag NAME] [--out bench/results]
+        [--windows 6] [--per-window 200] [--precision fp32|fp16|auto] [--tag NAME]
+        [--out bench/results]
 
 An invoke whose wait is a few microseconds and whose enqueue is nearly all of it is bound by
 the host: its time is the number of commands times the host's cost of one (bench_enqueue.py),
@@ -34,14 +35,14 @@ def split(s0: Any, s1: Any, key: str, n: int) -> float | None:
     return round((getattr(s1, key) - getattr(s0, key)) / n / 1e3, 4)
 
 
-def child(model: str, windows: int, per: int) -> list[dict[str, Any]]:
+def child(model: str, windows: int, per: int, precision: str = "fp32") -> list[dict[str, Any]]:
     """Windows of invokes in this process."""
     import numpy as np
 
     import clgpu_delegate
     from clgpu_delegate.runtime import make_interpreter
 
-    d = clgpu_delegate.load(partitioning="all")
+    d = clgpu_delegate.load(partitioning="all", precision=precision)
     it = make_interpreter(model, [d])
     it.allocate_tensors()
     d.wait_ready()
@@ -87,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-window", type=int, default=200)
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--precision", default="fp32", help="load()'s precision: fp32, fp16, auto")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print("RESULT " + json.dumps(child(args.child, args.windows, args.per_window)), flush=True)
+        rows = child(args.child, args.windows, args.per_window, args.precision)
+        print("RESULT " + json.dumps(rows), flush=True)
         return 0
     if not args.models:
         ap.error("--models is required")
@@ -100,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         for proc in range(args.processes):
             cmd = [sys.executable, str(Path(__file__).resolve()), "--child", path]
             cmd += ["--windows", str(args.windows), "--per-window", str(args.per_window)]
+            cmd += ["--precision", args.precision]
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             got = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
             if not got:
@@ -126,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     from _common import device_info, write_results
 
     meta = {**device_info(), "host_cpus": os.cpu_count(), "kernel": os.uname().release,
-            "processes": args.processes, "windows": args.windows, "per_window": args.per_window}
+            "processes": args.processes, "windows": args.windows, "per_window": args.per_window,
+            "precision": args.precision}
     cols = [
         ("model", "model"),
         ("process", "process"),

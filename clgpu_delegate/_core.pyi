@@ -71,6 +71,8 @@ class _StatsDict(TypedDict):
     warmups: int
     warming: int
     cpu_invokes: int
+    fp32_fallback_ops: list[int]
+    fp16_saturated_ops: list[int]
     buffers_created: int
     host_syncs: int
     uploads: int

@@ -166,6 +166,11 @@ class DelegateStats(_Record):
     warmups: int
     warming: int
     cpu_invokes: int
+    # fp16 storage, values past its range (65504): the nodes (execution-plan indices) whose
+    # inputs or outputs left it, in partitions that then ran in float32 (precision="auto",
+    # that invoke included), or that were saturated (precision="fp16", said once in a warning).
+    fp32_fallback_ops: list[int]
+    fp16_saturated_ops: list[int]
     buffers_created: int  # OpenCL buffers of the delegate's device environment
     # ...and what every invoke does: host waits and partition boundary transfers.
     host_syncs: int

@@ -116,7 +116,7 @@ static inline void bmm_store(const float* r, __local float* dst, const int rows,
 
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void batch_matmul(
     __global const T* restrict A, __global const T* restrict B, __global T* restrict C, int M,
-    int N, int K, float alpha, int8 sa, int8 sb, int8 sc, int e1, int e2) {
+    int N, int K, float alpha, int8 sa, int8 sb, int8 sc, int e1, int e2 OVERFLOW_PARAM) {
   __local float As[TILE_K * (TILE_M + LPAD)] __attribute__((aligned(16)));
   __local float Bs[TILE_K * (TILE_N + LPAD)] __attribute__((aligned(16)));
   const int lid = get_local_id(0);

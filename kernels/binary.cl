@@ -31,7 +31,7 @@ static inline float binary_op(float a, float b, int op) {
 
 // binary_same(a, b, out, n, op, act_min, act_max) — NDRange: global ceil(n / 4).
 __kernel void binary_same(__global const T* a, __global const T* b, __global T* out, int n,
-                          int op, float act_min, float act_max) {
+                          int op, float act_min, float act_max OVERFLOW_PARAM) {
   const int i4 = get_global_id(0);
   if ((i4 + 1) * 4 <= n) {
     const float4 x = LOADF4(a, i4), y = LOADF4(b, i4);
@@ -50,7 +50,7 @@ __kernel void binary_same(__global const T* a, __global const T* b, __global T* 
 //   that input broadcasts along the axis). NDRange: global (total).
 __kernel void binary_broadcast(__global const T* a, __global const T* b, __global T* out,
                                int total, int rank, __global const int* meta, int op,
-                               float act_min, float act_max) {
+                               float act_min, float act_max OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   int rem = i;

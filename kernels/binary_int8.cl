@@ -28,7 +28,7 @@ static inline int2 broadcast_index(int i, int rank, __global const int* meta) {
 }
 
 __kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
-                       int rank, __global const int* meta, __global const int* p, int up_below) {
+                       int rank, __global const int* meta, __global const int* p, int up_below OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   const int2 at = broadcast_index(i, rank, meta);
@@ -37,7 +37,7 @@ __kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* 
 }
 
 __kernel void mul_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
-                       int rank, __global const int* meta, __global const int* p, int up_below) {
+                       int rank, __global const int* meta, __global const int* p, int up_below OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   const int2 at = broadcast_index(i, rank, meta);

@@ -6,7 +6,7 @@
 // layer's small ops have: a few thousand work-items, each reading a 3x3 window's worth of
 // values written by the kernel before it (the host alternates the two buffers). A kernel that
 // does next to nothing would leave out the memory latency every such layer pays.
-__kernel void calibration_small(__global const float* in, __global float* out) {
+__kernel void calibration_small(__global const float* in, __global float* out OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   float s = 0.0f;
   for (int k = 0; k < 9; ++k) s += in[(i + k * 67) & 4095];
@@ -16,7 +16,7 @@ __kernel void calibration_small(__global const float* in, __global float* out) {
 // calibration_fma(a, iters) — NDRange: global (any). Four independent chains per work-item,
 // so a device that issues one multiply-add per cycle per lane is not held back by latency;
 // 8 * iters FLOP per work-item.
-__kernel void calibration_fma(__global float* a, int iters) {
+__kernel void calibration_fma(__global float* a, int iters OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   float x0 = a[i], x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f;
   for (int j = 0; j < iters; ++j) {

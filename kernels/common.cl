@@ -2,6 +2,19 @@
 // load/store helpers, so each kernel is written once for fp32 and fp16 storage.
 // Arithmetic is always float; half is storage only (vload_half is core OpenCL).
 
+// Every kernel takes OVERFLOW_PARAM last: under fp16 storage the flag buffer of its partition
+// and the word it sets when a store saturates (sat_half below; CreateKernel, cl/environment.cc,
+// passes null until a partition binds its own), nothing otherwise. Helpers that store take it
+// too and get it with OVERFLOW_PASS.
+#ifdef STORAGE_HALF
+#define OVERFLOW_PARAM , __global int *restrict clgpu_overflow, int clgpu_overflow_slot
+#define OVERFLOW_PASS , clgpu_overflow, clgpu_overflow_slot
+#define OVERFLOW_FLAG clgpu_overflow, clgpu_overflow_slot
+#else
+#define OVERFLOW_PARAM
+#define OVERFLOW_PASS
+#endif
+
 #if defined(STORAGE_INT8) || defined(STORAGE_UINT8)
 // Quantized values (OpContext::ForValues) in kernels that only move, compare or average them:
 // loads are exact floats, stores round half away from zero (TFLite's integer rounding) and
@@ -29,19 +42,26 @@
 // A finite value past the half range is stored as +-65504, not Inf (vstore_half's rounding):
 // its sign then survives a later product with zero (Inf * 0 is NaN). Inf and NaN stay: the
 // bound a * 0 + 65504 is NaN for them, and a comparison with NaN is false.
-static inline float sat_half(float v) {
+// Such a store also sets word `slot` of `flag` to 1, where the host gave a flag buffer (the
+// partition reads it after each invoke: runtime/partition_overflow.cc): only the rare
+// saturating path stores, so an in-range store costs the comparison it made before.
+static inline float sat_half(float v, __global int* flag, int slot) {
   const float a = fabs(v);
-  return isgreater(a, a * 0.0f + 65504.0f) ? copysign(65504.0f, v) : v;
+  const int over = isgreater(a, a * 0.0f + 65504.0f);
+  if (over && flag) flag[slot] = 1;
+  return over ? copysign(65504.0f, v) : v;
 }
-static inline float4 sat_half4(float4 v) {
+static inline float4 sat_half4(float4 v, __global int* flag, int slot) {
   const float4 a = fabs(v);
-  return select(v, copysign((float4)(65504.0f), v), isgreater(a, a * 0.0f + 65504.0f));
+  const int4 over = isgreater(a, a * 0.0f + 65504.0f);
+  if (any(over) && flag) flag[slot] = 1;
+  return select(v, copysign((float4)(65504.0f), v), over);
 }
-#define STOREF(v, p, i) vstore_half(sat_half(v), (i), (p))
+#define STOREF(v, p, i) vstore_half(sat_half((v), OVERFLOW_FLAG), (i), (p))
 #define LOADF4(p, i4) vload_half4((i4), (p))
-#define STOREF4(v, p, i4) vstore_half4(sat_half4(v), (i4), (p))
+#define STOREF4(v, p, i4) vstore_half4(sat_half4((v), OVERFLOW_FLAG), (i4), (p))
 #define LOADF4A(p, i4) vloada_half4((i4), (p))
-#define STOREF4A(v, p, i4) vstorea_half4(sat_half4(v), (i4), (p))
+#define STOREF4A(v, p, i4) vstorea_half4(sat_half4((v), OVERFLOW_FLAG), (i4), (p))
 #else
 #define T float
 #define LOADF(p, i) ((p)[(i)])
@@ -158,7 +178,7 @@ static inline float conv_direct_output(__global const T* restrict in,
 static inline void store_winograd_tile(const float* y, const int TS, float bv,
                                        __global T* restrict out, int n, int oh0, int ow0, int OH,
                                        int OW, int OC, int oc, float act_min,
-                                       float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM) {
+                                       float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM OVERFLOW_PARAM) {
   int finite = 1;
 #pragma unroll
   for (int k = 0; k < TS * TS; ++k) finite &= isfinite(y[k]);

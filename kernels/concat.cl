@@ -38,7 +38,7 @@
 // concat_multi(out, total, span, out_cols, col0, act_min, act_max, in0..in7, e0..e6) —
 // total = rows * span. NDRange (total rounded up to the work-group).
 __kernel void concat_multi(__global T* out, int total, int span, int out_cols, int col0,
-                           float act_min, float act_max, CONCAT_MULTI_ARGS) {
+                           float act_min, float act_max, CONCAT_MULTI_ARGS OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   const int y = i / span, x = i - y * span;
@@ -50,7 +50,7 @@ __kernel void concat_multi(__global T* out, int total, int span, int out_cols, i
 // concat_multi4: the same in units of 4 elements (total4 = total / 4, span4 = span / 4, the
 // ends / 4, ...), for a span whose inputs, start and output rows are all multiples of 4.
 __kernel void concat_multi4(__global T* out, int total4, int span4, int out_cols4, int col0_4,
-                            float act_min, float act_max, CONCAT_MULTI_ARGS) {
+                            float act_min, float act_max, CONCAT_MULTI_ARGS OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total4) return;
   const int y = i / span4, x = i - y * span4;
@@ -63,7 +63,7 @@ __kernel void concat_multi4(__global T* out, int total4, int span4, int out_cols
 // read from column `col0` of an input row `in_cols` wide. No activation (the ops have none).
 // split_copy(in, out, total, cols, in_cols, col0) — total = rows * cols.
 __kernel void split_copy(__global const T* in, __global T* out, int total, int cols, int in_cols,
-                         int col0) {
+                         int col0 OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   const int y = i / cols, x = i - y * cols;
@@ -72,7 +72,7 @@ __kernel void split_copy(__global const T* in, __global T* out, int total, int c
 
 // split_copy4: the same in units of 4 elements, for rows and offsets all multiples of 4.
 __kernel void split_copy4(__global const T* in, __global T* out, int total4, int cols4,
-                          int in_cols4, int col0_4) {
+                          int in_cols4, int col0_4 OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total4) return;
   const int y = i / cols4, x = i - y * cols4;
@@ -89,7 +89,7 @@ __kernel void split_copy4(__global const T* in, __global T* out, int total4, int
 // total = rows * cols. NDRange: global (total).
 __kernel void concat_requant(__global const T* in, __global T* out, int total, int cols,
                              int out_cols, int col0, float scale, float bias, int out_zero,
-                             int qmin, int qmax) {
+                             int qmin, int qmax OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   const int y = i / cols, x = i - y * cols;

@@ -98,7 +98,7 @@ __kernel __attribute__((reqd_work_group_size(1, WGX, WGY))) void conv2d_blocked(
     __global const T* restrict in, __global const T* restrict filter,
     __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
     int OH, int OW, int OC, int KH, int SH, int DH, int PT, int PL, float act_min,
-    float act_max RESIDUAL_PARAM) {
+    float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
   const int ob = get_global_id(0);
   const int ox0 = get_global_id(1) * PX;
   const int nz = get_global_id(2);  // n * OH + oy

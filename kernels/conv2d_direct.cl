@@ -9,7 +9,7 @@ __kernel void conv2d_direct(__global const T* in, __global const T* filter,
                             __global const float* bias, __global T* out, int N, int H, int W,
                             int C, int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH,
                             int DW, int PT, int PL, float act_min,
-                            float act_max RESIDUAL_PARAM) {
+                            float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
   const int oc = get_global_id(0), ox = get_global_id(1), nz = get_global_id(2);
   if (oc >= OC || ox >= OW || nz >= N * OH) return;
   const int n = nz / OH, oy = nz % OH;

@@ -222,7 +222,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
     __global const T* restrict in, __global const T* restrict filter,
     __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
     int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-    float act_min, float act_max RESIDUAL_PARAM DW_PARAM) {
+    float act_min, float act_max RESIDUAL_PARAM DW_PARAM OVERFLOW_PARAM) {
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
@@ -236,7 +236,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
   igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, 0, K, o.x,
                    o.y, &As[0][0], &Bs[0][0], acc DW_PASS);
   store_output_tile(acc, bias, out, N * OH * OW, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                    act_max RESIDUAL_PASS);
+                    act_max RESIDUAL_PASS OVERFLOW_PASS);
 }
 #else
 
@@ -248,7 +248,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm_splitk(
     __global const T* restrict in, __global const T* restrict filter, __global float* restrict P,
     int N, int H, int W, int C, int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH,
-    int DW, int PT, int PL, int k_per_split DW_PARAM) {
+    int DW, int PT, int PL, int k_per_split DW_PARAM OVERFLOW_PARAM) {
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);

@@ -17,7 +17,7 @@ __kernel void conv2d_int8_direct(__global const char* in, __global const char* f
                                  __global char* out, int N, int H, int W, int C, int OH, int OW,
                                  int OC, int KH, int KW, int SH, int SW, int DH, int DW, int PT,
                                  int PL, int in_zero, int up_below, int out_zero, int act_min,
-                                 int act_max) {
+                                 int act_max OVERFLOW_PARAM) {
   const int oc = get_global_id(0), ox = get_global_id(1), nz = get_global_id(2);
   if (oc >= OC || ox >= OW || nz >= N * OH) return;
   const int n = nz / OH, oy = nz % OH;

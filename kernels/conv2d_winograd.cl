@@ -72,7 +72,7 @@ static inline void winograd_f2_g(const float* x, int sx, float* y, int sy) {
 }
 
 __kernel void winograd_f2_filter_transform(__global const T* restrict filter,
-                                           __global TT* restrict U, int C, int OC) {
+                                           __global TT* restrict U, int C, int OC OVERFLOW_PARAM) {
   const int idx = get_global_id(0);
   if (idx >= OC * C) return;
   const int c = idx % C;
@@ -100,7 +100,7 @@ static inline void winograd_f2_bt(const float* x, int sx, float* y, int sy) {
 
 __kernel void winograd_f2_input_transform(__global const T* restrict in, __global TT* restrict V,
                                           int N, int H, int W, int C, int OH, int OW, int PT,
-                                          int PL, int tile_row_start, int tile_rows) {
+                                          int PL, int tile_row_start, int tile_rows OVERFLOW_PARAM) {
   const int TW = (OW + 1) / 2;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
@@ -145,7 +145,7 @@ __kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
                                            __global const float* restrict bias,
                                            __global T* restrict out, int N, int OH, int OW, int OC,
                                            int tile_row_start, int tile_rows, float act_min,
-                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM) {
+                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM OVERFLOW_PARAM) {
   const int TW = (OW + 1) / 2;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
@@ -167,5 +167,5 @@ __kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
   for (int i = 0; i < 2; ++i) winograd_f2_at(s + 4 * i, 1, y + 2 * i, 1);  // y[2][2] = s A
   const float bv = bias[oc];
   store_winograd_tile(y, 2, bv, out, n, oh0, ow0, OH, OW, OC, oc, act_min,
-                      act_max WINO_DIRECT_PASS RESIDUAL_PASS);
+                      act_max WINO_DIRECT_PASS RESIDUAL_PASS OVERFLOW_PASS);
 }

@@ -65,7 +65,7 @@
 #include "winograd4_transforms.cl"
 
 __kernel void winograd_f4_filter_transform(__global const T* restrict filter,
-                                           __global TT* restrict U, int C, int OC, int KH, int KW) {
+                                           __global TT* restrict U, int C, int OC, int KH, int KW OVERFLOW_PARAM) {
   const int SW = WINO_SUBS(KW);
   const int SS = WINO_SUBS(KH) * SW;
   const int idx = get_global_id(0);
@@ -82,7 +82,7 @@ __kernel void winograd_f4_filter_transform(__global const T* restrict filter,
 __kernel void winograd_f4_input_transform(__global const T* restrict in, __global TT* restrict V,
                                           int N, int H, int W, int C, int OH, int OW, int PT,
                                           int PL, int tile_row_start, int tile_rows, int KH,
-                                          int KW) {
+                                          int KW OVERFLOW_PARAM) {
   const int SW = WINO_SUBS(KW);
   const int SS = WINO_SUBS(KH) * SW;
   const int TW = (OW + 3) / 4;
@@ -122,7 +122,7 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
                                            __global const float* restrict bias,
                                            __global T* restrict out, int N, int OH, int OW, int OC,
                                            int tile_row_start, int tile_rows, float act_min,
-                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM) {
+                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM OVERFLOW_PARAM) {
   const int TW = (OW + 3) / 4;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
@@ -139,5 +139,5 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
 #pragma unroll
   for (int xi = 0; xi < 36; ++xi) m[xi] = LOADT(Mo, (xi * P + p) * OC + oc);
   winograd_f4_output_tile(m, bias[oc], out, n, oh0, ow0, OH, OW, OC, oc, act_min,
-                          act_max WINO_DIRECT_PASS RESIDUAL_PASS);
+                          act_max WINO_DIRECT_PASS RESIDUAL_PASS OVERFLOW_PASS);
 }

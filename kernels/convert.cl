@@ -4,13 +4,13 @@
 // is converted through a float32 staging buffer a range at a time.
 
 // to_storage(src, dst, n, offset) — NDRange: global (n).
-__kernel void to_storage(__global const float* src, __global T* dst, int n, long offset) {
+__kernel void to_storage(__global const float* src, __global T* dst, int n, long offset OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i < n) STOREF(src[i], dst, offset + i);
 }
 
 // from_storage(src, dst, n, offset) — NDRange: global (n).
-__kernel void from_storage(__global const T* src, __global float* dst, int n, long offset) {
+__kernel void from_storage(__global const T* src, __global float* dst, int n, long offset OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i < n) dst[i] = LOADF(src, offset + i);
 }

@@ -58,7 +58,7 @@ __kernel void depthwise_conv2d_fast(__global const T* restrict in,
                                     __global const float* restrict bias, __global T* restrict out,
                                     int N, int H, int W, int C, int OH, int OW, int depth_mult,
                                     int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-                                    float act_min, float act_max) {
+                                    float act_min, float act_max OVERFLOW_PARAM) {
   const int OC = C * depth_mult;
   const int OC4 = (OC + 3) >> 2;
   const int OWB = (OW + WPT_W - 1) / WPT_W;

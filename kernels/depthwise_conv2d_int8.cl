@@ -15,7 +15,7 @@ __kernel void depthwise_conv2d_int8(__global const char* in, __global const char
                                     __global char* out, int N, int H, int W, int C, int OH, int OW,
                                     int M, int KH, int KW, int SH, int SW, int DH, int DW, int PT,
                                     int PL, int in_zero, int up_below, int out_zero, int act_min,
-                                    int act_max) {
+                                    int act_max OVERFLOW_PARAM) {
   const int oc = get_global_id(0), ox = get_global_id(1), nz = get_global_id(2);
   const int OC = C * M;
   if (oc >= OC || ox >= OW || nz >= N * OH) return;
@@ -43,7 +43,7 @@ __kernel void depthwise_conv2d_int8_c4(__global const char* in, __global const c
                                        __global char* out, int N, int H, int W, int C, int OH,
                                        int OW, int M, int KH, int KW, int SH, int SW, int DH,
                                        int DW, int PT, int PL, int in_zero, int up_below,
-                                       int out_zero, int act_min, int act_max) {
+                                       int out_zero, int act_min, int act_max OVERFLOW_PARAM) {
   const int c4 = get_global_id(0), ox = get_global_id(1), nz = get_global_id(2);
   if (4 * c4 >= C || ox >= OW || nz >= N * OH) return;
   const int n = nz / OH, oy = nz % OH, c = 4 * c4;

@@ -143,7 +143,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     __global const int* restrict bias, __global const int2* restrict stage,
     __global char* restrict out, int M, int N, int K, int Kp, int a_zero, int up_below,
     int out_zero, int act_min, int act_max, int H, int W, int C, int OW, int OH, int KW, int SH,
-    int SW, int DH, int DW, int PT, int PL, int k_per_split SPLIT_ARGS RESIDUAL_ARGS DW_ARGS) {
+    int SW, int DH, int DW, int PT, int PL, int k_per_split SPLIT_ARGS RESIDUAL_ARGS DW_ARGS OVERFLOW_PARAM) {
   __local int As[TK4][TM];
   __local int Bs[TK4][TN];
   const int lid = get_local_id(0);

@@ -71,7 +71,7 @@ static inline float guarded_sum(float sum, __global const T* a, __global const T
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min, float act_max,
-    float b_max RESIDUAL_PARAM) {
+    float b_max RESIDUAL_PARAM OVERFLOW_PARAM) {
   __local float red[SM_MAX_M * SM_N][SM_WG];
   // The group's largest |A| per row, then (TRACK_B_MAX) |B| per column, as the bits of
   // non-negative floats, whose int order is theirs (a NaN sorts above +Inf): one atomic_max per

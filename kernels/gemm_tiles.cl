@@ -281,7 +281,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
 // M x N output (float4 stores when N % 4 == 0 and VWN == 4), skipping rows / columns past the end.
 static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const float* restrict bias,
                                      __global T* restrict C, int M, int N, int m0, int n0, int tx,
-                                     int ty, float act_min, float act_max RESIDUAL_PARAM) {
+                                     int ty, float act_min, float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
 #pragma unroll
   for (int i = 0; i < WPT_M; ++i) {
     const int m = m0 + ROW_OF(ty, i);
@@ -334,7 +334,7 @@ static inline void store_partial_tile(float acc[WPT_M][WPT_N], __global float* r
 //   NDRange: 1-D, global >= M * N, any local size.
 __kernel void gemm_splitk_reduce(__global const float* restrict P, __global const float* restrict bias,
                                  __global T* restrict C, int M, int N, int splits, float act_min,
-                                 float act_max RESIDUAL_PARAM) {
+                                 float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
   const int idx = get_global_id(0);
   if (idx >= M * N) return;
   float s = bias[idx % N];

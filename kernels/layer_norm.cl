@@ -39,7 +39,7 @@
 __kernel void layer_norm(__global const T* restrict a, __global const T* restrict b,
                          __global const float* restrict gamma, __global const float* restrict beta,
                          __global T* restrict out, int rows, int C, float eps, int gamma_n,
-                         int beta_n) {
+                         int beta_n OVERFLOW_PARAM) {
   __local float part[LN_LOCAL];
   const int row = get_group_id(0), li = get_local_id(0), n = get_local_size(0);
   const long base = (long)row * C;

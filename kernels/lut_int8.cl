@@ -3,7 +3,7 @@
 //
 // lut_int8(x, table, out, n) — NDRange: global (>= ceil(n / 4)), four elements each.
 __kernel void lut_int8(__global const uchar* x, __global const uchar* table, __global uchar* out,
-                       int n) {
+                       int n OVERFLOW_PARAM) {
   const int i = get_global_id(0) * 4;
   if (i + 4 <= n) {
     const uchar4 v = vload4(0, x + i);

@@ -35,7 +35,7 @@ static inline QT mean_out(int sum, int o, __global const int* p, __global const 
 
 __kernel void mean_int8_tiled(__global const QT* x, __global QT* out, __global int* acc,
                               int outer, int reduce, int inner, int slices,
-                              __global const int* p, __global const uchar* up, int channels) {
+                              __global const int* p, __global const uchar* up, int channels OVERFLOW_PARAM) {
   __local int part[MQ_TILE];
   __local int flag;
   const int lx = get_local_size(0), ly = get_local_size(1);
@@ -71,7 +71,7 @@ __kernel void mean_int8_tiled(__global const QT* x, __global QT* out, __global i
 
 __kernel void mean_int8(__global const QT* x, __global QT* out, int nk, int nr, int count,
                         __global const int* meta, __global const int* p,
-                        __global const uchar* up, int channels) {
+                        __global const uchar* up, int channels OVERFLOW_PARAM) {
   __local int part[MQ_LOCAL];
   const int o = get_group_id(0);
   const int lid = get_local_id(0), group = get_local_size(0);

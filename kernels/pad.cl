@@ -4,7 +4,7 @@
 //   meta: int[3*rank] = output dims, input dims, padding before each axis.
 //   NDRange: global (total), one output element each.
 __kernel void pad(__global const T* x, __global T* out, int total, int rank,
-                  __global const int* meta, int mode, float value) {
+                  __global const int* meta, int mode, float value OVERFLOW_PARAM) {
   const int o = get_global_id(0);
   if (o >= total) return;
   int rem = o;

@@ -25,7 +25,7 @@
 
 #define POOL_IN(ky, kx) ((((long)b * h + y0 + (ky)) * w + x0 + (kx)) * cv + cx)
 
-__kernel void max_pool2d(POOL_ARGS) {
+__kernel void max_pool2d(POOL_ARGS OVERFLOW_PARAM) {
   POOL_WINDOW
   float m = -FLT_MAX;
   for (int ky = ky0; ky < ky1; ++ky)
@@ -33,7 +33,7 @@ __kernel void max_pool2d(POOL_ARGS) {
   STOREF(ACTIVATE(m, act_min, act_max), out, dst);
 }
 
-__kernel void max_pool2d_c4(POOL_ARGS) {
+__kernel void max_pool2d_c4(POOL_ARGS OVERFLOW_PARAM) {
   POOL_WINDOW
   float4 m = (float4)(-FLT_MAX);
   for (int ky = ky0; ky < ky1; ++ky)
@@ -42,7 +42,7 @@ __kernel void max_pool2d_c4(POOL_ARGS) {
 }
 
 // An empty window divides 0 by 0, as the CPU does.
-__kernel void avg_pool2d(POOL_ARGS) {
+__kernel void avg_pool2d(POOL_ARGS OVERFLOW_PARAM) {
   POOL_WINDOW
   float s = 0.f;
   for (int ky = ky0; ky < ky1; ++ky)
@@ -51,7 +51,7 @@ __kernel void avg_pool2d(POOL_ARGS) {
   STOREF(ACTIVATE(s / count, act_min, act_max), out, dst);
 }
 
-__kernel void avg_pool2d_c4(POOL_ARGS) {
+__kernel void avg_pool2d_c4(POOL_ARGS OVERFLOW_PARAM) {
   POOL_WINDOW
   float4 s = (float4)(0.f);
   for (int ky = ky0; ky < ky1; ++ky)
@@ -65,7 +65,7 @@ __kernel void avg_pool2d_c4(POOL_ARGS) {
 // over the window's in-bounds taps divided by their count, rounded half away from zero, then the
 // clamp (act_min / act_max are the activation's quantized bounds). An empty window stores the
 // clamp of 0, where TFLite's kernel leaves its output unwritten.
-__kernel void avg_pool2d_int(POOL_ARGS) {
+__kernel void avg_pool2d_int(POOL_ARGS OVERFLOW_PARAM) {
   POOL_WINDOW
   int s = 0;
   for (int ky = ky0; ky < ky1; ++ky)

@@ -24,7 +24,7 @@ static inline float div_round_away(float a, float s, float inv) {
 //   out[i] = clamp(round(x[i] / scale) + zero_point, qmin, qmax): below vec_below
 //   rint(x * inv_scale) (ties to even, the NEON loop), else the rounding of div_round_away.
 __kernel void quantize_float(__global const T* x, __global QT* out, int n, float scale,
-                             float inv_scale, int zero_point, int qmin, int qmax, int vec_below) {
+                             float inv_scale, int zero_point, int qmin, int qmax, int vec_below OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= n) return;
   const float v = LOADF(x, i);
@@ -58,7 +58,7 @@ __kernel void quantize_float(__global const T* x, __global QT* out, int n, float
 #endif
 __kernel void requantize(__global const IN_QT* x, __global QT* out, int n, int in_zero_point,
                          int multiplier, int shift, int out_zero_point, int qmin, int qmax,
-                         int up_below) {
+                         int up_below OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= n) return;
   const int v = quant_multiply((int)x[i] - in_zero_point, multiplier, shift, i < up_below);
@@ -69,7 +69,7 @@ __kernel void requantize(__global const IN_QT* x, __global QT* out, int n, int i
 //   out[i] = (x[i] - zero_point) * scale, one rounding; below vec_below x * scale - zero_scaled
 //   (zero_scaled = zero_point * scale rounded to float: the NEON loop's two roundings).
 __kernel void dequantize(__global const QT* x, __global T* out, int n, float scale,
-                         int zero_point, float zero_scaled, int vec_below) {
+                         int zero_point, float zero_scaled, int vec_below OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= n) return;
   const int q = (int)x[i];

@@ -51,7 +51,7 @@
 // to [act_lo, act_hi] and put through the program's EPILOGUE (a pool's fused activation; a
 // reduction passes infinite bounds and builds no epilogue).
 __kernel void reduce_tiled(__global const T* x, __global T* out, int outer, int reduce, int inner,
-                           float divisor, int lx, int ly, int slices, float act_lo, float act_hi) {
+                           float divisor, int lx, int ly, int slices, float act_lo, float act_hi OVERFLOW_PARAM) {
   __local float part[RED_LOCAL];
   const int lxi = get_local_id(0), lyi = get_local_id(1);
   const int blocks = (inner + lx - 1) / lx;
@@ -108,7 +108,7 @@ __kernel void reduce_tiled(__global const T* x, __global T* out, int outer, int 
 // work-item per output. meta: int[2 * (nk + nr)] = kept dims, kept strides, reduced dims,
 // reduced strides (input strides; the output is the kept dims in order). NDRange: global (total).
 __kernel void reduce_general(__global const T* x, __global T* out, int total, int nk, int nr,
-                             int count, float divisor, __global const int* meta) {
+                             int count, float divisor, __global const int* meta OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   long base = 0;

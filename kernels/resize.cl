@@ -24,12 +24,12 @@
 #define RESIZE_IN(y, x) ((((long)b * h + (y)) * w + (x)) * cv + cx)
 
 // rows[oy], cols[ox]: the source row / column of each output.
-__kernel void resize_nearest(RESIZE_ARGS, __global const int* rows, __global const int* cols) {
+__kernel void resize_nearest(RESIZE_ARGS, __global const int* rows, __global const int* cols OVERFLOW_PARAM) {
   RESIZE_POS
   STOREF(LOADF(in, RESIZE_IN(rows[oy], cols[ox])), out, dst);
 }
 
-__kernel void resize_nearest_c4(RESIZE_ARGS, __global const int* rows, __global const int* cols) {
+__kernel void resize_nearest_c4(RESIZE_ARGS, __global const int* rows, __global const int* cols OVERFLOW_PARAM) {
   RESIZE_POS
   STOREF4A(LOADF4A(in, RESIZE_IN(rows[oy], cols[ox])), out, dst);
 }
@@ -47,7 +47,7 @@ __kernel void resize_nearest_c4(RESIZE_ARGS, __global const int* rows, __global 
   const float w00 = ry * rx, w01 = ry * dx, w10 = dy * rx, w11 = dy * dx;
 
 __kernel void resize_bilinear(RESIZE_ARGS, __global const int* rows, __global const int* cols,
-                              __global const float* fy, __global const float* fx) {
+                              __global const float* fy, __global const float* fx OVERFLOW_PARAM) {
   RESIZE_POS
   BILINEAR_WEIGHTS
   const float v = LOADF(in, RESIZE_IN(y0, x0)) * w00 + LOADF(in, RESIZE_IN(y0, x1)) * w01 +
@@ -56,7 +56,7 @@ __kernel void resize_bilinear(RESIZE_ARGS, __global const int* rows, __global co
 }
 
 __kernel void resize_bilinear_c4(RESIZE_ARGS, __global const int* rows, __global const int* cols,
-                                 __global const float* fy, __global const float* fx) {
+                                 __global const float* fy, __global const float* fx OVERFLOW_PARAM) {
   RESIZE_POS
   BILINEAR_WEIGHTS
   const float4 v = LOADF4A(in, RESIZE_IN(y0, x0)) * w00 + LOADF4A(in, RESIZE_IN(y0, x1)) * w01 +
@@ -70,7 +70,7 @@ __kernel void resize_bilinear_c4(RESIZE_ARGS, __global const int* rows, __global
 // builds: half storage cannot be read directly without cl_khr_fp16.
 #if defined(STORAGE_INT8) || defined(STORAGE_UINT8)
 __kernel void resize_bilinear_int8(RESIZE_ARGS, __global const int* rows, __global const int* cols,
-                                   __global const int* fy, __global const int* fx) {
+                                   __global const int* fy, __global const int* fx OVERFLOW_PARAM) {
   RESIZE_POS
   const int y0 = rows[2 * oy], y1 = rows[2 * oy + 1];
   const int x0 = cols[2 * ox], x1 = cols[2 * ox + 1];

@@ -5,7 +5,7 @@
 // softmax_rows(x, out, rows, d, beta, log_out) — short rows: one work-item per row.
 // NDRange: global (rows).
 __kernel void softmax_rows(__global const T* x, __global T* out, int rows, int d, float beta,
-                           int log_out) {
+                           int log_out OVERFLOW_PARAM) {
   const int row = get_global_id(0);
   if (row >= rows) return;
   const long base = (long)row * d;
@@ -28,7 +28,7 @@ __kernel void softmax_rows(__global const T* x, __global T* out, int rows, int d
 // 2, <= SM_LOCAL) work-items per row, strided over it, with tree reductions in local memory.
 // NDRange: global (rows * local), local (local).
 __kernel void softmax_group(__global const T* x, __global T* out, int rows, int d, float beta,
-                            int log_out) {
+                            int log_out OVERFLOW_PARAM) {
   __local float part[SM_LOCAL];
   const int row = get_group_id(0), li = get_local_id(0), n = get_local_size(0);
   const long base = (long)row * d;

@@ -32,7 +32,7 @@ static inline float recip_rn(float d) {
 }
 
 __kernel void softmax_int8(__global const QT* x, __global QT* out, __global const float* table,
-                           int rows, int d, float out_scale, int zero_point) {
+                           int rows, int d, float out_scale, int zero_point OVERFLOW_PARAM) {
   __local int lmax[SMQ_LOCAL];
   __local float chunk[SMQ_CHUNK];
   __local float linv;

@@ -77,7 +77,7 @@ __kernel void squeeze_float(__global const T* x, __global T* out, __global float
                             __global int* counter, int reduce, int channels, int slices,
                             float divisor, __global const T* w1, __global const float* bias1,
                             int n1, int k1, float lo1, float hi1, __global const T* w2,
-                            __global const float* bias2, int n2, int k2, float lo2, float hi2) {
+                            __global const float* bias2, int n2, int k2, float lo2, float hi2 OVERFLOW_PARAM) {
   __local float part[SQ_TILE];
   __local float vec1[SQ_VEC], vec2[SQ_VEC];
   __local int flag;

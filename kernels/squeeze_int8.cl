@@ -65,7 +65,7 @@ __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int*
                            __global const int2* stage1, int n1, int kp1, int zp1, int lo1,
                            int hi1, int upb1, __global const int* b2, __global const int* bias2,
                            __global const int2* stage2, int n2, int kp2, int zp2, int lo2,
-                           int hi2, int upb2, int layers) {
+                           int hi2, int upb2, int layers OVERFLOW_PARAM) {
   __local int part[SQ_TILE];
   __local int vec1[SQ_VEC / 4], vec2[SQ_VEC / 4];
   __local int flag;

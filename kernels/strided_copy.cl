@@ -7,7 +7,7 @@
 // output dims, then each one's input stride; table_axis -1: none (table is any buffer).
 // NDRange: global (total rounded up to the work-group), one output element each.
 __kernel void strided_copy(__global const T* in, __global T* out, int total, int rank, int base,
-                           __global const int* meta, __global const int* table, int table_axis) {
+                           __global const int* meta, __global const int* table, int table_axis OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   int rem = i, src = base;
@@ -23,7 +23,7 @@ __kernel void strided_copy(__global const T* in, __global T* out, int total, int
 // strided_copy4: the same in units of 4 elements, for a map whose innermost axis has stride 1
 // and whose every extent of it, stride, table entry and base are multiples of 4 (all /4 here).
 __kernel void strided_copy4(__global const T* in, __global T* out, int total4, int rank, int base4,
-                            __global const int* meta, __global const int* table, int table_axis) {
+                            __global const int* meta, __global const int* table, int table_axis OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total4) return;
   int rem = i, src = base4;

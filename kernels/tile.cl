@@ -3,7 +3,7 @@
 // tile(x, out, total, rank, meta) — meta: int[2*rank] = output dims, input dims.
 // NDRange: global (total), one output element each.
 __kernel void tile(__global const T* x, __global T* out, int total, int rank,
-                   __global const int* meta) {
+                   __global const int* meta OVERFLOW_PARAM) {
   const int o = get_global_id(0);
   if (o >= total) return;
   int rem = o;

@@ -4,7 +4,7 @@
 // transpose_nd(in, out, total, rank, meta) — meta: int[2*rank] = output dims, then
 //   for each output axis the input stride of the axis it reads. NDRange: global (total).
 __kernel void transpose_nd(__global const T* in, __global T* out, int total, int rank,
-                           __global const int* meta) {
+                           __global const int* meta OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   int rem = i;

@@ -7,7 +7,7 @@
 __kernel void transpose_conv(__global const T* x, __global const T* w, __global const float* bias,
                              __global T* out, int N, int H, int W, int IC, int OH, int OW, int OC,
                              int KH, int KW, int SH, int SW, int pad_top, int pad_left,
-                             float act_min, float act_max) {
+                             float act_min, float act_max OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= N * OH * OW * OC) return;
   const int oc = i % OC;

@@ -14,7 +14,7 @@ __kernel void transpose_conv_int8(__global const char* x, __global const char* w
                                   __global char* out, int N, int H, int W, int IC, int OH, int OW,
                                   int OC, int KH, int KW, int SH, int SW, int pad_top,
                                   int pad_left, int in_zero, int up_below, int out_zero,
-                                  int act_min, int act_max) {
+                                  int act_min, int act_max OVERFLOW_PARAM) {
   const int oc = get_global_id(0), ox = get_global_id(1), nz = get_global_id(2);
   if (oc >= OC || ox >= OW || nz >= N * OH) return;
   const int n = nz / OH, oy = nz % OH;

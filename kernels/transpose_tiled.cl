@@ -25,7 +25,7 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(TILE_DIM * WG_ROWS, 1, 1))) void transpose_batched_2d(
-    __global const T* restrict in, __global T* restrict out, int batch, int rows, int cols) {
+    __global const T* restrict in, __global T* restrict out, int batch, int rows, int cols OVERFLOW_PARAM) {
   // +1 column: the column-wise reads below then hit TILE_DIM different banks.
   __local float tile[TILE_DIM][TILE_DIM + 1];
 

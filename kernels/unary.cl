@@ -52,7 +52,7 @@ static inline float unary_op(float x, int op, float alpha) {
 }
 
 // unary(x, out, n, op, alpha) — NDRange: global ceil(n / 4).
-__kernel void unary(__global const T* x, __global T* out, int n, int op, float alpha) {
+__kernel void unary(__global const T* x, __global T* out, int n, int op, float alpha OVERFLOW_PARAM) {
   const int i4 = get_global_id(0);
   if ((i4 + 1) * 4 <= n) {
     const float4 v = LOADF4(x, i4);

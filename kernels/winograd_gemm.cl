@@ -59,7 +59,7 @@
 
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void winograd_gemm(
     __global const TT* restrict V, __global const TT* restrict U, __global TT* restrict Mo, int P,
-    int OC, int C) {
+    int OC, int C OVERFLOW_PARAM) {
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
 

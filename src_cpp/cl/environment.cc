@@ -300,11 +300,44 @@ Buffer Environment::CreateSvmArena(size_t bytes, cl_command_queue queue) const {
   return Buffer(mem, bytes, std::move(svm), 0);
 }
 
+namespace {
+// The index of a kernel's overflow flag argument (the slot follows it): its last two arguments
+// where its program was built with -DSTORAGE_HALF; -1 otherwise.
+int OverflowArg(cl_kernel k) {
+  const ClApi& cl = Cl();
+  cl_program p = nullptr;
+  cl_uint args = 0;
+  cl_device_id dev = nullptr;
+  size_t n = 0;
+  if (cl.clGetKernelInfo(k, CL_KERNEL_PROGRAM, sizeof p, &p, nullptr) != CL_SUCCESS ||
+      cl.clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof args, &args, nullptr) != CL_SUCCESS ||
+      args < 2 ||
+      cl.clGetProgramInfo(p, CL_PROGRAM_DEVICES, sizeof dev, &dev, nullptr) != CL_SUCCESS ||
+      cl.clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_OPTIONS, 0, nullptr, &n) != CL_SUCCESS)
+    return -1;
+  std::string options(n, '\0');
+  if (n && cl.clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_OPTIONS, n, options.data(), nullptr) !=
+               CL_SUCCESS)
+    return -1;
+  return options.find("-DSTORAGE_HALF") == std::string::npos ? -1 : static_cast<int>(args) - 2;
+}
+}  // namespace
+
 Kernel CreateKernel(const Program& program, const std::string& name) {
   cl_int err = CL_SUCCESS;
   Kernel k(Cl().clCreateKernel(program.get(), name.c_str(), &err));
   if (err != CL_SUCCESS) throw ClError("clCreateKernel", err, name);
+  SetOverflowFlag(k, nullptr, 0);
   return k;
+}
+
+void SetOverflowFlag(const Kernel& k, cl_mem flag, int slot) {
+  const int i = OverflowArg(k.get());
+  if (i < 0) return;
+  // A source built with fp16 storage but without kernels/common.cl (GetSource) has no such
+  // arguments: its callers set all of them, so a refusal here is left alone.
+  if (Cl().clSetKernelArg(k.get(), cl_uint(i), sizeof flag, &flag) == CL_SUCCESS)
+    Cl().clSetKernelArg(k.get(), cl_uint(i + 1), sizeof slot, &slot);
 }
 
 }  // namespace clgpu

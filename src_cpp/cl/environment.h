@@ -110,8 +110,13 @@ class Environment {
   std::unique_ptr<ProgramCache> programs_;
 };
 
-// clCreateKernel with the error naming the kernel.
+// clCreateKernel with the error naming the kernel. A kernel built with fp16 storage gets null
+// for its overflow flag (kernels/common.cl's OVERFLOW_PARAM, its last two arguments): its
+// saturating stores then note nothing until SetOverflowFlag gives it a buffer.
 Kernel CreateKernel(const Program& program, const std::string& name);
+// Where a kernel built with fp16 storage notes a store past the half range: word `slot` of
+// `flag` (null: nowhere). Nothing for a kernel built otherwise.
+void SetOverflowFlag(const Kernel& k, cl_mem flag, int slot);
 
 // 64-bit FNV-1a, used in cache keys.
 uint64_t HashBytes(const void* data, size_t n, uint64_t seed = 1469598103934665603ull);

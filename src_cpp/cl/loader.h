@@ -39,6 +39,7 @@ namespace clgpu {
   X(clRetainKernel)              \
   X(clReleaseKernel)             \
   X(clSetKernelArg)              \
+  X(clGetKernelInfo)             \
   X(clGetKernelWorkGroupInfo)    \
   X(clEnqueueNDRangeKernel)      \
   X(clEnqueueReadBuffer)         \

@@ -77,10 +77,12 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
                                           options_.fail_at == "cache");
   if (options_.partitioning == "cost")  // the only user of the figures
     device_costs_ = CalibratedDeviceCosts(*env_, queue_.get(), options_.serialization_dir);
-  settings_ = RuntimeSettings{options_.fail_at, options_.profiling, options_.capture_tensors,
-                              options_.fuse_add, options_.cpu_warmup};
   half_storage_ = options_.precision == "fp16" ||
-                  (options_.precision == "auto" && env_->device().type == "gpu");
+                  (options_.precision == "auto" &&
+                   (env_->device().type == "gpu" || options_.auto_fp16_anywhere));
+  settings_ = RuntimeSettings{
+      options_.fail_at,  options_.profiling,  options_.capture_tensors,
+      options_.fuse_add, options_.cpu_warmup, half_storage_ && options_.precision == "auto"};
   tfl_.data_ = this;
   tfl_.Prepare = PrepareTrampoline;
   tfl_.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
@@ -134,80 +136,6 @@ void DelegateCore::RecordClaims(TfLiteContext* ctx, std::vector<NodeDecision> de
   SubgraphClaims& s = subgraphs_[index];
   s.decisions = std::move(decisions);
   s.partitions = std::move(partitions);
-}
-AbiObservation DelegateCore::abi() const {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  return abi_;
-}
-DelegateStats DelegateCore::stats() const {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  return stats_;
-}
-void DelegateCore::CountKernelCreated() {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  ++stats_.kernels_created;
-}
-void DelegateCore::Capture(int tensor, CapturedTensor c) {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  captured_[tensor] = std::move(c);
-}
-std::map<int, CapturedTensor> DelegateCore::captured() const {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  return captured_;
-}
-void DelegateCore::SetMemoryReport(int partition, const MemoryReport& r) {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  memory_[partition] = r;
-}
-void DelegateCore::DropMemoryReport(int partition) {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  memory_.erase(partition);
-}
-std::map<int, MemoryReport> DelegateCore::memory() const {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  return memory_;
-}
-void DelegateCore::CountInvoke(const InvokeCounts& c) {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  ++stats_.invokes;
-  InvokeCounts& t = stats_.transfers;
-  t.host_syncs += c.host_syncs;
-  t.uploads += c.uploads;
-  t.downloads += c.downloads;
-  t.upload_bytes += c.upload_bytes;
-  t.download_bytes += c.download_bytes;
-  t.enqueue_ns += c.enqueue_ns;
-  t.wait_ns += c.wait_ns;
-}
-void DelegateCore::CountPlan() {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  ++stats_.plans;
-}
-void DelegateCore::CountBind() {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  ++stats_.binds;
-}
-void DelegateCore::WarmupStarted() {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  ++stats_.warmups;
-  ++stats_.warming;
-}
-void DelegateCore::WarmupEnded() {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  if (--stats_.warming == 0) warm_cv_.notify_all();
-}
-void DelegateCore::CountCpuInvoke() {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  ++stats_.cpu_invokes;
-}
-bool DelegateCore::WaitReady(double timeout_s) {
-  std::unique_lock<std::mutex> l(report_mutex_);
-  auto ready = [&] { return stats_.warming == 0; };
-  if (timeout_s < 0) {
-    warm_cv_.wait(l, ready);
-    return true;
-  }
-  return warm_cv_.wait_for(l, std::chrono::duration<double>(timeout_s), ready);
 }
 
 TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {

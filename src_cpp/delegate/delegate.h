@@ -58,6 +58,9 @@ struct DelegateStats {
   // cpu_warmup: partitions whose programs built in the background, those still building, and
   // the invokes TFLite's CPU kernels ran meanwhile (not in `invokes`).
   int warmups = 0, warming = 0, cpu_invokes = 0;
+  // fp16 storage: the nodes whose values left its range, in partitions that then ran in float32
+  // (precision auto), or that were saturated (precision fp16, with a warning).
+  std::vector<int> fp32_fallback_nodes, fp16_saturated_nodes;
 };
 
 class DelegateCore final : public PartitionHost {
@@ -133,6 +136,7 @@ class DelegateCore final : public PartitionHost {
   void WarmupStarted() override;
   void WarmupEnded() override;
   void CountCpuInvoke() override;
+  void CountFp16Overflow(const std::vector<int>& nodes, bool fell_back) override;
   // Until no partition builds in the background (cpu_warmup) or `timeout_s` (< 0: no limit)
   // has passed; whether none does.
   bool WaitReady(double timeout_s);

@@ -87,6 +87,8 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
   }
   if (const char* env = std::getenv("CLGPU_CPU_WARMUP"); env && *env)
     o.cpu_warmup = ParseBool("CLGPU_CPU_WARMUP", env);
+  if (const char* env = std::getenv("CLGPU_AUTO_FP16"); env && *env)
+    o.auto_fp16_anywhere = ParseBool("CLGPU_AUTO_FP16", env);
   for (const auto& [key, value] : kv) {
     // C reads a string up to its first NUL: a value with one would be cut there, so a model
     // token "..\0x" became ".." (a directory outside serialization_dir).

@@ -39,6 +39,8 @@ struct Options {
   // finishes there): the interpreter is usable at once on a cold start
   // (runtime/cpu_fallback.h). $CLGPU_CPU_WARMUP changes the default (the test suite sets 0).
   bool cpu_warmup = true;
+  // precision auto picks fp16 on any device, as on a GPU: $CLGPU_AUTO_FP16=1 (tests, PoCL).
+  bool auto_fp16_anywhere = false;
   std::string runtime;  // set by the Python shim: which interpreter package
   // Compiled program binaries are kept in serialization_dir[/model_token] (TFLite
   // GPU's names), so later starts skip the OpenCL compiler.

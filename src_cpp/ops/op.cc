@@ -37,6 +37,18 @@ OpContext OpContext::ForValues(ValueType t) const {
   return c;
 }
 
+OpContext OpContext::WithFloat32Storage() const {
+  OpContext c = *this;
+  c.float_bytes = 4;
+  if (values == ValueType::kFloat) c.storage_bytes = 4;
+  const std::string half = "-DSTORAGE_HALF";
+  if (const size_t at = c.storage_defines.find(half); at != std::string::npos) {
+    c.storage_defines.erase(at, half.size());
+    while (!c.storage_defines.empty() && c.storage_defines[0] == ' ') c.storage_defines.erase(0, 1);
+  }
+  return c;
+}
+
 std::string DescribeNode(const OpHandler& h, const NodeInfo& node) {
   if (!node.builtin_data) return "no params";
   return h.describe ? h.describe(node) : "";

@@ -57,6 +57,8 @@ struct OpContext {
   // with -DSTORAGE_INT8 / -DSTORAGE_UINT8 (kernels/common.cl: T is the integer type, loads are
   // exact floats) and an element is 1 byte. kFloat: the partition's float storage.
   OpContext ForValues(ValueType t) const;
+  // This context with float32 storage (a partition whose values left fp16's range).
+  OpContext WithFloat32Storage() const;
   // Device bytes of one element of type `t` (kFloat: the float storage).
   size_t ElementBytes(ValueType t) const {
     return t == ValueType::kFloat ? float_bytes : HostElementBytes(t);

@@ -85,6 +85,8 @@ py::dict Stats(const PyDelegate& d) {
   r["warmups"] = s.warmups;
   r["warming"] = s.warming;
   r["cpu_invokes"] = s.cpu_invokes;
+  r["fp32_fallback_ops"] = s.fp32_fallback_nodes;
+  r["fp16_saturated_ops"] = s.fp16_saturated_nodes;
   r["host_syncs"] = s.transfers.host_syncs;
   r["uploads"] = s.transfers.uploads;
   r["downloads"] = s.transfers.downloads;

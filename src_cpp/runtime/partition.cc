@@ -22,7 +22,12 @@ size_t Partition::Value::host_bytes() const {
 
 size_t Partition::ElemBytes(int t) const {
   const ValueType type = values_.at(t).type;
-  return type == ValueType::kFloat ? host_->storage_bytes() : HostElementBytes(type);
+  return type == ValueType::kFloat ? (half_ ? 2 : 4) : HostElementBytes(type);
+}
+
+OpContext Partition::MakeOpContext() const {
+  OpContext c = host_->MakeOpContext();
+  return half_ || !host_->half_storage() ? c : c.WithFloat32Storage();
 }
 
 OpContext Partition::OpCtx(const OpContext& octx, size_t i) const {
@@ -48,6 +53,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     : host_(std::move(host)) {
   if (!host_) throw Error("the delegate was destroyed before its kernels were created");
   id_ = host_->NextPartitionId();
+  half_ = host_->half_storage();
   DebugTimer timer("partition " + std::to_string(id_) + ": ops made");
   zero_copy_ = host_->zero_copy();
   const GraphView* graph = host_->current_graph();
@@ -95,14 +101,19 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   std::vector<NodeInfo> op_nodes;  // per op, for the fusions
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo& node = nodes[i];
+    // Under precision auto, each op twice: the second set runs if the values leave fp16's range
+    // (ops keep the weights they uploaded, in the storage of their first prepare).
+    const bool twice = half_ && host_->settings().fp16_fallback;
     if (const auto g = group_at.find(i); g != group_at.end()) {
       if (!g->second) continue;
       ops_.push_back(g->second->make(*graph));
+      if (twice) fp32_ops_.push_back(g->second->make(*graph));
       op_nodes.push_back(g->second->info);
     } else {
       const OpHandler* h = FindOpHandler(node.op);
       if (!h) throw Error("node " + std::to_string(node.index) + " is not ours");
       ops_.push_back(h->create(*graph, node));
+      if (twice) fp32_ops_.push_back(h->create(*graph, node));
       op_nodes.push_back(node);
     }
     const Op& op = *ops_.back();

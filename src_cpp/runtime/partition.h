@@ -139,9 +139,17 @@ class Partition {
   // Device bytes of one element of value t.
   size_t ElemBytes(int t) const;
   // A float value under fp16 storage: transferred through a float32 copy and a conversion.
-  bool Converted(const Value& v) const {
-    return v.type == ValueType::kFloat && host_->half_storage();
-  }
+  bool Converted(const Value& v) const { return v.type == ValueType::kFloat && half_; }
+  // The delegate's op context, with float32 storage once this partition fell back to it.
+  OpContext MakeOpContext() const;
+  // fp16 storage's range check (partition_overflow.cc): every kernel's saturating store notes
+  // its op (or the input conversion its input) in overflow_flag_, read with the outputs.
+  void BindOverflowFlags();
+  void EnqueueOverflowRead(cl_command_queue q);
+  // After the invoke's wait: true when it must run again (its values left fp16's range under
+  // precision auto, and the partition now runs in float32).
+  bool HandleOverflow();
+  std::vector<int> OverflowNodes() const;  // the nodes the set words name
   // The context op i prepares in: its activations' integer type when they all have one
   // (OpContext::ForValues), else the float storage's.
   OpContext OpCtx(const OpContext& octx, size_t i) const;
@@ -155,6 +163,13 @@ class Partition {
 
   std::shared_ptr<PartitionHost> host_;
   int id_ = 0;
+  bool half_ = false;  // fp16 storage (the delegate's), until an overflow under auto
+  // Under precision auto: the same ops again, built for float32 storage when half_ goes.
+  std::vector<std::unique_ptr<Op>> fp32_ops_;
+  Buffer overflow_flag_;                // a word per op, then per partition input
+  std::vector<int32_t> overflow_host_;  // its copy, read with the outputs while watched
+  bool overflow_watch_ = false;         // fp16: until one was seen (auto falls back, fp16 warns)
+  bool warned_overflow_ = false;        // precision fp16 said it once
   bool zero_copy_ = false;
   std::vector<std::pair<cl_mem, void*>> mapped_;  // Invoke's mapped outputs (zero-copy)
   std::vector<std::unique_ptr<Op>> ops_;

@@ -47,7 +47,7 @@ void Partition::Bind(TfLiteContext* ctx) {
   DebugTimer timer("partition " + std::to_string(id_) + ": bound");
   host_->CountBind();
   ReleaseLaunches();  // before any buffer they reference is replaced
-  OpContext octx = host_->MakeOpContext();
+  OpContext octx = MakeOpContext();
   Environment& env = host_->env();
   if (zero_copy_) {
     // Wrap TFLite's own tensor memory: on shared-memory devices the kernels then
@@ -87,7 +87,7 @@ void Partition::Bind(TfLiteContext* ctx) {
     for (int t : downloads_)
       if (values_[t].kind != Kind::kConstant) wrap(t, CL_MEM_WRITE_ONLY);
   }
-  if (host_->half_storage()) {
+  if (half_) {
     auto prog = octx.GetProgram("convert");
     auto make = [&](bool upload, cl_mem floats, cl_mem storage, size_t n, size_t offset) {
       Launch l;
@@ -246,6 +246,7 @@ void Partition::Bind(TfLiteContext* ctx) {
   report.weight_bytes += weight_bytes;
   report.scratch_bytes = scratch_total;
   host_->SetMemoryReport(id_, report);
+  BindOverflowFlags();
   bound_ = true;
 }
 

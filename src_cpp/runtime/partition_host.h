@@ -62,6 +62,9 @@ struct RuntimeSettings {
   bool capture_tensors = false;
   bool fuse_add = true;
   bool cpu_warmup = false;  // runtime/cpu_fallback.h
+  // precision auto with fp16 storage: a partition whose values leave fp16's range runs in
+  // float32 from then on (runtime/partition_overflow.cc); explicit fp16 only warns.
+  bool fp16_fallback = false;
 };
 
 class PartitionHost {
@@ -89,6 +92,9 @@ class PartitionHost {
   virtual void WarmupEnded() = 0;
   virtual void CountCpuInvoke() = 0;
   virtual void CountInvoke(const InvokeCounts& counts) = 0;
+  // A partition's values left fp16's range in these nodes (their inputs or outputs were
+  // saturated): it now runs in float32 (`fell_back`), or (precision fp16) it only says so.
+  virtual void CountFp16Overflow(const std::vector<int>& nodes, bool fell_back) = 0;
   virtual void Capture(int tensor, CapturedTensor c) = 0;
   virtual void SetMemoryReport(int partition, const MemoryReport& r) = 0;
   virtual void DropMemoryReport(int partition) = 0;

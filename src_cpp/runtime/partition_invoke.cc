@@ -209,6 +209,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
       keep();
     }
   }
+  EnqueueOverflowRead(q);  // waited for with the outputs
   const auto t_enqueued = std::chrono::steady_clock::now();
   // Mapped outputs are unmapped after the sync: the data is in TFLite's memory.
   // Every one is unmapped even if one fails, and the first failure is reported.
@@ -228,6 +229,8 @@ void Partition::Invoke(TfLiteContext* ctx) {
   drain.armed = false;
   if (host_->settings().fail_at == "read")
     throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
+  // Values past fp16's range under precision auto: this invoke runs again, in float32.
+  if (HandleOverflow()) return Invoke(ctx);
   host_->CountInvoke(counts);
   if (host_->settings().capture_tensors) CaptureValues();
   if (profiling) {

@@ -83,7 +83,7 @@ void Partition::PlanShapes() {
 void Partition::PlanDevice() {
   DebugTimer timer("partition " + std::to_string(id_) + ": memory planned");
   host_->CountPlan();
-  OpContext octx = host_->MakeOpContext();
+  OpContext octx = MakeOpContext();
   Environment& env = host_->env();
   const size_t max_alloc = octx.max_alloc;
   report_ = MemoryReport{};
