@@ -10,8 +10,9 @@
 //   HAS_RESIDUAL, __global const T* residual [M][N], added before the activation
 //   Batch-1 (or small batch) FULLY_CONNECTED: memory-bound, so B is read exactly once, coalesced
 //   along K; a group owns SM_N consecutive output columns, its SM_WG work-items stride over K and
-//   the partial sums are reduced in local memory. Where K * max|A row| * max|B row| reaches
-//   FLT_MAX an output is summed again in the order of TFLite's CPU kernel (its saturation).
+//   the partial sums are reduced in local memory. Where K * max|A| (over the rows) * max|B row|
+//   reaches FLT_MAX an output is summed again in the order of TFLite's CPU kernel (its
+//   saturation).
 //   NDRange: 1-D. local = SM_WG (reqd_work_group_size), global = ceil(N / SM_N) * SM_WG.
 //   Defines: SM_WG (128, a power of two), SM_N (8), SM_MAX_M (8), TRACK_B_MAX.
 
@@ -48,52 +49,58 @@ static inline float cpu_order_dot(__global const T* a, __global const T* b, int 
   return acc;
 }
 
-// TRACK_B_MAX: the largest |B| of each column is found while B is read (weights computed at run
-// time); else the host's b_max bounds every column.
+// Whether a split sum may differ from TFLite's order: where K * max|a| * max|b| (a bound of
+// every partial sum of a row's products) reaches FLT_MAX the split sums may overflow where
+// TFLite's own order does not, or to the other sign, or to NaN. |A| is bounded over all the
+// group's rows at once (one register, no per-row state in the loop: the kernel is bound by
+// memory and its occupancy). Without TRACK_B_MAX the host's b_max bounds every column, so each
+// work-item compares its own bound and marks the group (a plain store, no atomics); with
+// TRACK_B_MAX (weights computed at run time) the group's maxima of |A| and of each column's
+// |B| are kept as the bits of non-negative floats, whose int order is theirs.
 #ifdef TRACK_B_MAX
+#define MAXIMA (1 + SM_N)
 #define TRACK_B(j, v) bmax[j] = fmax(bmax[j], fabs(v))
-#define PUBLISH_B(j) atomic_max(&maxima[SM_MAX_M + (j)], as_int(max4(bmax[j])))
-#define B_MAX_OF(j) as_float(maxima[SM_MAX_M + (j)])
+#define PUBLISH(amax)                                            \
+  do {                                                           \
+    atomic_max(&maxima[0], as_int(max4(amax)));                  \
+    for (int j = 0; j < SM_N; ++j)                               \
+      atomic_max(&maxima[1 + j], as_int(max4(bmax[j])));         \
+  } while (0)
+#define SAFE(j) ((float)K * as_float(maxima[0]) * as_float(maxima[1 + (j)]) < FLT_MAX)
 #else
+#define MAXIMA 1
 #define TRACK_B(j, v)
-#define PUBLISH_B(j)
-#define B_MAX_OF(j) b_max
+#define PUBLISH(amax) \
+  if (!((float)K * max4(amax) * b_max < FLT_MAX)) maxima[0] = 1
+#define SAFE(j) (maxima[0] == 0)
 #endif
-
-// The split sum, or, where K * max|a| * max|b| (a bound of every partial sum of the row's
-// products) reaches FLT_MAX, the sum again in TFLite's order: the split sums may overflow where
-// TFLite's own order does not, or to the other sign, or to NaN.
-static inline float guarded_sum(float sum, __global const T* a, __global const T* b, int K, int M,
-                                float a_max, float b_max) {
-  return (float)K * a_max * b_max < FLT_MAX ? sum : cpu_order_dot(a, b, K, M);
-}
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min, float act_max,
     float b_max RESIDUAL_PARAM OVERFLOW_PARAM) {
   __local float red[SM_MAX_M * SM_N][SM_WG];
-  // The group's largest |A| per row, then (TRACK_B_MAX) |B| per column, as the bits of
-  // non-negative floats, whose int order is theirs (a NaN sorts above +Inf): one atomic_max per
-  // work-item and row, no reduction of their own. amax (bmax): this work-item's, per lane.
-  __local int maxima[SM_MAX_M + SM_N];
+  // SAFE above; amax (bmax): this work-item's largest |A| over its rows (|B| per column).
+  __local int maxima[MAXIMA];
   const int lid = get_local_id(0);
-  if (lid < SM_MAX_M + SM_N) maxima[lid] = 0;
+  if (lid < MAXIMA) maxima[lid] = 0;
   barrier(CLK_LOCAL_MEM_FENCE);
   const int n0 = get_group_id(0) * SM_N;
   float acc[SM_MAX_M][SM_N];
-  float4 amax[SM_MAX_M];
+  float4 amax = (float4)(0.0f);
 #pragma unroll
-  for (int m = 0; m < SM_MAX_M; ++m) {
-    amax[m] = (float4)(0.0f);
+  for (int m = 0; m < SM_MAX_M; ++m)
 #pragma unroll
     for (int j = 0; j < SM_N; ++j) acc[m][j] = 0.0f;
-  }
   // Rows past N re-read row N-1 (always valid memory); their sums are never stored.
   int brow[SM_N];
+#pragma unroll
+  for (int j = 0; j < SM_N; ++j) brow[j] = min(n0 + j, N - 1);
+#ifdef TRACK_B_MAX
   float4 bmax[SM_N];
 #pragma unroll
-  for (int j = 0; j < SM_N; ++j) brow[j] = min(n0 + j, N - 1), bmax[j] = (float4)(0.0f);
+  for (int j = 0; j < SM_N; ++j) bmax[j] = (float4)(0.0f);
+#endif
 
   if ((K & 3) == 0) {
     const int K4 = K >> 2;
@@ -108,7 +115,7 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
       for (int m = 0; m < SM_MAX_M; ++m) {
         if (m < M) {
           const float4 a = LOADF4(A, m * K4 + k4);
-          amax[m] = fmax(amax[m], fabs(a));
+          amax = fmax(amax, fabs(a));
 #pragma unroll
           for (int j = 0; j < SM_N; ++j) acc[m][j] += dot(a, b[j]);
         }
@@ -126,7 +133,7 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
       for (int m = 0; m < SM_MAX_M; ++m) {
         if (m < M) {
           const float a = LOADF(A, m * K + k);
-          amax[m].x = fmax(amax[m].x, fabs(a));
+          amax.x = fmax(amax.x, fabs(a));
 #pragma unroll
           for (int j = 0; j < SM_N; ++j) acc[m][j] = mad(a, b[j], acc[m][j]);
         }
@@ -138,12 +145,7 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
   for (int m = 0; m < SM_MAX_M; ++m)
 #pragma unroll
     for (int j = 0; j < SM_N; ++j) red[m * SM_N + j][lid] = acc[m][j];
-  const int rows = min(M, SM_MAX_M);
-#pragma unroll
-  for (int m = 0; m < SM_MAX_M; ++m)
-    if (m < rows) atomic_max(&maxima[m], as_int(max4(amax[m])));
-#pragma unroll
-  for (int j = 0; j < SM_N; ++j) PUBLISH_B(j);
+  PUBLISH(amax);
   barrier(CLK_LOCAL_MEM_FENCE);
   const int slots = min(M, SM_MAX_M) * SM_N;
   for (int s = SM_WG / 2; s > 0; s >>= 1) {
@@ -154,8 +156,8 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
   if (lid < slots) {
     const int m = lid / SM_N, n = n0 + lid % SM_N;
     if (n < N) {
-      const float sum = guarded_sum(red[lid][0], A + (long)m * K, B + (long)n * K, K, M,
-                                    as_float(maxima[m]), B_MAX_OF(lid % SM_N));
+      const float sum =
+          SAFE(lid % SM_N) ? red[lid][0] : cpu_order_dot(A + (long)m * K, B + (long)n * K, K, M);
       STOREF(ACTIVATE(PLUS_RESIDUAL(sum + bias[n], m * N + n), act_min, act_max), C, m * N + n);
     }
   }
