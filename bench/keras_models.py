@@ -4,13 +4,15 @@ UpSampling2D image model, a transformer encoder), converted by TensorFlow's own 
 way users convert theirs.
 
     pip install tensorflow-cpu   # optional: never needed by the package or its tests
-    python bench/keras_models.py [--out DIR] [--models a,b] [--fp16] [--int8]
+    python bench/keras_models.py [--out DIR] [--models a,b] [--fp16] [--int8] [--dynamic]
 
 Writes DIR/keras_<name>.tflite (float32), with --fp16 keras_<name>_fp16.tflite (float16
 weights behind DEQUANTIZE, as `converter.target_spec.supported_types = [tf.float16]` makes) and
 with --int8 keras_<name>_int8.tflite (full-integer post-training quantization: int8 builtins
 only, calibrated on a random representative dataset, float inputs and outputs through QUANTIZE /
-DEQUANTIZE). Existing files are kept. DIR defaults to ~/.cache/clgpu_delegate/keras-models.
+DEQUANTIZE); with --dynamic keras_<name>_dynamic.tflite (dynamic-range quantization:
+`Optimize.DEFAULT` without a representative dataset, int8 weights and float activations, what
+TensorFlow's default quantization gives users). Existing files are kept. DIR defaults to ~/.cache/clgpu_delegate/keras-models.
 """
 
 from __future__ import annotations
@@ -87,12 +89,15 @@ def encoder(keras: Any, seq: int = 128, dim: int = 256, heads: int = 4, layers_n
 
 
 def convert(tf: Any, model: Any, kind: str) -> bytes:
-    """kind: "fp32", "fp16" (float16 weights) or "int8" (full-integer PTQ, float I/O)."""
+    """kind: "fp32", "fp16" (float16 weights), "int8" (full-integer PTQ, float I/O) or
+    "dynamic" (int8 weights, float activations)."""
     # from_keras_model freezes the variables into constants, as users' conversions do.
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
     if kind == "fp16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.target_spec.supported_types = [tf.float16]
+    elif kind == "dynamic":
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
     elif kind == "int8":
         import numpy as np
 
@@ -128,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(builders))
     ap.add_argument("--fp16", action="store_true", help="also write fp16-weight variants")
     ap.add_argument("--int8", action="store_true", help="also write int8 (PTQ) variants")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="also write dynamic-range variants (int8 weights, float activations)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -143,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             variants.append(("fp16", out / f"keras_{name}_fp16.tflite"))
         if args.int8:
             variants.append(("int8", out / f"keras_{name}_int8.tflite"))
+        if args.dynamic:
+            variants.append(("dynamic", out / f"keras_{name}_dynamic.tflite"))
         todo = [(kind, p) for kind, p in variants if not p.exists()]
         if not todo:
             continue
