@@ -12,7 +12,8 @@ with --int8 keras_<name>_int8.tflite (full-integer post-training quantization: i
 only, calibrated on a random representative dataset, float inputs and outputs through QUANTIZE /
 DEQUANTIZE); with --dynamic keras_<name>_dynamic.tflite (dynamic-range quantization:
 `Optimize.DEFAULT` without a representative dataset, int8 weights and float activations, what
-TensorFlow's default quantization gives users). Existing files are kept. DIR defaults to ~/.cache/clgpu_delegate/keras-models.
+TensorFlow's default quantization gives users). Existing files are kept. DIR defaults to
+~/.cache/clgpu_delegate/keras-models.
 """
 
 from __future__ import annotations
