@@ -288,3 +288,54 @@ def test_auto_a_constant_read_by_fp16_and_fp32_ops(runtime: str) -> None:
     _close(_run_all(model, runtime, [INTS], delegate), ref)
     assert 0 not in delegate.stats().fp32_fallback_ops
     assert set(delegate.stats().fp32_fallback_ops) == {1, 2}
+
+
+def _residual() -> bytes:
+    """conv -> conv (x 2^16) + the first conv's output -> conv: the ADD may fold into the conv
+    before it (a residual); either way the two run in float32 together, with the conv after."""
+    b = ModelBuilder(seed=10)
+    x = b.input("x", INTS.shape)
+    c1 = b.conv2d(x, _int_weights(1))
+    s = b.add(b.conv2d(c1, _int_weights(2, 2.0**16)), c1)
+    b.output(b.conv2d(s, _int_weights(3, 2.0**-16)))
+    return b.build()
+
+
+@pytest.mark.usefixtures("auto_is_fp16")
+@pytest.mark.parametrize("fuse_add", [True, False])
+def test_auto_falls_back_a_folded_group(runtime: str, fuse_add: bool) -> None:
+    model = _residual()
+    ref = _run_all(model, runtime, [INTS])
+    delegate = clgpu_delegate.load(precision="auto", fuse_add=fuse_add)
+    _close(_run_all(model, runtime, [INTS], delegate), ref)
+    assert delegate.stats().fp32_fallback_ops == [1, 2, 3]
+
+
+SCALE_UP, SCALE_DOWN = np.float32(2.0**16), np.float32(2.0**-16)
+# Readers of a value past fp16's range (x + 1, times 2^16), scaled back into it after.
+READERS: dict[str, Callable[[ModelBuilder, int, int], int]] = {
+    "RESHAPE": lambda b, m, a: b.reshape(m, (1, 16, 4)),
+    "TRANSPOSE": lambda b, m, a: b.transpose(m, (0, 2, 1, 3)),
+    "CONCATENATION": lambda b, m, a: b.concat([m, a], 3),
+    "FULLY_CONNECTED": lambda b, m, a: b.fully_connected(b.reshape(m, (16, 4)), EYE),
+    "MAX_POOL_2D": lambda b, m, a: b.max_pool2d(m, 2, 2),
+    "SPLIT": lambda b, m, a: b.split(m, 3, 2)[1],
+    "MEAN": lambda b, m, a: b.mean(m, (1, 2), keep_dims=True),
+}
+
+
+@pytest.mark.usefixtures("auto_is_fp16")
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_auto_readers_of_a_float32_value(runtime: str, reader: str) -> None:
+    b = ModelBuilder(seed=11)
+    x = b.input("x", INTS.shape)
+    a = b.add(x, np.ones(4, np.float32))
+    b.output(b.relu(a))  # the fp16 side, read on
+    y = READERS[reader](b, b.mul(a, np.full(4, SCALE_UP)), a)
+    b.output(b.mul(y, float(SCALE_DOWN)))
+    model = b.build()
+    ref = _run_all(model, runtime, [INTS])
+    delegate = clgpu_delegate.load(precision="auto")
+    _close(_run_all(model, runtime, [INTS], delegate), ref)
+    fallback = delegate.stats().fp32_fallback_ops
+    assert 0 not in fallback and 1 not in fallback and 2 in fallback, fallback

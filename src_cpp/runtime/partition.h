@@ -103,7 +103,8 @@ class Partition {
   // Under precision auto, where a reader's storage type differs from its input's: the input
   // converted into `buffer` as the reader's first step (a constant: uploaded there once).
   struct Conversion {
-    size_t op = 0, input = 0;  // the reader, and which of its inputs
+    size_t op = 0;   // the reader
+    int value = -1;  // its input (once, however many of its operands it is)
     Buffer buffer;
     Launch launch;  // none for a constant
   };

@@ -77,12 +77,13 @@ bool Partition::PlanConversions(const OpContext& octx) {
       const int t = ops_[i]->inputs()[j];
       const Value& v = values_.at(Root(t));
       const size_t n = static_cast<size_t>(NumElements(v.shape));
-      if (values_.at(t).type != ValueType::kFloat || v.half == half || n == 0) continue;
+      if (values_.at(t).type != ValueType::kFloat || v.half == half || n == 0 || ConversionOf(i, j))
+        continue;
       // Not in pieces nor in chunks: those copy boxes in one element type.
       if (v.split() || !runs_.at(i).plan.empty() || n * (half ? 2 : 4) > octx.max_alloc)
         return false;
       Conversion c;
-      c.op = i, c.input = j;
+      c.op = i, c.value = t;
       if (v.kind == Kind::kConstant) {
         OpContext float32 = octx.WithFloat32Storage();
         c.buffer = UploadWeights(float32, v.constant);
@@ -102,7 +103,7 @@ void Partition::BindConversions(const OpContext& octx) {
   OpContext c16 = octx;  // the delegate's fp16 storage: to_storage saturates into a word
   auto prog = c16.GetProgram("convert");
   for (Conversion& c : conversions_) {
-    const int t = ops_[c.op]->inputs()[c.input];
+    const int t = c.value;
     const Value& v = values_.at(Root(t));
     if (v.kind == Kind::kConstant) continue;
     c.launch.name = Fp32(c.op) ? "from_storage" : "to_storage";
@@ -116,8 +117,9 @@ void Partition::BindConversions(const OpContext& octx) {
 }
 
 const Partition::Conversion* Partition::ConversionOf(size_t op, size_t input) const {
+  const int t = ops_[op]->inputs().at(input);
   for (const Conversion& c : conversions_)
-    if (c.op == op && c.input == input) return &c;
+    if (c.op == op && c.value == t) return &c;
   return nullptr;
 }
 
