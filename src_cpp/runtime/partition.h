@@ -1,5 +1,6 @@
 // One delegated partition on the device (partition.cc: build; partition_plan.cc: plan, with
-// partition_fold.cc's folds; partition_bind.cc: bind; partition_invoke.cc: invoke). Built at
+// partition_fold.cc's folds; partition_bind.cc: bind; partition_invoke.cc: invoke;
+// partition_overflow.cc and partition_storage.cc: fp16's range, per-op float32). Built at
 // kernel init (ops, weights); planned when input shapes change (shapes, memory plan, output
 // resizes); bound when buffers change (kernel arguments); run at invoke with one transfer per
 // boundary tensor (per piece or range for one larger than a buffer), every kernel
