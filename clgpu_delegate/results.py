@@ -166,9 +166,10 @@ class DelegateStats(_Record):
     warmups: int
     warming: int
     cpu_invokes: int
-    # fp16 storage, values past its range (65504): the nodes (execution-plan indices) whose
-    # inputs or outputs left it, in partitions that then ran in float32 (precision="auto",
-    # that invoke included), or that were saturated (precision="fp16", said once in a warning).
+    # fp16 storage, values past its range (65504): the nodes (execution-plan indices) that run
+    # in float32 since their values (or a float32 value they read) left it, the others staying
+    # fp16 (precision="auto", that invoke included), or whose values were saturated
+    # (precision="fp16", said once in a warning). Sorted.
     fp32_fallback_ops: list[int]
     fp16_saturated_ops: list[int]
     buffers_created: int  # OpenCL buffers of the delegate's device environment

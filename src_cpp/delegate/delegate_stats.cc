@@ -1,5 +1,6 @@
 // The delegate's counters and reports (delegate/delegate.h): what stats(), memory(), captured()
 // and abi() return, filled by its partitions through PartitionHost, under report_mutex_.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,10 @@ void DelegateCore::CountInvoke(const InvokeCounts& c) {
 void DelegateCore::CountFp16Overflow(const std::vector<int>& nodes, bool fell_back) {
   std::lock_guard<std::mutex> l(report_mutex_);
   std::vector<int>& to = fell_back ? stats_.fp32_fallback_nodes : stats_.fp16_saturated_nodes;
+  // Sorted, once each: precision auto adds a partition's ops a few at a time.
   to.insert(to.end(), nodes.begin(), nodes.end());
+  std::sort(to.begin(), to.end());
+  to.erase(std::unique(to.begin(), to.end()), to.end());
 }
 void DelegateCore::CountPlan() {
   std::lock_guard<std::mutex> l(report_mutex_);

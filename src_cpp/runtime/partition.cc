@@ -21,8 +21,8 @@ size_t Partition::Value::host_bytes() const {
 }
 
 size_t Partition::ElemBytes(int t) const {
-  const ValueType type = values_.at(t).type;
-  return type == ValueType::kFloat ? (half_ ? 2 : 4) : HostElementBytes(type);
+  const Value& v = values_.at(t);
+  return v.type == ValueType::kFloat ? (half_ && v.half ? 2 : 4) : HostElementBytes(v.type);
 }
 
 OpContext Partition::MakeOpContext() const {
@@ -42,10 +42,11 @@ OpContext Partition::OpCtx(const OpContext& octx, size_t i) const {
       float32 = float32 || vt == ValueType::kFloat32;
       storage_float = storage_float || vt == ValueType::kFloat;
     }
-  if (same && IsQuantized(common)) return octx.ForValues(common);
+  const OpContext c = StorageCtx(octx, i);
+  if (same && IsQuantized(common)) return c.ForValues(common);
   // A quantization boundary whose float side is kept float32.
-  if (float32 && !storage_float) return octx.ForValues(ValueType::kFloat32);
-  return octx;
+  if (float32 && !storage_float) return c.ForValues(ValueType::kFloat32);
+  return c;
 }
 
 Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
@@ -259,6 +260,7 @@ void Partition::ReleaseLaunches() {
     v.convert = Launch{};
     for (Value::Range& r : v.ranges) r.convert = Launch{};
   }
+  for (Conversion& c : conversions_) c.launch = Launch{};
 }
 
 // Keeps the output of each RESHAPE, SQUEEZE or EXPAND_DIMS (a flat copy) in its input's storage,
@@ -279,7 +281,9 @@ void Partition::AliasFlatCopies() {
       if (absorbed_[i] || !op.IsFlatCopy()) continue;
       const int x = op.inputs()[0], y = op.outputs()[0];
       Value &vx = values_.at(x), &vy = values_.at(y);
-      if (!plain(vx) || !plain(vy) || vx.kind == Kind::kConstant) continue;
+      // One storage for both (under precision auto an fp32 op's values are float32).
+      if (!plain(vx) || !plain(vy) || vx.kind == Kind::kConstant || ElemBytes(x) != ElemBytes(y))
+        continue;
       if (pass == 0 && vy.kind == Kind::kInternal && !vy.is_partition_output) {
         vy.alias = x;
       } else if (pass == 1 && vx.kind == Kind::kInternal && !vx.is_partition_output &&

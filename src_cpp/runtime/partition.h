@@ -1,5 +1,6 @@
 // One delegated partition on the device (partition.cc: build; partition_plan.cc: plan, with
-// partition_fold.cc's folds; partition_bind.cc: bind; partition_invoke.cc: invoke). Built at
+// partition_fold.cc's folds; partition_bind.cc: bind; partition_invoke.cc: invoke;
+// partition_overflow.cc and partition_storage.cc: fp16's range, per-op float32). Built at
 // kernel init (ops, weights); planned when input shapes change (shapes, memory plan, output
 // resizes); bound when buffers change (kernel arguments); run at invoke with one transfer per
 // boundary tensor (per piece or range for one larger than a buffer), every kernel
@@ -51,6 +52,9 @@ class Partition {
     // Its element type (graph/quant.h): kFloat is float32 in TFLite's memory and the float
     // storage on the device; int8 / uint8 are the same bytes on both sides.
     ValueType type = ValueType::kFloat;
+    // Under fp16 storage, a float value's device type: half unless precision auto moved the op
+    // writing it (or, for a partition input, one reading it) to float32 (partition_storage.cc).
+    bool half = true;
     Shape shape;
     Buffer buffer;  // constants: own buffer; activations: a view into arena_ (or own)
     int slot = -1;  // index into shared_ when activations share whole buffers
@@ -97,6 +101,14 @@ class Partition {
     std::vector<Step> steps;
     bool flat = false;  // its steps are the copies of Op::FlatRanges
   };
+  // Under precision auto, where a reader's storage type differs from its input's: the input
+  // converted into `buffer` as the reader's first step (a constant: uploaded there once).
+  struct Conversion {
+    size_t op = 0;   // the reader
+    int value = -1;  // its input (once, however many of its operands it is)
+    Buffer buffer;
+    Launch launch;  // none for a constant
+  };
   struct OpProfile {
     std::string shape;
     double flops = 0, bytes = 0;
@@ -106,6 +118,7 @@ class Partition {
   bool InputShapesDiffer(TfLiteContext* ctx) const;  // the same, changing nothing
   void Plan(TfLiteContext* ctx);                     // PlanShapes, PlanDevice, ResizeOutputs
   void PlanShapes();
+  void UnfoldAll();  // every op's folds of the last plan undone
   void PlanDevice();
   void ResizeOutputs(TfLiteContext* ctx);
   void PrepareWarm(TfLiteContext* ctx);
@@ -139,17 +152,36 @@ class Partition {
   // Device bytes of one element of value t.
   size_t ElemBytes(int t) const;
   // A float value under fp16 storage: transferred through a float32 copy and a conversion.
-  bool Converted(const Value& v) const { return v.type == ValueType::kFloat && half_; }
+  bool Converted(const Value& v) const { return v.type == ValueType::kFloat && half_ && v.half; }
+  // Per-op precision under auto (partition_storage.cc): op i runs in float32.
+  bool Fp32(size_t i) const { return i < fp32_.size() && fp32_[i]; }
+  // The delegate's context, in float32 storage for an op that runs in float32.
+  OpContext StorageCtx(const OpContext& octx, size_t i) const;
+  // Op `into` absorbs op `op` for this plan (a fold): they run as one, in one precision.
+  void Absorb(size_t op, size_t into);
+  bool SamePrecision(size_t op, const std::vector<size_t>& others) const;
+  std::vector<size_t> GroupOf(size_t op) const;  // op and the ops folded into it
+  void AssignStorage();                          // each value's `half`, from the fp32 ops
+  bool PlanConversions(const OpContext& octx);   // false: one cannot be made (pieces, chunks)
+  void BindConversions(const OpContext& octx);
+  const Conversion* ConversionOf(size_t op, size_t input) const;
+  cl_mem InputMem(size_t op, size_t input) const;        // what op reads as that input
+  Storage InputStorage(size_t op, size_t input) const;   // the same, as storage
+  size_t InputElemBytes(size_t op, size_t input) const;  // its element bytes
+  // Moves these ops (and their fold groups) to their float32 twins; every op: the partition
+  // runs in float32 storage. Says so, and counts the nodes; the next invoke re-plans.
+  void RunInFloat32(std::vector<size_t> ops);
   // The delegate's op context, with float32 storage once this partition fell back to it.
   OpContext MakeOpContext() const;
   // fp16 storage's range check (partition_overflow.cc): every kernel's saturating store notes
   // its op (or the input conversion its input) in overflow_flag_, read with the outputs.
   void BindOverflowFlags();
   void EnqueueOverflowRead(cl_command_queue q);
-  // After the invoke's wait: true when it must run again (its values left fp16's range under
-  // precision auto, and the partition now runs in float32).
+  // After the invoke's wait: true when it must run again (values left fp16's range under
+  // precision auto, and the ops they met now run in float32).
   bool HandleOverflow();
-  std::vector<int> OverflowNodes() const;  // the nodes the set words name
+  std::vector<int> OverflowNodes() const;   // the nodes the set words name
+  std::vector<size_t> OverflowOps() const;  // the ops to move to float32 for them
   // The context op i prepares in: its activations' integer type when they all have one
   // (OpContext::ForValues), else the float storage's.
   OpContext OpCtx(const OpContext& octx, size_t i) const;
@@ -164,12 +196,16 @@ class Partition {
   std::shared_ptr<PartitionHost> host_;
   int id_ = 0;
   bool half_ = false;  // fp16 storage (the delegate's), until an overflow under auto
-  // Under precision auto: the same ops again, built for float32 storage when half_ goes.
+  // Under precision auto: the same ops again, built for float32 storage; an op that leaves
+  // fp16's range swaps with its twin (fp32_), the rest stay fp16.
   std::vector<std::unique_ptr<Op>> fp32_ops_;
-  Buffer overflow_flag_;                // a word per op, then per partition input
-  std::vector<int32_t> overflow_host_;  // its copy, read with the outputs while watched
-  bool overflow_watch_ = false;         // fp16: until one was seen (auto falls back, fp16 warns)
-  bool warned_overflow_ = false;        // precision fp16 said it once
+  std::vector<bool> fp32_;               // per op: runs in float32 (the set only grows)
+  std::vector<Conversion> conversions_;  // this plan's, where storage types meet
+  std::vector<int> folded_into_;         // per op: the op that absorbed it this plan, or -1
+  Buffer overflow_flag_;                 // a word per op, then per partition input
+  std::vector<int32_t> overflow_host_;   // its copy, read with the outputs while watched
+  bool overflow_watch_ = false;          // fp16: until one was seen (auto falls back, fp16 warns)
+  bool warned_overflow_ = false;         // precision fp16 said it once
   bool zero_copy_ = false;
   std::vector<std::pair<cl_mem, void*>> mapped_;  // Invoke's mapped outputs (zero-copy)
   std::vector<std::unique_ptr<Op>> ops_;

@@ -180,9 +180,9 @@ void Partition::Bind(TfLiteContext* ctx) {
       std::vector<CopyCommand> copies;
       for (size_t j = 0; j < out_shapes_[i].size(); ++j) {
         const Shape to = {static_cast<int>(NumElements(out_shapes_[i][j]))};
-        AppendBoxCopies(StorageOf(ops_[i]->inputs()[0]), flat,
-                        Box{{static_cast<int>(first.at(j))}, to}, StorageOf(ops_[i]->outputs()[j]),
-                        to, WholeBox(to), ElemBytes(ops_[i]->inputs()[0]), &copies);
+        AppendBoxCopies(InputStorage(i, 0), flat, Box{{static_cast<int>(first.at(j))}, to},
+                        StorageOf(ops_[i]->outputs()[j]), to, WholeBox(to), InputElemBytes(i, 0),
+                        &copies);
       }
       for (const CopyCommand& c : copies)
         runs_[i].steps.push_back(Step{nullptr, c, "copy", ops_[i].get()});
@@ -191,9 +191,9 @@ void Partition::Bind(TfLiteContext* ctx) {
         if (cancel_) throw Error("cancelled: the partition is being freed");
         std::vector<Shape> in_shapes;
         std::vector<cl_mem> in, out;
-        for (int t : ops_[i]->inputs()) {
-          in_shapes.push_back(values_.at(t).shape);
-          in.push_back(Mem(t));
+        for (size_t k = 0; k < ops_[i]->inputs().size(); ++k) {
+          in_shapes.push_back(values_.at(ops_[i]->inputs()[k]).shape);
+          in.push_back(InputMem(i, k));
         }
         for (size_t j = 0; j < out_shapes_[i].size(); ++j)
           out.push_back(Mem(ops_[i]->outputs()[j]));
@@ -222,6 +222,7 @@ void Partition::Bind(TfLiteContext* ctx) {
       };
     RunTakingTurns(prepares, BuildThreads());
   }
+  BindConversions(octx);
   op_profiles_.assign(ops_.size(), {});
   size_t weight_bytes = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {

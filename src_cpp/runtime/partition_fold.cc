@@ -30,12 +30,13 @@ void Partition::FuseResiduals(const OpContext& octx) {
     for (int t : conv.inputs()) in.push_back(values_.at(t).shape);
     ResidualAdd r;
     if (conv.has_folded_clamp() || conv.has_epilogue() || add.has_epilogue() ||
-        !add.IsResidualAdd(f.residual, &r) || values_.at(f.residual).shape != s ||
-        values_.at(z).shape != s || !conv.CanFuseResidual(octx, in))
+        !SamePrecision(f.producer, {f.add}) || !add.IsResidualAdd(f.residual, &r) ||
+        values_.at(f.residual).shape != s || values_.at(z).shape != s ||
+        !conv.CanFuseResidual(StorageCtx(octx, f.producer), in))
       continue;
     conv.FuseResidual(f.residual, z, r);
     out_shapes_[f.producer] = {s};
-    absorbed_[f.add] = true;
+    Absorb(f.add, f.producer);
     values_.at(y).elided = true;
   }
 }
@@ -49,9 +50,9 @@ void Partition::FoldClamps() {
     Op& producer = *ops_[f.producer];
     const int y = producer.outputs()[0], z = ops_[f.act]->outputs()[0];
     if (absorbed_[f.producer] || values_.at(y).shape != values_.at(z).shape ||
-        !producer.FoldClamp(z, f.lo, f.hi))
+        !SamePrecision(f.producer, {f.act}) || !producer.FoldClamp(z, f.lo, f.hi))
       continue;
-    absorbed_[f.act] = true;
+    Absorb(f.act, f.producer);
     values_.at(y).elided = true;
   }
 }
@@ -68,11 +69,12 @@ void Partition::FoldEpilogues() {
     for (size_t a : f.absorbed) free = free && !absorbed_[a];
     const Shape& s = values_.at(producer.outputs()[0]).shape;
     const Shape& z = values_.at(f.output).shape;
-    if (!free || (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
+    if (!free || !SamePrecision(f.producer, f.absorbed) ||
+        (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
         !(f.kind == kTableEpilogue ? producer.FoldTable(f.output, f.table)
                                    : producer.FoldEpilogue(f.output, f.kind, f.alpha, f.post)))
       continue;
-    for (size_t a : f.absorbed) absorbed_[a] = true;
+    for (size_t a : f.absorbed) Absorb(a, f.producer);
     for (int t : f.intermediates) values_.at(t).elided = true;
   }
 }
@@ -155,10 +157,10 @@ void Partition::FoldSqueezes(const OpContext& octx) {
       channels = n;
       t = d.outputs()[0];
     }
-    if (dense.empty()) continue;
+    if (dense.empty() || !SamePrecision(i, absorbed)) continue;
     mean.FoldSqueeze(dense, t);
     out_shapes_[i] = {values_.at(t).shape};
-    for (size_t a : absorbed) absorbed_[a] = true;
+    for (size_t a : absorbed) Absorb(a, i);
     for (int e : elided) values_.at(e).elided = true;
   }
 }
@@ -191,7 +193,8 @@ void Partition::FoldDepthwise(const OpContext& octx) {
     if (producer < 0 || readers != 1 || ops_[producer]->outputs().size() != 1) continue;
     Op& dw = *ops_[producer];
     const int x = dw.inputs().empty() ? -1 : dw.inputs()[0];
-    if (x < 0 || dw.inputs().size() != 1 || !fits(x) || !fits(t) || !fits(pw.outputs()[0]))
+    if (x < 0 || dw.inputs().size() != 1 || !fits(x) || !fits(t) || !fits(pw.outputs()[0]) ||
+        !SamePrecision(i, {size_t(producer)}))
       continue;
     std::vector<Shape> in;
     for (int u : pw.inputs()) in.push_back(values_.at(u).shape);
@@ -207,7 +210,7 @@ void Partition::FoldDepthwise(const OpContext& octx) {
         !chunks.out.empty())
       continue;
     pw.FoldDepthwise(&dw, x, between.shape);
-    absorbed_[producer] = true;
+    Absorb(size_t(producer), i);
     values_.at(t).elided = true;
   }
 }
@@ -223,10 +226,12 @@ void Partition::FoldViews(const OpContext& octx) {
     Op& op = *ops_[f.op];
     bool free = op.TakesViews() && !absorbed_[f.op];
     for (size_t a : f.absorbed) free = free && !absorbed_[a];
+    free = free && SamePrecision(f.op, f.absorbed);
     // The op then reads and writes whole tensors, each within one buffer: no chunks.
     auto fits = [&](int t) {
       const Value& v = values_.at(t);
-      return !v.split() && NumElements(v.shape) * octx.storage_bytes <= octx.max_alloc;
+      return !v.split() &&
+             NumElements(v.shape) * std::max(octx.storage_bytes, ElemBytes(t)) <= octx.max_alloc;
     };
     free = free && fits(f.tensor);
     for (int t : op.inputs()) free = free && fits(t);
@@ -242,7 +247,7 @@ void Partition::FoldViews(const OpContext& octx) {
         continue;
       op.FoldOutputView(f.tensor, std::move(view), scale);
     }
-    for (size_t a : f.absorbed) absorbed_[a] = true;
+    for (size_t a : f.absorbed) Absorb(a, f.op);
     for (int t : f.intermediates) values_.at(t).elided = true;
   }
 }

@@ -93,7 +93,8 @@ class PartitionHost {
   virtual void CountCpuInvoke() = 0;
   virtual void CountInvoke(const InvokeCounts& counts) = 0;
   // A partition's values left fp16's range in these nodes (their inputs or outputs were
-  // saturated): it now runs in float32 (`fell_back`), or (precision fp16) it only says so.
+  // saturated): they now run in float32 (`fell_back`, precision auto: these are added to the
+  // nodes that do), or (precision fp16) it only says so.
   virtual void CountFp16Overflow(const std::vector<int>& nodes, bool fell_back) = 0;
   virtual void Capture(int tensor, CapturedTensor c) = 0;
   virtual void SetMemoryReport(int partition, const MemoryReport& r) = 0;

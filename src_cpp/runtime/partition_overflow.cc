@@ -1,8 +1,9 @@
 // fp16 storage's range check (runtime/partition.h): a kernel whose store saturates a finite
 // value at +-65504 (kernels/common.cl, sat_half) sets its op's word of overflow_flag_, and the
 // input conversion of a partition input that of the input. The words come back with the outputs,
-// in the invoke's one wait. Under precision auto a set word makes the partition run in float32
-// from then on, this invoke again included; under precision fp16 it is said once.
+// in the invoke's one wait. Under precision auto a set word makes its op (an input's: the ops
+// reading it) run in float32 from then on, this invoke again included (partition_storage.cc);
+// under precision fp16 it is said once.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -60,10 +61,30 @@ std::vector<int> Partition::OverflowNodes() const {
   return {nodes.begin(), nodes.end()};
 }
 
+// The ops whose words are set, and the running ops that read a partition input whose word is.
+std::vector<size_t> Partition::OverflowOps() const {
+  std::set<size_t> ops;
+  for (size_t i = 0; i < ops_.size(); ++i)
+    if (overflow_host_[i]) ops.insert(i);
+  for (size_t k = 0; k < uploads_.size(); ++k) {
+    if (!overflow_host_[ops_.size() + k]) continue;
+    for (size_t i = 0; i < ops_.size(); ++i)
+      if (!absorbed_[i] &&
+          std::count(ops_[i]->inputs().begin(), ops_[i]->inputs().end(), uploads_[k]))
+        ops.insert(i);
+  }
+  return {ops.begin(), ops.end()};
+}
+
 bool Partition::HandleOverflow() {
   if (!overflow_watch_ ||
       std::none_of(overflow_host_.begin(), overflow_host_.end(), [](int32_t w) { return w; }))
     return false;
+  if (host_->settings().fp16_fallback && !fp32_ops_.empty()) {
+    // Those ops run in float32 from now on, this invoke again included (partition_storage.cc).
+    RunInFloat32(OverflowOps());
+    return true;
+  }
   const std::vector<int> nodes = OverflowNodes();
   std::string names;
   for (int n : nodes) {
@@ -74,37 +95,14 @@ bool Partition::HandleOverflow() {
         break;
       }
   }
-  const bool fall_back = host_->settings().fp16_fallback && !fp32_ops_.empty();
-  host_->CountFp16Overflow(nodes, fall_back);
-  if (!fall_back) {
-    // Said once per partition; the words are not read again (no cost from then on).
-    Log(LogLevel::kWarning, "precision fp16: values past fp16's range (65504) were saturated in " +
-                                names + " (partition " + std::to_string(id_) +
-                                "); precision=\"auto\" would run this partition in float32");
-    warned_overflow_ = true;
-    overflow_watch_ = false;
-    return false;
-  }
-  Log(LogLevel::kInfo, "precision auto: partition " + std::to_string(id_) +
-                           " runs in float32 from now on: values past fp16's range in " + names);
-  // The fp32 ops take over: kernels go before the ops and buffers they use, constants
-  // are uploaded again in float32, and the next plan and bind start from nothing.
-  ReleaseLaunches();
-  runs_.clear();
-  ops_.swap(fp32_ops_);
-  fp32_ops_.clear();
-  for (auto& [t, v] : values_) {
-    if (v.kind != Kind::kConstant) continue;
-    v.buffer.Release();
-    v.pieces.clear();
-    v.piece_buffers.clear();
-  }
-  half_ = false;
+  host_->CountFp16Overflow(nodes, false);
+  // Said once per partition; the words are not read again (no cost from then on).
+  Log(LogLevel::kWarning, "precision fp16: values past fp16's range (65504) were saturated in " +
+                              names + " (partition " + std::to_string(id_) +
+                              "); precision=\"auto\" would run these ops in float32");
+  warned_overflow_ = true;
   overflow_watch_ = false;
-  overflow_flag_.Release();
-  overflow_host_.clear();
-  device_planned_ = bound_ = false;
-  return true;
+  return false;
 }
 
 }  // namespace clgpu

@@ -42,13 +42,18 @@ void Partition::Plan(TfLiteContext* ctx) {
   ResizeOutputs(ctx);
 }
 
-// Every value's shape from the partition's input shapes; what ran the old ones is dropped.
-void Partition::PlanShapes() {
-  ReleaseLaunches();  // before any buffer they reference is replaced
+void Partition::UnfoldAll() {
   for (auto& op : ops_)
     op->UnfoldDepthwise(), op->UnfoldSqueeze(), op->UnfuseResidual(), op->UnfoldClamp(),
         op->UnfoldEpilogue(), op->UnfoldViews();
   absorbed_.assign(ops_.size(), false);
+  folded_into_.assign(ops_.size(), -1);
+}
+
+// Every value's shape from the partition's input shapes; what ran the old ones is dropped.
+void Partition::PlanShapes() {
+  ReleaseLaunches();  // before any buffer they reference is replaced
+  UnfoldAll();
   for (auto& [t, v] : values_) v.elided = false, v.alias = -1;
   for (int t : uploads_)
     if (auto why = CheckElementCount(values_.at(t).shape, "partition input " + std::to_string(t));
@@ -87,6 +92,7 @@ void Partition::PlanDevice() {
   Environment& env = host_->env();
   const size_t max_alloc = octx.max_alloc;
   report_ = MemoryReport{};
+  AssignStorage();
   // Constants that ops read as activations (an ADD operand): uploaded once, in
   // pieces when larger than one buffer. Weights are the ops' own.
   std::set<int> read;
@@ -99,9 +105,10 @@ void Partition::PlanDevice() {
     const size_t eb = ElemBytes(t);
     // Elements [b, e) in the value's device storage.
     auto upload = [&](size_t b, size_t e) {
-      if (v.type == ValueType::kFloat)
-        return UploadWeights(octx,
-                             std::vector<float>(v.constant.begin() + b, v.constant.begin() + e));
+      if (v.type == ValueType::kFloat) {
+        OpContext c = half_ && !v.half ? octx.WithFloat32Storage() : octx;
+        return UploadWeights(c, std::vector<float>(v.constant.begin() + b, v.constant.begin() + e));
+      }
       return UploadBytes(octx, v.constant_bytes.data() + b * eb, (e - b) * eb);
     };
     if (!v.buffer && !v.split()) {
@@ -302,6 +309,12 @@ void Partition::PlanDevice() {
   if (stage_need) transfer_staging_ = env.CreateBuffer(stage_need * sizeof(float));
   for (const auto& [t, v] : values_) report_.staging_bytes += v.transfer.bytes();
   report_.staging_bytes += transfer_staging_.bytes();
+  if (!PlanConversions(octx)) {
+    // Precision auto met a value in pieces or an op in chunks: the partition runs in float32.
+    RunInFloat32({});
+    PlanShapes();
+    return PlanDevice();
+  }
   device_planned_ = true;
   bound_ = false;
 }
