@@ -5,9 +5,8 @@
 // it keeps that promise itself; TensorRoom keeps what is known of the list's capacity, shared by
 // all the partitions of one delegate. Capacity is not readable: it is learnt from TFLite's promise
 // at a partition's prepare, or from a probe that adds empty tensors until the list moves. Each
-// probe fills the list to its capacity, which the next growth doubles; probing once per partition
-// prepare so doubled the tensor count per partition (2^21 tensors, 24 GB, for a model of 21
-// partitions).
+// probe fills the list to its capacity, which the next growth doubles: probing anew in each
+// partition's prepare doubled the list per partition (about 24 GB, then std::bad_alloc, at 21).
 #pragma once
 
 #include <cstddef>
