@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
+import tflite
 from parity import FP32_RTOL, compare, cpu_op, run
 
 from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.modelgen._quant import symmetric_weights
 from clgpu_delegate.runtime import make_interpreter
 
 PARTS = 24
@@ -66,15 +69,33 @@ print(json.dumps({
 """
 
 
-def many_partitions(parts: int) -> bytes:
-    """`parts` partitions of a 3x3 conv and an ADD, each followed by SIN on the CPU. The conv's
-    CPU kernel adds its temporaries at its first prepare, so the ADD after it needs room that
-    TFLite's promise at the partition's prepare no longer covers."""
+def hybrid_fc(b: ModelBuilder, x: int, n_out: int) -> int:
+    """FULLY_CONNECTED with int8 weights on a float input (dynamic range, as a converter writes
+    it): the delegate declines it ("not float32"), TFLite's CPU runs it."""
+    q, qp = symmetric_weights(b.rand((n_out, b.shape(x)[-1]), scale=0.15), axis=0)
+    w = b.const(q)
+    b.set_quant(w, qp.scale, qp.zero_point, axis=0)
+    return b._op(
+        tflite.BuiltinOperator.FULLY_CONNECTED,
+        [x, w, b.const(b.rand((n_out,), scale=0.1))],
+        [b.shape(x)[:-1] + (n_out,)],
+        version=5,
+        options="FullyConnectedOptions",
+        KeepNumDims=True,
+    )[0]
+
+
+def many_partitions(parts: int, between: str) -> bytes:
+    """`parts` partitions of a 3x3 conv and an ADD, each followed by an op on the CPU (SIN, or a
+    dynamic-range FULLY_CONNECTED as in the real models that failed). The conv's CPU kernel adds
+    its temporaries at its first prepare, so the ADD after it needs room that TFLite's promise at
+    the partition's prepare no longer covers."""
     b = ModelBuilder(seed=51)
     y = b.input("x", (1, 12, 12, 8))
     for _ in range(parts):
         y = b.conv2d(y, b.rand((8, 3, 3, 8), scale=0.2), b.rand((8,), scale=0.1))
-        y = cpu_op(b, b.add(y, b.rand((8,), scale=0.1)))
+        y = b.add(y, b.rand((8,), scale=0.1))
+        y = cpu_op(b, y) if between == "sin" else hybrid_fc(b, y, 8)
     b.output(y)
     return b.build()
 
@@ -92,10 +113,11 @@ def _child(
     return json.loads(p.stdout.strip().splitlines()[-1]), np.load(tmp_path / "out.npz")
 
 
+@pytest.mark.parametrize("between", ["sin", "hybrid_fc"])
 def test_many_partitions_warm_up_in_bounded_memory(
-    runtime: str, run_python: Callable[..., Any], tmp_path: Path
+    between: str, runtime: str, run_python: Callable[..., Any], tmp_path: Path
 ) -> None:
-    model = many_partitions(PARTS)
+    model = many_partitions(PARTS, between)
     ref = make_interpreter(model, runtime=runtime, reference=True, num_threads=1)
     ref.allocate_tensors()
     x = np.random.default_rng(7).standard_normal((1, 12, 12, 8)).astype(np.float32)
