@@ -142,6 +142,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
   DebugTimer timer("delegate prepare (claims, then the partitions' kernel init)");
   try {
     if (options_.fail_at == "prepare") throw Error("injected failure at Prepare (fail_at)");
+    tensor_room_.Forget();  // this context may sit where a freed one did
     TfLiteIntArray* plan_array = nullptr;
     if (ctx->GetExecutionPlan(ctx, &plan_array) != kTfLiteOk || !plan_array)
       throw Error("GetExecutionPlan failed");

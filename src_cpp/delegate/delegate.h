@@ -124,6 +124,7 @@ class DelegateCore final : public PartitionHost {
   DelegateStats stats() const;
   void CountKernelCreated() override;
   int NextPartitionId() override { return next_partition_id_++; }
+  TensorRoom& tensor_room() override { return tensor_room_; }
   void Capture(int tensor, CapturedTensor c) override;
   std::map<int, CapturedTensor> captured() const;
   void SetMemoryReport(int partition, const MemoryReport& r) override;
@@ -174,6 +175,7 @@ class DelegateCore final : public PartitionHost {
   std::map<int, MemoryReport> memory_;
   std::map<int, CapturedTensor> captured_;
   std::atomic<int> next_partition_id_{0};
+  TensorRoom tensor_room_;
   TfLiteDelegate tfl_{};
   std::shared_ptr<DelegateCore> self_;  // the delegate struct's own reference
 };

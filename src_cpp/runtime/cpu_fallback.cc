@@ -90,32 +90,16 @@ class QuietReports {
   void (*saved_)(TfLiteContext*, const char*, ...);
 };
 
-// TFLite makes room for 16 new tensors before each node's prepare, because a kernel holds tensor
-// pointers across its own AddTensors (its temporaries) and the tensor list must not move under
-// them. Inside this partition's prepare the first kernels spend that room, so it is made again
-// before each: empty tensors (kTfLiteMemNone, which nothing allocates) are added until the list
-// moves, which leaves its capacity at least 3/2 of the length it had (every std::vector growth
-// policy). *room_until: the length up to which the list is known not to move.
-void EnsureTensorRoom(TfLiteContext* ctx, size_t* room_until) {
-  constexpr size_t kRoom = 16;
-  while (ctx->tensors_size + kRoom > *room_until) {
-    const TfLiteTensor* before = ctx->tensors;
-    const size_t size = ctx->tensors_size;
-    int first = 0;
-    if (ctx->AddTensors(ctx, 1, &first) != kTfLiteOk) throw Error("AddTensors failed");
-    if (ctx->tensors != before) *room_until = size + size / 2;
-  }
-}
-
 bool ArenaType(TfLiteAllocationType t) {
   return t == kTfLiteArenaRw || t == kTfLiteArenaRwPersistent;
 }
 
 }  // namespace
 
-CpuFallback::CpuFallback(NodeLookup lookup, std::vector<int> nodes, std::set<int> boundary,
-                         std::set<int> shape_nodes)
+CpuFallback::CpuFallback(NodeLookup lookup, TensorRoom* room, std::vector<int> nodes,
+                         std::set<int> boundary, std::set<int> shape_nodes)
     : lookup_(lookup),
+      room_(room),
       nodes_(std::move(nodes)),
       boundary_(std::move(boundary)),
       shape_nodes_(std::move(shape_nodes)) {}
@@ -160,8 +144,8 @@ void CpuFallback::NodeAt(TfLiteContext* ctx, size_t k, TfLiteNode** node,
 // "" once the node's CPU kernel is prepared, else why it cannot run here. A kernel that sizes an
 // output only at invoke (a dynamic tensor) is one: the interpreter would prepare the nodes after
 // it again then, which is not done here (a TRANSPOSE_CONV run so crashed LiteRT 2.3).
-std::string CpuFallback::PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_until) {
-  EnsureTensorRoom(ctx, room_until);
+std::string CpuFallback::PrepareNode(TfLiteContext* ctx, size_t k) {
+  room_->Ensure(ctx);
   TfLiteNode* node = nullptr;
   TfLiteRegistration* reg = nullptr;
   NodeAt(ctx, k, &node, &reg);
@@ -232,9 +216,7 @@ std::string CpuFallback::Prepare(TfLiteContext* ctx) {
     MoreThreads threads(ctx);  // a kernel chooses its multi-threaded code at prepare (CONV_2D)
     KeepBoundary keep(ctx, boundary_);
     ran_at_prepare_.assign(nodes_.size(), false);
-    size_t room_until = 0;
-    for (size_t k = 0; k < nodes_.size() && why.empty(); ++k)
-      why = PrepareNode(ctx, k, &room_until);
+    for (size_t k = 0; k < nodes_.size() && why.empty(); ++k) why = PrepareNode(ctx, k);
     if (const int t = keep.Changed(); why.empty() && t >= 0)
       why = "the CPU kernels change how tensor " + std::to_string(t) + " is allocated";
   } catch (...) {

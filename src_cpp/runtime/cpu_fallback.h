@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/tensor_room.h"
 #include "tflite/abi.h"
 
 namespace clgpu {
@@ -32,8 +33,9 @@ class CpuFallback {
   // outputs (TFLite's arena holds them); `shape_nodes`: those the partition folded as shape
   // computations (ops/shape_folding.h), values of shapes and constants only. Node pointers are
   // looked up at each use: the node list moves when nodes are added (another partition, a
-  // later delegate).
-  CpuFallback(NodeLookup lookup, std::vector<int> nodes, std::set<int> boundary,
+  // later delegate). `room`: the context's room for new tensors, kept before each kernel's
+  // prepare (runtime/tensor_room.h); it outlives this.
+  CpuFallback(NodeLookup lookup, TensorRoom* room, std::vector<int> nodes, std::set<int> boundary,
               std::set<int> shape_nodes);
   ~CpuFallback() { Release(ctx_); }  // kernels are freed before the tensors are
   CpuFallback(const CpuFallback&) = delete;
@@ -73,10 +75,11 @@ class CpuFallback {
   class KeepBoundary;
   void Bind(TfLiteContext* ctx) const;
   void NodeAt(TfLiteContext* ctx, size_t k, TfLiteNode** node, TfLiteRegistration** reg) const;
-  std::string PrepareNode(TfLiteContext* ctx, size_t k, size_t* room_until);
+  std::string PrepareNode(TfLiteContext* ctx, size_t k);
 
   TfLiteContext* ctx_ = nullptr;  // of the last prepare
   NodeLookup lookup_;
+  TensorRoom* room_;
   std::vector<int> nodes_;
   std::set<int> boundary_;
   std::set<int> shape_nodes_;

@@ -173,7 +173,7 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     std::set<int> boundary = inputs;
     boundary.insert(outputs.begin(), outputs.end());
     cpu_ = std::make_unique<CpuFallback>(
-        ctx->GetNodeAndRegistration,
+        ctx->GetNodeAndRegistration, &host_->tensor_room(),
         std::vector<int>(params->nodes_to_replace->data,
                          params->nodes_to_replace->data + params->nodes_to_replace->size),
         std::move(boundary), std::move(shape_nodes));
@@ -314,7 +314,10 @@ bool Partition::RunsNothing(size_t op) const {
 }
 
 void Partition::Prepare(TfLiteContext* ctx) {
-  if (cpu_) return PrepareWarm(ctx);
+  if (cpu_) {
+    host_->tensor_room().Granted(ctx);  // TFLite's room before this kernel's prepare
+    return PrepareWarm(ctx);
+  }
   if (InputShapesChanged(ctx) || !device_planned_) Plan(ctx);
   if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
 }

@@ -12,6 +12,7 @@
 #include "graph/graph.h"
 #include "ops/op.h"
 #include "runtime/profiler.h"
+#include "runtime/tensor_room.h"
 
 namespace clgpu {
 
@@ -83,6 +84,9 @@ class PartitionHost {
   virtual const GraphView* current_graph() const = 0;
   virtual Profiler& profiler() = 0;
   virtual int NextPartitionId() = 0;
+  // cpu_warmup: what is known of the room in the context's tensor list, one for all partitions
+  // (each probing on its own doubled the list per partition).
+  virtual TensorRoom& tensor_room() = 0;
 
   virtual void CountKernelCreated() = 0;
   virtual void CountPlan() = 0;
