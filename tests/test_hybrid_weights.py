@@ -35,11 +35,12 @@ def _fc(keep: bool = False) -> bytes:
     return b.build()
 
 
-def _conv(stride: int = 1) -> bytes:
+def _conv(stride: int = 1, dilation: int = 1, batch: int = 1) -> bytes:
     b = ModelBuilder(seed=2)
-    x = b.input("x", (1, 9, 9, 5))
+    x = b.input("x", (batch, 9, 9, 5))
     b.output(b.conv2d(x, b.rand((7, 3, 3, 5), scale=0.3), b.rand((7,), scale=0.2),
-                      stride=stride, activation="RELU6" if stride > 1 else None))
+                      stride=stride, dilation=dilation,
+                      activation="RELU6" if stride > 1 else None))
     return b.build()
 
 
@@ -64,6 +65,7 @@ MODELS: dict[str, Callable[[], bytes]] = {
     "fc_keep_num_dims": lambda: _fc(keep=True),
     "conv": _conv,
     "conv_stride2_relu6": lambda: _conv(stride=2),
+    "conv_dilation2_batch2": lambda: _conv(dilation=2, batch=2),
     "depthwise": _depthwise,
     "depthwise_m2": lambda: _depthwise(multiplier=2),
     "batch_matmul": _batch_matmul,
@@ -182,10 +184,37 @@ def test_hybrid_weights_with_a_zero_point_stay_on_the_cpu(runtime: str) -> None:
     assert "zero point 3" in r.reason(0), r.decisions
 
 
+def test_hybrid_uint8_weights_stay_on_the_cpu(runtime: str) -> None:
+    # Only int8 symmetric weights run as dynamic-range ones; TFLite runs uint8 ones itself.
+    m = read_model(dynamic_range_model(_conv(), per_channel=False))
+    tensors = []
+    for t in m.tensors:
+        if t.data is not None and t.dtype == np.int8 and t.quant is not None:
+            data = (t.data.astype(np.int16) + 128).astype(np.uint8)
+            t = _Tensor(t.name, t.shape, np.dtype(np.uint8), data, quant=t.quant)
+        tensors.append(t)
+    r = check_parity(write_model(tensors, m.ops, m.inputs, m.outputs), runtime, expect_cpu="all")
+    assert "are uint8" in r.reason(0), r.decisions
+
+
 def test_dequantize_form_with_zero_points(runtime: str) -> None:
     # TFLite's DEQUANTIZE applies zero points (per channel too): so does the fold.
     model = _with_zero_point(dynamic_range_model(_conv(), per_channel=True, form="dequantize"), 5)
     check_parity(model, runtime, rtol=FP32_RTOL, expect_delegated="all", expect_partitions=1)
+
+
+def test_dequantize_form_with_uint8_weights(runtime: str) -> None:
+    # Older converters' uint8 weights (zero point 128) behind a DEQUANTIZE fold like int8 ones.
+    m = read_model(dynamic_range_model(_fc(), per_channel=False, form="dequantize"))
+    tensors = []
+    for t in m.tensors:
+        if t.data is not None and t.dtype == np.int8 and t.quant is not None:
+            q = QuantParams(t.quant.scale, (128,), 0)
+            data = (t.data.astype(np.int16) + 128).astype(np.uint8)
+            t = _Tensor(t.name, t.shape, np.dtype(np.uint8), data, quant=q)
+        tensors.append(t)
+    model = write_model(tensors, m.ops, m.inputs, m.outputs)
+    check_parity(model, runtime, expect_delegated="all", expect_partitions=1)
 
 
 def test_hybrid_weights_shared_with_a_cpu_op_stay(runtime: str) -> None:
@@ -221,3 +250,38 @@ def test_builder_quantizes_along_the_output_channels(name: str, axis: int) -> No
         codes = [op.code for op in m.ops]
         assert codes.count(6) == (form == "dequantize")  # DEQUANTIZE
         assert len(m.ops) == len(base.ops) + (form == "dequantize")
+
+
+@pytest.mark.parametrize(("name", "per_channel", "form"), [
+    ("lenet5", False, "hybrid"),
+    ("mobilenet_v2", True, "hybrid"),
+    ("mobilenet_v2", True, "dequantize"),
+])
+def test_dynamic_range_models(name: str, per_channel: bool, form: str, runtime: str) -> None:
+    # Whole zoo models, as the converter quantizes them: one partition, every node delegated.
+    from clgpu_delegate.modelgen import zoo
+
+    opts = {"size": 32, "num_classes": 10} if name == "mobilenet_v2" else {}
+    base = zoo.build(name, **opts)
+    model = dynamic_range_model(base, per_channel=per_channel, form=form)
+    r = check_parity(model, runtime, rtol=0.0, atol=HYBRID_ATOL_FRACTION * _peak(model, runtime),
+                     expect_delegated="all", expect_partitions=1)
+    reference = _reference(dynamic_range_model(base, per_channel=per_channel, form="float"),
+                           runtime, r.inputs)
+    compare(r.outputs, reference, FP32_RTOL, None, f" [{runtime}]")
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+def test_gather_of_an_int8_table(per_channel: bool, runtime: str) -> None:
+    # GATHER has no hybrid kernel: its table goes behind a DEQUANTIZE, which folds.
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (3, 8))
+    table = b.const(b.rand((10, 8)), "table")
+    b.output(b.add(x, b.gather(table, [1, 4, 7])))
+    base = b.build()
+    model = dynamic_range_model(base, per_channel=per_channel)
+    r = check_parity(model, runtime, expect_delegated="all", expect_partitions=1)
+    assert [d["op_name"] for d in r.decisions][0] == "DEQUANTIZE"
+    reference = _reference(dynamic_range_model(base, per_channel=per_channel, form="float"),
+                           runtime, r.inputs)
+    compare(r.outputs, reference, FP32_RTOL, None, f" [{runtime}]")

@@ -1,12 +1,13 @@
 """Dynamic-range quantization of a float32 model, as TF's converter does without a representative
 dataset: the constant float weights of FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D and
-BATCH_MATMUL become int8 with a symmetric scale (zero point 0, per tensor or per output channel)
-while activations stay float32.
+BATCH_MATMUL (and GATHER's table) become int8 with a symmetric scale (zero point 0, per tensor or
+per output channel) while activations stay float32.
 
 Two forms: "hybrid" gives the op the int8 weight itself (TFLite runs its hybrid kernels, which
 quantize the activations on the fly), "dequantize" puts a DEQUANTIZE of the int8 constant in
-front of the unchanged float op. "float" writes the float model whose weights are the int8
-weights' dequantized values: the reference a delegate computing in float should match."""
+front of the unchanged float op (always for GATHER, which has no hybrid kernel). "float" writes
+the float model whose weights are the int8 weights' dequantized values: the reference a delegate
+computing in float should match."""
 
 from __future__ import annotations
 
@@ -27,7 +28,11 @@ WEIGHT_OPS: dict[int, tuple[int, int | None]] = {
     _B.CONV_2D: (1, 0),
     _B.DEPTHWISE_CONV_2D: (1, 3),
     _B.BATCH_MATMUL: (1, None),
+    _B.GATHER: (0, 0),  # an embedding table: rows
 }
+# Ops without a hybrid kernel: their weights go behind a DEQUANTIZE in the "hybrid" form too, as
+# TF's converter writes them.
+_DEQUANTIZE_ONLY = {_B.GATHER}
 # The option tables with TFLite's asymmetric_quantize_inputs (hybrid kernels only).
 _ASYMMETRIC = {"FullyConnectedOptions", "BatchMatMulOptions"}
 FORMS = ("hybrid", "dequantize", "float")
@@ -51,8 +56,9 @@ def dynamic_range_model(
     """The dynamic-range variant of the float32 `model` (module docstring for `form`).
 
     per_channel: one scale per output channel (dim 0 of FULLY_CONNECTED / CONV_2D filters, dim 3
-    of DEPTHWISE_CONV_2D's, N of BATCH_MATMUL's y), else one per tensor. asymmetric_inputs: sets
-    the hybrid FULLY_CONNECTED's and BATCH_MATMUL's asymmetric_quantize_inputs. ops: the op codes
+    of DEPTHWISE_CONV_2D's, N of BATCH_MATMUL's y, a GATHER table's rows), else one per tensor.
+    asymmetric_inputs: sets the hybrid FULLY_CONNECTED's and BATCH_MATMUL's
+    asymmetric_quantize_inputs. ops: the op codes
     whose weights to quantize (default all of WEIGHT_OPS). Weights computed at run time stay.
     """
     if form not in FORMS:
@@ -79,7 +85,7 @@ def dynamic_range_model(
                         np.float32
                     )
                     tensors[w] = _Tensor(x.name, x.shape, np.dtype(np.float32), real)
-                elif form == "hybrid":
+                elif form == "hybrid" and op.code not in _DEQUANTIZE_ONLY:
                     tensors[w] = _Tensor(x.name, x.shape, np.dtype(np.int8), q, quant=params)
                 else:
                     tensors.append(
