@@ -108,7 +108,9 @@ const void* GraphView::ModelQuantized(int t, ValueType* type, QuantParams* q, Sh
     return nullptr;
   const TfLiteTensor& x = tensor(src);
   *s = shape(src);
-  if (NumElements(*s) != NumElements(shape(t)) || !CheckDequantizable(x, *s, name(src)).empty())
+  // Read later, at the op's prepare: only model data, which lives as long as the interpreter.
+  if (x.allocation_type != kTfLiteMmapRo || NumElements(*s) != NumElements(shape(t)) ||
+      !CheckDequantizable(x, *s, name(src)).empty())
     return nullptr;
   *type = ValueTypeOf(x.type);
   *q = ReadQuantParams(x);

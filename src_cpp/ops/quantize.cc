@@ -103,7 +103,8 @@ std::string CheckDequantize(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
   const int x = node.inputs[0], y = node.outputs[0];
   if (!g.valid_tensor(x) || !g.valid_tensor(y)) return "invalid tensor index";
-  // A FLOAT16 weight: folded into a constant while its consumers are claimed (delegate/claim.h).
+  // A FLOAT16 or int8 / uint8 weight: folded into a constant while its consumers are claimed
+  // (delegate/claim.h).
   if (g.IsFoldedDequantizeOutput(y))
     return "only a constant FLOAT16 or int8 weight feeding a delegated op is claimed";
   if (g.IsConstant(x)) {
