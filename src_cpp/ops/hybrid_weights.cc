@@ -89,8 +89,8 @@ std::string HybridRule(const GraphView& g, const NodeInfo& n) {
   // the weights have a scale per channel; LiteRT's apply the scales.
   if (q.per_channel() && !g.cpu_kernels().litert &&
       (n.op == tfl::kFullyConnected || n.op == tfl::kBatchMatMul))
-    return what + " have a scale per channel, which tflite_runtime 2.14's hybrid " + op +
-           " does not apply (left to it, so the outputs are its own)";
+    return what + " have a scale per channel, for which tflite_runtime 2.14's hybrid " + op +
+           " outputs zeros (left to it, so the outputs are its own; LiteRT runs them)";
   return "";
 }
 
