@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "graph/dequantize.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -19,10 +20,17 @@ std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
     // as the output's declared shape from the source's data, where TFLite's DEQUANTIZE gives
     // its output the source's shape (a filter of another shape fails the conv's Prepare there).
     const int64_t count = NumElements(graph.shape(src));
-    if (graph.type(src) == kTfLiteFloat16 && graph.type(out) == kTfLiteFloat32 &&
-        graph.IsConstant(src) && graph.shape(src) == graph.shape(out) &&
-        (graph.IsComputedConstant(src) ||
-         graph.tensor(src).bytes >= static_cast<size_t>(count) * 2)) {
+    if (graph.type(out) != kTfLiteFloat32 || !graph.IsConstant(src) ||
+        graph.shape(src) != graph.shape(out))
+      continue;
+    // An int8 / uint8 weight (a dynamic-range model's DEQUANTIZE form): its scales, per tensor
+    // or per channel, and zero points apply as TFLite's DEQUANTIZE applies them.
+    const bool quantized =
+        IsQuantized(ValueTypeOf(graph.type(src))) && !graph.IsComputedConstant(src) &&
+        CheckDequantizable(graph.tensor(src), graph.shape(src), graph.name(src)).empty();
+    if (quantized || (graph.type(src) == kTfLiteFloat16 &&
+                      (graph.IsComputedConstant(src) ||
+                       graph.tensor(src).bytes >= static_cast<size_t>(count) * 2))) {
       graph.AddFoldedDequantize(out, src);
       folded.push_back(&n);
     }

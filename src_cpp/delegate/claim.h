@@ -23,8 +23,9 @@ using PreviewFn = std::function<std::vector<PartitionPreview>(const std::vector<
 // "" to keep a partition, else why it stays on the CPU (the cost model).
 using KeepFn = std::function<std::string(const PartitionPreview&, const std::vector<NodeInfo>&)>;
 
-// The DEQUANTIZE nodes of constant FLOAT16 tensors to FLOAT32 (fp16-weight models); each
-// output is registered with `graph` as a constant read from the FLOAT16 source.
+// The DEQUANTIZE nodes of constant FLOAT16 tensors (fp16-weight models) or int8 / uint8 ones
+// (dynamic-range models' DEQUANTIZE form) to FLOAT32; each output is registered with `graph` as
+// a constant read from the source (widened or dequantized).
 std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
                                                      const std::vector<NodeInfo>& nodes);
 

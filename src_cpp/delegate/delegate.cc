@@ -15,6 +15,7 @@
 #include "graph/validate.h"
 #include "ops/cpu_kernel_rules.h"
 #include "ops/densify.h"
+#include "ops/hybrid_weights.h"
 #include "ops/op.h"
 #include "ops/shape_folding.h"
 #include "runtime/split.h"
@@ -184,6 +185,8 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     std::vector<const NodeInfo*> dequantizes = FoldConstantDensifies(graph, nodes, &sparse_refused);
     for (const NodeInfo* n : FoldConstantDequantizes(graph, nodes)) dequantizes.push_back(n);
     for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
+    // Dynamic-range models' int8 weights read as float by their ops (ops/hybrid_weights.h).
+    MarkHybridWeights(graph, nodes);
 
     InferCpuOutputTypes(graph, nodes);
     // Reasons to leave the whole model to the CPU (ops/cpu_kernel_rules.h).
@@ -212,7 +215,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
         }
       } else if (n.op == tfl::kDequantize) {
         d.op_name = "DEQUANTIZE";
-        d.reason = "only a constant FLOAT16 weight feeding a delegated op is claimed";
+        d.reason = "only a constant FLOAT16 or int8 weight feeding a delegated op is claimed";
       } else if (*DensifyNodeName(n.op)) {
         d.op_name = DensifyNodeName(n.op);
         auto it = sparse_refused.find(n.index);

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/half.h"
+#include "graph/dequantize.h"
 
 namespace clgpu {
 
@@ -36,7 +37,8 @@ std::string GraphView::name(int t) const {
 }
 
 ValueType GraphView::value_type(int t) const {
-  return IsFoldedDequantizeOutput(t) ? ValueType::kFloat : ValueTypeOf(type(t));
+  return IsFoldedDequantizeOutput(t) || IsDequantizedWeight(t) ? ValueType::kFloat
+                                                               : ValueTypeOf(type(t));
 }
 
 bool GraphView::IsModelConstant(int t) const {
@@ -67,6 +69,10 @@ std::vector<float> GraphView::ConstantFloats(int t) const {
   if (x.type == kTfLiteFloat16 && x.bytes >= static_cast<size_t>(n) * 2) {
     const auto* h = static_cast<const uint16_t*>(x.data.raw_const);
     for (int64_t i = 0; i < n; ++i) out[i] = HalfToFloat(h[i]);
+  } else if (IsQuantized(ValueTypeOf(x.type))) {
+    const Shape s = shape(src);
+    if (auto why = CheckDequantizable(x, s, name(src)); !why.empty()) throw Error(why);
+    DequantizeInto(x.data.raw_const, ValueTypeOf(x.type), s, ReadQuantParams(x), out.data());
   } else {
     throw Error("tensor " + name(t) + " is not a float constant");
   }
@@ -95,9 +101,26 @@ const uint16_t* GraphView::ModelFloat16(int t) const {
   return static_cast<const uint16_t*>(x.data.raw_const);
 }
 
+const void* GraphView::ModelQuantized(int t, ValueType* type, QuantParams* q, Shape* s) const {
+  int src = t;
+  if (auto it = folded_.find(t); it != folded_.end()) src = it->second;
+  if (!(folded_.count(t) || dequantized_.count(t)) || computed_.count(src) || !IsModelConstant(src))
+    return nullptr;
+  const TfLiteTensor& x = tensor(src);
+  *s = shape(src);
+  // Read later, at the op's prepare: only model data, which lives as long as the interpreter.
+  if (x.allocation_type != kTfLiteMmapRo || NumElements(*s) != NumElements(shape(t)) ||
+      !CheckDequantizable(x, *s, name(src)).empty())
+    return nullptr;
+  *type = ValueTypeOf(x.type);
+  *q = ReadQuantParams(x);
+  return x.data.raw_const;
+}
+
 LazyConstant::LazyConstant(const GraphView& g, int t)
     : model_(g.ModelFloat32(t)), half_(model_ ? nullptr : g.ModelFloat16(t)) {
-  if (model_ || half_) {
+  if (!model_ && !half_) quantized_ = g.ModelQuantized(t, &quantized_type_, &quant_, &shape_);
+  if (model_ || half_ || quantized_) {
     n_ = static_cast<size_t>(NumElements(g.shape(t)));
   } else {
     values_ = g.ConstantFloats(t);
@@ -112,6 +135,10 @@ const std::vector<float>& LazyConstant::values() {
     values_.resize(n_);
     for (size_t i = 0; i < n_; ++i) values_[i] = HalfToFloat(half_[i]);
     half_ = nullptr;
+  } else if (quantized_) {
+    values_.resize(n_);
+    DequantizeInto(quantized_, quantized_type_, shape_, quant_, values_.data());
+    quantized_ = nullptr;
   }
   return values_;
 }

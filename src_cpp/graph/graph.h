@@ -57,13 +57,18 @@ class GraphView {
   // Constant = model data that lives on the CPU (mmap'ed or persistent
   // read-only), a computed constant, or the output of a DEQUANTIZE of a FLOAT16 one.
   bool IsConstant(int t) const;
-  // Constant as float32 (float16 sources are widened). Throws Error otherwise.
+  // Constant as float32 (float16 sources are widened, int8 / uint8 ones dequantized,
+  // graph/dequantize.h). Throws Error otherwise.
   std::vector<float> ConstantFloats(int t) const;
   // Float32 model data as TFLite holds it (memory-mapped, kept for the interpreter's life), or
   // nullptr for any other constant (float16, folded, computed, persistent).
   const float* ModelFloat32(int t) const;
   // The same for float16 model data: t itself, or the source of t's folded DEQUANTIZE.
   const uint16_t* ModelFloat16(int t) const;
+  // The same for int8 / uint8 model data read as float (t a dequantized weight or a folded
+  // DEQUANTIZE's output) with its source's quantization and shape, checked
+  // (graph/dequantize.h); nullptr for any other.
+  const void* ModelQuantized(int t, ValueType* type, QuantParams* q, Shape* s) const;
   // A constant's bytes as TFLite holds them (int8 / uint8 / int32 data). Throws Error otherwise.
   std::vector<uint8_t> ConstantBytes(int t) const;
   // Constant int32 / int64 tensor as int64 values (permutations, shapes).
@@ -74,9 +79,14 @@ class GraphView {
   std::string ReadConstantInts(int t, const std::string& what, std::vector<int64_t>* out) const;
 
   // Records a DEQUANTIZE node `out = dequantize(src)` whose source is a constant
-  // FLOAT16 tensor; its output then counts as a constant.
+  // FLOAT16, int8 or uint8 tensor; its output then counts as a float constant.
   void AddFoldedDequantize(int out, int src) { folded_[out] = src; }
   bool IsFoldedDequantizeOutput(int t) const { return folded_.count(t) != 0; }
+
+  // Records an int8 constant that a dynamic-range ("hybrid") op reads as its weights
+  // (ops/hybrid_weights.h): it is then a float constant, its dequantized values.
+  void AddDequantizedWeight(int t) { dequantized_.insert(t); }
+  bool IsDequantizedWeight(int t) const { return dequantized_.count(t) != 0; }
 
   // A constant computed at Prepare (a DENSIFY of a sparse constant, graph/sparse.h): its float
   // values; it counts as a constant, also as the source of a folded DEQUANTIZE.
@@ -127,13 +137,15 @@ class GraphView {
   std::map<int, FoldedInts> folded_ints_;
   std::map<int, Shape> inferred_;
   std::map<int, TfLiteType> retyped_;
+  std::set<int> dequantized_;
   std::set<int> written_;
 };
 
 // A float constant's values read when first needed: float32 model data is copied (float16
-// widened) then, at the op's prepare (on the setup thread under cpu_warmup) instead of at kernel
-// init, where hundreds of MB of weights would hold the interpreter's start; any other constant
-// is read at once. values() from one thread at a time (the one preparing the op).
+// widened, int8 / uint8 dequantized) then, at the op's prepare (on the setup thread under
+// cpu_warmup) instead of at kernel init, where hundreds of MB of weights would hold the
+// interpreter's start; any other constant is read at once. values() from one thread at a time (the
+// one preparing the op).
 class LazyConstant {
  public:
   LazyConstant() = default;
@@ -143,6 +155,10 @@ class LazyConstant {
  private:
   const float* model_ = nullptr;
   const uint16_t* half_ = nullptr;
+  const void* quantized_ = nullptr;  // int8 / uint8 model data, dequantized by quant_
+  ValueType quantized_type_ = ValueType::kInt8;
+  QuantParams quant_;
+  Shape shape_;
   size_t n_ = 0;
   std::vector<float> values_;
 };

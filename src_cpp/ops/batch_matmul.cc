@@ -9,6 +9,7 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
+#include "ops/hybrid_weights.h"
 #include "ops/op.h"
 #include "ops/tuning.h"
 
@@ -211,6 +212,8 @@ class BatchMatMulOp : public Op {
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
+  // An int8 y with a float x: dynamic-range weights, run in float (ops/hybrid_weights.h).
+  if (auto why = CheckHybridWeights(g, node); !why.empty()) return why;
   if (auto why = CheckFloatTensors(g, {node.inputs[0], node.inputs[1], node.outputs[0]});
       !why.empty())
     return why;

@@ -11,6 +11,7 @@
 #include "graph/validate.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
+#include "ops/hybrid_weights.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "ops/squeeze.h"
@@ -272,6 +273,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (auto why = CheckOutputs(node, "CONV_2D", 1); !why.empty()) return why;
   tfl::ConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
+  // int8 weights with a float input: dynamic-range ones, run in float (ops/hybrid_weights.h).
+  if (auto why = CheckHybridWeights(g, node); !why.empty()) return why;
   // int8 tensors: conv2d_int8.cc.
   const bool quantized =
       g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));

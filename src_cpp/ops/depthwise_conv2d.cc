@@ -7,6 +7,7 @@
 #include "graph/validate.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
+#include "ops/hybrid_weights.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
@@ -210,6 +211,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (auto why = CheckOutputs(node, "DEPTHWISE_CONV_2D", 1); !why.empty()) return why;
   tfl::DepthwiseConvParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
+  // int8 weights with a float input: dynamic-range ones, run in float (ops/hybrid_weights.h).
+  if (auto why = CheckHybridWeights(g, node); !why.empty()) return why;
   // int8 tensors: depthwise_conv2d_int8.cc.
   const bool quantized =
       g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));

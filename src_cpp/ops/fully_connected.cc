@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "graph/validate.h"
 #include "ops/gemm.h"
+#include "ops/hybrid_weights.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "ops/squeeze.h"
@@ -224,6 +225,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
     return "fused activation " + std::to_string(p.activation) +
            " (TFLite's FULLY_CONNECTED kernel refuses it: the model fails on the CPU too)";
   if (p.weights_format != 0) return "shuffled weights format";
+  // int8 weights with a float input: dynamic-range ones, run in float (ops/hybrid_weights.h).
+  if (auto why = CheckHybridWeights(g, node); !why.empty()) return why;
   // int8 tensors: fully_connected_int8.cc.
   if (g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0])))
     return g.valid_tensor(node.inputs[1]) && g.valid_tensor(node.outputs[0])

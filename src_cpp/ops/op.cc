@@ -272,8 +272,8 @@ Buffer UploadInts(OpContext& ctx, const std::vector<int>& data) {
 std::string CheckFloatTensors(const GraphView& g, const std::vector<int>& tensors) {
   for (int t : tensors) {
     if (!g.valid_tensor(t)) return "tensor index " + std::to_string(t) + " is invalid";
-    if (g.type(t) != kTfLiteFloat32 && !g.IsFoldedDequantizeOutput(t))
-      return "tensor " + g.name(t) + " is not float32";
+    // Float32, or a float constant of ours: a folded DEQUANTIZE, dequantized int8 weights.
+    if (g.value_type(t) != ValueType::kFloat) return "tensor " + g.name(t) + " is not float32";
     if (!g.tensor(t).dims) return "tensor " + g.name(t) + " has no shape";
   }
   return "";

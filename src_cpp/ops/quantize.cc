@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "graph/dequantize.h"
 #include "ops/op.h"
 #include "ops/quant.h"
 #include "tflite/builtin.h"
@@ -102,14 +103,19 @@ std::string CheckDequantize(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
   const int x = node.inputs[0], y = node.outputs[0];
   if (!g.valid_tensor(x) || !g.valid_tensor(y)) return "invalid tensor index";
-  // A FLOAT16 weight: folded into a constant while its consumers are claimed (delegate/claim.h).
+  // A FLOAT16 or int8 / uint8 weight: folded into a constant while its consumers are claimed
+  // (delegate/claim.h).
   if (g.IsFoldedDequantizeOutput(y))
-    return "only a constant FLOAT16 weight feeding a delegated op is claimed";
-  if (g.IsConstant(x))
-    return g.type(x) == kTfLiteFloat16
-               ? "a constant FLOAT16 weight whose size disagrees with its declared output: not "
-                 "folded, left to the CPU, which checks it"
-               : "the input is a constant (a weight-only quantized model)";
+    return "only a constant FLOAT16 or int8 weight feeding a delegated op is claimed";
+  if (g.IsConstant(x)) {
+    if (g.type(x) == kTfLiteFloat16)
+      return "a constant FLOAT16 weight whose size disagrees with its declared output: not "
+             "folded, left to the CPU, which checks it";
+    if (!IsQuantized(g.value_type(x))) return "the input is a constant of an unsupported type";
+    const std::string why = CheckDequantizable(g.tensor(x), g.shape(x), g.name(x));
+    return "a constant " + std::string(ValueTypeName(g.value_type(x))) + " weight not folded: " +
+           (why.empty() ? "its declared output's shape or type differs, left to the CPU" : why);
+  }
   const ValueType in = g.value_type(x);
   if (!IsQuantized(in))
     return std::string("input type ") + ValueTypeName(in) + " is not int8/uint8";

@@ -25,6 +25,7 @@ enum BuiltinOp : int32_t {
   kResizeBilinear = 23,
   kTranspose = 39,
   kTransposeConv = 67,
+  kBatchMatMul = 126,
   kCustom = 32,
   kSqueeze = 43,
   kSplit = 49,
