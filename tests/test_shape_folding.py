@@ -14,12 +14,13 @@ from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
 
 
-def dense_model(shape: tuple[int, ...] = (1, 6, 8), units: int = 5, gelu: bool = True) -> bytes:
+def dense_model(shape: tuple[int, ...] = (1, 6, 8), units: int = 5, gelu: bool = True,
+                stale_rows: bool = False) -> bytes:
     b = ModelBuilder(seed=3)
     x = b.input("x", shape)
     y = b.keras_dense(x, b.rand((units, shape[-1])), b.rand((units,)),
-                      activation="gelu" if gelu else None)
-    b.output(b.keras_dense(y, b.rand((3, units))))
+                      activation="gelu" if gelu else None, stale_rows=stale_rows)
+    b.output(b.keras_dense(y, b.rand((3, units)), stale_rows=stale_rows))
     return b.build()
 
 
@@ -95,3 +96,22 @@ def test_stale_declared_shapes_are_inferred(runtime: str) -> None:
     r = check_parity(dense_model(gelu=False), runtime, expect_delegated="all")
     fc = [d for d in r.decisions if d.op_name == "FULLY_CONNECTED"]
     assert len(fc) == 2 and all(d.delegated for d in fc)
+
+
+@pytest.mark.parametrize("form", ["hybrid", "dequantize"])
+def test_keras_dense_dynamic_range_is_one_partition(form: str, runtime: str) -> None:
+    # TF's default quantization of the same Dense: int8 weights between the folded RESHAPEs. The
+    # shapes inferred past the first RESHAPE must pass through the dynamic-range FULLY_CONNECTED
+    # (it was marked after the folding, so the second RESHAPE saw the declared (1, 5) and stayed
+    # on the CPU with the shape nodes: 17 partitions in a 4-layer Keras encoder).
+    from clgpu_delegate.modelgen import dynamic_range_model
+
+    model = dense_model(stale_rows=True)
+    quantized = dynamic_range_model(model, per_channel=False, form=form)
+    r = check_parity(quantized, runtime, rtol=0.0, atol=0.05, expect_delegated="all",
+                     expect_partitions=1)
+    # Against TFLite's float kernels on the dequantized weights: the delegate's arithmetic.
+    reference = make_interpreter(dynamic_range_model(model, per_channel=False, form="float"),
+                                 None, runtime=runtime, reference=True)
+    reference.allocate_tensors()
+    compare(r.outputs, run(reference, r.inputs), 1e-4, None, f" [{runtime}]")

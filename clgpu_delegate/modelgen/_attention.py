@@ -64,11 +64,14 @@ class AttentionOps(ElementwiseOps, ShapeOps, WindowOps):
         weights: npt.NDArray[np.float32],
         bias: npt.NDArray[np.float32] | None = None,
         activation: str | None = None,
+        stale_rows: bool = False,
     ) -> int:
         """Keras Dense on a (batch, ..., K) input as TF's converter writes it for an unknown
         batch: RESHAPE to (prod(leading), K) through SHAPE -> GATHER -> REDUCE_PROD -> PACK,
         FULLY_CONNECTED (weights (N, K)), RESHAPE back through CONCATENATION. The flattened
-        tensor is declared (1, 1), as the converter declares it from its (-1, -1) signature."""
+        tensor is declared (1, 1), as the converter declares it from its (-1, -1) signature;
+        with stale_rows the FULLY_CONNECTED's output too, (1, N) from (-1, N), as it does in
+        dynamic-range models."""
         bi = tflite.BuiltinOperator
         shape = self._float_input(x)
         n, k = weights.shape
@@ -117,7 +120,7 @@ class AttentionOps(ElementwiseOps, ShapeOps, WindowOps):
                 self._const(weights, "kernel"),
                 -1 if bias is None else self._const(bias, "bias"),
             ],
-            [(math.prod(lead), n)],
+            [(1 if stale_rows else math.prod(lead), n)],
             options="FullyConnectedOptions",
             FusedActivationFunction=0,
         )[0]

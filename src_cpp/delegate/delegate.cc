@@ -184,9 +184,11 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     std::map<int, std::string> sparse_refused;
     std::vector<const NodeInfo*> dequantizes = FoldConstantDensifies(graph, nodes, &sparse_refused);
     for (const NodeInfo* n : FoldConstantDequantizes(graph, nodes)) dequantizes.push_back(n);
-    for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
-    // Dynamic-range models' int8 weights read as float by their ops (ops/hybrid_weights.h).
+    // Dynamic-range models' int8 weights read as float by their ops (ops/hybrid_weights.h);
+    // before the shape folding, whose inferred shapes pass only through ops it could claim (a
+    // hybrid FULLY_CONNECTED between a folded RESHAPE and the next: TensorFlow's Tensordot).
     MarkHybridWeights(graph, nodes);
+    for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
 
     InferCpuOutputTypes(graph, nodes);
     // Reasons to leave the whole model to the CPU (ops/cpu_kernel_rules.h).
