@@ -47,6 +47,9 @@ def check(path: str, precision: str, partitioning: str, batch: int, runtime: str
     expected = _run(ref, inputs)
     delegate = clgpu_delegate.load(precision=precision, partitioning=partitioning, profiling=True)
     interp = _interpreter(path, [delegate], runtime, batch)
+    # Until the device setup is done, invokes run TFLite's own CPU kernels (cpu_warmup): the
+    # outputs compared must be the device's.
+    delegate.wait_ready()
     got = _run(interp, inputs)
     delegate.reset_profile()
     got = _run(interp, inputs)
