@@ -42,13 +42,22 @@ def _float_buffers(model: Any) -> dict[int, type]:
     return out
 
 
+def _raw(data: bytearray, buf: Any) -> np.ndarray | None:
+    """A buffer's bytes as a writable view into `data`: inline, or past the flatbuffer at
+    (offset, size) as ai-edge-quantizer writes them (litert-torch's quantized models)."""
+    if buf.Offset() > 1:  # 0 and 1 mean "no external data" in the schema
+        return np.frombuffer(data, np.uint8, buf.Size(), buf.Offset())
+    raw = buf.DataAsNumpy()
+    return raw if isinstance(raw, np.ndarray) else None
+
+
 def _views(data: bytearray) -> dict[int, np.ndarray]:
     """Writable float views of the large float buffers of a model held in `data`."""
     model = tflite.Model.GetRootAsModel(data, 0)
     views = {}
     for i, dtype in _float_buffers(model).items():
-        raw = model.Buffers(i).DataAsNumpy()
-        if isinstance(raw, np.ndarray) and raw.size // np.dtype(dtype).itemsize >= MIN_ELEMENTS:
+        raw = _raw(data, model.Buffers(i))
+        if raw is not None and raw.size // np.dtype(dtype).itemsize >= MIN_ELEMENTS:
             views[i] = raw.view(dtype)
     return views
 
