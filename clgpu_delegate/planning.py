@@ -135,7 +135,9 @@ def _write_plan(path: Path, p: Plan) -> None:
 
 
 def _feeds(details: list[dict[str, Any]], seed: int) -> list[NDArray[Any]]:
-    """Seeded inputs: N(0, 1) for float inputs, small integers for the others."""
+    """Seeded inputs: N(0, 1) for float inputs, small integers for the others (non-negative
+    for int32 / int64 ones: token ids and indices, which EMBEDDING_LOOKUP and GATHER refuse
+    below 0)."""
     rng = np.random.default_rng(seed)
     out = []
     for d in details:
@@ -143,7 +145,8 @@ def _feeds(details: list[dict[str, Any]], seed: int) -> list[NDArray[Any]]:
         if np.dtype(d["dtype"]).kind == "f":
             out.append(rng.standard_normal(shape).astype(d["dtype"]))
         else:
-            out.append(rng.integers(-4, 5, size=shape).astype(d["dtype"]))
+            low = 0 if np.dtype(d["dtype"]) in (np.int32, np.int64) else -4
+            out.append(rng.integers(low, 5, size=shape).astype(d["dtype"]))
     return out
 
 
