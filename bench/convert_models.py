@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -262,6 +263,7 @@ def _one(converter: str, name: str, out: Path, variants: list[str]) -> int:
 
 def _last_error(text: str) -> str:
     """The line that names the failure in a converter's output (the last exception line)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # onnx2tf colours its messages
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if "Error" in ln.split(":")[0] or "Exception" in ln.split(":")[0]]
     return (errors or lines or ["no output"])[-1][:300]
