@@ -84,8 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runtime", default="ai_edge_litert")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    rows = [check(m, args.precision, args.partitioning, args.batch, args.runtime)
-            for m in args.models]
+    rows = []
+    for m in args.models:
+        try:
+            rows.append(check(m, args.precision, args.partitioning, args.batch, args.runtime))
+        except RuntimeError as e:  # the CPU itself cannot run it (XNNPACK, custom ops): a row
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            rows.append({"model": Path(m).name, "skipped": why[:200]})
     for r in rows:
         print(json.dumps(r))
     if args.json:
