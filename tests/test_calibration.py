@@ -74,7 +74,7 @@ def test_a_new_process_reads_the_file(run_python, tmp_path: Path) -> None:
     assert cached["calibration_source"] == "cache" and cached["calibration_sync_us"] == 1234.5
 
 
-@pytest.mark.parametrize("damage", ["corrupt", "implausible", "huge", "symlink"])
+@pytest.mark.parametrize("damage", ["corrupt", "implausible", "huge", "symlink", "older"])
 def test_a_bad_file_is_ignored_and_rewritten(run_python, tmp_path: Path, damage: str) -> None:
     cache = tmp_path / "cache"
     _load_twice(run_python, cache)
@@ -85,6 +85,8 @@ def test_a_bad_file_is_ignored_and_rewritten(run_python, tmp_path: Path, damage:
         path.write_bytes(good.encode()[: len(good) // 2] + b"\x00garbage")
     elif damage == "implausible":
         path.write_text(good.replace("\nsync_us ", "\nsync_us -"))
+    elif damage == "older":  # format 2 timed one kernel back to back: its figure is not ours
+        path.write_text(good.replace("calibration 3\n", "calibration 2\n"))
     elif damage == "huge":
         path.write_text(good + "# padding\n" * 100_000)
     else:
@@ -95,7 +97,7 @@ def test_a_bad_file_is_ignored_and_rewritten(run_python, tmp_path: Path, damage:
     assert first["calibration_source"] == "measured", first
     _assert_sane(first)
     assert not path.is_symlink() and path.stat().st_size < 4096
-    assert path.read_text().startswith("clgpu_delegate calibration 2\n")
+    assert path.read_text().startswith("clgpu_delegate calibration 3\n")
     assert "\nsync_us " in path.read_text() and "garbage" not in path.read_text()
     if damage == "symlink":
         assert target.read_text() == good  # the link was replaced, not written through

@@ -3,12 +3,15 @@ OpenCL device (PoCL) that is everything; `inspect` shows the decision and its nu
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from parity import random_inputs, run
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.modelgen._layers import start
 from clgpu_delegate.report import format_report, inspect_model
 from clgpu_delegate.runtime import make_interpreter
 
@@ -59,3 +62,73 @@ def test_inspect_shows_cost_decisions() -> None:
     if report.partitions:
         pytest.skip("the device claims lenet5; nothing declined to show")
     assert "cost:" in text and ("MFLOP" in text or "CPU itself" in text), text
+
+
+def _estimate(model: bytes) -> str:
+    """The cost model's estimate for a one-partition model, in words: on a CPU device the
+    decline's reason names the figures, on a GPU a kept partition's note."""
+    delegate = clgpu_delegate.load(partitioning="cost")
+    make_interpreter(model, [delegate], reference=True).allocate_tensors()
+    texts = {d.reason + " " + d.note for d in delegate.decisions()}
+    texts = {t for t in texts if "kernels)" in t}
+    assert len(texts) == 1, texts
+    return texts.pop()
+
+
+def _cpu_estimate_ms(model: bytes) -> tuple[float, float]:
+    """(CPU ms, MFLOP) of the estimate."""
+    m = re.search(r"vs ([0-9.]+) ms on the CPU .*?; ([0-9.]+) MFLOP", _estimate(model))
+    assert m
+    return float(m.group(1)), float(m.group(2))
+
+
+def _one_layer(kind: str) -> bytes:
+    if kind == "fc":  # 2 FLOP per 4-byte weight: the weights' traffic sets the CPU's time
+        net, x = start((1, 1), 2048, seed=0, fp16_weights=False)
+        return net.finish(net.fc(net.b.reshape(x, (1, 2048)), 2048, act=None), softmax=False)
+    net, x = start(21, 32, seed=0, fp16_weights=False)  # ~600 FLOP per byte moved
+    return net.finish(net.conv(x, 32, 3, act=None), softmax=False)
+
+
+def test_the_cpu_estimate_charges_memory_traffic_not_only_arithmetic() -> None:
+    """XNNPACK's time for a layer that moves more bytes than it computes (a wide FC's weights,
+    a depthwise conv) is set by the bytes: the CPU estimate of an FC with ~the FLOPs of a 3x3
+    conv must be several times the conv's, not the same (MobileNetV3's layers were
+    estimated 1.5-2x too fast by FLOPs alone)."""
+    fc_ms, fc_mflop = _cpu_estimate_ms(_one_layer("fc"))
+    conv_ms, conv_mflop = _cpu_estimate_ms(_one_layer("conv"))
+    assert 0.9 < fc_mflop / conv_mflop < 1.2, (fc_mflop, conv_mflop)
+    assert fc_ms > 3 * conv_ms, (fc_ms, conv_ms)
+
+
+def _launches_per_invoke(model: bytes) -> int:
+    delegate = clgpu_delegate.load(partitioning="all", profiling=True)
+    interp = make_interpreter(model, [delegate], reference=True)
+    interp.allocate_tensors()
+    delegate.wait_ready()
+    run(interp, random_inputs(interp.get_input_details(), 0))
+    delegate.reset_profile()
+    run(interp, random_inputs(interp.get_input_details(), 1))
+    return sum(k.count for k in delegate.profile().kernels)
+
+
+def _conv_net(kind: str) -> bytes:
+    if kind == "winograd":  # 3x3, 32 channels on 21x21: input transform, GEMM, output transform
+        net, x = start(21, 32, seed=0, fp16_weights=False)
+        return net.finish(net.conv(x, 32, 3, act=None), softmax=False)
+    if kind == "small_map":  # 3x3 stride 2 on 8x8 at 128 channels: few output tiles, long K
+        net, x = start(8, 128, seed=0, fp16_weights=False)
+        return net.finish(net.conv(x, 128, 3, stride=2, act=None), softmax=False)
+    net, x = start(14, 64, seed=0, fp16_weights=False)  # depthwise into a 1x1: one GEMM
+    x = net.conv(net.dwconv(x, 3), 256, 1, act=None)
+    return net.finish(net.conv(net.dwconv(net.conv(x, 64, 1), 3, stride=2), 512, 1), softmax=False)
+
+
+@pytest.mark.parametrize("kind", ["winograd", "small_map", "folded_depthwise"])
+def test_the_estimate_counts_the_kernels_the_partition_launches(kind: str) -> None:
+    """The cost model's kernel count comes from the plans the ops make on this device (split-K
+    GEMMs and Winograd launch several kernels, a depthwise folded into a 1x1 none): it must
+    equal what the partition launches per invoke."""
+    model = _conv_net(kind)
+    estimated = int(re.search(r"\((\d+) kernels\)", _estimate(model)).group(1))
+    assert estimated == _launches_per_invoke(model)

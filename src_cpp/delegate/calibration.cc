@@ -24,7 +24,7 @@
 namespace clgpu {
 namespace {
 
-constexpr char kHeader[] = "clgpu_delegate calibration 2";
+constexpr char kHeader[] = "clgpu_delegate calibration 3";  // 3: kernels in turn
 constexpr size_t kMaxFileBytes = 4096;
 
 using Clock = std::chrono::steady_clock;
@@ -159,10 +159,13 @@ DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue) {
   const auto& cl = Cl();
   const DeviceInfo& dev = env.device();
   const std::shared_ptr<Program> program = env.programs().Get("calibration", "");
-  // Two instances of the small kernel with their buffers swapped: back to back, each reads what
-  // the one before it wrote.
-  Kernel small_ab = CreateKernel(*program, "calibration_small");
-  Kernel small_ba = CreateKernel(*program, "calibration_small");
+  // Four distinct small kernels launched in turn, as a partition's layers are; each reads what
+  // the one before it wrote (two buffers: the even kernels read a and write b, the odd ones the
+  // other way).
+  constexpr int kSmallKernels = 4;
+  Kernel small[kSmallKernels];
+  for (int k = 0; k < kSmallKernels; ++k)
+    small[k] = CreateKernel(*program, "calibration_small" + std::to_string(k));
   Kernel fma = CreateKernel(*program, "calibration_fma");
   constexpr size_t kSmallItems = 4096, kSmallGroup = 64, kSmall = 4 << 10;
   // Large enough that bandwidth, not latency, sets a copy's time; within any device's limit.
@@ -186,10 +189,10 @@ DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue) {
                                    nullptr),
             "clEnqueueFillBuffer");
   const cl_mem ab[2] = {layer_a.get(), layer_b.get()};
-  for (int i = 0; i < 2; ++i) {
-    CheckCl(cl.clSetKernelArg(small_ab.get(), i, sizeof(cl_mem), &ab[i]), "clSetKernelArg");
-    CheckCl(cl.clSetKernelArg(small_ba.get(), i, sizeof(cl_mem), &ab[1 - i]), "clSetKernelArg");
-  }
+  for (int k = 0; k < kSmallKernels; ++k)
+    for (int i = 0; i < 2; ++i)
+      CheckCl(cl.clSetKernelArg(small[k].get(), i, sizeof(cl_mem), &ab[(k & 1) ^ i]),
+              "clSetKernelArg");
   cl_mem mem = work.get();
   CheckCl(cl.clSetKernelArg(fma.get(), 0, sizeof mem, &mem), "clSetKernelArg");
   auto finish = [&] { CheckCl(cl.clFinish(queue), "clFinish"); };
@@ -202,10 +205,9 @@ DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue) {
     finish();
     return UsSince(t0);
   };
-  bool flip = false;
+  int launches = 0;  // never the same kernel twice in a row
   auto launch_small = [&] {
-    flip = !flip;
-    CheckCl(cl.clEnqueueNDRangeKernel(queue, (flip ? small_ab : small_ba).get(), 1, nullptr,
+    CheckCl(cl.clEnqueueNDRangeKernel(queue, small[launches++ % kSmallKernels].get(), 1, nullptr,
                                       &kSmallItems, &kSmallGroup, 0, nullptr, nullptr),
             "clEnqueueNDRangeKernel");
   };
@@ -239,7 +241,7 @@ DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue) {
   // arithmetic run also brings an idle GPU up from its lowest clocks, where the delegate's
   // kernels will not run.
   run_fma(4096);
-  batch(2, launch_small);
+  batch(kSmallKernels, launch_small);  // each kernel once
   batch(1, copy_small);
   round_trip(big, large);
   round_trip(small_a, kSmall);

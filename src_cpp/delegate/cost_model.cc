@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "ops/conv2d_selector.h"
 #include "ops/fusion.h"
 #include "ops/group_rewrite.h"
 #include "ops/matmul_views.h"
@@ -15,14 +18,18 @@
 namespace clgpu {
 namespace {
 
-// The CPU side: rough sustained rates from the H200 machine (16 host threads) with the
-// benchmark models (bench/compare_cpu.py): XNNPACK's GFLOP/s per thread, and each node's
-// hand-off between its threads, however small the node. The CPU that runs XNNPACK cannot be
-// measured cheaply from inside the delegate. The device side comes in DeviceCosts: measured
-// on the device (delegate/calibration.h) or the constants it defaults to. A partition must
-// win by a margin: a wrong "keep" costs more than a wrong "decline".
-constexpr double kCpuGflopsPerThread = 60.0;
-constexpr double kCpuNodeUs = 5.0;          // per node, whatever its size
+// The CPU side: XNNPACK on the host threads as a roofline per node: a node takes the longer of
+// its arithmetic and its memory traffic (inputs, weights, output), plus a hand-off between the
+// threads however small it is. Fitted by bench/fit_cpu_costs.py on the CPU times of 55 real,
+// converted and generated models on the H200 machine's 16 host threads; arithmetic alone
+// called depthwise, squeeze-excite and element-wise layers, which move more bytes than they
+// compute, 1.5-2x too fast (MobileNetV3, LR-ASPP). The CPU that runs XNNPACK cannot be measured
+// cheaply from inside the delegate. The device side comes in DeviceCosts: measured on the
+// device (delegate/calibration.h) or the constants it defaults to. A partition must win by a
+// margin: a wrong "keep" costs more than a wrong "decline".
+constexpr double kCpuGflopsPerThread = 42.0;
+constexpr double kCpuGBpsPerThread = 13.0;
+constexpr double kCpuNodeUs = 4.7;          // per node, whatever its size
 constexpr double kCpuInt8Speedup = 1.5;     // XNNPACK's int8 kernels over its float ones
 constexpr double kDeviceEfficiency = 0.25;  // of the device's arithmetic peak
 constexpr double kDiscreteGBps = 8.0;       // host <-> device copies (PCIe, pageable)...
@@ -48,6 +55,54 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
   return double(NumElements(g.shape(n.outputs[0])));
 }
 
+// The nodes of a partition that run inside another node's kernel (fuse_add), and for each 1x1
+// convolution computing a folded depthwise, that depthwise.
+void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                const std::vector<int>& outputs, std::set<size_t>* folded,
+                std::map<size_t, size_t>* folded_depthwise_of) {
+  const std::set<int> outs(outputs.begin(), outputs.end());
+  for (const ResidualFusion& f : FindResidualFusions(g, nodes, outs)) folded->insert(f.add);
+  for (const ClampFusion& f : FindClampFusions(g, nodes, outs)) folded->insert(f.act);
+  for (const EpilogueFusion& f : FindEpilogueFusions(g, nodes, outs))
+    folded->insert(f.absorbed.begin(), f.absorbed.end());
+  for (const ViewFusion& f : FindViewFusions(g, nodes, outs))
+    folded->insert(f.absorbed.begin(), f.absorbed.end());
+  for (size_t d : FindDepthwiseFolds(g, nodes, outs)) {
+    folded->insert(d);
+    for (size_t j = d + 1; j < nodes.size(); ++j)
+      if (!nodes[j].inputs.empty() && nodes[j].inputs[0] == nodes[d].outputs[0])
+        (*folded_depthwise_of)[j] = d;
+  }
+  for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
+    folded->insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
+  // A RESHAPE keeps its input's storage, or its input the output's (the partition's
+  // AliasFlatCopies), unless both are boundary tensors: no copy.
+  std::set<int> written;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& n = nodes[i];
+    if (IsCopy(n.op) && !n.inputs.empty() && n.outputs.size() == 1 &&
+        (written.count(n.inputs[0]) || !outs.count(n.outputs[0])))
+      folded->insert(i);
+    written.insert(n.outputs.begin(), n.outputs.end());
+  }
+}
+
+// Node i's kernels per invoke as its op will plan them on this device (split-K GEMMs launch
+// two): counting one per node had iris_landmark's 167 at 121.
+int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i,
+             const std::map<size_t, size_t>& folded_depthwise_of, const DeviceInfo& dev) {
+  const NodeInfo& n = nodes[i];
+  if (auto dw = folded_depthwise_of.find(i); dw != folded_depthwise_of.end()) {
+    const std::optional<ConvGeometry> dg = GraphConvGeometry(g, nodes[dw->second]);
+    const std::optional<ConvGeometry> pg = GraphConvGeometry(g, n);
+    if (dg && pg && !IsQuantized(g.value_type(n.inputs[0])))
+      return DepthwiseGemmLaunches(dev, *dg, pg->oc);
+    return 1;
+  }
+  const OpHandler* h = FindOpHandler(n.op);
+  return h && h->launches ? std::max(1, h->launches(g, n, dev)) : 1;
+}
+
 }  // namespace
 
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
@@ -58,28 +113,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   // ADDs, clamp activations and depthwise convolutions that run inside another op's kernel:
   // compute, no launch.
   std::set<size_t> folded;
-  if (fuse_add) {
-    const std::set<int> outs(outputs.begin(), outputs.end());
-    for (const ResidualFusion& f : FindResidualFusions(g, nodes, outs)) folded.insert(f.add);
-    for (const ClampFusion& f : FindClampFusions(g, nodes, outs)) folded.insert(f.act);
-    for (const EpilogueFusion& f : FindEpilogueFusions(g, nodes, outs))
-      folded.insert(f.absorbed.begin(), f.absorbed.end());
-    for (const ViewFusion& f : FindViewFusions(g, nodes, outs))
-      folded.insert(f.absorbed.begin(), f.absorbed.end());
-    for (size_t d : FindDepthwiseFolds(g, nodes, outs)) folded.insert(d);
-    for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
-      folded.insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
-    // A RESHAPE keeps its input's storage, or its input the output's (the partition's
-    // AliasFlatCopies), unless both are boundary tensors: no copy.
-    std::set<int> written;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const NodeInfo& n = nodes[i];
-      if (IsCopy(n.op) && !n.inputs.empty() && n.outputs.size() == 1 &&
-          (written.count(n.inputs[0]) || !outs.count(n.outputs[0])))
-        folded.insert(i);
-      written.insert(n.outputs.begin(), n.outputs.end());
-    }
-  }
+  std::map<size_t, size_t> folded_depthwise_of;  // a 1x1 conv -> the depthwise it computes
+  if (fuse_add) FindFolded(g, nodes, outputs, &folded, &folded_depthwise_of);
   const double peak_gflops =
       costs.gflops > 0 ? costs.gflops
                        : std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;
@@ -87,16 +122,26 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   const double min_kernel_us = costs.min_kernel_us + kLayerKernelExtraUs;
   const double launch_gap_us = costs.launch_gap_us + kLayerGapExtraUs;
   double device_compute_ms = 0;
-  // int8 nodes count 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by less than 2x
-  // on most models (docs/partitioning.md).
-  double cpu_flops = 0;
+  auto bytes = [&](int t) {
+    return double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
+  };
+  const double threads = std::max(1u, std::thread::hardware_concurrency());
+  // int8 nodes' arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by
+  // less than 2x on most models (docs/partitioning.md).
+  double cpu_node_ms = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo& n = nodes[i];
     const double f = NodeFlops(g, n);
     e.flops += f;
     const bool int8 = !n.outputs.empty() && g.valid_tensor(n.outputs[0]) &&
                       IsQuantized(g.value_type(n.outputs[0]));
-    cpu_flops += int8 ? f / kCpuInt8Speedup : f;
+    double traffic = 0;
+    for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
+      for (int t : *ts)
+        if (g.valid_tensor(t)) traffic += bytes(t);
+    cpu_node_ms += std::max((int8 ? f / kCpuInt8Speedup : f) / (kCpuGflopsPerThread * 1e9),
+                            traffic / (kCpuGBpsPerThread * 1e9)) /
+                   threads * 1e3;
     // A folded FLOAT16 weight runs nothing (an int8 DEQUANTIZE is a kernel).
     if (n.op == tfl::kDequantize && !n.outputs.empty() && g.IsFoldedDequantizeOutput(n.outputs[0]))
       continue;
@@ -104,24 +149,20 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       device_compute_ms += f / (dev_gflops * 1e9) * 1e3;
       continue;
     }
-    ++e.kernels;
-    device_compute_ms += IsCopy(n.op)
-                             ? costs.copy_us * 1e-3
-                             : std::max(f / (dev_gflops * 1e9) * 1e3, min_kernel_us * 1e-3);
+    const int launches = IsCopy(n.op) ? 1 : Launches(g, nodes, i, folded_depthwise_of, dev);
+    e.kernels += launches;
+    device_compute_ms +=
+        IsCopy(n.op) ? costs.copy_us * 1e-3
+                     : std::max(f / (dev_gflops * 1e9) * 1e3, launches * min_kernel_us * 1e-3);
   }
-  auto bytes = [&](int t) {
-    return double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
-  };
   for (int t : inputs)
     if (g.valid_tensor(t) && !g.IsConstant(t)) e.boundary_bytes += bytes(t);
   for (int t : outputs)
     if (g.valid_tensor(t)) e.boundary_bytes += bytes(t);
 
-  const double threads = std::max(1u, std::thread::hardware_concurrency());
   // The CPU runs the nodes the device folds away too: fp16-weight models' CPU times fit
   // counting their DEQUANTIZE nodes as nodes (face and hand detectors, selfie segmentation).
-  e.cpu_ms = cpu_flops / (kCpuGflopsPerThread * threads * 1e9) * 1e3 +
-             (nodes.size() + std::max(folded_nodes, 0)) * kCpuNodeUs * 1e-3;
+  e.cpu_ms = cpu_node_ms + (nodes.size() + std::max(folded_nodes, 0)) * kCpuNodeUs * 1e-3;
   const double gbps = costs.gbps > 0            ? costs.gbps
                       : dev.host_unified_memory ? kUnifiedGBps
                                                 : kDiscreteGBps;
@@ -139,7 +180,9 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   if (dev.type == "cpu") {
     e.keep = false;
     e.reason =
-        "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are faster";
+        "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are "
+        "faster (" +
+        e.figures + ")";
   } else if (e.device_ms >= kWinMargin * e.cpu_ms) {
     e.keep = false;
     e.reason = "cost: " + e.figures;

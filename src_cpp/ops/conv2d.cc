@@ -313,9 +313,16 @@ std::string Describe(const NodeInfo& n) {
 
 double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, 0); }
 
+// The float convolution's kernels (the int8 one plans its own GEMM: counted as one).
+int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
+  if (IsQuantized(g.value_type(n.inputs[0]))) return 1;
+  const std::optional<ConvGeometry> geometry = GraphConvGeometry(g, n);
+  return geometry ? ConvLaunches(*geometry, dev) : 1;
+}
+
 }  // namespace
 
-extern const OpHandler kConv2dHandler = {tfl::kConv2d, "CONV_2D", Check, Create,
-                                         Describe,     Work,      false, true};
+extern const OpHandler kConv2dHandler = {tfl::kConv2d, "CONV_2D", Check, Create,  Describe,
+                                         Work,         false,     true,  Launches};
 
 }  // namespace clgpu

@@ -31,6 +31,9 @@ struct ConvAlgorithmDef {
   std::vector<Launch> (*encode)(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                 const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                 float act_max, cl_mem residual);
+  // How many kernels encode launches, from the same plan (the cost model's count, before an
+  // op exists; default options); null: one.
+  int (*launches)(const DeviceInfo& dev, const ConvGeometry& g) = nullptr;
 };
 
 // The algorithms, each defined in its own file.

@@ -13,6 +13,11 @@ GemmPlan Plan(const OpContext& ctx, const ConvGeometry& g) {
   return PlanGemm(ctx.env.device(), long(g.n) * g.h * g.w, g.oc, g.c, ctx.options.gemm_splits);
 }
 
+// Split (not the small-M kernel), a split kernel and its reduce (EncodeGemm).
+int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
+  return PlanGemm(dev, long(g.n) * g.h * g.w, g.oc, g.c).splits > 1 ? 2 : 1;
+}
+
 std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
   const size_t bytes = GemmScratchBytes(Plan(ctx, g), long(g.n) * g.h * g.w, g.oc);
   return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
@@ -29,6 +34,6 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
 
 extern const ConvAlgorithmDef kConvGemm1x1 = {
     ConvAlgorithm::kGemm1x1, "gemm",  Applies, PlainWeightBytes,
-    UploadPlainWeights,      Scratch, Encode};
+    UploadPlainWeights,      Scratch, Encode,  Launches};
 
 }  // namespace clgpu

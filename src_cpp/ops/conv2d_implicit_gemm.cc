@@ -55,17 +55,31 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
 }
 
 // The 1x1 convolution's GEMM over a depthwise's output: M its output pixels, K its channels.
-GemmPlan PlanDepthwiseGemm(const OpContext& ctx, const ConvGeometry& dw, int oc) {
+GemmPlan PlanDepthwiseGemm(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
+                           int forced_splits) {
   ConvGeometry pw = dw;
   pw.h = dw.oh, pw.w = dw.ow, pw.oc = oc, pw.kh = pw.kw = 1;
   GemmPlan p;
-  p.tiles = ImplicitGemmTiles(pw, ctx.env.device());
-  PlanSplitK(p, ctx.env.device(), p.tiles.Groups(long(dw.n) * dw.oh * dw.ow, oc), dw.c,
-             ctx.options.gemm_splits, /*work_items=*/2048, /*min_tiles=*/1);
+  p.tiles = ImplicitGemmTiles(pw, dev);
+  PlanSplitK(p, dev, p.tiles.Groups(long(dw.n) * dw.oh * dw.ow, oc), dw.c, forced_splits,
+             /*work_items=*/2048, /*min_tiles=*/1);
   return p;
 }
 
+GemmPlan PlanDepthwiseGemm(const OpContext& ctx, const ConvGeometry& dw, int oc) {
+  return PlanDepthwiseGemm(ctx.env.device(), dw, oc, ctx.options.gemm_splits);
+}
+
+// Split, a split kernel and its reduce.
+int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
+  return PlanImplicitGemm(dev, g, 0).splits > 1 ? 2 : 1;
+}
+
 }  // namespace
+
+int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc) {
+  return PlanDepthwiseGemm(dev, dw, oc, 0).splits > 1 ? 2 : 1;
+}
 
 std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGeometry& dw,
                                               int oc) {
@@ -127,6 +141,6 @@ GemmPlan PlanImplicitGemm(const DeviceInfo& dev, const ConvGeometry& g, int forc
 
 extern const ConvAlgorithmDef kConvImplicitGemm = {
     ConvAlgorithm::kImplicitGemm, "implicit_gemm", Applies, PlainWeightBytes,
-    UploadPlainWeights,           Scratch,         Encode};
+    UploadPlainWeights,           Scratch,         Encode,  Launches};
 
 }  // namespace clgpu

@@ -3,9 +3,12 @@
 // these choices are in bench/results/conv-algorithms-*.md and conv2d-selector-*.md.
 #include "ops/conv2d_selector.h"
 
+#include <cstring>
+
 #include "common/error.h"
 #include "ops/conv2d_algorithm.h"
 #include "ops/tuning.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
@@ -120,6 +123,39 @@ std::shared_ptr<ConvWeights> PrepareConvWeights(OpContext& ctx, ConvAlgorithm a,
 
 std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g) {
   return Def(a).scratch_bytes(ctx, g);
+}
+
+std::optional<ConvGeometry> GraphConvGeometry(const GraphView& graph, const NodeInfo& n) {
+  const bool depthwise = n.op == tfl::kDepthwiseConv2d;
+  if ((!depthwise && n.op != tfl::kConv2d) || !n.builtin_data || n.inputs.size() < 2 ||
+      !graph.valid_tensor(n.inputs[0]) || !graph.valid_tensor(n.inputs[1]))
+    return std::nullopt;
+  const Shape x = graph.shape(n.inputs[0]), f = graph.shape(n.inputs[1]);
+  if (x.size() != 4 || f.size() != 4) return std::nullopt;
+  ConvGeometry g;
+  g.n = x[0], g.h = x[1], g.w = x[2], g.c = x[3];
+  g.kh = f[1], g.kw = f[2];
+  int padding = 0;
+  if (depthwise) {  // filter [1][KH][KW][C * multiplier]
+    tfl::DepthwiseConvParams p;
+    std::memcpy(&p, n.builtin_data, sizeof p);
+    g.oc = f[3], g.sh = p.stride_height, g.sw = p.stride_width;
+    g.dh = p.dilation_height, g.dw = p.dilation_width, padding = p.padding;
+  } else {  // filter [OC][KH][KW][C]
+    tfl::ConvParams p;
+    std::memcpy(&p, n.builtin_data, sizeof p);
+    g.oc = f[0], g.sh = p.stride_height, g.sw = p.stride_width;
+    g.dh = p.dilation_height, g.dw = p.dilation_width, padding = p.padding;
+  }
+  if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1) return std::nullopt;
+  g.Compute(padding);
+  if (g.oh <= 0 || g.ow <= 0) return std::nullopt;
+  return g;
+}
+
+int ConvLaunches(const ConvGeometry& g, const DeviceInfo& dev) {
+  const ConvAlgorithmDef& d = Def(SelectConvAlgorithm(g, dev, ""));
+  return d.launches ? d.launches(dev, g) : 1;
 }
 
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,

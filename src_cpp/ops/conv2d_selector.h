@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,14 @@ bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g);
 // expected to be fastest on this device.
 ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
                                   const std::string& forced);
+
+// A CONV_2D or DEPTHWISE_CONV_2D node's geometry from the graph's shapes and its parameters
+// (for planning before an op exists); nullopt when they do not make one.
+std::optional<ConvGeometry> GraphConvGeometry(const GraphView& g, const NodeInfo& n);
+
+// Kernels per invoke of the algorithm SelectConvAlgorithm picks with default options (the cost
+// model's count): split-K GEMMs and Winograd launch more than one.
+int ConvLaunches(const ConvGeometry& g, const DeviceInfo& dev);
 
 // Bytes of the device-side filter of algorithm `a` (Winograd: the transformed U, or the
 // OHWI upload it is made from if larger; direct_blocked and winograd4_fused: OC padded to their
@@ -88,5 +97,7 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
                                         cl_mem in, const ConvWeights& w, cl_mem bias, cl_mem out,
                                         float act_min, float act_max, cl_mem residual = nullptr);
 std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGeometry& dw, int oc);
+// Its kernels per invoke with default options (the cost model's count).
+int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
 
 }  // namespace clgpu

@@ -173,13 +173,17 @@ long WinogradGemmGroups(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgori
   return Kind(a).positions * WinogradTiles(g, dev, a).Groups(WinogradOutputTiles(g, a), g.oc);
 }
 
+// Input transform, batched GEMM, output transform per pass of tile rows; counted as one pass
+// (more only past RowsPerPass's cap, where the arithmetic outweighs the launches).
+int Launches(const DeviceInfo&, const ConvGeometry&) { return 3; }
+
 constexpr ConvAlgorithm kF2Id = ConvAlgorithm::kWinograd, kF4Id = ConvAlgorithm::kWinograd4;
 
 extern const ConvAlgorithmDef kConvWinograd = {
-    kF2Id,          "winograd",   AppliesF2, WeightBytes<kF2Id>, PrepareWeights<kF2Id>,
-    Scratch<kF2Id>, Encode<kF2Id>};
+    kF2Id,          "winograd",    AppliesF2, WeightBytes<kF2Id>, PrepareWeights<kF2Id>,
+    Scratch<kF2Id>, Encode<kF2Id>, Launches};
 extern const ConvAlgorithmDef kConvWinograd4 = {
-    kF4Id,          "winograd4",  AppliesF4, WeightBytes<kF4Id>, PrepareWeights<kF4Id>,
-    Scratch<kF4Id>, Encode<kF4Id>};
+    kF4Id,          "winograd4",   AppliesF4, WeightBytes<kF4Id>, PrepareWeights<kF4Id>,
+    Scratch<kF4Id>, Encode<kF4Id>, Launches};
 
 }  // namespace clgpu

@@ -10,6 +10,10 @@
 #include "graph/graph.h"
 
 namespace clgpu {
+struct DeviceInfo;
+}
+
+namespace clgpu {
 
 class Op;  // ops/op.h
 
@@ -34,6 +38,9 @@ struct OpHandler {
   // Clamps its output in its own kernels (Op::GetClamp): a clamp activation reading it alone
   // folds in (ops/fusion.h).
   bool clamp_epilogue = false;
+  // Kernels per invoke for the cost model, from the plan the op will make on `dev` with
+  // default options (split-K GEMMs launch two); null: one.
+  int (*launches)(const GraphView& graph, const NodeInfo& node, const DeviceInfo& dev) = nullptr;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

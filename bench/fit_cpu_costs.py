@@ -1,0 +1,157 @@
+"""Fits the cost model's CPU side (src_cpp/delegate/cost_model.cc) to measured CPU times.
+
+The model: XNNPACK runs each node in max(FLOP / (rate x threads), bytes / (bandwidth x threads))
+plus a fixed hand-off per node; an int8 node's FLOP count 1/1.5. bytes: every input (weights
+included) and output of the node. The measured times are the `cpu_ms` of never_slower.py's
+JSON files (their meta names the thread count); the models are read from --dir folders (and
+--small: bench/small_models.py's set, built here). The fit minimises a soft-L1 loss of the log
+ratio (a few models XNNPACK runs far off any roofline, e.g. TRANSPOSE_CONV outside its
+partitions, must not pull the rest), by a coarse-to-fine grid: numpy only.
+
+    python bench/fit_cpu_costs.py --results bench/results/never-slower-NVIDIA_H200.json \\
+        --results bench/results/never-slower-converted-NVIDIA_H200.json \\
+        --dir MODELS ... [--small] [--exclude NAME] [--params RATE,BW,NODE_US]
+        [--out bench/results/cpu-costs-H200.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import tflite
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import small_models  # noqa: E402
+
+from clgpu_delegate.modelgen import zoo  # noqa: E402
+
+_OPS = {v: k for k, v in vars(tflite.BuiltinOperator).items() if isinstance(v, int)}
+_BYTES = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 7: 2, 9: 1, 10: 8}  # TensorType -> element bytes
+INT8_SPEEDUP = 1.5  # as the cost model
+
+
+def node_features(data: bytes) -> np.ndarray:
+    """Rows (FLOP, bytes, int8) per node of the main subgraph; FLOP as the ops' NodeWork."""
+    m = tflite.Model.GetRootAsModel(data, 0)
+    g = m.Subgraphs(0)
+
+    def shape(t: int) -> list[int]:
+        return [int(d) for d in g.Tensors(t).ShapeAsNumpy()] if g.Tensors(t).ShapeLength() else []
+
+    def count(t: int) -> int:
+        return int(np.prod(shape(t))) if t >= 0 else 0
+
+    rows = []
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = m.OperatorCodes(op.OpcodeIndex())
+        name = _OPS.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "")
+        ins = [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
+        outs = [int(t) for t in op.OutputsAsNumpy()] if op.OutputsLength() else []
+        o = count(outs[0]) if outs else 0
+        flop = float(o)
+        if name == "CONV_2D" and len(ins) > 1:
+            w = shape(ins[1])
+            flop = 2.0 * o * w[1] * w[2] * w[3]
+        elif name == "DEPTHWISE_CONV_2D" and len(ins) > 1:
+            w = shape(ins[1])
+            flop = 2.0 * o * w[1] * w[2]
+        elif name == "FULLY_CONNECTED" and len(ins) > 1:
+            flop = 2.0 * o * (shape(ins[1]) or [1])[-1]
+        elif name == "BATCH_MATMUL" and len(ins) > 1:
+            flop = 2.0 * o * shape(ins[0])[-1]
+        elif name == "TRANSPOSE_CONV" and len(ins) > 2:
+            w = shape(ins[1])
+            flop = 2.0 * count(ins[2]) * w[0] * w[1] * w[2]
+        elif name in ("MEAN", "SUM", "AVERAGE_POOL_2D", "MAX_POOL_2D") and ins:
+            flop = float(count(ins[0]))
+        nbytes = sum(count(t) * _BYTES.get(g.Tensors(t).Type(), 4) for t in ins + outs if t >= 0)
+        int8 = bool(outs) and g.Tensors(outs[0]).Type() in (3, 9)
+        rows.append((flop, float(nbytes), float(int8)))
+    return np.array(rows)
+
+
+def predict_ms(feats: np.ndarray, rate: float, bw: float, node_us: float, threads: int) -> float:
+    flop = feats[:, 0] / np.where(feats[:, 2] > 0, INT8_SPEEDUP, 1.0)
+    t = np.maximum(flop / (rate * 1e9), feats[:, 1] / (bw * 1e9)) / threads
+    return float(t.sum() * 1e3 + len(feats) * node_us * 1e-3)
+
+
+def fit(models: dict[str, np.ndarray], measured: dict[str, float], threads: int) -> tuple:
+    names = sorted(measured)
+
+    def loss(p: tuple[float, float, float]) -> float:
+        r = np.array([np.log(predict_ms(models[n], *p, threads) / measured[n]) for n in names])
+        z = (r / 0.2) ** 2
+        return float(np.sum(2 * (np.sqrt(1 + z) - 1)))
+
+    grid = (np.geomspace(5, 200, 12), np.geomspace(1, 100, 12), np.geomspace(0.5, 20, 12))
+    best = min(itertools.product(*grid), key=loss)
+    for _ in range(4):  # refine around the best point
+        grid = tuple(np.geomspace(v / 1.6, v * 1.6, 9) for v in best)
+        best = min(itertools.product(*grid), key=loss)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", action="append", required=True, help="never_slower JSON")
+    ap.add_argument("--dir", action="append", default=[], help="folder of the rows' models")
+    ap.add_argument("--small", action="store_true", help="build bench/small_models.py's set")
+    ap.add_argument("--exclude", action="append", default=[], help="a model left out")
+    ap.add_argument("--params", help="RATE,BANDWIDTH,NODE_US: evaluate these instead of fitting")
+    ap.add_argument("--out", help="markdown file to write")
+    args = ap.parse_args(argv)
+    data = {m: zoo.path(m).read_bytes() for m in zoo.MODELS}
+    for folder in args.dir:
+        data.update({p.stem: p.read_bytes() for p in Path(folder).glob("*.tflite")})
+    if args.small:
+        data.update({n: make() for n, make in small_models.models().items()})
+    measured: dict[str, float] = {}
+    threads = set()
+    for path in args.results:
+        doc = json.loads(Path(path).read_text())
+        threads.add(int(doc["meta"].get("threads", doc["meta"].get("cpu_threads", 16))))
+        for r in doc["rows"]:
+            if r.get("cpu_ms") and r["model"] in data and r["model"] not in args.exclude:
+                measured[r["model"]] = r["cpu_ms"]
+    if len(threads) != 1:
+        ap.error(f"the results were measured with different thread counts: {sorted(threads)}")
+    t = threads.pop()
+    models = {n: node_features(data[n]) for n in measured}
+    if args.params:
+        rate, bw, node_us = (float(v) for v in args.params.split(","))
+    else:
+        rate, bw, node_us = fit(models, measured, t)
+    lines = [
+        f"# CPU cost {'check' if args.params else 'fit'}: {len(measured)} models, {t} threads",
+        "",
+        f"rate {rate:.1f} GFLOP/s per thread, bandwidth {bw:.1f} GB/s per thread, "
+        f"{node_us:.2f} us per node",
+        "",
+        f"command: `python bench/fit_cpu_costs.py {' '.join(argv or sys.argv[1:])}`",
+        "",
+        "| model | nodes | measured ms | fitted ms | fitted / measured |",
+        "|---|---|---|---|---|",
+    ]
+    errs = []
+    for n in sorted(measured):
+        p = predict_ms(models[n], rate, bw, node_us, t)
+        errs.append(abs(np.log(p / measured[n])))
+        lines.append(f"| {n} | {len(models[n])} | {measured[n]:.3f} | {p:.3f} | "
+                     f"{p / measured[n]:.2f} |")
+    lines.insert(4, f"\nmedian |log(fitted / measured)|: {np.median(errs):.3f}\n")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
