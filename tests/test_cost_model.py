@@ -12,6 +12,7 @@ from parity import random_inputs, run
 import clgpu_delegate
 from clgpu_delegate.modelgen import zoo
 from clgpu_delegate.modelgen._layers import start
+from clgpu_delegate.modelgen._ptq import quantize_model
 from clgpu_delegate.report import format_report, inspect_model
 from clgpu_delegate.runtime import make_interpreter
 
@@ -119,16 +120,30 @@ def _conv_net(kind: str) -> bytes:
     if kind == "small_map":  # 3x3 stride 2 on 8x8 at 128 channels: few output tiles, long K
         net, x = start(8, 128, seed=0, fp16_weights=False)
         return net.finish(net.conv(x, 128, 3, stride=2, act=None), softmax=False)
+    if kind == "squeeze_int8":
+        return quantize_model(_conv_net("squeeze"))
+    if kind.startswith("squeeze"):  # a squeeze-excite block: the MEAN's kernel runs both 1x1s
+        net, x = start(7, 96, seed=0, fp16_weights=False)
+        s = net.b.mean(x, (1, 2), keep_dims=True)
+        s = net.conv(s, 24, 1, act=None if kind == "squeeze_swish" else "RELU")
+        if kind == "squeeze_swish":  # EfficientNet's: x * sigmoid(x), folded into the conv
+            s = net.b.mul(s, net.b.logistic(s))
+        s = net.b.logistic(net.conv(s, 96, 1, act=None))
+        return net.finish(net.b.mul(x, s), softmax=False)
     net, x = start(14, 64, seed=0, fp16_weights=False)  # depthwise into a 1x1: one GEMM
     x = net.conv(net.dwconv(x, 3), 256, 1, act=None)
     return net.finish(net.conv(net.dwconv(net.conv(x, 64, 1), 3, stride=2), 512, 1), softmax=False)
 
 
-@pytest.mark.parametrize("kind", ["winograd", "small_map", "folded_depthwise"])
+@pytest.mark.parametrize(
+    "kind",
+    ["winograd", "small_map", "folded_depthwise", "squeeze", "squeeze_swish", "squeeze_int8"],
+)
 def test_the_estimate_counts_the_kernels_the_partition_launches(kind: str) -> None:
     """The cost model's kernel count comes from the plans the ops make on this device (split-K
-    GEMMs and Winograd launch several kernels, a depthwise folded into a 1x1 none): it must
-    equal what the partition launches per invoke."""
+    GEMMs and Winograd launch several kernels; a depthwise folded into a 1x1, or a squeeze's
+    dense ops folded into its MEAN, none of their own): it must equal what the partition
+    launches per invoke."""
     model = _conv_net(kind)
     estimated = int(re.search(r"\((\d+) kernels\)", _estimate(model)).group(1))
     assert estimated == _launches_per_invoke(model)

@@ -62,9 +62,16 @@ void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
                 std::map<size_t, size_t>* folded_depthwise_of) {
   const std::set<int> outs(outputs.begin(), outputs.end());
   for (const ResidualFusion& f : FindResidualFusions(g, nodes, outs)) folded->insert(f.add);
-  for (const ClampFusion& f : FindClampFusions(g, nodes, outs)) folded->insert(f.act);
-  for (const EpilogueFusion& f : FindEpilogueFusions(g, nodes, outs))
+  std::map<int, int> written_instead;  // a producer's output -> what its folds write instead
+  for (const ClampFusion& f : FindClampFusions(g, nodes, outs)) {
+    folded->insert(f.act);
+    written_instead[nodes[f.producer].outputs[0]] = nodes[f.act].outputs[0];
+  }
+  for (const EpilogueFusion& f : FindEpilogueFusions(g, nodes, outs)) {
     folded->insert(f.absorbed.begin(), f.absorbed.end());
+    if (!f.intermediates.empty() && f.output >= 0)
+      written_instead[f.intermediates.front()] = f.output;
+  }
   for (const ViewFusion& f : FindViewFusions(g, nodes, outs))
     folded->insert(f.absorbed.begin(), f.absorbed.end());
   for (size_t d : FindDepthwiseFolds(g, nodes, outs)) {
@@ -73,6 +80,9 @@ void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
       if (!nodes[j].inputs.empty() && nodes[j].inputs[0] == nodes[d].outputs[0])
         (*folded_depthwise_of)[j] = d;
   }
+  // After the epilogues and clamps: a squeeze's chain passes through those folded into its
+  // dense ops.
+  for (size_t d : FindSqueezeFolds(g, nodes, outs, written_instead)) folded->insert(d);
   for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
     folded->insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
   // A RESHAPE keeps its input's storage, or its input the output's (the partition's

@@ -7,6 +7,7 @@
 #include "graph/quant.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
+#include "ops/squeeze.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -331,6 +332,63 @@ std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<Nod
       continue;
     if (IsQuantized(g.value_type(t)) && x[3] % 4 != 0) continue;
     out.push_back(i);
+  }
+  return out;
+}
+
+std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                     const std::set<int>& outputs,
+                                     const std::map<int, int>& written_instead) {
+  std::map<int, std::vector<size_t>> readers;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (int t : nodes[i].inputs) readers[t].push_back(i);
+  // The one later node reading t as its first input, past copies; -1 when t leaves the
+  // partition or has other readers.
+  auto next = [&](int t, size_t after) -> int {
+    for (;;) {
+      const std::vector<size_t>& r = readers[t];
+      if (outputs.count(t) || r.size() != 1 || r[0] <= after) return -1;
+      const NodeInfo& n = nodes[r[0]];
+      const OpHandler* h = FindOpHandler(n.op);
+      if (n.inputs.empty() || n.inputs[0] != t) return -1;
+      if (!(h && h->flat_copy)) return int(r[0]);
+      if (n.outputs.size() != 1) return -1;
+      t = n.outputs[0], after = r[0];
+    }
+  };
+  std::vector<size_t> out;
+  for (size_t m = 0; m < nodes.size(); ++m) {
+    const NodeInfo& mean = nodes[m];
+    if (mean.op != 40 || mean.inputs.empty() || mean.outputs.size() != 1 ||
+        !g.valid_tensor(mean.inputs[0]) || !g.valid_tensor(mean.outputs[0]))
+      continue;
+    const Shape x = g.shape(mean.inputs[0]);
+    const bool int8 = IsQuantized(g.value_type(mean.inputs[0]));
+    int64_t channels = NumElements(g.shape(mean.outputs[0]));
+    if (x.size() != 4 || x[0] != 1 || channels != x[3] ||
+        channels > (int8 ? kMaxSqueezeVector : kMaxFloatSqueezeVector))
+      continue;
+    int t = mean.outputs[0];
+    size_t at = m;
+    for (int layer = 0; layer < 2; ++layer) {
+      const int d = next(t, at);
+      if (d < 0) break;
+      const NodeInfo& dense = nodes[size_t(d)];
+      const bool fc = dense.op == tfl::kFullyConnected, conv = dense.op == tfl::kConv2d;
+      if ((!fc && !conv) || dense.inputs.size() < 2 || dense.outputs.size() != 1 ||
+          !g.valid_tensor(dense.inputs[1]) || !g.IsConstant(dense.inputs[1]))
+        break;
+      const Shape w = g.shape(dense.inputs[1]);
+      const int64_t n = w.empty() ? 0 : w[0], k = NumElements(w) / std::max<int64_t>(n, 1);
+      if (k != channels || (conv && (w.size() != 4 || w[1] != 1 || w[2] != 1)) ||
+          !SqueezeDenseFits(int(n), int(k), int8 ? 1 : 4) || (!int8 && n > kMaxFloatSqueezeVector))
+        break;
+      out.push_back(size_t(d));
+      channels = n, t = dense.outputs[0], at = size_t(d);
+      for (auto w = written_instead.find(t); w != written_instead.end();
+           w = written_instead.find(t))
+        t = w->second;
+    }
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -75,6 +76,16 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
 
 std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                           const std::set<int>& outputs);
+
+// The dense ops (FULLY_CONNECTED, or a 1x1 CONV_2D over a 1x1 image) that the partition folds
+// into the MEAN over one image's H and W before them (Partition::FoldSqueezes, ops/squeeze.h):
+// the MEAN's output, through RESHAPEs and its kin, read by one dense op alone, whose output (or
+// what its folded epilogue or clamp writes instead: `written_instead`) may feed one more the
+// same way; within the squeeze's sizes at float32 or int8 storage. Their positions, for the cost
+// model's count of launches.
+std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                     const std::set<int>& outputs,
+                                     const std::map<int, int>& written_instead);
 
 // DEPTHWISE_CONV_2Ds (depth multiplier 1; int8: channels in fours) whose output only a later
 // 1x1 CONV_2D of stride 1 reads, not a partition output: the positions of the depthwise nodes,
