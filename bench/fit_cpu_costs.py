@@ -145,7 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         errs.append(abs(np.log(p / measured[n])))
         lines.append(f"| {n} | {len(models[n])} | {measured[n]:.3f} | {p:.3f} | "
                      f"{p / measured[n]:.2f} |")
-    lines.insert(4, f"\nmedian |log(fitted / measured)|: {np.median(errs):.3f}\n")
+    logs = np.log([predict_ms(models[n], rate, bw, node_us, t) / measured[n] for n in measured])
+    bias = float(np.median(logs))
+    lines.insert(
+        4,
+        f"\nmedian |log(fitted / measured)|: {np.median(errs):.3f}; median fitted / measured "
+        f"(the host's bias) {np.exp(bias):.2f}; spread around it (median |log ratio - log "
+        f"bias|) {np.median(np.abs(logs - bias)):.3f}\n",
+    )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
