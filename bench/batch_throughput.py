@@ -45,18 +45,26 @@ TORCH_MODELS = {
 }
 
 
-def delegate_step(model: bytes, batch: int) -> Callable[[], Any]:
-    d = clgpu_delegate.load()
+def batched_interpreter(model: bytes, batch: int, **options: Any) -> tuple[Any, Any, int, Any]:
+    """(delegate, interpreter, input index, input) with axis 0 of the first input resized to
+    `batch` and seeded N(0, 1) values set."""
+    d = clgpu_delegate.load(**options)
     it = make_interpreter(model, [d])
     det = it.get_input_details()[0]
     it.resize_tensor_input(det["index"], [batch, *det["shape"][1:]])
     it.allocate_tensors()
     d.wait_ready()
     x = np.random.default_rng(0).standard_normal([batch, *det["shape"][1:]]).astype(np.float32)
+    it.set_tensor(det["index"], x)
+    return d, it, det["index"], x
+
+
+def delegate_step(model: bytes, batch: int) -> Callable[[], Any]:
+    d, it, index, x = batched_interpreter(model, batch)
     out = it.get_output_details()[0]["index"]
 
     def step() -> Any:
-        it.set_tensor(det["index"], x)
+        it.set_tensor(index, x)
         it.invoke()
         return it.get_tensor(out)
 
