@@ -315,7 +315,8 @@ double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, 0);
 
 // The float convolution's kernels (the int8 one plans its own GEMM: counted as one).
 int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
-  if (IsQuantized(g.value_type(n.inputs[0]))) return 1;
+  if (n.inputs.empty() || !g.valid_tensor(n.inputs[0]) || IsQuantized(g.value_type(n.inputs[0])))
+    return 1;
   const std::optional<ConvGeometry> geometry = GraphConvGeometry(g, n);
   return geometry ? ConvLaunches(*geometry, dev) : 1;
 }
