@@ -20,7 +20,7 @@ namespace {
 
 // The CPU side: XNNPACK on the host threads as a roofline per node: a node takes the longer of
 // its arithmetic and its memory traffic (inputs, weights, output), plus a hand-off between the
-// threads however small it is. Fitted by bench/fit_cpu_costs.py on the CPU times of 55 real,
+// threads however small it is. Fitted by bench/fit_cpu_costs.py on the CPU times of 60 real,
 // converted and generated models on the H200 machine's 16 host threads; arithmetic alone
 // called depthwise, squeeze-excite and element-wise layers, which move more bytes than they
 // compute, 1.5-2x too fast (MobileNetV3, LR-ASPP). The CPU that runs XNNPACK cannot be measured
