@@ -119,7 +119,9 @@ def test_conv2d_direct_kernel(runner, rng, shape, oc, k, stride, dilation, paddi
         "conv2d_direct",
         "conv2d_direct",
         "",
-        [x, filt, bias, out, n, h, w, c, oh, ow, oc, kh, kw, *stride, *dilation, *pads, lo, hi],
+        # CG = C, OCG = OC: one group.
+        [x, filt, bias, out, n, h, w, c, oh, ow, oc, kh, kw, *stride, *dilation, *pads]
+        + [c, oc, lo, hi],
         [oc, ow, n * oh],
     )
     expected = np.clip(conv2d_numpy(x, filt, bias, stride, dilation, tuple(pads), (oh, ow)), lo, hi)

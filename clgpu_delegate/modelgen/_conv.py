@@ -60,12 +60,15 @@ class ConvOps(_GraphBuilder):
         activation: str | None = None,
         fp16_weights: bool = False,
     ) -> int:
-        """CONV_2D; filters OHWI, bias (O,) (zeros when None: TFLite needs a bias tensor)."""
+        """CONV_2D; filters OHWI, bias (O,) (zeros when None: TFLite needs a bias tensor).
+
+        Filters of I < C input channels make a grouped convolution of C / I groups (I must
+        divide C, and the groups O)."""
         n, h, w, c = self._float_input(x, 4)
         f = self._weights(filters, 4, fp16_weights, "filters")
         o, kh, kw, i = self.shape(f)
-        if i != c:
-            raise ValueError(f"filters take {i} input channels, the input has {c}")
+        if i < 1 or c % i or o % (c // i):
+            raise ValueError(f"filters {self.shape(f)} do not split {c} input channels into groups")
         oh, ow, window = _window((h, w), (kh, kw), stride, padding, dilation)
         # TFLite's float conv kernels require the bias input, so a missing bias becomes zeros.
         bias = np.zeros(o, np.float32) if bias is None else bias

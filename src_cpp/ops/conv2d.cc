@@ -36,7 +36,7 @@ struct ConvSource {
     if (oc0 == 0 && g.oc == filter_shape[0]) {
       w = PrepareConvWeights(ctx, a, g, f);
     } else {
-      const size_t per = size_t(g.kh) * g.kw * g.c;  // OHWI: a range of O is contiguous
+      const size_t per = size_t(g.kh) * g.kw * filter_shape[3];  // OHWI: a range of O is contiguous
       w = PrepareConvWeights(
           ctx, a, g, std::vector<float>(f.begin() + oc0 * per, f.begin() + (oc0 + g.oc) * per));
     }
@@ -128,6 +128,7 @@ class Conv2dOp : public Op {
     ConvGeometry g;
     g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3];
     g.oc = f[0], g.kh = f[1], g.kw = f[2];
+    g.groups = g.c / f[3];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
     g.Compute(params_.padding);
@@ -136,7 +137,8 @@ class Conv2dOp : public Op {
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     const Shape& x = Own(in[0]);
-    if (x.size() != 4 || x[3] != src_->filter_shape[3])
+    const Shape& f = src_->filter_shape;
+    if (x.size() != 4 || x[3] % f[3] != 0 || f[0] % (x[3] / f[3]) != 0)
       throw Error("CONV_2D input " + ShapeString(x) + " does not match filter " +
                   ShapeString(src_->filter_shape));
     CheckConvInputRows("CONV_2D", x, litert_);
@@ -228,7 +230,11 @@ class Conv2dOp : public Op {
     spec->views =
         residual_.on ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
     spec->weight_axes = {3};
-    spec->axes = {0, 1, 2, 3};
+    // A grouped convolution's chunks keep every channel (a range of outputs reads its groups).
+    if (src_->filter_shape[3] != in[0][3])
+      spec->axes = {0, 1, 2};
+    else
+      spec->axes = {0, 1, 2, 3};
     return true;
   }
   std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
@@ -252,7 +258,8 @@ class Conv2dOp : public Op {
   // ChooseConvAlgorithm, except that a filter with a non-finite weight runs implicit GEMM,
   // whose padded taps multiply zeros as TFLite's im2col does (ConvSource::NonFinite).
   ConvAlgorithm Algorithm(const OpContext& ctx, const ConvGeometry& g) const {
-    return src_->NonFinite() ? ConvAlgorithm::kImplicitGemm : ChooseConvAlgorithm(ctx, g);
+    return src_->NonFinite() && g.groups == 1 ? ConvAlgorithm::kImplicitGemm
+                                              : ChooseConvAlgorithm(ctx, g);
   }
 
   tfl::ConvParams params_;
@@ -265,6 +272,23 @@ class Conv2dOp : public Op {
   ConvAlgorithm algo_ = ConvAlgorithm::kDirect;
   const ConvWeights* weights_ = nullptr;  // in src_, for the current algorithm
 };
+
+// A grouped convolution (filter channels divide the input's): TFLite's rule, and what the direct
+// algorithm, the only one that runs it, does not do as the CPU does.
+std::string CheckGrouped(const GraphView& g, const NodeInfo& node, const Shape& in, const Shape& f,
+                         bool quantized) {
+  if (f[3] <= 0 || in[3] % f[3] != 0 || f[0] % (in[3] / f[3]) != 0)
+    return "filter channels " + std::to_string(f[3]) + " do not divide the input's " +
+           std::to_string(in[3]) + " into groups of the " + std::to_string(f[0]) + " filters";
+  if (quantized) return "grouped int8 convolution";
+  if (g.IsDequantizedWeight(node.inputs[1])) return "grouped convolution with int8 weights";
+  // TFLite's CPU multiplies the padded border's zeros by every weight; the direct algorithm
+  // skips those taps, so a NaN or infinite weight would differ at the border.
+  const std::vector<float> w = g.ConstantFloats(node.inputs[1]);
+  if (std::any_of(w.begin(), w.end(), [](float v) { return !std::isfinite(v); }))
+    return "grouped convolution with a non-finite weight";
+  return "";
+}
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (!node.builtin_data) return "missing CONV_2D params";
@@ -289,8 +313,10 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
   const Shape in = g.shape(node.inputs[0]), f = g.shape(node.inputs[1]);
   if (in.size() != 4 || f.size() != 4) return "input and filter must be 4-D";
-  if (f[3] != in[3]) return "grouped convolution (filter channels != input channels)";
   if (NumElements(f) == 0) return "empty filter";
+  if (f[3] != in[3]) {
+    if (auto why = CheckGrouped(g, node, in, f, quantized); !why.empty()) return why;
+  }
   if (has_bias && NumElements(g.shape(node.inputs[2])) != f[0]) return "bias size != filters";
   return quantized ? CheckConv2dInt8(g, node) : "";
 }

@@ -62,7 +62,7 @@ long WinogradGemmGroups(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgori
 inline int Winograd4Subs(const ConvGeometry& g) { return ((g.kh + 2) / 3) * ((g.kw + 2) / 3); }
 
 inline size_t OhwiBytes(const OpContext& ctx, const ConvGeometry& g) {
-  return size_t(g.oc) * g.kh * g.kw * g.c * ctx.storage_bytes;
+  return size_t(g.oc) * g.kh * g.kw * (g.c / g.groups) * ctx.storage_bytes;
 }
 
 // Two sets of -D options as one (program cache keys stay as they were when `more` is empty).

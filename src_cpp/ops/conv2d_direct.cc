@@ -1,4 +1,4 @@
-// Direct convolution: one work-item per output element, any geometry.
+// Direct convolution: one work-item per output element, any geometry, grouped too.
 #include "ops/conv2d_algorithm.h"
 
 namespace clgpu {
@@ -11,8 +11,8 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
   Launch l = Make1d(ctx.GetProgram("conv2d_direct", rd), "conv2d_direct", 0);
   SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
-                     g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min,
-                     act_max);
+                     g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
+                     g.c / g.groups, g.oc / g.groups, act_min, act_max);
   l.dims = 3;
   l.global[0] = g.oc, l.global[1] = g.ow, l.global[2] = size_t(g.n) * g.oh;
   std::vector<Launch> launches;

@@ -18,6 +18,11 @@ const ConvAlgorithmDef* const kAlgorithms[] = {
     &kConvDirect,    &kConvImplicitGemm,  &kConvGemm1x1,       &kConvWinograd,
     &kConvWinograd4, &kConvDirectBlocked, &kConvWinograd4Fused};
 
+// Only the direct algorithm reads a group's channels; the others read them all.
+bool Applies(const ConvAlgorithmDef& d, const ConvGeometry& g) {
+  return (g.groups == 1 || d.id == ConvAlgorithm::kDirect) && d.applies(g);
+}
+
 const ConvAlgorithmDef& Def(ConvAlgorithm a) {
   for (const ConvAlgorithmDef* d : kAlgorithms)
     if (d->id == a) return *d;
@@ -51,12 +56,13 @@ const std::vector<std::string>& ConvAlgorithmNames() {
 
 std::string ConvAlgorithmName(ConvAlgorithm a) { return Def(a).name; }
 
-bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g) { return Def(a).applies(g); }
+bool ConvAlgorithmApplies(ConvAlgorithm a, const ConvGeometry& g) { return Applies(Def(a), g); }
 
 ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
                                   const std::string& forced) {
   for (const ConvAlgorithmDef* d : kAlgorithms)
-    if (forced == d->name && d->applies(g)) return d->id;
+    if (forced == d->name && Applies(*d, g)) return d->id;
+  if (g.groups != 1) return ConvAlgorithm::kDirect;
   if (ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g)) {
     // On a GPU the implicit GEMM's tiles beat the plain GEMM's on 1x1 layers of at least
     // 28x28 outputs; below that GEMM mostly won.
@@ -146,6 +152,8 @@ std::optional<ConvGeometry> GraphConvGeometry(const GraphView& graph, const Node
     std::memcpy(&p, n.builtin_data, sizeof p);
     g.oc = f[0], g.sh = p.stride_height, g.sw = p.stride_width;
     g.dh = p.dilation_height, g.dw = p.dilation_width, padding = p.padding;
+    if (f[3] <= 0 || x[3] % f[3] != 0) return std::nullopt;
+    g.groups = x[3] / f[3];
   }
   if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1) return std::nullopt;
   g.Compute(padding);

@@ -26,6 +26,9 @@ struct ConvGeometry {
   int sh = 1, sw = 1, dh = 1, dw = 1;
   int oh = 0, ow = 0, oc = 0;
   int pad_top = 0, pad_left = 0;
+  // A grouped convolution (CONV_2D whose filter reads c / groups channels): output channel o
+  // reads the input channels of group o / (oc / groups). Only the direct algorithm runs it.
+  int groups = 1;
 
   // padding: 1 SAME, 2 VALID. TFLite's arithmetic (C++ division): an input a little smaller
   // than the window gives an empty output (0 rows or columns), a smaller one a negative size,
@@ -43,7 +46,7 @@ struct ConvGeometry {
       pad_top = pad_left = 0;
     }
   }
-  double Macs() const { return double(n) * oh * ow * oc * kh * kw * c; }
+  double Macs() const { return double(n) * oh * ow * oc * kh * kw * (c / groups); }
 
   // The convolution computing output box `out` (NHWC) alone, from a buffer holding
   // just the input box it reads (*in): explicit sizes, and the padding that box

@@ -328,7 +328,7 @@ std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<Nod
     std::memcpy(&p, pw.builtin_data, sizeof p);
     const Shape x = g.shape(dw.inputs[0]), f = g.shape(pw.inputs[1]), df = g.shape(dw.inputs[1]);
     if (x.size() != 4 || f.size() != 4 || df.size() != 4 || f[1] != 1 || f[2] != 1 ||
-        p.stride_height != 1 || p.stride_width != 1 || df[3] != x[3])
+        p.stride_height != 1 || p.stride_width != 1 || df[3] != x[3] || f[3] != x[3])
       continue;
     if (IsQuantized(g.value_type(t)) && x[3] % 4 != 0) continue;
     out.push_back(i);
