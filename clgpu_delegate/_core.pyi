@@ -31,10 +31,32 @@ class _DeviceDict(TypedDict):
     fp16_advertised: bool
     fp16: bool
     int8_dot: str
+    architecture: str
+    tuning_keys: list[str]
+
+class _DeviceProfileDict(TypedDict):
+    vendor: str
+    architecture: str
+    gpu: bool
+    cpu: bool
+    integer_dot_product: bool
+    subgroups: bool
+    unified_memory: bool
+    gpu_plans: bool
+    zero_copy_io: bool
+    auto_fp16: bool
+    shared_arena: bool
+    decline_partitions: bool
+    nvidia_ptx: bool
+    tuning_keys: list[str]
+    tiles: dict[str, tuple[int, int, int, int, int, int, int, int]]
 
 def devices(probe_fp16: bool = True) -> list[_DeviceDict]: ...
 def select_device(spec: str = "auto") -> _DeviceDict: ...
 def warm_up(spec: str = "auto") -> float: ...
+def _device_profile(
+    facts: Mapping[str, Any], tiles: Sequence[str] = ...
+) -> _DeviceProfileDict: ...
 def opencl_library() -> str: ...
 def reset_opencl_for_testing() -> None: ...
 

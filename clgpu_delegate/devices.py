@@ -34,10 +34,18 @@ class Device:
     # The int8 kernels' dot product: "dp4a" (NVIDIA PTX), "khr" (cl_khr_integer_dot_product),
     # "portable"; probed by compiling and running each ("" when devices() did not probe).
     int8_dot: str = ""
+    # The vendor's architecture as the delegate's device profile reads it ("sm_90", "gfx1100",
+    # "valhall", "adreno7xx"; "" when unknown), and the tuning table's keys it looks up, most
+    # specific first (src_cpp/cl/device_profile.h).
+    architecture: str = ""
+    tuning_keys: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Device:
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+        values = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        if "tuning_keys" in values:
+            values["tuning_keys"] = tuple(values["tuning_keys"])
+        return cls(**values)
 
 
 def devices(probe_fp16: bool = True) -> list[Device]:
@@ -109,6 +117,7 @@ def format_table(devs: list[Device]) -> str:
         "#",
         "type",
         "name",
+        "arch",
         "platform",
         "OpenCL",
         "driver",
@@ -126,6 +135,7 @@ def format_table(devs: list[Device]) -> str:
             str(d.index),
             d.type,
             d.name,
+            d.architecture or "-",
             d.platform,
             d.opencl_version,
             d.driver_version,

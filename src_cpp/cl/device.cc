@@ -55,6 +55,23 @@ double Score(const DeviceInfo& d) {
   return d.type == "gpu" ? 1e12 + s : s;
 }
 
+// The profile's input. The vendor queries only where the vendor answers them.
+DeviceFacts FactsOf(const DeviceInfo& d, cl_device_id id) {
+  DeviceFacts f;
+  f.vendor = d.vendor, f.name = d.name, f.platform = d.platform, f.type = d.type;
+  f.extensions = DeviceString(id, CL_DEVICE_EXTENSIONS);
+  f.host_unified_memory = d.host_unified_memory;
+  const std::string v = Lower(d.vendor);
+  if (v.find("nvidia") != std::string::npos) {
+    // CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV / _MINOR_NV (cl_nv_device_attribute_query)
+    f.nv_compute_major = static_cast<int>(DeviceValue<cl_uint>(id, 0x4000));
+    f.nv_compute_minor = static_cast<int>(DeviceValue<cl_uint>(id, 0x4001));
+  }
+  if (v.find("advanced micro devices") != std::string::npos)
+    f.amd_board = DeviceString(id, 0x4038);  // CL_DEVICE_BOARD_NAME_AMD
+  return f;
+}
+
 }  // namespace
 
 bool ProbeFp16(cl_platform_id platform, cl_device_id device) {
@@ -147,6 +164,7 @@ std::vector<DeviceInfo> ListDevicesUncached(bool probe_fp16) {
       // failed build to stderr, so it is not probed.
       const bool probe = probe_fp16 && (d.type != "cpu" || d.fp16_advertised);
       d.fp16 = probe ? ProbeFp16(p, id) : d.fp16_advertised;
+      d.profile = MakeDeviceProfile(FactsOf(d, id));
       out.push_back(std::move(d));
     }
   }

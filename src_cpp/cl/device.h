@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cl/device_profile.h"
 #include "cl/loader.h"
 
 namespace clgpu {
@@ -26,7 +27,8 @@ struct DeviceInfo {
   cl_platform_id platform_id = nullptr;
   cl_device_id id = nullptr;
 
-  bool nvidia() const { return vendor.find("NVIDIA") != std::string::npos; }
+  // Vendor, architecture, capabilities and the device-dependent choices (cl/device_profile.h).
+  DeviceProfile profile;
 };
 
 // Every device of every platform (listed once per process). Throws NoDeviceError

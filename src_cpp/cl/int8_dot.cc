@@ -99,7 +99,7 @@ const std::string& Int8DotPath(const DeviceInfo& d) {
   const std::string want = env ? env : "";
   auto allowed = [&](const char* p) { return want.empty() || want == p; };
   // Only NVIDIA's compiler takes PTX; other devices say whether they have the extension.
-  if (allowed("dp4a") && d.nvidia() && Works(d, Int8DotDefines("dp4a"))) {
+  if (allowed("dp4a") && d.profile.nvidia_ptx && Works(d, Int8DotDefines("dp4a"))) {
     path = "dp4a";
   } else if (allowed("khr") && Advertises(d, "cl_khr_integer_dot_product") &&
              Works(d, Int8DotDefines("khr"))) {

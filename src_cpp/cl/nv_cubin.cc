@@ -102,7 +102,7 @@ std::vector<unsigned char> PtxToCubin(const DeviceInfo& dev, const std::vector<u
     if (why_not) *why_not = why;
     return std::vector<unsigned char>();
   };
-  if (!dev.nvidia() || dev.type != "gpu") return fail("not an NVIDIA GPU");
+  if (!dev.profile.nvidia_ptx) return fail("not an NVIDIA GPU");
   if (!NvCubinRequested()) return fail("CLGPU_NV_CUBIN is not 1");
   static const char kPtxStart[] = "//";  // NVVM's PTX opens with a comment block
   if (ptx.size() < 2 || std::memcmp(ptx.data(), kPtxStart, 2) != 0) return fail("not PTX");

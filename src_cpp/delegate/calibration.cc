@@ -172,8 +172,7 @@ DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue) {
   const size_t large = std::min<size_t>(8 << 20, dev.max_alloc_bytes / 4) & ~size_t(4095);
   // Enough work-items to fill every compute unit many times over (a CPU core's SIMD lanes
   // need far fewer than a GPU's multiprocessor).
-  const size_t fma_items =
-      size_t(std::max(dev.compute_units, 1)) * (dev.type == "gpu" ? 4096 : 256);
+  const size_t fma_items = size_t(std::max(dev.compute_units, 1)) * dev.profile.fill_items_per_unit;
   if (large <= kSmall) throw Error("the device's largest allocation is too small to calibrate");
   Buffer small_a = env.CreateBuffer(kSmall), small_b = env.CreateBuffer(kSmall);
   Buffer layer_a = env.CreateBuffer(kSmallItems * sizeof(float));
@@ -291,7 +290,7 @@ DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue,
                                   const std::string& dir) {
   const Mode mode = ModeFromEnv();
   const DeviceInfo& dev = env.device();
-  if (mode == Mode::kOff || (mode == Mode::kAuto && dev.type != "gpu")) return {};
+  if (mode == Mode::kOff || (mode == Mode::kAuto && !dev.profile.measure_costs)) return {};
   static std::mutex mutex;
   static std::map<std::string, DeviceCosts> measured;  // by device and driver
   std::lock_guard<std::mutex> l(mutex);  // one measurement per device, however many delegates

@@ -187,7 +187,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                 e.flops / 1e6, e.boundary_bytes / 1e3, min_kernel_us + launch_gap_us, costs.sync_us,
                 gbps, costs.source == "constants" ? "assumed" : "measured");
   e.figures = buf;
-  if (dev.type == "cpu") {
+  if (dev.profile.decline_partitions) {
     e.keep = false;
     e.reason =
         "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are "

@@ -80,7 +80,7 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
     device_costs_ = CalibratedDeviceCosts(*env_, queue_.get(), options_.serialization_dir);
   half_storage_ = options_.precision == "fp16" ||
                   (options_.precision == "auto" &&
-                   (env_->device().type == "gpu" || options_.auto_fp16_anywhere));
+                   (env_->device().profile.auto_fp16 || options_.auto_fp16_anywhere));
   settings_ = RuntimeSettings{
       options_.fail_at,  options_.profiling,  options_.capture_tensors,
       options_.fuse_add, options_.cpu_warmup, half_storage_ && options_.precision == "auto"};

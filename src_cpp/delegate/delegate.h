@@ -105,8 +105,7 @@ class DelegateCore final : public PartitionHost {
   // on the H200 (docs/performance.md).
   bool zero_copy() const override {
     if (options_.zero_copy != "auto") return options_.zero_copy == "on";
-    const DeviceInfo& d = env_->device();
-    return d.host_unified_memory || (d.type == "gpu" && d.nvidia());
+    return env_->device().profile.zero_copy_io;
   }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);

@@ -33,7 +33,7 @@ const ConvAlgorithmDef& Def(ConvAlgorithm a) {
 // fill the compute units (14x14 and 7x7 maps of batch-1 ResNets), implicit GEMM splits K and
 // fills them; Winograd does not.
 bool SmallMapsFavourSplitK(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgorithm w) {
-  if (dev.type != "gpu") return false;
+  if (!dev.profile.gpu_plans) return false;
   const long tiles = WinogradOutputTiles(g, w);
   // With 1.5 output tiles per compute unit Winograd wins even with few work-groups; at fewer
   // split-K won (ResNet-50, Inception v1/v3; bench/conv_algorithms.py).
@@ -66,7 +66,7 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
   if (ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g)) {
     // On a GPU the implicit GEMM's tiles beat the plain GEMM's on 1x1 layers of at least
     // 28x28 outputs; below that GEMM mostly won.
-    const bool wide = dev.type == "gpu" && long(g.n) * g.oh * g.ow >= 784;
+    const bool wide = dev.profile.gpu_plans && long(g.n) * g.oh * g.ow >= 784;
     return wide ? ConvAlgorithm::kImplicitGemm : ConvAlgorithm::kGemm1x1;
   }
   // Few input and output channels at high resolution: Winograd's transformed buffers and a
@@ -79,16 +79,16 @@ ConvAlgorithm SelectConvAlgorithm(const ConvGeometry& g, const DeviceInfo& dev,
   // for the blocking that splits the positions (NVIDIA's table entry); with the unsplit
   // 2 x 2 blocks it had only won 3x3 layers with C <= 16, so GPUs whose entry does not split
   // keep that range.
-  if (dev.type == "gpu" && g.oc >= 16 && big_map &&
+  if (dev.profile.gpu_plans && g.oc >= 16 && big_map &&
       ConvAlgorithmApplies(ConvAlgorithm::kWinograd4Fused, g)) {
     const bool split = WinogradFusedTilesFor("winograd4_fused", dev).ps > 1;
     if (split ? g.c <= 32 && g.oc <= 64 : g.c <= 16 && g.kh == 3 && g.kw == 3)
       return ConvAlgorithm::kWinograd4Fused;
   }
-  if (dev.type == "gpu" && g.sh == 1 && g.sw == 1 &&
+  if (dev.profile.gpu_plans && g.sh == 1 && g.sw == 1 &&
       ((g.c <= 48 && g.oc <= 16) || (g.c <= 128 && g.oc <= 4)) && big_map)
     return ConvAlgorithm::kDirectBlocked;
-  if (dev.type == "gpu" && g.sh == 2 && g.sw == 2 && g.c <= 16 && g.oc <= 32 && big_map)
+  if (dev.profile.gpu_plans && g.sh == 2 && g.sw == 2 && g.c <= 16 && g.oc <= 32 && big_map)
     return ConvAlgorithm::kDirectBlocked;
   if (ConvAlgorithmApplies(ConvAlgorithm::kWinograd4, g) && g.c >= 16) {
     // Winograd needs enough input channels to make its GEMMs worth the transforms

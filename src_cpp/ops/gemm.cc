@@ -23,7 +23,7 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
   // An empty output (a batch resized to 0) or an empty reduction has nothing to split.
   if (groups <= 0 || k <= 0) return;
   int splits = forced_splits;
-  if (splits <= 0 && dev.type == "gpu") {
+  if (splits <= 0 && dev.profile.gpu_plans) {
     long target = p.tiles.wpt_m * p.tiles.wpt_n >= 64 ? 0 : work_items;
     if (const char* v = std::getenv("CLGPU_SPLITK_THREADS")) target = std::atol(v);
     const long wg = static_cast<long>(p.tiles.work_group());

@@ -8,6 +8,7 @@
 #include "cl/int8_dot.h"
 #include "common/error.h"
 #include "ops/gemm.h"
+#include "ops/tuning.h"
 
 namespace clgpu {
 namespace {
@@ -17,22 +18,18 @@ struct Int8Tiles {
   size_t work_group() const { return size_t(tm / wm) * (tn / wn); }
 };
 
-// Per device class; CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides (bench/bench_int8.py). On
-// NVIDIA GPUs 32 x 32 tiles of 256 work-items, 2 x 2 outputs each, 32 k per step: batch-1
-// layers are too small to hide memory latency with work per work-item, so many work-items of
-// little work each ran the int8 models faster on the H200 than 4 x 4 outputs per work-item
-// and 64 x 64 tiles (bench/results/int8-tiles-*.md).
+// The "gemm_int8" entry of the tuning table (ops/tuning.cc); CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN"
+// overrides it (bench/bench_int8.py), checked here: the int8 kernel needs its own limits.
 Int8Tiles TilesFor(const DeviceInfo& dev) {
-  Int8Tiles t =
-      dev.type == "gpu" && dev.nvidia() ? Int8Tiles{32, 32, 8, 2, 2} : Int8Tiles{32, 32, 4, 4, 4};
   if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
     Int8Tiles o{};
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 || o.wm < 1 ||
         o.wn < 1 || o.tk4 < 1 || o.tm % o.wm || o.tn % o.wn || o.tm > 256 || o.tn > 256)
       throw Error(std::string("CLGPU_TUNE_GEMM_INT8 must be TM,TN,TK4,WM,WN, not '") + env + "'");
-    t = o;
+    return o;
   }
-  return t;
+  const GemmTiles g = clgpu::TilesFor("gemm_int8", dev);
+  return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
 
 // Splits of K as the float GEMM chooses them (PlanSplitK: option gemm_splits, GPUs only,

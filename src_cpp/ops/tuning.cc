@@ -3,15 +3,17 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "common/error.h"
 
 namespace clgpu {
 namespace {
 
+// `device`: a key of DeviceProfile::tuning_keys. A device takes the entry of its most specific
+// key that has one: "<vendor>/<architecture>/<name>", "<vendor>/<architecture>", "<vendor>",
+// then "gpu" (any GPU) or "cpu" (any other device).
 struct Entry {
-  const char* device;  // "nvidia", "gpu" (any other GPU) or "cpu"
+  const char* device;
   const char* name;
   GemmTiles tiles;
 };
@@ -25,6 +27,21 @@ struct Entry {
 // layers they left units idle.
 // Other GPUs start from the same shapes, without "_wide" entries (TilesFor falls back to the
 // narrow ones); CPU devices want small groups.
+// "gemm_int8" (gemm_int8.cl: TM, TN, TK4 groups of four k, WM, WN): on NVIDIA GPUs 32 x 32 tiles
+// of 256 work-items, 2 x 2 outputs each, 32 k per step: batch-1 layers are too small to hide
+// memory latency with work per work-item, so many work-items of little work each ran the int8
+// models faster on the H200 than 4 x 4 outputs per work-item and 64 x 64 tiles
+// (bench/results/int8-tiles-*.md).
+//
+// Untested starting points, documented rather than measured (no such device was at hand):
+// - AMD (RDNA / CDNA): 64 KB of LDS per compute unit and 256-wide groups hold the generic GPU
+//   tiles, so "amd" has no rows of its own and reads "gpu".
+// - Intel (Xe, Gen): 64 KB of shared local memory per sub-slice, groups of up to 256 on older
+//   parts: the generic GPU tiles, without the double-buffered 256 x 128 one.
+// - Arm Mali: local memory is ordinary cached memory and a thread keeps full occupancy only with
+//   few registers: 64 x 64 tiles of 4 x 4 outputs (256 work-items), no double buffering.
+// - Qualcomm Adreno: 32 KB of local memory on most parts and register files sized for 4 x 4
+//   blocks: as Mali, with the Winograd GEMMs' tiles halved.
 const Entry kTable[] = {
     {"nvidia", "gemm_big", {256, 128, 16, 16, 8, 1, 0, 4}},
     {"nvidia", "gemm", {128, 128, 16, 8, 8, 0, 0, 4}},
@@ -40,6 +57,7 @@ const Entry kTable[] = {
     {"nvidia", "winograd_gemm_thin_wide", {512, 32, 16, 16, 4, 0, 0, 4}},
     {"nvidia", "batch_matmul", {64, 64, 16, 4, 4}},
     {"nvidia", "batch_matmul_small", {32, 32, 16, 4, 4}},
+    {"nvidia", "gemm_int8", {32, 32, 8, 2, 2}},
     {"gpu", "gemm_big", {128, 128, 16, 8, 8, 1, 0, 4}},
     {"gpu", "gemm", {128, 64, 16, 8, 4}},
     {"gpu", "gemm_small", {64, 64, 16, 4, 4}},
@@ -51,6 +69,22 @@ const Entry kTable[] = {
     {"gpu", "winograd_gemm_thin", {128, 32, 16, 4, 4}},
     {"gpu", "batch_matmul", {64, 64, 16, 4, 4}},
     {"gpu", "batch_matmul_small", {32, 32, 16, 4, 4}},
+    {"gpu", "gemm_int8", {32, 32, 4, 4, 4}},
+    {"intel", "gemm_big", {128, 128, 16, 8, 8}},
+    {"arm", "gemm_big", {64, 64, 16, 4, 4}},
+    {"arm", "gemm", {64, 64, 16, 4, 4}},
+    {"arm", "gemm_small", {32, 32, 16, 4, 4}},
+    {"arm", "igemm_big", {64, 64, 16, 4, 4}},
+    {"arm", "winograd_gemm", {64, 64, 16, 4, 4}},
+    {"arm", "winograd_gemm_big", {64, 64, 16, 4, 4}},
+    {"arm", "winograd_gemm_thin", {64, 32, 16, 4, 4}},
+    {"qualcomm", "gemm_big", {64, 64, 16, 4, 4}},
+    {"qualcomm", "gemm", {64, 64, 16, 4, 4}},
+    {"qualcomm", "gemm_small", {32, 32, 16, 4, 4}},
+    {"qualcomm", "igemm_big", {64, 64, 16, 4, 4}},
+    {"qualcomm", "winograd_gemm", {64, 32, 16, 4, 4}},
+    {"qualcomm", "winograd_gemm_big", {64, 32, 16, 4, 4}},
+    {"qualcomm", "winograd_gemm_thin", {32, 32, 16, 4, 4}},
     {"cpu", "gemm_big", {32, 32, 16, 4, 4}},
     {"cpu", "gemm", {32, 32, 16, 4, 4}},
     {"cpu", "gemm_small", {32, 32, 16, 4, 4}},
@@ -62,6 +96,7 @@ const Entry kTable[] = {
     {"cpu", "winograd_gemm_thin", {32, 32, 16, 4, 4}},
     {"cpu", "batch_matmul", {32, 32, 16, 4, 4}},
     {"cpu", "batch_matmul_small", {32, 32, 16, 4, 4}},
+    {"cpu", "gemm_int8", {32, 32, 4, 4, 4}},
 };
 
 struct BlockedEntry {
@@ -100,8 +135,13 @@ const FusedEntry kFusedTable[] = {
     {"cpu", "winograd4_fused", {8, 8, 4, 1, 1, 1, 1}},
 };
 
-const char* DeviceClass(const DeviceInfo& dev) {
-  return dev.type != "gpu" ? "cpu" : dev.nvidia() ? "nvidia" : "gpu";
+// The entry of `name` under the device's most specific key that has one, or null.
+template <typename E, size_t N>
+const E* Find(const E (&table)[N], const std::string& name, const DeviceInfo& dev) {
+  for (const std::string& key : dev.profile.tuning_keys)
+    for (const E& e : table)
+      if (key == e.device && name == e.name) return &e;
+  return nullptr;
 }
 
 const char* TuneOverride(const std::string& name, std::string* env_name) {
@@ -129,9 +169,7 @@ GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev, const std::st
                               &t.wpt_m, &t.wpt_n, &t.dbuf, &t.tmap, &t.lpad);
     if (n == 5 || n == 7 || n == 8) return t;
   }
-  const char* cls = DeviceClass(dev);
-  for (const Entry& e : kTable)
-    if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
+  if (const Entry* e = Find(kTable, name, dev)) return e->tiles;
   if (!fallback.empty()) return TilesFor(fallback, dev);
   return {32, 32, 16, 4, 4};
 }
@@ -147,9 +185,7 @@ BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev) {
       throw Error(env_name + "='" + v + "': expected PX,OCB,WGX,WGY with 1 <= PX, OCB <= 64");
     return t;
   }
-  const char* cls = DeviceClass(dev);
-  for (const BlockedEntry& e : kBlockedTable)
-    if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
+  if (const BlockedEntry* e = Find(kBlockedTable, name, dev)) return e->tiles;
   return {4, 8, 8, 2};
 }
 
@@ -170,9 +206,7 @@ WinogradFusedTiles WinogradFusedTilesFor(const std::string& name, const DeviceIn
                   "or 1, PS a divisor of 36");
     return t;
   }
-  const char* cls = DeviceClass(dev);
-  for (const FusedEntry& e : kFusedTable)
-    if (!std::strcmp(e.device, cls) && name == e.name) return e.tiles;
+  if (const FusedEntry* e = Find(kFusedTable, name, dev)) return e->tiles;
   return {8, 8, 4, 1, 1, 1, 1};
 }
 

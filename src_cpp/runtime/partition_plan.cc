@@ -30,7 +30,7 @@ ArenaKind PickArena(const DeviceInfo& d) {
   if (f == "svm") return ArenaKind::kSvm;
   if (f == "shared") return ArenaKind::kShared;
   if (!f.empty()) throw Error("CLGPU_ARENA must be subbuffers, svm or shared, not '" + f + "'");
-  if (!d.nvidia()) return ArenaKind::kSubBuffers;
+  if (!d.profile.shared_arena) return ArenaKind::kSubBuffers;
   return d.svm_coarse ? ArenaKind::kSvm : ArenaKind::kShared;
 }
 

@@ -123,7 +123,7 @@ double Measure(Environment& env, cl_command_queue queue) {
   };
   // Long enough that the device, not the host's enqueue (~5 us per kernel on NVIDIA,
   // ~13 with an event), sets the pace of back-to-back runs.
-  const double target_ns = env.device().type == "gpu" ? 40e3 : 400e3;
+  const double target_ns = env.device().profile.event_target_ns;
   int iters = 16;
   for (int grow = 0; grow < 24; ++grow) {
     std::vector<double> ev;

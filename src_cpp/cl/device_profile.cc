@@ -1,0 +1,129 @@
+#include "cl/device_profile.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <regex>
+
+namespace clgpu {
+namespace {
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+bool Has(const std::string& haystack, const char* needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// From CL_DEVICE_VENDOR first (the platform name names the ICD, PoCL for any CPU), then the
+// device name (some Android drivers leave the vendor a number).
+Vendor VendorOf(const DeviceFacts& f) {
+  const std::string v = Lower(f.vendor), n = Lower(f.name);
+  for (const std::string& s : {v, n}) {
+    if (Has(s, "nvidia")) return Vendor::kNvidia;
+    if (Has(s, "advanced micro devices") || Has(s, "amd") || Has(s, "gfx")) return Vendor::kAmd;
+    if (Has(s, "intel")) return Vendor::kIntel;
+    if (Has(s, "arm") || Has(s, "mali")) return Vendor::kArm;
+    if (Has(s, "qualcomm") || Has(s, "adreno")) return Vendor::kQualcomm;
+    if (Has(s, "apple")) return Vendor::kApple;
+  }
+  return Vendor::kOther;
+}
+
+// Mali's generations by product number (Arm's published list): Midgard T6xx-T8xx, Bifrost
+// G31/G51/G52/G71/G72/G76, Valhall G57/G68/G77/G78 and G310-G710, 5th generation G620/G720 on.
+std::string MaliArchitecture(const std::string& name) {
+  std::smatch m;
+  const std::string n = Lower(name);
+  if (std::regex_search(n, m, std::regex("mali-?t\\d"))) return "midgard";
+  if (!std::regex_search(n, m, std::regex("mali-?g(\\d+)"))) return "";
+  const int g = std::atoi(m[1].str().c_str());
+  if (g == 31 || g == 51 || g == 52 || g == 71 || g == 72 || g == 76) return "bifrost";
+  if (g == 620 || g >= 720) return "5th-gen";
+  return "valhall";
+}
+
+std::string ArchitectureOf(const DeviceFacts& f, Vendor v) {
+  std::smatch m;
+  const std::string n = Lower(f.name + " " + f.amd_board);
+  switch (v) {
+    case Vendor::kNvidia:
+      return f.nv_compute_major > 0
+                 ? "sm_" + std::to_string(f.nv_compute_major) + std::to_string(f.nv_compute_minor)
+                 : "";
+    case Vendor::kAmd:  // ROCm names the device by its ISA ("gfx1100")
+      return std::regex_search(n, m, std::regex("gfx[0-9a-f]+")) ? m[0].str() : "";
+    case Vendor::kIntel:
+      if (f.type != "gpu") return "";
+      return Has(n, "arc") || Has(n, "xe") || Has(n, "data center gpu") ? "xe" : "gen";
+    case Vendor::kArm:
+      return MaliArchitecture(f.name);
+    case Vendor::kQualcomm:  // "QUALCOMM Adreno(TM) 740" -> adreno7xx
+      return std::regex_search(n, m, std::regex("adreno[^0-9]*([0-9])[0-9]{2}"))
+                 ? "adreno" + m[1].str() + "xx"
+                 : "";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+const char* VendorKey(Vendor v) {
+  switch (v) {
+    case Vendor::kNvidia:
+      return "nvidia";
+    case Vendor::kAmd:
+      return "amd";
+    case Vendor::kIntel:
+      return "intel";
+    case Vendor::kArm:
+      return "arm";
+    case Vendor::kQualcomm:
+      return "qualcomm";
+    case Vendor::kApple:
+      return "apple";
+    default:
+      return "other";
+  }
+}
+
+DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
+  DeviceProfile p;
+  p.vendor = VendorOf(f);
+  p.architecture = ArchitectureOf(f, p.vendor);
+  p.gpu = f.type == "gpu";
+  p.cpu = f.type == "cpu";
+  p.integer_dot_product =
+      Has(f.extensions, "cl_khr_integer_dot_product") || Has(f.extensions, "cl_arm_integer_dot");
+  p.subgroups = Has(f.extensions, "cl_khr_subgroups") || Has(f.extensions, "cl_intel_subgroups");
+  p.unified_memory = f.host_unified_memory;
+
+  const bool nvidia_gpu = p.gpu && p.vendor == Vendor::kNvidia;
+  p.gpu_plans = p.gpu;
+  p.zero_copy_io = p.unified_memory || nvidia_gpu;
+  p.auto_fp16 = p.gpu;
+  p.shared_arena = p.vendor == Vendor::kNvidia;
+  p.decline_partitions = p.cpu;
+  p.nvidia_ptx = nvidia_gpu;
+  p.event_target_ns = p.gpu ? 40e3 : 400e3;
+  p.measure_costs = p.gpu;
+  p.fill_items_per_unit = p.gpu ? 4096 : 256;
+
+  const std::string vendor = VendorKey(p.vendor);
+  if (!p.architecture.empty()) {
+    p.tuning_keys.push_back(vendor + "/" + p.architecture + "/" + f.name);
+    p.tuning_keys.push_back(vendor + "/" + p.architecture);
+  }
+  if (p.gpu) {
+    p.tuning_keys.push_back(vendor);
+    p.tuning_keys.push_back("gpu");
+  } else {
+    p.tuning_keys.push_back("cpu");
+  }
+  return p;
+}
+
+}  // namespace clgpu

@@ -1,0 +1,75 @@
+// What the rest of the delegate knows of a device: who made it, its architecture, what it can
+// do, and every device-dependent choice, each made here once. Code outside this file reads the
+// profile's fields; it does not test vendor strings or device types itself. A new vendor or
+// architecture is an entry in MakeDeviceProfile (and rows in ops/tuning.cc's tables, keyed by
+// `tuning_keys`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace clgpu {
+
+enum class Vendor { kNvidia, kAmd, kIntel, kArm, kQualcomm, kApple, kOther };
+
+// "nvidia", "amd", "intel", "arm", "qualcomm", "apple", "other".
+const char* VendorKey(Vendor v);
+
+// What the OpenCL queries say of a device, the profile's only input (tests build it by hand).
+struct DeviceFacts {
+  std::string vendor, name, platform, type;        // type: "gpu", "cpu", "accelerator", "other"
+  std::string extensions;                          // CL_DEVICE_EXTENSIONS
+  int nv_compute_major = 0, nv_compute_minor = 0;  // cl_nv_device_attribute_query, else 0
+  std::string amd_board;                           // CL_DEVICE_BOARD_NAME_AMD, else ""
+  bool host_unified_memory = false;
+};
+
+struct DeviceProfile {
+  Vendor vendor = Vendor::kOther;
+  // The vendor's architecture, as far as the queries tell: "sm_90" (NVIDIA compute
+  // capability), "gfx1100" (AMD, from the device name), "xe" / "gen" (Intel), "valhall" /
+  // "bifrost" / "midgard" / "5th-gen" (Arm Mali), "adreno6xx" (Qualcomm); "" when unknown.
+  std::string architecture;
+  bool gpu = false;  // CL_DEVICE_TYPE_GPU
+  bool cpu = false;  // CL_DEVICE_TYPE_CPU (PoCL, Intel's CPU runtime)
+
+  // --- capabilities ---
+  bool integer_dot_product = false;  // cl_khr_integer_dot_product / cl_arm_integer_dot_product_*
+  bool subgroups = false;            // cl_khr_subgroups / cl_intel_subgroups
+  bool unified_memory = false;       // the device works in the host's memory
+
+  // --- choices ---
+  // Plans sized for a GPU's many compute units: the convolution selector's GPU algorithms
+  // (implicit GEMM on wide 1x1 layers, the blocked direct and fused Winograd kernels), split-K
+  // GEMMs, the calibration's work sizes.
+  bool gpu_plans = false;
+  // zero_copy="auto": host-pointer buffers for partition inputs and outputs. Unified memory, and
+  // NVIDIA GPUs, where such a buffer is pinned once (docs/performance.md).
+  bool zero_copy_io = false;
+  // precision="auto" stores activations as fp16 (a GPU; a CPU device only when asked).
+  bool auto_fp16 = false;
+  // One shared (or SVM) arena with offsets instead of sub-buffers of one buffer (NVIDIA,
+  // measured; other drivers keep the portable sub-buffers).
+  bool shared_arena = false;
+  // The cost model declines every partition: the OpenCL device is the CPU itself, where the
+  // runtime's own CPU kernels are faster.
+  bool decline_partitions = false;
+  // NVIDIA's own paths: PTX in kernels (dp4a), binaries through the PTX JIT cache.
+  bool nvidia_ptx = false;
+  // The profiler's event calibration: runs long enough that the device, not the host's enqueue,
+  // sets the pace.
+  double event_target_ns = 400e3;
+  // The cost model measures the device's launch and transfer costs once (calibration) rather
+  // than assume them: GPUs (a CPU device is declined before any figure is read).
+  bool measure_costs = false;
+  // The calibration's arithmetic kernel: work-items per compute unit that fill it.
+  int fill_items_per_unit = 256;
+  // The tuning tables' keys, most specific first: "<vendor>/<architecture>/<device name>",
+  // "<vendor>/<architecture>", "<vendor>", then "gpu" (any GPU) or "cpu" (any other device).
+  std::vector<std::string> tuning_keys;
+};
+
+DeviceProfile MakeDeviceProfile(const DeviceFacts& facts);
+
+}  // namespace clgpu

@@ -1,0 +1,143 @@
+"""The device profile (src_cpp/cl/device_profile.h): vendor, architecture, capabilities and the
+device-dependent choices made once from a device's OpenCL answers, and the tuning table's
+lookup by its keys. Devices this machine does not have are described by their query answers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import clgpu_delegate
+from clgpu_delegate._native import native
+
+ROOT = Path(__file__).resolve().parent.parent
+
+H200 = {"vendor": "NVIDIA Corporation", "name": "NVIDIA H200", "type": "gpu", "nv_compute": (9, 0)}
+MALI = {
+    "vendor": "ARM",
+    "name": "Mali-G78",
+    "type": "gpu",
+    "host_unified_memory": True,
+    "extensions": "cl_khr_fp16 cl_arm_integer_dot_product_int8",
+}
+ADRENO = {
+    "vendor": "QUALCOMM",
+    "name": "QUALCOMM Adreno(TM) 740",
+    "type": "gpu",
+    "host_unified_memory": True,
+}
+RDNA3 = {"vendor": "Advanced Micro Devices, Inc.", "name": "gfx1100", "type": "gpu"}
+ARC = {
+    "vendor": "Intel(R) Corporation",
+    "name": "Intel(R) Arc(TM) A770 Graphics",
+    "type": "gpu",
+    "extensions": "cl_khr_fp16 cl_intel_subgroups cl_khr_integer_dot_product",
+}
+POCL = {"vendor": "AuthenticAMD", "name": "pthread-znver3-AMD EPYC", "type": "cpu"}
+
+
+def profile(facts: dict, tiles: list[str] | None = None) -> dict:
+    return native._device_profile(facts, tiles or [])
+
+
+@pytest.mark.parametrize(
+    ("facts", "vendor", "arch", "keys"),
+    [
+        (H200, "nvidia", "sm_90", ["nvidia/sm_90/NVIDIA H200", "nvidia/sm_90", "nvidia", "gpu"]),
+        (MALI, "arm", "valhall", ["arm/valhall/Mali-G78", "arm/valhall", "arm", "gpu"]),
+        ({**MALI, "name": "Mali-G52"}, "arm", "bifrost", None),
+        ({**MALI, "name": "Mali-G720"}, "arm", "5th-gen", None),
+        ({**MALI, "name": "Mali-T860"}, "arm", "midgard", None),
+        (ADRENO, "qualcomm", "adreno7xx", None),
+        (RDNA3, "amd", "gfx1100", ["amd/gfx1100/gfx1100", "amd/gfx1100", "amd", "gpu"]),
+        (ARC, "intel", "xe", None),
+        (POCL, "amd", "", ["cpu"]),
+        ({"vendor": "Acme", "name": "X", "type": "gpu"}, "other", "", ["other", "gpu"]),
+    ],
+    ids=[
+        "h200",
+        "mali_g78",
+        "mali_g52",
+        "mali_g720",
+        "mali_t860",
+        "adreno",
+        "rdna3",
+        "arc",
+        "pocl",
+        "unknown",
+    ],
+)
+def test_vendor_architecture_and_keys(facts, vendor, arch, keys) -> None:
+    p = profile(facts)
+    assert (p["vendor"], p["architecture"]) == (vendor, arch)
+    if keys is not None:
+        assert p["tuning_keys"] == keys
+
+
+def test_choices_follow_the_device_not_its_name() -> None:
+    h200, mali, arc, pocl = profile(H200), profile(MALI), profile(ARC), profile(POCL)
+    # NVIDIA: pinned host-pointer buffers, one shared arena, its PTX paths.
+    assert h200["zero_copy_io"] and h200["shared_arena"] and h200["nvidia_ptx"]
+    # Unified memory alone earns zero copy; the portable sub-buffer arena elsewhere.
+    assert mali["zero_copy_io"] and not mali["shared_arena"] and not mali["nvidia_ptx"]
+    assert not arc["zero_copy_io"] and arc["subgroups"] and arc["integer_dot_product"]
+    assert mali["integer_dot_product"] and not mali["subgroups"]
+    for gpu in (h200, mali, arc):
+        assert gpu["gpu_plans"] and gpu["auto_fp16"] and not gpu["decline_partitions"]
+    # A CPU device: CPU-sized plans, fp32 under "auto", and the cost model declines.
+    assert pocl["decline_partitions"] and not pocl["gpu_plans"] and not pocl["auto_fp16"]
+
+
+def test_the_most_specific_key_with_an_entry_wins() -> None:
+    names = ["gemm_big", "igemm", "gemm_int8", "winograd_gemm_big_wide"]
+    h200, mali, rdna, pocl = (profile(f, names)["tiles"] for f in (H200, MALI, RDNA3, POCL))
+    # The H200's tuned entries (bench/results/gemm-*.md), the int8 one included.
+    assert h200["gemm_big"] == (256, 128, 16, 16, 8, 1, 0, 4)
+    assert h200["gemm_int8"][:5] == (32, 32, 8, 2, 2)
+    assert h200["winograd_gemm_big_wide"] == (256, 128, 16, 16, 8, 1, 0, 4)
+    # Mali: its own GEMM rows where "arm" has them, the generic GPU's elsewhere.
+    assert mali["gemm_big"][:5] == (64, 64, 16, 4, 4)
+    assert mali["igemm"] == rdna["igemm"]
+    # AMD has no rows of its own: the generic GPU's.
+    assert rdna["gemm_big"] == (128, 128, 16, 8, 8, 1, 0, 4)
+    assert rdna["gemm_int8"][:5] == pocl["gemm_int8"][:5] == (32, 32, 4, 4, 4)
+    # Keys that have no "_wide" entry get the generic default (the caller passes a fallback).
+    assert pocl["gemm_big"][:5] == (32, 32, 16, 4, 4)
+
+
+def test_every_gpu_work_group_fits_a_small_gpu() -> None:
+    # Mali and Adreno allow 256 work-items per group on their oldest parts: every GEMM entry
+    # the profile gives them must fit.
+    names = [
+        "gemm_big", "gemm", "gemm_small", "igemm", "igemm_big", "igemm_thin", "winograd_gemm",
+        "winograd_gemm_big", "winograd_gemm_thin", "batch_matmul", "batch_matmul_small",
+    ]  # fmt: skip
+    for facts in (MALI, ADRENO):
+        for name, t in profile(facts, names)["tiles"].items():
+            assert (t[0] // t[3]) * (t[1] // t[4]) <= 256, (facts["name"], name, t)
+
+
+def test_this_machines_devices_carry_their_profile() -> None:
+    for d in clgpu_delegate.devices(probe_fp16=False):
+        assert d.tuning_keys[-1] == ("gpu" if d.type == "gpu" else "cpu")
+        if d.architecture:
+            assert d.tuning_keys[1].endswith("/" + d.architecture)
+
+
+def test_no_device_class_check_outside_the_profile() -> None:
+    # Vendor strings and device types are read in cl/device_profile.cc (and the device listing
+    # and selection of cl/device.cc); every other file reads the profile's fields.
+    pattern = re.compile(r'nvidia\(\)|[!=]=\s*"(gpu|cpu)"|"(gpu|cpu)"\s*[!=]=|"NVIDIA')
+    allowed = {"cl/device_profile.cc", "cl/device.cc", "cl/device.h"}
+    found = []
+    for path in sorted((ROOT / "src_cpp").rglob("*.[ch]*")):
+        rel = path.relative_to(ROOT / "src_cpp").as_posix()
+        if rel in allowed:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("//")[0]
+            if pattern.search(code):
+                found.append(f"{rel}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
