@@ -3,7 +3,7 @@ output pixels x OCB output channels per work-item, WGX x WGY work-items per grou
 CLGPU_TUNE_DIRECT_BLOCKED on the convolutions it is meant for: few output channels at high
 resolution. Per (shape, config) one JSON line: device time, TFLOP/s, % of the FP32 peak, the
 error against the default algorithm and, on NVIDIA, the compiler's register / spill report. The
-winners go into kBlockedTable in src_cpp/ops/tuning.cc.
+winner goes into src_cpp/ops/tuning.json through bench/tuning_table.py.
 
     python bench/tune_direct_blocked.py [--scale 1] [--runs 3] [--shapes 0,1,2]
     python bench/tune_direct_blocked.py --configs "8,16,32,4;4,32,32,4" --peak-gflops 66908

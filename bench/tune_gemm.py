@@ -1,7 +1,7 @@
 """Sweeps the tunables of the tiled GEMM kernel (gemm_nt in kernels/gemm.cl) on one
 square size and reports, per configuration, device time, TFLOP/s, % of FP32 peak,
 the compiler's register / spill report (NVIDIA: -cl-nv-verbose) and a correctness
-check against numpy. The winners go into the per-device table in src_cpp/ops/tuning.cc.
+check against numpy. bench/tuning_table.py writes the winner into src_cpp/ops/tuning.json.
 
     python bench/tune_gemm.py [--size 4096] [--runs 10] [--json out.json]
     python bench/tune_gemm.py --configs 128,128,16,8,8,1,0 --options "-cl-mad-enable"

@@ -4,6 +4,7 @@ lookup by its keys. Devices this machine does not have are described by their qu
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -141,3 +142,70 @@ def test_no_device_class_check_outside_the_profile() -> None:
             if pattern.search(code):
                 found.append(f"{rel}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def _tuning_table():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "tuning_table", ROOT / "bench" / "tuning_table.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_tuners_winner_lands_in_the_table_it_is_built_from(tmp_path) -> None:
+    # bench/tuning_table.py: the GEMM tuner's best correct row (LPAD from its options) under the
+    # tuned device's "<vendor>/<architecture>" key; a wrong fast row is not taken.
+    tool = _tuning_table()
+    table = tmp_path / "tuning.json"
+    committed = (ROOT / "src_cpp" / "ops" / "tuning.json").read_text()
+    table.write_text(committed)
+    results = tmp_path / "gemm.json"
+    rows = [
+        {
+            "config": "128,128,16,8,8,1,0",
+            "options": "-DLPAD=4",
+            "tflops": 30.0,
+            "max_rel_err": 1e-6,
+        },
+        {"config": "256,128,16,16,8,1,1", "options": "", "tflops": 31.0, "max_rel_err": 1e-6},
+        {"config": "64,64,16,4,4,0,0", "options": "", "tflops": 99.0, "max_rel_err": 0.5},
+    ]
+    device = {"tuning_keys": ["amd/gfx1100/gfx1100", "amd/gfx1100", "amd", "gpu"]}
+    results.write_text(json.dumps({"device": device, "rows": rows}))
+    assert tool.main([str(results), "--entry", "gemm_big", "--table", str(table)]) == 0
+    doc = json.loads(table.read_text())
+    assert doc["tables"]["gemm"]["rows"]["amd/gfx1100"] == {"gemm_big": [256, 128, 16, 16, 8, 1, 1]}
+    rows[1]["max_rel_err"] = 1.0
+    results.write_text(json.dumps({"device": device, "rows": rows}))
+    tool.main([str(results), "--entry", "gemm_big", "--table", str(table)])
+    assert json.loads(table.read_text())["tables"]["gemm"]["rows"]["amd/gfx1100"]["gemm_big"] == [
+        128,
+        128,
+        16,
+        8,
+        8,
+        1,
+        0,
+        4,
+    ]
+    # Writing the value a row already has leaves the committed file as it is, byte for byte.
+    table.write_text(committed)
+    same = [{"config": "256,128,16,16,8,1,0", "options": "-DLPAD=4", "tflops": 1, "max_rel_err": 0}]
+    results.write_text(json.dumps({"device": device, "rows": same}))
+    tool.main([str(results), "--entry", "gemm_big", "--key", "nvidia", "--table", str(table)])
+    assert table.read_text() == committed
+
+
+def test_the_blocked_tuners_winner_is_its_best_over_every_shape(tmp_path) -> None:
+    tool = _tuning_table()
+    rows = [
+        {"shape": "a", "config": "8,16,16,8", "tflops": 10.0, "ok": True},
+        {"shape": "b", "config": "8,16,16,8", "tflops": 10.0, "ok": True},
+        {"shape": "a", "config": "4,8,8,2", "tflops": 40.0, "ok": True},  # ran one shape only
+        {"shape": "a", "config": "8,8,16,8", "tflops": 12.0, "ok": True},
+        {"shape": "b", "config": "8,8,16,8", "tflops": 9.0, "ok": True},
+    ]
+    assert tool.blocked_winner(rows) == [8, 8, 16, 8]

@@ -3,144 +3,70 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/error.h"
 
 namespace clgpu {
 namespace {
-
-// `device`: a key of DeviceProfile::tuning_keys. A device takes the entry of its most specific
-// key that has one: "<vendor>/<architecture>/<name>", "<vendor>/<architecture>", "<vendor>",
-// then "gpu" (any GPU) or "cpu" (any other device).
-struct Entry {
-  const char* device;
-  const char* name;
-  GemmTiles tiles;
-};
-
-// NVIDIA entries were tuned on an H200 (bench/tune_gemm.py, bench/bench_conv2d.py; figures in
-// bench/results/gemm-*.md and conv2d-*.md; fields: TM, TN, TK, WM, WN, DBUF, TMAP, LPAD):
-// 256x128 tiles of 16x8 per work-item, double-buffered local memory and LPAD 4; for the
-// Winograd GEMMs 128x128 at OC >= 128, 128x64 at OC = 64 and 256x32 at OC <= 32. The "_wide"
-// Winograd entries (twice the rows, LPAD 4) serve layers with work-groups to spare
-// (WinogradTiles): faster on the conv set's high-resolution layers, but on PyNET-512's 64x64
-// layers they left units idle.
-// Other GPUs start from the same shapes, without "_wide" entries (TilesFor falls back to the
-// narrow ones); CPU devices want small groups.
-// "gemm_int8" (gemm_int8.cl: TM, TN, TK4 groups of four k, WM, WN): on NVIDIA GPUs 32 x 32 tiles
-// of 256 work-items, 2 x 2 outputs each, 32 k per step: batch-1 layers are too small to hide
-// memory latency with work per work-item, so many work-items of little work each ran the int8
-// models faster on the H200 than 4 x 4 outputs per work-item and 64 x 64 tiles
-// (bench/results/int8-tiles-*.md).
+// The rows of src_cpp/ops/tuning.json, where the tuners write their winners (generated into
+// TuningRows by cmake/ClgpuTuning.cmake). A row's `device` is a key of
+// DeviceProfile::tuning_keys: a device takes the row of its most specific key that has one,
+// "<vendor>/<architecture>/<name>", "<vendor>/<architecture>", "<vendor>", then "gpu" (any GPU)
+// or "cpu" (any other device).
 //
-// Untested starting points, documented rather than measured (no such device was at hand):
-// - AMD (RDNA / CDNA): 64 KB of LDS per compute unit and 256-wide groups hold the generic GPU
-//   tiles, so "amd" has no rows of its own and reads "gpu".
-// - Intel (Xe, Gen): 64 KB of shared local memory per sub-slice, groups of up to 256 on older
-//   parts: the generic GPU tiles, without the double-buffered 256 x 128 one.
-// - Arm Mali: local memory is ordinary cached memory and a thread keeps full occupancy only with
-//   few registers: 64 x 64 tiles of 4 x 4 outputs (256 work-items), no double buffering.
-// - Qualcomm Adreno: 32 KB of local memory on most parts and register files sized for 4 x 4
-//   blocks: as Mali, with the Winograd GEMMs' tiles halved.
-const Entry kTable[] = {
-    {"nvidia", "gemm_big", {256, 128, 16, 16, 8, 1, 0, 4}},
-    {"nvidia", "gemm", {128, 128, 16, 8, 8, 0, 0, 4}},
-    {"nvidia", "gemm_small", {64, 64, 16, 4, 4}},
-    {"nvidia", "igemm", {32, 32, 16, 4, 4}},
-    {"nvidia", "igemm_big", {128, 64, 16, 8, 4, 1}},
-    {"nvidia", "igemm_thin", {64, 32, 8, 4, 4}},
-    {"nvidia", "winograd_gemm", {128, 64, 16, 8, 4}},
-    {"nvidia", "winograd_gemm_big", {128, 128, 16, 8, 8, 1}},
-    {"nvidia", "winograd_gemm_thin", {256, 32, 16, 8, 4}},
-    {"nvidia", "winograd_gemm_wide", {256, 64, 16, 8, 8, 0, 0, 4}},
-    {"nvidia", "winograd_gemm_big_wide", {256, 128, 16, 16, 8, 1, 0, 4}},
-    {"nvidia", "winograd_gemm_thin_wide", {512, 32, 16, 16, 4, 0, 0, 4}},
-    {"nvidia", "batch_matmul", {64, 64, 16, 4, 4}},
-    {"nvidia", "batch_matmul_small", {32, 32, 16, 4, 4}},
-    {"nvidia", "gemm_int8", {32, 32, 8, 2, 2}},
-    {"gpu", "gemm_big", {128, 128, 16, 8, 8, 1, 0, 4}},
-    {"gpu", "gemm", {128, 64, 16, 8, 4}},
-    {"gpu", "gemm_small", {64, 64, 16, 4, 4}},
-    {"gpu", "igemm", {32, 32, 16, 4, 4}},
-    {"gpu", "igemm_big", {128, 64, 16, 8, 4}},
-    {"gpu", "igemm_thin", {64, 32, 8, 4, 4}},
-    {"gpu", "winograd_gemm", {128, 64, 16, 8, 4}},
-    {"gpu", "winograd_gemm_big", {128, 64, 16, 8, 4}},
-    {"gpu", "winograd_gemm_thin", {128, 32, 16, 4, 4}},
-    {"gpu", "batch_matmul", {64, 64, 16, 4, 4}},
-    {"gpu", "batch_matmul_small", {32, 32, 16, 4, 4}},
-    {"gpu", "gemm_int8", {32, 32, 4, 4, 4}},
-    {"intel", "gemm_big", {128, 128, 16, 8, 8}},
-    {"arm", "gemm_big", {64, 64, 16, 4, 4}},
-    {"arm", "gemm", {64, 64, 16, 4, 4}},
-    {"arm", "gemm_small", {32, 32, 16, 4, 4}},
-    {"arm", "igemm_big", {64, 64, 16, 4, 4}},
-    {"arm", "winograd_gemm", {64, 64, 16, 4, 4}},
-    {"arm", "winograd_gemm_big", {64, 64, 16, 4, 4}},
-    {"arm", "winograd_gemm_thin", {64, 32, 16, 4, 4}},
-    {"qualcomm", "gemm_big", {64, 64, 16, 4, 4}},
-    {"qualcomm", "gemm", {64, 64, 16, 4, 4}},
-    {"qualcomm", "gemm_small", {32, 32, 16, 4, 4}},
-    {"qualcomm", "igemm_big", {64, 64, 16, 4, 4}},
-    {"qualcomm", "winograd_gemm", {64, 32, 16, 4, 4}},
-    {"qualcomm", "winograd_gemm_big", {64, 32, 16, 4, 4}},
-    {"qualcomm", "winograd_gemm_thin", {32, 32, 16, 4, 4}},
-    {"cpu", "gemm_big", {32, 32, 16, 4, 4}},
-    {"cpu", "gemm", {32, 32, 16, 4, 4}},
-    {"cpu", "gemm_small", {32, 32, 16, 4, 4}},
-    {"cpu", "igemm", {32, 32, 16, 4, 4}},
-    {"cpu", "igemm_big", {32, 32, 16, 4, 4}},
-    {"cpu", "igemm_thin", {32, 32, 8, 4, 4}},
-    {"cpu", "winograd_gemm", {32, 32, 16, 4, 4}},
-    {"cpu", "winograd_gemm_big", {32, 32, 16, 4, 4}},
-    {"cpu", "winograd_gemm_thin", {32, 32, 16, 4, 4}},
-    {"cpu", "batch_matmul", {32, 32, 16, 4, 4}},
-    {"cpu", "batch_matmul_small", {32, 32, 16, 4, 4}},
-    {"cpu", "gemm_int8", {32, 32, 4, 4, 4}},
-};
+// GEMM tiles (TM, TN, TK, WM, WN, DBUF, TMAP, LPAD). NVIDIA's were tuned on an H200
+// (bench/tune_gemm.py, bench/bench_conv2d.py; figures in bench/results/gemm-*.md and conv2d-*.md):
+// 256x128 tiles of 16x8 per work-item, double-buffered local memory and LPAD 4; for the Winograd
+// GEMMs 128x128 at OC >= 128, 128x64 at OC = 64 and 256x32 at OC <= 32. The "_wide" Winograd
+// entries (twice the rows, LPAD 4) serve layers with work-groups to spare (WinogradTiles): faster
+// on the conv set's high-resolution layers, but on PyNET-512's 64x64 layers they left units idle.
+// Other GPUs start from the same shapes, without "_wide" entries (TilesFor falls back to the
+// narrow ones); CPU devices want small groups. "gemm_int8" (TM, TN, TK4 groups of four k, WM, WN):
+// on NVIDIA GPUs 32 x 32 tiles of 256 work-items, 2 x 2 outputs each, 32 k per step: batch-1
+// layers are too small to hide memory latency with work per work-item, so many work-items of
+// little work each ran the int8 models faster on the H200 than 4 x 4 outputs per work-item and
+// 64 x 64 tiles (bench/results/int8-tiles-*.md).
+//
+// Untested starting points, written from the vendors' published limits (no such device was at
+// hand): AMD (RDNA / CDNA) has 64 KB of LDS per compute unit and 256-wide groups, which hold the
+// generic GPU tiles, so "amd" has no rows of its own. Intel (Xe, Gen): 64 KB of shared local
+// memory per sub-slice, groups of up to 256 on older parts: the generic tiles without the
+// double-buffered 256 x 128 one. Arm Mali: local memory is ordinary cached memory and a thread
+// keeps full occupancy only with few registers: 64 x 64 tiles of 4 x 4 outputs (256 work-items),
+// no double buffering. Qualcomm Adreno: 32 KB of local memory on most parts and register files
+// sized for 4 x 4 blocks: as Mali, with the Winograd GEMMs' tiles halved.
+//
+// direct_blocked (PX, OCB, WGX, WGY). NVIDIA: measured on an H200 (bench/tune_direct_blocked.py,
+// full-size conv-set shapes): 8 pixels x 16 channels per work-item in 16 x 8 groups was best or
+// within 3% on six of the seven shapes, OC = 3 included (OCB is capped by OC). Other GPUs start
+// from it. CPU devices: small blocks (PoCL runs a group's work-items in a loop).
+//
+// winograd4_fused (TP, OCB, CC, RT, RO, U_LOCAL, PS). NVIDIA: 16 tiles x 32 channels per group
+// (8 tiles from OC = 32 on: 16 x 32 positions to exchange need 72 KB of local memory, NVIDIA
+// allows 48), 8 x 2 per work-item with the positions split over 6 work-items (96 accumulators
+// each, 96 work-items per group), chunks of 8, U read through the cache: of 30 blockings swept on
+// an H200 (CLGPU_TUNE_WINOGRAD4_FUSED) the best or within 3 % on the fused kernel's layers; other
+// splits and blocks were slower (bench/results/conv2d-*.md). Other GPUs: the staged start,
+// unsplit. CPU devices: small groups, one tile x one channel per work-item (PoCL runs a group's
+// work-items in a loop and compiles the 2 x 2 block far more slowly).
 
-struct BlockedEntry {
-  const char* device;
-  const char* name;
-  BlockedTiles tiles;
-};
-
-// PX, OCB, WGX, WGY. NVIDIA: measured on an H200 (bench/tune_direct_blocked.py, full-size
-// conv-set shapes): 8 pixels x 16 channels per work-item in 16 x 8 groups was best or within
-// 3% on six of the seven shapes, OC = 3 included (OCB is capped by OC). Other GPUs start from
-// it. CPU devices: small blocks (PoCL runs a group's work-items in a loop).
-const BlockedEntry kBlockedTable[] = {
-    {"nvidia", "direct_blocked", {8, 16, 16, 8}}, {"nvidia", "direct_blocked_thin", {8, 16, 16, 8}},
-    {"gpu", "direct_blocked", {8, 16, 16, 8}},    {"gpu", "direct_blocked_thin", {8, 16, 16, 8}},
-    {"cpu", "direct_blocked", {4, 8, 8, 2}},      {"cpu", "direct_blocked_thin", {4, 4, 8, 2}},
-};
-
-struct FusedEntry {
-  const char* device;
-  const char* name;
-  WinogradFusedTiles tiles;
-};
-
-// TP, OCB, CC, RT, RO, U_LOCAL, PS of conv2d_winograd4_fused.cl. NVIDIA: 16 tiles x 32 channels
-// per group (8 tiles from OC = 32 on: 16 x 32 positions to exchange need 72 KB of local memory,
-// NVIDIA allows 48), 8 x 2 per work-item with the positions split over 6 work-items (96
-// accumulators each, 96 work-items per group), chunks of 8, U read through the cache: of 30
-// blockings swept on an H200 (CLGPU_TUNE_WINOGRAD4_FUSED) the best or within 3 % on the fused
-// kernel's layers; other splits and blocks were slower (bench/results/conv2d-*.md). Other GPUs:
-// the staged start, unsplit. CPU devices: small groups, one tile x one channel per work-item
-// (PoCL runs a group's work-items in a loop and compiles the 2 x 2 block far more slowly).
-const FusedEntry kFusedTable[] = {
-    {"nvidia", "winograd4_fused", {16, 32, 8, 8, 2, 0, 6}},
-    {"gpu", "winograd4_fused", {16, 32, 4, 2, 2, 1, 1}},
-    {"cpu", "winograd4_fused", {8, 8, 4, 1, 1, 1, 1}},
-};
-
-// The entry of `name` under the device's most specific key that has one, or null.
-template <typename E, size_t N>
-const E* Find(const E (&table)[N], const std::string& name, const DeviceInfo& dev) {
+// The row of table `table` and entry `name` under the device's most specific key, or null;
+// a row of fewer than `min_values` values is an error in the JSON.
+const TuningRow* Find(const char* table, const std::string& name, const DeviceInfo& dev,
+                      int min_values) {
+  size_t n = 0;
+  const TuningRow* rows = TuningRows(&n);
   for (const std::string& key : dev.profile.tuning_keys)
-    for (const E& e : table)
-      if (key == e.device && name == e.name) return &e;
+    for (size_t i = 0; i < n; ++i) {
+      const TuningRow& r = rows[i];
+      if (key != r.device || name != r.name || std::strcmp(table, r.table)) continue;
+      if (r.count < min_values)
+        throw Error(std::string("src_cpp/ops/tuning.json: ") + table + "/" + key + "/" + name +
+                    " has " + std::to_string(r.count) + " values, needs at least " +
+                    std::to_string(min_values));
+      return &r;
+    }
   return nullptr;
 }
 
@@ -169,7 +95,10 @@ GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev, const std::st
                               &t.wpt_m, &t.wpt_n, &t.dbuf, &t.tmap, &t.lpad);
     if (n == 5 || n == 7 || n == 8) return t;
   }
-  if (const Entry* e = Find(kTable, name, dev)) return e->tiles;
+  if (const TuningRow* r = Find("gemm", name, dev, 5)) {
+    const int* v = r->values;
+    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+  }
   if (!fallback.empty()) return TilesFor(fallback, dev);
   return {32, 32, 16, 4, 4};
 }
@@ -185,7 +114,10 @@ BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev) {
       throw Error(env_name + "='" + v + "': expected PX,OCB,WGX,WGY with 1 <= PX, OCB <= 64");
     return t;
   }
-  if (const BlockedEntry* e = Find(kBlockedTable, name, dev)) return e->tiles;
+  if (const TuningRow* r = Find("direct_blocked", name, dev, 4)) {
+    const int* v = r->values;
+    return {v[0], v[1], v[2], v[3]};
+  }
   return {4, 8, 8, 2};
 }
 
@@ -206,7 +138,11 @@ WinogradFusedTiles WinogradFusedTilesFor(const std::string& name, const DeviceIn
                   "or 1, PS a divisor of 36");
     return t;
   }
-  if (const FusedEntry* e = Find(kFusedTable, name, dev)) return e->tiles;
+  if (const TuningRow* r = Find("winograd4_fused", name, dev, 5)) {
+    const int* v = r->values;
+    // U_LOCAL and PS default to 1 when a row leaves them out.
+    return {v[0], v[1], v[2], v[3], v[4], r->count > 5 ? v[5] : 1, r->count > 6 ? v[6] : 1};
+  }
   return {8, 8, 4, 1, 1, 1, 1};
 }
 

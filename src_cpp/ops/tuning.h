@@ -1,4 +1,5 @@
-// Per-device defaults of the kernels' tunables (the -D defines), in one table.
+// Per-device defaults of the kernels' tunables (the -D defines), in one table generated from
+// src_cpp/ops/tuning.json.
 // A tuner (or a user) overrides an entry with
 // CLGPU_TUNE_<NAME>="TM,TN,TK,WM,WN[,DBUF,TMAP[,LPAD]]" (GEMM tiles), "PX,OCB,WGX,WGY"
 // (the blocked direct convolution) or "TP,OCB,CC,RT,RO[,U_LOCAL]" (the fused Winograd F(4x4)).
@@ -10,6 +11,20 @@
 #include "cl/device.h"
 
 namespace clgpu {
+
+// One row of the tuning table (src_cpp/ops/tuning.json): table ("gemm", "direct_blocked",
+// "winograd4_fused"), device key (DeviceProfile::tuning_keys), entry name, and its first `count`
+// values in the table's field order (the rest 0).
+struct TuningRow {
+  const char* table;
+  const char* device;
+  const char* name;
+  int values[8];
+  int count;
+};
+
+// Every row, generated from the JSON at build time (cmake/ClgpuTuning.cmake).
+const TuningRow* TuningRows(size_t* count);
 
 // Tiles of the local-memory GEMM family (gemm.cl, conv2d_implicit_gemm.cl, winograd_gemm).
 struct GemmTiles {
