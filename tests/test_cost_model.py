@@ -130,6 +130,13 @@ def _conv_net(kind: str) -> bytes:
             s = net.b.mul(s, net.b.logistic(s))
         s = net.b.logistic(net.conv(s, 96, 1, act=None))
         return net.finish(net.b.mul(x, s), softmax=False)
+    if kind == "split_mean":  # a global MEAN over a large map: slices, then their sum
+        net, x = start(40, 16, seed=0, fp16_weights=False)
+        return net.finish(net.b.mean(net.conv(x, 16, 1), (1, 2), keep_dims=True), softmax=False)
+    if kind == "split_op":  # SPLIT: a copy per output (AlexNet's grouped convolutions)
+        net, x = start(9, 24, seed=0, fp16_weights=False)
+        parts = net.b.split(x, 3, 3)
+        return net.finish(net.b.concat([net.conv(p, 8, 3) for p in parts], 3), softmax=False)
     net, x = start(14, 64, seed=0, fp16_weights=False)  # depthwise into a 1x1: one GEMM
     x = net.conv(net.dwconv(x, 3), 256, 1, act=None)
     return net.finish(net.conv(net.dwconv(net.conv(x, 64, 1), 3, stride=2), 512, 1), softmax=False)
@@ -137,7 +144,16 @@ def _conv_net(kind: str) -> bytes:
 
 @pytest.mark.parametrize(
     "kind",
-    ["winograd", "small_map", "folded_depthwise", "squeeze", "squeeze_swish", "squeeze_int8"],
+    [
+        "winograd",
+        "small_map",
+        "folded_depthwise",
+        "squeeze",
+        "squeeze_swish",
+        "squeeze_int8",
+        "split_mean",
+        "split_op",
+    ],
 )
 def test_the_estimate_counts_the_kernels_the_partition_launches(kind: str) -> None:
     """The cost model's kernel count comes from the plans the ops make on this device (split-K

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <regex>
 
 namespace clgpu {
 namespace {
@@ -32,38 +31,57 @@ Vendor VendorOf(const DeviceFacts& f) {
   return Vendor::kOther;
 }
 
+// The characters of `s` from `pos` on that satisfy `keep` (a number or an ISA name after a word).
+// Plain scanning, not std::regex: that crashed inside the extension on the GPU machine.
+template <typename Keep>
+std::string Run(const std::string& s, size_t pos, Keep keep) {
+  size_t end = pos;
+  while (end < s.size() && keep(static_cast<unsigned char>(s[end]))) ++end;
+  return s.substr(pos, end - pos);
+}
+
 // Mali's generations by product number (Arm's published list): Midgard T6xx-T8xx, Bifrost
 // G31/G51/G52/G71/G72/G76, Valhall G57/G68/G77/G78 and G310-G710, 5th generation G620/G720 on.
 std::string MaliArchitecture(const std::string& name) {
-  std::smatch m;
   const std::string n = Lower(name);
-  if (std::regex_search(n, m, std::regex("mali-?t\\d"))) return "midgard";
-  if (!std::regex_search(n, m, std::regex("mali-?g(\\d+)"))) return "";
-  const int g = std::atoi(m[1].str().c_str());
+  size_t at = n.find("mali");
+  if (at == std::string::npos) return "";
+  at += 4;
+  if (at < n.size() && (n[at] == '-' || n[at] == ' ')) ++at;
+  if (at >= n.size()) return "";
+  if (n[at] == 't') return "midgard";
+  const std::string digits = Run(n, at + 1, ::isdigit);
+  if (n[at] != 'g' || digits.empty() || digits.size() > 4) return "";
+  const int g = std::atoi(digits.c_str());
   if (g == 31 || g == 51 || g == 52 || g == 71 || g == 72 || g == 76) return "bifrost";
   if (g == 620 || g >= 720) return "5th-gen";
   return "valhall";
 }
 
 std::string ArchitectureOf(const DeviceFacts& f, Vendor v) {
-  std::smatch m;
   const std::string n = Lower(f.name + " " + f.amd_board);
   switch (v) {
     case Vendor::kNvidia:
       return f.nv_compute_major > 0
                  ? "sm_" + std::to_string(f.nv_compute_major) + std::to_string(f.nv_compute_minor)
                  : "";
-    case Vendor::kAmd:  // ROCm names the device by its ISA ("gfx1100")
-      return std::regex_search(n, m, std::regex("gfx[0-9a-f]+")) ? m[0].str() : "";
+    case Vendor::kAmd: {  // ROCm names the device by its ISA ("gfx1100")
+      const size_t at = n.find("gfx");
+      const std::string isa = at == std::string::npos ? "" : Run(n, at + 3, ::isxdigit);
+      return isa.empty() ? "" : "gfx" + isa;
+    }
     case Vendor::kIntel:
       if (f.type != "gpu") return "";
       return Has(n, "arc") || Has(n, "xe") || Has(n, "data center gpu") ? "xe" : "gen";
     case Vendor::kArm:
       return MaliArchitecture(f.name);
-    case Vendor::kQualcomm:  // "QUALCOMM Adreno(TM) 740" -> adreno7xx
-      return std::regex_search(n, m, std::regex("adreno[^0-9]*([0-9])[0-9]{2}"))
-                 ? "adreno" + m[1].str() + "xx"
-                 : "";
+    case Vendor::kQualcomm: {  // "QUALCOMM Adreno(TM) 740" -> adreno7xx
+      size_t at = n.find("adreno");
+      if (at == std::string::npos) return "";
+      at = n.find_first_of("0123456789", at);
+      const std::string digits = at == std::string::npos ? "" : Run(n, at, ::isdigit);
+      return digits.size() == 3 ? "adreno" + digits.substr(0, 1) + "xx" : "";
+    }
     default:
       return "";
   }

@@ -55,11 +55,12 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
   return double(NumElements(g.shape(n.outputs[0])));
 }
 
-// The nodes of a partition that run inside another node's kernel (fuse_add), and for each 1x1
-// convolution computing a folded depthwise, that depthwise.
+// The nodes of a partition that run inside another node's kernel (fuse_add), for each 1x1
+// convolution computing a folded depthwise, that depthwise, and the MEANs running a squeeze's
+// dense ops (one kernel, whatever their own plan).
 void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
                 const std::vector<int>& outputs, std::set<size_t>* folded,
-                std::map<size_t, size_t>* folded_depthwise_of) {
+                std::map<size_t, size_t>* folded_depthwise_of, std::set<size_t>* one_kernel) {
   const std::set<int> outs(outputs.begin(), outputs.end());
   for (const ResidualFusion& f : FindResidualFusions(g, nodes, outs)) folded->insert(f.add);
   std::map<int, int> written_instead;  // a producer's output -> what its folds write instead
@@ -82,7 +83,10 @@ void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
   }
   // After the epilogues and clamps: a squeeze's chain passes through those folded into its
   // dense ops.
-  for (size_t d : FindSqueezeFolds(g, nodes, outs, written_instead)) folded->insert(d);
+  std::vector<size_t> squeeze_means;
+  for (size_t d : FindSqueezeFolds(g, nodes, outs, written_instead, &squeeze_means))
+    folded->insert(d);
+  one_kernel->insert(squeeze_means.begin(), squeeze_means.end());
   for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
     folded->insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
   // A RESHAPE keeps its input's storage, or its input the output's (the partition's
@@ -124,7 +128,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   // compute, no launch.
   std::set<size_t> folded;
   std::map<size_t, size_t> folded_depthwise_of;  // a 1x1 conv -> the depthwise it computes
-  if (fuse_add) FindFolded(g, nodes, outputs, &folded, &folded_depthwise_of);
+  std::set<size_t> one_kernel;                   // nodes whose folds make them one kernel
+  if (fuse_add) FindFolded(g, nodes, outputs, &folded, &folded_depthwise_of, &one_kernel);
   const double peak_gflops =
       costs.gflops > 0 ? costs.gflops
                        : std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;
@@ -159,7 +164,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       device_compute_ms += f / (dev_gflops * 1e9) * 1e3;
       continue;
     }
-    const int launches = IsCopy(n.op) ? 1 : Launches(g, nodes, i, folded_depthwise_of, dev);
+    const int launches =
+        IsCopy(n.op) || one_kernel.count(i) ? 1 : Launches(g, nodes, i, folded_depthwise_of, dev);
     e.kernels += launches;
     device_compute_ms +=
         IsCopy(n.op) ? costs.copy_us * 1e-3

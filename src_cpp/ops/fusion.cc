@@ -338,7 +338,8 @@ std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<Nod
 
 std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                      const std::set<int>& outputs,
-                                     const std::map<int, int>& written_instead) {
+                                     const std::map<int, int>& written_instead,
+                                     std::vector<size_t>* means) {
   std::map<int, std::vector<size_t>> readers;
   for (size_t i = 0; i < nodes.size(); ++i)
     for (int t : nodes[i].inputs) readers[t].push_back(i);
@@ -384,6 +385,7 @@ std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeI
           !SqueezeDenseFits(int(n), int(k), int8 ? 1 : 4) || (!int8 && n > kMaxFloatSqueezeVector))
         break;
       out.push_back(size_t(d));
+      if (means && layer == 0) means->push_back(m);
       channels = n, t = dense.outputs[0], at = size_t(d);
       for (auto w = written_instead.find(t); w != written_instead.end();
            w = written_instead.find(t))

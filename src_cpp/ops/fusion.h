@@ -82,10 +82,11 @@ std::vector<ClampFusion> FindClampFusions(const GraphView& g, const std::vector<
 // the MEAN's output, through RESHAPEs and its kin, read by one dense op alone, whose output (or
 // what its folded epilogue or clamp writes instead: `written_instead`) may feed one more the
 // same way; within the squeeze's sizes at float32 or int8 storage. Their positions, for the cost
-// model's count of launches.
+// model's count of launches; *means (when given) gets the MEANs that run them (one kernel each).
 std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                      const std::set<int>& outputs,
-                                     const std::map<int, int>& written_instead);
+                                     const std::map<int, int>& written_instead,
+                                     std::vector<size_t>* means = nullptr);
 
 // DEPTHWISE_CONV_2Ds (depth multiplier 1; int8: channels in fours) whose output only a later
 // 1x1 CONV_2D of stride 1 reads, not a partition output: the positions of the depthwise nodes,

@@ -168,9 +168,18 @@ double Work(const GraphView& g, const NodeInfo& n) {
   return all;
 }
 
+// One copy per output that holds elements (Prepare).
+int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo&) {
+  int copies = 0;
+  for (int t : n.outputs) copies += g.valid_tensor(t) && NumElements(g.shape(t)) > 0;
+  return copies;
+}
+
 }  // namespace
 
-extern const OpHandler kSplitHandler = {tfl::kSplit, "SPLIT", Check, Create, nullptr, Work};
-extern const OpHandler kSplitVHandler = {tfl::kSplitV, "SPLIT_V", Check, Create, nullptr, Work};
+extern const OpHandler kSplitHandler = {tfl::kSplit, "SPLIT", Check, Create,  nullptr,
+                                        Work,        false,   false, Launches};
+extern const OpHandler kSplitVHandler = {tfl::kSplitV, "SPLIT_V", Check, Create,  nullptr,
+                                         Work,         false,     false, Launches};
 
 }  // namespace clgpu
