@@ -1,0 +1,102 @@
+"""The cost model's kernel count against the kernels each partition launches per invoke, on real
+models on this machine's device (#40's rule, which tests/test_launch_counts.py checks on the test
+machine's device): the zoo at its default sizes and every .tflite under the --dir folders.
+
+    python bench/launch_counts.py [--zoo lenet5,mobilenet_v2] [--dir DIR ...] [--out DIR]
+
+Writes bench/results/launch-counts-<device>.json and .md; a row is a model, "match" says whether
+the estimate's kernels (summed over the partitions it weighed) equal the launches with
+partitioning="all". Models the CPU reference cannot run are listed with the error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import RESULTS, device_info, write_results
+
+import clgpu_delegate
+from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.runtime import make_interpreter
+
+ZOO = "lenet5,mobilenet_v1,mobilenet_v2,inception_v1,inception_v3,resnet50,alexnet,pynet"
+
+
+def feeds(interp: Any, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in interp.get_input_details():
+        if np.issubdtype(d["dtype"], np.floating):
+            out.append(rng.standard_normal(d["shape"]).astype(d["dtype"]))
+        else:
+            info = np.iinfo(d["dtype"])
+            out.append(rng.integers(max(info.min, -100), min(info.max, 100), d["shape"]).astype(
+                d["dtype"]))
+    return out
+
+
+def invoke(interp: Any, seed: int) -> None:
+    for d, x in zip(interp.get_input_details(), feeds(interp, seed), strict=True):
+        interp.set_tensor(d["index"], x)
+    interp.invoke()
+
+
+def row(name: str, model: bytes) -> dict[str, Any]:
+    d = clgpu_delegate.load(partitioning="cost")
+    make_interpreter(model, [d], reference=True).allocate_tensors()
+    texts = {x.reason + " " + x.note for x in d.decisions()}
+    estimated = [int(n) for t in texts for n in re.findall(r"\((\d+) kernels\)", t)]
+    a = clgpu_delegate.load(partitioning="all", profiling=True)
+    it = make_interpreter(model, [a], reference=True)
+    it.allocate_tensors()
+    a.wait_ready()
+    invoke(it, 0)
+    a.reset_profile()
+    invoke(it, 1)
+    kernels = a.profile().kernels
+    launched = sum(k.count for k in kernels)
+    by_op = collections.Counter()
+    for k in kernels:
+        by_op[f"{k.op}/{k.algorithm}"] += k.count
+    r = {"model": name, "estimated": sum(estimated), "launched": launched,
+         "partitions": len(a.partitions()), "match": "yes" if sum(estimated) == launched else "NO"}
+    if r["match"] == "NO":
+        r["launches by op"] = ", ".join(f"{k} {v}" for k, v in sorted(by_op.items()))
+    return r
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zoo", default=ZOO)
+    ap.add_argument("--dir", action="append", default=[])
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    models = [(n, zoo.path(n)) for n in args.zoo.split(",") if n]
+    models += [(p.stem, p) for d in args.dir for p in sorted(Path(d).glob("*.tflite"))]
+    rows = []
+    for name, path in models:
+        try:
+            r = row(name, Path(path).read_bytes())
+        except Exception as e:  # noqa: BLE001 - a model the reference cannot run is listed
+            r = {"model": name, "match": "error: " + str(e).splitlines()[0][:120]}
+        rows.append(r)
+        print(r, flush=True)
+    ran = [r for r in rows if r["match"] in ("yes", "NO")]
+    meta = {**device_info(), "matching": f"{sum(r['match'] == 'yes' for r in ran)} of {len(ran)}"}
+    meta["command"] = " ".join(["python", *sys.argv])
+    columns = [("model", "model"), ("estimated", "estimated kernels"),
+               ("launched", "launched per invoke"), ("partitions", "partitions (all)"),
+               ("match", "match"), ("launches by op", "launches by op (mismatches)")]
+    write_results("launch-counts", meta, rows, columns, Path(args.out))
+    print(meta["matching"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
