@@ -25,14 +25,14 @@ struct BinaryKind {
 };
 constexpr BinaryKind kKinds[] = {
     {tfl::kAdd, "ADD", 0, true},
-    {41, "SUB", 1, true},
-    {18, "MUL", 2, true},
-    {42, "DIV", 3, true},
-    {55, "MAXIMUM", 4, false},
-    {57, "MINIMUM", 5, false},
-    {99, "SQUARED_DIFFERENCE", 6, false},
-    {78, "POW", 7, false},
-    {54, "PRELU", 8, false},
+    {tfl::kSub, "SUB", 1, true},
+    {tfl::kMul, "MUL", 2, true},
+    {tfl::kDiv, "DIV", 3, true},
+    {tfl::kMaximum, "MAXIMUM", 4, false},
+    {tfl::kMinimum, "MINIMUM", 5, false},
+    {tfl::kSquaredDifference, "SQUARED_DIFFERENCE", 6, false},
+    {tfl::kPow, "POW", 7, false},
+    {tfl::kPrelu, "PRELU", 8, false},
 };
 
 const BinaryKind& KindOf(int32_t code) {
@@ -223,16 +223,21 @@ std::string Describe(const NodeInfo& n) {
 
 extern const OpHandler kAddHandler = {tfl::kAdd, "ADD",   Check, Create,
                                       Describe,  nullptr, false, true};
-extern const OpHandler kSubHandler = {41, "SUB", Check, Create, Describe, nullptr, false, true};
-extern const OpHandler kMulHandler = {18, "MUL", Check, Create, Describe, nullptr, false, true};
-extern const OpHandler kDivHandler = {42, "DIV", Check, Create, Describe, nullptr, false, true};
-extern const OpHandler kMaximumHandler = {55,       "MAXIMUM", Check, Create,
-                                          Describe, nullptr,   false, true};
-extern const OpHandler kMinimumHandler = {57,       "MINIMUM", Check, Create,
-                                          Describe, nullptr,   false, true};
+extern const OpHandler kSubHandler = {tfl::kSub, "SUB",   Check, Create,
+                                      Describe,  nullptr, false, true};
+extern const OpHandler kMulHandler = {tfl::kMul, "MUL",   Check, Create,
+                                      Describe,  nullptr, false, true};
+extern const OpHandler kDivHandler = {tfl::kDiv, "DIV",   Check, Create,
+                                      Describe,  nullptr, false, true};
+extern const OpHandler kMaximumHandler = {tfl::kMaximum, "MAXIMUM", Check, Create,
+                                          Describe,      nullptr,   false, true};
+extern const OpHandler kMinimumHandler = {tfl::kMinimum, "MINIMUM", Check, Create,
+                                          Describe,      nullptr,   false, true};
 extern const OpHandler kSquaredDifferenceHandler = {
-    99, "SQUARED_DIFFERENCE", Check, Create, Describe, nullptr, false, true};
-extern const OpHandler kPowHandler = {78, "POW", Check, Create, Describe, nullptr, false, true};
-extern const OpHandler kPreluHandler = {54, "PRELU", Check, Create, Describe, nullptr, false, true};
+    tfl::kSquaredDifference, "SQUARED_DIFFERENCE", Check, Create, Describe, nullptr, false, true};
+extern const OpHandler kPowHandler = {tfl::kPow, "POW",   Check, Create,
+                                      Describe,  nullptr, false, true};
+extern const OpHandler kPreluHandler = {tfl::kPrelu, "PRELU", Check, Create,
+                                        Describe,    nullptr, false, true};
 
 }  // namespace clgpu

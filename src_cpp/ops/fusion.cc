@@ -360,7 +360,7 @@ std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeI
   std::vector<size_t> out;
   for (size_t m = 0; m < nodes.size(); ++m) {
     const NodeInfo& mean = nodes[m];
-    if (mean.op != 40 || mean.inputs.empty() || mean.outputs.size() != 1 ||
+    if (mean.op != tfl::kMean || mean.inputs.empty() || mean.outputs.size() != 1 ||
         !g.valid_tensor(mean.inputs[0]) || !g.valid_tensor(mean.outputs[0]))
       continue;
     const Shape x = g.shape(mean.inputs[0]);

@@ -10,6 +10,7 @@
 #include "ops/op.h"
 #include "ops/reduce_tiled.h"
 #include "ops/squeeze.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
@@ -24,8 +25,11 @@ struct ReduceKind {
   bool mean;
 };
 constexpr ReduceKind kKinds[] = {
-    {40, "MEAN", 0, true},        {74, "SUM", 0, false},        {81, "REDUCE_PROD", 1, false},
-    {82, "REDUCE_MAX", 2, false}, {89, "REDUCE_MIN", 3, false},
+    {tfl::kMean, "MEAN", 0, true},
+    {tfl::kSum, "SUM", 0, false},
+    {tfl::kReduceProd, "REDUCE_PROD", 1, false},
+    {tfl::kReduceMax, "REDUCE_MAX", 2, false},
+    {tfl::kReduceMin, "REDUCE_MIN", 3, false},
 };
 
 const ReduceKind& KindOf(int32_t code) {
@@ -260,8 +264,9 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 2 || node.outputs.size() != 1) return "unexpected input/output count";
   // Quantized tensors: MEAN only (mean_int8.cc).
   if (g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0])))
-    return node.op == 40 ? CheckMeanInt8(g, node)
-                         : std::string("int8 ") + KindOf(node.op).name + " is not supported";
+    return node.op == tfl::kMean
+               ? CheckMeanInt8(g, node)
+               : std::string("int8 ") + KindOf(node.op).name + " is not supported";
   if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) return why;
   std::vector<int64_t> axes;
   if (auto why = g.ReadConstantInts(node.inputs[1], "axes", &axes); !why.empty()) return why;
@@ -309,15 +314,15 @@ int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo&) {
 
 }  // namespace
 
-extern const OpHandler kMeanHandler = {40,   "MEAN", Check, Create,  Describe,
-                                       Work, false,  false, Launches};
-extern const OpHandler kSumHandler = {74,   "SUM", Check, Create,  Describe,
-                                      Work, false, false, Launches};
-extern const OpHandler kReduceProdHandler = {81,   "REDUCE_PROD", Check, Create,  Describe,
-                                             Work, false,         false, Launches};
-extern const OpHandler kReduceMaxHandler = {82,   "REDUCE_MAX", Check, Create,  Describe,
-                                            Work, false,        false, Launches};
-extern const OpHandler kReduceMinHandler = {89,   "REDUCE_MIN", Check, Create,  Describe,
-                                            Work, false,        false, Launches};
+extern const OpHandler kMeanHandler = {tfl::kMean, "MEAN", Check, Create,  Describe,
+                                       Work,       false,  false, Launches};
+extern const OpHandler kSumHandler = {tfl::kSum, "SUM", Check, Create,  Describe,
+                                      Work,      false, false, Launches};
+extern const OpHandler kReduceProdHandler = {
+    tfl::kReduceProd, "REDUCE_PROD", Check, Create, Describe, Work, false, false, Launches};
+extern const OpHandler kReduceMaxHandler = {
+    tfl::kReduceMax, "REDUCE_MAX", Check, Create, Describe, Work, false, false, Launches};
+extern const OpHandler kReduceMinHandler = {
+    tfl::kReduceMin, "REDUCE_MIN", Check, Create, Describe, Work, false, false, Launches};
 
 }  // namespace clgpu

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
@@ -16,11 +17,23 @@ struct UnaryKind {
   int op;
 };
 constexpr UnaryKind kKinds[] = {
-    {19, "RELU", 0},       {21, "RELU6", 1},       {20, "RELU_N1_TO_1", 2}, {152, "RELU_0_TO_1", 3},
-    {98, "LEAKY_RELU", 4}, {117, "HARD_SWISH", 5}, {14, "LOGISTIC", 6},     {28, "TANH", 7},
-    {111, "ELU", 8},       {150, "GELU", 9},       {47, "EXP", 11},         {73, "LOG", 12},
-    {75, "SQRT", 13},      {76, "RSQRT", 14},      {92, "SQUARE", 15},      {101, "ABS", 16},
-    {59, "NEG", 17},
+    {tfl::kRelu, "RELU", 0},
+    {tfl::kRelu6, "RELU6", 1},
+    {tfl::kReluN1To1, "RELU_N1_TO_1", 2},
+    {tfl::kRelu0To1, "RELU_0_TO_1", 3},
+    {tfl::kLeakyRelu, "LEAKY_RELU", 4},
+    {tfl::kHardSwish, "HARD_SWISH", 5},
+    {tfl::kLogistic, "LOGISTIC", 6},
+    {tfl::kTanh, "TANH", 7},
+    {tfl::kElu, "ELU", 8},
+    {tfl::kGelu, "GELU", 9},
+    {tfl::kExp, "EXP", 11},
+    {tfl::kLog, "LOG", 12},
+    {tfl::kSqrt, "SQRT", 13},
+    {tfl::kRsqrt, "RSQRT", 14},
+    {tfl::kSquare, "SQUARE", 15},
+    {tfl::kAbs, "ABS", 16},
+    {tfl::kNeg, "NEG", 17},
 };
 constexpr int kGeluTanh = 10;  // GELU with approximate=true
 constexpr int32_t kLeakyRelu = 98, kGelu = 150;
@@ -130,22 +143,23 @@ std::string Describe(const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kReluHandler = {19, "RELU", Check, Create, Describe};
-extern const OpHandler kRelu6Handler = {21, "RELU6", Check, Create, Describe};
-extern const OpHandler kReluN1To1Handler = {20, "RELU_N1_TO_1", Check, Create, Describe};
-extern const OpHandler kRelu0To1Handler = {152, "RELU_0_TO_1", Check, Create, Describe};
-extern const OpHandler kLeakyReluHandler = {98, "LEAKY_RELU", Check, Create, Describe};
-extern const OpHandler kHardSwishHandler = {117, "HARD_SWISH", Check, Create, Describe};
-extern const OpHandler kLogisticHandler = {14, "LOGISTIC", Check, Create, Describe};
-extern const OpHandler kTanhHandler = {28, "TANH", Check, Create, Describe};
-extern const OpHandler kEluHandler = {111, "ELU", Check, Create, Describe};
-extern const OpHandler kGeluHandler = {150, "GELU", Check, Create, Describe};
-extern const OpHandler kExpHandler = {47, "EXP", Check, Create, Describe};
-extern const OpHandler kLogHandler = {73, "LOG", Check, Create, Describe};
-extern const OpHandler kSqrtHandler = {75, "SQRT", Check, Create, Describe};
-extern const OpHandler kRsqrtHandler = {76, "RSQRT", Check, Create, Describe};
-extern const OpHandler kSquareHandler = {92, "SQUARE", Check, Create, Describe};
-extern const OpHandler kAbsHandler = {101, "ABS", Check, Create, Describe};
-extern const OpHandler kNegHandler = {59, "NEG", Check, Create, Describe};
+extern const OpHandler kReluHandler = {tfl::kRelu, "RELU", Check, Create, Describe};
+extern const OpHandler kRelu6Handler = {tfl::kRelu6, "RELU6", Check, Create, Describe};
+extern const OpHandler kReluN1To1Handler = {tfl::kReluN1To1, "RELU_N1_TO_1", Check, Create,
+                                            Describe};
+extern const OpHandler kRelu0To1Handler = {tfl::kRelu0To1, "RELU_0_TO_1", Check, Create, Describe};
+extern const OpHandler kLeakyReluHandler = {tfl::kLeakyRelu, "LEAKY_RELU", Check, Create, Describe};
+extern const OpHandler kHardSwishHandler = {tfl::kHardSwish, "HARD_SWISH", Check, Create, Describe};
+extern const OpHandler kLogisticHandler = {tfl::kLogistic, "LOGISTIC", Check, Create, Describe};
+extern const OpHandler kTanhHandler = {tfl::kTanh, "TANH", Check, Create, Describe};
+extern const OpHandler kEluHandler = {tfl::kElu, "ELU", Check, Create, Describe};
+extern const OpHandler kGeluHandler = {tfl::kGelu, "GELU", Check, Create, Describe};
+extern const OpHandler kExpHandler = {tfl::kExp, "EXP", Check, Create, Describe};
+extern const OpHandler kLogHandler = {tfl::kLog, "LOG", Check, Create, Describe};
+extern const OpHandler kSqrtHandler = {tfl::kSqrt, "SQRT", Check, Create, Describe};
+extern const OpHandler kRsqrtHandler = {tfl::kRsqrt, "RSQRT", Check, Create, Describe};
+extern const OpHandler kSquareHandler = {tfl::kSquare, "SQUARE", Check, Create, Describe};
+extern const OpHandler kAbsHandler = {tfl::kAbs, "ABS", Check, Create, Describe};
+extern const OpHandler kNegHandler = {tfl::kNeg, "NEG", Check, Create, Describe};
 
 }  // namespace clgpu
