@@ -40,3 +40,13 @@ def test_op_codes_are_named_through_the_enum() -> None:
     )
     found = _violations(pattern, {"tflite/builtin.h"})
     assert not found, "\n".join(found)
+
+
+def test_no_file_keeps_its_own_op_code_constants() -> None:
+    # A local `constexpr int32_t kMul = 18;` is a second spelling of the enum's name.
+    header = (ROOT / "src_cpp" / "tflite" / "builtin.h").read_text()
+    block = header[header.index("enum BuiltinOp") :]
+    names = re.findall(r"\n  (k\w+) = \d+,", block[: block.index("};")])
+    pattern = re.compile(r"constexpr\s+int32_t\s+(" + "|".join(names) + r")\s*=")
+    found = _violations(pattern, {"tflite/builtin.h"})
+    assert not found, "\n".join(found)

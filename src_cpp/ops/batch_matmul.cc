@@ -12,11 +12,11 @@
 #include "ops/hybrid_weights.h"
 #include "ops/op.h"
 #include "ops/tuning.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
 
-constexpr int32_t kBatchMatMul = 126;
 constexpr int kMaxRank = 5;
 
 // TfLiteBatchMatMulParams (the same in both runtimes).
@@ -244,7 +244,7 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kBatchMatMulHandler = {kBatchMatMul, "BATCH_MATMUL", Check,
-                                              Create,       Describe,       Work};
+extern const OpHandler kBatchMatMulHandler = {
+    tfl::kBatchMatMul, "BATCH_MATMUL", Check, Create, Describe, Work};
 
 }  // namespace clgpu

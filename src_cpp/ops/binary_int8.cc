@@ -18,8 +18,6 @@
 namespace clgpu {
 namespace {
 
-constexpr int32_t kSub = 41, kMul = 18;
-
 // Output dims, then each operand's strides aligned to them (0 where it broadcasts).
 std::vector<int> BroadcastMeta(const Shape& a, const Shape& b, const Shape& out) {
   std::vector<int> meta(out.begin(), out.end());
@@ -45,7 +43,7 @@ class AddInt8Op : public Op {
                       out = g.quant(node.outputs[0]);
     int lo = 0, hi = 0;
     QuantizedActivationRange(activation, out, type_, &lo, &hi);
-    if (op_ == kMul) {
+    if (op_ == tfl::kMul) {
       const FixedPoint m = QuantizeMultiplier(a.scale[0] * b.scale[0] / out.scale[0]);
       params_ = {-a.zero_point[0],
                  -b.zero_point[0],
@@ -82,12 +80,12 @@ class AddInt8Op : public Op {
                out.zero_point[0],
                lo,
                hi,
-               op_ == kSub ? 1 : 0,
+               op_ == tfl::kSub ? 1 : 0,
                0};
   }
 
   const char* type_name() const override {
-    return op_ == kMul ? "MUL" : op_ == kSub ? "SUB" : "ADD";
+    return op_ == tfl::kMul ? "MUL" : op_ == tfl::kSub ? "SUB" : "ADD";
   }
   std::string algorithm() const override { return "int8"; }
   // An ADD folds into the int8 op producing one operand (ops/fusion.h): that op applies this
@@ -128,7 +126,7 @@ class AddInt8Op : public Op {
     meta_ = UploadInts(ctx, BroadcastMeta(in_shapes[0], in_shapes[1], o));
     const int up_below = 0;
     Launch l;
-    l.name = op_ == kMul ? "mul_int8" : "add_int8";
+    l.name = op_ == tfl::kMul ? "mul_int8" : "add_int8";
     l.kernel = CreateKernel(
         *ctx.GetProgram("binary_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""), l.name);
     SetArgs(l.kernel, in[0], in[1], out[0], total, static_cast<int>(o.size()), meta_.get(),
@@ -175,8 +173,8 @@ std::string CheckMulInt8(const GraphView& g, const NodeInfo& node) {
 
 std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
                          const std::vector<uint8_t>& s_of_x, std::vector<uint8_t>* table) {
-  if (mul.op != kMul || mul.inputs.size() != 2 || mul.outputs.size() != 1 || !mul.builtin_data ||
-      s_of_x.size() != 256)
+  if (mul.op != tfl::kMul || mul.inputs.size() != 2 || mul.outputs.size() != 1 ||
+      !mul.builtin_data || s_of_x.size() != 256)
     return "not a MUL of two operands";
   if (auto why = CheckMulInt8(g, mul); !why.empty()) return why;
   const int first = mul.inputs[0] == x ? 0 : mul.inputs[1] == x ? 1 : -1;

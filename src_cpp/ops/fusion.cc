@@ -67,28 +67,25 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
 
 namespace {
 
-constexpr int32_t kLogistic = 14, kTanh = 28, kMul = 18, kLeakyRelu = 98, kElu = 111,
-                  kHardSwish = 117, kGelu = 150;
-
 // The epilogue number of a unary node, or 0.
 int UnaryEpilogue(const NodeInfo& n, float* alpha) {
   *alpha = 0;
   switch (n.op) {
-    case kHardSwish:
+    case tfl::kHardSwish:
       return 2;
-    case kLogistic:
+    case tfl::kLogistic:
       return 3;
-    case kTanh:
+    case tfl::kTanh:
       return 4;
-    case kElu:
+    case tfl::kElu:
       return 7;
-    case kGelu: {
+    case tfl::kGelu: {
       if (!n.builtin_data) return 0;
       bool approximate = false;
       std::memcpy(&approximate, n.builtin_data, sizeof approximate);
       return approximate ? 6 : 5;
     }
-    case kLeakyRelu:
+    case tfl::kLeakyRelu:
       if (!n.builtin_data) return 0;
       std::memcpy(alpha, n.builtin_data, sizeof *alpha);
       return 8;
@@ -105,10 +102,10 @@ bool SwishReaders(const std::vector<NodeInfo>& nodes, size_t p, const std::vecto
                   size_t* li, size_t* mi) {
   if (r.size() != 2) return false;
   *li = r[0], *mi = r[1];
-  if (nodes[*li].op != kLogistic) std::swap(*li, *mi);
+  if (nodes[*li].op != tfl::kLogistic) std::swap(*li, *mi);
   const NodeInfo &l = nodes[*li], &m = nodes[*mi];
-  if (*li <= p || *mi <= *li || l.op != kLogistic || m.op != kMul || l.inputs.size() != 1 ||
-      l.outputs.size() != 1 || m.outputs.size() != 1 || !m.builtin_data)
+  if (*li <= p || *mi <= *li || l.op != tfl::kLogistic || m.op != tfl::kMul ||
+      l.inputs.size() != 1 || l.outputs.size() != 1 || m.outputs.size() != 1 || !m.builtin_data)
     return false;
   const int y = nodes[p].outputs[0], s = l.outputs[0];
   return (m.inputs == std::vector<int>{y, s} || m.inputs == std::vector<int>{s, y}) &&

@@ -11,12 +11,11 @@
 
 #include "common/error.h"
 #include "ops/group_rewrite.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
 
-constexpr int32_t kAdd = 0, kMul = 18, kMean = 40, kSub = 41, kNeg = 59, kRsqrt = 76,
-                  kSquaredDifference = 99;
 constexpr int kMaxGroup = 256;  // LN_LOCAL in kernels/layer_norm.cl
 
 struct Norm {
@@ -125,31 +124,31 @@ class Matcher {
     Norm n;
     const NodeInfo& mean = nodes_[m1];
     const int x = mean.inputs.empty() ? -1 : mean.inputs[0];
-    if (mean.op != kMean || !g_.valid_tensor(x) || !IsFloat(x) || !MeanLast(mean, x, &n.axis))
+    if (mean.op != tfl::kMean || !g_.valid_tensor(x) || !IsFloat(x) || !MeanLast(mean, x, &n.axis))
       return std::nullopt;
     const int mu = mean.outputs[0];
     const std::vector<size_t>& mu_readers = Readers(mu);
     if (mu_readers.size() != 2) return std::nullopt;
     const size_t sd =
-        nodes_[mu_readers[0]].op == kSquaredDifference ? mu_readers[0] : mu_readers[1];
+        nodes_[mu_readers[0]].op == tfl::kSquaredDifference ? mu_readers[0] : mu_readers[1];
     const size_t other = sd == mu_readers[0] ? mu_readers[1] : mu_readers[0];
-    if (nodes_[sd].op != kSquaredDifference || Other(nodes_[sd], mu) != x) return std::nullopt;
+    if (nodes_[sd].op != tfl::kSquaredDifference || Other(nodes_[sd], mu) != x) return std::nullopt;
     int axis2 = 0;
-    const long var = Only(nodes_[sd].outputs[0], kMean);
+    const long var = Only(nodes_[sd].outputs[0], tfl::kMean);
     if (var < 0 || !MeanLast(nodes_[var], nodes_[sd].outputs[0], &axis2) || axis2 != n.axis)
       return std::nullopt;
-    const long ve = Only(nodes_[var].outputs[0], kAdd);
+    const long ve = Only(nodes_[var].outputs[0], tfl::kAdd);
     if (ve < 0 || !NoActivation(nodes_[ve])) return std::nullopt;
     const int eps = Other(nodes_[ve], nodes_[var].outputs[0]);
     if (eps < 0 || !g_.IsConstant(eps) || NumElements(g_.shape(eps)) != 1 || !IsFloat(eps) ||
         g_.shape(eps).size() > g_.shape(x).size())
       return std::nullopt;
     n.eps = g_.ConstantFloats(eps)[0];
-    const long rs = Only(nodes_[ve].outputs[0], kRsqrt);
+    const long rs = Only(nodes_[ve].outputs[0], tfl::kRsqrt);
     if (rs < 0) return std::nullopt;
     n.nodes = {m1, sd, static_cast<size_t>(var), static_cast<size_t>(ve), static_cast<size_t>(rs)};
     int gt = nodes_[rs].outputs[0];
-    if (const long gm = Only(gt, kMul); gm >= 0 && NoActivation(nodes_[gm])) {
+    if (const long gm = Only(gt, tfl::kMul); gm >= 0 && NoActivation(nodes_[gm])) {
       const int gamma = Other(nodes_[gm], gt);
       if (!Scales(gamma, x, &n.gamma)) return std::nullopt;
       n.nodes.push_back(gm);
@@ -196,7 +195,7 @@ class Matcher {
   }
   // MEAN of x over its last axis, keep_dims.
   bool MeanLast(const NodeInfo& m, int x, int* axis) const {
-    if (m.op != kMean || m.inputs.size() != 2 || m.inputs[0] != x || m.outputs.size() != 1 ||
+    if (m.op != tfl::kMean || m.inputs.size() != 2 || m.inputs[0] != x || m.outputs.size() != 1 ||
         !m.builtin_data || !IsFloat(m.outputs[0]))
       return false;
     bool keep = false;
@@ -225,22 +224,22 @@ class Matcher {
     const NodeInfo& n = nodes_[i];
     return n.op == op && NoActivation(n) && n.inputs.size() == 2 && n.outputs.size() == 1 &&
            ((n.inputs[0] == a && n.inputs[1] == b) ||
-            (op != kSub && n.inputs[0] == b && n.inputs[1] == a));
+            (op != tfl::kSub && n.inputs[0] == b && n.inputs[1] == a));
   }
   // After g: the forms of kernels/layer_norm.cl's LN_FORM; `other` is the second reader of mu.
   bool Tail(int x, int mu, size_t other, int gt, Norm* n) const {
     const std::vector<size_t>& gr = Readers(gt);
     if (outputs_.count(gt)) return false;
-    if (nodes_[other].op == kSub) {  // (x - mean) * g [+ beta]
+    if (nodes_[other].op == tfl::kSub) {  // (x - mean) * g [+ beta]
       const int d = nodes_[other].outputs[0];
-      const long mm = Only(d, kMul);
-      if (!Binary(other, kSub, x, mu) || mm < 0 || gr.size() != 1 ||
-          gr[0] != static_cast<size_t>(mm) || !Binary(mm, kMul, d, gt))
+      const long mm = Only(d, tfl::kMul);
+      if (!Binary(other, tfl::kSub, x, mu) || mm < 0 || gr.size() != 1 ||
+          gr[0] != static_cast<size_t>(mm) || !Binary(mm, tfl::kMul, d, gt))
         return false;
       n->nodes.insert(n->nodes.end(), {other, static_cast<size_t>(mm)});
       n->out = nodes_[mm].outputs[0];
       n->form = 2;
-      if (const long ab = Only(n->out, kAdd);
+      if (const long ab = Only(n->out, tfl::kAdd);
           ab >= 0 && NoActivation(nodes_[ab]) && Scales(Other(nodes_[ab], n->out), x, &n->beta)) {
         n->nodes.push_back(ab);
         n->out = nodes_[ab].outputs[0];
@@ -250,21 +249,22 @@ class Matcher {
     }
     // x * g + t, t = (-mean) * g or beta - mean * g.
     if (gr.size() != 2) return false;
-    const size_t mx = Binary(gr[0], kMul, x, gt) ? gr[0] : gr[1];
+    const size_t mx = Binary(gr[0], tfl::kMul, x, gt) ? gr[0] : gr[1];
     const size_t mm = mx == gr[0] ? gr[1] : gr[0];
-    if (!Binary(mx, kMul, x, gt)) return false;
+    if (!Binary(mx, tfl::kMul, x, gt)) return false;
     const int xg = nodes_[mx].outputs[0];
     int t = -1;
-    if (nodes_[other].op == kNeg) {
+    if (nodes_[other].op == tfl::kNeg) {
       const int neg = nodes_[other].outputs[0];
-      if (Only(neg, kMul) != static_cast<long>(mm) || !Binary(mm, kMul, neg, gt)) return false;
+      if (Only(neg, tfl::kMul) != static_cast<long>(mm) || !Binary(mm, tfl::kMul, neg, gt))
+        return false;
       n->nodes.insert(n->nodes.end(), {other, mx, mm});
       t = nodes_[mm].outputs[0];
       n->form = 0;
     } else {
-      if (other != mm || !Binary(mm, kMul, mu, gt)) return false;
+      if (other != mm || !Binary(mm, tfl::kMul, mu, gt)) return false;
       const int mg = nodes_[mm].outputs[0];
-      const long sb = Only(mg, kSub);
+      const long sb = Only(mg, tfl::kSub);
       if (sb < 0 || !NoActivation(nodes_[sb]) || nodes_[sb].inputs.size() != 2 ||
           nodes_[sb].inputs[1] != mg || !Scales(nodes_[sb].inputs[0], x, &n->beta))
         return false;
@@ -272,8 +272,8 @@ class Matcher {
       t = nodes_[sb].outputs[0];
       n->form = 1;
     }
-    const long fin = Only(xg, kAdd);
-    if (fin < 0 || Only(t, kAdd) != fin || !Binary(fin, kAdd, xg, t)) return false;
+    const long fin = Only(xg, tfl::kAdd);
+    if (fin < 0 || Only(t, tfl::kAdd) != fin || !Binary(fin, tfl::kAdd, xg, t)) return false;
     n->nodes.push_back(fin);
     n->out = nodes_[fin].outputs[0];
     return IsFloat(n->out);
@@ -284,7 +284,8 @@ class Matcher {
     const auto p = producer_.find(x);
     if (p == producer_.end() || outputs_.count(x)) return;
     const NodeInfo& add = nodes_[p->second];
-    if (add.op != kAdd || !NoActivation(add) || add.inputs.size() != 2 || add.outputs.size() != 1)
+    if (add.op != tfl::kAdd || !NoActivation(add) || add.inputs.size() != 2 ||
+        add.outputs.size() != 1)
       return;
     const Shape s = g_.shape(x);
     for (int t : add.inputs)

@@ -17,12 +17,10 @@
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
-
-constexpr int32_t kLogistic = 14, kRelu = 19, kReluN1To1 = 20, kRelu6 = 21, kTanh = 28,
-                  kLeakyRelu = 98, kElu = 111, kHardSwish = 117, kRelu0To1 = 152;
 
 using Table = std::array<uint8_t, 256>;
 
@@ -122,35 +120,35 @@ std::string MakeTable(const GraphView& g, const NodeInfo& node, Table* table) {
   const QuantParams in = g.quant(node.inputs[0]), out = g.quant(node.outputs[0]);
   const float inf = std::numeric_limits<float>::infinity();
   switch (node.op) {
-    case kLogistic:
+    case tfl::kLogistic:
       // Both runtimes' Prepare insist on this output scale (any other fails on the CPU too).
       if (double(out.scale[0]) != 1.0 / 256) return "int8 LOGISTIC output scale is not 1/256";
       *table = FloatTable(t, in, out, [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
       return "";
-    case kTanh:
+    case tfl::kTanh:
       *table = FloatTable(t, in, out, [](float v) { return std::tanh(v); });
       return "";
-    case kElu:
+    case tfl::kElu:
       if (t != ValueType::kInt8) return "ELU on uint8 is not supported";
       *table = FloatTable(t, in, out, [](float v) { return v < 0.0f ? std::expm1(v) : v; });
       return "";
-    case kHardSwish:
+    case tfl::kHardSwish:
       if (!HardSwishTable(t, in, out, table))
         return "int8 HARD_SWISH output scale below the input's / 128";
       return "";
-    case kRelu:
+    case tfl::kRelu:
       *table = ReluTable(t, in, out, 0.0f, inf);
       return "";
-    case kRelu6:
+    case tfl::kRelu6:
       *table = ReluTable(t, in, out, 0.0f, 6.0f);
       return "";
-    case kReluN1To1:
+    case tfl::kReluN1To1:
       *table = ReluTable(t, in, out, -1.0f, 1.0f);
       return "";
-    case kRelu0To1:
+    case tfl::kRelu0To1:
       *table = ReluTable(t, in, out, 0.0f, 1.0f);
       return "";
-    case kLeakyRelu: {
+    case tfl::kLeakyRelu: {
       if (!node.builtin_data) return "missing LEAKY_RELU params";
       float alpha = 0;
       std::memcpy(&alpha, node.builtin_data, sizeof alpha);

@@ -8,8 +8,6 @@
 namespace clgpu {
 namespace {
 
-constexpr int32_t kBatchMatMul = 126, kMul = 18;
-
 // The step a node makes of its data input, or false if it is none of ours.
 bool StepOf(const GraphView& g, const NodeInfo& n, ViewStep* s) {
   if (n.outputs.size() != 1 || n.inputs.empty()) return false;
@@ -28,7 +26,7 @@ bool StepOf(const GraphView& g, const NodeInfo& n, ViewStep* s) {
     s->kind = ViewStep::kReshape;
     return true;
   }
-  if (n.op == kMul && n.inputs.size() == 2 && n.builtin_data) {
+  if (n.op == tfl::kMul && n.inputs.size() == 2 && n.builtin_data) {
     int act = 0;
     std::memcpy(&act, n.builtin_data, sizeof act);
     // x * c with c one constant float (either operand), no activation.
@@ -66,7 +64,7 @@ std::vector<ViewFusion> FindViewFusions(const GraphView& g, const std::vector<No
   std::vector<ViewFusion> out;
   for (size_t p = 0; p < nodes.size(); ++p) {
     const NodeInfo& mm = nodes[p];
-    if (mm.op != kBatchMatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
+    if (mm.op != tfl::kBatchMatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
     for (int j = 0; j < 2; ++j) {
       ViewFusion f;
       f.op = p, f.operand = j;

@@ -6,11 +6,11 @@
 #include "common/error.h"
 #include "ops/op.h"
 #include "ops/quant.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
 
-constexpr int32_t kPad = 34, kPadV2 = 60, kMirrorPad = 100;
 constexpr int kMaxRank = 6;
 // The modes kernels/pad.cl switches on.
 constexpr int kConstant = 0, kReflect = 1, kSymmetric = 2;
@@ -21,7 +21,7 @@ struct MirrorPadParams {
 };
 
 const char* NameOf(int32_t op) {
-  return op == kPad ? "PAD" : op == kPadV2 ? "PADV2" : "MIRROR_PAD";
+  return op == tfl::kPad ? "PAD" : op == tfl::kPadV2 ? "PADV2" : "MIRROR_PAD";
 }
 
 struct PadSpec {
@@ -83,7 +83,7 @@ class PadOp : public Op {
 
 std::string ReadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
   const char* name = NameOf(node.op);
-  const size_t want = node.op == kPadV2 ? 3 : 2;
+  const size_t want = node.op == tfl::kPadV2 ? 3 : 2;
   if (node.inputs.size() < 2 || node.inputs.size() > want || node.outputs.size() != 1)
     return "unexpected input/output count";
   // Quantized tensors are copied as their integers (OpContext::ForValues); the constant padding
@@ -112,7 +112,7 @@ std::string ReadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
     spec->before.push_back(static_cast<int>(p[2 * a]));
     spec->after.push_back(static_cast<int>(p[2 * a + 1]));
   }
-  if (node.op == kPadV2 && node.inputs.size() == 3 && node.inputs[2] >= 0) {
+  if (node.op == tfl::kPadV2 && node.inputs.size() == 3 && node.inputs[2] >= 0) {
     const int c = node.inputs[2];
     const ValueType ct = g.valid_tensor(c) ? g.value_type(c) : ValueType::kUnsupported;
     if (ct != (IsQuantized(t) ? t : ValueType::kFloat) || !g.IsConstant(c) ||
@@ -125,7 +125,7 @@ std::string ReadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
       spec->value = g.ConstantFloats(c)[0];
     }
   }
-  if (node.op == kMirrorPad) {
+  if (node.op == tfl::kMirrorPad) {
     if (!node.builtin_data) return "missing MIRROR_PAD params";
     MirrorPadParams mp;
     std::memcpy(&mp, node.builtin_data, sizeof mp);
@@ -154,8 +154,8 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kPadHandler = {kPad, "PAD", Check, Create};
-extern const OpHandler kPadV2Handler = {kPadV2, "PADV2", Check, Create};
-extern const OpHandler kMirrorPadHandler = {kMirrorPad, "MIRROR_PAD", Check, Create};
+extern const OpHandler kPadHandler = {tfl::kPad, "PAD", Check, Create};
+extern const OpHandler kPadV2Handler = {tfl::kPadV2, "PADV2", Check, Create};
+extern const OpHandler kMirrorPadHandler = {tfl::kMirrorPad, "MIRROR_PAD", Check, Create};
 
 }  // namespace clgpu

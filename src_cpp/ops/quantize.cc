@@ -16,7 +16,6 @@
 namespace clgpu {
 namespace {
 
-constexpr int32_t kQuantize = 114;
 constexpr int kNeonWidth = 8;  // elements per iteration of the runtimes' NEON loops
 
 class QuantizeOp : public Op {
@@ -30,7 +29,9 @@ class QuantizeOp : public Op {
         out_(g.quant(node.outputs[0])),
         neon_(g.cpu_kernels().neon) {}
 
-  const char* type_name() const override { return op_ == kQuantize ? "QUANTIZE" : "DEQUANTIZE"; }
+  const char* type_name() const override {
+    return op_ == tfl::kQuantize ? "QUANTIZE" : "DEQUANTIZE";
+  }
   std::string algorithm() const override {
     return in_type_ == ValueType::kFloat    ? "quantize"
            : out_type_ == ValueType::kFloat ? "dequantize"
@@ -129,7 +130,7 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kQuantizeHandler = {kQuantize, "QUANTIZE", CheckQuantize, Create};
+extern const OpHandler kQuantizeHandler = {tfl::kQuantize, "QUANTIZE", CheckQuantize, Create};
 extern const OpHandler kDequantizeHandler = {tfl::kDequantize, "DEQUANTIZE", CheckDequantize,
                                              Create};
 

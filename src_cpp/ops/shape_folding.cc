@@ -9,12 +9,10 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
-
-constexpr int32_t kShape = 77, kStridedSlice = 45, kPack = 83, kGather = 36, kCast = 53,
-                  kConcatenation = 2, kReduceProd = 81;
 
 // TfLiteStridedSliceParams, TfLitePackParams, TfLiteGatherParams, TfLiteConcatenationParams:
 // the leading fields both runtimes share.
@@ -103,7 +101,7 @@ std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
   if (n.outputs.size() != 1 || !g.valid_tensor(n.outputs[0]) || !IsInt(g.type(n.outputs[0])))
     return std::nullopt;
   switch (n.op) {
-    case kShape: {
+    case tfl::kShape: {
       if (n.inputs.size() != 1 || !g.valid_tensor(n.inputs[0])) return std::nullopt;
       Folded f;
       const Shape s = g.shape(n.inputs[0]);
@@ -114,7 +112,7 @@ std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
       }
       return f;
     }
-    case kStridedSlice: {
+    case tfl::kStridedSlice: {
       if (n.inputs.size() != 4 || !n.builtin_data) return std::nullopt;
       const auto in = ValueOf(g, n.inputs[0]);
       if (!in || g.shape(n.inputs[0]).size() != 1) return std::nullopt;
@@ -128,7 +126,7 @@ std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
       std::memcpy(&p, n.builtin_data, sizeof p);
       return StridedSlice1d(*in, bes[0], bes[1], bes[2], p);
     }
-    case kPack: {
+    case tfl::kPack: {
       if (!n.builtin_data) return std::nullopt;
       PackParams p;
       std::memcpy(&p, n.builtin_data, sizeof p);
@@ -142,7 +140,7 @@ std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
       }
       return f;
     }
-    case kConcatenation: {
+    case tfl::kConcatenation: {
       if (!n.builtin_data) return std::nullopt;
       AxisParams p;
       std::memcpy(&p, n.builtin_data, sizeof p);
@@ -156,7 +154,7 @@ std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
       }
       return f;
     }
-    case kGather: {
+    case tfl::kGather: {
       if (n.inputs.size() != 2 || !n.builtin_data) return std::nullopt;
       AxisParams p;
       std::memcpy(&p, n.builtin_data, sizeof p);
@@ -172,11 +170,11 @@ std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
       }
       return f;
     }
-    case kCast: {
+    case tfl::kCast: {
       if (n.inputs.size() != 1) return std::nullopt;
       return ValueOf(g, n.inputs[0]);
     }
-    case kReduceProd: {
+    case tfl::kReduceProd: {
       // A 1-D vector reduced along its only axis (keep_dims or not): the product.
       if (n.inputs.size() != 2) return std::nullopt;
       const auto in = ValueOf(g, n.inputs[0]), axes = ValueOf(g, n.inputs[1]);
@@ -204,19 +202,19 @@ std::optional<Folded> Evaluate(const GraphView& g, const NodeInfo& n) {
 
 const char* ShapeNodeName(int32_t op) {
   switch (op) {
-    case kShape:
+    case tfl::kShape:
       return "SHAPE";
-    case kStridedSlice:
+    case tfl::kStridedSlice:
       return "STRIDED_SLICE";
-    case kPack:
+    case tfl::kPack:
       return "PACK";
-    case kGather:
+    case tfl::kGather:
       return "GATHER";
-    case kCast:
+    case tfl::kCast:
       return "CAST";
-    case kConcatenation:
+    case tfl::kConcatenation:
       return "CONCATENATION";
-    case kReduceProd:
+    case tfl::kReduceProd:
       return "REDUCE_PROD";
     default:
       return "";

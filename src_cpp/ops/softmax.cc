@@ -6,11 +6,11 @@
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
 
-constexpr int32_t kSoftmax = 25, kLogSoftmax = 50;
 constexpr int kMaxGroup = 256;  // SM_LOCAL in kernels/softmax.cl
 constexpr int kShortRow = 64;   // rows up to this long take one work-item each
 
@@ -84,11 +84,11 @@ class SoftmaxOp : public Op {
 };
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
-  if (node.op == kSoftmax && !node.builtin_data) return "missing SOFTMAX params";
+  if (node.op == tfl::kSoftmax && !node.builtin_data) return "missing SOFTMAX params";
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
   const bool quantized =
       g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
-  if (quantized && node.op != kSoftmax) return "int8 LOG_SOFTMAX is not supported";
+  if (quantized && node.op != tfl::kSoftmax) return "int8 LOG_SOFTMAX is not supported";
   if (auto why = quantized ? CheckSoftmaxInt8(g, node)
                            : CheckFloatTensors(g, {node.inputs[0], node.outputs[0]});
       !why.empty())
@@ -100,7 +100,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
-  if (node.op == kLogSoftmax) return std::make_unique<SoftmaxOp>(node, true, 1.0f);
+  if (node.op == tfl::kLogSoftmax) return std::make_unique<SoftmaxOp>(node, true, 1.0f);
   SoftmaxParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   if (IsQuantized(g.value_type(node.inputs[0]))) return CreateSoftmaxInt8(g, node, p.beta);
@@ -108,7 +108,7 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 }
 
 std::string Describe(const NodeInfo& node) {
-  if (node.op == kLogSoftmax) return "";
+  if (node.op == tfl::kLogSoftmax) return "";
   SoftmaxParams p;
   std::memcpy(&p, node.builtin_data, sizeof p);
   return "beta=" + std::to_string(p.beta);
@@ -122,8 +122,8 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kSoftmaxHandler = {kSoftmax, "SOFTMAX", Check, Create, Describe, Work};
-extern const OpHandler kLogSoftmaxHandler = {kLogSoftmax, "LOG_SOFTMAX", Check,
-                                             Create,      Describe,      Work};
+extern const OpHandler kSoftmaxHandler = {tfl::kSoftmax, "SOFTMAX", Check, Create, Describe, Work};
+extern const OpHandler kLogSoftmaxHandler = {tfl::kLogSoftmax, "LOG_SOFTMAX", Check,
+                                             Create,           Describe,      Work};
 
 }  // namespace clgpu

@@ -5,11 +5,11 @@
 #include "common/error.h"
 #include "ops/op.h"
 #include "ops/quant.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 namespace {
 
-constexpr int32_t kTile = 69;
 constexpr int kMaxRank = 6;
 
 class TileOp : public Op {
@@ -88,6 +88,6 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kTileHandler = {kTile, "TILE", Check, Create};
+extern const OpHandler kTileHandler = {tfl::kTile, "TILE", Check, Create};
 
 }  // namespace clgpu

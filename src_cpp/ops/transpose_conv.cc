@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 
@@ -122,8 +123,6 @@ int TransposeConvPad(const TransposeConvParams& p, int out_size, int stride, int
 
 namespace {
 
-constexpr int32_t kTransposeConv = 67;
-
 class TransposeConvOp : public Op {
  public:
   TransposeConvOp(const NodeInfo& node, TransposeConvShape shape, TransposeConvParams p,
@@ -231,6 +230,6 @@ double Work(const GraphView& g, const NodeInfo& n) {
 }  // namespace
 
 extern const OpHandler kTransposeConvHandler = {
-    kTransposeConv, "TRANSPOSE_CONV", Check, Create, Describe, Work, false, true};
+    tfl::kTransposeConv, "TRANSPOSE_CONV", Check, Create, Describe, Work, false, true};
 
 }  // namespace clgpu

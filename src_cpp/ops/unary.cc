@@ -36,7 +36,6 @@ constexpr UnaryKind kKinds[] = {
     {tfl::kNeg, "NEG", 17},
 };
 constexpr int kGeluTanh = 10;  // GELU with approximate=true
-constexpr int32_t kLeakyRelu = 98, kGelu = 150;
 
 const UnaryKind& KindOf(int32_t code) {
   for (const UnaryKind& k : kKinds)
@@ -99,7 +98,7 @@ class UnaryOp : public Op {
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
-  if ((node.op == kLeakyRelu || node.op == kGelu) && !node.builtin_data)
+  if ((node.op == tfl::kLeakyRelu || node.op == tfl::kGelu) && !node.builtin_data)
     return std::string("missing ") + KindOf(node.op).name + " params";
   // Quantized tensors: a table of the input's integers (lut_int8.cc).
   if (g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0])))
@@ -115,11 +114,11 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   if (IsQuantized(g.value_type(node.inputs[0]))) return CreateLutInt8(g, node, kind.name);
   int op = kind.op;
   float alpha = 0;
-  if (node.op == kLeakyRelu) {
+  if (node.op == tfl::kLeakyRelu) {
     LeakyReluParams p;
     std::memcpy(&p, node.builtin_data, sizeof p);
     alpha = p.alpha;
-  } else if (node.op == kGelu) {
+  } else if (node.op == tfl::kGelu) {
     GeluParams p;
     std::memcpy(&p, node.builtin_data, sizeof p);
     if (p.approximate) op = kGeluTanh;
@@ -128,12 +127,12 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 }
 
 std::string Describe(const NodeInfo& node) {
-  if (node.op == kLeakyRelu) {
+  if (node.op == tfl::kLeakyRelu) {
     LeakyReluParams p;
     std::memcpy(&p, node.builtin_data, sizeof p);
     return "alpha=" + std::to_string(p.alpha);
   }
-  if (node.op == kGelu) {
+  if (node.op == tfl::kGelu) {
     GeluParams p;
     std::memcpy(&p, node.builtin_data, sizeof p);
     return "approximate=" + std::to_string(int(p.approximate));
