@@ -22,7 +22,11 @@ from clgpu_delegate.modelgen.flatbuffer import (
     write_model,
 )
 
-_INPUT_DTYPES = {"float32": np.dtype(np.float32), "int32": np.dtype(np.int32)}
+_INPUT_DTYPES = {
+    "float32": np.dtype(np.float32),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+}
 
 _ACTIVATIONS = {
     None: tflite.ActivationFunctionType.NONE,

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import tflite
 
-from clgpu_delegate.modelgen._graph import _GraphBuilder, _norm_axis
+from clgpu_delegate.modelgen._graph import Operand, _GraphBuilder, _norm_axis
 from clgpu_delegate.modelgen.flatbuffer import Shape
 
 
@@ -127,20 +127,51 @@ class SelectOps(_GraphBuilder):
             out_dtype=self.dtype(x),
         )[0]
 
-    def gather(self, x: int, indices: Sequence[Any] | npt.NDArray[Any], axis: int = 0) -> int:
-        """GATHER along `axis` with constant int32 indices of any shape (batch_dims 0)."""
-        shape = self._check(x).shape
-        ax = _norm_axis(axis, len(shape))
+    def gather(
+        self, x: Operand, indices: Sequence[Any] | npt.NDArray[Any] | int, axis: int = 0
+    ) -> int:
+        """GATHER along `axis` (batch_dims 0) of a tensor or a constant array `x`, with constant
+        int32 indices of any shape (a Python int: one index, a 0-d constant)."""
         idx = np.asarray(indices, np.int32)
-        out = shape[:ax] + idx.shape + shape[ax + 1 :]
+        return self._gather(
+            self._operand(x, "params"), self._const(idx, "indices"), idx.shape, axis
+        )
+
+    def gather_at(self, x: Operand, positions: int, axis: int = 0) -> int:
+        """GATHER along `axis` (batch_dims 0) at run-time positions: `positions` an int32 or
+        int64 tensor of any shape."""
+        if self.dtype(positions) not in (np.int32, np.int64):
+            raise ValueError("run-time GATHER positions must be an int32 or int64 tensor")
+        return self._gather(
+            self._operand(x, "params"), positions, self._check(positions).shape, axis
+        )
+
+    def _gather(self, xt: int, idx_t: int, idx_shape: Sequence[int], axis: int) -> int:
+        shape = self._check(xt).shape
+        ax = _norm_axis(axis, len(shape))
+        out = shape[:ax] + tuple(idx_shape) + shape[ax + 1 :]
         return self._op(
             tflite.BuiltinOperator.GATHER,
-            [x, self._const(idx, "indices")],
+            [xt, idx_t],
             [out],
             options="GatherOptions",
-            out_dtype=self.dtype(x),
+            out_dtype=self.dtype(xt),
             Axis=int(axis),
             BatchDims=0,
+        )[0]
+
+    def embedding_lookup(self, ids: int, table: Operand) -> int:
+        """EMBEDDING_LOOKUP: rows `ids` (a 1-D int32 tensor) of `table` (rank >= 2; a float
+        array, or a tensor such as an int8 constant for TFLite's hybrid kernel)."""
+        if self.dtype(ids) != np.int32 or len(self._check(ids).shape) != 1:
+            raise ValueError("EMBEDDING_LOOKUP ids must be a 1-D int32 tensor")
+        t = self._operand(table, "table")
+        shape = self._check(t).shape
+        if len(shape) < 2:
+            raise ValueError("EMBEDDING_LOOKUP needs a table of rank 2 or more")
+        out = (self._check(ids).shape[0],) + tuple(shape[1:])
+        return self._op(
+            tflite.BuiltinOperator.EMBEDDING_LOOKUP, [ids, t], [out], out_dtype=np.float32
         )[0]
 
     def pack(self, tensors: Sequence[int], axis: int = 0) -> int:

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "ops/gather_indexed.h"
 #include "ops/quant.h"
 #include "ops/strided_copy.h"
 #include "tflite/builtin.h"
@@ -106,13 +107,21 @@ std::string Read(const GraphView& g, const NodeInfo& node, int* axis,
   return "";
 }
 
+// Positions computed at run time: ops/gather_indexed.h.
+bool RunTimePositions(const GraphView& g, const NodeInfo& node) {
+  return node.inputs.size() == 2 && g.valid_tensor(node.inputs[1]) &&
+         !g.IsConstant(node.inputs[1]) && !g.FoldedIntsOf(node.inputs[1]);
+}
+
 std::string Check(const GraphView& g, const NodeInfo& node) {
+  if (RunTimePositions(g, node)) return CheckIndexedGather(g, node);
   int axis = 0;
   std::vector<int64_t> indices;
   return Read(g, node, &axis, &indices);
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  if (RunTimePositions(g, node)) return CreateIndexedGather(g, node);
   int axis = 0;
   std::vector<int64_t> indices;
   if (auto why = Read(g, node, &axis, &indices); !why.empty()) throw Error(why);

@@ -21,6 +21,8 @@ const char* HybridOpName(int32_t op) {
       return "DEPTHWISE_CONV_2D";
     case tfl::kBatchMatMul:
       return "BATCH_MATMUL";
+    case tfl::kEmbeddingLookup:
+      return "EMBEDDING_LOOKUP";
     default:
       return nullptr;
   }
@@ -31,7 +33,12 @@ const char* HybridOpName(int32_t op) {
 bool HybridCandidate(const GraphView& g, const NodeInfo& n) {
   if (!HybridOpName(n.op) || n.inputs.size() <= kWeightInput) return false;
   const int x = n.inputs[0], w = n.inputs[kWeightInput];
-  if (!g.valid_tensor(x) || !g.valid_tensor(w) || g.value_type(x) != ValueType::kFloat)
+  if (!g.valid_tensor(x) || !g.valid_tensor(w)) return false;
+  // EMBEDDING_LOOKUP's input 0 is its int32 ids; its hybrid kernel writes float rows.
+  if (n.op == tfl::kEmbeddingLookup
+          ? g.type(x) != kTfLiteInt32 || n.outputs.size() != 1 || !g.valid_tensor(n.outputs[0]) ||
+                g.type(n.outputs[0]) != kTfLiteFloat32
+          : g.value_type(x) != ValueType::kFloat)
     return false;
   if (g.IsFoldedDequantizeOutput(w) || g.IsComputedConstant(w)) return false;
   const TfLiteType t = g.type(w);
@@ -44,6 +51,7 @@ int OutputChannelAxis(const NodeInfo& n, const Shape& w) {
   switch (n.op) {
     case tfl::kFullyConnected:
     case tfl::kConv2d:
+    case tfl::kEmbeddingLookup:  // a scale per row
       return 0;
     case tfl::kDepthwiseConv2d:
       return 3;
@@ -91,6 +99,12 @@ std::string HybridRule(const GraphView& g, const NodeInfo& n) {
       (n.op == tfl::kFullyConnected || n.op == tfl::kBatchMatMul))
     return what + " have a scale per channel, for which tflite_runtime 2.14's hybrid " + op +
            " outputs zeros (left to it, so the outputs are its own; LiteRT runs them)";
+  // Measured: tflite_runtime 2.14's hybrid EMBEDDING_LOOKUP outputs zeros when the table has a
+  // scale per row (tests/test_gather_indexed.py); LiteRT's applies each row's.
+  if (q.per_channel() && !g.cpu_kernels().litert && n.op == tfl::kEmbeddingLookup)
+    return what +
+           " have a scale per row, which tflite_runtime 2.14's hybrid EMBEDDING_LOOKUP "
+           "does not apply (left to it, so the outputs are its own; LiteRT runs them)";
   return "";
 }
 

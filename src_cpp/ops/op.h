@@ -321,6 +321,15 @@ class Op {
   const Shape& depthwise_shape() const { return depthwise_.shape; }
 
   const std::vector<Launch>& launches() const { return launches_; }
+  // Run-time indices the op reads (GATHER, EMBEDDING_LOOKUP): int32 tensor `tensor`, each value
+  // in [0, extent). Such a tensor is a partition input (no claimed op writes int32), which the
+  // partition checks on the host before each upload, failing the invoke as TFLite's kernel does.
+  struct IndexInput {
+    int tensor;
+    int64_t extent;
+    std::string what;  // the error's start: "GATHER", "Embedding Lookup"
+  };
+  const std::vector<IndexInput>& index_inputs() const { return index_inputs_; }
   // Drops the kernels (and their references to buffers) before the buffers they
   // use are replaced: NVIDIA's driver crashed releasing a kernel whose argument
   // buffer had already been released.
@@ -343,6 +352,7 @@ class Op {
     std::vector<int> quant;
   };
   Residual residual_;
+  std::vector<IndexInput> index_inputs_;  // set by the op's Prepare
 
  private:
   int node_index_;

@@ -23,6 +23,26 @@ struct DrainOnError {
     if (armed) Cl().clFinish(queue);
   }
 };
+
+// Run-time indices read from partition inputs (Op::index_inputs): TFLite's GATHER and
+// EMBEDDING_LOOKUP fail the invoke on one outside [0, extent), and so does the partition, on the
+// host before anything is enqueued (a kernel could only clamp it).
+void CheckIndexInputs(const std::vector<std::unique_ptr<Op>>& ops, const TfLiteContext* ctx) {
+  for (const auto& op : ops)
+    for (const Op::IndexInput& x : op->index_inputs()) {
+      const TfLiteTensor& t = ctx->tensors[x.tensor];
+      size_t n = 1;
+      for (int d = 0; t.dims && d < t.dims->size; ++d) n *= size_t(std::max(t.dims->data[d], 0));
+      if (t.type != kTfLiteInt32 || (n && (!t.data.raw || t.bytes < 4 * n)))
+        throw Error(x.what + " positions (tensor " + std::to_string(x.tensor) +
+                    ") are not int32 values of their shape");
+      const auto* v = static_cast<const int32_t*>(t.data.raw_const);
+      for (size_t i = 0; i < n; ++i)
+        if (v[i] < 0 || v[i] >= x.extent)
+          throw Error(x.what + ": index out of bounds. Got " + std::to_string(v[i]) +
+                      ", and bounds are [0, " + std::to_string(x.extent - 1) + "]");
+    }
+}
 }  // namespace
 
 void Partition::Invoke(TfLiteContext* ctx) {
@@ -32,6 +52,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
   // A dynamic input resized without a prepare.
   if (InputShapesChanged(ctx) || !device_planned_) Plan(ctx);
   if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
+  CheckIndexInputs(ops_, ctx);
   const ClApi& cl = Cl();
   cl_command_queue q = host_->queue();
   if (host_->settings().fail_at == "invoke")
