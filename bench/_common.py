@@ -63,7 +63,7 @@ def device_info() -> dict[str, Any]:
     dev = cd.select_device("auto")
     return {"device": dev.name, "driver": dev.driver_version, "type": dev.type,
             "compute_units": dev.compute_units, "clock_mhz": dev.max_clock_mhz,
-            "tuning_keys": list(dev.tuning_keys)}
+            "tuning_keys": list(getattr(dev, "tuning_keys", ()))}
 
 
 def json_rows_per_line(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
