@@ -103,8 +103,8 @@ std::string HybridRule(const GraphView& g, const NodeInfo& n) {
   // scale per row (tests/test_gather_indexed.py); LiteRT's applies each row's.
   if (q.per_channel() && !g.cpu_kernels().litert && n.op == tfl::kEmbeddingLookup)
     return what +
-           " have a scale per row, which tflite_runtime 2.14's hybrid EMBEDDING_LOOKUP "
-           "does not apply (left to it, so the outputs are its own; LiteRT runs them)";
+           " have a scale per row, for which tflite_runtime 2.14's hybrid EMBEDDING_LOOKUP "
+           "outputs zeros (left to it, so the outputs are its own; LiteRT runs them)";
   return "";
 }
 
