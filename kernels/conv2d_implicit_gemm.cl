@@ -31,6 +31,14 @@
 //   (its loops unroll; the KH, KW arguments are not read). Four more, last arguments (both
 //   kernels): __global const T* dw_f [KH][KW][C], __global const float* dw_bias [C], float dw_min,
 //   float dw_max.
+//
+// EXPAND_A (with DW_A; Partition::FoldDepthwise): the depthwise's input is itself a 1x1
+//   convolution's output (the expand of an inverted-residual block), never written: `in` is that
+//   convolution's input [N][H][W][EC], and each depthwise tap computes its C channels there
+//   (bias, EC products, clamped) instead of loading them: the whole block is one launch. Four
+//   more, last arguments: int EC, __global const T* ex_f [C][EC], __global const float* ex_bias
+//   [C], float ex_min, float ex_max (after the depthwise's four). Worth it where launches cost
+//   more than the taps' repeated products (ExpandFoldPays).
 
 // Tile defaults (gemm_tiles.cl): the 32 x 32 x 16 tiles of 4 x 4 named above.
 #include "gemm_tiles.cl"
@@ -80,18 +88,62 @@ static inline void fetch_im2col(__global const T* restrict in, float* r, const i
   }
 }
 
+#ifdef EXPAND_A
+#define EX_PARAM                                                                         \
+  , int EC, __global const T *restrict ex_f, __global const float *restrict ex_bias, float ex_min, \
+      float ex_max
+#define EX_PASS , EC, ex_f, ex_bias, ex_min, ex_max
+#define IN_C EC  // channels of `in`
+// The expand's outputs at channels k..k + 3 (vec) or k of the pixel starting at element p of
+// `in`: its bias plus EC products, clamped as its own kernel clamps (a NaN kept).
+static inline float4 expand4(__global const T* restrict in, int p, int k, int C EX_PARAM) {
+  float4 v = vload4(0, ex_bias + k);
+  if ((EC & 3) == 0) {
+    for (int c = 0; c < EC; c += 4) {
+      const float4 x = LOADF4(in, (p + c) >> 2);
+      v.x += dot(x, LOADF4(ex_f, (k * EC + c) >> 2));
+      v.y += dot(x, LOADF4(ex_f, ((k + 1) * EC + c) >> 2));
+      v.z += dot(x, LOADF4(ex_f, ((k + 2) * EC + c) >> 2));
+      v.w += dot(x, LOADF4(ex_f, ((k + 3) * EC + c) >> 2));
+    }
+  } else {
+    for (int c = 0; c < EC; ++c) {
+      const float x = LOADF(in, p + c);
+      v += x * (float4)(LOADF(ex_f, k * EC + c), LOADF(ex_f, (k + 1) * EC + c),
+                        LOADF(ex_f, (k + 2) * EC + c), LOADF(ex_f, (k + 3) * EC + c));
+    }
+  }
+  v = select(v, (float4)(ex_min), v < ex_min);
+  return select(v, (float4)(ex_max), v > ex_max);
+}
+static inline float expand1(__global const T* restrict in, int p, int k, int C EX_PARAM) {
+  float v = ex_bias[k];
+  for (int c = 0; c < EC; ++c) v += LOADF(in, p + c) * LOADF(ex_f, k * EC + c);
+  return CLAMP_KEEP_NAN(v, ex_min, ex_max);
+}
+#define DW_IN4(p, k) expand4(in, (p), (k), C EX_PASS)
+#define DW_IN1(p, k) expand1(in, (p), (k), C EX_PASS)
+#else
+#define EX_PARAM
+#define EX_PASS
+#define IN_C C
+#define DW_IN4(p, k) LOADF4(in, ((p) + (k)) >> 2)
+#define DW_IN1(p, k) LOADF(in, (p) + (k))
+#endif
+
 #ifdef DW_A
 #define DW_PARAM                                                                      \
   , __global const T *restrict dw_f, __global const float *restrict dw_bias, float dw_min, \
-      float dw_max
-#define DW_PASS , dw_f, dw_bias, dw_min, dw_max
+      float dw_max EX_PARAM
+#define DW_PASS , dw_f, dw_bias, dw_min, dw_max EX_PASS
 // The depthwise's outputs at channel k (four from k with vec) of the work-item's pixels (see
 // fetch_im2col), clamped (a NaN kept, as its own kernel does); zero past K (= C).
 static inline void fetch_depthwise(__global const T* restrict in, float* r, const int* pix_base,
                                    const int* pix_ih, const int* pix_iw, int k, int K, int C,
                                    int KH, int KW, int DH, int DW, int H, int W, bool vec,
                                    __global const T* restrict dw_f,
-                                   __global const float* restrict dw_bias, float lo, float hi) {
+                                   __global const float* restrict dw_bias, float lo,
+                                   float hi EX_PARAM) {
   if (vec) {
     const float4 b = k < K ? vload4(0, dw_bias + k) : (float4)(0.0f);
 #pragma unroll
@@ -105,7 +157,7 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
         for (int kw = 0; kw < KW; ++kw) {
           const int iw = pix_iw[i] + kw * DW;
           if ((uint)iw < (uint)W)
-            v += LOADF4(in, (pix_base[i] + (ih * W + iw) * C + k) >> 2) *
+            v += DW_IN4(pix_base[i] + (ih * W + iw) * IN_C, k) *
                  LOADF4(dw_f, ((kh * KW + kw) * C + k) >> 2);
         }
       }
@@ -131,7 +183,7 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
         for (int kw = 0; kw < KW; ++kw) {
           const int iw = pix_iw[i] + kw * DW;
           if ((uint)iw < (uint)W)
-            v += LOADF(in, pix_base[i] + (ih * W + iw) * C + k) *
+            v += DW_IN1(pix_base[i] + (ih * W + iw) * IN_C, k) *
                  LOADF(dw_f, (kh * KW + kw) * C + k);
         }
       }
@@ -141,7 +193,7 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
 }
 #define FETCH_A(k)                                                                           \
   fetch_depthwise(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, DW_KH, DW_KW, DH, DW, H, W, \
-                  vec_a, dw_f, dw_bias, dw_min, dw_max)
+                  vec_a, dw_f, dw_bias, dw_min, dw_max EX_PASS)
 #else
 #define DW_PARAM
 #define DW_PASS
@@ -182,7 +234,7 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
     if (exists && m < M) {
       const int ow = m % OW;
       const int t = m / OW;
-      pix_base[i] = (t / OH) * H * W * C;
+      pix_base[i] = (t / OH) * H * W * IN_C;
       pix_ih[i] = (t % OH) * SH - PT;
       pix_iw[i] = ow * SW - PL;
     }

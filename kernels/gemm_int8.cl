@@ -42,6 +42,14 @@
 //   unroll); a_zero is its output zero point. Seven more, last arguments: __global const char*
 //   dw_f [KH][KW][C], __global const int* dw_bias [C], __global const int2* dw_stage [C],
 //   int dw_in_zero, int dw_up_below, int dw_lo, int dw_hi (quant_output's).
+//
+// EXPAND_A (with DW_A; Op::FoldExpand): the depthwise's input is a 1x1 convolution's output (an
+//   inverted-residual block's expand), never written: `a` is that convolution's input [N][H][W]
+//   [EC] (EC % 4 == 0) and each depthwise tap computes its four channels there, bytes as the
+//   expand's own GEMM stores them: int32 sums of EC products plus its bias (its input zero point
+//   folded in), requantized. Eight more, last arguments: int EC, __global const int* ex_b [C][EC /
+//   4] (packed as B), __global const int* ex_bias [C], __global const int2* ex_stage [C], int
+//   ex_up_below, int ex_zero, int ex_lo, int ex_hi.
 #include "quant.cl"
 
 #ifndef TM
@@ -77,11 +85,22 @@
 #define RESIDUAL_ARGS
 #define GEMM_OUT(v, idx) quant_store((v), stage, N)
 #endif
+#ifdef EXPAND_A
+#define EX_ARGS                                                                             \
+  , int EC, __global const int *restrict ex_b, __global const int *restrict ex_bias,        \
+      __global const int2 *restrict ex_stage, int ex_up_below, int ex_zero, int ex_lo, int ex_hi
+#define EX_PASS , EC, ex_b, ex_bias, ex_stage, ex_up_below, ex_zero, ex_lo, ex_hi
+#define IN_C EC  // channels of `a`
+#else
+#define EX_ARGS
+#define EX_PASS
+#define IN_C C
+#endif
 #ifdef DW_A
 #define DW_ARGS                                                                                 \
   , __global const char* restrict dw_f, __global const int* restrict dw_bias,                   \
       __global const int2* restrict dw_stage, int dw_in_zero, int dw_up_below, int dw_lo,         \
-      int dw_hi
+      int dw_hi EX_ARGS
 #else
 #define DW_ARGS
 #endif
@@ -109,6 +128,31 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 }
 #endif
 
+#ifdef EXPAND_A
+// The expand's output bytes at channels c..c + 3 of the pixel starting at byte p of `in`,
+// packed: what its own GEMM would have stored there.
+static inline int expand4(__global const char* in, int p, int c EX_ARGS) {
+  const int ec4 = EC >> 2;
+  __global const int* x = (__global const int*)in + (p >> 2);
+  __global const int* b = ex_b + c * ec4;
+  int s0 = ex_bias[c], s1 = ex_bias[c + 1], s2 = ex_bias[c + 2], s3 = ex_bias[c + 3];
+  for (int k = 0; k < ec4; ++k) {
+    const int xv = x[k];
+    s0 = dot4(xv, b[k], s0);
+    s1 = dot4(xv, b[ec4 + k], s1);
+    s2 = dot4(xv, b[2 * ec4 + k], s2);
+    s3 = dot4(xv, b[3 * ec4 + k], s3);
+  }
+  return pack4(quant_output(s0, ex_stage[c], c, ex_up_below, ex_zero, ex_lo, ex_hi),
+               quant_output(s1, ex_stage[c + 1], c + 1, ex_up_below, ex_zero, ex_lo, ex_hi),
+               quant_output(s2, ex_stage[c + 2], c + 2, ex_up_below, ex_zero, ex_lo, ex_hi),
+               quant_output(s3, ex_stage[c + 3], c + 3, ex_up_below, ex_zero, ex_lo, ex_hi));
+}
+#define DW_X4(p, c) expand4(in, (p), (c)EX_PASS)
+#else
+#define DW_X4(p, c) ((__global const int*)in)[((p) + (c)) >> 2]
+#endif
+
 #ifdef DW_A
 // The depthwise's output bytes at channels c..c + 3 of the pixel whose tap (0, 0) is at (ih0,
 // iw0) of the image starting at `base`, packed: int32 sums of (x - in_zero) * filter plus the
@@ -116,7 +160,7 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int c, int H, int W,
                         int C, int KH, int KW, int DH, int DW, __global const char* f,
                         __global const int* bias, __global const int2* stage, int in_zero,
-                        int up_below, int out_zero, int lo, int hi) {
+                        int up_below, int out_zero, int lo, int hi EX_ARGS) {
   int4 acc = vload4(0, bias + c);
 #pragma unroll
   for (int ky = 0; ky < KH; ++ky) {
@@ -126,7 +170,7 @@ static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int
     for (int kx = 0; kx < KW; ++kx) {
       const int iw = iw0 + kx * DW;
       if ((uint)iw >= (uint)W) continue;
-      const int x = ((__global const int*)in)[(base + (ih * W + iw) * C + c) >> 2];
+      const int x = DW_X4(base + (ih * W + iw) * IN_C, c);
       const int w = ((__global const int*)f)[((ky * KW + kx) * C + c) >> 2];
       acc += (convert_int4(as_char4(x)) - in_zero) * convert_int4(as_char4(w));
     }
@@ -163,7 +207,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     a_row[i] = m;
 #ifdef PIXEL_A
     const int ow = m % OW, t = m / OW;
-    a_base[i] = (t / OH) * H * W * C;
+    a_base[i] = (t / OH) * H * W * IN_C;
     a_ih[i] = (t % OH) * SH - PT;
     a_iw[i] = ow * SW - PL;
 #endif
@@ -203,7 +247,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
 #endif
 #if defined(DW_A)
           v = dw_a4(a, a_base[i], a_ih[i], a_iw[i], k, H, W, C, DW_KH, DW_KW, DH, DW, dw_f, dw_bias,
-                    dw_stage, dw_in_zero, dw_up_below, a_zero, dw_lo, dw_hi);
+                    dw_stage, dw_in_zero, dw_up_below, a_zero, dw_lo, dw_hi EX_PASS);
 #elif defined(IM2COL) && defined(VEC_A)
           if ((uint)ih < (uint)H && (uint)iw < (uint)W)
             v = ((__global const int*)a)[(a_base[i] + (ih * W + iw) * C + c) >> 2];

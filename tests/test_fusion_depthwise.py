@@ -84,7 +84,11 @@ def check_fold(model: bytes, runtime: str, folded: int, **options: Any) -> Int8R
         # Without the fold, only the other folds (a residual ADD, a table) change the count.
         unfolded = check_int8_parity(model, runtime, **common, conv_algorithm="implicit_gemm")
         assert _folded(unfolded) == 0
-        assert _launches(on) == _launches(unfolded) - folded, on.delegate.profile().table()
+        # An expand folded in as well (tests/test_fusion_expand.py) is one launch fewer too.
+        expanded = len({k.node for k in on.delegate.profile().kernels if "+EXPAND" in k.algorithm})
+        assert _launches(on) == _launches(unfolded) - folded - expanded, (
+            on.delegate.profile().table()
+        )
     return on
 
 

@@ -60,7 +60,8 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
 // dense ops (one kernel, whatever their own plan).
 void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
                 const std::vector<int>& outputs, std::set<size_t>* folded,
-                std::map<size_t, size_t>* folded_depthwise_of, std::set<size_t>* one_kernel) {
+                std::map<size_t, size_t>* folded_depthwise_of, std::set<size_t>* one_kernel,
+                const DeviceInfo& dev) {
   const std::set<int> outs(outputs.begin(), outputs.end());
   for (const ResidualFusion& f : FindResidualFusions(g, nodes, outs)) folded->insert(f.add);
   std::map<int, int> written_instead;  // a producer's output -> what its folds write instead
@@ -75,12 +76,14 @@ void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
   }
   for (const ViewFusion& f : FindViewFusions(g, nodes, outs))
     folded->insert(f.absorbed.begin(), f.absorbed.end());
-  for (size_t d : FindDepthwiseFolds(g, nodes, outs)) {
+  const std::vector<size_t> depthwise = FindDepthwiseFolds(g, nodes, outs);
+  for (size_t d : depthwise) {
     folded->insert(d);
     for (size_t j = d + 1; j < nodes.size(); ++j)
       if (!nodes[j].inputs.empty() && nodes[j].inputs[0] == nodes[d].outputs[0])
         (*folded_depthwise_of)[j] = d;
   }
+  for (size_t e : FindExpandFolds(g, nodes, outs, depthwise, dev)) folded->insert(e);
   // After the epilogues and clamps: a squeeze's chain passes through those folded into its
   // dense ops.
   std::vector<size_t> squeeze_means;
@@ -129,7 +132,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   std::set<size_t> folded;
   std::map<size_t, size_t> folded_depthwise_of;  // a 1x1 conv -> the depthwise it computes
   std::set<size_t> one_kernel;                   // nodes whose folds make them one kernel
-  if (fuse_add) FindFolded(g, nodes, outputs, &folded, &folded_depthwise_of, &one_kernel);
+  if (fuse_add) FindFolded(g, nodes, outputs, &folded, &folded_depthwise_of, &one_kernel, dev);
   const double peak_gflops =
       costs.gflops > 0 ? costs.gflops
                        : std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;

@@ -100,8 +100,8 @@ class Conv2dOp : public Op {
 
   const char* type_name() const override { return "CONV_2D"; }
   std::string algorithm() const override {
-    return ConvAlgorithmName(algo_) + (folded_depthwise() ? "+DEPTHWISE" : "") +
-           (residual_.on ? "+ADD" : "");
+    return ConvAlgorithmName(algo_) + (folded_expand() ? "+EXPAND" : "") +
+           (folded_depthwise() ? "+DEPTHWISE" : "") + (residual_.on ? "+ADD" : "");
   }
 
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
@@ -163,14 +163,15 @@ class Conv2dOp : public Op {
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const override {
     return 2.0 * Geometry(in[0]).Macs() + (residual_.on ? double(NumElements(out[0])) : 0.0) +
-           (folded_depthwise() ? folded_depthwise()->Flops({in[0]}, {}) : 0.0);
+           (folded_depthwise() ? folded_depthwise()->Flops({DepthwiseInput(in[0])}, {}) : 0.0) +
+           (folded_expand() ? folded_expand()->Flops({in[0]}, {}) : 0.0);
   }
 
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
     const ConvGeometry g = Geometry(in[0]);
     if (folded_depthwise()) {
-      const Shape& x = in[0];
+      const Shape& x = DepthwiseInput(in[0]);
       ConvGeometry dw;
       dw.n = x[0], dw.h = x[1], dw.w = x[2], dw.c = x[3];
       dw.oh = g.h, dw.ow = g.w, dw.oc = g.c;
@@ -208,8 +209,17 @@ class Conv2dOp : public Op {
     const bool r = residual_.on;
     if (folded_depthwise()) {
       FloatDepthwiseA dw;
-      if (!folded_depthwise()->GetFloatDepthwise(ctx, in_shapes[0], &dw))
+      if (!folded_depthwise()->GetFloatDepthwise(ctx, DepthwiseInput(in_shapes[0]), &dw))
         throw Error("CONV_2D: the folded depthwise no longer fits its GEMM");
+      if (folded_expand()) {
+        const int ec = in_shapes[0].back();
+        FloatDense e;
+        if (!folded_expand()->GetFloatDense(ctx, {1, 1, 1, ec}, &e) || !e.epilogue.empty() ||
+            e.n != dw.g.c || e.k != ec)
+          throw Error("CONV_2D: the folded expand no longer fits its GEMM");
+        dw.expand_c = ec, dw.expand_filter = e.weights, dw.expand_bias = e.bias;
+        dw.expand_min = e.act_min, dw.expand_max = e.act_max;
+      }
       algo_ = ConvAlgorithm::kImplicitGemm;
       weights_ = &src_->Weights(ctx, algo_, g, oc0_);
       launches_ = EncodeDepthwiseGemm(ctx, dw, g.oc, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc),

@@ -95,8 +95,16 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   if (g.oc != g.c) throw Error("a folded depthwise needs depth multiplier 1");
   const GemmPlan p = PlanDepthwiseGemm(ctx, g, oc);
   const long m = long(g.n) * g.oh * g.ow;
-  const std::string defines = With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) +
-                                                          " -DDW_KW=" + std::to_string(g.kw));
+  const bool expand = dw.expand_filter != nullptr;
+  const std::string defines =
+      With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) +
+                                  " -DDW_KW=" + std::to_string(g.kw) + (expand ? " -DEXPAND_A" : ""));
+  // The expand's arguments follow the depthwise's (kernels/conv2d_implicit_gemm.cl).
+  auto set_expand = [&](const Kernel& k, cl_uint next) {
+    if (expand)
+      SetArgsFrom(k, next, dw.expand_c, dw.expand_filter, dw.expand_bias, dw.expand_min,
+                  dw.expand_max);
+  };
   std::vector<Launch> launches;
   if (p.splits <= 1) {
     auto prog =
@@ -107,6 +115,7 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
     cl_uint next = 21;
     if (residual) SetArgsFrom(l.kernel, next++, residual);
     SetArgsFrom(l.kernel, next, dw.filter, dw.bias, dw.act_min, dw.act_max);
+    set_expand(l.kernel, next + 4);
     launches.push_back(std::move(l));
     return launches;
   }
@@ -118,6 +127,7 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, oc, g.kh,
           g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, p.k_per_split, dw.filter, dw.bias,
           dw.act_min, dw.act_max);
+  set_expand(l.kernel, 23);
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;

@@ -116,7 +116,8 @@ class Conv2dInt8Op : public Op {
     return (algo_ == Algo::kDirect         ? "int8_direct"
             : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
                                            : "int8_gemm" + split + dot_) +
-           (folded_depthwise() ? "+DEPTHWISE" : "") + (residual_.on ? "+ADD" : "");
+           (folded_expand() ? "+EXPAND" : "") + (folded_depthwise() ? "+DEPTHWISE" : "") +
+           (residual_.on ? "+ADD" : "");
   }
   // The 1x1 GEMM computes a depthwise convolution's output as its A (ops/gemm_int8.h).
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
@@ -178,7 +179,8 @@ class Conv2dInt8Op : public Op {
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Geometry(in[0]).Macs() +
            (residual_.on ? double(NumElements(InferShapes(in)[0])) : 0.0) +
-           (folded_depthwise() ? folded_depthwise()->Flops({in[0]}, {}) : 0.0);
+           (folded_depthwise() ? folded_depthwise()->Flops({DepthwiseInput(in[0])}, {}) : 0.0) +
+           (folded_expand() ? folded_expand()->Flops({in[0]}, {}) : 0.0);
   }
   // The whole op counts every weight buffer of its source (its chunks' included).
   double WeightBytes() const override { return chunk_ ? 0.0 : double(src_->Bytes()); }
@@ -250,8 +252,18 @@ class Conv2dInt8Op : public Op {
     if (residual_.on) residual = Int8Residual{in.at(1), residual_.quant};
     Int8DepthwiseA dw;
     if (folded_depthwise() &&
-        (algo_ != Algo::kGemm1x1 || !folded_depthwise()->GetInt8Depthwise(ctx, in_shapes[0], &dw)))
+        (algo_ != Algo::kGemm1x1 ||
+         !folded_depthwise()->GetInt8Depthwise(ctx, DepthwiseInput(in_shapes[0]), &dw)))
       throw Error("CONV_2D: the folded depthwise no longer fits its GEMM");
+    Int8Dense ex;
+    if (folded_expand()) {
+      const int ec = in_shapes[0].back();
+      if (!folded_expand()->GetInt8Dense(ctx, {1, 1, 1, ec}, &ex) || !ex.stage.table.empty())
+        throw Error("CONV_2D: the folded expand no longer fits its GEMM");
+      dw.expand = ex.w;
+      dw.expand_up_below = ex.stage.up_below, dw.expand_zero = ex.stage.zero_point;
+      dw.expand_min = ex.stage.act_min, dw.expand_max = ex.stage.act_max;
+    }
     launches_ =
         EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
                        algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,

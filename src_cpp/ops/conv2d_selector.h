@@ -88,6 +88,12 @@ struct FloatDepthwiseA {
   ConvGeometry g;
   cl_mem filter = nullptr, bias = nullptr;
   float act_min = 0, act_max = 0;
+  // The 1x1 convolution computing the depthwise's input (Op::FoldExpand; kernels'
+  // EXPAND_A): its `expand_c` input channels, [g.c][expand_c] weights, bias and clamp. Null
+  // weights: the depthwise reads its input as it is.
+  int expand_c = 0;
+  cl_mem expand_filter = nullptr, expand_bias = nullptr;
+  float expand_min = 0, expand_max = 0;
 };
 
 // The launches of a 1x1 convolution of `oc` outputs and plain [oc][C] weights `w` over dw's

@@ -1,10 +1,14 @@
 #include "ops/fusion.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "graph/quant.h"
+#include "ops/conv2d_selector.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "ops/squeeze.h"
@@ -390,6 +394,57 @@ std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeI
     }
   }
   return out;
+}
+
+std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                    const std::set<int>& outputs,
+                                    const std::vector<size_t>& depthwise, const DeviceInfo& dev) {
+  std::map<int, int> reads, producer;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (int t : nodes[i].inputs) ++reads[t];
+    for (int t : nodes[i].outputs) producer[t] = int(i);
+  }
+  // Pointwise convolutions that take a depthwise themselves stay as they are.
+  std::set<size_t> takes_depthwise;
+  std::map<size_t, size_t> pointwise_of;  // depthwise -> the convolution folding it
+  for (size_t d : depthwise)
+    for (size_t j = d + 1; j < nodes.size(); ++j)
+      if (!nodes[j].inputs.empty() && nodes[j].inputs[0] == nodes[d].outputs[0]) {
+        takes_depthwise.insert(j);
+        pointwise_of[d] = j;
+      }
+  std::vector<size_t> out;
+  for (size_t d : depthwise) {
+    const NodeInfo& dw = nodes[d];
+    const int x = dw.inputs[0];
+    auto p = producer.find(x);
+    if (p == producer.end() || reads[x] != 1 || outputs.count(x) || !pointwise_of.count(d)) continue;
+    const size_t e = size_t(p->second);
+    const NodeInfo& ex = nodes[e];
+    if (ex.op != tfl::kConv2d || takes_depthwise.count(e) || ex.inputs.size() < 2 ||
+        ex.outputs.size() != 1 || !ex.builtin_data)
+      continue;
+    tfl::ConvParams cp;
+    std::memcpy(&cp, ex.builtin_data, sizeof cp);
+    const Shape xin = g.shape(ex.inputs[0]), f = g.shape(ex.inputs[1]);
+    if (xin.size() != 4 || f.size() != 4 || f[1] != 1 || f[2] != 1 || f[3] != xin[3] ||
+        cp.stride_height != 1 || cp.stride_width != 1)
+      continue;
+    if (IsQuantized(g.value_type(x)) && xin[3] % 4 != 0) continue;
+    const std::optional<ConvGeometry> dg = GraphConvGeometry(g, dw);
+    const std::optional<ConvGeometry> pg = GraphConvGeometry(g, nodes[pointwise_of[d]]);
+    if (dg && pg && ExpandFoldPays(dev, *dg, xin[3], pg->oc)) out.push_back(e);
+  }
+  return out;
+}
+
+bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc) {
+  const double tiles = std::ceil(oc / 32.0);
+  const double fused = double(dw.n) * dw.oh * dw.ow * dw.c * dw.kh * dw.kw * ec * tiles;
+  const double own = double(dw.n) * dw.h * dw.w * dw.c * ec;
+  // Nominal rate as the cost model's default: 128 flops per compute unit and cycle.
+  const double rate = std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e6;
+  return 2 * (fused - own) <= 0.1 * rate * 6e-6;
 }
 
 }  // namespace clgpu

@@ -10,9 +10,12 @@
 #include <set>
 #include <vector>
 
+#include "cl/device.h"
 #include "graph/graph.h"
 
 namespace clgpu {
+
+struct ConvGeometry;  // ops/conv_geometry.h (which includes this file through op.h)
 
 struct ResidualFusion {
   size_t producer = 0, add = 0;  // positions in the node list
@@ -94,5 +97,21 @@ std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeI
 // (Op::FoldDepthwise), for the cost model's count of launches.
 std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                        const std::set<int>& outputs);
+
+// The 1x1 CONV_2Ds of stride 1 (float32; int8 with channels in fours) whose output only a
+// depthwise of FindDepthwiseFolds (`depthwise`, its positions) reads, not a partition output and
+// not itself a pointwise convolution with a depthwise folded in: the expand of an inverted-residual
+// block, which the partition folds into that depthwise's GEMM too (Op::FoldExpand) where
+// ExpandFoldPays. Their positions, for the cost model's count of launches.
+std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                    const std::set<int>& outputs,
+                                    const std::vector<size_t>& depthwise, const DeviceInfo& dev);
+
+// Whether computing the depthwise `dw`'s input from an expand of `ec` channels inside the GEMM of
+// `oc` outputs (each tap of each output pixel, once per tile of 32 outputs) adds less arithmetic
+// than about one launch's worth of the device's time (a tenth of its nominal rate for ~6 us):
+// layers of small models, where the launch is the cost, and never the large layers of an image
+// model.
+bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc);
 
 }  // namespace clgpu

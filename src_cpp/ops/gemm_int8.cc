@@ -113,8 +113,11 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   const bool vec = g ? g->c % 4 == 0 : w.k % 4 == 0;
   if (g) defines += " -DIM2COL";
   if (dw)
-    defines +=
-        " -DDW_A -DDW_KH=" + std::to_string(dw->g.kh) + " -DDW_KW=" + std::to_string(dw->g.kw);
+    defines += " -DDW_A -DDW_KH=" + std::to_string(dw->g.kh) +
+               " -DDW_KW=" + std::to_string(dw->g.kw) + (dw->expand ? " -DEXPAND_A" : "");
+  if (dw && dw->expand && (dw->expand->k % 4 || dw->expand->kp != dw->expand->k ||
+                           dw->expand->n != dw->g.c))
+    throw Error("int8 GEMM: the folded expand does not match its depthwise");
   if (vec) defines += " -DVEC_A";
   if (split) defines += " -DSPLIT_K";
   if (residual) defines += " -DQUANT_RESIDUAL";
@@ -158,6 +161,10 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   if (dw)
     SetArgsFrom(l.kernel, next, dw->filter, dw->bias, dw->stage, dw->in_zero, dw->up_below,
                 dw->act_min, dw->act_max);
+  if (dw && dw->expand)
+    SetArgsFrom(l.kernel, next + 7, dw->expand->k, dw->expand->b.get(), dw->expand->bias.get(),
+                dw->expand->stage.get(), dw->expand_up_below, dw->expand_zero, dw->expand_min,
+                dw->expand_max);
   l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
   l.local[0] = t.work_group();

@@ -48,6 +48,11 @@ struct Int8DepthwiseA {
   ConvGeometry g;
   cl_mem filter = nullptr, bias = nullptr, stage = nullptr;
   int in_zero = 0, up_below = 0, act_min = -128, act_max = 127;
+  // The 1x1 convolution computing the depthwise's input (Op::FoldExpand; kernels/gemm_int8.cl's
+  // EXPAND_A), as its own GEMM holds it: null `expand`: none. Its input has expand->k channels
+  // (in fours); its output stage's parameters, a table excluded.
+  const Int8GemmWeights* expand = nullptr;
+  int expand_up_below = 0, expand_zero = 0, expand_min = -128, expand_max = 127;
 };
 
 // The launch computing out [m][n] from A (plain when `im2col` is null, else the convolution

@@ -144,6 +144,15 @@ void Op::UnfoldDepthwise() {
   depthwise_ = DepthwiseFold{};
 }
 
+void Op::FoldExpand(Op* ex, int input, Shape shape) {
+  if (!depthwise_.op || depthwise_.expand || !ex)
+    throw Error("an expand fold needs a folded depthwise and its op");
+  depthwise_.expand = ex;
+  depthwise_.dw_input = inputs_[0];
+  depthwise_.expand_shape = std::move(shape);
+  inputs_[0] = input;
+}
+
 bool Op::FoldTable(int output, std::vector<uint8_t> table) {
   if (!TakesTable() || table.size() != 256 || has_epilogue() || residual_.on ||
       outputs_.size() != 1)

@@ -319,6 +319,16 @@ class Op {
   void UnfoldDepthwise();
   Op* folded_depthwise() const { return depthwise_.op; }
   const Shape& depthwise_shape() const { return depthwise_.shape; }
+  // Folds, after FoldDepthwise, the 1x1 convolution `ex` computing the depthwise's input (the
+  // expand of an inverted-residual block; its GetFloatDense / GetInt8Dense per pixel): input 0
+  // becomes ex's input, `shape` that of ex's output (the depthwise's input, never written).
+  // UnfoldDepthwise undoes both.
+  void FoldExpand(Op* ex, int input, Shape shape);
+  Op* folded_expand() const { return depthwise_.expand; }
+  // The folded depthwise's input shape, input 0 being `in0` now.
+  const Shape& DepthwiseInput(const Shape& in0) const {
+    return depthwise_.expand ? depthwise_.expand_shape : in0;
+  }
 
   const std::vector<Launch>& launches() const { return launches_; }
   // Run-time indices the op reads (GATHER, EMBEDDING_LOOKUP): int32 tensor `tensor`, each value
@@ -389,6 +399,9 @@ class Op {
     Op* op = nullptr;  // null: none
     int own_input = -1;
     Shape shape;
+    Op* expand = nullptr;  // null: none (FoldExpand)
+    int dw_input = -1;     // the depthwise's own input, restored by UnfoldDepthwise
+    Shape expand_shape;
   };
   DepthwiseFold depthwise_;
 };

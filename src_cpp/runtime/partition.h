@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/conv_geometry.h"
 #include "ops/fusion.h"
 #include "ops/matmul_views.h"
 #include "ops/op.h"
@@ -133,6 +134,7 @@ class Partition {
   void FoldViews(const OpContext& octx);
   void FoldSqueezes(const OpContext& octx);
   void FoldDepthwise(const OpContext& octx);
+  void FoldExpand(const OpContext& octx, size_t i, const ConvGeometry& dg, bool float_gemm);
   void AliasFlatCopies();
   bool StorageReadBesides(int t, size_t op) const;
   // The tensor whose storage `t` uses (itself unless aliased).

@@ -212,7 +212,52 @@ void Partition::FoldDepthwise(const OpContext& octx) {
     pw.FoldDepthwise(&dw, x, between.shape);
     Absorb(size_t(producer), i);
     values_.at(t).elided = true;
+    FoldExpand(octx, i, float_form.filter ? float_form.g : int8_form.g, bool(float_form.filter));
   }
+}
+
+// After op i took a depthwise (of geometry dg): the 1x1 convolution writing the depthwise's input,
+// which nothing else reads, folded in too where ExpandFoldPays (Op::FoldExpand; the float or the
+// int8 GEMM, `float_gemm`). Its input then feeds op i; the tensor between is never written.
+void Partition::FoldExpand(const OpContext& octx, size_t i, const ConvGeometry& dg,
+                           bool float_gemm) {
+  Op& pw = *ops_[i];
+  const int x = pw.inputs()[0];
+  const Value& v = values_.at(x);
+  if (v.is_partition_output || v.kind != Kind::kInternal) return;
+  int producer = -1, readers = 0;
+  for (size_t j = 0; j < ops_.size(); ++j) {
+    if (absorbed_[j]) continue;
+    for (int u : ops_[j]->outputs()) producer = u == x ? int(j) : producer;
+    for (int u : ops_[j]->inputs()) readers += u == x;
+  }
+  if (producer < 0 || readers != 1) return;
+  Op& ex = *ops_[producer];
+  if (ex.inputs().size() != 1 || ex.outputs().size() != 1 || ex.folded_depthwise() ||
+      ex.has_residual() || ex.has_epilogue() || ex.has_output_view() ||
+      !SamePrecision(i, {size_t(producer)}))
+    return;
+  const int e_in = ex.inputs()[0];
+  const Shape es = values_.at(e_in).shape;
+  if (es.size() != 4 || values_.at(e_in).split() ||
+      size_t(NumElements(es)) * ElemBytes(e_in) > octx.max_alloc ||
+      !ExpandFoldPays(octx.env.device(), dg, es[3], values_.at(pw.outputs()[0]).shape.back()))
+    return;
+  OpContext ectx = OpCtx(octx, size_t(producer));
+  if (float_gemm) {
+    FloatDense e;
+    if (!ex.GetFloatDense(ectx, {1, 1, 1, es[3]}, &e) || !e.epilogue.empty() || e.n != dg.c ||
+        e.k != es[3])
+      return;
+  } else {
+    Int8Dense e;
+    if (es[3] % 4 || !ex.GetInt8Dense(ectx, {1, 1, 1, es[3]}, &e) || !e.stage.table.empty() ||
+        e.w->n != dg.c || e.w->k != es[3] || e.w->kp != es[3])
+      return;
+  }
+  pw.FoldExpand(&ex, e_in, v.shape);
+  Absorb(size_t(producer), i);
+  values_.at(x).elided = true;
 }
 
 // Folds TRANSPOSE / RESHAPE chains (and a scale) into the matmul they feed or follow, as strided

@@ -1,0 +1,188 @@
+"""An inverted-residual block in one launch (Op::FoldExpand, kernels' EXPAND_A): the 1x1
+"expand" convolution before a depthwise that is folded into the pointwise GEMM after it is
+computed inside that GEMM too, at each depthwise tap, where the repeated products cost less than
+a launch (ExpandFoldPays: the layers of small models). Against TFLite's CPU kernels within the
+fp32 / fp16 tolerances, with the fold on and off: strides, padding, dilation, 5x5 taps, a
+residual ADD, channels not in fours (the scalar loads), fp16 storage, split-K, a resize; and the
+graphs that must not fold (the expand's output read elsewhere, an epilogue on it, a layer too
+large to repeat, fusion off). int8: bit-exact with TFLite's integer kernels, the expand's bytes
+requantized inside the GEMM as its own kernel stores them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from int8_parity import Int8Result, check_int8_parity
+from parity import ParityResult, check_parity, precision_tolerances
+
+from clgpu_delegate.modelgen import ModelBuilder, quantize_model
+
+
+def _expanded(r: ParityResult | Int8Result) -> int:
+    """Convolutions that ran an expand and a depthwise inside."""
+    return len({k.node for k in r.delegate.profile().kernels if "+EXPAND" in k.algorithm})
+
+
+def _launches(r: ParityResult | Int8Result) -> int:
+    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
+
+
+def block(
+    shape: tuple[int, int, int, int],
+    *,
+    expand: int = 2,
+    out: int | None = None,
+    k: int = 3,
+    kw: int | None = None,
+    stride: int = 1,
+    dilation: int = 1,
+    padding: str = "SAME",
+    act: str | None = "RELU6",
+    residual: bool = False,
+    expand_read_twice: bool = False,
+    expand_epilogue: bool = False,
+    seed: int = 0,
+) -> bytes:
+    """x -> a first conv (so the block's input is an activation) -> 1x1 expand (act) ->
+    depthwise (act) -> 1x1 project [+ the block's input]."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", shape)
+    c = shape[3]
+    h = b.conv2d(x, b.rand((c, 1, 1, c)), b.rand((c,), 0.2), 1, 1, "SAME", "RELU")
+    e = c * expand
+    xe = b.conv2d(h, b.rand((e, 1, 1, c)), b.rand((e,), 0.2), 1, 1, "SAME", act)
+    if expand_epilogue:
+        xe = b.hard_swish(xe)
+    kw = k if kw is None else kw
+    d = b.depthwise_conv2d(
+        xe, b.rand((1, k, kw, e)), b.rand((e,), 0.2), stride, dilation, padding, 1, act
+    )
+    y = b.conv2d(d, b.rand((out or c, 1, 1, e)), b.rand((out or c,), 0.2), 1, 1, "SAME")
+    if residual:
+        y = b.add(y, h)
+    b.output(y)
+    if expand_read_twice:
+        b.output(xe)
+    return b.build()
+
+
+def check_expand(
+    model: bytes, runtime: str, expanded: int, precision: str = "fp32", **options: Any
+) -> ParityResult:
+    common = {"profiling": True, "precision": precision, **precision_tolerances(precision)}
+    common.update(options)
+    on = check_parity(model, runtime, expect_delegated="all", **common)
+    assert _expanded(on) == expanded, on.delegate.profile().table()
+    off = check_parity(model, runtime, expect_delegated="all", fuse_add=False, **common)
+    assert _expanded(off) == 0
+    return on
+
+
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((1, 8, 8, 8), {}),
+        ((1, 9, 7, 8), {"stride": 2}),
+        ((1, 20, 1, 12), {"k": 3, "kw": 1}),  # a keyword spotter's taps along time
+        ((1, 6, 6, 6), {"padding": "VALID", "dilation": 2}),  # expand of 12: not in fours
+        ((1, 5, 5, 3), {"expand": 3}),  # depthwise of 9 channels: the scalar loads
+        ((1, 6, 6, 8), {"k": 5, "act": None}),
+        ((2, 4, 4, 8), {"out": 5}),
+        ((1, 7, 7, 8), {"residual": True}),
+    ],
+)
+def test_block_runs_as_one_launch(
+    runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any]
+) -> None:
+    model = block(shape, seed=shape[1] * 7 + shape[3], **kw)
+    on = check_expand(model, runtime, 1)
+    off = check_parity(
+        model, runtime, expect_delegated="all", profiling=True, fuse_add=False
+    )
+    # first conv, block: one launch, against first conv, expand, depthwise, project (and ADD).
+    assert _launches(on) == 2
+    assert _launches(off) == 4 + (1 if kw.get("residual") else 0)
+
+
+def test_fp16_storage_and_split_k(runtime: str) -> None:
+    check_expand(block((1, 6, 6, 8), residual=True, seed=21), runtime, 1, precision="fp16")
+    check_expand(block((1, 3, 3, 16), out=8, seed=22), runtime, 1, gemm_splits=3)
+
+
+def test_what_must_not_fold(runtime: str) -> None:
+    # The expand's output also leaves the partition.
+    check_expand(block((1, 8, 8, 8), expand_read_twice=True, seed=23), runtime, 0)
+    # A HARD_SWISH folded into the expand's own kernel (MobileNetV3).
+    check_expand(block((1, 8, 8, 8), expand_epilogue=True, seed=24), runtime, 0)
+    # A layer large enough that repeating the expand at every tap costs more than its launch.
+    check_expand(block((1, 48, 48, 16), expand=6, seed=25), runtime, 0)
+
+
+def test_repeated_invokes_and_a_resize(runtime: str) -> None:
+    """Each invoke recomputes from its own input; a resize plans the fold anew."""
+    import clgpu_delegate
+    from clgpu_delegate.runtime import make_interpreter
+
+    model = block((1, 6, 6, 8), residual=True, seed=26)
+    d = clgpu_delegate.load(partitioning="all", profiling=True)
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    ref = make_interpreter(model, None, runtime=runtime, reference=True)
+    it.allocate_tensors()
+    ref.allocate_tensors()
+    rng = np.random.default_rng(3)
+    for shape in [(1, 6, 6, 8), (1, 6, 6, 8), (2, 5, 7, 8), (1, 6, 6, 8)]:
+        for interp in (it, ref):
+            idx = interp.get_input_details()[0]["index"]
+            if tuple(interp.get_input_details()[0]["shape"]) != shape:
+                interp.resize_tensor_input(idx, shape)
+                interp.allocate_tensors()
+        x = rng.standard_normal(shape).astype(np.float32)
+        outs = []
+        for interp in (it, ref):
+            interp.set_tensor(interp.get_input_details()[0]["index"], x)
+            interp.invoke()
+            outs.append(interp.get_tensor(interp.get_output_details()[0]["index"]).copy())
+        np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4 * np.abs(outs[1]).max())
+    assert any("+EXPAND" in k.algorithm for k in d.profile().kernels)
+
+
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((1, 8, 8, 8), {}),
+        ((1, 9, 7, 8), {"stride": 2}),
+        ((1, 20, 1, 12), {"k": 3, "kw": 1}),
+        ((1, 6, 6, 8), {"padding": "VALID", "dilation": 2, "act": "RELU"}),
+        ((2, 4, 4, 8), {"out": 5, "act": None}),
+        ((1, 7, 7, 8), {"residual": True}),
+    ],
+)
+def test_int8_block_runs_as_one_launch(
+    runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any]
+) -> None:
+    seed = shape[1] * 5 + shape[3]
+    model = quantize_model(block(shape, seed=seed, **kw), io="int8", seed=seed, jitter=0.3)
+    common: dict[str, Any] = {"min_fraction": 1.0, "profiling": True}
+    on = check_int8_parity(model, runtime, **common)
+    assert _expanded(on) == 1, on.delegate.profile().table()
+    assert _launches(on) == 2  # the first conv, the block
+    off = check_int8_parity(model, runtime, fuse_add=False, **common)
+    assert _expanded(off) == 0
+    assert _launches(off) == _launches(on) + 2 + (1 if kw.get("residual") else 0)
+
+
+def test_int8_what_must_not_fold(runtime: str) -> None:
+    common: dict[str, Any] = {"min_fraction": 1.0, "profiling": True}
+    # The block's input channels not in fours (the expand's packed rows would be padded).
+    m = quantize_model(block((1, 6, 6, 6), expand=2, seed=31), io="int8", seed=31, jitter=0.3)
+    assert _expanded(check_int8_parity(m, runtime, **common)) == 0
+    # The expand's output also leaves the partition.
+    m = quantize_model(
+        block((1, 8, 8, 8), expand_read_twice=True, seed=32), io="int8", seed=32, jitter=0.3
+    )
+    assert _expanded(check_int8_parity(m, runtime, **common)) == 0
+    # Too large to repeat at every tap.
+    m = quantize_model(block((1, 48, 48, 16), expand=6, seed=33), io="int8", seed=33, jitter=0.3)
+    assert _expanded(check_int8_parity(m, runtime, **common)) == 0
