@@ -85,7 +85,7 @@ void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
   }
   for (size_t e : FindExpandFolds(g, nodes, outs, depthwise, dev)) {
     folded->insert(e);
-    expands->insert(e);
+    if (IsQuantized(g.value_type(nodes[e].outputs[0]))) expands->insert(e);
   }
   // After the epilogues and clamps: a squeeze's chain passes through those folded into its
   // dense ops.
@@ -135,9 +135,10 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   std::set<size_t> folded;
   std::map<size_t, size_t> folded_depthwise_of;  // a 1x1 conv -> the depthwise it computes
   std::set<size_t> one_kernel;                   // nodes whose folds make them one kernel
-  // Expands computed at every tap of their depthwise: no launch, but on the H100 the fused
-  // kernel took about as long as the two it replaces (bench/results/kernel-profile-*): the
-  // device time of a kernel stays, the host's launch goes.
+  // int8 expands computed at every tap of their depthwise: no launch, but each tap requantizes
+  // again and on the H100 the fused kernel took about as long as the two it replaced (docs/
+  // partitioning.md): a kernel's device time stays, the host's launch goes. Float expands (only
+  // products) count their arithmetic, as other folds do.
   std::set<size_t> expands;
   if (fuse_add)
     FindFolded(g, nodes, outputs, &folded, &folded_depthwise_of, &one_kernel, &expands, dev);
