@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails on an #include that goes up the layer order of src_cpp/:
 
-    common, tflite -> cl -> graph -> ops -> runtime -> delegate -> python
+    common, tflite -> cl -> graph -> ops -> fusion -> runtime -> delegate -> python
 
 A directory may include its own layer and those before it. Usage: check_layers.py [SRC_DIR]
 (default: the repository's src_cpp). Prints one line per violation; exit 1 if any.
@@ -19,9 +19,10 @@ ORDER = {
     "cl": 1,
     "graph": 2,
     "ops": 3,
-    "runtime": 4,
-    "delegate": 5,
-    "python": 6,
+    "fusion": 4,
+    "runtime": 5,
+    "delegate": 6,
+    "python": 7,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/[^"]+"')
 

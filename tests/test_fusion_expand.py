@@ -186,3 +186,24 @@ def test_int8_what_must_not_fold(runtime: str) -> None:
     # Too large to repeat at every tap.
     m = quantize_model(block((1, 48, 48, 16), expand=6, seed=33), io="int8", seed=33, jitter=0.3)
     assert _expanded(check_int8_parity(m, runtime, **common)) == 0
+
+
+def test_fuse_option_names_the_passes(runtime: str) -> None:
+    """Option `fuse` turns single passes on and off (fusion/pass.h's table): the depthwise pass
+    alone folds the depthwise but not the expand; `none` is `fuse_add=False`; a bad name is a
+    clear ValueError naming the passes."""
+    import clgpu_delegate
+
+    model = block((1, 8, 8, 8), residual=True, seed=41)
+    common = {"profiling": True, "expect_delegated": "all"}
+    dw = check_parity(model, runtime, fuse="depthwise", **common)
+    kernels = dw.delegate.profile().kernels
+    assert _expanded(dw) == 0 and any("+DEPTHWISE" in k.algorithm for k in kernels)
+    assert not any("+ADD" in k.algorithm for k in kernels)  # the residual pass is off
+    both = check_parity(model, runtime, fuse="expand, depthwise,residual", **common)
+    assert _expanded(both) == 1 and _launches(both) == 2
+    none = check_parity(model, runtime, fuse="none", **common)
+    off = check_parity(model, runtime, fuse_add=False, **common)
+    assert _launches(none) == _launches(off) == 5
+    with pytest.raises(ValueError, match="'fuse'.*clamp, epilogue, residual"):
+        clgpu_delegate.load(fuse="depthwise,pad_everything")

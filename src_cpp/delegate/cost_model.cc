@@ -8,8 +8,8 @@
 #include <set>
 #include <thread>
 
+#include "fusion/pass.h"
 #include "ops/conv2d_selector.h"
-#include "ops/fusion.h"
 #include "ops/group_rewrite.h"
 #include "ops/matmul_views.h"
 #include "ops/op.h"
@@ -55,44 +55,17 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
   return double(NumElements(g.shape(n.outputs[0])));
 }
 
-// The nodes of a partition that run inside another node's kernel (fuse_add), for each 1x1
-// convolution computing a folded depthwise, that depthwise, and the MEANs running a squeeze's
-// dense ops (one kernel, whatever their own plan).
+// The nodes of a partition that run inside another node's kernel (fuse_add): what the fold
+// passes find (fusion/pass.h, the partition's own table), and the group rewrites' nodes.
 void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
-                const std::vector<int>& outputs, std::set<size_t>* folded,
-                std::map<size_t, size_t>* folded_depthwise_of, std::set<size_t>* one_kernel,
-                std::set<size_t>* expands, const DeviceInfo& dev) {
+                const std::vector<int>& outputs, const DeviceInfo& dev,
+                const std::vector<std::string>& fuse, Folds* folds) {
   const std::set<int> outs(outputs.begin(), outputs.end());
-  for (const ResidualFusion& f : FindResidualFusions(g, nodes, outs)) folded->insert(f.add);
-  std::map<int, int> written_instead;  // a producer's output -> what its folds write instead
-  for (const ClampFusion& f : FindClampFusions(g, nodes, outs)) {
-    folded->insert(f.act);
-    written_instead[nodes[f.producer].outputs[0]] = nodes[f.act].outputs[0];
-  }
-  for (const EpilogueFusion& f : FindEpilogueFusions(g, nodes, outs)) {
-    folded->insert(f.absorbed.begin(), f.absorbed.end());
-    if (!f.intermediates.empty() && f.output >= 0)
-      written_instead[f.intermediates.front()] = f.output;
-  }
-  for (const ViewFusion& f : FindViewFusions(g, nodes, outs))
-    folded->insert(f.absorbed.begin(), f.absorbed.end());
-  const std::vector<size_t> depthwise = FindDepthwiseFolds(g, nodes, outs);
-  for (size_t d : depthwise) {
-    folded->insert(d);
-    for (size_t j = d + 1; j < nodes.size(); ++j)
-      if (!nodes[j].inputs.empty() && nodes[j].inputs[0] == nodes[d].outputs[0])
-        (*folded_depthwise_of)[j] = d;
-  }
-  for (size_t e : FindExpandFolds(g, nodes, outs, depthwise, dev)) {
-    folded->insert(e);
-    if (IsQuantized(g.value_type(nodes[e].outputs[0]))) expands->insert(e);
-  }
-  // After the epilogues and clamps: a squeeze's chain passes through those folded into its
-  // dense ops.
-  std::vector<size_t> squeeze_means;
-  for (size_t d : FindSqueezeFolds(g, nodes, outs, written_instead, &squeeze_means))
-    folded->insert(d);
-  one_kernel->insert(squeeze_means.begin(), squeeze_means.end());
+  const FoldGraph fold_graph{g, nodes, outs, dev};
+  for (const auto& pass : FusionPasses())
+    if (std::find(fuse.begin(), fuse.end(), pass->name()) != fuse.end())
+      pass->Find(fold_graph, folds);
+  std::set<size_t>* folded = &folds->folded;
   for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
     folded->insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
   // A RESHAPE keeps its input's storage, or its input the output's (the partition's
@@ -127,21 +100,19 @@ int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i,
 
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
-                                    const DeviceInfo& dev, const DeviceCosts& costs, bool fuse_add,
+                                    const DeviceInfo& dev, const DeviceCosts& costs,
+                                    const std::vector<std::string>& fuse,
                                     int folded_nodes) {
   PartitionEstimate e;
   // ADDs, clamp activations and depthwise convolutions that run inside another op's kernel:
   // compute, no launch.
-  std::set<size_t> folded;
-  std::map<size_t, size_t> folded_depthwise_of;  // a 1x1 conv -> the depthwise it computes
-  std::set<size_t> one_kernel;                   // nodes whose folds make them one kernel
-  // int8 expands computed at every tap of their depthwise: no launch, but each tap requantizes
-  // again and on the H100 the fused kernel took about as long as the two it replaced (docs/
-  // partitioning.md): a kernel's device time stays, the host's launch goes. Float expands (only
-  // products) count their arithmetic, as other folds do.
-  std::set<size_t> expands;
-  if (fuse_add)
-    FindFolded(g, nodes, outputs, &folded, &folded_depthwise_of, &one_kernel, &expands, dev);
+  Folds folds;
+  if (!fuse.empty()) FindFolded(g, nodes, outputs, dev, fuse, &folds);
+  const std::set<size_t>& folded = folds.folded;
+  const std::map<size_t, size_t>& folded_depthwise_of = folds.depthwise_of;
+  const std::set<size_t>& one_kernel = folds.one_kernel;
+  // Folded nodes whose kernel time stays on the device (an int8 expand): no launch.
+  const std::set<size_t>& expands = folds.device_time;
   const double peak_gflops =
       costs.gflops > 0 ? costs.gflops
                        : std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cl/device.h"
+#include "fusion/pass.h"
 #include "graph/graph.h"
 
 namespace clgpu {
@@ -36,11 +37,12 @@ struct PartitionEstimate {
 
 // `nodes`: the partition's node records; inputs/outputs: its boundary tensors. folded_nodes:
 // the partition's nodes evaluated at Prepare (FLOAT16 / sparse weights, shape computations),
-// which the CPU still runs as nodes. fuse_add: ADDs
-// that fold into their conv (ops/fusion.h) cost no launch of their own.
+// which the CPU still runs as nodes. fuse: the fold passes applied (fusion/pass.h, option
+// `fuse`): the nodes they fold away cost no launch of their own.
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
                                     const DeviceInfo& dev, const DeviceCosts& costs = {},
-                                    bool fuse_add = true, int folded_nodes = 0);
+                                    const std::vector<std::string>& fuse = FusionPassNames(),
+                                    int folded_nodes = 0);
 
 }  // namespace clgpu

@@ -81,9 +81,13 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
   half_storage_ = options_.precision == "fp16" ||
                   (options_.precision == "auto" &&
                    (env_->device().profile.auto_fp16 || options_.auto_fp16_anywhere));
-  settings_ = RuntimeSettings{
-      options_.fail_at,  options_.profiling,  options_.capture_tensors,
-      options_.fuse_add, options_.cpu_warmup, half_storage_ && options_.precision == "auto"};
+  settings_ = RuntimeSettings{options_.fail_at,
+                              options_.profiling,
+                              options_.capture_tensors,
+                              options_.fuse_add(),
+                              options_.fuse,
+                              options_.cpu_warmup,
+                              half_storage_ && options_.precision == "auto"};
   tfl_.data_ = this;
   tfl_.Prepare = PrepareTrampoline;
   tfl_.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
@@ -259,7 +263,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
         const int folded = static_cast<int>(p.nodes.size() - ops.size());
         const PartitionEstimate e =
             EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), device_costs_,
-                              options_.fuse_add, folded);
+                              options_.fuse, folded);
         if (e.keep) kept_figures[p.nodes] = "cost: kept, " + e.figures;
         return e.keep ? std::string() : e.reason;
       };

@@ -66,13 +66,40 @@ void CheckSerializationDir(const std::string& dir) {
                       "directory of the path)");
 }
 
+// Option `fuse`: "all", "none", or pass names (fusion/pass.h) separated by commas, kept in the
+// table's order.
+std::vector<std::string> ParseFuse(const std::string& value) {
+  const std::vector<std::string>& names = FusionPassNames();
+  if (value == "all") return names;
+  if (value == "none") return {};
+  std::vector<std::string> asked;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = value.find(',', at);
+    std::string name = value.substr(at, comma == std::string::npos ? comma : comma - at);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw OptionError("invalid value '" + Shown(value) +
+                        "' for option 'fuse'; expected all, none or a comma-separated list of " +
+                        Join(names));
+    asked.push_back(name);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  std::vector<std::string> out;
+  for (const std::string& n : names)
+    if (std::find(asked.begin(), asked.end(), n) != asked.end()) out.push_back(n);
+  return out;
+}
+
 }  // namespace
 
 const std::vector<std::string>& OptionKeys() {
   static const std::vector<std::string> keys = {
       "device",          "precision",    "max_delegated_partitions",
       "profiling",       "partitioning", "conv_algorithm",
-      "gemm_splits",     "fuse_add",     "serialization_dir",
+      "gemm_splits",     "fuse_add",     "fuse",            "serialization_dir",
       "model_token",     "zero_copy",    "max_alloc_bytes",
       "capture_tensors", "runtime",      "fail_at",
       "cpu_warmup"};
@@ -136,7 +163,9 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     } else if (key == "cpu_warmup") {
       o.cpu_warmup = ParseBool(key, value);
     } else if (key == "fuse_add") {
-      o.fuse_add = ParseBool(key, value);
+      o.fuse = ParseBool(key, value) ? FusionPassNames() : std::vector<std::string>{};
+    } else if (key == "fuse") {
+      o.fuse = ParseFuse(value);
     } else if (key == "gemm_splits") {
       o.gemm_splits = ParseNonNegativeInt(key, value);
     } else if (key == "runtime") {
@@ -158,7 +187,7 @@ std::string DescribeOptions(const Options& o) {
          ", max_delegated_partitions=" + std::to_string(o.max_delegated_partitions) +
          ", profiling=" + (o.profiling ? "true" : "false") + ", partitioning=" + o.partitioning +
          ", conv_algorithm=" + o.conv_algorithm + ", zero_copy=" + o.zero_copy +
-         ", fuse_add=" + (o.fuse_add ? "true" : "false") +
+         ", fuse=" + (o.fuse.empty() ? std::string("none") : Join(o.fuse)) +
          ", cpu_warmup=" + (o.cpu_warmup ? "true" : "false");
 }
 

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "fusion/pass.h"
+
 namespace clgpu {
 
 struct Options {
@@ -22,9 +24,12 @@ struct Options {
   std::string conv_algorithm = "auto";
   // Test hook: split every tiled GEMM into this many K slices (0 = automatic).
   int gemm_splits = 0;
-  // Fold a residual ADD into the CONV_2D producing one of its operands (ops/fusion.h):
-  // one kernel fewer per residual block. Off: every ADD runs its own kernel.
-  bool fuse_add = true;
+  // The fold passes a plan applies (fusion/pass.h's table, by name): ops run inside the kernel
+  // of the op before them, a launch fewer each. Option `fuse`: "all", "none" or a
+  // comma-separated list of names; `fuse_add` (the older option): true = "all", false = "none".
+  // Off (empty), layer norms also stay apart.
+  std::vector<std::string> fuse = FusionPassNames();
+  bool fuse_add() const { return !fuse.empty(); }
   // Partition inputs/outputs use TFLite's own memory (CL_MEM_USE_HOST_PTR + map)
   // instead of copies: auto = on devices that share memory with the host.
   std::string zero_copy = "auto";

@@ -88,7 +88,7 @@ class AddInt8Op : public Op {
     return op_ == tfl::kMul ? "MUL" : op_ == tfl::kSub ? "SUB" : "ADD";
   }
   std::string algorithm() const override { return "int8"; }
-  // An ADD folds into the int8 op producing one operand (ops/fusion.h): that op applies this
+  // An ADD folds into the int8 op producing one operand (fusion/residual.cc): that op applies this
   // arithmetic to its output integers, so they must come first in the parameters.
   bool IsResidualAdd(int residual, ResidualAdd* add) const override {
     if (op_ != tfl::kAdd) return false;

@@ -33,7 +33,7 @@ struct Int8GemmState {
   Buffer table_stage, sums, counters, residual_params;
 };
 
-// A residual ADD folded into the GEMM (ops/fusion.h): its other operand, laid out like the
+// A residual ADD folded into the GEMM (fusion/residual.cc): its other operand, laid out like the
 // output, and the parameters of quant_add (kernels/quant.cl) with the GEMM's output first.
 struct Int8Residual {
   cl_mem operand = nullptr;

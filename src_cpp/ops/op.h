@@ -11,7 +11,7 @@
 
 #include "cl/environment.h"
 #include "graph/graph.h"
-#include "ops/fusion.h"
+#include "ops/epilogue.h"
 #include "ops/op_handler.h"
 
 namespace clgpu {
@@ -200,7 +200,7 @@ class Op {
     return nullptr;
   }
 
-  // --- A residual ADD folded into the op that produces one of its operands (ops/fusion.h):
+  // --- A residual ADD folded into the op that produces one of its operands (fusion/residual.cc):
   // the producer reads the ADD's other operand as one more, last input laid out like its
   // output, and writes act(its result + that operand) to the ADD's output with the ADD's
   // activation; the ADD runs nothing. ---
@@ -223,7 +223,7 @@ class Op {
   bool has_residual() const { return residual_.on; }
 
   // --- A clamp activation (RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1) folded into the op that
-  // produces its input (ops/fusion.h): the op clamps with both bounds and writes the activation's
+  // produces its input (fusion/clamp.cc): the op clamps with both bounds and writes the activation's
   // output; the activation runs nothing. Ops that clamp in their store override these two. ---
 
   // The op's own clamp bounds; false if it applies none.
@@ -239,7 +239,7 @@ class Op {
   bool has_folded_clamp() const { return clamp_.on; }
 
   // --- An element-wise op (or swish's LOGISTIC + MUL) folded into the op producing its input
-  // (ops/fusion.h): the op's kernels apply it after their clamp (kernels/common.cl, EPILOGUE) and
+  // (fusion/epilogue.cc): the op's kernels apply it after their clamp (kernels/common.cl, EPILOGUE) and
   // write `output`; the folded nodes run nothing. Only ops that clamp in their store
   // (OpHandler::clamp_epilogue) take one. ---
   bool FoldEpilogue(int output, int kind, float alpha, std::vector<PostClamp> post = {});

@@ -9,7 +9,6 @@
 #include "cl/errors.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "ops/fusion.h"
 #include "ops/group_rewrite.h"
 #include "runtime/memory_planner.h"
 #include "tflite/builtin.h"
@@ -164,11 +163,11 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     if (v.kind == Kind::kInput) uploads_.push_back(t);
     if (v.is_partition_output) downloads_.push_back(t);
   }
-  // Which ADDs may fold into a conv; each plan decides with its shapes (FuseResiduals).
-  fusions_ = FindResidualFusions(*graph, op_nodes, outputs);
-  clamps_ = FindClampFusions(*graph, op_nodes, outputs);
-  epilogues_ = FindEpilogueFusions(*graph, op_nodes, outputs);
-  views_ = FindViewFusions(*graph, op_nodes, outputs);
+  // What each fold may take on this graph; each plan decides with its shapes (ApplyFolds).
+  passes_ = FusionPasses();
+  Folds found;
+  const FoldGraph fold_graph{*graph, op_nodes, outputs, host_->env().device()};
+  for (const auto& p : passes_) p->Find(fold_graph, &found);
   if (host_->settings().cpu_warmup) {
     std::set<int> boundary = inputs;
     boundary.insert(outputs.begin(), outputs.end());

@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "fusion/pass.h"
 #include "ops/conv_geometry.h"
-#include "ops/fusion.h"
 #include "ops/matmul_views.h"
 #include "ops/op.h"
 #include "runtime/cpu_fallback.h"
@@ -128,13 +128,9 @@ class Partition {
   bool WarmShapesMoved(TfLiteContext* ctx) const;  // input shapes other than warm_shapes_
   void ReleaseLaunches();
   bool HostPointersChanged(TfLiteContext* ctx) const;
-  void FuseResiduals(const OpContext& octx);
-  void FoldClamps();
-  void FoldEpilogues();
-  void FoldViews(const OpContext& octx);
-  void FoldSqueezes(const OpContext& octx);
-  void FoldDepthwise(const OpContext& octx);
-  void FoldExpand(const OpContext& octx, size_t i, const ConvGeometry& dg, bool float_gemm);
+  // This plan's folds (fusion/pass.h): each pass of passes_ in order, unless fusion is off.
+  void ApplyFolds(const OpContext& octx);
+  class Folding;  // the plan as the passes see it (partition_fold.cc)
   void AliasFlatCopies();
   bool StorageReadBesides(int t, size_t op) const;
   // The tensor whose storage `t` uses (itself unless aliased).
@@ -222,10 +218,8 @@ class Partition {
   std::vector<Buffer> staging_;            // chunks' input boxes, then output boxes, per slot
   Buffer transfer_staging_;                // float32 ranges of ranged fp16 transfers
   std::vector<OpRun> runs_;                // per op; released before the buffers above
-  std::vector<ResidualFusion> fusions_;    // ADDs that may fold into a conv (ops/fusion.h)
-  std::vector<ClampFusion> clamps_;        // clamp activations that may fold into their producer
-  std::vector<EpilogueFusion> epilogues_;  // element-wise ops that may fold into their producer
-  std::vector<ViewFusion> views_;          // TRANSPOSE / RESHAPE chains around a matmul
+  // The fold passes, with what each found on this partition's graph (FusionPass::Find).
+  std::vector<std::unique_ptr<FusionPass>> passes_;
   std::vector<bool> absorbed_;  // per op: folded into another op this plan (runs nothing)
   MemoryReport report_;
   bool planned_ = false, device_planned_ = false, bound_ = false;

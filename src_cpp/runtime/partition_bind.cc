@@ -10,7 +10,6 @@
 #include "cl/errors.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "ops/fusion.h"
 #include "runtime/build_threads.h"
 #include "runtime/memory_planner.h"
 #include "runtime/partition.h"

@@ -9,7 +9,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "graph/validate.h"
-#include "ops/fusion.h"
 #include "runtime/memory_planner.h"
 #include "runtime/partition.h"
 #include "tflite/builtin.h"
@@ -125,12 +124,7 @@ void Partition::PlanDevice() {
     report_.weight_bytes += v.buffer.bytes();
     for (const Buffer& b : v.piece_buffers) report_.weight_bytes += b.bytes();
   }
-  FoldClamps();
-  FoldEpilogues();
-  FuseResiduals(octx);
-  FoldViews(octx);
-  FoldSqueezes(octx);
-  FoldDepthwise(octx);
+  ApplyFolds(octx);
   if (host_->settings().fail_at == "alloc")
     throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
 

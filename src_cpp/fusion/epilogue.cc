@@ -1,0 +1,267 @@
+// Epilogue folds: an element-wise op folded into the op producing its input, as an epilogue of
+// that op's kernels (Op::FoldEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU
+// or LEAKY_RELU reading the producer's output alone (directly, or through RESHAPEs that only it
+// reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no broadcast) that are
+// its output's only readers; then up to two MAXIMUM / MINIMUM with a constant scalar, each its
+// input's only reader (PostClamp; also with no unary op before them: kIdentityEpilogue). The
+// producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no intermediate is a
+// partition output. On int8 tensors the same (and the RELU family; no RESHAPEs between) as one
+// table of the producer's output integers, the chain's CPU arithmetic tabulated
+// (kTableEpilogue): exact, whatever the chain. After the clamps; before the residuals, which
+// leave an op with an epilogue alone.
+#include <cstring>
+#include <map>
+
+#include "fusion/pass.h"
+#include "graph/quant.h"
+#include "ops/epilogue.h"
+#include "ops/int8_ops.h"
+#include "ops/op_handler.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+struct EpilogueFusion {
+  size_t producer = 0;
+  std::vector<size_t> absorbed;    // the folded nodes; the last writes `output`
+  std::vector<int> intermediates;  // tensors no longer written (the producer's own output first)
+  int output = -1;
+  int kind = 0;  // kernels/common.cl's CLGPU_EPILOGUE numbers, or kTableEpilogue
+  float alpha = 0;
+  std::vector<uint8_t> table;  // kTableEpilogue: the chain's results (Op::FoldTable)
+  bool copies = false;         // RESHAPEs between the producer and the unary op: same elements only
+  std::vector<PostClamp> post;  // float only, at most kMaxPostClamps, after the unary op
+};
+
+// The epilogue number of a unary node, or 0.
+int UnaryEpilogue(const NodeInfo& n, float* alpha) {
+  *alpha = 0;
+  switch (n.op) {
+    case tfl::kHardSwish:
+      return 2;
+    case tfl::kLogistic:
+      return 3;
+    case tfl::kTanh:
+      return 4;
+    case tfl::kElu:
+      return 7;
+    case tfl::kGelu: {
+      if (!n.builtin_data) return 0;
+      bool approximate = false;
+      std::memcpy(&approximate, n.builtin_data, sizeof approximate);
+      return approximate ? 6 : 5;
+    }
+    case tfl::kLeakyRelu:
+      if (!n.builtin_data) return 0;
+      std::memcpy(alpha, n.builtin_data, sizeof *alpha);
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+// Swish after the output y of nodes[p]: its two readers `r` are s = LOGISTIC(y) and MUL(y, s)
+// (either operand order), both after p, s read by the MUL alone and not a partition output.
+// Sets the positions of the LOGISTIC and the MUL; false if `r` is not that pair.
+bool SwishReaders(const std::vector<NodeInfo>& nodes, size_t p, const std::vector<size_t>& r,
+                  const std::set<int>& outputs, std::map<int, std::vector<size_t>>& readers,
+                  size_t* li, size_t* mi) {
+  if (r.size() != 2) return false;
+  *li = r[0], *mi = r[1];
+  if (nodes[*li].op != tfl::kLogistic) std::swap(*li, *mi);
+  const NodeInfo &l = nodes[*li], &m = nodes[*mi];
+  if (*li <= p || *mi <= *li || l.op != tfl::kLogistic || m.op != tfl::kMul ||
+      l.inputs.size() != 1 || l.outputs.size() != 1 || m.outputs.size() != 1 || !m.builtin_data)
+    return false;
+  const int y = nodes[p].outputs[0], s = l.outputs[0];
+  return (m.inputs == std::vector<int>{y, s} || m.inputs == std::vector<int>{s, y}) &&
+         readers[s].size() == 1 && !outputs.count(s);
+}
+
+// The int8 form: after a quantized producer's output y, a table-able element-wise op that alone
+// reads y, or swish (LOGISTIC(y) and MUL(y, s) its only readers), as one table of y's integers.
+bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t p,
+                      const std::vector<size_t>& r, const std::set<int>& outputs,
+                      std::map<int, std::vector<size_t>>& readers, EpilogueFusion* f) {
+  const int y = nodes[p].outputs[0];
+  f->kind = kTableEpilogue;
+  f->intermediates = {y};
+  if (r.size() == 1) {
+    const NodeInfo& u = nodes[r[0]];
+    if (r[0] <= p || u.inputs.size() != 1 || u.outputs.size() != 1 ||
+        !Int8UnaryTable(g, u, &f->table).empty())
+      return false;
+    f->absorbed = {r[0]};
+    f->output = u.outputs[0];
+    return true;
+  }
+  size_t li = 0, mi = 0;
+  if (!SwishReaders(nodes, p, r, outputs, readers, &li, &mi)) return false;
+  const NodeInfo &l = nodes[li], &m = nodes[mi];
+  const int s = l.outputs[0];
+  std::vector<uint8_t> logistic;
+  if (!Int8UnaryTable(g, l, &logistic).empty() ||
+      !Int8MulTable(g, m, y, logistic, &f->table).empty())
+    return false;
+  f->absorbed = {li, mi};
+  f->intermediates.push_back(s);
+  f->output = m.outputs[0];
+  return true;
+}
+
+// nodes[i] as a post clamp of tensor t: MAXIMUM or MINIMUM of t and a constant float32 scalar,
+// its output float32 of t's shape.
+bool AsPostClamp(const GraphView& g, const NodeInfo& n, int t, PostClamp* c) {
+  if ((n.op != tfl::kMaximum && n.op != tfl::kMinimum) || n.inputs.size() != 2 ||
+      n.outputs.size() != 1)
+    return false;
+  const bool first = n.inputs[0] == t;
+  const int k = first ? n.inputs[1] : n.inputs[0];
+  if ((!first && n.inputs[1] != t) || k == t || !g.valid_tensor(k) || !g.IsConstant(k) ||
+      g.type(k) != kTfLiteFloat32 || NumElements(g.shape(k)) != 1)
+    return false;
+  const int y = n.outputs[0];
+  if (!g.valid_tensor(y) || g.type(y) != kTfLiteFloat32 || g.shape(y) != g.shape(t)) return false;
+  const std::vector<float> v = g.ConstantFloats(k);
+  if (v.size() != 1) return false;
+  *c = PostClamp{n.op == tfl::kMaximum, v[0], first};
+  return true;
+}
+
+// Extends `f` (its chain ending at f.output, or at `t` before any unary op when f.kind is 0)
+// with the MAXIMUM / MINIMUM of a constant that follow, each its input's only reader.
+void AddPostClamps(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t last, int t,
+                   const std::set<int>& outputs, std::map<int, std::vector<size_t>>& readers,
+                   EpilogueFusion* f) {
+  while (f->post.size() < kMaxPostClamps && !outputs.count(t)) {
+    const std::vector<size_t>& r = readers[t];
+    PostClamp c;
+    if (r.size() != 1 || r[0] <= last || !AsPostClamp(g, nodes[r[0]], t, &c)) return;
+    if (f->kind == 0) f->kind = kIdentityEpilogue;
+    // The value the clamp reads is no longer written (the producer's own output is listed).
+    if (f->intermediates.empty() || f->intermediates.back() != t) f->intermediates.push_back(t);
+    f->post.push_back(c);
+    f->absorbed.push_back(r[0]);
+    last = r[0];
+    t = f->output = nodes[last].outputs[0];
+  }
+}
+
+std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
+                                                const std::vector<NodeInfo>& nodes,
+                                                const std::set<int>& outputs) {
+  std::map<int, std::vector<size_t>> readers;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (int t : nodes[i].inputs) readers[t].push_back(i);
+  auto float_same = [&](int a, int b) {
+    return g.valid_tensor(a) && g.valid_tensor(b) && g.type(a) == kTfLiteFloat32 &&
+           g.type(b) == kTfLiteFloat32 && g.shape(a) == g.shape(b);
+  };
+  std::vector<EpilogueFusion> out;
+  for (size_t p = 0; p < nodes.size(); ++p) {
+    const NodeInfo& prod = nodes[p];
+    const OpHandler* h = FindOpHandler(prod.op);
+    if (!h || !h->clamp_epilogue || prod.outputs.size() != 1) continue;
+    const int y = prod.outputs[0];
+    if (outputs.count(y)) continue;
+    const std::vector<size_t>& r = readers[y];
+    EpilogueFusion f;
+    f.producer = p;
+    if (g.valid_tensor(y) && IsQuantized(g.value_type(y))) {
+      if (FindInt8Epilogue(g, nodes, p, r, outputs, readers, &f)) out.push_back(std::move(f));
+      continue;
+    }
+    if (r.size() == 1) {
+      // Through RESHAPEs and their kin (the same elements in the same order): the producer
+      // writes its elements, activated, where the unary op's output is.
+      size_t at = r[0];
+      int t = y;
+      f.intermediates = {y};
+      bool ok = at > p;
+      while (ok && FindOpHandler(nodes[at].op) && FindOpHandler(nodes[at].op)->flat_copy &&
+             nodes[at].outputs.size() == 1) {
+        t = nodes[at].outputs[0];
+        const std::vector<size_t>& next = readers[t];
+        ok = !outputs.count(t) && next.size() == 1 && next[0] > at;
+        if (!ok) break;
+        f.absorbed.push_back(at);
+        f.intermediates.push_back(t);
+        at = next[0];
+      }
+      if (!ok) continue;
+      const NodeInfo& u = nodes[at];
+      const bool unary = u.inputs.size() == 1 && u.outputs.size() == 1 && u.inputs[0] == t;
+      f.kind = unary ? UnaryEpilogue(u, &f.alpha) : 0;
+      if (f.kind) {
+        if (!g.valid_tensor(t) || !float_same(t, u.outputs[0])) continue;
+        f.copies = !f.absorbed.empty();
+        f.absorbed.push_back(at);
+        f.output = u.outputs[0];
+        AddPostClamps(g, nodes, at, f.output, outputs, readers, &f);
+      } else {
+        // No unary op: clamps by MAXIMUM / MINIMUM alone, straight after the producer.
+        if (!f.absorbed.empty() || !g.valid_tensor(y) || g.type(y) != kTfLiteFloat32) continue;
+        AddPostClamps(g, nodes, p, y, outputs, readers, &f);
+        if (f.post.empty()) continue;
+      }
+    } else if (r.size() == 2) {
+      // swish: s = LOGISTIC(y), z = MUL(y, s) with no activation.
+      size_t li = 0, mi = 0;
+      if (!SwishReaders(nodes, p, r, outputs, readers, &li, &mi)) continue;
+      const NodeInfo& m = nodes[mi];
+      const int s = nodes[li].outputs[0];
+      int act = 0;
+      std::memcpy(&act, m.builtin_data, sizeof act);
+      if (act != 0 || !float_same(y, s) || !float_same(y, m.outputs[0])) continue;
+      f.kind = 1;
+      f.absorbed = {li, mi};
+      f.intermediates = {y, s};
+      f.output = m.outputs[0];
+      AddPostClamps(g, nodes, mi, f.output, outputs, readers, &f);
+    } else {
+      continue;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+class EpiloguePass : public FusionPass {
+ public:
+  const char* name() const override { return "epilogue"; }
+  void Find(const FoldGraph& g, Folds* folds) override {
+    found_ = FindEpilogueFusions(g.g, g.nodes, g.outputs);
+    for (const EpilogueFusion& f : found_) {
+      folds->folded.insert(f.absorbed.begin(), f.absorbed.end());
+      if (!f.intermediates.empty() && f.output >= 0)
+        folds->written_instead[f.intermediates.front()] = f.output;
+    }
+  }
+  void Apply(FoldPlan& plan) override {
+    for (const EpilogueFusion& f : found_) {
+      Op& producer = plan.op(f.producer);
+      if (plan.absorbed(f.producer)) continue;
+      bool free = true;
+      for (size_t a : f.absorbed) free = free && !plan.absorbed(a);
+      const Shape& s = plan.shape(producer.outputs()[0]);
+      const Shape& z = plan.shape(f.output);
+      if (!free || !plan.SamePrecision(f.producer, f.absorbed) ||
+          (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
+          !(f.kind == kTableEpilogue ? producer.FoldTable(f.output, f.table)
+                                     : producer.FoldEpilogue(f.output, f.kind, f.alpha, f.post)))
+        continue;
+      for (size_t a : f.absorbed) plan.Absorb(a, f.producer);
+      for (int t : f.intermediates) plan.Elide(t);
+    }
+  }
+
+ private:
+  std::vector<EpilogueFusion> found_;
+};
+
+}  // namespace
+
+std::unique_ptr<FusionPass> MakeEpiloguePass() { return std::make_unique<EpiloguePass>(); }
+
+}  // namespace clgpu

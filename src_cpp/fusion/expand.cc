@@ -1,0 +1,149 @@
+// Expand folds: after a depthwise fold (depthwise.cc), the 1x1 CONV_2D of stride 1 (float32;
+// int8 with channels in fours) that alone writes the depthwise's input (an inverted-residual
+// block's expand), not itself taking a depthwise, runs inside the same GEMM: each depthwise tap
+// computes its input there (Op::FoldExpand, kernels' EXPAND_A), so the whole block is one launch,
+// where ExpandFoldPays. Last of the passes.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "fusion/pass.h"
+#include "graph/quant.h"
+#include "ops/conv2d_selector.h"
+#include "ops/gemm_int8.h"
+#include "ops/squeeze.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+
+// Whether computing the depthwise `dw`'s input from an expand of `ec` channels inside the GEMM of
+// `oc` outputs (each tap of each output pixel, once per tile of 32 outputs) adds less arithmetic
+// than about one launch's worth of the device's time (a tenth of its nominal rate for ~6 us):
+// layers of small models, where the launch is the cost, and never the large layers of an image
+// model.
+bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc);
+
+namespace {
+
+std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
+                                    const std::set<int>& outputs,
+                                    const std::vector<size_t>& depthwise, const DeviceInfo& dev) {
+  std::map<int, int> reads, producer;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (int t : nodes[i].inputs) ++reads[t];
+    for (int t : nodes[i].outputs) producer[t] = int(i);
+  }
+  // Pointwise convolutions that take a depthwise themselves stay as they are.
+  std::set<size_t> takes_depthwise;
+  std::map<size_t, size_t> pointwise_of;  // depthwise -> the convolution folding it
+  for (size_t d : depthwise)
+    for (size_t j = d + 1; j < nodes.size(); ++j)
+      if (!nodes[j].inputs.empty() && nodes[j].inputs[0] == nodes[d].outputs[0]) {
+        takes_depthwise.insert(j);
+        pointwise_of[d] = j;
+      }
+  std::vector<size_t> out;
+  for (size_t d : depthwise) {
+    const NodeInfo& dw = nodes[d];
+    const int x = dw.inputs[0];
+    auto p = producer.find(x);
+    if (p == producer.end() || reads[x] != 1 || outputs.count(x) || !pointwise_of.count(d)) continue;
+    const size_t e = size_t(p->second);
+    const NodeInfo& ex = nodes[e];
+    if (ex.op != tfl::kConv2d || takes_depthwise.count(e) || ex.inputs.size() < 2 ||
+        ex.outputs.size() != 1 || !ex.builtin_data)
+      continue;
+    tfl::ConvParams cp;
+    std::memcpy(&cp, ex.builtin_data, sizeof cp);
+    const Shape xin = g.shape(ex.inputs[0]), f = g.shape(ex.inputs[1]);
+    if (xin.size() != 4 || f.size() != 4 || f[1] != 1 || f[2] != 1 || f[3] != xin[3] ||
+        cp.stride_height != 1 || cp.stride_width != 1)
+      continue;
+    if (IsQuantized(g.value_type(x)) && xin[3] % 4 != 0) continue;
+    const std::optional<ConvGeometry> dg = GraphConvGeometry(g, dw);
+    const std::optional<ConvGeometry> pg = GraphConvGeometry(g, nodes[pointwise_of[d]]);
+    if (dg && pg && ExpandFoldPays(dev, *dg, xin[3], pg->oc)) out.push_back(e);
+  }
+  return out;
+}
+
+class ExpandPass : public FusionPass {
+ public:
+  const char* name() const override { return "expand"; }
+  // An int8 expand keeps its kernel's device time in the cost model: each tap requantizes again,
+  // and on the H100 the fused kernel took about as long as the two it replaced (docs/
+  // partitioning.md); only its launch goes. A float one counts its arithmetic.
+  void Find(const FoldGraph& g, Folds* folds) override {
+    for (size_t e : FindExpandFolds(g.g, g.nodes, g.outputs, folds->depthwise, g.dev)) {
+      folds->folded.insert(e);
+      if (IsQuantized(g.g.value_type(g.nodes[e].outputs[0]))) folds->device_time.insert(e);
+    }
+  }
+  void Apply(FoldPlan& plan) override {
+    for (size_t i = 0; i < plan.size(); ++i) {
+      Op& pw = plan.op(i);
+      if (!plan.absorbed(i) && pw.folded_depthwise() && !pw.folded_expand()) Fold(plan, i);
+    }
+  }
+
+ private:
+  // Op i took a depthwise: the 1x1 convolution writing the depthwise's input x, which nothing
+  // else reads, folded in too. Its input then feeds op i; x is never written.
+  static void Fold(FoldPlan& plan, size_t i) {
+    Op& pw = plan.op(i);
+    Op& dw = *pw.folded_depthwise();
+    const int x = pw.inputs()[0];
+    if (!plan.internal(x)) return;
+    size_t dwi = 0;
+    while (dwi < plan.size() && &plan.op(dwi) != &dw) ++dwi;
+    int readers = 0;
+    const int producer = plan.Producer(x, &readers);
+    if (dwi == plan.size() || producer < 0 || readers != 1) return;
+    Op& ex = plan.op(size_t(producer));
+    if (ex.inputs().size() != 1 || ex.outputs().size() != 1 || ex.folded_depthwise() ||
+        ex.has_residual() || ex.has_epilogue() || ex.has_output_view() ||
+        !plan.SamePrecision(i, {size_t(producer)}))
+      return;
+    const int e_in = ex.inputs()[0];
+    const Shape es = plan.shape(e_in);
+    if (es.size() != 4 || plan.split(e_in) || !plan.Fits(e_in)) return;
+    OpContext dctx = plan.Ctx(dwi), ectx = plan.Ctx(size_t(producer));
+    Int8DepthwiseA int8_form;
+    FloatDepthwiseA float_form;
+    const bool float_gemm = !dw.GetInt8Depthwise(dctx, plan.shape(x), &int8_form);
+    if (float_gemm && !dw.GetFloatDepthwise(dctx, plan.shape(x), &float_form)) return;
+    const ConvGeometry& dg = float_gemm ? float_form.g : int8_form.g;
+    if (!ExpandFoldPays(dctx.env.device(), dg, es[3], plan.shape(pw.outputs()[0]).back())) return;
+    if (float_gemm) {
+      FloatDense e;
+      if (!ex.GetFloatDense(ectx, {1, 1, 1, es[3]}, &e) || !e.epilogue.empty() || e.n != dg.c ||
+          e.k != es[3])
+        return;
+    } else {
+      Int8Dense e;
+      if (es[3] % 4 || !ex.GetInt8Dense(ectx, {1, 1, 1, es[3]}, &e) || !e.stage.table.empty() ||
+          e.w->n != dg.c || e.w->k != es[3] || e.w->kp != es[3])
+        return;
+    }
+    pw.FoldExpand(&ex, e_in, plan.shape(x));
+    plan.Absorb(size_t(producer), i);
+    plan.Elide(x);
+  }
+};
+
+}  // namespace
+
+bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc) {
+  const double tiles = std::ceil(oc / 32.0);
+  const double fused = double(dw.n) * dw.oh * dw.ow * dw.c * dw.kh * dw.kw * ec * tiles;
+  const double own = double(dw.n) * dw.h * dw.w * dw.c * ec;
+  // Nominal rate as the cost model's default: 128 flops per compute unit and cycle.
+  const double rate = std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e6;
+  return 2 * (fused - own) <= 0.1 * rate * 6e-6;
+}
+
+std::unique_ptr<FusionPass> MakeExpandPass() { return std::make_unique<ExpandPass>(); }
+
+}  // namespace clgpu

@@ -1,0 +1,103 @@
+// Folds as passes: each fold of an op into another's kernel (a clamp, an epilogue, a residual
+// ADD, views, a squeeze, a depthwise, an expand) is one file here, with a graph-level Find that
+// the cost model and the partition both use and an Apply that decides per plan, with the plan's
+// shapes and ops, what actually folds. FusionPasses() is the one ordered table of them; option
+// `fuse` names its entries. Between ops/ (what an op can take) and runtime/ (which implements
+// FoldPlan).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cl/device.h"
+#include "graph/graph.h"
+#include "ops/op.h"
+
+namespace clgpu {
+
+// One partition's nodes in execution order, as the cost model and the partition see them.
+struct FoldGraph {
+  const GraphView& g;
+  const std::vector<NodeInfo>& nodes;
+  const std::set<int>& outputs;  // the partition's outputs
+  const DeviceInfo& dev;
+};
+
+// What the passes found on the graph, accumulated in table order (the cost model's count of
+// kernels; later passes read what earlier ones wrote).
+struct Folds {
+  std::set<size_t> folded;                  // nodes that run no kernel of their own
+  std::set<size_t> device_time;             // of those, ones whose kernel time stays on the device
+  std::map<size_t, size_t> depthwise_of;    // a 1x1 CONV_2D -> the depthwise it computes
+  std::set<size_t> one_kernel;              // nodes whose folds make them one kernel
+  std::map<int, int> written_instead;       // a producer's output -> what its folds write instead
+  std::vector<size_t> depthwise;            // the depthwise nodes folded into a GEMM
+};
+
+// What a pass sees of one plan of a partition and may change (runtime/partition.h implements
+// it): its ops in execution order, the values' shapes, which ops are folded into others.
+class FoldPlan {
+ public:
+  virtual ~FoldPlan() = default;
+  virtual size_t size() const = 0;  // ops
+  virtual Op& op(size_t i) = 0;
+  virtual bool absorbed(size_t i) const = 0;
+  // Op `from` runs inside op `into` from now on: no kernel of its own this plan.
+  virtual void Absorb(size_t from, size_t into) = 0;
+  virtual const Shape& shape(int t) const = 0;
+  // An activation between the partition's ops: not an input, a constant or a partition output.
+  virtual bool internal(int t) const = 0;
+  virtual bool split(int t) const = 0;   // kept in pieces (larger than one buffer)
+  virtual size_t bytes(int t) const = 0;  // one element on the device
+  virtual void Elide(int t) = 0;          // never written this plan
+  virtual void SetOutShapes(size_t i, std::vector<Shape> shapes) = 0;
+  // Whether ops `others` keep their values in op i's storage type (precision auto).
+  virtual bool SamePrecision(size_t i, const std::vector<size_t>& others) const = 0;
+  virtual OpContext Ctx(size_t i) const = 0;         // op i's context
+  virtual OpContext StorageCtx(size_t i) const = 0;  // op i's storage, the partition's options
+  // Whether op i, reading inputs of these shapes, runs whole (not in chunks) in this plan.
+  virtual bool RunsWhole(size_t i, const std::vector<Shape>& in) const = 0;
+  virtual size_t max_alloc() const = 0;
+  virtual size_t storage_bytes() const = 0;  // the partition's float storage, per element
+
+  // Conveniences over the above.
+  bool Fits(int t) const { return size_t(NumElements(shape(t))) * bytes(t) <= max_alloc(); }
+  std::vector<Shape> InputShapes(size_t i) {
+    std::vector<Shape> in;
+    for (int t : op(i).inputs()) in.push_back(shape(t));
+    return in;
+  }
+  // The op writing t and how many ops read it (folded ops aside): -1 when none writes it.
+  int Producer(int t, int* readers);
+};
+
+class FusionPass {
+ public:
+  virtual ~FusionPass() = default;
+  virtual const char* name() const = 0;
+  // Graph level: what this pass may fold, kept for Apply and reported in *folds.
+  virtual void Find(const FoldGraph& g, Folds* folds) = 0;
+  // One plan: folds what the ops and this plan's shapes allow.
+  virtual void Apply(FoldPlan& plan) = 0;
+};
+
+// The table, in the order the passes apply: clamp, epilogue, residual, views, squeeze,
+// depthwise, expand (each pass's file says what it needs of those before it).
+std::vector<std::unique_ptr<FusionPass>> FusionPasses();
+// Their names, in that order.
+const std::vector<std::string>& FusionPassNames();
+
+// The passes' factories (one file each).
+std::unique_ptr<FusionPass> MakeClampPass();
+std::unique_ptr<FusionPass> MakeEpiloguePass();
+std::unique_ptr<FusionPass> MakeResidualPass();
+std::unique_ptr<FusionPass> MakeViewsPass();
+std::unique_ptr<FusionPass> MakeSqueezePass();
+std::unique_ptr<FusionPass> MakeDepthwisePass();
+std::unique_ptr<FusionPass> MakeExpandPass();
+
+}  // namespace clgpu

@@ -1,0 +1,110 @@
+// Residual folds: an ADD (same shapes, float32 or int8) one of whose operands is the output of a
+// CONV_2D (without fused activation if float) that nothing else reads, the other operand ready
+// before the conv runs: the conv writes act(conv(x) + bias + residual) straight to the ADD's
+// output and the ADD runs no kernel (one launch fewer per block of ResNet / MobileNetV2). When
+// both operands qualify, the later conv takes the earlier one's output as its residual. After
+// the clamps and epilogues: an op with an epilogue takes no residual.
+#include <cstring>
+#include <map>
+
+#include "fusion/pass.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+struct ResidualFusion {
+  size_t producer = 0, add = 0;  // positions in the node list
+  int residual = -1;             // the ADD's other operand
+};
+
+std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
+                                                const std::vector<NodeInfo>& nodes,
+                                                const std::set<int>& outputs) {
+  std::map<int, size_t> producer;  // tensor -> position of the node writing it
+  std::map<int, int> reads;        // tensor -> inputs of nodes that name it
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (int t : nodes[i].outputs) producer[t] = i;
+    for (int t : nodes[i].inputs) ++reads[t];
+  }
+  auto foldable_conv = [&](int t, size_t add) -> long {
+    const auto p = producer.find(t);
+    if (p == producer.end() || p->second >= add) return -1;
+    const NodeInfo& c = nodes[p->second];
+    if (c.op != tfl::kConv2d || !c.builtin_data || c.outputs.size() != 1) return -1;
+    tfl::ConvParams params;
+    std::memcpy(&params, c.builtin_data, sizeof params);
+    // act(conv) + residual is not act(conv + residual) in float; an int8 conv's integers are
+    // exact, its clamp applied before the ADD's arithmetic as the CPU does.
+    if (params.activation != tfl::kActNone && g.type(t) == kTfLiteFloat32) return -1;
+    if (reads[t] != 1 || outputs.count(t)) return -1;
+    return static_cast<long>(p->second);
+  };
+  std::vector<ResidualFusion> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& n = nodes[i];
+    if (n.op != tfl::kAdd || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
+    const int a = n.inputs[0], b = n.inputs[1];
+    if (a == b || !g.valid_tensor(a) || !g.valid_tensor(b) || !g.valid_tensor(n.outputs[0]))
+      continue;
+    // Float, or int8 (the int8 GEMMs apply the ADD's integer arithmetic).
+    const TfLiteType type = g.type(a);
+    if ((type != kTfLiteFloat32 && type != kTfLiteInt8) || g.type(b) != type ||
+        g.type(n.outputs[0]) != type)
+      continue;
+    const Shape sa = g.shape(a);
+    if (sa != g.shape(b) || sa != g.shape(n.outputs[0])) continue;  // no broadcast
+    ResidualFusion best;
+    long best_at = -1;
+    for (int k = 0; k < 2; ++k) {
+      const int y = k ? b : a, r = k ? a : b;
+      const long at = foldable_conv(y, i);
+      if (at < 0 || at <= best_at) continue;
+      // The residual must exist when the conv runs, not only when the ADD does.
+      const auto rp = producer.find(r);
+      if (rp != producer.end() && static_cast<long>(rp->second) >= at) continue;
+      best = ResidualFusion{static_cast<size_t>(at), i, r};
+      best_at = at;
+    }
+    if (best_at >= 0) out.push_back(best);
+  }
+  return out;
+}
+
+class ResidualPass : public FusionPass {
+ public:
+  const char* name() const override { return "residual"; }
+  void Find(const FoldGraph& g, Folds* folds) override {
+    found_ = FindResidualFusions(g.g, g.nodes, g.outputs);
+    for (const ResidualFusion& f : found_) folds->folded.insert(f.add);
+  }
+  // Each eligible ADD folds into its conv for this plan's shapes, or both stay as they are: the
+  // operands' shapes differ now (a resize made the ADD broadcast) or the conv cannot take it.
+  void Apply(FoldPlan& plan) override {
+    for (const ResidualFusion& f : found_) {
+      Op& conv = plan.op(f.producer);
+      const Op& add = plan.op(f.add);
+      const int y = conv.outputs()[0], z = add.outputs()[0];
+      const Shape& s = plan.shape(y);
+      ResidualAdd r;
+      if (conv.has_folded_clamp() || conv.has_epilogue() || add.has_epilogue() ||
+          !plan.SamePrecision(f.producer, {f.add}) || !add.IsResidualAdd(f.residual, &r) ||
+          plan.shape(f.residual) != s || plan.shape(z) != s ||
+          !conv.CanFuseResidual(plan.StorageCtx(f.producer), plan.InputShapes(f.producer)))
+        continue;
+      conv.FuseResidual(f.residual, z, r);
+      plan.SetOutShapes(f.producer, {s});
+      plan.Absorb(f.add, f.producer);
+      plan.Elide(y);
+    }
+  }
+
+ private:
+  std::vector<ResidualFusion> found_;
+};
+
+}  // namespace
+
+std::unique_ptr<FusionPass> MakeResidualPass() { return std::make_unique<ResidualPass>(); }
+
+}  // namespace clgpu
