@@ -98,9 +98,7 @@ def test_block_runs_as_one_launch(
 ) -> None:
     model = block(shape, seed=shape[1] * 7 + shape[3], **kw)
     on = check_expand(model, runtime, 1)
-    off = check_parity(
-        model, runtime, expect_delegated="all", profiling=True, fuse_add=False
-    )
+    off = check_parity(model, runtime, expect_delegated="all", profiling=True, fuse_add=False)
     # first conv, block: one launch, against first conv, expand, depthwise, project (and ADD).
     assert _launches(on) == 2
     assert _launches(off) == 4 + (1 if kw.get("residual") else 0)

@@ -75,6 +75,7 @@ class Case:
     dense: bool  # element-wise or a copy: specials may go anywhere, many at once
     algorithms: tuple[str, ...] = ("auto",)
     positive: bool = False  # LOG, SQRT, RSQRT: normal inputs above zero
+    ids: tuple[int, ...] = ()  # a last, int32 input of these values (run-time positions)
 
 
 def _op(code: int, table: str | None = None, **fields: Any) -> Build:
@@ -181,6 +182,10 @@ CASES: dict[str, Case] = {
     ),
     "slice": Case(X4, lambda b, x: b.slice(x[0], (0, 2, 1, 1), (1, 5, 8, 3)), True),
     "gather": Case(X4, lambda b, x: b.gather(x[0], [2, 0, 2, 1], axis=3), True),
+    # Run-time positions into an activation's rows (tests/test_gather_indexed.py has the rest).
+    "embedding_lookup": Case(
+        ((5, 3, 4),), lambda b, x: b.embedding_lookup(x[1], x[0]), True, ids=(4, 0, 2, 2, 1)
+    ),
     "pack": Case(PAIR, lambda b, x: b.pack(x, 1), True),
     "unpack": Case(PAIR[:1], lambda b, x: b.concat(b.unpack(x[0], 3)[::-1], 2), True),
     "depth_to_space": Case(X4, lambda b, x: b.depth_to_space(x[0], 2), True),
@@ -222,6 +227,8 @@ REORDERS = {
 def _model(case: Case) -> bytes:
     b = ModelBuilder(seed=11)
     xs = [b.input(f"x{i}", s) for i, s in enumerate(case.shapes)]
+    if case.ids:
+        xs.append(b.input("ids", (len(case.ids),), "int32"))
     b.output(case.build(b, xs))
     return b.build()
 
@@ -252,16 +259,18 @@ def _placements(case: Case) -> list[list[np.ndarray]]:
 
 
 class Runner:
-    def __init__(self, model: bytes, runtime: str, **options: Any) -> None:
+    def __init__(
+        self, model: bytes, runtime: str, ids: tuple[int, ...] = (), **options: Any
+    ) -> None:
+        self.extra = [np.array(ids, np.int32)] if ids else []
         self.delegate = clgpu_delegate.load(**options)
         self.cpu = make_interpreter(model, None, runtime=runtime, reference=True)
         self.gpu = make_interpreter(model, [self.delegate], runtime=runtime, reference=True)
         for it in (self.cpu, self.gpu):
             it.allocate_tensors()
 
-    @staticmethod
-    def _run(it: Any, xs: list[np.ndarray]) -> np.ndarray:
-        for d, x in zip(it.get_input_details(), xs, strict=True):
+    def _run(self, it: Any, xs: list[np.ndarray]) -> np.ndarray:
+        for d, x in zip(it.get_input_details(), [*xs, *self.extra], strict=True):
             it.set_tensor(d["index"], x)
         it.invoke()
         return np.asarray(it.get_tensor(it.get_output_details()[0]["index"]).copy())
@@ -375,7 +384,9 @@ def test_special_values_match_the_cpu(
     name: str, algorithm: str, precision: str, runtime: str
 ) -> None:
     case = CASES[name]
-    runner = Runner(_model(case), runtime, precision=precision, conv_algorithm=algorithm)
+    runner = Runner(
+        _model(case), runtime, ids=case.ids, precision=precision, conv_algorithm=algorithm
+    )
     undelegated = [d for d in runner.delegate.decisions() if not d["delegated"]]
     assert not undelegated, undelegated
     base = _base(case)
@@ -412,6 +423,7 @@ def test_every_claimed_op_has_a_case() -> None:
     covered = set()
     for case in CASES.values():
         b = ModelBuilder(seed=0)
-        case.build(b, [b.input(f"x{i}", s) for i, s in enumerate(case.shapes)])
+        xs = [b.input(f"x{i}", s) for i, s in enumerate(case.shapes)]
+        case.build(b, xs + ([b.input("ids", (len(case.ids),), "int32")] if case.ids else []))
         covered |= {_OP_NAMES[op.code] for op in b._ops}
     assert claimed <= covered, sorted(claimed - covered)

@@ -27,9 +27,11 @@ bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int o
 
 namespace {
 
+// Through a PAD folded into the depthwise (pad.cc): the expand writes the PAD's input.
 std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
-                                    const std::set<int>& outputs,
-                                    const std::vector<size_t>& depthwise, const DeviceInfo& dev) {
+                                    const std::set<int>& outputs, const Folds& folds,
+                                    const DeviceInfo& dev) {
+  const std::vector<size_t>& depthwise = folds.depthwise;
   std::map<int, int> reads, producer;
   for (size_t i = 0; i < nodes.size(); ++i) {
     for (int t : nodes[i].inputs) ++reads[t];
@@ -47,7 +49,8 @@ std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeIn
   std::vector<size_t> out;
   for (size_t d : depthwise) {
     const NodeInfo& dw = nodes[d];
-    const int x = dw.inputs[0];
+    const auto padded = folds.pad_input.find(dw.inputs[0]);
+    const int x = padded == folds.pad_input.end() ? dw.inputs[0] : padded->second;
     auto p = producer.find(x);
     if (p == producer.end() || reads[x] != 1 || outputs.count(x) || !pointwise_of.count(d)) continue;
     const size_t e = size_t(p->second);
@@ -62,7 +65,11 @@ std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeIn
         cp.stride_height != 1 || cp.stride_width != 1)
       continue;
     if (IsQuantized(g.value_type(x)) && xin[3] % 4 != 0) continue;
-    const std::optional<ConvGeometry> dg = GraphConvGeometry(g, dw);
+    std::optional<ConvGeometry> dg = GraphConvGeometry(g, dw);
+    if (const auto p = folds.pads.find(d); dg && p != folds.pads.end()) {
+      dg->h -= p->second.top + p->second.bottom;  // as the depthwise sees it at run time
+      dg->w -= p->second.left + p->second.right;
+    }
     const std::optional<ConvGeometry> pg = GraphConvGeometry(g, nodes[pointwise_of[d]]);
     if (dg && pg && ExpandFoldPays(dev, *dg, xin[3], pg->oc)) out.push_back(e);
   }
@@ -76,7 +83,7 @@ class ExpandPass : public FusionPass {
   // and on the H100 the fused kernel took about as long as the two it replaced (docs/
   // partitioning.md); only its launch goes. A float one counts its arithmetic.
   void Find(const FoldGraph& g, Folds* folds) override {
-    for (size_t e : FindExpandFolds(g.g, g.nodes, g.outputs, folds->depthwise, g.dev)) {
+    for (size_t e : FindExpandFolds(g.g, g.nodes, g.outputs, *folds, g.dev)) {
       folds->folded.insert(e);
       if (IsQuantized(g.g.value_type(g.nodes[e].outputs[0]))) folds->device_time.insert(e);
     }

@@ -36,6 +36,8 @@ struct Folds {
   std::set<size_t> one_kernel;              // nodes whose folds make them one kernel
   std::map<int, int> written_instead;       // a producer's output -> what its folds write instead
   std::vector<size_t> depthwise;            // the depthwise nodes folded into a GEMM
+  std::map<int, int> pad_input;             // a folded PAD's output -> its input
+  std::map<size_t, InputPad> pads;          // a convolution -> the PAD folded into it
 };
 
 // What a pass sees of one plan of a partition and may change (runtime/partition.h implements
@@ -85,13 +87,14 @@ class FusionPass {
   virtual void Apply(FoldPlan& plan) = 0;
 };
 
-// The table, in the order the passes apply: clamp, epilogue, residual, views, squeeze,
+// The table, in the order the passes apply: pad, clamp, epilogue, residual, views, squeeze,
 // depthwise, expand (each pass's file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
 
 // The passes' factories (one file each).
+std::unique_ptr<FusionPass> MakePadPass();
 std::unique_ptr<FusionPass> MakeClampPass();
 std::unique_ptr<FusionPass> MakeEpiloguePass();
 std::unique_ptr<FusionPass> MakeResidualPass();

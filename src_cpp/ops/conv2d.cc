@@ -131,7 +131,7 @@ class Conv2dOp : public Op {
     g.groups = g.c / f[3];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
-    g.Compute(params_.padding);
+    g.Compute(params_.padding, folded_pad());
     return g;
   }
 

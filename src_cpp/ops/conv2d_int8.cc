@@ -160,7 +160,7 @@ class Conv2dInt8Op : public Op {
     g.oc = f[0], g.kh = f[1], g.kw = f[2];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
-    g.Compute(params_.padding);
+    g.Compute(params_.padding, folded_pad());
     return g;
   }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {

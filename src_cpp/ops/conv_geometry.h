@@ -46,6 +46,15 @@ struct ConvGeometry {
       pad_top = pad_left = 0;
     }
   }
+  // The same over an input that a folded PAD (`pad`, null: none) makes larger: its rows and
+  // columns are padding, which every algorithm reads as zeros past the input's edges.
+  void Compute(int padding, const InputPad* pad) {
+    if (!pad) return Compute(padding);
+    h += pad->top + pad->bottom, w += pad->left + pad->right;
+    Compute(padding);
+    h -= pad->top + pad->bottom, w -= pad->left + pad->right;
+    pad_top += pad->top, pad_left += pad->left;
+  }
   double Macs() const { return double(n) * oh * ow * oc * kh * kw * (c / groups); }
 
   // The convolution computing output box `out` (NHWC) alone, from a buffer holding

@@ -51,7 +51,7 @@ class DepthwiseConv2dInt8Op : public Op {
     g.oc = filter_shape_[3], g.kh = filter_shape_[1], g.kw = filter_shape_[2];
     g.sh = params_.stride_height, g.sw = params_.stride_width;
     g.dh = params_.dilation_height, g.dw = params_.dilation_width;
-    g.Compute(params_.padding);
+    g.Compute(params_.padding, folded_pad());
     return g;
   }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {

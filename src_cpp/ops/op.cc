@@ -131,10 +131,23 @@ void Op::UnfoldSqueeze() {
   squeeze_ = SqueezeFold{};
 }
 
+void Op::FoldPad(int input, InputPad pad) {
+  UnfoldPad();
+  if (inputs_.empty()) throw Error("a PAD fold needs an input");
+  pad_ = PadFold{true, inputs_[0], pad};
+  inputs_[0] = input;
+}
+
+void Op::UnfoldPad() {
+  if (!pad_.on) return;
+  inputs_[0] = pad_.own_input;
+  pad_ = PadFold{};
+}
+
 void Op::FoldDepthwise(Op* dw, int input, Shape shape) {
   UnfoldDepthwise();
   if (inputs_.empty() || !dw) throw Error("a depthwise fold needs an input and its op");
-  depthwise_ = DepthwiseFold{dw, inputs_[0], std::move(shape)};
+  depthwise_ = DepthwiseFold{dw, inputs_[0], std::move(shape), nullptr, -1, {}};
   inputs_[0] = input;
 }
 

@@ -98,6 +98,12 @@ struct StridedView {
 // The row-major strides of a tensor of this shape laid out as it is.
 StridedView ContiguousView(const Shape& s);
 
+// A PAD folded into the convolution reading its output (Op::FoldPad, fusion/pad.cc): its zeros
+// (int8: zero points) on each side of H and W, which the convolution takes as more padding.
+struct InputPad {
+  int top = 0, bottom = 0, left = 0, right = 0;
+};
+
 // One enqueue of one kernel.
 // EpilogueFusion::kind / Op's epilogue kind of an int8 table (Op::FoldTable); the others are
 // kernels/common.cl's CLGPU_EPILOGUE numbers.
@@ -330,6 +336,12 @@ class Op {
     return depthwise_.expand ? depthwise_.expand_shape : in0;
   }
 
+  // --- A PAD before a convolution (fusion/pad.cc): the op reads the PAD's input and its
+  // geometry counts the PAD's rows and columns as padding (ConvGeometry::Compute). ---
+  void FoldPad(int input, InputPad pad);
+  void UnfoldPad();
+  const InputPad* folded_pad() const { return pad_.on ? &pad_.pad : nullptr; }
+
   const std::vector<Launch>& launches() const { return launches_; }
   // Run-time indices the op reads (GATHER, EMBEDDING_LOOKUP): int32 tensor `tensor`, each value
   // in [0, extent). Such a tensor is a partition input (no claimed op writes int32), which the
@@ -404,6 +416,12 @@ class Op {
     Shape expand_shape;
   };
   DepthwiseFold depthwise_;
+  struct PadFold {
+    bool on = false;
+    int own_input = -1;
+    InputPad pad;
+  };
+  PadFold pad_;
 };
 
 }  // namespace clgpu

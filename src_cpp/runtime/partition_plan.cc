@@ -44,7 +44,7 @@ void Partition::Plan(TfLiteContext* ctx) {
 void Partition::UnfoldAll() {
   for (auto& op : ops_)
     op->UnfoldDepthwise(), op->UnfoldSqueeze(), op->UnfuseResidual(), op->UnfoldClamp(),
-        op->UnfoldEpilogue(), op->UnfoldViews();
+        op->UnfoldEpilogue(), op->UnfoldViews(), op->UnfoldPad();
   absorbed_.assign(ops_.size(), false);
   folded_into_.assign(ops_.size(), -1);
 }
