@@ -155,125 +155,144 @@ std::string CalibrationPath(const DeviceInfo& dev, const std::string& dir) {
   return dir + "/" + name;
 }
 
-DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue) {
-  const auto& cl = Cl();
-  const DeviceInfo& dev = env.device();
-  const std::shared_ptr<Program> program = env.programs().Get("calibration", "");
-  // Four distinct small kernels launched in turn, as a partition's layers are; each reads what
-  // the one before it wrote (two buffers: the even kernels read a and write b, the odd ones the
-  // other way).
-  constexpr int kSmallKernels = 4;
-  Kernel small[kSmallKernels];
-  for (int k = 0; k < kSmallKernels; ++k)
-    small[k] = CreateKernel(*program, "calibration_small" + std::to_string(k));
-  Kernel fma = CreateKernel(*program, "calibration_fma");
-  constexpr size_t kSmallItems = 4096, kSmallGroup = 64, kSmall = 4 << 10;
-  // Large enough that bandwidth, not latency, sets a copy's time; within any device's limit.
-  const size_t large = std::min<size_t>(8 << 20, dev.max_alloc_bytes / 4) & ~size_t(4095);
-  // Enough work-items to fill every compute unit many times over (a CPU core's SIMD lanes
-  // need far fewer than a GPU's multiprocessor).
-  const size_t fma_items = size_t(std::max(dev.compute_units, 1)) * dev.profile.fill_items_per_unit;
-  if (large <= kSmall) throw Error("the device's largest allocation is too small to calibrate");
-  Buffer small_a = env.CreateBuffer(kSmall), small_b = env.CreateBuffer(kSmall);
-  Buffer layer_a = env.CreateBuffer(kSmallItems * sizeof(float));
-  Buffer layer_b = env.CreateBuffer(kSmallItems * sizeof(float));
-  Buffer big = env.CreateBuffer(large), work = env.CreateBuffer(fma_items * sizeof(float));
-  std::vector<unsigned char> host(large, 1);
-  const float zero = 0.0f;
-  CheckCl(cl.clEnqueueFillBuffer(queue, work.get(), &zero, sizeof zero, 0, work.bytes(), 0, nullptr,
-                                 nullptr),
-          "clEnqueueFillBuffer");
-  for (const Buffer* b : {&layer_a, &layer_b})
-    CheckCl(cl.clEnqueueFillBuffer(queue, b->get(), &zero, sizeof zero, 0, b->bytes(), 0, nullptr,
-                                   nullptr),
-            "clEnqueueFillBuffer");
-  const cl_mem ab[2] = {layer_a.get(), layer_b.get()};
-  for (int k = 0; k < kSmallKernels; ++k)
-    for (int i = 0; i < 2; ++i)
-      CheckCl(cl.clSetKernelArg(small[k].get(), i, sizeof(cl_mem), &ab[(k & 1) ^ i]),
-              "clSetKernelArg");
-  cl_mem mem = work.get();
-  CheckCl(cl.clSetKernelArg(fma.get(), 0, sizeof mem, &mem), "clSetKernelArg");
-  auto finish = [&] { CheckCl(cl.clFinish(queue), "clFinish"); };
+namespace {
 
+// What the calibration runs: four distinct small kernels launched in turn, as a partition's
+// layers are (each reads what the one before wrote: the even kernels read a and write b, the odd
+// ones the other way), a buffer copy, host round trips and an arithmetic kernel, each timed from
+// the host.
+class CalibrationRig {
+ public:
+  static constexpr int kSmallKernels = 4;
+  static constexpr size_t kSmallItems = 4096, kSmallGroup = 64, kSmall = 4 << 10;
+
+  CalibrationRig(Environment& env, cl_command_queue queue)
+      : cl_(Cl()), queue_(queue), program_(env.programs().Get("calibration", "")) {
+    const DeviceInfo& dev = env.device();
+    for (int k = 0; k < kSmallKernels; ++k)
+      small_[k] = CreateKernel(*program_, "calibration_small" + std::to_string(k));
+    fma_ = CreateKernel(*program_, "calibration_fma");
+    // Large enough that bandwidth, not latency, sets a copy's time; within any device's limit.
+    large = std::min<size_t>(8 << 20, dev.max_alloc_bytes / 4) & ~size_t(4095);
+    // Enough work-items to fill every compute unit many times over (a CPU core's SIMD lanes
+    // need far fewer than a GPU's multiprocessor).
+    fma_items = size_t(std::max(dev.compute_units, 1)) * dev.profile.fill_items_per_unit;
+    if (large <= kSmall) throw Error("the device's largest allocation is too small to calibrate");
+    small_a = env.CreateBuffer(kSmall), small_b_ = env.CreateBuffer(kSmall);
+    layer_a_ = env.CreateBuffer(kSmallItems * sizeof(float));
+    layer_b_ = env.CreateBuffer(kSmallItems * sizeof(float));
+    big = env.CreateBuffer(large), work_ = env.CreateBuffer(fma_items * sizeof(float));
+    host_.assign(large, 1);
+    const float zero = 0.0f;
+    for (const Buffer* b : {&work_, &layer_a_, &layer_b_})
+      CheckCl(cl_.clEnqueueFillBuffer(queue_, b->get(), &zero, sizeof zero, 0, b->bytes(), 0,
+                                      nullptr, nullptr),
+              "clEnqueueFillBuffer");
+    const cl_mem ab[2] = {layer_a_.get(), layer_b_.get()};
+    for (int k = 0; k < kSmallKernels; ++k)
+      for (int i = 0; i < 2; ++i)
+        CheckCl(cl_.clSetKernelArg(small_[k].get(), i, sizeof(cl_mem), &ab[(k & 1) ^ i]),
+                "clSetKernelArg");
+    cl_mem mem = work_.get();
+    CheckCl(cl_.clSetKernelArg(fma_.get(), 0, sizeof mem, &mem), "clSetKernelArg");
+  }
+
+  void Finish() { CheckCl(cl_.clFinish(queue_), "clFinish"); }
   // n commands enqueued back to back, then one wait (us).
-  auto batch = [&](int n, auto&& enqueue) {
-    finish();
+  template <typename F>
+  double Batch(int n, F&& enqueue) {
+    Finish();
     const auto t0 = Clock::now();
     for (int i = 0; i < n; ++i) enqueue();
-    finish();
+    Finish();
     return UsSince(t0);
-  };
-  int launches = 0;  // never the same kernel twice in a row
-  auto launch_small = [&] {
-    CheckCl(cl.clEnqueueNDRangeKernel(queue, small[launches++ % kSmallKernels].get(), 1, nullptr,
-                                      &kSmallItems, &kSmallGroup, 0, nullptr, nullptr),
+  }
+  void LaunchSmall() {  // never the same kernel twice in a row
+    CheckCl(cl_.clEnqueueNDRangeKernel(queue_, small_[launches_++ % kSmallKernels].get(), 1,
+                                       nullptr, &kSmallItems, &kSmallGroup, 0, nullptr, nullptr),
             "clEnqueueNDRangeKernel");
-  };
-  auto copy_small = [&] {
-    CheckCl(cl.clEnqueueCopyBuffer(queue, small_a.get(), small_b.get(), 0, 0, kSmall, 0, nullptr,
-                                   nullptr),
+  }
+  void CopySmall() {
+    CheckCl(cl_.clEnqueueCopyBuffer(queue_, small_a.get(), small_b_.get(), 0, 0, kSmall, 0,
+                                    nullptr, nullptr),
             "clEnqueueCopyBuffer");
-  };
+  }
   // Blocking host <-> device copies of `bytes` from buffer b, one each way (us for the pair).
-  auto round_trip = [&](const Buffer& b, size_t bytes) {
-    finish();
+  double RoundTrip(const Buffer& b, size_t bytes) {
+    Finish();
     const auto t0 = Clock::now();
-    CheckCl(cl.clEnqueueWriteBuffer(queue, b.get(), CL_TRUE, 0, bytes, host.data(), 0, nullptr,
-                                    nullptr),
+    CheckCl(cl_.clEnqueueWriteBuffer(queue_, b.get(), CL_TRUE, 0, bytes, host_.data(), 0, nullptr,
+                                     nullptr),
             "clEnqueueWriteBuffer");
-    CheckCl(
-        cl.clEnqueueReadBuffer(queue, b.get(), CL_TRUE, 0, bytes, host.data(), 0, nullptr, nullptr),
-        "clEnqueueReadBuffer");
+    CheckCl(cl_.clEnqueueReadBuffer(queue_, b.get(), CL_TRUE, 0, bytes, host_.data(), 0, nullptr,
+                                    nullptr),
+            "clEnqueueReadBuffer");
     return UsSince(t0);
-  };
-  auto run_fma = [&](int iters) {
-    CheckCl(cl.clSetKernelArg(fma.get(), 1, sizeof iters, &iters), "clSetKernelArg");
-    return batch(1, [&] {
-      CheckCl(cl.clEnqueueNDRangeKernel(queue, fma.get(), 1, nullptr, &fma_items, nullptr, 0,
-                                        nullptr, nullptr),
+  }
+  // A wait on an idle queue, then a one-float blocking read (us).
+  double Sync() {
+    Finish();
+    const auto t0 = Clock::now();
+    Finish();
+    CheckCl(cl_.clEnqueueReadBuffer(queue_, small_a.get(), CL_TRUE, 0, sizeof(float),
+                                    host_.data(), 0, nullptr, nullptr),
+            "clEnqueueReadBuffer");
+    return UsSince(t0);
+  }
+  double RunFma(int iters) {
+    CheckCl(cl_.clSetKernelArg(fma_.get(), 1, sizeof iters, &iters), "clSetKernelArg");
+    return Batch(1, [&] {
+      CheckCl(cl_.clEnqueueNDRangeKernel(queue_, fma_.get(), 1, nullptr, &fma_items, nullptr, 0,
+                                         nullptr, nullptr),
               "clEnqueueNDRangeKernel");
     });
-  };
+  }
 
+  size_t large = 0, fma_items = 0;
+  Buffer small_a, big;
+
+ private:
+  const ClApi& cl_;
+  cl_command_queue queue_;
+  std::shared_ptr<Program> program_;
+  Kernel small_[kSmallKernels], fma_;
+  Buffer small_b_, layer_a_, layer_b_, work_;
+  std::vector<unsigned char> host_;
+  int launches_ = 0;
+};
+
+}  // namespace
+
+DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue) {
+  CalibrationRig r(env, queue);
+  auto small = [&](int n) { return r.Batch(n, [&] { r.LaunchSmall(); }); };
+  auto copies = [&](int n) { return r.Batch(n, [&] { r.CopySmall(); }); };
   // First uses pay for lazy allocation and kernel upload; not what an invoke pays. The longer
   // arithmetic run also brings an idle GPU up from its lowest clocks, where the delegate's
   // kernels will not run.
-  run_fma(4096);
-  batch(kSmallKernels, launch_small);  // each kernel once
-  batch(1, copy_small);
-  round_trip(big, large);
-  round_trip(small_a, kSmall);
-  run_fma(1);
+  r.RunFma(4096);
+  small(CalibrationRig::kSmallKernels);  // each kernel once
+  copies(1);
+  r.RoundTrip(r.big, r.large);
+  r.RoundTrip(r.small_a, CalibrationRig::kSmall);
+  r.RunFma(1);
 
   DeviceCosts c;
   // Slopes over the command count leave out the first command's start and the final wait.
   // Back to back, a small kernel's time includes the gap before the next one.
-  c.min_kernel_us = (Best([&] { return batch(64, launch_small); }) -
-                     Best([&] { return batch(8, launch_small); })) /
-                    56;
+  c.min_kernel_us = (Best([&] { return small(64); }) - Best([&] { return small(8); })) / 56;
   c.launch_gap_us = 0;
-  c.copy_us =
-      (Best([&] { return batch(32, copy_small); }) - Best([&] { return batch(8, copy_small); })) /
-      24;
-  c.sync_us = Best([&] {
-    finish();
-    const auto t0 = Clock::now();
-    finish();
-    CheckCl(cl.clEnqueueReadBuffer(queue, small_a.get(), CL_TRUE, 0, sizeof(float), host.data(), 0,
-                                   nullptr, nullptr),
-            "clEnqueueReadBuffer");
-    return UsSince(t0);
-  });
-  const double small_us = Best([&] { return round_trip(small_a, kSmall); });
-  const double large_us = Best([&] { return round_trip(big, large); });
-  c.gbps = 2.0 * double(large - kSmall) / ((large_us - small_us) * 1e3);
+  c.copy_us = (Best([&] { return copies(32); }) - Best([&] { return copies(8); })) / 24;
+  c.sync_us = Best([&] { return r.Sync(); });
+  const double small_us = Best([&] { return r.RoundTrip(r.small_a, CalibrationRig::kSmall); });
+  const double large_us = Best([&] { return r.RoundTrip(r.big, r.large); });
+  c.gbps = 2.0 * double(r.large - CalibrationRig::kSmall) / ((large_us - small_us) * 1e3);
   // Sized so the longer run is well above a launch's cost on a GPU; the slope between two
   // lengths leaves out the launch and the wait.
   constexpr int kIters = 1024;
-  c.gflops =
-      8.0 * kIters * double(fma_items) /
-      ((Best([&] { return run_fma(2 * kIters); }) - Best([&] { return run_fma(kIters); })) * 1e3);
+  c.gflops = 8.0 * kIters * double(r.fma_items) /
+             ((Best([&] { return r.RunFma(2 * kIters); }) - Best([&] { return r.RunFma(kIters); })) *
+              1e3);
   c.source = "measured";
   if (!Plausible(c)) {
     char buf[200];

@@ -143,6 +143,125 @@ void DelegateCore::RecordClaims(TfLiteContext* ctx, std::vector<NodeDecision> de
   s.partitions = std::move(partitions);
 }
 
+namespace {
+
+// The plan's nodes as the delegate reads them (a node it cannot read is left alone), and what
+// their records say of the runtime's layout (*abi).
+std::vector<NodeInfo> ReadPlanNodes(TfLiteContext* ctx, const std::vector<int>& plan,
+                                    AbiObservation* abi) {
+  AbiObservation& a = *abi;
+  std::vector<NodeInfo> nodes;
+  TfLiteNode* prev = nullptr;
+  int prev_index = -1;
+  for (int index : plan) {
+    bool ok = false;
+    NodeInfo n = ReadNode(ctx, index, &ok);
+    if (!ok) continue;  // a node we cannot read is simply left alone
+    TfLiteNode* node = nullptr;
+    TfLiteRegistration* reg = nullptr;
+    ctx->GetNodeAndRegistration(ctx, index, &node, &reg);
+    a.node_to_registration = reinterpret_cast<char*>(reg) - reinterpret_cast<char*>(node);
+    if (prev && index > prev_index)
+      a.node_stride =
+          (reinterpret_cast<char*>(node) - reinterpret_cast<char*>(prev)) / (index - prev_index);
+    prev = node;
+    prev_index = index;
+    ++a.nodes_seen;
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+// What TFLite would make of these claimed nodes: its partitions.
+PreviewFn MakePreview(TfLiteContext* ctx) {
+  return [ctx](const std::vector<int>& claimed) {
+    std::vector<PartitionPreview> parts;
+    TfLiteIntArray* nodes_array = NewIntArray(claimed);
+    TfLiteDelegateParams* p = nullptr;
+    int num_parts = 0;
+    if (ctx->PreviewDelegatePartitioning(ctx, nodes_array, &p, &num_parts) == kTfLiteOk) {
+      auto vec = [](const TfLiteIntArray* a) {
+        return std::vector<int>(a->data, a->data + a->size);
+      };
+      for (int i = 0; i < num_parts; ++i)
+        parts.push_back(
+            {vec(p[i].nodes_to_replace), vec(p[i].input_tensors), vec(p[i].output_tensors)});
+    }
+    std::free(nodes_array);
+    return parts;
+  };
+}
+
+}  // namespace
+
+// Whether node n can run on the device, and if not why: `whole` when the whole model stays on
+// the CPU, else the common checks, the handler's own and the allocation limit.
+NodeDecision DelegateCore::DecideNode(const GraphView& graph, const NodeInfo& n,
+                                      const std::string& whole,
+                                      const std::map<int, std::string>& sparse_refused,
+                                      AbiObservation* abi) const {
+  NodeDecision d;
+  d.node = n.index;
+  d.op = n.op;
+  const OpHandler* h = FindOpHandler(n.op);
+  if (h) {
+    d.op_name = h->name;
+    try {
+      d.reason = !whole.empty() ? whole : CheckNodeCommon(graph, n);
+      if (d.reason.empty()) d.reason = CheckCpuOperandRanks(graph, n);
+      if (d.reason.empty()) d.reason = h->check(graph, n);
+    } catch (const std::exception& e) {
+      d.reason = "could not read the node: " + What(e);
+    }
+    if (d.reason.empty()) d.reason = CheckAllocationLimit(graph, n, *h, &d.note);
+    if (d.reason.empty()) {
+      abi->params_read.push_back("node " + std::to_string(n.index) + " " + h->name + " " +
+                                DescribeNode(*h, n));
+    }
+  } else if (n.op == tfl::kDequantize) {
+    d.op_name = "DEQUANTIZE";
+    d.reason = "only a constant FLOAT16 or int8 weight feeding a delegated op is claimed";
+  } else if (*DensifyNodeName(n.op)) {
+    d.op_name = DensifyNodeName(n.op);
+    auto it = sparse_refused.find(n.index);
+    d.reason = it != sparse_refused.end()
+                   ? it->second
+                   : "only a sparse constant weight feeding a delegated op is claimed";
+  } else if (*ShapeNodeName(n.op)) {
+    d.op_name = ShapeNodeName(n.op);
+    d.reason = "only a shape computation feeding delegated ops is claimed";
+  } else {
+    d.reason = "op not supported";
+  }
+  // "none": a measured plan found the CPU alone fastest (clgpu_delegate.plan).
+  if (d.reason.empty() && options_.partitioning == "none") d.reason = "partitioning=none";
+  d.claimed = d.reason.empty();
+  return d;
+}
+
+// Without a compiler for our kernels the whole model stays on the CPU (with a warning) instead
+// of the interpreter failing: true when a first program builds. Not with cpu_warmup, whose
+// start does not wait for a compiler: there the partitions' own builds fail on their setup
+// threads and they stay on TFLite's CPU kernels (one warning each).
+bool DelegateCore::DeviceBuilds(TfLiteContext* ctx, ClaimPlan* claim) {
+  try {
+    if (!options_.cpu_warmup)
+      env_->programs().Get("device_probe", storage_defines(), disk_.get());
+  } catch (const Error& e) {
+    Log(LogLevel::kWarning,
+        "the device cannot build our kernels; running on the CPU: " + What(e));
+    std::lock_guard<std::mutex> l(report_mutex_);
+    for (auto& d : claim->decisions)
+      if (d.claimed) {
+        d.claimed = false;
+        d.reason = "device program build failed (see warning)";
+      }
+    RecordClaims(ctx, claim->decisions, {});
+    return false;
+  }
+  return true;
+}
+
 TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
   DebugTimer timer("delegate prepare (claims, then the partitions' kernel init)");
   try {
@@ -157,25 +276,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     graph.set_cpu_kernels(IdentifyCpuKernels(ctx, options_.runtime));
     AbiObservation abi;
     abi.tensors_size = ctx->tensors_size;
-    std::vector<NodeInfo> nodes;
-    TfLiteNode* prev = nullptr;
-    int prev_index = -1;
-    for (int index : plan) {
-      bool ok = false;
-      NodeInfo n = ReadNode(ctx, index, &ok);
-      if (!ok) continue;  // a node we cannot read is simply left alone
-      TfLiteNode* node = nullptr;
-      TfLiteRegistration* reg = nullptr;
-      ctx->GetNodeAndRegistration(ctx, index, &node, &reg);
-      abi.node_to_registration = reinterpret_cast<char*>(reg) - reinterpret_cast<char*>(node);
-      if (prev && index > prev_index)
-        abi.node_stride =
-            (reinterpret_cast<char*>(node) - reinterpret_cast<char*>(prev)) / (index - prev_index);
-      prev = node;
-      prev_index = index;
-      ++abi.nodes_seen;
-      nodes.push_back(std::move(n));
-    }
+    std::vector<NodeInfo> nodes = ReadPlanNodes(ctx, plan, &abi);
     std::set<int> written;
     for (const NodeInfo& n : nodes)
       for (int t : n.outputs)
@@ -200,62 +301,10 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     const std::string whole = WholeModelOnCpu(graph, nodes, &warn);
     if (warn) Log(LogLevel::kWarning, "the delegate claims nothing in this model: " + whole);
     ClaimPlan claim;
-    for (const NodeInfo& n : nodes) {
-      NodeDecision d;
-      d.node = n.index;
-      d.op = n.op;
-      const OpHandler* h = FindOpHandler(n.op);
-      if (h) {
-        d.op_name = h->name;
-        try {
-          d.reason = !whole.empty() ? whole : CheckNodeCommon(graph, n);
-          if (d.reason.empty()) d.reason = CheckCpuOperandRanks(graph, n);
-          if (d.reason.empty()) d.reason = h->check(graph, n);
-        } catch (const std::exception& e) {
-          d.reason = "could not read the node: " + What(e);
-        }
-        if (d.reason.empty()) d.reason = CheckAllocationLimit(graph, n, *h, &d.note);
-        if (d.reason.empty()) {
-          abi.params_read.push_back("node " + std::to_string(n.index) + " " + h->name + " " +
-                                    DescribeNode(*h, n));
-        }
-      } else if (n.op == tfl::kDequantize) {
-        d.op_name = "DEQUANTIZE";
-        d.reason = "only a constant FLOAT16 or int8 weight feeding a delegated op is claimed";
-      } else if (*DensifyNodeName(n.op)) {
-        d.op_name = DensifyNodeName(n.op);
-        auto it = sparse_refused.find(n.index);
-        d.reason = it != sparse_refused.end()
-                       ? it->second
-                       : "only a sparse constant weight feeding a delegated op is claimed";
-      } else if (*ShapeNodeName(n.op)) {
-        d.op_name = ShapeNodeName(n.op);
-        d.reason = "only a shape computation feeding delegated ops is claimed";
-      } else {
-        d.reason = "op not supported";
-      }
-      // "none": a measured plan found the CPU alone fastest (clgpu_delegate.plan).
-      if (d.reason.empty() && options_.partitioning == "none") d.reason = "partitioning=none";
-      d.claimed = d.reason.empty();
-      claim.decisions.push_back(std::move(d));
-    }
+    for (const NodeInfo& n : nodes)
+      claim.decisions.push_back(DecideNode(graph, n, whole, sparse_refused, &abi));
 
-    const PreviewFn preview = [ctx](const std::vector<int>& claimed) {
-      std::vector<PartitionPreview> parts;
-      TfLiteIntArray* nodes_array = NewIntArray(claimed);
-      TfLiteDelegateParams* p = nullptr;
-      int num_parts = 0;
-      if (ctx->PreviewDelegatePartitioning(ctx, nodes_array, &p, &num_parts) == kTfLiteOk) {
-        auto vec = [](const TfLiteIntArray* a) {
-          return std::vector<int>(a->data, a->data + a->size);
-        };
-        for (int i = 0; i < num_parts; ++i)
-          parts.push_back(
-              {vec(p[i].nodes_to_replace), vec(p[i].input_tensors), vec(p[i].output_tensors)});
-      }
-      std::free(nodes_array);
-      return parts;
-    };
+    const PreviewFn preview = MakePreview(ctx);
     KeepFn keep;
     std::map<std::vector<int>, std::string> kept_figures;  // partition nodes -> its estimate
     if (options_.partitioning == "cost")
@@ -287,26 +336,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     }
     if (to_replace.empty()) return kTfLiteOk;
 
-    // Build a first program now: a device that cannot compile our kernels leaves
-    // the whole model on the CPU (with a warning) instead of failing the interpreter. Not
-    // with cpu_warmup, whose start does not wait for a compiler: there the partitions' own
-    // builds fail on their setup threads and they stay on TFLite's CPU kernels (one warning
-    // each).
-    try {
-      if (!options_.cpu_warmup)
-        env_->programs().Get("device_probe", storage_defines(), disk_.get());
-    } catch (const Error& e) {
-      Log(LogLevel::kWarning,
-          "the device cannot build our kernels; running on the CPU: " + What(e));
-      std::lock_guard<std::mutex> l(report_mutex_);
-      for (auto& d : claim.decisions)
-        if (d.claimed) {
-          d.claimed = false;
-          d.reason = "device program build failed (see warning)";
-        }
-      RecordClaims(ctx, claim.decisions, {});
-      return kTfLiteOk;
-    }
+    if (!DeviceBuilds(ctx, &claim)) return kTfLiteOk;
 
     TfLiteRegistrationPadded reg{};
     reg.reg = PartitionKernelRegistration();

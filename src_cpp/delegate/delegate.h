@@ -25,6 +25,8 @@
 
 namespace clgpu {
 
+struct ClaimPlan;  // delegate/claim.h
+
 struct OpHandler;
 
 // Why each node was or was not delegated at the last Prepare of its subgraph.
@@ -109,6 +111,12 @@ class DelegateCore final : public PartitionHost {
   }
 
   TfLiteStatus Prepare(TfLiteContext* ctx);
+  // Prepare's steps (delegate.cc): one node's claim decision; whether the device builds a first
+  // program (else every claim is withdrawn, with the reason).
+  NodeDecision DecideNode(const GraphView& graph, const NodeInfo& n, const std::string& whole,
+                          const std::map<int, std::string>& sparse_refused,
+                          AbiObservation* abi) const;
+  bool DeviceBuilds(TfLiteContext* ctx, ClaimPlan* claim);
   // "" or why a node cannot run within the device's largest allocation, even with
   // its large tensors in pieces and its work in chunks (runtime/split.h).
   // *note says when it will (tensors in pieces, work in chunks).

@@ -116,36 +116,64 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
       if (twice) fp32_ops_.push_back(h->create(*graph, node));
       op_nodes.push_back(node);
     }
-    const Op& op = *ops_.back();
-    for (int t : op.inputs()) {
-      if (values_.count(t)) continue;
-      Value& v = values_[t];
-      v.type = graph->value_type(t);
-      if (graph->IsConstant(t)) {
-        v.kind = Kind::kConstant;
-        v.shape = graph->shape(t);
-        if (v.type == ValueType::kFloat) {
-          v.constant = graph->ConstantFloats(t);
-        } else {
-          v.constant_bytes = graph->ConstantBytes(t);
-        }
-      } else if (inputs.count(t)) {
-        v.kind = Kind::kInput;
+    RegisterValues(*graph, *ops_.back(), inputs, outputs);
+  }
+  FinishValues(*graph, folded_weights);
+  // What each fold may take on this graph; each plan decides with its shapes (ApplyFolds).
+  passes_ = FusionPasses();
+  Folds found;
+  const FoldGraph fold_graph{*graph, op_nodes, outputs, host_->env().device()};
+  for (const auto& p : passes_) p->Find(fold_graph, &found);
+  if (host_->settings().cpu_warmup) {
+    std::set<int> boundary = inputs;
+    boundary.insert(outputs.begin(), outputs.end());
+    cpu_ = std::make_unique<CpuFallback>(
+        ctx->GetNodeAndRegistration, &host_->tensor_room(),
+        std::vector<int>(params->nodes_to_replace->data,
+                         params->nodes_to_replace->data + params->nodes_to_replace->size),
+        std::move(boundary), std::move(shape_nodes));
+  }
+  host_->CountKernelCreated();
+}
+
+// The values op reads and writes, as the graph has them: constants with their data, the
+// partition's inputs and outputs, internal activations.
+void Partition::RegisterValues(const GraphView& graph, const Op& op, const std::set<int>& inputs,
+                               const std::set<int>& outputs) {
+  for (int t : op.inputs()) {
+    if (values_.count(t)) continue;
+    Value& v = values_[t];
+    v.type = graph.value_type(t);
+    if (graph.IsConstant(t)) {
+      v.kind = Kind::kConstant;
+      v.shape = graph.shape(t);
+      if (v.type == ValueType::kFloat) {
+        v.constant = graph.ConstantFloats(t);
+      } else {
+        v.constant_bytes = graph.ConstantBytes(t);
       }
-    }
-    for (int t : op.outputs()) {
-      Value& v = values_[t];
-      v.type = graph->value_type(t);
-      v.is_partition_output = outputs.count(t) != 0;
-      v.kind = v.is_partition_output ? Kind::kOutput : Kind::kInternal;
+    } else if (inputs.count(t)) {
+      v.kind = Kind::kInput;
     }
   }
+  for (int t : op.outputs()) {
+    Value& v = values_[t];
+    v.type = graph.value_type(t);
+    v.is_partition_output = outputs.count(t) != 0;
+    v.kind = v.is_partition_output ? Kind::kOutput : Kind::kInternal;
+  }
+}
+
+// Once every op is made: folded weights that an op reads as an operand (or that leave the
+// partition) held on the host, float values only quantization-boundary ops touch kept float32,
+// shape reads, and the lists of uploads and downloads.
+void Partition::FinishValues(const GraphView& graph, const std::vector<int>& folded_weights) {
   {
     std::set<int> operands;
     for (const auto& op : ops_) operands.insert(op->inputs().begin(), op->inputs().end());
     for (int t : folded_weights)
       if (operands.count(t) || values_[t].is_partition_output)
-        values_[t].constant = graph->ConstantFloats(t);
+        values_[t].constant = graph.ConstantFloats(t);
   }
   // Float values that only quantization-boundary ops touch stay float32 (Op::KeepsFloat32).
   std::map<int, bool> keep;
@@ -163,21 +191,6 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
     if (v.kind == Kind::kInput) uploads_.push_back(t);
     if (v.is_partition_output) downloads_.push_back(t);
   }
-  // What each fold may take on this graph; each plan decides with its shapes (ApplyFolds).
-  passes_ = FusionPasses();
-  Folds found;
-  const FoldGraph fold_graph{*graph, op_nodes, outputs, host_->env().device()};
-  for (const auto& p : passes_) p->Find(fold_graph, &found);
-  if (host_->settings().cpu_warmup) {
-    std::set<int> boundary = inputs;
-    boundary.insert(outputs.begin(), outputs.end());
-    cpu_ = std::make_unique<CpuFallback>(
-        ctx->GetNodeAndRegistration, &host_->tensor_room(),
-        std::vector<int>(params->nodes_to_replace->data,
-                         params->nodes_to_replace->data + params->nodes_to_replace->size),
-        std::move(boundary), std::move(shape_nodes));
-  }
-  host_->CountKernelCreated();
 }
 
 Partition::~Partition() {

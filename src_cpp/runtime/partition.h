@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "ops/matmul_views.h"
 #include "ops/op.h"
 #include "runtime/cpu_fallback.h"
+#include "runtime/memory_planner.h"
 #include "runtime/partition_host.h"
 #include "runtime/setup_progress.h"
 #include "runtime/split.h"
@@ -115,15 +117,43 @@ class Partition {
     double flops = 0, bytes = 0;
   };
 
+  // The constructor's steps (partition.cc).
+  void RegisterValues(const GraphView& graph, const Op& op, const std::set<int>& inputs,
+                      const std::set<int>& outputs);
+  void FinishValues(const GraphView& graph, const std::vector<int>& folded_weights);
   bool InputShapesChanged(TfLiteContext* ctx);
   bool InputShapesDiffer(TfLiteContext* ctx) const;  // the same, changing nothing
   void Plan(TfLiteContext* ctx);                     // PlanShapes, PlanDevice, ResizeOutputs
   void PlanShapes();
   void UnfoldAll();  // every op's folds of the last plan undone
   void PlanDevice();
+  // PlanDevice's steps (partition_plan.cc).
+  void UploadReadConstants(OpContext& octx);
+  std::vector<size_t> PlanPiecesAndChunks(const OpContext& octx, size_t chunk_bytes);
+  std::vector<TensorUsage> PlanLifetimes(std::vector<int>* planned);
+  void AllocateActivations(size_t max_alloc, const std::vector<size_t>& staging_bytes);
+  // Boundary transfers: a split value a piece at a time; a float value under fp16 storage
+  // through a float32 staging buffer; zero-copy wraps the others.
+  void PlanBoundaryTransfers(size_t max_alloc, size_t chunk_bytes);
   void ResizeOutputs(TfLiteContext* ctx);
   void PrepareWarm(TfLiteContext* ctx);
   bool InvokeWarm(TfLiteContext* ctx);             // true: the CPU ran it
+  // One invoke's enqueues (partition_invoke.cc). With profiling on (`on`) each gets an event,
+  // labelled -1 (an upload), -2 (a download) or its op's index and step.
+  struct Recorder {
+    bool on;
+    cl_event& last;  // the out-parameter of the enqueue being issued
+    std::vector<Event> events;
+    std::vector<int> event_op, event_step;
+    std::vector<int64_t> event_bytes;
+    cl_event* Slot(int op, int64_t bytes, int step = -1);
+    void Keep();  // the issued enqueue's event, kept
+  };
+  void EnqueueUploads(TfLiteContext* ctx, cl_command_queue q, Recorder& rec, InvokeCounts& counts);
+  int EnqueueOps(cl_command_queue q, Recorder& rec);
+  void EnqueueDownloads(TfLiteContext* ctx, cl_command_queue q, Recorder& rec,
+                        InvokeCounts& counts);
+  void RunConvert(cl_command_queue q, const Launch& l, int which, Recorder& rec);
   void FinishSetup();                              // waits for the setup thread, if any
   bool WarmShapesMoved(TfLiteContext* ctx) const;  // input shapes other than warm_shapes_
   void ReleaseLaunches();
@@ -147,6 +177,9 @@ class Partition {
     return v.slot >= 0 ? shared_[v.slot].get() : v.buffer.get();
   }
   cl_mem TransferMem(int t) const;
+  int64_t ZeroCopyBytes(size_t bytes) const;  // what a zero-copy map moves (profiles)
+  // A ranged value's transfer, range by range (upload: from `host`; else into it).
+  void TransferRanges(cl_command_queue q, const Value& v, char* host, bool upload, Recorder& rec);
   // Device bytes of one element of value t.
   size_t ElemBytes(int t) const;
   // A float value under fp16 storage: transferred through a float32 copy and a conversion.
@@ -186,6 +219,13 @@ class Partition {
   Storage StorageOf(int t) const;
   void PlanTransferRanges(Value& v, size_t stage_elems);
   void BindChunks(OpContext& octx, size_t i);
+  // Bind's steps (partition_bind.cc).
+  void WrapBoundaryTensors(TfLiteContext* ctx);
+  void MakeTransferConversions(OpContext& octx);
+  void MakeChunks();
+  size_t AllocateScratch(OpContext& octx);
+  void PrepareOps(OpContext& octx);
+  size_t ProfileOps();
   void CaptureValues();
   void RecordProfile(const std::vector<Event>& events, const std::vector<int>& event_op,
                      const std::vector<int>& event_step, const std::vector<int64_t>& event_bytes,

@@ -47,79 +47,98 @@ void Partition::Bind(TfLiteContext* ctx) {
   host_->CountBind();
   ReleaseLaunches();  // before any buffer they reference is replaced
   OpContext octx = MakeOpContext();
+  if (zero_copy_) WrapBoundaryTensors(ctx);
+  if (half_) MakeTransferConversions(octx);
+  MakeChunks();
+  const size_t scratch_total = AllocateScratch(octx);
+  PrepareOps(octx);
+  BindConversions(octx);
+  const size_t weight_bytes = ProfileOps();
+  MemoryReport report = report_;
+  report.weight_bytes += weight_bytes;
+  report.scratch_bytes = scratch_total;
+  host_->SetMemoryReport(id_, report);
+  BindOverflowFlags();
+  bound_ = true;
+}
+
+// Zero-copy: wrap TFLite's own tensor memory, so that on shared-memory devices the kernels read
+// inputs and write outputs in place, with map/unmap instead of copies.
+void Partition::WrapBoundaryTensors(TfLiteContext* ctx) {
   Environment& env = host_->env();
-  if (zero_copy_) {
-    // Wrap TFLite's own tensor memory: on shared-memory devices the kernels then
-    // read inputs and write outputs in place, with map/unmap instead of copies.
-    auto wrap = [&](int t, cl_mem_flags flags) {
-      Value& v = values_[t];
-      if (v.ranged) return;  // larger than one buffer: transferred a range at a time
-      const TfLiteTensor* x = ctx ? &ctx->tensors[t] : nullptr;
-      const size_t bytes = v.host_bytes();
-      if (!x || !x->data.raw || x->bytes < bytes || bytes == 0) {
-        // TFLite has not allocated the tensor yet (first prepare), or this is the warm-up's
-        // setup thread: bind a device buffer for now, so programs are built; the first
-        // invoke sees the real pointer and binds again.
-        Buffer b = env.CreateBuffer(bytes);
-        v.host_ptr = nullptr;
-        if (Converted(v)) {
-          v.transfer = std::move(b);
-        } else {
-          v.buffer = std::move(b);
-        }
-        return;
-      }
-      cl_int err = CL_SUCCESS;
-      cl_mem mem =
-          Cl().clCreateBuffer(env.context(), flags | CL_MEM_USE_HOST_PTR, bytes, x->data.raw, &err);
-      if (err != CL_SUCCESS) throw ClError("clCreateBuffer(CL_MEM_USE_HOST_PTR)", err);
-      env.CountBufferCreated();
-      Buffer b(mem, bytes);
-      v.host_ptr = x->data.raw_const;
+  auto wrap = [&](int t, cl_mem_flags flags) {
+    Value& v = values_[t];
+    if (v.ranged) return;  // larger than one buffer: transferred a range at a time
+    const TfLiteTensor* x = ctx ? &ctx->tensors[t] : nullptr;
+    const size_t bytes = v.host_bytes();
+    if (!x || !x->data.raw || x->bytes < bytes || bytes == 0) {
+      // TFLite has not allocated the tensor yet (first prepare), or this is the warm-up's
+      // setup thread: bind a device buffer for now, so programs are built; the first
+      // invoke sees the real pointer and binds again.
+      Buffer b = env.CreateBuffer(bytes);
+      v.host_ptr = nullptr;
       if (Converted(v)) {
         v.transfer = std::move(b);
       } else {
         v.buffer = std::move(b);
       }
-    };
-    for (int t : uploads_) wrap(t, CL_MEM_READ_ONLY);
-    for (int t : downloads_)
-      if (values_[t].kind != Kind::kConstant) wrap(t, CL_MEM_WRITE_ONLY);
-  }
-  if (half_) {
-    auto prog = octx.GetProgram("convert");
-    auto make = [&](bool upload, cl_mem floats, cl_mem storage, size_t n, size_t offset) {
-      Launch l;
-      l.name = upload ? "to_storage" : "from_storage";
-      l.kernel = CreateKernel(*prog, l.name);
-      const cl_long off = static_cast<cl_long>(offset);
-      if (upload) {
-        SetArgs(l.kernel, floats, storage, static_cast<int>(n), off);
-      } else {
-        SetArgs(l.kernel, storage, floats, static_cast<int>(n), off);
+      return;
+    }
+    cl_int err = CL_SUCCESS;
+    cl_mem mem =
+        Cl().clCreateBuffer(env.context(), flags | CL_MEM_USE_HOST_PTR, bytes, x->data.raw, &err);
+    if (err != CL_SUCCESS) throw ClError("clCreateBuffer(CL_MEM_USE_HOST_PTR)", err);
+    env.CountBufferCreated();
+    Buffer b(mem, bytes);
+    v.host_ptr = x->data.raw_const;
+    if (Converted(v)) {
+      v.transfer = std::move(b);
+    } else {
+      v.buffer = std::move(b);
+    }
+  };
+  for (int t : uploads_) wrap(t, CL_MEM_READ_ONLY);
+  for (int t : downloads_)
+    if (values_[t].kind != Kind::kConstant) wrap(t, CL_MEM_WRITE_ONLY);
+}
+
+// fp16 storage: the conversions of float boundary tensors to and from the storage type.
+void Partition::MakeTransferConversions(OpContext& octx) {
+  auto prog = octx.GetProgram("convert");
+  auto make = [&](bool upload, cl_mem floats, cl_mem storage, size_t n, size_t offset) {
+    Launch l;
+    l.name = upload ? "to_storage" : "from_storage";
+    l.kernel = CreateKernel(*prog, l.name);
+    const cl_long off = static_cast<cl_long>(offset);
+    if (upload) {
+      SetArgs(l.kernel, floats, storage, static_cast<int>(n), off);
+    } else {
+      SetArgs(l.kernel, storage, floats, static_cast<int>(n), off);
+    }
+    l.global[0] = std::max<size_t>(n, 1);
+    return l;
+  };
+  auto convert = [&](int t, bool upload) {
+    Value& v = values_[t];
+    if (!Converted(v)) return;  // transferred as it is
+    if (v.ranged) {
+      for (Value::Range& r : v.ranges) {
+        cl_mem piece = v.split() ? v.piece_buffers[r.piece].get() : Mem(t);
+        const size_t base = v.split() ? v.pieces[r.piece].begin : 0;
+        r.convert = make(upload, transfer_staging_.get(), piece, r.end - r.begin, r.begin - base);
       }
-      l.global[0] = std::max<size_t>(n, 1);
-      return l;
-    };
-    auto convert = [&](int t, bool upload) {
-      Value& v = values_[t];
-      if (!Converted(v)) return;  // transferred as it is
-      if (v.ranged) {
-        for (Value::Range& r : v.ranges) {
-          cl_mem piece = v.split() ? v.piece_buffers[r.piece].get() : Mem(t);
-          const size_t base = v.split() ? v.pieces[r.piece].begin : 0;
-          r.convert = make(upload, transfer_staging_.get(), piece, r.end - r.begin, r.begin - base);
-        }
-        return;
-      }
-      if (!v.transfer) return;
-      v.convert = make(upload, v.transfer.get(), Mem(t), size_t(NumElements(v.shape)), 0);
-    };
-    for (int t : uploads_) convert(t, true);
-    for (int t : downloads_)
-      if (values_[t].kind != Kind::kConstant) convert(t, false);
-  }
-  // An op in chunks: one sub-op per chunk, made before the scratch is sized.
+      return;
+    }
+    if (!v.transfer) return;
+    v.convert = make(upload, v.transfer.get(), Mem(t), size_t(NumElements(v.shape)), 0);
+  };
+  for (int t : uploads_) convert(t, true);
+  for (int t : downloads_)
+    if (values_[t].kind != Kind::kConstant) convert(t, false);
+}
+
+// An op in chunks: one sub-op per chunk, made before the scratch is sized.
+void Partition::MakeChunks() {
   for (size_t i = 0; i < ops_.size(); ++i) {
     OpRun& run = runs_[i];
     if (run.plan.empty() || RunsNothing(i)) continue;
@@ -131,7 +150,12 @@ void Partition::Bind(TfLiteContext* ctx) {
         throw Error(std::string(ops_[i]->type_name()) + " cannot run in chunks");
     }
   }
-  // Scratch: the largest request per slot over all ops (and chunks), shared by them.
+}
+
+// Scratch: the largest request per slot over all ops (and chunks), shared by them; into
+// octx.scratch. Its bytes.
+size_t Partition::AllocateScratch(OpContext& octx) {
+  Environment& env = host_->env();
   std::vector<size_t> scratch_bytes;
   auto need_scratch = [&](size_t i, const Op& op, const std::vector<Shape>& in_shapes) {
     const std::vector<size_t> need = op.ScratchBytes(OpCtx(octx, i), in_shapes);
@@ -161,8 +185,12 @@ void Partition::Bind(TfLiteContext* ctx) {
     octx.scratch.push_back(scratch_[j].get());
     scratch_total += scratch_[j].bytes();
   }
-  // The ops prepare on threads taking turns, so their programs build concurrently
-  // (runtime/build_threads.h); the rest of binding stays on this thread.
+  return scratch_total;
+}
+
+// Each op's steps: a flat copy's copies here; kernels from the ops' Prepare on threads taking
+// turns, so their programs build concurrently (runtime/build_threads.h).
+void Partition::PrepareOps(OpContext& octx) {
   std::vector<std::function<void(std::mutex*)>> prepares;
   for (size_t i = 0; i < ops_.size(); ++i) {
     std::vector<Shape> in_shapes;
@@ -221,7 +249,10 @@ void Partition::Bind(TfLiteContext* ctx) {
       };
     RunTakingTurns(prepares, BuildThreads());
   }
-  BindConversions(octx);
+}
+
+// Each op's profile record (shapes, arithmetic, bytes); the weights' bytes.
+size_t Partition::ProfileOps() {
   op_profiles_.assign(ops_.size(), {});
   size_t weight_bytes = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -242,12 +273,7 @@ void Partition::Bind(TfLiteContext* ctx) {
     prof.bytes += ops_[i]->WeightBytes();
     weight_bytes += static_cast<size_t>(ops_[i]->WeightBytes());
   }
-  MemoryReport report = report_;
-  report.weight_bytes += weight_bytes;
-  report.scratch_bytes = scratch_total;
-  host_->SetMemoryReport(id_, report);
-  BindOverflowFlags();
-  bound_ = true;
+  return weight_bytes;
 }
 
 // Per chunk: copies of the input boxes into staging (or the whole tensor as it is),

@@ -45,89 +45,67 @@ void CheckIndexInputs(const std::vector<std::unique_ptr<Op>>& ops, const TfLiteC
 }
 }  // namespace
 
-void Partition::Invoke(TfLiteContext* ctx) {
-  if (warming_ && InvokeWarm(ctx)) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  DrainOnError drain{host_->queue()};
-  // A dynamic input resized without a prepare.
-  if (InputShapesChanged(ctx) || !device_planned_) Plan(ctx);
-  if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
-  CheckIndexInputs(ops_, ctx);
+cl_event* Partition::Recorder::Slot(int op, int64_t bytes, int step) {
+  if (!on) return nullptr;
+  events.emplace_back();
+  event_op.push_back(op);
+  event_step.push_back(step);
+  event_bytes.push_back(bytes);
+  return &last;
+}
+
+void Partition::Recorder::Keep() {
+  if (on) events.back() = Event(std::exchange(last, nullptr));
+}
+
+// A conversion kernel of fp16 storage (none: nothing), recorded as an upload (-1) or a
+// download (-2).
+void Partition::RunConvert(cl_command_queue q, const Launch& l, int which, Recorder& rec) {
+  if (!l.kernel) return;
+  CheckCl(Cl().clEnqueueNDRangeKernel(q, l.kernel.get(), 1, nullptr, l.global, nullptr, 0, nullptr,
+                                      rec.Slot(which, 0)),
+          "clEnqueueNDRangeKernel(convert)");
+  rec.Keep();
+}
+
+// A ranged value: each range straight into / out of its piece, or a float value under fp16
+// storage through transfer_staging_ and a conversion (the in-order queue keeps the staging
+// buffer's uses apart).
+void Partition::TransferRanges(cl_command_queue q, const Value& v, char* host, bool upload,
+                               Recorder& rec) {
   const ClApi& cl = Cl();
-  cl_command_queue q = host_->queue();
-  if (host_->settings().fail_at == "invoke")
-    throw ClError("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, "injected failure (fail_at)");
-  // With profiling on, every enqueue gets an event: -1 = upload, -2 = download,
-  // otherwise the index of the op (and of its step).
-  const bool profiling = host_->settings().profiling;
-  std::vector<Event> events;
-  std::vector<int> event_op, event_step;
-  std::vector<int64_t> event_bytes;
-  auto slot = [&](int op, int64_t bytes, int step = -1) -> cl_event* {
-    if (!profiling) return nullptr;
-    events.emplace_back();
-    event_op.push_back(op);
-    event_step.push_back(step);
-    event_bytes.push_back(bytes);
-    return &last_event_;
-  };
-  auto keep = [&]() {
-    if (profiling) events.back() = Event(std::exchange(last_event_, nullptr));
-  };
-  auto run_convert = [&](const Launch& l, int which) {
-    if (!l.kernel) return;
-    CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), 1, nullptr, l.global, nullptr, 0, nullptr,
-                                      slot(which, 0)),
-            "clEnqueueNDRangeKernel(convert)");
-    keep();
-  };
-  InvokeCounts counts;  // this invoke's syncs and boundary transfers
-  // Bytes a zero-copy map/unmap moves: none where the device works in host memory, the
-  // tensor where the driver keeps a device copy (a discrete GPU).
-  const bool unified = host_->env().device().host_unified_memory;
-  auto zero_copy_bytes = [&](size_t bytes) { return unified ? int64_t(0) : int64_t(bytes); };
-  // A ranged value: each range straight into / out of its piece, or a float value under
-  // fp16 storage through transfer_staging_ and a conversion (the in-order queue keeps the
-  // staging buffer's uses apart).
-  auto ranged_upload = [&](const Value& v, const char* host) {
-    const size_t eb = HostElementBytes(v.type);
-    for (const Value::Range& r : v.ranges) {
-      const size_t bytes = (r.end - r.begin) * eb;
-      const char* src = host + r.begin * eb;
-      if (Converted(v)) {
-        CheckCl(cl.clEnqueueWriteBuffer(q, transfer_staging_.get(), CL_FALSE, 0, bytes, src, 0,
-                                        nullptr, slot(-1, int64_t(bytes))),
-                "clEnqueueWriteBuffer");
-        keep();
-        run_convert(r.convert, -1);
-      } else {
-        const size_t off = (r.begin - v.pieces[r.piece].begin) * eb;
-        CheckCl(cl.clEnqueueWriteBuffer(q, v.piece_buffers[r.piece].get(), CL_FALSE, off, bytes,
-                                        src, 0, nullptr, slot(-1, int64_t(bytes))),
-                "clEnqueueWriteBuffer");
-        keep();
-      }
+  const size_t eb = HostElementBytes(v.type);
+  for (const Value::Range& r : v.ranges) {
+    const size_t bytes = (r.end - r.begin) * eb;
+    char* at = host + r.begin * eb;
+    const bool staged = Converted(v);
+    cl_mem mem = staged ? transfer_staging_.get() : v.piece_buffers[r.piece].get();
+    const size_t off = staged ? 0 : (r.begin - v.pieces[r.piece].begin) * eb;
+    if (upload) {
+      CheckCl(cl.clEnqueueWriteBuffer(q, mem, CL_FALSE, off, bytes, at, 0, nullptr,
+                                      rec.Slot(-1, int64_t(bytes))),
+              "clEnqueueWriteBuffer");
+      rec.Keep();
+      if (staged) RunConvert(q, r.convert, -1, rec);
+    } else {
+      if (staged) RunConvert(q, r.convert, -2, rec);
+      CheckCl(cl.clEnqueueReadBuffer(q, mem, CL_FALSE, off, bytes, at, 0, nullptr,
+                                     rec.Slot(-2, int64_t(bytes))),
+              "clEnqueueReadBuffer");
+      rec.Keep();
     }
-  };
-  auto ranged_download = [&](const Value& v, char* host) {
-    const size_t eb = HostElementBytes(v.type);
-    for (const Value::Range& r : v.ranges) {
-      const size_t bytes = (r.end - r.begin) * eb;
-      char* dst = host + r.begin * eb;
-      if (Converted(v)) {
-        run_convert(r.convert, -2);
-        CheckCl(cl.clEnqueueReadBuffer(q, transfer_staging_.get(), CL_FALSE, 0, bytes, dst, 0,
-                                       nullptr, slot(-2, int64_t(bytes))),
-                "clEnqueueReadBuffer");
-      } else {
-        const size_t off = (r.begin - v.pieces[r.piece].begin) * eb;
-        CheckCl(cl.clEnqueueReadBuffer(q, v.piece_buffers[r.piece].get(), CL_FALSE, off, bytes, dst,
-                                       0, nullptr, slot(-2, int64_t(bytes))),
-                "clEnqueueReadBuffer");
-      }
-      keep();
-    }
-  };
+  }
+}
+
+// Bytes a zero-copy map/unmap moves: none where the device works in host memory, the tensor
+// where the driver keeps a device copy (a discrete GPU).
+int64_t Partition::ZeroCopyBytes(size_t bytes) const {
+  return host_->env().device().host_unified_memory ? int64_t(0) : int64_t(bytes);
+}
+
+void Partition::EnqueueUploads(TfLiteContext* ctx, cl_command_queue q, Recorder& rec,
+                               InvokeCounts& counts) {
+  const ClApi& cl = Cl();
   for (int t : uploads_) {
     const TfLiteTensor& x = ctx->tensors[t];
     const Value& v = values_[t];
@@ -140,7 +118,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
     ++counts.uploads;
     counts.upload_bytes += int64_t(bytes);
     if (v.ranged) {
-      ranged_upload(v, static_cast<const char*>(x.data.raw_const));
+      TransferRanges(q, v, static_cast<char*>(x.data.raw), true, rec);
       continue;
     }
     if (zero_copy_) {
@@ -154,40 +132,51 @@ void Partition::Invoke(TfLiteContext* ctx) {
                                       0, bytes, 0, nullptr, nullptr, &err);
       CheckCl(err, "clEnqueueMapBuffer");
       CheckCl(cl.clEnqueueUnmapMemObject(q, TransferMem(t), p, 0, nullptr,
-                                         slot(-1, zero_copy_bytes(bytes))),
+                                         rec.Slot(-1, ZeroCopyBytes(bytes))),
               "clEnqueueUnmapMemObject");
-      keep();
+      rec.Keep();
     } else {
       CheckCl(cl.clEnqueueWriteBuffer(q, TransferMem(t), CL_FALSE, 0, bytes, x.data.raw_const, 0,
-                                      nullptr, slot(-1, bytes)),
+                                      nullptr, rec.Slot(-1, bytes)),
               "clEnqueueWriteBuffer");
-      keep();
+      rec.Keep();
     }
-    run_convert(v.convert, -1);
+    RunConvert(q, v.convert, -1, rec);
   }
+}
+
+// Every op's kernels and chunk copies, in order; the number of commands.
+int Partition::EnqueueOps(cl_command_queue q, Recorder& rec) {
   int commands = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
     if (RunsNothing(i)) continue;
     const std::vector<Step>& steps = runs_[i].steps;
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& st = steps[k];
-      cl_event* ev = slot(static_cast<int>(i), 0, static_cast<int>(k));
+      cl_event* ev = rec.Slot(static_cast<int>(i), 0, static_cast<int>(k));
       if (st.launch) {
         const Launch& l = *st.launch;
         const size_t* local = l.local[0] ? l.local : nullptr;
-        CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local, 0,
-                                          nullptr, ev),
+        CheckCl(Cl().clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local,
+                                            0, nullptr, ev),
                 "clEnqueueNDRangeKernel");
       } else {
         EnqueueCopy(q, st.copy, ev);
       }
-      keep();
+      rec.Keep();
       ++commands;
       // Some drivers (NVIDIA's) hold enqueued work until a flush: submit early so
       // the device runs while the host is still enqueueing, then in batches.
-      if (commands == 2 || commands % 16 == 0) CheckCl(cl.clFlush(q), "clFlush");
+      if (commands == 2 || commands % 16 == 0) CheckCl(Cl().clFlush(q), "clFlush");
     }
   }
+  return commands;
+}
+
+// The partition's outputs, read (or mapped: mapped_, unmapped after the wait) without a wait.
+void Partition::EnqueueDownloads(TfLiteContext* ctx, cl_command_queue q, Recorder& rec,
+                                 InvokeCounts& counts) {
+  const ClApi& cl = Cl();
   std::vector<std::pair<cl_mem, void*>>& mapped = mapped_;  // reused: no allocation per invoke
   mapped.clear();
   for (int t : downloads_) {
@@ -206,14 +195,14 @@ void Partition::Invoke(TfLiteContext* ctx) {
       continue;
     }
     if (v.ranged) {
-      ranged_download(v, static_cast<char*>(x.data.raw));
+      TransferRanges(q, v, static_cast<char*>(x.data.raw), false, rec);
       continue;
     }
-    run_convert(v.convert, -2);
+    RunConvert(q, v.convert, -2, rec);
     if (zero_copy_) {
       cl_int err = CL_SUCCESS;
       void* p = cl.clEnqueueMapBuffer(q, TransferMem(t), CL_FALSE, CL_MAP_READ, 0, bytes, 0,
-                                      nullptr, slot(-2, zero_copy_bytes(bytes)), &err);
+                                      nullptr, rec.Slot(-2, ZeroCopyBytes(bytes)), &err);
       if (err != CL_SUCCESS) {
         // Leave no output mapped behind the error.
         for (const auto& [mem, ptr] : mapped)
@@ -221,25 +210,46 @@ void Partition::Invoke(TfLiteContext* ctx) {
         cl.clFinish(q);
       }
       CheckCl(err, "clEnqueueMapBuffer");
-      keep();
+      rec.Keep();
       mapped.emplace_back(TransferMem(t), p);
     } else {
       CheckCl(cl.clEnqueueReadBuffer(q, TransferMem(t), CL_FALSE, 0, bytes, x.data.raw, 0, nullptr,
-                                     slot(-2, bytes)),
+                                     rec.Slot(-2, bytes)),
               "clEnqueueReadBuffer");
-      keep();
+      rec.Keep();
     }
   }
+}
+
+void Partition::Invoke(TfLiteContext* ctx) {
+  if (warming_ && InvokeWarm(ctx)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  DrainOnError drain{host_->queue()};
+  // A dynamic input resized without a prepare.
+  if (InputShapesChanged(ctx) || !device_planned_) Plan(ctx);
+  if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
+  CheckIndexInputs(ops_, ctx);
+  const ClApi& cl = Cl();
+  cl_command_queue q = host_->queue();
+  if (host_->settings().fail_at == "invoke")
+    throw ClError("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, "injected failure (fail_at)");
+  // With profiling on, every enqueue gets an event: -1 = upload, -2 = download,
+  // otherwise the index of the op (and of its step).
+  Recorder rec{host_->settings().profiling, last_event_};
+  InvokeCounts counts;  // this invoke's syncs and boundary transfers
+  EnqueueUploads(ctx, q, rec, counts);
+  const int commands = EnqueueOps(q, rec);
+  EnqueueDownloads(ctx, q, rec, counts);
   EnqueueOverflowRead(q);  // waited for with the outputs
   const auto t_enqueued = std::chrono::steady_clock::now();
   // Mapped outputs are unmapped after the sync: the data is in TFLite's memory.
   // Every one is unmapped even if one fails, and the first failure is reported.
   cl_int unmap_err = CL_SUCCESS;
-  for (const auto& [mem, p] : mapped) {
+  for (const auto& [mem, p] : mapped_) {
     const cl_int e = cl.clEnqueueUnmapMemObject(q, mem, p, 0, nullptr, nullptr);
     if (unmap_err == CL_SUCCESS) unmap_err = e;
   }
-  mapped.clear();
+  mapped_.clear();
   CheckCl(unmap_err, "clEnqueueUnmapMemObject");
   CheckCl(cl.clFinish(q), "clFinish");
   ++counts.host_syncs;
@@ -254,12 +264,12 @@ void Partition::Invoke(TfLiteContext* ctx) {
   if (HandleOverflow()) return Invoke(ctx);
   host_->CountInvoke(counts);
   if (host_->settings().capture_tensors) CaptureValues();
-  if (profiling) {
+  if (rec.on) {
     const auto ns = [&](auto t) {
       return std::chrono::duration<double, std::nano>(t - t0).count();
     };
-    RecordProfile(events, event_op, event_step, event_bytes, ns(std::chrono::steady_clock::now()),
-                  ns(t_enqueued), commands);
+    RecordProfile(rec.events, rec.event_op, rec.event_step, rec.event_bytes,
+                  ns(std::chrono::steady_clock::now()), ns(t_enqueued), commands);
   }
 }
 

@@ -88,12 +88,31 @@ void Partition::PlanDevice() {
   DebugTimer timer("partition " + std::to_string(id_) + ": memory planned");
   host_->CountPlan();
   OpContext octx = MakeOpContext();
-  Environment& env = host_->env();
-  const size_t max_alloc = octx.max_alloc;
   report_ = MemoryReport{};
   AssignStorage();
-  // Constants that ops read as activations (an ADD operand): uploaded once, in
-  // pieces when larger than one buffer. Weights are the ops' own.
+  UploadReadConstants(octx);
+  ApplyFolds(octx);
+  if (host_->settings().fail_at == "alloc")
+    throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
+  const size_t chunk_bytes = std::min<size_t>(
+      octx.max_alloc, std::max<size_t>(64u << 20, host_->env().device().global_mem_bytes / 16));
+  const std::vector<size_t> staging_bytes = PlanPiecesAndChunks(octx, chunk_bytes);
+  AllocateActivations(octx.max_alloc, staging_bytes);
+  PlanBoundaryTransfers(octx.max_alloc, chunk_bytes);
+  if (!PlanConversions(octx)) {
+    // Precision auto met a value in pieces or an op in chunks: the partition runs in float32.
+    RunInFloat32({});
+    PlanShapes();
+    return PlanDevice();
+  }
+  device_planned_ = true;
+  bound_ = false;
+}
+
+// Constants that ops read as activations (an ADD operand): uploaded once, in pieces when
+// larger than one buffer. Weights are the ops' own.
+void Partition::UploadReadConstants(OpContext& octx) {
+  const size_t max_alloc = octx.max_alloc;
   std::set<int> read;
   for (const auto& op : ops_) read.insert(op->inputs().begin(), op->inputs().end());
   for (auto& entry : values_) {
@@ -124,12 +143,13 @@ void Partition::PlanDevice() {
     report_.weight_bytes += v.buffer.bytes();
     for (const Buffer& b : v.piece_buffers) report_.weight_bytes += b.bytes();
   }
-  ApplyFolds(octx);
-  if (host_->settings().fail_at == "alloc")
-    throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
+}
 
-  // Activations larger than one buffer become pieces (allocated below, outside the
-  // memory plan); the ops touching them, or too large themselves, run in chunks.
+// Activations larger than one buffer become pieces (allocated later, outside the memory plan);
+// the ops touching them, or too large themselves, run in chunks of at most chunk_bytes. The
+// staging bytes the chunks need, per slot (a chunk's inputs, then its output).
+std::vector<size_t> Partition::PlanPiecesAndChunks(const OpContext& octx, size_t chunk_bytes) {
+  const size_t max_alloc = octx.max_alloc;
   for (auto& [t, v] : values_) {
     if (v.kind == Kind::kConstant) continue;
     v.piece_buffers.clear();
@@ -144,8 +164,6 @@ void Partition::PlanDevice() {
   AliasFlatCopies();
   runs_.clear();
   runs_.resize(ops_.size());
-  const size_t chunk_bytes =
-      std::min<size_t>(max_alloc, std::max<size_t>(64u << 20, env.device().global_mem_bytes / 16));
   std::vector<size_t> staging_bytes;  // per slot: inputs of a chunk, then its output
   for (size_t i = 0; i < ops_.size(); ++i) {
     if (absorbed_[i]) continue;
@@ -172,10 +190,15 @@ void Partition::PlanDevice() {
     }
   }
 
-  // Lifetimes in op steps: inputs are written before step 0, outputs are read
-  // after the last step; the planner lets disjoint lifetimes share memory.
-  // Under zero-copy, boundary tensors stored as TFLite holds them live in its memory instead.
-  std::vector<int> planned;
+  return staging_bytes;
+}
+
+// Lifetimes in op steps of the activations the memory plan places (*planned, in order): inputs
+// are written before step 0, outputs are read after the last step; the planner lets disjoint
+// lifetimes share memory. Under zero-copy, boundary tensors stored as TFLite holds them live in
+// its memory instead.
+std::vector<TensorUsage> Partition::PlanLifetimes(std::vector<int>* planned_out) {
+  std::vector<int>& planned = *planned_out;
   std::vector<TensorUsage> usage;
   std::map<int, size_t> index_of;
   const int end_step = static_cast<int>(ops_.size());
@@ -214,6 +237,15 @@ void Partition::PlanDevice() {
     // Every activation must survive to the end of the invoke to be read back.
     for (TensorUsage& u : usage) u.first = 0, u.last = end_step;
   }
+  return usage;
+}
+
+// The activations' memory: lifetimes, then one arena (or shared or own buffers), the pieces'
+// buffers and the chunks' staging.
+void Partition::AllocateActivations(size_t max_alloc, const std::vector<size_t>& staging_bytes) {
+  Environment& env = host_->env();
+  std::vector<int> planned;
+  const std::vector<TensorUsage> usage = PlanLifetimes(&planned);
   for (int t : planned) {
     values_[t].buffer.Release();
     values_[t].slot = -1;
@@ -278,6 +310,10 @@ void Partition::PlanDevice() {
     report_.chunk_staging_bytes += staging_.back().bytes();
   }
 
+}
+
+void Partition::PlanBoundaryTransfers(size_t max_alloc, size_t chunk_bytes) {
+  Environment& env = host_->env();
   // Boundary transfers. A split value goes a piece at a time; a float value under fp16
   // storage through a float32 staging buffer (a range at a time), also one whose
   // float32 copy alone would exceed one buffer. Zero-copy wraps only the others.
@@ -303,14 +339,6 @@ void Partition::PlanDevice() {
   if (stage_need) transfer_staging_ = env.CreateBuffer(stage_need * sizeof(float));
   for (const auto& [t, v] : values_) report_.staging_bytes += v.transfer.bytes();
   report_.staging_bytes += transfer_staging_.bytes();
-  if (!PlanConversions(octx)) {
-    // Precision auto met a value in pieces or an op in chunks: the partition runs in float32.
-    RunInFloat32({});
-    PlanShapes();
-    return PlanDevice();
-  }
-  device_planned_ = true;
-  bound_ = false;
 }
 
 // TFLite's output tensors take the planned shapes.

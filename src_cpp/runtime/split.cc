@@ -5,6 +5,7 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
+#include "runtime/chunk_search.h"
 
 namespace clgpu {
 namespace {
@@ -140,8 +141,6 @@ void AppendOne(const At& src, const Shape& src_view, const Box& from, const At& 
   }
 }
 
-size_t BoxBytes(const Box& b, size_t eb) { return size_t(BoxElements(b)) * eb; }
-
 }  // namespace
 
 int64_t BoxElements(const Box& b) {
@@ -204,90 +203,28 @@ namespace {
 // to the largest extent that fits. false + *why if even the smallest does not.
 bool TryChunks(const OpContext& ctx, const Op& op, const std::vector<Shape>& in,
                const ChunkSpec& spec, size_t limit, ChunkPlan* plan, std::string* why) {
-  const Shape& ov = spec.views.back();
-  const size_t rank = ov.size(), eb = ctx.storage_bytes;
-  std::vector<int> step(rank, 1);
-  for (size_t a = 0; a < std::min(rank, spec.step.size()); ++a) step[a] = std::max(spec.step[a], 1);
-  auto count = [&](const std::vector<int>& ext) {
-    size_t n = 1;
-    for (size_t a = 0; a < rank; ++a) {
-      n *= size_t((ov[a] + ext[a] - 1) / ext[a]);
-      if (n > kMaxChunks) return kMaxChunks + 1;
-    }
-    return n;
-  };
-  // Calls fn(box) for every chunk of extents `ext`, row-major, until it returns false.
-  auto each = [&](const std::vector<int>& ext, const std::function<bool(const Box&)>& fn) {
-    Box b;
-    b.begin.assign(rank, 0);
-    b.size.assign(rank, 0);
-    for (;;) {
-      for (size_t a = 0; a < rank; ++a) b.size[a] = std::min(ext[a], ov[a] - b.begin[a]);
-      if (!fn(b)) return false;
-      // Next chunk: an odometer over the axes, the last one fastest.
-      size_t a = rank;
-      for (;;) {
-        if (a == 0) return true;
-        --a;
-        b.begin[a] += ext[a];
-        if (b.begin[a] < ov[a]) break;
-        b.begin[a] = 0;
-      }
-    }
-  };
-  auto peak = [&](const Box& b) {
-    size_t p = std::max(BoxBytes(b, eb), op.ChunkWeightBytes(ctx, in, b));
-    std::vector<Shape> shapes;
-    for (const Box& x : op.ChunkInputs(in, b)) {
-      p = std::max(p, BoxBytes(x, eb));
-      shapes.push_back(x.size);
-    }
-    if (auto sub = op.MakeChunk(in, b))
-      for (size_t s : sub->ScratchBytes(ctx, shapes)) p = std::max(p, s);
-    return p;
-  };
-  // Past kMaxChunks a candidate counts as fitting without being tried (smaller
-  // chunks fit at least as well): the search then ends on the fewest chunks.
-  auto weights_fit = [&](const std::vector<int>& ext) {
-    return count(ext) > kMaxChunks ||
-           each(ext, [&](const Box& b) { return op.ChunkWeightBytes(ctx, in, b) <= limit; });
-  };
-  auto all_fit = [&](const std::vector<int>& ext) {
-    return count(ext) > kMaxChunks || each(ext, [&](const Box& b) { return peak(b) <= limit; });
-  };
-  auto shrink = [&](std::vector<int>& ext, size_t a, const auto& fits) {
-    if (a >= rank) return;
-    int lo = 1, hi = (ov[a] + step[a] - 1) / step[a];  // in steps; lo always taken
-    while (lo < hi) {
-      const int mid = lo + (hi - lo + 1) / 2;
-      std::vector<int> t = ext;
-      t[a] = std::min(mid * step[a], ov[a]);
-      if (fits(t)) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    ext[a] = std::min(lo * step[a], ov[a]);
-  };
+  const ChunkSearch search(ctx, op, in, spec);
+  const Shape& ov = search.output();
+  auto weights_fit = [&](const std::vector<int>& e) { return search.WeightsFit(e, limit); };
+  auto all_fit = [&](const std::vector<int>& e) { return search.AllFit(e, limit); };
   std::vector<int> ext(ov.begin(), ov.end());
   for (int a : spec.weight_axes) {
     if (weights_fit(ext)) break;
-    shrink(ext, a, weights_fit);
+    search.Shrink(ext, size_t(a), weights_fit);
   }
   for (int a : spec.axes) {
     if (all_fit(ext)) break;
-    shrink(ext, a, all_fit);
+    search.Shrink(ext, size_t(a), all_fit);
   }
-  if (count(ext) > kMaxChunks) {
+  if (search.Count(ext) > kMaxChunks) {
     *why = std::string(op.type_name()) + " would need more than " + std::to_string(kMaxChunks) +
            " chunks";
     return false;
   }
   size_t worst = 0;
   Box worst_box;
-  each(ext, [&](const Box& b) {
-    const size_t p = peak(b);
+  search.Each(ext, [&](const Box& b) {
+    const size_t p = search.Peak(b);
     if (p > worst) worst = p, worst_box = b;
     return true;
   });
@@ -298,7 +235,7 @@ bool TryChunks(const OpContext& ctx, const Op& op, const std::vector<Shape>& in,
     return false;
   }
   plan->spec = spec;
-  each(ext, [&](const Box& b) {
+  search.Each(ext, [&](const Box& b) {
     plan->out.push_back(b);
     plan->in.push_back(op.ChunkInputs(in, b));
     return true;
