@@ -205,3 +205,20 @@ def test_fuse_option_names_the_passes(runtime: str) -> None:
     assert _launches(none) == _launches(off) == 5
     with pytest.raises(ValueError, match="'fuse'.*clamp, epilogue, residual"):
         clgpu_delegate.load(fuse="depthwise,pad_everything")
+
+
+def test_readme_names_every_fold_pass() -> None:
+    """The README's `fuse` row lists the passes the delegate knows, in the table's order (a
+    bad value's error names them)."""
+    import re
+    from pathlib import Path
+
+    import clgpu_delegate
+
+    with pytest.raises(ValueError) as e:
+        clgpu_delegate.load(fuse="no_such_pass")
+    known = str(e.value).split("comma-separated list of ")[1].strip().split(", ")
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `fuse`, `fuse_add`"))
+    listed = re.findall(r"`(\w+)`", row.split("comma-separated:")[1].split("(")[0])
+    assert listed == known
