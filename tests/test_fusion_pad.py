@@ -81,7 +81,10 @@ def test_pad_runs_inside_the_convolution(
     assert _launches(on) == _launches(off) - 1
 
 
-@pytest.mark.parametrize("algorithm", ["direct", "implicit_gemm", "winograd", "direct_blocked"])
+@pytest.mark.parametrize(
+    "algorithm",
+    ["direct", "implicit_gemm", "winograd", "winograd4", "winograd4_fused", "direct_blocked"],
+)
 def test_every_convolution_algorithm_reads_the_pad(runtime: str, algorithm: str) -> None:
     for shape, pads, kw in CASES[:4]:
         model = conv_after_pad(shape, pads, seed=7, **kw)
