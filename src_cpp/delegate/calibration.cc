@@ -290,9 +290,9 @@ DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue) {
   // Sized so the longer run is well above a launch's cost on a GPU; the slope between two
   // lengths leaves out the launch and the wait.
   constexpr int kIters = 1024;
-  c.gflops = 8.0 * kIters * double(r.fma_items) /
-             ((Best([&] { return r.RunFma(2 * kIters); }) - Best([&] { return r.RunFma(kIters); })) *
-              1e3);
+  const double fma_us =
+      Best([&] { return r.RunFma(2 * kIters); }) - Best([&] { return r.RunFma(kIters); });
+  c.gflops = 8.0 * kIters * double(r.fma_items) / (fma_us * 1e3);
   c.source = "measured";
   if (!Plausible(c)) {
     char buf[200];

@@ -63,7 +63,8 @@ void DelegateCore::Destroy(TfLiteDelegate* d) {
 }
 
 DelegateCore::DelegateCore(const Options& options) : options_(options) {
-  if (options_.fail_at == "create") throw NoDeviceError("injected failure at create (fail_at)");
+  if (options_.fail_at == FaultPoint::kCreate)
+    throw NoDeviceError("injected failure at create (fail_at)");
   const auto t0 = std::chrono::steady_clock::now();
   env_ = Environment::ForDevice(SelectDevice(options_.device));
   // Device listing and context creation: the driver's one-time cost in a process (or
@@ -75,11 +76,11 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
   if (options_.profiling) profiler_.set_event_overhead_ns(EventOverheadNs(*env_, queue_.get()));
   if (!options_.serialization_dir.empty())
     disk_ = std::make_unique<BinaryCache>(options_.serialization_dir, options_.model_token,
-                                          options_.fail_at == "cache");
-  if (options_.partitioning == "cost")  // the only user of the figures
+                                          options_.fail_at == FaultPoint::kCache);
+  if (options_.partitioning == Partitioning::kCost)  // the only user of the figures
     device_costs_ = CalibratedDeviceCosts(*env_, queue_.get(), options_.serialization_dir);
-  half_storage_ = options_.precision == "fp16" ||
-                  (options_.precision == "auto" &&
+  half_storage_ = options_.precision == Precision::kFp16 ||
+                  (options_.precision == Precision::kAuto &&
                    (env_->device().profile.auto_fp16 || options_.auto_fp16_anywhere));
   settings_ = RuntimeSettings{options_.fail_at,
                               options_.profiling,
@@ -87,7 +88,7 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
                               options_.fuse_add(),
                               options_.fuse,
                               options_.cpu_warmup,
-                              half_storage_ && options_.precision == "auto"};
+                              half_storage_ && options_.precision == Precision::kAuto};
   tfl_.data_ = this;
   tfl_.Prepare = PrepareTrampoline;
   tfl_.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
@@ -234,7 +235,8 @@ NodeDecision DelegateCore::DecideNode(const GraphView& graph, const NodeInfo& n,
     d.reason = "op not supported";
   }
   // "none": a measured plan found the CPU alone fastest (clgpu_delegate.plan).
-  if (d.reason.empty() && options_.partitioning == "none") d.reason = "partitioning=none";
+  if (d.reason.empty() && options_.partitioning == Partitioning::kNone)
+    d.reason = "partitioning=none";
   d.claimed = d.reason.empty();
   return d;
 }
@@ -265,7 +267,8 @@ bool DelegateCore::DeviceBuilds(TfLiteContext* ctx, ClaimPlan* claim) {
 TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
   DebugTimer timer("delegate prepare (claims, then the partitions' kernel init)");
   try {
-    if (options_.fail_at == "prepare") throw Error("injected failure at Prepare (fail_at)");
+    if (options_.fail_at == FaultPoint::kPrepare)
+      throw Error("injected failure at Prepare (fail_at)");
     tensor_room_.Forget();  // this context may sit where a freed one did
     TfLiteIntArray* plan_array = nullptr;
     if (ctx->GetExecutionPlan(ctx, &plan_array) != kTfLiteOk || !plan_array)
@@ -307,7 +310,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     const PreviewFn preview = MakePreview(ctx);
     KeepFn keep;
     std::map<std::vector<int>, std::string> kept_figures;  // partition nodes -> its estimate
-    if (options_.partitioning == "cost")
+    if (options_.partitioning == Partitioning::kCost)
       keep = [&](const PartitionPreview& p, const std::vector<NodeInfo>& ops) {
         const int folded = static_cast<int>(p.nodes.size() - ops.size());
         const PartitionEstimate e =

@@ -87,7 +87,7 @@ class DelegateCore final : public PartitionHost {
   bool half_storage() const override { return half_storage_; }
   std::string storage_defines() const {
     return std::string(half_storage_ ? "-DSTORAGE_HALF" : "") +
-           (options_.fail_at == "build" ? " -DCLGPU_INJECT_BUILD_FAILURE" : "");
+           (options_.fail_at == FaultPoint::kBuild ? " -DCLGPU_INJECT_BUILD_FAILURE" : "");
   }
   size_t storage_bytes() const override { return half_storage_ ? 2 : 4; }
   const RuntimeSettings& settings() const override { return settings_; }
@@ -106,7 +106,7 @@ class DelegateCore final : public PartitionHost {
   // driver's staging copy of pageable memory, which made every zoo model's invoke faster
   // on the H200 (docs/performance.md).
   bool zero_copy() const override {
-    if (options_.zero_copy != "auto") return options_.zero_copy == "on";
+    if (options_.zero_copy != ZeroCopy::kAuto) return options_.zero_copy == ZeroCopy::kOn;
     return env_->device().profile.zero_copy_io;
   }
 

@@ -66,6 +66,39 @@ void CheckSerializationDir(const std::string& dir) {
                       "directory of the path)");
 }
 
+// An option of a fixed set of values: its value by name (the table's order is the error's).
+template <typename E>
+E ParseEnum(const std::string& key, const std::string& value,
+            const std::vector<std::pair<const char*, E>>& names) {
+  std::vector<std::string> allowed;
+  for (const auto& [name, e] : names) {
+    if (value == name) return e;
+    allowed.push_back(name);
+  }
+  OneOf(key, value, allowed);  // throws, naming them
+  return names.front().second;
+}
+
+template <typename E>
+const char* EnumName(E e, const std::vector<std::pair<const char*, E>>& names) {
+  for (const auto& [name, v] : names)
+    if (v == e) return name;
+  return "?";
+}
+
+const std::vector<std::pair<const char*, Precision>> kPrecisions = {
+    {"fp32", Precision::kFp32}, {"fp16", Precision::kFp16}, {"auto", Precision::kAuto}};
+const std::vector<std::pair<const char*, Partitioning>> kPartitionings = {
+    {"all", Partitioning::kAll}, {"cost", Partitioning::kCost}, {"none", Partitioning::kNone}};
+const std::vector<std::pair<const char*, ZeroCopy>> kZeroCopies = {
+    {"auto", ZeroCopy::kAuto}, {"on", ZeroCopy::kOn}, {"off", ZeroCopy::kOff}};
+const std::vector<std::pair<const char*, FaultPoint>> kFaultPoints = {
+    {"", FaultPoint::kNone},         {"create", FaultPoint::kCreate},
+    {"prepare", FaultPoint::kPrepare}, {"init", FaultPoint::kInit},
+    {"build", FaultPoint::kBuild},   {"alloc", FaultPoint::kAlloc},
+    {"invoke", FaultPoint::kInvoke}, {"read", FaultPoint::kRead},
+    {"cache", FaultPoint::kCache}};
+
 // Option `fuse`: "all", "none", or pass names (fusion/pass.h) separated by commas, kept in the
 // table's order.
 std::vector<std::string> ParseFuse(const std::string& value) {
@@ -109,8 +142,7 @@ const std::vector<std::string>& OptionKeys() {
 Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv) {
   Options o;
   if (const char* env = std::getenv("CLGPU_PARTITIONING"); env && *env) {
-    OneOf("CLGPU_PARTITIONING", env, {"all", "cost", "none"});
-    o.partitioning = env;
+    o.partitioning = ParseEnum("CLGPU_PARTITIONING", env, kPartitionings);
   }
   if (const char* env = std::getenv("CLGPU_CPU_WARMUP"); env && *env)
     o.cpu_warmup = ParseBool("CLGPU_CPU_WARMUP", env);
@@ -126,15 +158,13 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       if (value.empty()) throw OptionError("option 'device' must not be empty");
       o.device = value;
     } else if (key == "precision") {
-      OneOf(key, value, {"fp32", "fp16", "auto"});
-      o.precision = value;
+      o.precision = ParseEnum(key, value, kPrecisions);
     } else if (key == "max_delegated_partitions") {
       o.max_delegated_partitions = ParseNonNegativeInt(key, value);
     } else if (key == "profiling") {
       o.profiling = ParseBool(key, value);
     } else if (key == "partitioning") {
-      OneOf(key, value, {"all", "cost", "none"});
-      o.partitioning = value;
+      o.partitioning = ParseEnum(key, value, kPartitionings);
     } else if (key == "conv_algorithm") {
       std::vector<std::string> allowed = {"auto"};
       for (const std::string& name : ConvAlgorithmNames()) allowed.push_back(name);
@@ -148,8 +178,7 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
         throw OptionError("option 'model_token' must be a plain name: no '/', not '.' or '..'");
       o.model_token = value;
     } else if (key == "zero_copy") {
-      OneOf(key, value, {"auto", "on", "off"});
-      o.zero_copy = value;
+      o.zero_copy = ParseEnum(key, value, kZeroCopies);
     } else if (key == "max_alloc_bytes") {
       char* end = nullptr;
       errno = 0;
@@ -171,9 +200,7 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
     } else if (key == "runtime") {
       o.runtime = value;
     } else if (key == "fail_at") {
-      OneOf(key, value,
-            {"", "create", "prepare", "init", "build", "alloc", "invoke", "read", "cache"});
-      o.fail_at = value;
+      o.fail_at = ParseEnum(key, value, kFaultPoints);
     } else {
       throw OptionError("unknown option '" + Shown(key) +
                         "'; valid options: " + Join(OptionKeys()));
@@ -183,10 +210,12 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
 }
 
 std::string DescribeOptions(const Options& o) {
-  return "device=" + o.device + ", precision=" + o.precision +
+  return "device=" + o.device + ", precision=" + EnumName(o.precision, kPrecisions) +
          ", max_delegated_partitions=" + std::to_string(o.max_delegated_partitions) +
-         ", profiling=" + (o.profiling ? "true" : "false") + ", partitioning=" + o.partitioning +
-         ", conv_algorithm=" + o.conv_algorithm + ", zero_copy=" + o.zero_copy +
+         ", profiling=" + (o.profiling ? "true" : "false") +
+         ", partitioning=" + EnumName(o.partitioning, kPartitionings) +
+         ", conv_algorithm=" + o.conv_algorithm +
+         ", zero_copy=" + EnumName(o.zero_copy, kZeroCopies) +
          ", fuse=" + (o.fuse.empty() ? std::string("none") : Join(o.fuse)) +
          ", cpu_warmup=" + (o.cpu_warmup ? "true" : "false");
 }

@@ -7,19 +7,27 @@
 #include <utility>
 #include <vector>
 
+#include "common/fault.h"
 #include "fusion/pass.h"
 
 namespace clgpu {
 
+// The options with a fixed set of values, parsed once (their names are the option strings).
+// fp32 | fp16 (fp16 storage, fp32 accumulation) | auto (fp16 on GPUs, else fp32)
+enum class Precision { kFp32, kFp16, kAuto };
+// cost: leave on the CPU what the cost model says would not win; all: claim every supported
+// node; none: claim nothing (a measured plan found the CPU alone fastest).
+enum class Partitioning { kCost, kAll, kNone };
+// auto: on devices that share memory with the host (and NVIDIA's, DeviceProfile); on; off.
+enum class ZeroCopy { kAuto, kOn, kOff };
+
 struct Options {
   std::string device = "auto";  // auto | gpu | cpu | <index> | <name substring>
-  // fp32 | fp16 (fp16 storage, fp32 accumulation) | auto (fp16 on GPUs, else fp32)
-  std::string precision = "fp32";
+  Precision precision = Precision::kFp32;
   int max_delegated_partitions = 0;  // 0 = no limit; else keep the largest N
   bool profiling = false;            // time every kernel and transfer with events
-  // cost: leave on the CPU what the cost model says would not win; all: claim every
-  // supported node. $CLGPU_PARTITIONING changes the default (the test suite sets "all").
-  std::string partitioning = "cost";
+  // $CLGPU_PARTITIONING changes the default (the test suite sets "all").
+  Partitioning partitioning = Partitioning::kCost;
   // Test and benchmark hook: force one convolution algorithm when it applies.
   std::string conv_algorithm = "auto";
   // Test hook: split every tiled GEMM into this many K slices (0 = automatic).
@@ -32,7 +40,7 @@ struct Options {
   bool fuse_add() const { return !fuse.empty(); }
   // Partition inputs/outputs use TFLite's own memory (CL_MEM_USE_HOST_PTR + map)
   // instead of copies: auto = on devices that share memory with the host.
-  std::string zero_copy = "auto";
+  ZeroCopy zero_copy = ZeroCopy::kAuto;
   // Lowers the device's max allocation (0 = the device's own), to exercise the
   // code that splits work around it on small models.
   uint64_t max_alloc_bytes = 0;
@@ -53,7 +61,7 @@ struct Options {
 
   // Test-only fault injection: create | prepare | init | build | alloc | invoke | read |
   // cache (cached binaries are corrupted after validation, before the driver sees them).
-  std::string fail_at;
+  FaultPoint fail_at = FaultPoint::kNone;
 };
 
 // Throws OptionError naming the valid keys / values.

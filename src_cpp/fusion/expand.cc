@@ -52,7 +52,8 @@ std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeIn
     const auto padded = folds.pad_input.find(dw.inputs[0]);
     const int x = padded == folds.pad_input.end() ? dw.inputs[0] : padded->second;
     auto p = producer.find(x);
-    if (p == producer.end() || reads[x] != 1 || outputs.count(x) || !pointwise_of.count(d)) continue;
+    if (p == producer.end() || reads[x] != 1 || outputs.count(x) || !pointwise_of.count(d))
+      continue;
     const size_t e = size_t(p->second);
     const NodeInfo& ex = nodes[e];
     if (ex.op != tfl::kConv2d || takes_depthwise.count(e) || ex.inputs.size() < 2 ||

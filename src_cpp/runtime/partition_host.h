@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cl/environment.h"
+#include "common/fault.h"
 #include "graph/graph.h"
 #include "ops/op.h"
 #include "runtime/profiler.h"
@@ -58,7 +59,7 @@ struct InvokeCounts {
 
 // The delegate options a partition runs with.
 struct RuntimeSettings {
-  std::string fail_at;  // test-only fault injection: "init", "alloc", "invoke", "read"
+  FaultPoint fail_at = FaultPoint::kNone;  // test-only fault injection (common/fault.h)
   bool profiling = false;
   bool capture_tensors = false;
   bool fuse_add = true;
