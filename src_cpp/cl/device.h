@@ -2,6 +2,7 @@
 // the device-selection rule every part of the delegate uses.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,12 @@ struct DeviceInfo {
   // Vendor, architecture, capabilities and the device-dependent choices (cl/device_profile.h).
   DeviceProfile profile;
 };
+
+// The device's nominal arithmetic rate, GFLOP/s: 128 flops per compute unit and cycle at its
+// highest clock (what the cost model assumes before it measures, and the fold budgets' scale).
+inline double NominalGflops(const DeviceInfo& dev) {
+  return std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;
+}
 
 // Every device of every platform (listed once per process). Throws NoDeviceError
 // when no OpenCL library loads; returns an empty list when it has no platform.

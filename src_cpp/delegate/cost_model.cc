@@ -113,9 +113,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   const std::set<size_t>& one_kernel = folds.one_kernel;
   // Folded nodes whose kernel time stays on the device (an int8 expand): no launch.
   const std::set<size_t>& expands = folds.device_time;
-  const double peak_gflops =
-      costs.gflops > 0 ? costs.gflops
-                       : std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;
+  const double peak_gflops = costs.gflops > 0 ? costs.gflops : NominalGflops(dev);
   const double dev_gflops = kDeviceEfficiency * peak_gflops;
   const double min_kernel_us = costs.min_kernel_us + kLayerKernelExtraUs;
   const double launch_gap_us = costs.launch_gap_us + kLayerGapExtraUs;

@@ -49,8 +49,7 @@ class DepthwisePass : public FusionPass {
  public:
   const char* name() const override { return "depthwise"; }
   void Find(const FoldGraph& g, Folds* folds) override {
-    folds->depthwise = FindDepthwiseFolds(g.g, g.nodes, g.outputs);
-    for (size_t d : folds->depthwise) {
+    for (size_t d : FindDepthwiseFolds(g.g, g.nodes, g.outputs)) {
       folds->folded.insert(d);
       for (size_t j = d + 1; j < g.nodes.size(); ++j)
         if (!g.nodes[j].inputs.empty() && g.nodes[j].inputs[0] == g.nodes[d].outputs[0])

@@ -31,32 +31,25 @@ namespace {
 std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::set<int>& outputs, const Folds& folds,
                                     const DeviceInfo& dev) {
-  const std::vector<size_t>& depthwise = folds.depthwise;
   std::map<int, int> reads, producer;
   for (size_t i = 0; i < nodes.size(); ++i) {
     for (int t : nodes[i].inputs) ++reads[t];
     for (int t : nodes[i].outputs) producer[t] = int(i);
   }
-  // Pointwise convolutions that take a depthwise themselves stay as they are.
-  std::set<size_t> takes_depthwise;
-  std::map<size_t, size_t> pointwise_of;  // depthwise -> the convolution folding it
-  for (size_t d : depthwise)
-    for (size_t j = d + 1; j < nodes.size(); ++j)
-      if (!nodes[j].inputs.empty() && nodes[j].inputs[0] == nodes[d].outputs[0]) {
-        takes_depthwise.insert(j);
-        pointwise_of[d] = j;
-      }
+  // The depthwise pass's folds (a pointwise convolution -> its depthwise), turned round;
+  // pointwise convolutions that take a depthwise themselves stay as they are.
+  std::map<size_t, size_t> pointwise_of;
+  for (const auto& [pw, dw] : folds.depthwise_of) pointwise_of[dw] = pw;
   std::vector<size_t> out;
-  for (size_t d : depthwise) {
+  for (const auto& [d, pw] : pointwise_of) {
     const NodeInfo& dw = nodes[d];
     const auto padded = folds.pad_input.find(dw.inputs[0]);
     const int x = padded == folds.pad_input.end() ? dw.inputs[0] : padded->second;
     auto p = producer.find(x);
-    if (p == producer.end() || reads[x] != 1 || outputs.count(x) || !pointwise_of.count(d))
-      continue;
+    if (p == producer.end() || reads[x] != 1 || outputs.count(x)) continue;
     const size_t e = size_t(p->second);
     const NodeInfo& ex = nodes[e];
-    if (ex.op != tfl::kConv2d || takes_depthwise.count(e) || ex.inputs.size() < 2 ||
+    if (ex.op != tfl::kConv2d || folds.depthwise_of.count(e) || ex.inputs.size() < 2 ||
         ex.outputs.size() != 1 || !ex.builtin_data)
       continue;
     tfl::ConvParams cp;
@@ -71,7 +64,7 @@ std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeIn
       dg->h -= p->second.top + p->second.bottom;  // as the depthwise sees it at run time
       dg->w -= p->second.left + p->second.right;
     }
-    const std::optional<ConvGeometry> pg = GraphConvGeometry(g, nodes[pointwise_of[d]]);
+    const std::optional<ConvGeometry> pg = GraphConvGeometry(g, nodes[pw]);
     if (dg && pg && ExpandFoldPays(dev, *dg, xin[3], pg->oc)) out.push_back(e);
   }
   return out;
@@ -147,9 +140,7 @@ bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int o
   const double tiles = std::ceil(oc / 32.0);
   const double fused = double(dw.n) * dw.oh * dw.ow * dw.c * dw.kh * dw.kw * ec * tiles;
   const double own = double(dw.n) * dw.h * dw.w * dw.c * ec;
-  // Nominal rate as the cost model's default: 128 flops per compute unit and cycle.
-  const double rate = std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e6;
-  return 2 * (fused - own) <= 0.1 * rate * 6e-6;
+  return 2 * (fused - own) <= 0.1 * NominalGflops(dev) * 1e9 * 6e-6;
 }
 
 std::unique_ptr<FusionPass> MakeExpandPass() { return std::make_unique<ExpandPass>(); }

@@ -11,6 +11,7 @@
 
 #include "fusion/pass.h"
 #include "graph/quant.h"
+#include "ops/pad.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -21,34 +22,24 @@ struct PadFusion {
   InputPad amounts;
 };
 
-// The H and W paddings of PAD / PADV2 node n over a 4-D NHWC input with rows and columns, whose
-// padded values are what a convolution's padding reads; false for any other.
+// The H and W paddings of a PAD / PADV2 (as the op reads it, ops/pad.h) over a 4-D NHWC input
+// with rows and columns, whose padded values are what a convolution's padding reads: zeros, or
+// an int8 tensor's zero point; false for any other.
 bool ZeroPadding(const GraphView& g, const NodeInfo& n, InputPad* p) {
-  if ((n.op != tfl::kPad && n.op != tfl::kPadV2) || n.inputs.size() < 2 || n.outputs.size() != 1)
+  if (n.op != tfl::kPad && n.op != tfl::kPadV2) return false;
+  PadSpec spec;
+  if (!ReadPadSpec(g, n, &spec).empty() || spec.mode != kPadConstant || spec.before.size() != 4)
     return false;
   const int x = n.inputs[0], y = n.outputs[0];
-  if (!g.valid_tensor(x) || !g.valid_tensor(y) || g.shape(x).size() != 4) return false;
   const Shape in = g.shape(x);
-  if (in[1] <= 0 || in[2] <= 0) return false;
   const ValueType t = g.value_type(y);
-  if (t != ValueType::kFloat && t != ValueType::kInt8) return false;
-  std::vector<int64_t> v;
-  if (!g.ReadConstantInts(n.inputs[1], "paddings", &v).empty() || v.size() != 8) return false;
-  for (int64_t a : v)
-    if (a < 0 || a > (1 << 24)) return false;
-  if (v[0] || v[1] || v[6] || v[7]) return false;  // batch and channels untouched
-  if (n.op == tfl::kPadV2 && n.inputs.size() == 3 && n.inputs[2] >= 0) {
-    const int c = n.inputs[2];
-    if (!g.valid_tensor(c) || !g.IsConstant(c) || NumElements(g.shape(c)) != 1 ||
-        g.value_type(c) != t)
-      return false;
-    if (t == ValueType::kInt8) {
-      if (static_cast<int8_t>(g.ConstantBytes(c)[0]) != g.quant(y).zero_point[0]) return false;
-    } else if (g.ConstantFloats(c)[0] != 0.0f || std::signbit(g.ConstantFloats(c)[0])) {
-      return false;
-    }
-  }
-  *p = InputPad{int(v[2]), int(v[3]), int(v[4]), int(v[5])};
+  const bool zeros = t == ValueType::kInt8 ? spec.value == float(g.quant(y).zero_point[0])
+                     : t == ValueType::kFloat ? spec.value == 0.0f && !std::signbit(spec.value)
+                                              : false;
+  if (!zeros || in[1] <= 0 || in[2] <= 0 || spec.before[0] || spec.after[0] || spec.before[3] ||
+      spec.after[3])  // batch and channels untouched
+    return false;
+  *p = InputPad{spec.before[1], spec.after[1], spec.before[2], spec.after[2]};
   return true;
 }
 

@@ -35,7 +35,6 @@ struct Folds {
   std::map<size_t, size_t> depthwise_of;    // a 1x1 CONV_2D -> the depthwise it computes
   std::set<size_t> one_kernel;              // nodes whose folds make them one kernel
   std::map<int, int> written_instead;       // a producer's output -> what its folds write instead
-  std::vector<size_t> depthwise;            // the depthwise nodes folded into a GEMM
   std::map<int, int> pad_input;             // a folded PAD's output -> its input
   std::map<size_t, InputPad> pads;          // a convolution -> the PAD folded into it
 };

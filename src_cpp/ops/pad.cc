@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "ops/op.h"
+#include "ops/pad.h"
 #include "ops/quant.h"
 #include "tflite/builtin.h"
 
@@ -12,8 +13,7 @@ namespace clgpu {
 namespace {
 
 constexpr int kMaxRank = 6;
-// The modes kernels/pad.cl switches on.
-constexpr int kConstant = 0, kReflect = 1, kSymmetric = 2;
+constexpr int kConstant = kPadConstant, kReflect = kPadReflect, kSymmetric = kPadSymmetric;
 
 // TfLiteMirrorPaddingParams: its mode, 1 REFLECT, 2 SYMMETRIC (0 unknown).
 struct MirrorPadParams {
@@ -23,12 +23,6 @@ struct MirrorPadParams {
 const char* NameOf(int32_t op) {
   return op == tfl::kPad ? "PAD" : op == tfl::kPadV2 ? "PADV2" : "MIRROR_PAD";
 }
-
-struct PadSpec {
-  int mode = kConstant;
-  float value = 0;
-  std::vector<int> before, after;  // per axis
-};
 
 class PadOp : public Op {
  public:
@@ -81,7 +75,9 @@ class PadOp : public Op {
   Buffer meta_;
 };
 
-std::string ReadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
+}  // namespace
+
+std::string ReadPadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
   const char* name = NameOf(node.op);
   const size_t want = node.op == tfl::kPadV2 ? 3 : 2;
   if (node.inputs.size() < 2 || node.inputs.size() > want || node.outputs.size() != 1)
@@ -141,14 +137,16 @@ std::string ReadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec) {
   return "";
 }
 
+namespace {
+
 std::string Check(const GraphView& g, const NodeInfo& node) {
   PadSpec spec;
-  return ReadSpec(g, node, &spec);
+  return ReadPadSpec(g, node, &spec);
 }
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   PadSpec spec;
-  if (auto why = ReadSpec(g, node, &spec); !why.empty()) throw Error(why);
+  if (auto why = ReadPadSpec(g, node, &spec); !why.empty()) throw Error(why);
   return std::make_unique<PadOp>(node, std::move(spec));
 }
 

@@ -147,6 +147,7 @@ void Partition::EnqueueUploads(TfLiteContext* ctx, cl_command_queue q, Recorder&
 
 // Every op's kernels and chunk copies, in order; the number of commands.
 int Partition::EnqueueOps(cl_command_queue q, Recorder& rec) {
+  const ClApi& cl = Cl();
   int commands = 0;
   for (size_t i = 0; i < ops_.size(); ++i) {
     if (RunsNothing(i)) continue;
@@ -157,8 +158,8 @@ int Partition::EnqueueOps(cl_command_queue q, Recorder& rec) {
       if (st.launch) {
         const Launch& l = *st.launch;
         const size_t* local = l.local[0] ? l.local : nullptr;
-        CheckCl(Cl().clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local,
-                                            0, nullptr, ev),
+        CheckCl(cl.clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global, local, 0,
+                                          nullptr, ev),
                 "clEnqueueNDRangeKernel");
       } else {
         EnqueueCopy(q, st.copy, ev);
@@ -167,7 +168,7 @@ int Partition::EnqueueOps(cl_command_queue q, Recorder& rec) {
       ++commands;
       // Some drivers (NVIDIA's) hold enqueued work until a flush: submit early so
       // the device runs while the host is still enqueueing, then in batches.
-      if (commands == 2 || commands % 16 == 0) CheckCl(Cl().clFlush(q), "clFlush");
+      if (commands == 2 || commands % 16 == 0) CheckCl(cl.clFlush(q), "clFlush");
     }
   }
   return commands;
