@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from folds import launches as _launches
 from parity import CONV_ALGORITHMS, ParityResult, check_parity, compare, random_inputs, run
 
 import clgpu_delegate
@@ -17,10 +18,6 @@ from clgpu_delegate.runtime import make_interpreter
 
 ACTIVATIONS = [None, "RELU", "RELU6", "RELU_N1_TO_1"]
 FP16_RTOL = 1e-2  # of each output's range, as tests/test_fp16.py
-
-
-def _launches(r: ParityResult) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
 def _nodes_run(r: ParityResult) -> set[int]:

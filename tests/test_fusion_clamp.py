@@ -10,15 +10,12 @@ from typing import Any
 
 import pytest
 import tflite
+from folds import launches as _launches
 from parity import ParityResult, check_parity, cpu_op
 
 from clgpu_delegate.modelgen import ModelBuilder
 
 CLAMPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1"]
-
-
-def _launches(r: ParityResult) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
 def _nodes_run(r: ParityResult) -> set[int]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from folds import launches as _launches
 from int8_parity import Int8Result, check_int8_parity, quantized_inputs
 from parity import ParityResult, check_parity, compare, precision_tolerances, random_inputs, run
 
@@ -26,10 +27,6 @@ from clgpu_delegate.runtime import make_interpreter
 def _folded(r: Int8Result | ParityResult) -> int:
     """Convolutions that ran a depthwise inside (a split float GEMM has two kernels)."""
     return len({k.node for k in r.delegate.profile().kernels if "+DEPTHWISE" in k.algorithm})
-
-
-def _launches(r: Int8Result) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
 def block(

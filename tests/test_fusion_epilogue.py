@@ -12,15 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 import tflite
+from folds import launches as _launches
 from parity import CONV_ALGORITHMS, ParityResult, check_parity
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
-
-
-def _launches(r: ParityResult) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
 def check_folds(model: bytes, runtime: str, folded: int, **options: Any) -> ParityResult:

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from folds import folded_nodes
+from folds import launches as _launches
 from int8_parity import Int8Result, check_int8_parity
 from parity import ParityResult, check_parity, precision_tolerances
 
@@ -22,11 +24,7 @@ from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
 def _expanded(r: ParityResult | Int8Result) -> int:
     """Convolutions that ran an expand and a depthwise inside."""
-    return len({k.node for k in r.delegate.profile().kernels if "+EXPAND" in k.algorithm})
-
-
-def _launches(r: ParityResult | Int8Result) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
+    return folded_nodes(r, "+EXPAND")
 
 
 def block(

@@ -12,13 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from folds import launches as _launches
 from int8_parity import Int8Result, check_int8_parity
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
-
-
-def _launches(r: Int8Result) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
 def _fused(r: Int8Result) -> set[int]:

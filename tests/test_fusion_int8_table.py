@@ -12,15 +12,12 @@ from typing import Any
 
 import pytest
 import tflite
-from int8_parity import Int8Result, check_int8_parity
+from folds import launches as _launches
+from int8_parity import check_int8_parity
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
 B = tflite.BuiltinOperator
-
-
-def _launches(r: Int8Result) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
 def check_folds(model: bytes, runtime: str, folded: int, **options: Any) -> None:

@@ -11,16 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from folds import launches as _launches
 from int8_parity import check_int8_parity
 from parity import check_parity
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
 NO_PAD = "clamp,epilogue,residual,views,squeeze,depthwise,expand"  # every pass but pad
-
-
-def _launches(r: Any) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
 def _pads_run(r: Any) -> int:

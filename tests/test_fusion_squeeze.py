@@ -21,10 +21,6 @@ from parity import ParityResult, check_parity, precision_tolerances
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
 
-def _launches(r: Int8Result) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
-
-
 def _squeezes(r: Int8Result) -> int:
     return sum(1 for k in r.delegate.profile().kernels if k.algorithm == "int8_squeeze")
 

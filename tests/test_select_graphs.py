@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from parity import ParityResult, check_parity
+from folds import launches as _launches
+from parity import check_parity
 
 from clgpu_delegate.modelgen import ModelBuilder
-
-
-def _launches(r: ParityResult) -> int:
-    return sum(p.kernels_per_invoke for p in r.delegate.profile().partitions)
 
 
 def mixed_model(fp16_weights: bool) -> tuple[bytes, int]:
