@@ -49,7 +49,7 @@
 //   expand's own GEMM stores them: int32 sums of EC products plus its bias (its input zero point
 //   folded in), requantized. Eight more, last arguments: int EC, __global const int* ex_b [C][EC /
 //   4] (packed as B), __global const int* ex_bias [C], __global const int2* ex_stage [C], int
-//   ex_up_below, int ex_zero, int ex_lo, int ex_hi.
+//   ex_up_below, int ex_zero, int ex_lo, int ex_hi. -DEX_C=EC unrolls the expand's loop.
 #include "quant.cl"
 
 #ifndef TM
@@ -130,12 +130,19 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 
 #ifdef EXPAND_A
 // The expand's output bytes at channels c..c + 3 of the pixel starting at byte p of `in`,
-// packed: what its own GEMM would have stored there.
+// packed: what its own GEMM would have stored there. With -DEX_C (= EC, known when the program
+// builds) the loop unrolls, so its loads issue together: at batch 1 these chains, not the
+// arithmetic, set the kernel's time.
 static inline int expand4(__global const char* in, int p, int c EX_ARGS) {
+#ifdef EX_C
+  const int ec4 = EX_C >> 2;
+#else
   const int ec4 = EC >> 2;
+#endif
   __global const int* x = (__global const int*)in + (p >> 2);
   __global const int* b = ex_b + c * ec4;
   int s0 = ex_bias[c], s1 = ex_bias[c + 1], s2 = ex_bias[c + 2], s3 = ex_bias[c + 3];
+#pragma unroll
   for (int k = 0; k < ec4; ++k) {
     const int xv = x[k];
     s0 = dot4(xv, b[k], s0);
@@ -162,15 +169,20 @@ static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int
                         __global const int* bias, __global const int2* stage, int in_zero,
                         int up_below, int out_zero, int lo, int hi EX_ARGS) {
   int4 acc = vload4(0, bias + c);
+  const int zero4 = pack4(in_zero, in_zero, in_zero, in_zero);
+  // Every tap reads a clamped, in-bounds pixel and a tap outside the input reads as in_zero
+  // (adding nothing): no branch between the loads, so the taps' loads issue together.
 #pragma unroll
   for (int ky = 0; ky < KH; ++ky) {
     const int ih = ih0 + ky * DH;
-    if ((uint)ih >= (uint)H) continue;
+    const bool in_h = (uint)ih < (uint)H;
+    const int ihc = clamp(ih, 0, H - 1);
 #pragma unroll
     for (int kx = 0; kx < KW; ++kx) {
       const int iw = iw0 + kx * DW;
-      if ((uint)iw >= (uint)W) continue;
-      const int x = DW_X4(base + (ih * W + iw) * IN_C, c);
+      const int iwc = clamp(iw, 0, W - 1);
+      const int xv = DW_X4(base + (ihc * W + iwc) * IN_C, c);
+      const int x = in_h && (uint)iw < (uint)W ? xv : zero4;
       const int w = ((__global const int*)f)[((ky * KW + kx) * C + c) >> 2];
       acc += (convert_int4(as_char4(x)) - in_zero) * convert_int4(as_char4(w));
     }

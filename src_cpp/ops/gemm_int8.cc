@@ -114,7 +114,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   if (g) defines += " -DIM2COL";
   if (dw)
     defines += " -DDW_A -DDW_KH=" + std::to_string(dw->g.kh) +
-               " -DDW_KW=" + std::to_string(dw->g.kw) + (dw->expand ? " -DEXPAND_A" : "");
+               " -DDW_KW=" + std::to_string(dw->g.kw) +
+               (dw->expand ? " -DEXPAND_A -DEX_C=" + std::to_string(dw->expand->k) : "");
   if (dw && dw->expand && (dw->expand->k % 4 || dw->expand->kp != dw->expand->k ||
                            dw->expand->n != dw->g.c))
     throw Error("int8 GEMM: the folded expand does not match its depthwise");
