@@ -7,7 +7,8 @@ same GEMM, split-K, repeated invokes, inputs at the int8 extremes; and the graph
 fold (the tensor read elsewhere, channels not in fours, a depth multiplier, a depthwise with a
 table of its own, a 3x3 convolution after it, the direct algorithm, tensors in chunks). Float
 (kernels/conv2d_implicit_gemm.cl's DW_A) within the fp32 / fp16 tolerances: the same shapes,
-channels not in fours (the scalar loads), the 1x1's epilogue, fp16 storage, split-K."""
+channels not in fours (the scalar loads), the 1x1's epilogue, the depthwise's own clamp and
+epilogue (HARD_SWISH, swish, a RELU6 node, a post clamp), fp16 storage, split-K."""
 
 from __future__ import annotations
 
@@ -227,14 +228,42 @@ def test_float_fp16_and_split_k(runtime: str) -> None:
     check_float_fold(float_block((1, 4, 4, 96), out=16, seed=14), runtime, 1, gemm_splits=3)
 
 
-def test_float_depthwise_with_an_epilogue_does_not_fold(runtime: str) -> None:
-    # MobileNetV3: a HARD_SWISH folded into the depthwise's own kernel.
-    b = ModelBuilder(seed=15)
-    x = b.input("x", (1, 8, 8, 16))
-    d = b.depthwise_conv2d(x, b.rand((1, 3, 3, 16)), b.rand((16,), 0.2), 1, 1, "SAME", 1, None)
-    b.output(b.conv2d(b.hard_swish(d), b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME"))
-    check_float_fold(b.build(), runtime, 0)
-    # A depth multiplier.
+def _dw_then(after: str, seed: int, shape: tuple[int, int, int, int] = (1, 8, 8, 16)) -> bytes:
+    """A float depthwise (no fused activation) -> `after` -> 1x1 conv: MobileNetV3's blocks."""
+    b = ModelBuilder(seed=seed)
+    c = shape[3]
+    x = b.input("x", shape)
+    d = b.depthwise_conv2d(x, b.rand((1, 3, 3, c)), b.rand((c,), 0.2), 1, 1, "SAME", 1, None)
+    if after == "hard_swish":
+        d = b.hard_swish(d)
+    elif after == "swish":
+        d = b.mul(d, b.logistic(d))
+    elif after == "relu6":  # a RELU6 node: the clamp pass
+        d = b.relu6(d)
+    elif after == "hard_swish_min":  # an epilogue and a post clamp
+        d = b.minimum(b.hard_swish(d), np.array(0.5, np.float32))
+    b.output(b.conv2d(d, b.rand((8, 1, 1, c)), b.rand((8,), 0.2), 1, 1, "SAME"))
+    return b.build()
+
+
+@pytest.mark.parametrize("after", ["hard_swish", "swish", "relu6", "hard_swish_min"])
+def test_float_depthwise_with_its_epilogue_folds(runtime: str, after: str) -> None:
+    # MobileNetV3: a HARD_SWISH folded into the depthwise's own kernel goes with it into the
+    # GEMM, which applies it where it computes A: one kernel for depthwise, HARD_SWISH and 1x1.
+    model = _dw_then(after, seed=15)
+    on = check_float_fold(model, runtime, 1)
+    assert _launches(on) == 1, on.delegate.profile().table()
+    no_dw = "pad,clamp,epilogue,residual,views,squeeze,expand"  # every pass but depthwise
+    apart = check_parity(model, runtime, expect_delegated="all", profiling=True, fuse=no_dw)
+    assert _folded(apart) == 0 and _launches(apart) == 2, apart.delegate.profile().table()
+
+
+def test_float_depthwise_epilogue_fp16_and_split_k(runtime: str) -> None:
+    check_float_fold(_dw_then("hard_swish", 16, (1, 6, 6, 24)), runtime, 1, precision="fp16")
+    check_float_fold(_dw_then("swish", 17, (1, 4, 4, 96)), runtime, 1, gemm_splits=3)
+
+
+def test_float_depthwise_multiplier_does_not_fold(runtime: str) -> None:
     check_float_fold(float_block((1, 8, 8, 8), multiplier=2, seed=16), runtime, 0)
 
 

@@ -3,7 +3,8 @@
 // convolution's GEMM, which computes the depthwise's output where its tiles load A
 // (Op::FoldDepthwise; int8 or float): one launch for the pair, the tensor between never written.
 // After the residuals and epilogues (the pointwise op's ADD and table are folded by then); a
-// depthwise with folds of its own stays apart, and neither op may run in chunks.
+// float depthwise keeps its folded clamp and epilogue (applied to A), other folds of its own
+// keep it apart, and neither op may run in chunks.
 #include <cstring>
 #include <map>
 
@@ -17,7 +18,8 @@ namespace clgpu {
 namespace {
 
 std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
-                                       const std::set<int>& outputs) {
+                                       const std::set<int>& outputs,
+                                       const std::map<int, int>& written_instead) {
   std::map<int, size_t> reader;
   std::map<int, int> reads;
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -28,7 +30,12 @@ std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<Nod
     if (dw.op != tfl::kDepthwiseConv2d || dw.inputs.size() < 2 || dw.outputs.size() != 1 ||
         !dw.builtin_data)
       continue;
-    const int t = dw.outputs[0];
+    // A float depthwise whose own clamp or epilogue (a HARD_SWISH, as MobileNetV3's) was
+    // folded: the GEMM reads what those write, applying them where it computes A.
+    int t = dw.outputs[0];
+    for (auto w = written_instead.find(t); w != written_instead.end(); w = written_instead.find(t))
+      t = w->second;
+    if (t != dw.outputs[0] && IsQuantized(g.value_type(dw.outputs[0]))) continue;
     if (reads[t] != 1 || outputs.count(t) || reader[t] <= i) continue;
     const NodeInfo& pw = nodes[reader[t]];
     if (pw.op != tfl::kConv2d || pw.inputs.size() < 2 || pw.inputs[0] != t || !pw.builtin_data)
@@ -49,11 +56,14 @@ class DepthwisePass : public FusionPass {
  public:
   const char* name() const override { return "depthwise"; }
   void Find(const FoldGraph& g, Folds* folds) override {
-    for (size_t d : FindDepthwiseFolds(g.g, g.nodes, g.outputs)) {
+    for (size_t d : FindDepthwiseFolds(g.g, g.nodes, g.outputs, folds->written_instead)) {
       folds->folded.insert(d);
+      int t = g.nodes[d].outputs[0];
+      for (auto w = folds->written_instead.find(t); w != folds->written_instead.end();
+           w = folds->written_instead.find(t))
+        t = w->second;
       for (size_t j = d + 1; j < g.nodes.size(); ++j)
-        if (!g.nodes[j].inputs.empty() && g.nodes[j].inputs[0] == g.nodes[d].outputs[0])
-          folds->depthwise_of[j] = d;
+        if (!g.nodes[j].inputs.empty() && g.nodes[j].inputs[0] == t) folds->depthwise_of[j] = d;
     }
   }
   void Apply(FoldPlan& plan) override {

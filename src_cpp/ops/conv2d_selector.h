@@ -88,6 +88,9 @@ struct FloatDepthwiseA {
   ConvGeometry g;
   cl_mem filter = nullptr, bias = nullptr;
   float act_min = 0, act_max = 0;
+  // Its folded epilogue, as build defines of kernels/conv2d_implicit_gemm.cl's DW_ACTIVATE
+  // (CLGPU_DW_EPILOGUE, CLGPU_DW_POST<i>); "" for none.
+  std::string epilogue;
   // The 1x1 convolution computing the depthwise's input (Op::FoldExpand; kernels'
   // EXPAND_A): its `expand_c` input channels, [g.c][expand_c] weights, bias and clamp. Null
   // weights: the depthwise reads its input as it is.

@@ -126,10 +126,14 @@ class DepthwiseConv2dOp : public Op {
   // The form a 1x1 convolution's GEMM computes as its A: depth multiplier 1, its clamp (a folded
   // one included), no epilogue.
   bool GetFloatDepthwise(OpContext& ctx, const Shape& in, FloatDepthwiseA* dw) override {
-    if (chunk_ || in.size() != 4 || src_->filter_shape[3] != in[3] || has_epilogue() ||
-        has_residual() || has_output_view())
+    if (chunk_ || in.size() != 4 || src_->filter_shape[3] != in[3] || has_residual() ||
+        has_output_view())
       return false;
     dw->g = Geometry(in);
+    // The GEMM applies the epilogue to A under its own names (CLGPU_DW_...), beside its own.
+    dw->epilogue = epilogue_defines();
+    for (size_t at = 0; (at = dw->epilogue.find("-DCLGPU_", at)) != std::string::npos; at += 11)
+      dw->epilogue.replace(at, 8, "-DCLGPU_DW_");
     const auto& b = src_->Get(ctx, 0, dw->g.oc);
     dw->filter = b.first.get(), dw->bias = b.second.get();
     dw->act_min = act_min_, dw->act_max = act_max_;
