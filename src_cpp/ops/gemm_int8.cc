@@ -18,9 +18,11 @@ struct Int8Tiles {
   size_t work_group() const { return size_t(tm / wm) * (tn / wn); }
 };
 
-// The "gemm_int8" entry of the tuning table (ops/tuning.cc); CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN"
-// overrides it (bench/bench_int8.py), checked here: the int8 kernel needs its own limits.
-Int8Tiles TilesFor(const DeviceInfo& dev) {
+// The "gemm_int8" entry of the tuning table (ops/tuning.cc), or with a depthwise folded in (dw)
+// "gemm_int8_dw" where the device has one (each step of k carries the depthwise's taps, so
+// shorter steps split K finer); CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides both
+// (bench/bench_int8.py), checked here: the int8 kernel needs its own limits.
+Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false) {
   if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
     Int8Tiles o{};
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 || o.wm < 1 ||
@@ -28,7 +30,8 @@ Int8Tiles TilesFor(const DeviceInfo& dev) {
       throw Error(std::string("CLGPU_TUNE_GEMM_INT8 must be TM,TN,TK4,WM,WN, not '") + env + "'");
     return o;
   }
-  const GemmTiles g = clgpu::TilesFor("gemm_int8", dev);
+  const GemmTiles g = dw ? clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8")
+                         : clgpu::TilesFor("gemm_int8", dev);
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
 
@@ -55,7 +58,7 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw) {
   const long kp = (k + 3) / 4 * 4;
-  return PlanInt8(ctx, TilesFor(ctx.env.device()), m, n, kp, ctx.max_alloc, dw).splits > 1;
+  return PlanInt8(ctx, TilesFor(ctx.env.device(), dw), m, n, kp, ctx.max_alloc, dw).splits > 1;
 }
 
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k) {
@@ -102,7 +105,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     state->table_stage = UploadOutputStage(ctx, s);
     stage = state->table_stage.get();
   }
-  const Int8Tiles t = TilesFor(ctx.env.device());
+  const Int8Tiles t = TilesFor(ctx.env.device(), dw != nullptr);
   const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc, dw != nullptr);
   const bool split = p.splits > 1;
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
