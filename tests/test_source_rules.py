@@ -121,3 +121,19 @@ def test_the_function_rule_sees_a_long_function(tmp_path: Path) -> None:
         assert _long_functions(src) == ["long.cc:1: 104 lines"]
     finally:
         ROOT = old
+
+
+def test_op_is_a_small_interface() -> None:
+    """ops/op.h keeps at most 15 virtuals (issue #40): chunking and the fold roles are interfaces
+    of their own (ops/chunker.h, ops/fold_roles.h), and a plan's folds are attachments the op
+    reads (ops/attachments.h), never undone: no Unfold anywhere."""
+    op_h = (ROOT / "src_cpp" / "ops" / "op.h").read_text()
+    assert len(re.findall(r"\bvirtual\b", op_h)) <= 15
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in sorted((ROOT / "src_cpp").rglob("*"))
+        if p.suffix in {".cc", ".h"}
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"Unfold", line)
+    ]
+    assert not found, found

@@ -1,7 +1,7 @@
 // Clamp folds: a clamp activation (RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1) whose input only it
 // reads, written by an earlier node of the partition whose handler clamps in its kernels
 // (OpHandler::clamp_epilogue), and not a partition output: the producer applies the clamp too and
-// writes the activation's output (Op::FoldClamp), one launch fewer. First of the passes: an ADD
+// writes the activation's output (AttachClamp), one launch fewer. First of the passes: an ADD
 // that took a clamp folds into its conv with it (residual.cc).
 #include <limits>
 #include <map>
@@ -76,7 +76,8 @@ class ClampPass : public FusionPass {
       Op& producer = plan.op(f.producer);
       const int y = producer.outputs()[0], z = plan.op(f.act).outputs()[0];
       if (plan.absorbed(f.producer) || plan.shape(y) != plan.shape(z) ||
-          !plan.SamePrecision(f.producer, {f.act}) || !producer.FoldClamp(z, f.lo, f.hi))
+          !plan.SamePrecision(f.producer, {f.act}) ||
+          !AttachClamp(plan.attachments(f.producer), producer, z, f.lo, f.hi))
         continue;
       plan.Absorb(f.act, f.producer);
       plan.Elide(y);

@@ -1,7 +1,7 @@
 // Depthwise folds: a DEPTHWISE_CONV_2D (depth multiplier 1; int8: channels in fours) whose output
 // only a later 1x1 CONV_2D of stride 1 reads, not a partition output, runs inside that
 // convolution's GEMM, which computes the depthwise's output where its tiles load A
-// (Op::FoldDepthwise; int8 or float): one launch for the pair, the tensor between never written.
+// (AttachDepthwise; int8 or float): one launch for the pair, the tensor between never written.
 // After the residuals and epilogues (the pointwise op's ADD and table are folded by then); a
 // float depthwise keeps its folded clamp and epilogue (applied to A), other folds of its own
 // keep it apart, and neither op may run in chunks.
@@ -85,12 +85,14 @@ class DepthwisePass : public FusionPass {
       OpContext pctx = plan.Ctx(i), dctx = plan.Ctx(size_t(producer));
       Int8DepthwiseA int8_form;
       FloatDepthwiseA float_form;
-      if (!pw.TakesDepthwise(pctx, in) ||
-          !(dw.GetInt8Depthwise(dctx, plan.shape(x), &int8_form) ||
-            dw.GetFloatDepthwise(dctx, plan.shape(x), &float_form)) ||
+      const FoldTarget* target = pw.fold_target();
+      FoldSource* source = dw.fold_source();
+      if (!target || !source || !target->TakesDepthwise(pctx, in) ||
+          !(source->GetInt8Depthwise(dctx, plan.shape(x), &int8_form) ||
+            source->GetFloatDepthwise(dctx, plan.shape(x), &float_form)) ||
           !plan.RunsWhole(i, in))
         continue;
-      pw.FoldDepthwise(&dw, x, plan.shape(t));
+      AttachDepthwise(plan.attachments(i), &dw, x, plan.shape(t));
       plan.Absorb(size_t(producer), i);
       plan.Elide(t);
     }

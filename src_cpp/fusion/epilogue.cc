@@ -1,5 +1,5 @@
 // Epilogue folds: an element-wise op folded into the op producing its input, as an epilogue of
-// that op's kernels (Op::FoldEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU
+// that op's kernels (AttachEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU
 // or LEAKY_RELU reading the producer's output alone (directly, or through RESHAPEs that only it
 // reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no broadcast) that are
 // its output's only readers; then up to two MAXIMUM / MINIMUM with a constant scalar, each its
@@ -29,7 +29,7 @@ struct EpilogueFusion {
   int output = -1;
   int kind = 0;  // kernels/common.cl's CLGPU_EPILOGUE numbers, or kTableEpilogue
   float alpha = 0;
-  std::vector<uint8_t> table;  // kTableEpilogue: the chain's results (Op::FoldTable)
+  std::vector<uint8_t> table;  // kTableEpilogue: the chain's results (AttachTable)
   bool copies = false;         // RESHAPEs between the producer and the unary op: same elements only
   std::vector<PostClamp> post;  // float only, at most kMaxPostClamps, after the unary op
 };
@@ -246,10 +246,12 @@ class EpiloguePass : public FusionPass {
       for (size_t a : f.absorbed) free = free && !plan.absorbed(a);
       const Shape& s = plan.shape(producer.outputs()[0]);
       const Shape& z = plan.shape(f.output);
+      Attachments& a = plan.attachments(f.producer);
       if (!free || !plan.SamePrecision(f.producer, f.absorbed) ||
           (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
-          !(f.kind == kTableEpilogue ? producer.FoldTable(f.output, f.table)
-                                     : producer.FoldEpilogue(f.output, f.kind, f.alpha, f.post)))
+          !(f.kind == kTableEpilogue
+                ? AttachTable(a, producer, f.output, f.table)
+                : AttachEpilogue(a, producer, f.output, f.kind, f.alpha, f.post)))
         continue;
       for (size_t a : f.absorbed) plan.Absorb(a, f.producer);
       for (int t : f.intermediates) plan.Elide(t);

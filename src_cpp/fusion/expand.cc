@@ -1,7 +1,7 @@
 // Expand folds: after a depthwise fold (depthwise.cc), the 1x1 CONV_2D of stride 1 (float32;
 // int8 with channels in fours) that alone writes the depthwise's input (an inverted-residual
 // block's expand), not itself taking a depthwise, runs inside the same GEMM: each depthwise tap
-// computes its input there (Op::FoldExpand, kernels' EXPAND_A), so the whole block is one launch,
+// computes its input there (AttachExpand, kernels' EXPAND_A), so the whole block is one launch,
 // where ExpandFoldPays. Last of the passes.
 #include <algorithm>
 #include <cmath>
@@ -104,7 +104,7 @@ class ExpandPass : public FusionPass {
     if (dwi == plan.size() || producer < 0 || readers != 1) return;
     Op& ex = plan.op(size_t(producer));
     if (ex.inputs().size() != 1 || ex.outputs().size() != 1 || ex.folded_depthwise() ||
-        ex.has_residual() || ex.has_epilogue() || ex.has_output_view() ||
+        !ex.fold_source() || ex.has_residual() || ex.has_epilogue() || ex.has_output_view() ||
         !plan.SamePrecision(i, {size_t(producer)}))
       return;
     const int e_in = ex.inputs()[0];
@@ -113,22 +113,23 @@ class ExpandPass : public FusionPass {
     OpContext dctx = plan.Ctx(dwi), ectx = plan.Ctx(size_t(producer));
     Int8DepthwiseA int8_form;
     FloatDepthwiseA float_form;
-    const bool float_gemm = !dw.GetInt8Depthwise(dctx, plan.shape(x), &int8_form);
-    if (float_gemm && !dw.GetFloatDepthwise(dctx, plan.shape(x), &float_form)) return;
+    FoldSource& dw_source = *dw.fold_source();  // it folded as a depthwise
+    const bool float_gemm = !dw_source.GetInt8Depthwise(dctx, plan.shape(x), &int8_form);
+    if (float_gemm && !dw_source.GetFloatDepthwise(dctx, plan.shape(x), &float_form)) return;
     const ConvGeometry& dg = float_gemm ? float_form.g : int8_form.g;
     if (!ExpandFoldPays(dctx.env.device(), dg, es[3], plan.shape(pw.outputs()[0]).back())) return;
     if (float_gemm) {
       FloatDense e;
-      if (!ex.GetFloatDense(ectx, {1, 1, 1, es[3]}, &e) || !e.epilogue.empty() || e.n != dg.c ||
-          e.k != es[3])
+      if (!ex.fold_source()->GetFloatDense(ectx, {1, 1, 1, es[3]}, &e) || !e.epilogue.empty() ||
+          e.n != dg.c || e.k != es[3])
         return;
     } else {
       Int8Dense e;
-      if (es[3] % 4 || !ex.GetInt8Dense(ectx, {1, 1, 1, es[3]}, &e) || !e.stage.table.empty() ||
-          e.w->n != dg.c || e.w->k != es[3] || e.w->kp != es[3])
+      if (es[3] % 4 || !ex.fold_source()->GetInt8Dense(ectx, {1, 1, 1, es[3]}, &e) ||
+          !e.stage.table.empty() || e.w->n != dg.c || e.w->k != es[3] || e.w->kp != es[3])
         return;
     }
-    pw.FoldExpand(&ex, e_in, plan.shape(x));
+    AttachExpand(plan.attachments(i), &ex, e_in, plan.shape(x));
     plan.Absorb(size_t(producer), i);
     plan.Elide(x);
   }

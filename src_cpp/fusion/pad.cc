@@ -1,7 +1,7 @@
 // PAD folds: a PAD or PADV2 of zeros (int8: of the zero point) on H and W only, whose output
 // only a CONV_2D or DEPTHWISE_CONV_2D reads as its input, not a partition output: the
 // convolution reads the PAD's input and counts the PAD's rows and columns as its own padding
-// (Op::FoldPad, ConvGeometry::Compute), which every algorithm reads as zeros (int8: as the input
+// (AttachPad, ConvGeometry::Compute), which every algorithm reads as zeros (int8: as the input
 // zero point, adding nothing). Converters write such PADs before strided convolutions (Keras'
 // ZeroPadding2D, PyTorch's asymmetric padding). First of the passes: a depthwise that took a PAD
 // still folds into its pointwise convolution (depthwise.cc).
@@ -91,7 +91,7 @@ class PadPass : public FusionPass {
           xs[2] <= 0 || plan.split(x) || !plan.Fits(x) || !plan.SamePrecision(f.conv, {f.pad}) ||
           !plan.RunsWhole(f.conv, plan.InputShapes(f.conv)))
         continue;
-      conv.FoldPad(x, f.amounts);
+      AttachPad(plan.attachments(f.conv), x, f.amounts);
       plan.Absorb(f.pad, f.conv);
       plan.Elide(y);
     }

@@ -3,7 +3,7 @@
 // the cost model and the partition both use and an Apply that decides per plan, with the plan's
 // shapes and ops, what actually folds. FusionPasses() is the one ordered table of them; option
 // `fuse` names its entries. Between ops/ (what an op can take) and runtime/ (which implements
-// FoldPlan).
+// FoldPlan). A pass records what folds in the ops' Attachments, through fusion/attach.h.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cl/device.h"
+#include "fusion/attach.h"
 #include "graph/graph.h"
 #include "ops/op.h"
 
@@ -46,6 +47,8 @@ class FoldPlan {
   virtual ~FoldPlan() = default;
   virtual size_t size() const = 0;  // ops
   virtual Op& op(size_t i) = 0;
+  // What op i takes in this plan (fusion/attach.h fills it; fresh with each plan).
+  virtual Attachments& attachments(size_t i) = 0;
   virtual bool absorbed(size_t i) const = 0;
   // Op `from` runs inside op `into` from now on: no kernel of its own this plan.
   virtual void Absorb(size_t from, size_t into) = 0;

@@ -83,16 +83,19 @@ class ResidualPass : public FusionPass {
   void Apply(FoldPlan& plan) override {
     for (const ResidualFusion& f : found_) {
       Op& conv = plan.op(f.producer);
-      const Op& add = plan.op(f.add);
+      Op& add = plan.op(f.add);
       const int y = conv.outputs()[0], z = add.outputs()[0];
       const Shape& s = plan.shape(y);
+      const FoldTarget* target = conv.fold_target();
+      FoldSource* source = add.fold_source();
       ResidualAdd r;
-      if (conv.has_folded_clamp() || conv.has_epilogue() || add.has_epilogue() ||
-          !plan.SamePrecision(f.producer, {f.add}) || !add.IsResidualAdd(f.residual, &r) ||
-          plan.shape(f.residual) != s || plan.shape(z) != s ||
-          !conv.CanFuseResidual(plan.StorageCtx(f.producer), plan.InputShapes(f.producer)))
+      if (conv.has_residual() || conv.has_folded_clamp() || conv.has_epilogue() ||
+          add.has_epilogue() || !target || !source || !plan.SamePrecision(f.producer, {f.add}) ||
+          !source->IsResidualAdd(f.residual, &r) || plan.shape(f.residual) != s ||
+          plan.shape(z) != s ||
+          !target->CanFuseResidual(plan.StorageCtx(f.producer), plan.InputShapes(f.producer)))
         continue;
-      conv.FuseResidual(f.residual, z, r);
+      AttachResidual(plan.attachments(f.producer), f.residual, z, r);
       plan.SetOutShapes(f.producer, {s});
       plan.Absorb(f.add, f.producer);
       plan.Elide(y);

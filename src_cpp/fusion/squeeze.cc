@@ -114,10 +114,13 @@ class SqueezePass : public FusionPass {
     };
     for (size_t i = 0; i < plan.size(); ++i) {
       Op& mean = plan.op(i);
-      if (plan.absorbed(i) || mean.inputs().size() != 1 || mean.outputs().size() != 1) continue;
+      const FoldTarget* target = mean.fold_target();
+      if (plan.absorbed(i) || !target || !mean.squeeze_dense().empty() ||
+          mean.inputs().size() != 1 || mean.outputs().size() != 1)
+        continue;
       const Shape& in = plan.shape(mean.inputs()[0]);
       const SqueezeType type =
-          plan.split(mean.inputs()[0]) ? SqueezeType::kNone : mean.TakesSqueeze(in);
+          plan.split(mean.inputs()[0]) ? SqueezeType::kNone : target->TakesSqueeze(in);
       if (type == SqueezeType::kNone) continue;
       std::vector<size_t> absorbed;
       std::vector<int> elided;
@@ -130,18 +133,19 @@ class SqueezePass : public FusionPass {
         const int j = next_op(t, &a, &e);
         if (j < 0) break;
         Op& d = plan.op(size_t(j));
+        FoldSource* source = d.fold_source();
         OpContext dctx = plan.Ctx(size_t(j));
         int n = 0;
-        if (d.outputs().size() != 1) break;
+        if (d.outputs().size() != 1 || !source) break;
         if (type == SqueezeType::kInt8) {
           Int8Dense form;
-          if (!d.GetInt8Dense(dctx, {1, channels}, &form) ||
+          if (!source->GetInt8Dense(dctx, {1, channels}, &form) ||
               !SqueezeDenseFits(form.w->n, form.w->kp))
             break;
           n = form.w->n;
         } else {
           FloatDense form;
-          if (!d.GetFloatDense(dctx, {1, channels}, &form) ||
+          if (!source->GetFloatDense(dctx, {1, channels}, &form) ||
               !SqueezeDenseFits(form.n, form.k, dctx.storage_bytes) ||
               form.n > kMaxFloatSqueezeVector || form.k > kMaxFloatSqueezeVector)
             break;
@@ -154,7 +158,7 @@ class SqueezePass : public FusionPass {
         t = d.outputs()[0];
       }
       if (dense.empty() || !plan.SamePrecision(i, absorbed)) continue;
-      mean.FoldSqueeze(dense, t);
+      AttachSqueeze(plan.attachments(i), dense, t);
       plan.SetOutShapes(i, {plan.shape(t)});
       for (size_t a : absorbed) plan.Absorb(a, i);
       for (int e : elided) plan.Elide(e);

@@ -1,8 +1,8 @@
 // View folds: TRANSPOSE / RESHAPE chains (and a scale) between a matmul's operand and the tensor
 // it comes from, or between its output and the tensor it ends in, read or written in place
 // through strides (ops/matmul_views.h: the chains found there), where this plan's shapes make
-// them views and the tensors fit one buffer each (pieces are planned after). Only ops overriding
-// TakesViews() take them.
+// them views and the tensors fit one buffer each (pieces are planned after). Only ops whose
+// FoldTarget::TakesViews() is true take them.
 #include <algorithm>
 
 #include "fusion/pass.h"
@@ -22,7 +22,8 @@ class ViewsPass : public FusionPass {
     auto shape_of = [&](int t) { return plan.shape(t); };
     for (const ViewFusion& f : found_) {
       Op& op = plan.op(f.op);
-      bool free = op.TakesViews() && !plan.absorbed(f.op);
+      const FoldTarget* target = op.fold_target();
+      bool free = target && target->TakesViews() && !plan.absorbed(f.op);
       for (size_t a : f.absorbed) free = free && !plan.absorbed(a);
       free = free && plan.SamePrecision(f.op, f.absorbed);
       // The op then reads and writes whole tensors, each within one buffer: no chunks.
@@ -39,12 +40,13 @@ class ViewsPass : public FusionPass {
       float scale = 1.0f;
       if (!ChainView(f, shape_of, &view, &scale)) continue;
       if (f.operand >= 0) {
-        op.FoldInputView(static_cast<size_t>(f.operand), f.tensor, std::move(view));
+        AttachInputView(plan.attachments(f.op), static_cast<size_t>(f.operand), f.tensor,
+                        std::move(view));
       } else {
         if (op.has_output_view() || op.has_epilogue() || op.has_folded_clamp() ||
             op.has_residual())
           continue;
-        op.FoldOutputView(f.tensor, std::move(view), scale);
+        AttachOutputView(plan.attachments(f.op), f.tensor, std::move(view), scale);
       }
       for (size_t a : f.absorbed) plan.Absorb(a, f.op);
       for (int t : f.intermediates) plan.Elide(t);

@@ -70,7 +70,7 @@ int ReadMode(const std::vector<int64_t>& strides, int64_t rs, int64_t ks, int ro
   return rs == 1 ? 3 : 0;
 }
 
-class BatchMatMulOp : public Op {
+class BatchMatMulOp : public Op, public Chunker, public FoldTarget {
  public:
   BatchMatMulOp(const NodeInfo& node, const BatchMatMulParams& p)
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}),
@@ -82,6 +82,8 @@ class BatchMatMulOp : public Op {
 
   const char* type_name() const override { return "BATCH_MATMUL"; }
   std::string algorithm() const override { return algorithm_; }
+  const Chunker* chunker() const override { return this; }
+  const FoldTarget* fold_target() const override { return this; }
   bool TakesViews() const override { return true; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {

@@ -3,6 +3,7 @@
 // of them: the op is a kernel argument. Same-shape operands take a 4-wide path.
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "common/error.h"
 #include "ops/int8_ops.h"
@@ -75,7 +76,7 @@ Shape Aligned(const Shape& s, size_t rank) {
   return v;
 }
 
-class BinaryOp : public Op {
+class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource {
  public:
   BinaryOp(const NodeInfo& node, const BinaryKind& kind, int activation)
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}), kind_(kind) {
@@ -85,15 +86,18 @@ class BinaryOp : public Op {
       Unbounded(&act_min_, &act_max_);  // MAXIMUM, POW, ...: the CPU passes +-Inf on
   }
   // A chunk: the same op over boxes of the operands.
-  explicit BinaryOp(const BinaryOp& whole)
-      : Op(whole.node_index()),
-        kind_(whole.kind_),
-        act_min_(whole.act_min_),
-        act_max_(whole.act_max_) {}
+  explicit BinaryOp(const BinaryOp& whole) : Op(whole.node_index()), kind_(whole.kind_) {
+    // A chunk clamps as its whole op does, a folded clamp included.
+    std::tie(act_min_, act_max_) = whole.ClampBounds(whole.act_min_, whole.act_max_);
+  }
   const char* type_name() const override { return kind_.name; }
+  const Chunker* chunker() const override { return this; }
+  const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
+  // The ADD's clamp, a clamp activation folded into it included.
   bool IsResidualAdd(int, ResidualAdd* add) const override {
     if (kind_.code != tfl::kAdd) return false;
-    add->act_min = act_min_, add->act_max = act_max_;
+    std::tie(add->act_min, add->act_max) = ClampBounds(act_min_, act_max_);
     return true;
   }
   std::string algorithm() const override { return same_ ? "elementwise" : "broadcast"; }
@@ -101,7 +105,6 @@ class BinaryOp : public Op {
     *lo = act_min_, *hi = act_max_;
     return true;
   }
-  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     return {BroadcastShape(kind_.name, in[0], in[1])};
@@ -140,12 +143,13 @@ class BinaryOp : public Op {
     const int total = static_cast<int>(NumElements(o));
     same_ = NumElements(in_shapes[0]) == total && NumElements(in_shapes[1]) == total;
     auto prog = ctx.GetProgram("binary");
+    const auto [lo, hi] = ClampBounds(act_min_, act_max_);
     Launch l;
     l.dims = 1;
     if (same_) {
       l.name = "binary_same";
       l.kernel = CreateKernel(*prog, l.name);
-      SetArgs(l.kernel, in[0], in[1], out[0], total, kind_.op, act_min_, act_max_);
+      SetArgs(l.kernel, in[0], in[1], out[0], total, kind_.op, lo, hi);
       l.global[0] = (total + 3) / 4;
     } else {
       std::vector<int> meta(o.begin(), o.end());
@@ -157,8 +161,7 @@ class BinaryOp : public Op {
       l.name = "binary_broadcast";
       l.kernel = CreateKernel(*prog, l.name);
       const int rank = static_cast<int>(o.size());
-      SetArgs(l.kernel, in[0], in[1], out[0], total, rank, meta_.get(), kind_.op, act_min_,
-              act_max_);
+      SetArgs(l.kernel, in[0], in[1], out[0], total, rank, meta_.get(), kind_.op, lo, hi);
       l.global[0] = total;
     }
     launches_.clear();

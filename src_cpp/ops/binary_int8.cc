@@ -33,7 +33,7 @@ std::vector<int> BroadcastMeta(const Shape& a, const Shape& b, const Shape& out)
   return meta;
 }
 
-class AddInt8Op : public Op {
+class AddInt8Op : public Op, public FoldSource {
  public:
   AddInt8Op(const GraphView& g, const NodeInfo& node, int activation)
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}),
@@ -88,6 +88,7 @@ class AddInt8Op : public Op {
     return op_ == tfl::kMul ? "MUL" : op_ == tfl::kSub ? "SUB" : "ADD";
   }
   std::string algorithm() const override { return "int8"; }
+  FoldSource* fold_source() override { return this; }
   // An ADD folds into the int8 op producing one operand (fusion/residual.cc): that op applies this
   // arithmetic to its output integers, so they must come first in the parameters.
   bool IsResidualAdd(int residual, ResidualAdd* add) const override {

@@ -29,7 +29,7 @@ Shape View3(const Shape& s, int axis) {
   return v;
 }
 
-class ConcatOp : public Op {
+class ConcatOp : public Op, public Chunker {
  public:
   // `stack`: PACK, whose inputs are each seen with a unit axis inserted at `axis`.
   ConcatOp(const NodeInfo& node, int axis, int activation, bool stack = false)
@@ -54,6 +54,7 @@ class ConcatOp : public Op {
 
   const char* type_name() const override { return name_; }
   std::string algorithm() const override { return vec4_ ? "copy_multi4" : "copy_multi"; }
+  const Chunker* chunker() const override { return this; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in_shapes) const override {
     std::vector<Shape> in;

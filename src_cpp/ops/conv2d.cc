@@ -68,7 +68,7 @@ struct ConvSource {
   }
 };
 
-class Conv2dOp : public Op {
+class Conv2dOp : public Op, public Chunker, public FoldTarget, public FoldSource {
  public:
   Conv2dOp(const GraphView& g, const NodeInfo& node, const tfl::ConvParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
@@ -95,13 +95,16 @@ class Conv2dOp : public Op {
         chunk_(true),
         fixed_(g),
         oc0_(oc0) {
-    residual_ = whole.residual_;
+    KeepChunkFolds(whole, &chunk_folds_);
   }
 
   const char* type_name() const override { return "CONV_2D"; }
+  const Chunker* chunker() const override { return this; }
+  const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
   std::string algorithm() const override {
     return ConvAlgorithmName(algo_) + (folded_expand() ? "+EXPAND" : "") +
-           (folded_depthwise() ? "+DEPTHWISE" : "") + (residual_.on ? "+ADD" : "");
+           (folded_depthwise() ? "+DEPTHWISE" : "") + (has_residual() ? "+ADD" : "");
   }
 
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
@@ -144,7 +147,7 @@ class Conv2dOp : public Op {
     CheckConvInputRows("CONV_2D", x, litert_);
     ConvGeometry g = Geometry(in[0]);
     const Shape out = {g.n, g.oh, g.ow, g.oc};
-    if (residual_.on && (in.size() != 2 || in[1] != out))
+    if (has_residual() && (in.size() != 2 || in[1] != out))
       throw Error("CONV_2D output " + ShapeString(out) + " and the residual of its fused ADD " +
                   (in.size() == 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
     return {out};
@@ -162,7 +165,7 @@ class Conv2dOp : public Op {
   }
 
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const override {
-    return 2.0 * Geometry(in[0]).Macs() + (residual_.on ? double(NumElements(out[0])) : 0.0) +
+    return 2.0 * Geometry(in[0]).Macs() + (has_residual() ? double(NumElements(out[0])) : 0.0) +
            (folded_depthwise() ? folded_depthwise()->Flops({DepthwiseInput(in[0])}, {}) : 0.0) +
            (folded_expand() ? folded_expand()->Flops({in[0]}, {}) : 0.0);
   }
@@ -184,20 +187,19 @@ class Conv2dOp : public Op {
     *lo = act_min_, *hi = act_max_;
     return true;
   }
-  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   // A 1x1 filter over one image's single pixel (any stride or padding gives one output pixel):
   // a dense op over the channels, with the plain GEMM's weights.
   bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
     const Shape& f = src_->filter_shape;
-    if (chunk_ || residual_.on || f[1] != 1 || f[2] != 1 || in.empty() || in.back() != f[3] ||
+    if (chunk_ || has_residual() || f[1] != 1 || f[2] != 1 || in.empty() || in.back() != f[3] ||
         NumElements(in) != f[3])
       return false;
     const ConvGeometry g = Geometry({1, 1, 1, f[3]});
     dense->weights = src_->Weights(ctx, ConvAlgorithm::kGemm1x1, g, 0).filter.get();
     dense->bias = src_->Bias(ctx, 0, f[0]);
     dense->n = f[0], dense->k = f[3];
-    dense->act_min = act_min_, dense->act_max = act_max_;
+    std::tie(dense->act_min, dense->act_max) = ClampBounds(act_min_, act_max_);
     dense->epilogue = epilogue_defines();
     return true;
   }
@@ -206,16 +208,18 @@ class Conv2dOp : public Op {
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = Algorithm(ctx, g);
-    const bool r = residual_.on;
+    const bool r = has_residual();
+    const auto [lo, hi] = ClampBounds(act_min_, act_max_);
     if (folded_depthwise()) {
       FloatDepthwiseA dw;
-      if (!folded_depthwise()->GetFloatDepthwise(ctx, DepthwiseInput(in_shapes[0]), &dw))
+      if (!folded_depthwise()->fold_source()->GetFloatDepthwise(ctx, DepthwiseInput(in_shapes[0]),
+                                                                &dw))
         throw Error("CONV_2D: the folded depthwise no longer fits its GEMM");
       if (folded_expand()) {
         const int ec = in_shapes[0].back();
         FloatDense e;
-        if (!folded_expand()->GetFloatDense(ctx, {1, 1, 1, ec}, &e) || !e.epilogue.empty() ||
-            e.n != dw.g.c || e.k != ec)
+        if (!folded_expand()->fold_source()->GetFloatDense(ctx, {1, 1, 1, ec}, &e) ||
+            !e.epilogue.empty() || e.n != dw.g.c || e.k != ec)
           throw Error("CONV_2D: the folded expand no longer fits its GEMM");
         dw.expand_c = ec, dw.expand_filter = e.weights, dw.expand_bias = e.bias;
         dw.expand_min = e.act_min, dw.expand_max = e.act_max;
@@ -223,13 +227,13 @@ class Conv2dOp : public Op {
       algo_ = ConvAlgorithm::kImplicitGemm;
       weights_ = &src_->Weights(ctx, algo_, g, oc0_);
       launches_ = EncodeDepthwiseGemm(ctx, dw, g.oc, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc),
-                                      out[0], r ? residual_.act_min : act_min_,
-                                      r ? residual_.act_max : act_max_, r ? in.at(1) : nullptr);
+                                      out[0], r ? residual().act_min : lo,
+                                      r ? residual().act_max : hi, r ? in.at(1) : nullptr);
       return;
     }
     weights_ = &src_->Weights(ctx, algo_, g, oc0_);
     launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc), out[0],
-                           r ? residual_.act_min : act_min_, r ? residual_.act_max : act_max_,
+                           r ? residual().act_min : lo, r ? residual().act_max : hi,
                            r ? in.at(1) : nullptr);
   }
 
@@ -238,7 +242,7 @@ class Conv2dOp : public Op {
     const Shape out = InferShapes(in)[0];
     // A residual is read exactly where the output is written: its view and boxes are the output's.
     spec->views =
-        residual_.on ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
+        has_residual() ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
     spec->weight_axes = {3};
     // A grouped convolution's chunks keep every channel (a range of outputs reads its groups).
     if (src_->filter_shape[3] != in[0][3])
@@ -250,7 +254,7 @@ class Conv2dOp : public Op {
   std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
     Box box;
     Geometry(in[0]).Chunk(out, &box);
-    if (residual_.on) return {box, out};
+    if (has_residual()) return {box, out};
     return {box};
   }
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,
@@ -281,6 +285,7 @@ class Conv2dOp : public Op {
   int oc0_ = 0;         // a chunk's first output channel
   ConvAlgorithm algo_ = ConvAlgorithm::kDirect;
   const ConvWeights* weights_ = nullptr;  // in src_, for the current algorithm
+  Attachments chunk_folds_;               // a chunk's: its whole op's residual and clamp
 };
 
 // A grouped convolution (filter channels divide the input's): TFLite's rule, and what the direct

@@ -75,7 +75,7 @@ struct Int8ConvSource {
   }
 };
 
-class Conv2dInt8Op : public Op {
+class Conv2dInt8Op : public Op, public Chunker, public FoldTarget, public FoldSource {
  public:
   Conv2dInt8Op(const GraphView& g, const NodeInfo& node, const tfl::ConvParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
@@ -106,10 +106,13 @@ class Conv2dInt8Op : public Op {
         fixed_(g),
         oc0_(oc0),
         chunk_table_(whole.epilogue_table()) {
-    residual_ = whole.residual_;
+    KeepChunkFolds(whole, &chunk_folds_);
   }
 
   const char* type_name() const override { return "CONV_2D"; }
+  const Chunker* chunker() const override { return this; }
+  const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
   bool TakesTable() const override { return true; }
   std::string algorithm() const override {
     const std::string split = split_ ? "_splitk/" : "/";
@@ -117,7 +120,7 @@ class Conv2dInt8Op : public Op {
             : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
                                            : "int8_gemm" + split + dot_) +
            (folded_expand() ? "+EXPAND" : "") + (folded_depthwise() ? "+DEPTHWISE" : "") +
-           (residual_.on ? "+ADD" : "");
+           (has_residual() ? "+ADD" : "");
   }
   // The 1x1 GEMM computes a depthwise convolution's output as its A (ops/gemm_int8.h).
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
@@ -171,14 +174,14 @@ class Conv2dInt8Op : public Op {
     CheckConvInputRows("CONV_2D", x, litert_);
     const ConvGeometry g = Geometry(in[0]);
     const Shape out = {g.n, g.oh, g.ow, g.oc};
-    if (residual_.on && (in.size() != 2 || in[1] != out))
+    if (has_residual() && (in.size() != 2 || in[1] != out))
       throw Error("CONV_2D output " + ShapeString(out) + " and the residual of its fused ADD " +
                   (in.size() == 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
     return {out};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return 2.0 * Geometry(in[0]).Macs() +
-           (residual_.on ? double(NumElements(InferShapes(in)[0])) : 0.0) +
+           (has_residual() ? double(NumElements(InferShapes(in)[0])) : 0.0) +
            (folded_depthwise() ? folded_depthwise()->Flops({DepthwiseInput(in[0])}, {}) : 0.0) +
            (folded_expand() ? folded_expand()->Flops({in[0]}, {}) : 0.0);
   }
@@ -191,7 +194,7 @@ class Conv2dInt8Op : public Op {
     const Shape out = InferShapes(in)[0];
     // A residual is read exactly where the output is written: its view and boxes are the output's.
     spec->views =
-        residual_.on ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
+        has_residual() ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
     spec->weight_axes = {3};
     spec->axes = {0, 1, 2, 3};
     return true;
@@ -199,7 +202,7 @@ class Conv2dInt8Op : public Op {
   std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
     Box box;
     Geometry(in[0]).Chunk(out, &box);
-    if (residual_.on) return {box, out};
+    if (has_residual()) return {box, out};
     return {box};
   }
   // Its largest buffer: the packed filter, or split-K's int32 sums.
@@ -249,16 +252,17 @@ class Conv2dInt8Op : public Op {
     const Int8GemmWeights& w = src_->Gemm(ctx, oc0_, g.oc);
     const int m = g.n * g.oh * g.ow;
     Int8Residual residual;
-    if (residual_.on) residual = Int8Residual{in.at(1), residual_.quant};
+    if (has_residual()) residual = Int8Residual{in.at(1), Op::residual().quant};
     Int8DepthwiseA dw;
     if (folded_depthwise() &&
-        (algo_ != Algo::kGemm1x1 ||
-         !folded_depthwise()->GetInt8Depthwise(ctx, DepthwiseInput(in_shapes[0]), &dw)))
+        (algo_ != Algo::kGemm1x1 || !folded_depthwise()->fold_source()->GetInt8Depthwise(
+                                        ctx, DepthwiseInput(in_shapes[0]), &dw)))
       throw Error("CONV_2D: the folded depthwise no longer fits its GEMM");
     Int8Dense ex;
     if (folded_expand()) {
       const int ec = in_shapes[0].back();
-      if (!folded_expand()->GetInt8Dense(ctx, {1, 1, 1, ec}, &ex) || !ex.stage.table.empty())
+      if (!folded_expand()->fold_source()->GetInt8Dense(ctx, {1, 1, 1, ec}, &ex) ||
+          !ex.stage.table.empty())
         throw Error("CONV_2D: the folded expand no longer fits its GEMM");
       dw.expand = ex.w;
       dw.expand_up_below = ex.stage.up_below, dw.expand_zero = ex.stage.zero_point;
@@ -267,7 +271,7 @@ class Conv2dInt8Op : public Op {
     launches_ =
         EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
                        algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
-                       residual_.on ? &residual : nullptr, folded_depthwise() ? &dw : nullptr);
+                       has_residual() ? &residual : nullptr, folded_depthwise() ? &dw : nullptr);
     split_ = Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()), folded_depthwise() != nullptr);
   }
 
@@ -290,6 +294,7 @@ class Conv2dInt8Op : public Op {
   ConvGeometry fixed_;                // a chunk's geometry
   int oc0_ = 0;                       // a chunk's first output channel
   std::vector<uint8_t> chunk_table_;  // a chunk's copy of its whole op's folded table
+  Attachments chunk_folds_;           // a chunk's: its whole op's residual
   Int8GemmState state_;               // the buffers its launches use beyond the weights
   Algo algo_ = Algo::kImplicitGemm;
   std::string dot_;

@@ -81,7 +81,7 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
                                float act_max, cl_mem residual = nullptr);
 
 // A depthwise convolution (depth multiplier 1) whose output is a 1x1 convolution's input, folded
-// into it (Op::FoldDepthwise): the 1x1's implicit GEMM computes that tensor where it reads it
+// into it (fusion/depthwise.cc): the 1x1's implicit GEMM computes that tensor where it reads it
 // (kernels/conv2d_implicit_gemm.cl's DW_A). g: the depthwise's geometry; filter [KH][KW][C] in
 // the float storage, bias [C] float32, its clamp.
 struct FloatDepthwiseA {
@@ -91,7 +91,7 @@ struct FloatDepthwiseA {
   // Its folded epilogue, as build defines of kernels/conv2d_implicit_gemm.cl's DW_ACTIVATE
   // (CLGPU_DW_EPILOGUE, CLGPU_DW_POST<i>); "" for none.
   std::string epilogue;
-  // The 1x1 convolution computing the depthwise's input (Op::FoldExpand; kernels'
+  // The 1x1 convolution computing the depthwise's input (fusion/expand.cc; kernels'
   // EXPAND_A): its `expand_c` input channels, [g.c][expand_c] weights, bias and clamp. Null
   // weights: the depthwise reads its input as it is.
   int expand_c = 0;

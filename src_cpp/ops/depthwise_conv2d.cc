@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "common/error.h"
 #include "graph/validate.h"
@@ -51,7 +52,7 @@ struct DepthwiseSource {
   }
 };
 
-class DepthwiseConv2dOp : public Op {
+class DepthwiseConv2dOp : public Op, public Chunker, public FoldTarget, public FoldSource {
  public:
   DepthwiseConv2dOp(const GraphView& g, const NodeInfo& node, const tfl::DepthwiseConvParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
@@ -72,19 +73,22 @@ class DepthwiseConv2dOp : public Op {
       : Op(whole.node_index()),
         params_(whole.params_),
         src_(whole.src_),
-        act_min_(whole.act_min_),
-        act_max_(whole.act_max_),
         chunk_(true),
         fixed_(g),
-        oc0_(oc0) {}
+        oc0_(oc0) {
+    // A chunk clamps as its whole op does, a folded clamp included.
+    std::tie(act_min_, act_max_) = whole.ClampBounds(whole.act_min_, whole.act_max_);
+  }
 
   const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
   std::string algorithm() const override { return "depthwise_fast"; }
+  const Chunker* chunker() const override { return this; }
+  const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
     return true;
   }
-  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   ConvGeometry Geometry(const Shape& in) const {
     if (chunk_) {
@@ -136,7 +140,7 @@ class DepthwiseConv2dOp : public Op {
       dw->epilogue.replace(at, 8, "-DCLGPU_DW_");
     const auto& b = src_->Get(ctx, 0, dw->g.oc);
     dw->filter = b.first.get(), dw->bias = b.second.get();
-    dw->act_min = act_min_, dw->act_max = act_max_;
+    std::tie(dw->act_min, dw->act_max) = ClampBounds(act_min_, act_max_);
     return true;
   }
 
@@ -149,9 +153,9 @@ class DepthwiseConv2dOp : public Op {
     l.name = "depthwise_conv2d_fast";
     l.kernel = CreateKernel(*prog, l.name);
     const int m = g.oc / g.c;
+    const auto [lo, hi] = ClampBounds(act_min_, act_max_);
     SetArgs(l.kernel, in[0], buffers_->first.get(), buffers_->second.get(), out[0], g.n, g.h, g.w,
-            g.c, g.oh, g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min_,
-            act_max_);
+            g.c, g.oh, g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, lo, hi);
     l.dims = 1;
     l.global[0] =
         RoundUp(size_t((g.oc + 3) / 4) * ((g.ow + kPixels - 1) / kPixels) * g.n * g.oh, 64);

@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kNeonChannels = 8;  // channels per iteration of TFLite's NEON output loop
 
-class DepthwiseConv2dInt8Op : public Op {
+class DepthwiseConv2dInt8Op : public Op, public FoldTarget, public FoldSource {
  public:
   DepthwiseConv2dInt8Op(const GraphView& g, const NodeInfo& node, const tfl::DepthwiseConvParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), params_(p) {
@@ -40,6 +40,8 @@ class DepthwiseConv2dInt8Op : public Op {
 
   const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
   std::string algorithm() const override { return c4_ ? "int8_direct_c4" : "int8_direct"; }
+  const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
   bool TakesTable() const override { return true; }
 
   ConvGeometry Geometry(const Shape& in) const {

@@ -1,5 +1,5 @@
 // What an op's kernels may apply after their clamp when element-wise nodes fold into them
-// (Op::FoldEpilogue; the folds themselves are fusion/epilogue.cc): the MAXIMUM / MINIMUM of a
+// (AttachEpilogue; the folds themselves are fusion/epilogue.cc): the MAXIMUM / MINIMUM of a
 // constant scalar that may follow the unary op.
 #pragma once
 

@@ -2,6 +2,7 @@
 // constant (uploaded once) or computed at run time (read from their device buffer).
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "common/error.h"
@@ -55,7 +56,7 @@ struct FullyConnectedSource {
   }
 };
 
-class FullyConnectedOp : public Op {
+class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public FoldSource {
  public:
   FullyConnectedOp(const GraphView& g, const NodeInfo& node, const tfl::FullyConnectedParams& p)
       : Op(node, Operands(g, node), {node.outputs[0]}),
@@ -82,9 +83,10 @@ class FullyConnectedOp : public Op {
         chunk_(true),
         n0_(n0),
         n_(n),
-        k_(whole.k_),
-        act_min_(whole.act_min_),
-        act_max_(whole.act_max_) {}
+        k_(whole.k_) {
+    // A chunk clamps as its whole op does, a folded clamp included.
+    std::tie(act_min_, act_max_) = whole.ClampBounds(whole.act_min_, whole.act_max_);
+  }
 
   // The input, and the weights when they are computed at run time.
   static std::vector<int> Operands(const GraphView& g, const NodeInfo& node) {
@@ -94,11 +96,13 @@ class FullyConnectedOp : public Op {
 
   const char* type_name() const override { return "FULLY_CONNECTED"; }
   std::string algorithm() const override { return algorithm_; }
+  const Chunker* chunker() const override { return this; }
+  const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
     return true;
   }
-  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   // N and K: the weights' (run-time weights: as the plan gives them, whatever was declared).
   std::pair<int, int> NK(const std::vector<Shape>& in) const {
@@ -160,7 +164,7 @@ class FullyConnectedOp : public Op {
     dense->weights = b.first.get();
     dense->bias = b.second.get();
     dense->n = n_, dense->k = k_;
-    dense->act_min = act_min_, dense->act_max = act_max_;
+    std::tie(dense->act_min, dense->act_max) = ClampBounds(act_min_, act_max_);
     dense->epilogue = epilogue_defines();
     return true;
   }
@@ -173,7 +177,8 @@ class FullyConnectedOp : public Op {
     cl_mem w = src_->runtime_weights ? in.at(1) : buffers_->first.get();
     cl_mem bias = buffers_->second.get();
     const GemmPlan p = PlanGemm(ctx.env.device(), m, n, k, ctx.options.gemm_splits);
-    launches_ = EncodeGemm(ctx, p, in[0], w, bias, out[0], m, n, k, act_min_, act_max_, nullptr,
+    const auto [lo, hi] = ClampBounds(act_min_, act_max_);
+    launches_ = EncodeGemm(ctx, p, in[0], w, bias, out[0], m, n, k, lo, hi, nullptr,
                            src_->runtime_weights ? -1.0f : src_->max_abs);
     algorithm_ = GemmAlgorithm(p);
   }

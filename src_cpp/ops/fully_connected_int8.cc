@@ -12,7 +12,7 @@
 namespace clgpu {
 namespace {
 
-class FullyConnectedInt8Op : public Op {
+class FullyConnectedInt8Op : public Op, public FoldTarget, public FoldSource {
  public:
   FullyConnectedInt8Op(const GraphView& g, const NodeInfo& node, const tfl::FullyConnectedParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), keep_num_dims_(p.keep_num_dims) {
@@ -29,6 +29,8 @@ class FullyConnectedInt8Op : public Op {
   }
 
   const char* type_name() const override { return "FULLY_CONNECTED"; }
+  const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
   bool TakesTable() const override { return true; }
   std::string algorithm() const override {
     return (split_ ? "int8_gemm_splitk/" : "int8_gemm/") + dot_;

@@ -40,7 +40,7 @@ struct Int8Residual {
   std::vector<int> params;
 };
 
-// A depthwise convolution whose output is A (Op::FoldDepthwise, kernels/gemm_int8.cl's DW_A):
+// A depthwise convolution whose output is A (fusion/depthwise.cc, kernels/gemm_int8.cl's DW_A):
 // A[m][k] is its output at pixel m (of g's output), channel k, computed from its input where the
 // GEMM reads it. Depth multiplier 1, g.c % 4 == 0 and g.c == the GEMM's k; its output zero point is
 // the GEMM's a_zero. Buffers: filter [KH][KW][C] int8, bias [C] int32, stage [C] (quant.cl).
@@ -48,7 +48,7 @@ struct Int8DepthwiseA {
   ConvGeometry g;
   cl_mem filter = nullptr, bias = nullptr, stage = nullptr;
   int in_zero = 0, up_below = 0, act_min = -128, act_max = 127;
-  // The 1x1 convolution computing the depthwise's input (Op::FoldExpand; kernels/gemm_int8.cl's
+  // The 1x1 convolution computing the depthwise's input (fusion/expand.cc; kernels/gemm_int8.cl's
   // EXPAND_A), as its own GEMM holds it: null `expand`: none. Its input has expand->k channels
   // (in fours); its output stage's parameters, a table excluded.
   const Int8GemmWeights* expand = nullptr;

@@ -33,7 +33,7 @@ std::string CheckLutInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateLutInt8(const GraphView& g, const NodeInfo& node, const char* name);
 
 // Tables of element-wise chains folded into the int8 op producing their input (fusion/epilogue.cc,
-// Op::FoldTable), indexed by the input integer's low byte: "" and the table, or the reason there
+// AttachTable), indexed by the input integer's low byte: "" and the table, or the reason there
 // is none. Int8UnaryTable: one of the ops above. Int8MulTable: MUL(x, s) or MUL(s, x)
 // (binary_int8.cc) whose operand s is s_of_x applied to x (swish: x * LOGISTIC(x)), both of the
 // output's shape.

@@ -28,7 +28,7 @@ struct Norm {
   int out = -1;
 };
 
-class LayerNormOp : public Op {
+class LayerNormOp : public Op, public Chunker {
  public:
   LayerNormOp(const NodeInfo& info, std::shared_ptr<const Norm> n)
       : Op(info, n->inputs, {n->out}), n_(std::move(n)) {}
@@ -40,6 +40,7 @@ class LayerNormOp : public Op {
   std::string algorithm() const override {
     return n_->inputs.size() == 2 ? "row_per_group+ADD" : "row_per_group";
   }
+  const Chunker* chunker() const override { return this; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     const Shape& x = in.at(0);

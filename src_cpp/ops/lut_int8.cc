@@ -167,7 +167,7 @@ std::string MakeTable(const GraphView& g, const NodeInfo& node, Table* table) {
   }
 }
 
-class LutInt8Op : public Op {
+class LutInt8Op : public Op, public Chunker {
  public:
   LutInt8Op(const NodeInfo& node, const char* name, const Table& table)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), name_(name), table_(table) {}
@@ -176,6 +176,7 @@ class LutInt8Op : public Op {
       : Op(whole.node_index()), name_(whole.name_), table_(whole.table_) {}
   const char* type_name() const override { return name_; }
   std::string algorithm() const override { return "int8_table"; }
+  const Chunker* chunker() const override { return this; }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
     return static_cast<double>(NumElements(out[0]));

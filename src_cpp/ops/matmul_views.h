@@ -2,7 +2,7 @@
 // by a constant scalar after it, folded into it as strided views: attention's head split
 // (RESHAPE -> TRANSPOSE -> BATCH_MATMUL), its scale and its head merge (BATCH_MATMUL -> TRANSPOSE
 // -> RESHAPE) run no kernel of their own; the matmul reads and writes the tensors where they lie
-// (Op::FoldInputView / FoldOutputView). Found once per partition; whether a chain is a view
+// (AttachInputView / AttachOutputView). Found once per partition; whether a chain is a view
 // depends on the shapes, so each plan decides (runtime/partition_plan.cc).
 #pragma once
 

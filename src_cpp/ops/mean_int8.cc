@@ -50,7 +50,7 @@ Shape Reduced(const Shape& in, const std::vector<bool>& mask, bool keep_dims) {
   return out;
 }
 
-class MeanInt8Op : public Op {
+class MeanInt8Op : public Op, public FoldTarget {
  public:
   MeanInt8Op(const GraphView& g, const NodeInfo& node, std::vector<int64_t> axes, bool keep_dims)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
@@ -62,6 +62,7 @@ class MeanInt8Op : public Op {
         cpu_(g.cpu_kernels()) {}
 
   const char* type_name() const override { return "MEAN"; }
+  const FoldTarget* fold_target() const override { return this; }
   std::string algorithm() const override {
     if (!squeeze_dense().empty()) return "int8_squeeze";
     return spatial_ ? "int8_spatial" : "int8_general";
@@ -112,7 +113,7 @@ class MeanInt8Op : public Op {
       std::vector<Int8Dense> dense(squeeze_dense().size());
       Shape row = {1, static_cast<int>(inner)};
       for (size_t i = 0; i < dense.size(); ++i) {
-        if (!squeeze_dense()[i]->GetInt8Dense(ctx, row, &dense[i]))
+        if (!squeeze_dense()[i]->fold_source()->GetInt8Dense(ctx, row, &dense[i]))
           throw Error("MEAN: a folded dense op has no int8 form");
         row = {1, dense[i].w->n};
         dense_flops_ += 2.0 * dense[i].w->n * dense[i].w->k;

@@ -79,106 +79,11 @@ std::string JoinParamInts(const int* v, int n) {
   return out;
 }
 
-void Op::FuseResidual(int residual, int output, const ResidualAdd& add) {
-  UnfuseResidual();
-  if (outputs_.size() != 1) throw Error("only an op with one output can fold in an ADD");
-  own_output_ = outputs_[0];
-  inputs_.push_back(residual);
-  outputs_[0] = output;
-  residual_ = Residual{true, add.act_min, add.act_max, add.quant};
-}
-
-bool Op::FoldClamp(int output, float lo, float hi) {
-  float own_lo, own_hi;
-  if (clamp_.on || residual_.on || outputs_.size() != 1 || !GetClamp(&own_lo, &own_hi))
-    return false;
-  // clamp(clamp(x, a, b), c, d) = clamp(x, max(a, c), min(b, d)) when the ranges overlap.
-  const float new_lo = std::max(own_lo, lo), new_hi = std::min(own_hi, hi);
-  if (new_lo > new_hi) return false;
-  clamp_ = ClampFold{true, own_lo, own_hi, outputs_[0]};
-  SetClamp(new_lo, new_hi);
-  outputs_[0] = output;
-  return true;
-}
-
-void Op::UnfoldClamp() {
-  if (!clamp_.on) return;
-  SetClamp(clamp_.lo, clamp_.hi);
-  outputs_[0] = clamp_.own_output;
-  clamp_ = ClampFold{};
-}
-
-bool Op::FoldEpilogue(int output, int kind, float alpha, std::vector<PostClamp> post) {
-  float lo, hi;
-  if (kind == 0 || has_epilogue() || residual_.on || outputs_.size() != 1 ||
-      post.size() > kMaxPostClamps || !GetClamp(&lo, &hi))
-    return false;
-  epilogue_ = Epilogue{kind, alpha, outputs_[0], {}, std::move(post)};
-  outputs_[0] = output;
-  return true;
-}
-
-void Op::FoldSqueeze(std::vector<Op*> dense, int output) {
-  UnfoldSqueeze();
-  if (outputs_.size() != 1 || dense.empty()) throw Error("a squeeze needs one output, a dense op");
-  squeeze_ = SqueezeFold{std::move(dense), outputs_[0]};
-  outputs_[0] = output;
-}
-
-void Op::UnfoldSqueeze() {
-  if (squeeze_.dense.empty()) return;
-  outputs_[0] = squeeze_.own_output;
-  squeeze_ = SqueezeFold{};
-}
-
-void Op::FoldPad(int input, InputPad pad) {
-  UnfoldPad();
-  if (inputs_.empty()) throw Error("a PAD fold needs an input");
-  pad_ = PadFold{true, inputs_[0], pad};
-  inputs_[0] = input;
-}
-
-void Op::UnfoldPad() {
-  if (!pad_.on) return;
-  inputs_[0] = pad_.own_input;
-  pad_ = PadFold{};
-}
-
-void Op::FoldDepthwise(Op* dw, int input, Shape shape) {
-  UnfoldDepthwise();
-  if (inputs_.empty() || !dw) throw Error("a depthwise fold needs an input and its op");
-  depthwise_ = DepthwiseFold{dw, inputs_[0], std::move(shape), nullptr, -1, {}};
-  inputs_[0] = input;
-}
-
-void Op::UnfoldDepthwise() {
-  if (!depthwise_.op) return;
-  inputs_[0] = depthwise_.own_input;
-  depthwise_ = DepthwiseFold{};
-}
-
-void Op::FoldExpand(Op* ex, int input, Shape shape) {
-  if (!depthwise_.op || depthwise_.expand || !ex)
-    throw Error("an expand fold needs a folded depthwise and its op");
-  depthwise_.expand = ex;
-  depthwise_.dw_input = inputs_[0];
-  depthwise_.expand_shape = std::move(shape);
-  inputs_[0] = input;
-}
-
-bool Op::FoldTable(int output, std::vector<uint8_t> table) {
-  if (!TakesTable() || table.size() != 256 || has_epilogue() || residual_.on ||
-      outputs_.size() != 1)
-    return false;
-  epilogue_ = Epilogue{kTableEpilogue, 0.0f, outputs_[0], std::move(table)};
-  outputs_[0] = output;
-  return true;
-}
-
-void Op::UnfoldEpilogue() {
-  if (!has_epilogue()) return;
-  outputs_[0] = epilogue_.own_output;
-  epilogue_ = Epilogue{};
+Attachments Op::NewAttachments() const {
+  Attachments a;
+  a.inputs = inputs_;
+  a.outputs = outputs_;
+  return a;
 }
 
 namespace {
@@ -196,15 +101,16 @@ std::string FloatLiteral(float a) {
 }  // namespace
 
 std::string Op::epilogue_defines() const {
-  if (!has_epilogue()) return "";
-  if (epilogue_.kind == kTableEpilogue) return "-DQUANT_TABLE";
-  std::string d = "-DCLGPU_EPILOGUE=" + std::to_string(epilogue_.kind);
-  const float a = epilogue_.alpha;
-  if (a != 0 || epilogue_.kind == 8)  // LEAKY_RELU reads its alpha, 0 included
+  const Attachments::Epilogue& e = att().epilogue;
+  if (e.kind == 0) return "";
+  if (e.kind == kTableEpilogue) return "-DQUANT_TABLE";
+  std::string d = "-DCLGPU_EPILOGUE=" + std::to_string(e.kind);
+  const float a = e.alpha;
+  if (a != 0 || e.kind == 8)  // LEAKY_RELU reads its alpha, 0 included
     d += " -DCLGPU_EPILOGUE_ALPHA=" + FloatLiteral(a);
   // kernels/common.cl's POST_CLAMP<i>: 1 MAXIMUM, 2 MINIMUM; +2 when the constant comes first.
-  for (size_t i = 0; i < epilogue_.post.size(); ++i) {
-    const PostClamp& c = epilogue_.post[i];
+  for (size_t i = 0; i < e.post.size(); ++i) {
+    const PostClamp& c = e.post[i];
     const std::string n = std::to_string(i + 1);
     d += " -DCLGPU_POST" + n + "=" + std::to_string((c.maximum ? 1 : 2) + (c.chain_first ? 0 : 2)) +
          " -DCLGPU_POST" + n + "_C=" + FloatLiteral(c.value);
@@ -217,40 +123,6 @@ StridedView ContiguousView(const Shape& s) {
   for (int a = static_cast<int>(s.size()) - 2; a >= 0; --a)
     v.strides[a] = v.strides[a + 1] * s[a + 1];
   return v;
-}
-
-void Op::FoldInputView(size_t i, int source, StridedView view) {
-  if (i >= inputs_.size()) throw Error("no operand " + std::to_string(i) + " to fold a view into");
-  if (in_views_.size() < inputs_.size()) in_views_.resize(inputs_.size());
-  ViewFold& f = in_views_[i];
-  if (!f.on) f.own_tensor = inputs_[i];
-  f.on = true;
-  f.view = std::move(view);
-  inputs_[i] = source;
-}
-
-void Op::FoldOutputView(int output, StridedView view, float scale) {
-  if (outputs_.size() != 1) throw Error("only an op with one output can fold an output view");
-  if (!out_view_.on) out_view_.own_tensor = outputs_[0];
-  out_view_.on = true;
-  out_view_.view = std::move(view);
-  out_view_.scale = scale;
-  outputs_[0] = output;
-}
-
-void Op::UnfoldViews() {
-  for (size_t i = 0; i < in_views_.size(); ++i)
-    if (in_views_[i].on) inputs_[i] = in_views_[i].own_tensor;
-  in_views_.clear();
-  if (out_view_.on) outputs_[0] = out_view_.own_tensor;
-  out_view_ = ViewFold{};
-}
-
-void Op::UnfuseResidual() {
-  if (!residual_.on) return;
-  inputs_.pop_back();
-  outputs_[0] = own_output_;
-  residual_ = Residual{};
 }
 
 Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes) {

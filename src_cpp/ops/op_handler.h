@@ -35,8 +35,8 @@ struct OpHandler {
   // Runs as one device buffer copy, no kernel (RESHAPE and its kin): the cost model counts
   // no launch and no arithmetic.
   bool flat_copy = false;
-  // Clamps its output in its own kernels (Op::GetClamp): a clamp activation reading it alone
-  // folds in (fusion/clamp.cc, fusion/epilogue.cc).
+  // Clamps its output in its own kernels (FoldTarget::GetClamp): a clamp activation reading it
+  // alone folds in (fusion/clamp.cc, fusion/epilogue.cc).
   bool clamp_epilogue = false;
   // Kernels per invoke for the cost model, from the plan the op will make on `dev` with
   // default options (split-K GEMMs launch two); null: one.

@@ -37,14 +37,14 @@ struct StridedView {
 // The row-major strides of a tensor of this shape laid out as it is.
 StridedView ContiguousView(const Shape& s);
 
-// A PAD folded into the convolution reading its output (Op::FoldPad, fusion/pad.cc): its zeros
+// A PAD folded into the convolution reading its output (AttachPad, fusion/pad.cc): its zeros
 // (int8: zero points) on each side of H and W, which the convolution takes as more padding.
 struct InputPad {
   int top = 0, bottom = 0, left = 0, right = 0;
 };
 
 // One enqueue of one kernel.
-// EpilogueFusion::kind / Op's epilogue kind of an int8 table (Op::FoldTable); the others are
+// EpilogueFusion::kind / Attachments::Epilogue::kind of an int8 table (AttachTable); the others are
 // kernels/common.cl's CLGPU_EPILOGUE numbers.
 constexpr int kTableEpilogue = 100;
 
@@ -56,7 +56,7 @@ struct Launch {
   size_t local[3] = {0, 0, 0};  // all zero = let the driver choose
 };
 
-// What a residual ADD folded into the op producing one of its operands applies (Op::
+// What a residual ADD folded into the op producing one of its operands applies (FoldSource::
 // IsResidualAdd): on float tensors its activation's clamp bounds; on int8 tensors its integer
 // arithmetic (quant_add in kernels/quant.cl), the parameters ordered with the producer's operand
 // first.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 #include "common/error.h"
 #include "ops/conv_geometry.h"
@@ -18,7 +19,7 @@ namespace {
 constexpr int kMaxStep = 32767;
 constexpr size_t kGroup = 64;  // work-items per group, along an output row
 
-class PoolOp : public Op {
+class PoolOp : public Op, public Chunker, public FoldTarget {
  public:
   PoolOp(const GraphView& g, const NodeInfo& node, bool max, const tfl::PoolParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), max_(max), params_(p) {
@@ -39,20 +40,22 @@ class PoolOp : public Op {
       : Op(whole.node_index()),
         max_(whole.max_),
         params_(whole.params_),
-        act_min_(whole.act_min_),
-        act_max_(whole.act_max_),
         quantized_(whole.quantized_),
         chunk_(true),
-        fixed_(g) {}
+        fixed_(g) {
+    // A chunk clamps as its whole op does, a folded clamp included.
+    std::tie(act_min_, act_max_) = whole.ClampBounds(whole.act_min_, whole.act_max_);
+  }
 
   const char* type_name() const override { return max_ ? "MAX_POOL_2D" : "AVERAGE_POOL_2D"; }
   std::string algorithm() const override { return algorithm_; }
+  const Chunker* chunker() const override { return this; }
+  const FoldTarget* fold_target() const override { return this; }
   // Quantized bounds do not compose with a float activation's: no clamp folds into an int8 pool.
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
     return !quantized_;
   }
-  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   ConvGeometry Geometry(const Shape& in) const {
     if (in.size() != 4) throw Error(std::string(type_name()) + " needs a 4-D input");
@@ -129,8 +132,9 @@ class PoolOp : public Op {
     l.name = int_avg ? "avg_pool2d_int"
                      : std::string(max_ ? "max_pool2d" : "avg_pool2d") + (vec4_ ? "_c4" : "");
     l.kernel = CreateKernel(*prog, l.name);
+    const auto [lo, hi] = ClampBounds(act_min_, act_max_);
     SetArgs(l.kernel, in[0], out[0], g.h, g.w, cv, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pad_top,
-            g.pad_left, act_min_, act_max_);
+            g.pad_left, lo, hi);
     // Rows padded to whole work-groups: OpenCL 1.2 needs local sizes that divide the
     // global ones, and an odd output width would otherwise force tiny groups.
     l.dims = 3;
@@ -155,7 +159,7 @@ class PoolOp : public Op {
     r->red_op = max_ ? 4 : 0;  // kernels/reduce.cl: RED_POOL_MAX, RED_SUM
     r->outer = g.n, r->reduce = hw, r->inner = g.c;
     r->divisor = max_ ? 1.0f : static_cast<float>(hw);
-    r->act_lo = act_min_, r->act_hi = act_max_;
+    std::tie(r->act_lo, r->act_hi) = ClampBounds(act_min_, act_max_);
     r->has_epilogue = has_epilogue();
     return true;
   }

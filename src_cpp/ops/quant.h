@@ -51,7 +51,7 @@ struct OutputStage {
   std::vector<int32_t> params;  // multiplier, shift per channel
   int up_below = 0;
   int zero_point = 0, act_min = -128, act_max = 127;
-  // An element-wise chain folded in (Op::FoldTable): the 256 integers it maps the output's
+  // An element-wise chain folded in (AttachTable): the 256 integers it maps the output's
   // integers to (by their low byte); empty: none. Uploaded after the pairs (kernels/quant.cl).
   std::vector<uint8_t> table;
 };

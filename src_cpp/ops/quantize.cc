@@ -27,7 +27,9 @@ class QuantizeOp : public Op {
         out_type_(g.value_type(node.outputs[0])),
         in_(g.quant(node.inputs[0])),
         out_(g.quant(node.outputs[0])),
-        neon_(g.cpu_kernels().neon) {}
+        neon_(g.cpu_kernels().neon) {
+    keeps_float32_ = true;  // it reads or writes float values only at the quantization boundary
+  }
 
   const char* type_name() const override {
     return op_ == tfl::kQuantize ? "QUANTIZE" : "DEQUANTIZE";
@@ -37,7 +39,6 @@ class QuantizeOp : public Op {
            : out_type_ == ValueType::kFloat ? "dequantize"
                                             : "requantize";
   }
-  bool KeepsFloat32() const override { return true; }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return double(NumElements(in[0]));

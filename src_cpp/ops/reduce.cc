@@ -84,7 +84,7 @@ std::vector<Segment> Canonical(const Shape& in, const std::vector<bool>& mask) {
   return segs;
 }
 
-class ReduceOp : public Op {
+class ReduceOp : public Op, public Chunker, public FoldTarget {
  public:
   ReduceOp(const NodeInfo& node, const ReduceKind& kind, std::vector<int64_t> axes, bool keep_dims)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
@@ -99,6 +99,8 @@ class ReduceOp : public Op {
         keep_dims_(whole.keep_dims_) {}
   const char* type_name() const override { return kind_.name; }
   std::string algorithm() const override { return algorithm_; }
+  const Chunker* chunker() const override { return this; }
+  const FoldTarget* fold_target() const override { return this; }
 
   // A MEAN of one image's H and W (one reduced run, one outer row) whose channels fit.
   SqueezeType TakesSqueeze(const Shape& in) const override {
@@ -155,7 +157,7 @@ class ReduceOp : public Op {
       std::vector<FloatDense> dense(squeeze_dense().size());
       Shape row = {1, static_cast<int>(inner)};
       for (size_t i = 0; i < dense.size(); ++i) {
-        if (!squeeze_dense()[i]->GetFloatDense(ctx, row, &dense[i]))
+        if (!squeeze_dense()[i]->fold_source()->GetFloatDense(ctx, row, &dense[i]))
           throw Error("MEAN: a folded dense op has no float form");
         row = {1, dense[i].n};
         dense_flops_ += 2.0 * dense[i].n * dense[i].k;

@@ -120,11 +120,12 @@ std::string Apply(const Rule& r, const std::vector<Shape>& shapes, Shape* out) {
 class ReshapeOp : public Op {
  public:
   ReshapeOp(const NodeInfo& node, Rule rule)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}), rule_(std::move(rule)) {}
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}), rule_(std::move(rule)) {
+    flat_copy_ = true;
+  }
 
   const char* type_name() const override { return NameOf(rule_.kind); }
   std::string algorithm() const override { return "buffer_copy"; }
-  bool IsFlatCopy() const override { return true; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     Shape out;

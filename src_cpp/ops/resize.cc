@@ -76,7 +76,7 @@ struct Axis {
   }
 };
 
-class ResizeOp : public Op {
+class ResizeOp : public Op, public Chunker {
  public:
   ResizeOp(const NodeInfo& node, bool bilinear, const tfl::ResizeParams& p, int oh, int ow,
            bool integer)
@@ -109,6 +109,7 @@ class ResizeOp : public Op {
     return bilinear_ ? "RESIZE_BILINEAR" : "RESIZE_NEAREST_NEIGHBOR";
   }
   std::string algorithm() const override { return vec4_ ? "gather_vec4" : "gather"; }
+  const Chunker* chunker() const override { return this; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].size() != 4) throw Error(std::string(type_name()) + " needs a 4-D input");

@@ -19,7 +19,7 @@ struct SoftmaxParams {
   float beta;
 };
 
-class SoftmaxOp : public Op {
+class SoftmaxOp : public Op, public Chunker {
  public:
   SoftmaxOp(const NodeInfo& node, bool log_out, float beta)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), log_(log_out), beta_(beta) {}
@@ -28,6 +28,7 @@ class SoftmaxOp : public Op {
       : Op(whole.node_index()), log_(whole.log_), beta_(whole.beta_) {}
   const char* type_name() const override { return log_ ? "LOG_SOFTMAX" : "SOFTMAX"; }
   std::string algorithm() const override { return algorithm_; }
+  const Chunker* chunker() const override { return this; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].empty()) throw Error(std::string(type_name()) + " of a scalar");

@@ -16,7 +16,7 @@ namespace {
 
 constexpr size_t kMaxGroup = 256;  // SMQ_LOCAL in kernels/softmax_int8.cl
 
-class SoftmaxInt8Op : public Op {
+class SoftmaxInt8Op : public Op, public Chunker {
  public:
   SoftmaxInt8Op(const GraphView& g, const NodeInfo& node, float beta)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), type_(g.value_type(node.inputs[0])) {
@@ -36,6 +36,7 @@ class SoftmaxInt8Op : public Op {
 
   const char* type_name() const override { return "SOFTMAX"; }
   std::string algorithm() const override { return "int8_table"; }
+  const Chunker* chunker() const override { return this; }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].empty()) throw Error("SOFTMAX of a scalar");
     return {in[0]};

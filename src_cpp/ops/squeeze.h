@@ -3,8 +3,8 @@
 // reduce and expand of a squeeze-and-excitation block (EfficientNet, MobileNetV3), three
 // launches of microseconds each on a GPU where each launch costs the host microseconds too.
 // The MEAN op runs them in one launch (kernels/squeeze_int8.cl), bit for bit with the three
-// ops; the partition folds the dense ops in where the graph allows (Partition::FoldSqueezes,
-// Op::FoldSqueeze).
+// ops; the partition folds the dense ops in where the graph allows (fusion/squeeze.cc,
+// AttachSqueeze).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace clgpu {
 // A dense op as the int8 GEMM holds it (ops/gemm_int8.h), for one row.
 struct Int8Dense {
   const Int8GemmWeights* w = nullptr;  // owned by the dense op
-  OutputStage stage;                   // its table included (Op::FoldTable)
+  OutputStage stage;                   // its table included (AttachTable)
 };
 
 // A dense op over float values as the float GEMM holds it (ops/gemm.h), for one row.

@@ -38,13 +38,14 @@ bool AxisMapFlatRange(const AxisMap& m, size_t* first);
 
 // An op made of one map per output, each a launch of strided_copy, or flat copies when
 // every map is a contiguous range. One activation input; a single output runs in chunks.
-class StridedCopyOp : public Op {
+class StridedCopyOp : public Op, public Chunker {
  public:
   using Op::Op;
   // One map per output for these input shapes; throws Error if they do not fit the node.
   virtual std::vector<AxisMap> Maps(const std::vector<Shape>& in) const = 0;
 
   std::string algorithm() const override { return algorithm_; }
+  const Chunker* chunker() const override { return this; }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>&) const override { return 0; }
   bool FlatRanges(const std::vector<Shape>& in, std::vector<size_t>* first) const override;
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,

@@ -48,7 +48,7 @@ Reduced Reduce(const Shape& s, const std::vector<int>& perm) {
   return r;
 }
 
-class TransposeOp : public Op {
+class TransposeOp : public Op, public Chunker {
  public:
   TransposeOp(const NodeInfo& node, std::vector<int> perm)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), perm_(std::move(perm)) {}
@@ -58,6 +58,7 @@ class TransposeOp : public Op {
 
   const char* type_name() const override { return "TRANSPOSE"; }
   std::string algorithm() const override { return algorithm_; }
+  const Chunker* chunker() const override { return this; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].size() != perm_.size())

@@ -123,7 +123,7 @@ int TransposeConvPad(const TransposeConvParams& p, int out_size, int stride, int
 
 namespace {
 
-class TransposeConvOp : public Op {
+class TransposeConvOp : public Op, public FoldTarget {
  public:
   TransposeConvOp(const NodeInfo& node, TransposeConvShape shape, TransposeConvParams p,
                   std::vector<float> filter, Shape filter_shape, std::vector<float> bias)
@@ -137,11 +137,11 @@ class TransposeConvOp : public Op {
   }
   const char* type_name() const override { return "TRANSPOSE_CONV"; }
   std::string algorithm() const override { return "gather"; }
+  const FoldTarget* fold_target() const override { return this; }
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
     return true;
   }
-  void SetClamp(float lo, float hi) override { act_min_ = lo, act_max_ = hi; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     return {InferTransposeConvShape(shape_, p_, filter_shape_, in.at(0))};
@@ -163,12 +163,12 @@ class TransposeConvOp : public Op {
     const int kh = filter_shape_[1], kw = filter_shape_[2];
     const int pad_top = TransposeConvPad(p_, o[1], p_.stride_height, kh),
               pad_left = TransposeConvPad(p_, o[2], p_.stride_width, kw);
+    const auto [lo, hi] = ClampBounds(act_min_, act_max_);
     Launch l;
     l.name = "transpose_conv";
     l.kernel = CreateKernel(*ctx.GetProgram("transpose_conv"), l.name);
     SetArgs(l.kernel, in[0], weights_.get(), bias_buf_.get(), out[0], x[0], x[1], x[2], x[3], o[1],
-            o[2], o[3], kh, kw, p_.stride_height, p_.stride_width, pad_top, pad_left, act_min_,
-            act_max_);
+            o[2], o[3], kh, kw, p_.stride_height, p_.stride_width, pad_top, pad_left, lo, hi);
     l.global[0] = static_cast<size_t>(NumElements(o));
     launches_.clear();
     launches_.push_back(std::move(l));

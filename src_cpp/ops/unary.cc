@@ -51,7 +51,7 @@ struct GeluParams {
   bool approximate;
 };
 
-class UnaryOp : public Op {
+class UnaryOp : public Op, public Chunker {
  public:
   UnaryOp(const NodeInfo& node, const UnaryKind& kind, int op, float alpha)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), kind_(kind), op_(op), alpha_(alpha) {}
@@ -60,6 +60,7 @@ class UnaryOp : public Op {
       : Op(whole.node_index()), kind_(whole.kind_), op_(whole.op_), alpha_(whole.alpha_) {}
   const char* type_name() const override { return kind_.name; }
   std::string algorithm() const override { return "elementwise"; }
+  const Chunker* chunker() const override { return this; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {

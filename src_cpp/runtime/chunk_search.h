@@ -16,10 +16,9 @@ inline size_t BoxBytes(const Box& b, size_t eb) { return size_t(BoxElements(b)) 
 // needs, for TryChunks' search over the chunks' extents.
 class ChunkSearch {
  public:
-  ChunkSearch(const OpContext& ctx, const Op& op, const std::vector<Shape>& in,
+  ChunkSearch(const OpContext& ctx, const Chunker& op, const std::vector<Shape>& in,
               const ChunkSpec& spec)
-      : ctx_(ctx), op_(op), in_(in), ov_(spec.views.back()), rank_(ov_.size()),
-        step_(rank_, 1) {
+      : ctx_(ctx), op_(op), in_(in), ov_(spec.views.back()), rank_(ov_.size()), step_(rank_, 1) {
     for (size_t a = 0; a < std::min(rank_, spec.step.size()); ++a)
       step_[a] = std::max(spec.step[a], 1);
   }
@@ -94,7 +93,7 @@ class ChunkSearch {
 
  private:
   const OpContext& ctx_;
-  const Op& op_;
+  const Chunker& op_;
   const std::vector<Shape>& in_;
   const Shape& ov_;
   size_t rank_;

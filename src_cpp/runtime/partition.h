@@ -125,7 +125,7 @@ class Partition {
   bool InputShapesDiffer(TfLiteContext* ctx) const;  // the same, changing nothing
   void Plan(TfLiteContext* ctx);                     // PlanShapes, PlanDevice, ResizeOutputs
   void PlanShapes();
-  void UnfoldAll();  // every op's folds of the last plan undone
+  void FreshAttachments();  // a new plan's: nothing folded, nothing absorbed
   void PlanDevice();
   // PlanDevice's steps (partition_plan.cc).
   void UploadReadConstants(OpContext& octx);
@@ -261,6 +261,8 @@ class Partition {
   // The fold passes, with what each found on this partition's graph (FusionPass::Find).
   std::vector<std::unique_ptr<FusionPass>> passes_;
   std::vector<bool> absorbed_;  // per op: folded into another op this plan (runs nothing)
+  // Per op: what this plan folds into it (the op reads it through Op::Attach).
+  std::vector<Attachments> attachments_;
   MemoryReport report_;
   bool planned_ = false, device_planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued

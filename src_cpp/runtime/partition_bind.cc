@@ -145,7 +145,8 @@ void Partition::MakeChunks() {
     std::vector<Shape> in_shapes;
     for (int t : ops_[i]->inputs()) in_shapes.push_back(values_.at(t).shape);
     for (const Box& box : run.plan.out) {
-      run.chunks.push_back(ops_[i]->MakeChunk(in_shapes, box));
+      const Chunker* chunker = ops_[i]->chunker();
+      run.chunks.push_back(chunker ? chunker->MakeChunk(in_shapes, box) : nullptr);
       if (!run.chunks.back())
         throw Error(std::string(ops_[i]->type_name()) + " cannot run in chunks");
     }

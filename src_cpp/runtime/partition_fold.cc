@@ -1,6 +1,6 @@
 // One plan's folds (runtime/partition.h): the partition as fusion/pass.h's FoldPlan, and the
-// passes applied to it in the table's order. Each fold is undone at the start of the next plan
-// (UnfoldAll).
+// passes applied to it in the table's order. They fill the plan's attachments, which the next
+// plan replaces with fresh ones (FreshAttachments).
 #include <algorithm>
 
 #include "runtime/partition.h"
@@ -12,6 +12,7 @@ class Partition::Folding final : public FoldPlan {
   Folding(Partition& p, const OpContext& octx) : p_(p), octx_(octx) {}
   size_t size() const override { return p_.ops_.size(); }
   Op& op(size_t i) override { return *p_.ops_[i]; }
+  Attachments& attachments(size_t i) override { return p_.attachments_[i]; }
   bool absorbed(size_t i) const override { return p_.absorbed_[i]; }
   void Absorb(size_t from, size_t into) override { p_.Absorb(from, into); }
   const Shape& shape(int t) const override { return p_.values_.at(t).shape; }

@@ -41,10 +41,12 @@ void Partition::Plan(TfLiteContext* ctx) {
   ResizeOutputs(ctx);
 }
 
-void Partition::UnfoldAll() {
-  for (auto& op : ops_)
-    op->UnfoldDepthwise(), op->UnfoldSqueeze(), op->UnfuseResidual(), op->UnfoldClamp(),
-        op->UnfoldEpilogue(), op->UnfoldViews(), op->UnfoldPad();
+// The ops read their own inputs and outputs again until the new attachments are in place.
+void Partition::FreshAttachments() {
+  for (auto& op : ops_) op->Attach(nullptr);
+  attachments_.clear();
+  for (const auto& op : ops_) attachments_.push_back(op->NewAttachments());
+  for (size_t i = 0; i < ops_.size(); ++i) ops_[i]->Attach(&attachments_[i]);
   absorbed_.assign(ops_.size(), false);
   folded_into_.assign(ops_.size(), -1);
 }
@@ -52,7 +54,7 @@ void Partition::UnfoldAll() {
 // Every value's shape from the partition's input shapes; what ran the old ones is dropped.
 void Partition::PlanShapes() {
   ReleaseLaunches();  // before any buffer they reference is replaced
-  UnfoldAll();
+  FreshAttachments();
   for (auto& [t, v] : values_) v.elided = false, v.alias = -1;
   for (int t : uploads_)
     if (auto why = CheckElementCount(values_.at(t).shape, "partition input " + std::to_string(t));

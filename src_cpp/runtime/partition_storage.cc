@@ -148,9 +148,9 @@ void Partition::RunInFloat32(std::vector<size_t> ops) {
   if (add.empty())  // nothing left to move but still past the range: all of it, to be sure
     for (size_t i = 0; i < ops_.size(); ++i)
       if (!Fp32(i)) add.insert(i);
-  // Kernels go before the ops and buffers they use; folds (which hold other ops) are undone.
+  // Kernels go before the ops and buffers they use; folds (which hold other ops) are dropped.
   ReleaseLaunches();
-  UnfoldAll();
+  FreshAttachments();
   runs_.clear();
   conversions_.clear();
   fp32_.resize(ops_.size(), false);

@@ -203,7 +203,7 @@ namespace {
 // to the largest extent that fits. false + *why if even the smallest does not.
 bool TryChunks(const OpContext& ctx, const Op& op, const std::vector<Shape>& in,
                const ChunkSpec& spec, size_t limit, ChunkPlan* plan, std::string* why) {
-  const ChunkSearch search(ctx, op, in, spec);
+  const ChunkSearch search(ctx, *op.chunker(), in, spec);  // PlanOpChunks checked it has one
   const Shape& ov = search.output();
   auto weights_fit = [&](const std::vector<int>& e) { return search.WeightsFit(e, limit); };
   auto all_fit = [&](const std::vector<int>& e) { return search.AllFit(e, limit); };
@@ -237,7 +237,7 @@ bool TryChunks(const OpContext& ctx, const Op& op, const std::vector<Shape>& in,
   plan->spec = spec;
   search.Each(ext, [&](const Box& b) {
     plan->out.push_back(b);
-    plan->in.push_back(op.ChunkInputs(in, b));
+    plan->in.push_back(op.chunker()->ChunkInputs(in, b));
     return true;
   });
   return true;
@@ -254,10 +254,12 @@ std::string PlanOpChunks(const OpContext& ctx, const Op& op, const std::vector<S
   auto over = [&](const Shape& s) { return size_t(NumElements(s)) * eb > limit; };
   bool need = std::any_of(in.begin(), in.end(), over) || std::any_of(out.begin(), out.end(), over);
   ChunkSpec spec;
-  const bool can = out.size() == 1 && op.GetChunkSpec(in, &spec) && !spec.views.empty();
+  const Chunker* chunker = op.chunker();
+  const bool can =
+      out.size() == 1 && chunker && chunker->GetChunkSpec(in, &spec) && !spec.views.empty();
   if (can && !need) {
     // Whole, but its own weights or scratch may still be too large for one buffer.
-    size_t own = op.ChunkWeightBytes(ctx, in, WholeBox(spec.views.back()));
+    size_t own = chunker->ChunkWeightBytes(ctx, in, WholeBox(spec.views.back()));
     for (size_t s : op.ScratchBytes(ctx, in)) own = std::max(own, s);
     need = own > limit;
   }

@@ -1,0 +1,97 @@
+// The folds' attach functions (fusion/attach.h).
+#include "fusion/attach.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "common/error.h"
+
+namespace clgpu {
+
+void AttachResidual(Attachments& a, int residual, int output, const ResidualAdd& add) {
+  if (a.outputs.size() != 1 || a.residual.on)
+    throw Error("only an op with one output can fold in an ADD, once");
+  a.inputs.push_back(residual);
+  a.outputs[0] = output;
+  a.residual = Attachments::Residual{true, add.act_min, add.act_max, add.quant};
+}
+
+bool AttachClamp(Attachments& a, const Op& op, int output, float lo, float hi) {
+  const FoldTarget* target = op.fold_target();
+  float own_lo, own_hi;
+  if (a.clamp.on || a.residual.on || a.outputs.size() != 1 || !target ||
+      !target->GetClamp(&own_lo, &own_hi))
+    return false;
+  // clamp(clamp(x, a, b), c, d) = clamp(x, max(a, c), min(b, d)) when the ranges overlap.
+  const float new_lo = std::max(own_lo, lo), new_hi = std::min(own_hi, hi);
+  if (new_lo > new_hi) return false;
+  a.clamp = Attachments::Clamp{true, new_lo, new_hi};
+  a.outputs[0] = output;
+  return true;
+}
+
+bool AttachEpilogue(Attachments& a, const Op& op, int output, int kind, float alpha,
+                    std::vector<PostClamp> post) {
+  const FoldTarget* target = op.fold_target();
+  float lo, hi;
+  if (kind == 0 || a.epilogue.kind != 0 || a.residual.on || a.outputs.size() != 1 ||
+      post.size() > kMaxPostClamps || !target || !target->GetClamp(&lo, &hi))
+    return false;
+  a.epilogue = Attachments::Epilogue{kind, alpha, {}, std::move(post)};
+  a.outputs[0] = output;
+  return true;
+}
+
+bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> table) {
+  const FoldTarget* target = op.fold_target();
+  if (!target || !target->TakesTable() || table.size() != 256 || a.epilogue.kind != 0 ||
+      a.residual.on || a.outputs.size() != 1)
+    return false;
+  a.epilogue = Attachments::Epilogue{kTableEpilogue, 0.0f, std::move(table), {}};
+  a.outputs[0] = output;
+  return true;
+}
+
+void AttachInputView(Attachments& a, size_t i, int source, StridedView view) {
+  if (i >= a.inputs.size()) throw Error("no operand " + std::to_string(i) + " to fold a view into");
+  if (a.in_views.size() < a.inputs.size()) a.in_views.resize(a.inputs.size());
+  a.in_views[i] = Attachments::View{true, std::move(view), 1.0f};
+  a.inputs[i] = source;
+}
+
+void AttachOutputView(Attachments& a, int output, StridedView view, float scale) {
+  if (a.outputs.size() != 1) throw Error("only an op with one output can fold an output view");
+  a.out_view = Attachments::View{true, std::move(view), scale};
+  a.outputs[0] = output;
+}
+
+void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output) {
+  if (a.outputs.size() != 1 || dense.empty() || !a.squeeze.empty())
+    throw Error("a squeeze needs one output, a dense op");
+  a.squeeze = std::move(dense);
+  a.outputs[0] = output;
+}
+
+void AttachDepthwise(Attachments& a, Op* dw, int input, Shape shape) {
+  if (a.inputs.empty() || !dw || a.depthwise.op)
+    throw Error("a depthwise fold needs an input and its op");
+  a.depthwise = Attachments::Depthwise{dw, std::move(shape), nullptr, {}};
+  a.inputs[0] = input;
+}
+
+void AttachExpand(Attachments& a, Op* ex, int input, Shape shape) {
+  if (!a.depthwise.op || a.depthwise.expand || !ex)
+    throw Error("an expand fold needs a folded depthwise and its op");
+  a.depthwise.expand = ex;
+  a.depthwise.expand_shape = std::move(shape);
+  a.inputs[0] = input;
+}
+
+void AttachPad(Attachments& a, int input, InputPad pad) {
+  if (a.inputs.empty() || a.pad.on) throw Error("a PAD fold needs an input");
+  a.pad = Attachments::Pad{true, pad};
+  a.inputs[0] = input;
+}
+
+}  // namespace clgpu

@@ -1,0 +1,44 @@
+// How a pass attaches a fold to an op for one plan (ops/attachments.h): each function checks
+// that the op can take it, records it and rewires the op's inputs or outputs. Nothing is taken
+// off again: the partition starts each plan from fresh attachments.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace clgpu {
+
+// A residual ADD (after FoldTarget::CanFuseResidual): `residual` becomes the last input and
+// `output` the only output.
+void AttachResidual(Attachments& a, int residual, int output, const ResidualAdd& add);
+// The clamp [lo, hi], writing `output`; false (nothing changed) if the op applies no clamp,
+// already takes one, has a residual, or the bounds do not overlap its own.
+bool AttachClamp(Attachments& a, const Op& op, int output, float lo, float hi);
+// An element-wise epilogue, writing `output`; false (nothing changed) if the op does not clamp in
+// its store or already takes an epilogue or a residual.
+bool AttachEpilogue(Attachments& a, const Op& op, int output, int kind, float alpha,
+                    std::vector<PostClamp> post);
+// The int8 form: the chain's 256 results as a table of the requantized integers; false
+// (nothing changed) unless the op takes tables and nothing else of the kind.
+bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> table);
+// Operand `i` becomes `source`, seen through `view` (shaped like the operand).
+void AttachInputView(Attachments& a, size_t i, int source, StridedView view);
+// Output 0 becomes `output`, which holds it as `view` (shaped like the op's own output), times
+// `scale`.
+void AttachOutputView(Attachments& a, int output, StridedView view, float scale);
+// A squeeze's dense ops (after FoldTarget::TakesSqueeze): output 0 becomes `output`, the last
+// one's. The ops must outlive the plan.
+void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output);
+// A depthwise `dw` (after FoldTarget::TakesDepthwise): input 0 becomes dw's input, `shape` that
+// of dw's output. The op must outlive the plan.
+void AttachDepthwise(Attachments& a, Op* dw, int input, Shape shape);
+// After AttachDepthwise, the 1x1 convolution `ex` computing the depthwise's input: input 0
+// becomes ex's input, `shape` that of ex's output.
+void AttachExpand(Attachments& a, Op* ex, int input, Shape shape);
+// A PAD: input 0 becomes the PAD's input `input`.
+void AttachPad(Attachments& a, int input, InputPad pad);
+
+}  // namespace clgpu

@@ -1,0 +1,79 @@
+// What one plan folds into an op (fusion/'s passes decide it, fusion/attach.h fills it): the
+// op's rewired inputs and outputs, and what its kernels then apply besides their own work. The
+// partition keeps one per op and starts each plan from a fresh one, so nothing is ever undone;
+// the op reads it, never changes it (Op::Attach).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/epilogue.h"
+#include "ops/op_parts.h"
+
+namespace clgpu {
+
+class Op;
+
+struct Attachments {
+  // The tensors the op reads and writes this plan: its own, as the folds below rewired them.
+  std::vector<int> inputs, outputs;
+
+  // A residual ADD (fusion/residual.cc): its other operand is the last input, laid out like the
+  // output; the op writes act(its result + that operand) with the ADD's activation.
+  struct Residual {
+    bool on = false;
+    float act_min = 0, act_max = 0;
+    std::vector<int> quant;
+  } residual;
+
+  // A clamp activation (fusion/clamp.cc): the bounds the op clamps to instead of its own (its own
+  // narrowed by the activation's).
+  struct Clamp {
+    bool on = false;
+    float lo = 0, hi = 0;
+  } clamp;
+
+  // Element-wise nodes (fusion/epilogue.cc) applied after the clamp: kernels/common.cl's
+  // CLGPU_EPILOGUE number and the MAXIMUM / MINIMUM after it, or an int8 table (kTableEpilogue)
+  // of the requantized integers.
+  struct Epilogue {
+    int kind = 0;  // 0: none
+    float alpha = 0;
+    std::vector<uint8_t> table;  // kind kTableEpilogue
+    std::vector<PostClamp> post;
+  } epilogue;
+
+  // Views (fusion/views.cc, ops/matmul_views.h): an operand read in place from the tensor it
+  // comes from, or the output written in place into the tensor it ends in, times `scale`.
+  struct View {
+    bool on = false;
+    StridedView view;
+    float scale = 1.0f;
+  };
+  std::vector<View> in_views;  // per operand (shorter: the rest as they are)
+  View out_view;
+
+  // A squeeze's dense ops (fusion/squeeze.cc, ops/squeeze.h), run after a MEAN in its launch;
+  // the last one's output is the op's.
+  std::vector<Op*> squeeze;
+
+  // A depthwise convolution whose output is the op's input 0 (fusion/depthwise.cc), computed
+  // where the op's GEMM loads A; `shape` that output's (the op's own input, never written). And
+  // the 1x1 convolution computing the depthwise's input (fusion/expand.cc), `expand_shape` its
+  // output's. Input 0 is the first of the chain's inputs.
+  struct Depthwise {
+    Op* op = nullptr;  // null: none
+    Shape shape;
+    Op* expand = nullptr;  // null: none
+    Shape expand_shape;
+  } depthwise;
+
+  // A PAD whose input is now the op's input 0 (fusion/pad.cc), counted as more padding.
+  struct Pad {
+    bool on = false;
+    InputPad pad;
+  } pad;
+};
+
+}  // namespace clgpu

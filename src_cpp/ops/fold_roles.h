@@ -1,0 +1,93 @@
+// The two roles an op may play in a fold (fusion/'s passes): a target, whose kernels can take
+// other nodes' work in (Op::fold_target), and a source, whose work another op's kernels can do
+// (Op::fold_source). Each op implements the roles it has; the defaults say "no".
+#pragma once
+
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/op_parts.h"
+
+namespace clgpu {
+
+struct OpContext;        // ops/op.h
+struct Int8Dense;        // ops/squeeze.h
+struct FloatDense;       // ops/squeeze.h
+struct Int8DepthwiseA;   // ops/gemm_int8.h
+struct FloatDepthwiseA;  // ops/conv2d_selector.h
+
+// What a MEAN runs of the dense ops after it (FoldTarget::TakesSqueeze).
+enum class SqueezeType { kNone, kInt8, kFloat };
+
+// What an op's kernels can take in, for the shapes of its own (unfolded) inputs.
+class FoldTarget {
+ public:
+  // A residual ADD of its output (fusion/residual.cc).
+  virtual bool CanFuseResidual(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
+  // The op's own clamp bounds; false if it applies none. Ops that clamp in their store
+  // (OpHandler::clamp_epilogue) take a clamp activation and an epilogue (fusion/clamp.cc,
+  // fusion/epilogue.cc).
+  virtual bool GetClamp(float* lo, float* hi) const {
+    (void)lo, (void)hi;
+    return false;
+  }
+  // An int8 epilogue as a table of its requantized integers (the int8 GEMMs and convolutions).
+  virtual bool TakesTable() const { return false; }
+  // Operands and an output read and written through strides (ops/matmul_views.h).
+  virtual bool TakesViews() const { return false; }
+  // Which dense ops a MEAN runs after it, for an input of shape `in` (kNone: none).
+  virtual SqueezeType TakesSqueeze(const Shape& in) const {
+    (void)in;
+    return SqueezeType::kNone;
+  }
+  // Input 0 computed as a depthwise convolution's output, for these input shapes.
+  virtual bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
+
+ protected:
+  ~FoldTarget() = default;  // owned as the op it is part of
+};
+
+// What an op can be folded into another as.
+class FoldSource {
+ public:
+  // An ADD that may fold into the producer of its operand other than `residual`: true, with
+  // what the producer then applies.
+  virtual bool IsResidualAdd(int residual, ResidualAdd* add) const {
+    (void)residual, (void)add;
+    return false;
+  }
+  // The int8 form of this op applied to one row of an input of shape `in` (FULLY_CONNECTED, a
+  // CONV_2D of a 1x1 filter over a 1x1 image), its weights uploaded; false for other shapes and
+  // folds (a residual, views).
+  virtual bool GetInt8Dense(OpContext& ctx, const Shape& in, Int8Dense* dense) {
+    (void)ctx, (void)in, (void)dense;
+    return false;
+  }
+  // The same on float values (the context's float storage), its clamp and epilogue included.
+  virtual bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) {
+    (void)ctx, (void)in, (void)dense;
+    return false;
+  }
+  // The int8 form of this depthwise convolution over an input of shape `in`, its weights
+  // uploaded; false for other shapes (depth multiplier 1, C % 4 == 0) and folds.
+  virtual bool GetInt8Depthwise(OpContext& ctx, const Shape& in, Int8DepthwiseA* dw) {
+    (void)ctx, (void)in, (void)dw;
+    return false;
+  }
+  // The same on float values (depth multiplier 1, its clamp and epilogue).
+  virtual bool GetFloatDepthwise(OpContext& ctx, const Shape& in, FloatDepthwiseA* dw) {
+    (void)ctx, (void)in, (void)dw;
+    return false;
+  }
+
+ protected:
+  ~FoldSource() = default;  // owned as the op it is part of
+};
+
+}  // namespace clgpu
