@@ -26,7 +26,7 @@ namespace {
 // on NVIDIA GPUs 32 x 32 tiles of 256 work-items, 2 x 2 outputs each, 32 k per step: batch-1
 // layers are too small to hide memory latency with work per work-item, so many work-items of
 // little work each ran the int8 models faster on the H200 than 4 x 4 outputs per work-item and
-// 64 x 64 tiles (bench/results/int8-tiles-*.md).
+// 64 x 64 tiles (docs/int8.md has the figures).
 //
 // Untested starting points, written from the vendors' published limits (no such device was at
 // hand): AMD (RDNA / CDNA) has 64 KB of LDS per compute unit and 256-wide groups, which hold the
