@@ -9,7 +9,7 @@ the host's time per invoke split where the last command was enqueued
         [--out bench/results]
 
 An invoke whose wait is a few microseconds and whose enqueue is nearly all of it is bound by
-the host: its time is the number of commands times the host's cost of one (bench_enqueue.py),
+the host: its time is the number of commands times the host's cost of one (docs/performance.md),
 and changes with the host's speed, not the device's. Writes host-bound[-TAG]-<device>.json
 and .md (device, driver, host kernel, date, command).
 """

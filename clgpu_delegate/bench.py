@@ -155,12 +155,12 @@ def run_benchmark(
     """Benchmark CPU vs delegate on one model; returns a JSON-able report. With min_seconds,
     pairs of runs continue past `runs` until that much time has passed (a model of a few
     kernels needs thousands of runs for a median that jitter does not move:
-    bench/results/lenet-floor-*.md). `delegate_options` are load()'s (partitioning: its
+    docs/performance.md, LeNet-5). `delegate_options` are load()'s (partitioning: its
     default unless given, or "measure": time the plans with plan() and run the fastest).
     block: the CPU and the delegate alternate in blocks of that many runs (1: every run). A
     delegate invoke that follows a CPU run, or any idle time, is slower than one right after
     the previous invoke (the GPU and the driver's threads idle meanwhile:
-    bench/bench_idle_gap.py measures it); blocks time the delegate as an application that
+    docs/performance.md has the figures); blocks time the delegate as an application that
     invokes it in a loop sees it. input_shapes: {input name: shape} for a model whose
     declared shapes it cannot run at (a dynamic dimension); "" names the only input. Ctrl-C
     during the timed runs ends them: the report holds the runs made ("interrupted": True)."""

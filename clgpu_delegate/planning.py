@@ -35,7 +35,7 @@ from .runtime import InputShapes
 _LARGEST = (1, 2, 4)
 _MARGIN = 1.02  # a delegate plan wins only when it is this much faster than the CPU
 # Timed runs per turn. A run right after another candidate's is slower than one in a loop
-# (XNNPACK's threads still spinning, the GPU idle since: bench/bench_idle_gap.py), so each
+# (XNNPACK's threads still spinning, the GPU idle since: docs/performance.md), so each
 # turn opens with an untimed run and the turns' order is shuffled every round.
 _TURN = 5
 _PLAN_FILE_LIMIT = 1 << 20  # a plan is a few KB; anything larger is not ours

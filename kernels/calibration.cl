@@ -8,7 +8,7 @@
 // does next to nothing would leave out the memory latency every such layer pays. Four distinct
 // kernels, launched in turn as a model's layers are: a driver may charge a launch more when the
 // kernel changes than when the same one repeats (NVIDIA's OpenCL about twice:
-// bench/results/enqueue-NVIDIA_H200.md).
+// docs/performance.md, "What limits speed").
 #define CALIBRATION_SMALL(NAME, STRIDE)                                              \
   __kernel void NAME(__global const float* in, __global float* out OVERFLOW_PARAM) { \
     const int i = get_global_id(0);                                                  \

@@ -97,7 +97,7 @@ def test_choices_follow_the_device_not_its_name() -> None:
 def test_the_most_specific_key_with_an_entry_wins() -> None:
     names = ["gemm_big", "igemm", "gemm_int8", "winograd_gemm_big_wide"]
     h200, mali, rdna, pocl = (profile(f, names)["tiles"] for f in (H200, MALI, RDNA3, POCL))
-    # The H200's tuned entries (bench/results/gemm-*.md), the int8 one included.
+    # The H200's tuned entries (bench/results/gemm-*.md; the int8 one: docs/int8.md).
     assert h200["gemm_big"] == (256, 128, 16, 16, 8, 1, 0, 4)
     assert h200["gemm_int8"][:5] == (32, 32, 8, 2, 2)
     assert h200["winograd_gemm_big_wide"] == (256, 128, 16, 16, 8, 1, 0, 4)

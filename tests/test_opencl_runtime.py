@@ -150,7 +150,7 @@ def test_run_repeat_returns_kernel_time(runner, rng) -> None:
 
 
 def test_run_source_runs_any_kernel_text(runner, rng) -> None:
-    # bench/bench_fp16_arith.py measures the device with kernels of its own this way.
+    # A probe measures a device with kernels of its own this way (docs/limits.md's half arithmetic).
     source = "__kernel void axpb(__global float* x, float a, int b) { int i = get_global_id(0);"
     source += " x[i] = x[i] * a + (float)(b + SHIFT); }"
     x = _rand(rng, 32)

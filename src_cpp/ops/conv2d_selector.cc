@@ -1,6 +1,6 @@
 // "Should": which convolution algorithm runs a geometry on a device. What each algorithm
 // can do, and how, lives in its own file (ops/conv2d_algorithm.h); the measurements behind
-// these choices are in bench/results/conv-algorithms-*.md and conv2d-selector-*.md.
+// these choices are in bench/results/conv-algorithms-*.md and conv2d-*.md.
 #include "ops/conv2d_selector.h"
 
 #include <cstring>

@@ -38,7 +38,7 @@ Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false) {
 // Splits of K as the float GEMM chooses them (PlanSplitK: option gemm_splits, GPUs only,
 // CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four, aiming at 1024 work-items per
 // compute unit: on the H200 that ran ResNet50V2's 3x3 layers faster than splits that only give
-// every unit two groups, the other models the same (bench/results/int8-splitk-*.md).
+// every unit two groups, the other models the same (docs/int8.md has the figures).
 // With a depthwise folded in (dw), a tile of K also carries nine or more loads and four
 // requantizations per element of A: K splits down to one tile.
 GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long kp,

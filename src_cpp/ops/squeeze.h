@@ -36,7 +36,7 @@ struct FloatDense {
 // kernels/squeeze_int8.cl and squeeze_float.cl), and the most weight bytes of one dense op: one
 // work-group, on one compute unit, reads them all. On the H200 a float32 squeeze of 38 KiB of
 // weights per dense op ran in 15 us against 18 us for its three kernels apart, one of 75 KiB in
-// 20 against 19 us, one of 221 KiB in 45 against 18 us (bench/results/README.md).
+// 20 against 19 us, one of 221 KiB in 45 against 18 us (docs/performance.md, "Squeezes").
 constexpr int kMaxSqueezeVector = 4096;
 constexpr int kMaxFloatSqueezeVector = 2048;
 constexpr int64_t kMaxSqueezeWeightBytes = int64_t(64) << 10;

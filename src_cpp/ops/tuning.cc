@@ -26,7 +26,7 @@ namespace {
 // on NVIDIA GPUs 32 x 32 tiles of 256 work-items, 2 x 2 outputs each, 32 k per step: batch-1
 // layers are too small to hide memory latency with work per work-item, so many work-items of
 // little work each ran the int8 models faster on the H200 than 4 x 4 outputs per work-item and
-// 64 x 64 tiles (bench/results/int8-tiles-*.md). "gemm_int8_dw" (a depthwise folded in as A, a
+// 64 x 64 tiles (docs/int8.md has the figures). "gemm_int8_dw" (a depthwise folded in as A, a
 // fallback to "gemm_int8"): steps of 8 k, not 32, split the fused kernels' K finer, which cut
 // their time at batch 1 on an H100
 // (bench/results/kernel-profile-keyword_spotting_mobilenetv2-NVIDIA_H100_80GB_HBM3.md).
