@@ -18,11 +18,13 @@ struct Int8Tiles {
   size_t work_group() const { return size_t(tm / wm) * (tn / wn); }
 };
 
-// The "gemm_int8" entry of the tuning table (ops/tuning.cc), or with a depthwise folded in (dw)
-// "gemm_int8_dw" where the device has one (each step of k carries the depthwise's taps, so
-// shorter steps split K finer); CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN" overrides both
-// (bench/bench_int8.py), checked here: the int8 kernel needs its own limits.
-Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false) {
+// The "gemm_int8" entry of the tuning table (ops/tuning.cc); CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN"
+// overrides it (bench/bench_int8.py), checked here: the int8 kernel needs its own limits.
+// With a depthwise folded in (dw) whose m x n output has too few tiles to fill the device, the
+// "gemm_int8_dw" entry where the device has one: each step of k carries the depthwise's taps,
+// and shorter steps let K split finer. Where the tiles fill the device, shorter steps only
+// leave more of a group's work-items waiting at each step's barrier.
+Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 0) {
   if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
     Int8Tiles o{};
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 || o.wm < 1 ||
@@ -30,8 +32,9 @@ Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false) {
       throw Error(std::string("CLGPU_TUNE_GEMM_INT8 must be TM,TN,TK4,WM,WN, not '") + env + "'");
     return o;
   }
-  const GemmTiles g = dw ? clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8")
-                         : clgpu::TilesFor("gemm_int8", dev);
+  GemmTiles g = clgpu::TilesFor("gemm_int8", dev);
+  if (dw && g.Groups(m, n) < dev.compute_units)
+    g = clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8");
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
 
@@ -58,7 +61,8 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw) {
   const long kp = (k + 3) / 4 * 4;
-  return PlanInt8(ctx, TilesFor(ctx.env.device(), dw), m, n, kp, ctx.max_alloc, dw).splits > 1;
+  const Int8Tiles t = TilesFor(ctx.env.device(), dw, m, n);
+  return PlanInt8(ctx, t, m, n, kp, ctx.max_alloc, dw).splits > 1;
 }
 
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k) {
@@ -105,7 +109,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     state->table_stage = UploadOutputStage(ctx, s);
     stage = state->table_stage.get();
   }
-  const Int8Tiles t = TilesFor(ctx.env.device(), dw != nullptr);
+  const Int8Tiles t = TilesFor(ctx.env.device(), dw != nullptr, m, w.n);
   const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc, dw != nullptr);
   const bool split = p.splits > 1;
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
