@@ -20,11 +20,12 @@ struct Int8Tiles {
 
 // The "gemm_int8" entry of the tuning table (ops/tuning.cc); CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN"
 // overrides it (bench/bench_int8.py), checked here: the int8 kernel needs its own limits.
-// With a depthwise folded in (dw) whose m x n output has too few tiles to fill the device, the
-// "gemm_int8_dw" entry where the device has one: each step of k carries the depthwise's taps,
-// and shorter steps let K split finer. Where the tiles fill the device, shorter steps only
-// leave more of a group's work-items waiting at each step's barrier.
-Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 0) {
+// With a depthwise folded in (dw), the "gemm_int8_dw" entry where the device has one, for outputs
+// whose tiles cannot fill the device even with K split into every step of the tuned tiles (a
+// short K): each step of k carries the depthwise's taps, and shorter steps let K split finer.
+// Where long steps split enough, shorter ones only leave more of a group's work-items waiting at
+// each step's barrier (Xception int8's 728-channel layers ran slower).
+Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 0, long kp = 0) {
   if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
     Int8Tiles o{};
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 || o.wm < 1 ||
@@ -33,7 +34,9 @@ Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 
     return o;
   }
   GemmTiles g = clgpu::TilesFor("gemm_int8", dev);
-  if (dw && g.Groups(m, n) < dev.compute_units)
+  const long groups = g.Groups(m, n), units = dev.compute_units;
+  // PlanSplitK's fill: every unit two groups.
+  if (dw && groups > 0 && groups < units && kp / (4 * g.tile_k) < (2 * units + groups - 1) / groups)
     g = clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8");
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
@@ -61,7 +64,7 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw) {
   const long kp = (k + 3) / 4 * 4;
-  const Int8Tiles t = TilesFor(ctx.env.device(), dw, m, n);
+  const Int8Tiles t = TilesFor(ctx.env.device(), dw, m, n, kp);
   return PlanInt8(ctx, t, m, n, kp, ctx.max_alloc, dw).splits > 1;
 }
 
@@ -109,7 +112,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     state->table_stage = UploadOutputStage(ctx, s);
     stage = state->table_stage.get();
   }
-  const Int8Tiles t = TilesFor(ctx.env.device(), dw != nullptr, m, w.n);
+  const Int8Tiles t = TilesFor(ctx.env.device(), dw != nullptr, m, w.n, w.kp);
   const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc, dw != nullptr);
   const bool split = p.splits > 1;
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);

@@ -27,8 +27,8 @@ namespace {
 // layers are too small to hide memory latency with work per work-item, so many work-items of
 // little work each ran the int8 models faster on the H200 than 4 x 4 outputs per work-item and
 // 64 x 64 tiles (docs/int8.md has the figures). "gemm_int8_dw" (a depthwise folded in as A, a
-// fallback to "gemm_int8"; only for outputs of too few tiles to fill the device): steps of 8 k,
-// not 32, split the fused kernels' K finer, which cut their time at batch 1 on an H100
+// fallback to "gemm_int8"; only where K is too short to fill the device in steps of 32): steps
+// of 8 k split the fused kernels' K finer, which cut their time at batch 1 on an H100
 // (bench/results/kernel-profile-keyword_spotting_mobilenetv2-NVIDIA_H100_80GB_HBM3.md).
 //
 // Untested starting points, written from the vendors' published limits (no such device was at
