@@ -50,6 +50,8 @@
 //   folded in), requantized. Eight more, last arguments: int EC, __global const int* ex_b [C][EC /
 //   4] (packed as B), __global const int* ex_bias [C], __global const int2* ex_stage [C], int
 //   ex_up_below, int ex_zero, int ex_lo, int ex_hi. -DEX_C=EC unrolls the expand's loop.
+//   -DDW_TAPS_TOGETHER (always with EXPAND_A): the taps load through clamped addresses, not
+//   branches (dw_a4).
 #include "quant.cl"
 
 #ifndef TM
@@ -169,9 +171,12 @@ static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int
                         __global const int* bias, __global const int2* stage, int in_zero,
                         int up_below, int out_zero, int lo, int hi EX_ARGS) {
   int4 acc = vload4(0, bias + c);
-  const int zero4 = pack4(in_zero, in_zero, in_zero, in_zero);
+#if defined(DW_TAPS_TOGETHER) || defined(EXPAND_A)
   // Every tap reads a clamped, in-bounds pixel and a tap outside the input reads as in_zero
-  // (adding nothing): no branch between the loads, so the taps' loads issue together.
+  // (adding nothing): no branch between the loads, so the taps' loads issue together. For
+  // layers too small to fill the device, whose time is these chains; in large ones the loads
+  // held together cost registers and so resident work-items (Xception int8 ran slower).
+  const int zero4 = pack4(in_zero, in_zero, in_zero, in_zero);
 #pragma unroll
   for (int ky = 0; ky < KH; ++ky) {
     const int ih = ih0 + ky * DH;
@@ -187,6 +192,21 @@ static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int
       acc += (convert_int4(as_char4(x)) - in_zero) * convert_int4(as_char4(w));
     }
   }
+#else
+#pragma unroll
+  for (int ky = 0; ky < KH; ++ky) {
+    const int ih = ih0 + ky * DH;
+    if ((uint)ih >= (uint)H) continue;
+#pragma unroll
+    for (int kx = 0; kx < KW; ++kx) {
+      const int iw = iw0 + kx * DW;
+      if ((uint)iw >= (uint)W) continue;
+      const int x = DW_X4(base + (ih * W + iw) * IN_C, c);
+      const int w = ((__global const int*)f)[((ky * KW + kx) * C + c) >> 2];
+      acc += (convert_int4(as_char4(x)) - in_zero) * convert_int4(as_char4(w));
+    }
+  }
+#endif
   return pack4(quant_output(acc.x, stage[c], c, up_below, out_zero, lo, hi),
                quant_output(acc.y, stage[c + 1], c + 1, up_below, out_zero, lo, hi),
                quant_output(acc.z, stage[c + 2], c + 2, up_below, out_zero, lo, hi),

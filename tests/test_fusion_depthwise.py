@@ -120,6 +120,26 @@ def test_split_k(runtime: str) -> None:
     check_fold(block((1, 4, 4, 96), out=16, seed=5), runtime, 1, gemm_splits=3)
 
 
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((1, 8, 8, 16), {}),
+        ((1, 11, 9, 16), {"k": 5, "act": None}),
+        ((1, 15, 13, 24), {"stride": 2}),
+        ((1, 12, 12, 8), {"padding": "VALID", "dilation": 2}),
+    ],
+)
+def test_short_k_loads_the_taps_together(
+    runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any], monkeypatch: Any
+) -> None:
+    # A layer whose tiles cannot fill the device even with K split to single steps (batch-1
+    # layers of small models) reads the depthwise's taps through clamped addresses, not branches
+    # (kernels/gemm_int8.cl's DW_TAPS_TOGETHER): 64 x 64 tiles make every layer here one group
+    # of a short K on this machine's device.
+    monkeypatch.setenv("CLGPU_TUNE_GEMM_INT8", "64,64,4,4,4")
+    check_fold(block(shape, seed=20 + shape[3], **kw), runtime, 1)
+
+
 def test_repeated_invokes_and_extreme_inputs(runtime: str) -> None:
     m = block((1, 10, 10, 16), residual=True, out=16, seed=6)
     ref = quantized_inputs([{"shape": (1, 10, 10, 16), "dtype": np.int8}])[0]

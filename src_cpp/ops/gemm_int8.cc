@@ -1,5 +1,6 @@
 #include "ops/gemm_int8.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -20,12 +21,7 @@ struct Int8Tiles {
 
 // The "gemm_int8" entry of the tuning table (ops/tuning.cc); CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN"
 // overrides it (bench/bench_int8.py), checked here: the int8 kernel needs its own limits.
-// With a depthwise folded in (dw), the "gemm_int8_dw" entry where the device has one, for outputs
-// whose tiles cannot fill the device even with K split into every step of the tuned tiles (a
-// short K): each step of k carries the depthwise's taps, and shorter steps let K split finer.
-// Where long steps split enough, shorter ones only leave more of a group's work-items waiting at
-// each step's barrier (Xception int8's 728-channel layers ran slower).
-Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 0, long kp = 0) {
+Int8Tiles TunedTiles(const DeviceInfo& dev) {
   if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
     Int8Tiles o{};
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 || o.wm < 1 ||
@@ -33,11 +29,29 @@ Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 
       throw Error(std::string("CLGPU_TUNE_GEMM_INT8 must be TM,TN,TK4,WM,WN, not '") + env + "'");
     return o;
   }
-  GemmTiles g = clgpu::TilesFor("gemm_int8", dev);
-  const long groups = g.Groups(m, n), units = dev.compute_units;
-  // PlanSplitK's fill: every unit two groups.
-  if (dw && groups > 0 && groups < units && kp / (4 * g.tile_k) < (2 * units + groups - 1) / groups)
-    g = clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8");
+  const GemmTiles g = clgpu::TilesFor("gemm_int8", dev);
+  return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
+}
+
+// Whether an m x n GEMM over k (kp) leaves the device's units idle in the tuned tiles even with
+// K split into every step (PlanSplitK's fill: two groups per unit): batch-1 layers of small
+// models, whose fused kernels wait on latency chains, not on throughput.
+bool ShortK(const DeviceInfo& dev, long m, long n, long kp) {
+  const Int8Tiles t = TunedTiles(dev);
+  const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+  const long units = std::max(dev.compute_units, 1);
+  return groups > 0 && groups < units && kp / (4 * t.tk4) < (2 * units + groups - 1) / groups;
+}
+
+// The tiles of a GEMM; with a depthwise folded in (dw) and a short K, the "gemm_int8_dw" entry
+// where the device has one (unless overridden): each step of k carries the depthwise's taps, and
+// shorter steps split K finer. Where long steps split enough, shorter ones only leave more of a
+// group's work-items waiting at each step's barrier (Xception int8's 728-channel layers ran
+// slower).
+Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 0, long kp = 0) {
+  if (!dw || std::getenv("CLGPU_TUNE_GEMM_INT8") || !ShortK(dev, m, n, kp))
+    return TunedTiles(dev);
+  const GemmTiles g = clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8");
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
 
@@ -126,6 +140,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     defines += " -DDW_A -DDW_KH=" + std::to_string(dw->g.kh) +
                " -DDW_KW=" + std::to_string(dw->g.kw) +
                (dw->expand ? " -DEXPAND_A -DEX_C=" + std::to_string(dw->expand->k) : "");
+  // Short K: the depthwise's taps load together (kernels/gemm_int8.cl's DW_TAPS_TOGETHER).
+  if (dw && ShortK(ctx.env.device(), m, w.n, w.kp)) defines += " -DDW_TAPS_TOGETHER";
   if (dw && dw->expand && (dw->expand->k % 4 || dw->expand->kp != dw->expand->k ||
                            dw->expand->n != dw->g.c))
     throw Error("int8 GEMM: the folded expand does not match its depthwise");
