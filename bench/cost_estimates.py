@@ -1,0 +1,115 @@
+"""The cost model's estimates against measured times (issue #42: where a default decision goes
+wrong, which side of the estimate is off). For each model the default delegate's estimate of
+its partition on the device and on the CPU (what `clgpu-delegate inspect` shows on the
+partition's first node, or in the reason of a declined one), beside the CPU and
+`partitioning="all"` medians of a `never_slower.py` JSON of the same device.
+
+    python bench/cost_estimates.py --measured NEVER_SLOWER.json [--measured ...] \\
+        [--dir DIR ...] [--estimates EST.json] [--tag NAME] [--out DIR]
+
+--dir: .tflite folders to estimate on this machine's device (written to the results' JSON);
+--estimates: estimates written by an earlier run (its JSON's rows: model, est_device_ms,
+kernels, est_cpu_ms, kept), read back with the measurements' device. Writes
+cost-estimates[-TAG]-<device>.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from _common import RESULTS, device_info, write_results
+
+ESTIMATE = re.compile(
+    r"estimated ([\d.]+) ms on the device \((\d+) kernels\) vs ([\d.]+) ms on the CPU"
+)
+
+
+def estimate(model: bytes) -> dict[str, Any] | None:
+    """The default delegate's estimate of the model's (first) weighed partition, and whether it
+    kept it; None when no partition was weighed."""
+    from clgpu_delegate.report import inspect_model
+
+    report = inspect_model(model)
+    for n in report.nodes:
+        for text, kept in ((n.note or "", True), (n.reason or "", False)):
+            m = ESTIMATE.search(text)
+            if m:
+                return {
+                    "est_device_ms": float(m[1]),
+                    "kernels": int(m[2]),
+                    "est_cpu_ms": float(m[3]),
+                    "kept": kept and n.delegated,
+                }
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--measured", action="append", required=True, help="never_slower.py JSON")
+    ap.add_argument("--dir", action="append", default=[])
+    ap.add_argument("--estimates", default="", help="this script's JSON from an earlier run")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--out", default=str(RESULTS))
+    a = ap.parse_args(argv)
+    measured: dict[str, dict[str, Any]] = {}
+    for f in a.measured:
+        for r in json.loads(Path(f).read_text())["rows"]:
+            if "cpu_ms" in r:
+                measured[r["model"]] = r
+    est: dict[str, dict[str, Any]] = {}
+    if a.estimates:
+        est = {r["model"]: r for r in json.loads(Path(a.estimates).read_text())["rows"]}
+    for d in a.dir:
+        for p in sorted(Path(d).glob("*.tflite")):
+            e = estimate(p.read_bytes())
+            if e:
+                est[p.stem] = {"model": p.stem, **e}
+    rows = []
+    for name, e in est.items():
+        m = measured.get(name)
+        if not m:
+            continue
+        row = dict(e)
+        row.update(cpu_ms=m["cpu_ms"], all_ms=m["all_ms"])
+        row["device_error"] = e["est_device_ms"] / m["all_ms"]
+        row["cpu_error"] = e["est_cpu_ms"] / m["cpu_ms"]
+        row["est_ratio"] = e["est_device_ms"] / e["est_cpu_ms"]
+        row["true_ratio"] = m["all_ms"] / m["cpu_ms"]
+        rows.append(row)
+        print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
+    if not rows:
+        print("cost_estimates: no model has both an estimate and a measurement", file=sys.stderr)
+        return 1
+    # Estimated here: this device; read back: the device of the measurements.
+    dev = (
+        device_info()
+        if a.dir
+        else {
+            k: json.loads(Path(a.measured[0]).read_text())["meta"][k] for k in ("device", "driver")
+        }
+    )
+    meta = {**dev, "measured": ", ".join(a.measured), "estimates": a.estimates or "this run"}
+    cols = [
+        ("model", "model"),
+        ("kernels", "kernels"),
+        ("est_device_ms", "device est ms"),
+        ("all_ms", "all ms"),
+        ("device_error", "est / all"),
+        ("est_cpu_ms", "CPU est ms"),
+        ("cpu_ms", "CPU ms"),
+        ("cpu_error", "est / CPU"),
+        ("est_ratio", "est device / CPU"),
+        ("true_ratio", "all / CPU"),
+    ]
+    stem = "cost-estimates" + (f"-{a.tag}" if a.tag else "")
+    print(write_results(stem, meta, rows, cols, Path(a.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
