@@ -79,9 +79,9 @@ static inline float4 sat_half4(float4 v, __global int* flag, int slot) {
 // comparisons, scalar or vector: fmin/fmax would turn a NaN into a bound, the CPU keeps it.
 #define CLAMP_KEEP_NAN(x, lo, hi) ((x) < (lo) ? (lo) : (x) > (hi) ? (hi) : (x))
 
-// An element-wise op folded into the producing kernel's store (Op::FoldEpilogue): the host builds
+// An element-wise op folded into the producing kernel's store (AttachEpilogue): the host builds
 // with -DCLGPU_EPILOGUE=<n> (and -DCLGPU_EPILOGUE_ALPHA=<a> for LEAKY_RELU); it applies after the
-// clamp, to a scalar or a vector. src_cpp/ops/fusion.h keeps the same numbers. EPILOGUE_OF(n, v,
+// clamp, to a scalar or a vector. src_cpp/fusion/attach.h keeps the same numbers. EPILOGUE_OF(n, v,
 // a) is op n for a kernel that applies several (squeeze_float.cl).
 #define EPILOGUE_K0(v, a) (v)                               // none
 #define EPILOGUE_K1(v, a) ((v) / (1.0f + exp(-(v))))        // swish: a LOGISTIC and a MUL

@@ -23,7 +23,7 @@
 //   C, OC >= 64 (24 vs 14 TFLOP/s fp32); TILE_M 64, TILE_N 32, TILE_K 8 for C = 3..4 inputs.
 //   SPLIT_K (off) builds conv2d_implicit_gemm_splitk and gemm_splitk_reduce instead.
 //
-// DW_A (Op::FoldDepthwise): a 1x1 convolution whose input is a depthwise convolution's output
+// DW_A (AttachDepthwise): a 1x1 convolution whose input is a depthwise convolution's output
 //   (depth multiplier 1), that tensor never written: the geometry arguments are the depthwise's
 //   (its input, filter size, strides, dilations, padding; OC the 1x1's), K = C, and A[m][k] is
 //   the depthwise's output at pixel m, channel k: bias plus its taps, clamped, computed where the
@@ -32,7 +32,7 @@
 //   kernels): __global const T* dw_f [KH][KW][C], __global const float* dw_bias [C], float dw_min,
 //   float dw_max.
 //
-// EXPAND_A (with DW_A; Partition::FoldDepthwise): the depthwise's input is itself a 1x1
+// EXPAND_A (with DW_A; fusion/attach.h's AttachDepthwise): the depthwise's input is itself a 1x1
 //   convolution's output (the expand of an inverted-residual block), never written: `in` is that
 //   convolution's input [N][H][W][EC], and each depthwise tap computes its C channels there
 //   (bias, EC products, clamped) instead of loading them: the whole block is one launch. Four

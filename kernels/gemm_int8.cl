@@ -29,11 +29,11 @@
 //   (a launch costs microseconds on some drivers). Two more arguments: int* sums, int*
 //   counters, both all zero before the first launch. Without SPLIT_K, k_per_split >= Kp.
 //
-// A residual ADD folded in (-DQUANT_RESIDUAL, ops/fusion.h): two more arguments,
+// A residual ADD folded in (-DQUANT_RESIDUAL, fusion/attach.h): two more arguments,
 //   __global const char* res [M][N], the ADD's other operand, and __global const int* rp, its
 //   parameters (quant_add in quant.cl, the output's operand first); the output is the ADD's.
 //
-// A depthwise convolution folded in as A (-DDW_A, Op::FoldDepthwise; depth multiplier 1, C % 4
+// A depthwise convolution folded in as A (-DDW_A, AttachDepthwise; depth multiplier 1, C % 4
 //   == 0, K = C): `a` is the depthwise's NHWC input and A[m][k] its requantized output at pixel m,
 //   channel k, computed where the tile loads it: the int8 tensor between the two convolutions is
 //   never written, and the pair is one launch. Each tile of k carries the depthwise's work, so
@@ -43,7 +43,7 @@
 //   dw_f [KH][KW][C], __global const int* dw_bias [C], __global const int2* dw_stage [C],
 //   int dw_in_zero, int dw_up_below, int dw_lo, int dw_hi (quant_output's).
 //
-// EXPAND_A (with DW_A; Op::FoldExpand): the depthwise's input is a 1x1 convolution's output (an
+// EXPAND_A (with DW_A; AttachExpand): the depthwise's input is a 1x1 convolution's output (an
 //   inverted-residual block's expand), never written: `a` is that convolution's input [N][H][W]
 //   [EC] (EC % 4 == 0) and each depthwise tap computes its four channels there, bytes as the
 //   expand's own GEMM stores them: int32 sums of EC products plus its bias (its input zero point

@@ -80,7 +80,7 @@ static inline bool last_to_count(__global int* counter, int groups, __local int*
 }
 
 // quant_store(v, stage, channels): the output byte of requantized integer v. With -DQUANT_TABLE an
-// element-wise chain folded into the op (src_cpp/ops/fusion.h) maps it through its 256 results,
+// element-wise chain folded into the op (src_cpp/fusion/attach.h) maps it through its 256 results,
 // stored after the `channels` (multiplier, shift) pairs of the stage buffer, by v's low byte.
 #ifdef QUANT_TABLE
 #define quant_store(v, stage, channels) (((__global const char*)((stage) + (channels)))[(uchar)(v)])

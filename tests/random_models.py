@@ -452,7 +452,7 @@ def _step_elementwise(g: _Gen, x: int, seen: list[int]) -> int:
         return b.maximum(x, channel)
     if name == "div":
         return b.div(x, np.abs(channel) + np.float32(0.5))
-    if name == "swish":  # folds into a conv before it (Op::FoldEpilogue)
+    if name == "swish":  # folds into a conv before it (AttachEpilogue)
         return b.mul(x, b.logistic(x))
     return getattr(b, name)(x)
 

@@ -1,4 +1,4 @@
-"""A residual ADD folded into the CONV_2D that produces one of its operands (ops/fusion.h): the
+"""A residual ADD folded into the CONV_2D that produces one of its operands (fusion/attach.h): the
 conv writes act(conv + bias + residual) and the ADD runs no kernel. Every case matches stock
 TFLite CPU with fusion on and off (option fuse_add), and the profile shows whether it happened:
 the fused conv's algorithm ends in "+ADD", the ADD has no kernel, the invoke launches fewer."""

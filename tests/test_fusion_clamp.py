@@ -1,5 +1,5 @@
 """Clamp activations (RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1) folded into the op producing their
-input (ops/fusion.h, Op::FoldClamp): the producer clamps with both bounds and the activation runs
+input (fusion/attach.h, AttachClamp): the producer clamps with both bounds and the activation runs
 no kernel. Every case matches stock TFLite CPU with fusion on and off (option fuse_add) and the
 profile shows the launches saved."""
 

@@ -1,4 +1,4 @@
-"""A depthwise convolution folded into the 1x1 convolution reading its output (Op::FoldDepthwise,
+"""A depthwise convolution folded into the 1x1 convolution reading its output (AttachDepthwise,
 kernels/gemm_int8.cl's DW_A): the GEMM computes its A, the depthwise's requantized output, from
 the depthwise's input where its tiles load it, so a MobileNet block's depthwise and projection run
 as one launch. Bit-exact against TFLite's int8 kernels with the fold on and off (option fuse_add):

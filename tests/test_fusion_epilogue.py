@@ -1,5 +1,5 @@
-"""Element-wise ops folded into the kernels of the op producing their input (ops/fusion.h,
-Op::FoldEpilogue): swish (LOGISTIC + MUL), HARD_SWISH, LOGISTIC, TANH, GELU, ELU and LEAKY_RELU
+"""Element-wise ops folded into the kernels of the op producing their input (fusion/attach.h,
+AttachEpilogue): swish (LOGISTIC + MUL), HARD_SWISH, LOGISTIC, TANH, GELU, ELU and LEAKY_RELU
 after convs (every algorithm), depthwise, FC, binary ops, pools and transpose convs, and the
 MAXIMUM / MINIMUM of a constant scalar after them (PostClamp). Each case
 matches stock TFLite CPU with fusion on and off (option fuse_add) and launches that many fewer."""

@@ -1,4 +1,4 @@
-"""An inverted-residual block in one launch (Op::FoldExpand, kernels' EXPAND_A): the 1x1
+"""An inverted-residual block in one launch (AttachExpand, kernels' EXPAND_A): the 1x1
 "expand" convolution before a depthwise that is folded into the pointwise GEMM after it is
 computed inside that GEMM too, at each depthwise tap, where the repeated products cost less than
 a launch (ExpandFoldPays: the layers of small models). Against TFLite's CPU kernels within the

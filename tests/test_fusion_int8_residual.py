@@ -1,4 +1,4 @@
-"""A residual int8 ADD folded into the int8 CONV_2D producing one of its operands (ops/fusion.h):
+"""A residual int8 ADD folded into the int8 CONV_2D producing one of its operands (fusion/attach.h):
 the conv's GEMM requantizes its output integers (its own clamp included) and applies the ADD's
 integer arithmetic to them and the other operand (quant_add in kernels/quant.cl), so the ADD runs
 no kernel. Bit-exact against TFLite's int8 kernels with fusion on and off (option fuse_add): the

@@ -1,5 +1,5 @@
 """Element-wise int8 chains folded into the int8 op producing their input as one table of its
-output integers (ops/fusion.h, Op::FoldTable): swish (LOGISTIC + MUL, EfficientNet's), HARD_SWISH,
+output integers (fusion/attach.h, AttachTable): swish (LOGISTIC + MUL, EfficientNet's), HARD_SWISH,
 LOGISTIC, TANH, LEAKY_RELU and a standalone RELU after int8 convolutions (every algorithm, split
 along K, in chunks), depthwise convolutions and FULLY_CONNECTED. The table is the chain's CPU
 arithmetic tabulated, so each case is bit-exact against TFLite's int8 kernels, with fusion on and

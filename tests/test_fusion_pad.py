@@ -1,5 +1,5 @@
 """A PAD of zeros on H and W folded into the CONV_2D / DEPTHWISE_CONV_2D that alone reads it
-(fusion/pad.cc, Op::FoldPad): the convolution reads the PAD's input and counts its rows and
+(fusion/pad.cc, AttachPad): the convolution reads the PAD's input and counts its rows and
 columns as padding, so the PAD runs no kernel. Against TFLite's CPU kernels (float within the
 fp32 tolerance, int8 bit-exact) with the pass on and off: symmetric and asymmetric pads, strides,
 dilation, SAME padding on top, a 1x1 convolution, every convolution algorithm that applies, a
