@@ -1,6 +1,6 @@
 """Element-wise ops folded into the kernels of the op producing their input (fusion/attach.h,
-AttachEpilogue): swish (LOGISTIC + MUL), HARD_SWISH, LOGISTIC, TANH, GELU, ELU and LEAKY_RELU
-after convs (every algorithm), depthwise, FC, binary ops, pools and transpose convs, and the
+AttachEpilogue): swish (LOGISTIC + MUL), HARD_SWISH, LOGISTIC, TANH, GELU, ELU, LEAKY_RELU and a
+PRELU of one slope after convs (every algorithm), depthwise, FC, binary ops, pools and transpose convs, and the
 MAXIMUM / MINIMUM of a constant scalar after them (PostClamp). Each case
 matches stock TFLite CPU with fusion on and off (option fuse_add) and launches that many fewer."""
 
@@ -190,6 +190,35 @@ def test_leaky_relu_with_a_non_finite_alpha_folds_and_matches(alpha: float, runt
     if alpha != 0:
         assert not np.isfinite(outs[1]).all()  # the case reaches the non-finite products
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4)
+
+
+# A PRELU of one slope (PyTorch's nn.PReLU() default, however the converter shapes its alpha)
+# is a LEAKY_RELU epilogue; a slope per channel keeps its own kernel.
+@pytest.mark.parametrize("producer", ["conv", "depthwise", "fully_connected"])
+@pytest.mark.parametrize("alpha_shape", [(1,), (1, 1, 1), (1, 1, 6)])
+def test_prelu_of_one_slope_folds(producer: str, alpha_shape: tuple[int, ...], runtime: str) -> None:
+    b = ModelBuilder(seed=7)
+    x = b.input("x", (1, 7, 6, 4))
+    y = PRODUCERS[producer](b, b.mul(x, 2.0))
+    c = 4 if producer == "depthwise" else 6
+    alpha = np.full(alpha_shape[:-1] + ((c if alpha_shape[-1] > 1 else 1),), 0.2, np.float32)
+    b.output(b.prelu(y, alpha))
+    check_folds(b.build(), runtime, 1)
+
+
+def test_prelu_per_channel_stays_and_zero_matches(runtime: str) -> None:
+    b = ModelBuilder(seed=8)
+    y = b.conv2d(b.input("x", (1, 7, 6, 4)), b.rand((6, 3, 3, 4)))
+    b.output(b.prelu(y, np.linspace(-0.5, 0.5, 6).astype(np.float32)))
+    check_folds(b.build(), runtime, 0)
+    # x = 0 exactly, and a negative slope: PRELU's x >= 0 and LEAKY_RELU's x > 0 agree there.
+    b = ModelBuilder(seed=9)
+    y = b.conv2d(b.input("x", (1, 7, 6, 4)), b.rand((6, 3, 3, 4)))
+    b.output(b.prelu(y, np.array([-0.25], np.float32)))
+    x = np.random.default_rng(0).standard_normal((1, 7, 6, 4)).astype(np.float32)
+    x[0, :3] = 0.0  # conv outputs there are its bias, some of them 0 after the rows of zeros
+    outs = _one_kernel_and_reference(b.build(), x, runtime)
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
 
 
 # MAXIMUM / MINIMUM of a constant scalar after the epilogue, or alone after the producer

@@ -1,6 +1,6 @@
 // Epilogue folds: an element-wise op folded into the op producing its input, as an epilogue of
-// that op's kernels (AttachEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU
-// or LEAKY_RELU reading the producer's output alone (directly, or through RESHAPEs that only it
+// that op's kernels (AttachEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU,
+// LEAKY_RELU or a PRELU of one slope reading the producer's output alone (directly, or through RESHAPEs that only it
 // reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no broadcast) that are
 // its output's only readers; then up to two MAXIMUM / MINIMUM with a constant scalar, each its
 // input's only reader (PostClamp; also with no unary op before them: kIdentityEpilogue). The
@@ -9,6 +9,7 @@
 // table of the producer's output integers, the chain's CPU arithmetic tabulated
 // (kTableEpilogue): exact, whatever the chain. After the clamps; before the residuals, which
 // leave an op with an epilogue alone.
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -59,6 +60,23 @@ int UnaryEpilogue(const NodeInfo& n, float* alpha) {
     default:
       return 0;
   }
+}
+
+// A PRELU of `t` whose slope is one finite constant however it is shaped (PyTorch's
+// nn.PReLU() default, one parameter): LEAKY_RELU's epilogue with that slope (x >= 0 ? x : a * x
+// and x > 0 ? x : x * a differ only at x = 0, where both are 0). A slope per channel stays a
+// PRELU of its own.
+bool UniformPrelu(const GraphView& g, const NodeInfo& n, int t, float* alpha) {
+  if (n.op != tfl::kPrelu || n.inputs.size() != 2 || n.outputs.size() != 1 || n.inputs[0] != t)
+    return false;
+  const int a = n.inputs[1];
+  if (!g.valid_tensor(a) || !g.IsConstant(a) || g.type(a) != kTfLiteFloat32) return false;
+  const std::vector<float> v = g.ConstantFloats(a);
+  if (v.empty() || !std::isfinite(v[0])) return false;
+  for (float x : v)
+    if (x != v[0]) return false;
+  *alpha = v[0];
+  return true;
 }
 
 // Swish after the output y of nodes[p]: its two readers `r` are s = LOGISTIC(y) and MUL(y, s)
@@ -192,7 +210,7 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
       if (!ok) continue;
       const NodeInfo& u = nodes[at];
       const bool unary = u.inputs.size() == 1 && u.outputs.size() == 1 && u.inputs[0] == t;
-      f.kind = unary ? UnaryEpilogue(u, &f.alpha) : 0;
+      f.kind = unary ? UnaryEpilogue(u, &f.alpha) : UniformPrelu(g, u, t, &f.alpha) ? 8 : 0;
       if (f.kind) {
         if (!g.valid_tensor(t) || !float_same(t, u.outputs[0])) continue;
         f.copies = !f.absorbed.empty();
