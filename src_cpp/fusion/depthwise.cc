@@ -32,9 +32,7 @@ std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<Nod
       continue;
     // A float depthwise whose own clamp or epilogue (a HARD_SWISH, as MobileNetV3's) was
     // folded: the GEMM reads what those write, applying them where it computes A.
-    int t = dw.outputs[0];
-    for (auto w = written_instead.find(t); w != written_instead.end(); w = written_instead.find(t))
-      t = w->second;
+    const int t = WrittenAs(written_instead, dw.outputs[0]);
     if (t != dw.outputs[0] && IsQuantized(g.value_type(dw.outputs[0]))) continue;
     if (reads[t] != 1 || outputs.count(t) || reader[t] <= i) continue;
     const NodeInfo& pw = nodes[reader[t]];
@@ -58,10 +56,7 @@ class DepthwisePass : public FusionPass {
   void Find(const FoldGraph& g, Folds* folds) override {
     for (size_t d : FindDepthwiseFolds(g.g, g.nodes, g.outputs, folds->written_instead)) {
       folds->folded.insert(d);
-      int t = g.nodes[d].outputs[0];
-      for (auto w = folds->written_instead.find(t); w != folds->written_instead.end();
-           w = folds->written_instead.find(t))
-        t = w->second;
+      const int t = WrittenAs(folds->written_instead, g.nodes[d].outputs[0]);
       for (size_t j = d + 1; j < g.nodes.size(); ++j)
         if (!g.nodes[j].inputs.empty() && g.nodes[j].inputs[0] == t) folds->depthwise_of[j] = d;
     }

@@ -40,6 +40,14 @@ struct Folds {
   std::map<size_t, InputPad> pads;          // a convolution -> the PAD folded into it
 };
 
+// The tensor that holds t's values once the folds found so far are applied: t, or what a
+// producer's folded clamp or epilogue writes instead, followed to its end.
+inline int WrittenAs(const std::map<int, int>& written_instead, int t) {
+  for (auto w = written_instead.find(t); w != written_instead.end(); w = written_instead.find(t))
+    t = w->second;
+  return t;
+}
+
 // What a pass sees of one plan of a partition and may change (runtime/partition.h implements
 // it): its ops in execution order, the values' shapes, which ops are folded into others.
 class FoldPlan {

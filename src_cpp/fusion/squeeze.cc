@@ -65,10 +65,7 @@ std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeI
         break;
       out.push_back(size_t(d));
       if (means && layer == 0) means->push_back(m);
-      channels = n, t = dense.outputs[0], at = size_t(d);
-      for (auto w = written_instead.find(t); w != written_instead.end();
-           w = written_instead.find(t))
-        t = w->second;
+      channels = n, t = WrittenAs(written_instead, dense.outputs[0]), at = size_t(d);
     }
   }
   return out;
