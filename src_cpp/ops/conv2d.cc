@@ -11,6 +11,7 @@
 #include "graph/validate.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
+#include "ops/conv_op.h"
 #include "ops/hybrid_weights.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
@@ -68,14 +69,11 @@ struct ConvSource {
   }
 };
 
-class Conv2dOp : public Op, public Chunker, public FoldTarget, public FoldSource {
+class Conv2dOp : public ConvOpBase {
  public:
   Conv2dOp(const GraphView& g, const NodeInfo& node, const tfl::ConvParams& p)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
-        params_(p),
-        src_(std::make_shared<ConvSource>()) {
-    litert_ = g.cpu_kernels().litert;
-    src_->filter_shape = g.shape(node.inputs[1]);
+      : ConvOpBase(g, node, p, /*grouped=*/true), src_(std::make_shared<ConvSource>()) {
+    src_->filter_shape = filter_shape_;
     src_->filter = LazyConstant(g, node.inputs[1]);
     const int oc = src_->filter_shape[0];
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
@@ -87,21 +85,13 @@ class Conv2dOp : public Op, public Chunker, public FoldTarget, public FoldSource
   }
   // A chunk: this geometry exactly, output channels from oc0 on.
   Conv2dOp(const Conv2dOp& whole, const ConvGeometry& g, int oc0)
-      : Op(whole.node_index()),
-        params_(whole.params_),
+      : ConvOpBase(whole, g, oc0),
         src_(whole.src_),
         act_min_(whole.act_min_),
-        act_max_(whole.act_max_),
-        chunk_(true),
-        fixed_(g),
-        oc0_(oc0) {
+        act_max_(whole.act_max_) {
     KeepChunkFolds(whole, &chunk_folds_);
   }
 
-  const char* type_name() const override { return "CONV_2D"; }
-  const Chunker* chunker() const override { return this; }
-  const FoldTarget* fold_target() const override { return this; }
-  FoldSource* fold_source() override { return this; }
   std::string algorithm() const override {
     return ConvAlgorithmName(algo_) + (folded_expand() ? "+EXPAND" : "") +
            (folded_depthwise() ? "+DEPTHWISE" : "") + (has_residual() ? "+ADD" : "");
@@ -117,42 +107,6 @@ class Conv2dOp : public Op, public Chunker, public FoldTarget, public FoldSource
            (a == ConvAlgorithm::kGemm1x1 || a == ConvAlgorithm::kImplicitGemm);
   }
 
-  // Input 0's shape as this op sees it: a folded depthwise's output, not its input.
-  const Shape& Own(const Shape& in) const { return folded_depthwise() ? depthwise_shape() : in; }
-
-  ConvGeometry Geometry(const Shape& in_as_read) const {
-    const Shape& in = Own(in_as_read);
-    if (chunk_) {
-      if (in != Shape{fixed_.n, fixed_.h, fixed_.w, fixed_.c})
-        throw Error("CONV_2D chunk input " + ShapeString(in) + " does not match its geometry");
-      return fixed_;
-    }
-    const Shape& f = src_->filter_shape;
-    ConvGeometry g;
-    g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3];
-    g.oc = f[0], g.kh = f[1], g.kw = f[2];
-    g.groups = g.c / f[3];
-    g.sh = params_.stride_height, g.sw = params_.stride_width;
-    g.dh = params_.dilation_height, g.dw = params_.dilation_width;
-    g.Compute(params_.padding, folded_pad());
-    return g;
-  }
-
-  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    const Shape& x = Own(in[0]);
-    const Shape& f = src_->filter_shape;
-    if (x.size() != 4 || x[3] % f[3] != 0 || f[0] % (x[3] / f[3]) != 0)
-      throw Error("CONV_2D input " + ShapeString(x) + " does not match filter " +
-                  ShapeString(src_->filter_shape));
-    CheckConvInputRows("CONV_2D", x, litert_);
-    ConvGeometry g = Geometry(in[0]);
-    const Shape out = {g.n, g.oh, g.ow, g.oc};
-    if (has_residual() && (in.size() != 2 || in[1] != out))
-      throw Error("CONV_2D output " + ShapeString(out) + " and the residual of its fused ADD " +
-                  (in.size() == 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
-    return {out};
-  }
-
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).
   bool CanFuseResidual(const OpContext&, const std::vector<Shape>& in) const override {
@@ -162,12 +116,6 @@ class Conv2dOp : public Op, public Chunker, public FoldTarget, public FoldSource
   // The whole op counts every weight buffer of its source (its chunks' included).
   double WeightBytes() const override {
     return chunk_ ? (weights_ ? double(weights_->filter.bytes()) : 0.0) : double(src_->Bytes());
-  }
-
-  double Flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const override {
-    return 2.0 * Geometry(in[0]).Macs() + (has_residual() ? double(NumElements(out[0])) : 0.0) +
-           (folded_depthwise() ? folded_depthwise()->Flops({DepthwiseInput(in[0])}, {}) : 0.0) +
-           (folded_expand() ? folded_expand()->Flops({in[0]}, {}) : 0.0);
   }
 
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
@@ -237,26 +185,6 @@ class Conv2dOp : public Op, public Chunker, public FoldTarget, public FoldSource
                            r ? in.at(1) : nullptr);
   }
 
-  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    if (folded_depthwise()) return false;  // folded only where neither op runs in chunks
-    const Shape out = InferShapes(in)[0];
-    // A residual is read exactly where the output is written: its view and boxes are the output's.
-    spec->views =
-        has_residual() ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
-    spec->weight_axes = {3};
-    // A grouped convolution's chunks keep every channel (a range of outputs reads its groups).
-    if (src_->filter_shape[3] != in[0][3])
-      spec->axes = {0, 1, 2};
-    else
-      spec->axes = {0, 1, 2, 3};
-    return true;
-  }
-  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
-    Box box;
-    Geometry(in[0]).Chunk(out, &box);
-    if (has_residual()) return {box, out};
-    return {box};
-  }
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,
                           const Box& out) const override {
     Box box;
@@ -276,13 +204,8 @@ class Conv2dOp : public Op, public Chunker, public FoldTarget, public FoldSource
                                               : ChooseConvAlgorithm(ctx, g);
   }
 
-  tfl::ConvParams params_;
-  bool litert_ = false;  // the CPU kernels are LiteRT's (CheckConvInputRows)
   std::shared_ptr<ConvSource> src_;
   float act_min_ = 0, act_max_ = 0;
-  bool chunk_ = false;
-  ConvGeometry fixed_;  // a chunk's geometry
-  int oc0_ = 0;         // a chunk's first output channel
   ConvAlgorithm algo_ = ConvAlgorithm::kDirect;
   const ConvWeights* weights_ = nullptr;  // in src_, for the current algorithm
   Attachments chunk_folds_;               // a chunk's: its whole op's residual and clamp

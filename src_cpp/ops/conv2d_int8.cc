@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "ops/conv_geometry.h"
+#include "ops/conv_op.h"
 #include "ops/gemm_int8.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
@@ -75,14 +76,11 @@ struct Int8ConvSource {
   }
 };
 
-class Conv2dInt8Op : public Op, public Chunker, public FoldTarget, public FoldSource {
+class Conv2dInt8Op : public ConvOpBase {
  public:
   Conv2dInt8Op(const GraphView& g, const NodeInfo& node, const tfl::ConvParams& p)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
-        params_(p),
-        src_(std::make_shared<Int8ConvSource>()) {
-    litert_ = g.cpu_kernels().litert;
-    src_->filter_shape = g.shape(node.inputs[1]);
+      : ConvOpBase(g, node, p, /*grouped=*/false), src_(std::make_shared<Int8ConvSource>()) {
+    src_->filter_shape = filter_shape_;
     src_->filter = ConstantInt8(g, node.inputs[1]);
     const int oc = src_->filter_shape[0];
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
@@ -99,20 +97,10 @@ class Conv2dInt8Op : public Op, public Chunker, public FoldTarget, public FoldSo
   }
   // A chunk: this geometry exactly, output channels from oc0 on.
   Conv2dInt8Op(const Conv2dInt8Op& whole, const ConvGeometry& g, int oc0)
-      : Op(whole.node_index()),
-        params_(whole.params_),
-        src_(whole.src_),
-        chunk_(true),
-        fixed_(g),
-        oc0_(oc0),
-        chunk_table_(whole.epilogue_table()) {
+      : ConvOpBase(whole, g, oc0), src_(whole.src_), chunk_table_(whole.epilogue_table()) {
     KeepChunkFolds(whole, &chunk_folds_);
   }
 
-  const char* type_name() const override { return "CONV_2D"; }
-  const Chunker* chunker() const override { return this; }
-  const FoldTarget* fold_target() const override { return this; }
-  FoldSource* fold_source() override { return this; }
   bool TakesTable() const override { return true; }
   std::string algorithm() const override {
     const std::string split = split_ ? "_splitk/" : "/";
@@ -147,64 +135,9 @@ class Conv2dInt8Op : public Op, public Chunker, public FoldTarget, public FoldSo
     return true;
   }
 
-  // Input 0's shape as this op sees it: a folded depthwise's output, not its input.
-  const Shape& Own(const Shape& in) const { return folded_depthwise() ? depthwise_shape() : in; }
-
-  ConvGeometry Geometry(const Shape& in_as_read) const {
-    const Shape& in = Own(in_as_read);
-    if (chunk_) {
-      if (in != Shape{fixed_.n, fixed_.h, fixed_.w, fixed_.c})
-        throw Error("CONV_2D chunk input " + ShapeString(in) + " does not match its geometry");
-      return fixed_;
-    }
-    const Shape& f = src_->filter_shape;
-    ConvGeometry g;
-    g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3];
-    g.oc = f[0], g.kh = f[1], g.kw = f[2];
-    g.sh = params_.stride_height, g.sw = params_.stride_width;
-    g.dh = params_.dilation_height, g.dw = params_.dilation_width;
-    g.Compute(params_.padding, folded_pad());
-    return g;
-  }
-  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    const Shape& x = Own(in[0]);
-    if (x.size() != 4 || x[3] != src_->filter_shape[3])
-      throw Error("CONV_2D input " + ShapeString(x) + " does not match filter " +
-                  ShapeString(src_->filter_shape));
-    CheckConvInputRows("CONV_2D", x, litert_);
-    const ConvGeometry g = Geometry(in[0]);
-    const Shape out = {g.n, g.oh, g.ow, g.oc};
-    if (has_residual() && (in.size() != 2 || in[1] != out))
-      throw Error("CONV_2D output " + ShapeString(out) + " and the residual of its fused ADD " +
-                  (in.size() == 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
-    return {out};
-  }
-  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return 2.0 * Geometry(in[0]).Macs() +
-           (has_residual() ? double(NumElements(InferShapes(in)[0])) : 0.0) +
-           (folded_depthwise() ? folded_depthwise()->Flops({DepthwiseInput(in[0])}, {}) : 0.0) +
-           (folded_expand() ? folded_expand()->Flops({in[0]}, {}) : 0.0);
-  }
   // The whole op counts every weight buffer of its source (its chunks' included).
   double WeightBytes() const override { return chunk_ ? 0.0 : double(src_->Bytes()); }
 
-  // Chunks: boxes of the output, output channels first while a chunk's weights do not fit.
-  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    if (folded_depthwise()) return false;  // folded only where neither op runs in chunks
-    const Shape out = InferShapes(in)[0];
-    // A residual is read exactly where the output is written: its view and boxes are the output's.
-    spec->views =
-        has_residual() ? std::vector<Shape>{in[0], out, out} : std::vector<Shape>{in[0], out};
-    spec->weight_axes = {3};
-    spec->axes = {0, 1, 2, 3};
-    return true;
-  }
-  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
-    Box box;
-    Geometry(in[0]).Chunk(out, &box);
-    if (has_residual()) return {box, out};
-    return {box};
-  }
   // Its largest buffer: the packed filter, or split-K's int32 sums.
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,
                           const Box& out) const override {
@@ -287,12 +220,7 @@ class Conv2dInt8Op : public Op, public Chunker, public FoldTarget, public FoldSo
     return pointwise ? Algo::kGemm1x1 : Algo::kImplicitGemm;
   }
 
-  tfl::ConvParams params_;
-  bool litert_ = false;  // the CPU kernels are LiteRT's (CheckConvInputRows)
   std::shared_ptr<Int8ConvSource> src_;
-  bool chunk_ = false;
-  ConvGeometry fixed_;                // a chunk's geometry
-  int oc0_ = 0;                       // a chunk's first output channel
   std::vector<uint8_t> chunk_table_;  // a chunk's copy of its whole op's folded table
   Attachments chunk_folds_;           // a chunk's: its whole op's residual
   Int8GemmState state_;               // the buffers its launches use beyond the weights
