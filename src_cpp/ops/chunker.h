@@ -35,4 +35,27 @@ class Chunker {
   ~Chunker() = default;  // owned as the op it is part of
 };
 
+// Chunks of an op over rows (its last axis whole): boxes over every other axis, every input read
+// over the box the output is written (inputs shaped like the output), and each chunk the same
+// op. Derived: the op's class, with a constructor from the whole op (softmax, layer norm).
+template <class Derived>
+class RowChunker : public Chunker {
+ public:
+  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    spec->views = in;
+    spec->views.push_back(in.at(0));
+    for (size_t a = 0; a + 1 < in[0].size(); ++a) spec->axes.push_back(static_cast<int>(a));
+    return true;
+  }
+  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
+    return std::vector<Box>(in.size(), out);
+  }
+  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+
+ protected:
+  ~RowChunker() = default;
+};
+
 }  // namespace clgpu

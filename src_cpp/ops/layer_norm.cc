@@ -28,7 +28,7 @@ struct Norm {
   int out = -1;
 };
 
-class LayerNormOp : public Op, public Chunker {
+class LayerNormOp : public Op, public RowChunker<LayerNormOp> {
  public:
   LayerNormOp(const NodeInfo& info, std::shared_ptr<const Norm> n)
       : Op(info, n->inputs, {n->out}), n_(std::move(n)) {}
@@ -61,19 +61,6 @@ class LayerNormOp : public Op, public Chunker {
   }
   double WeightBytes() const override {
     return weights_->gamma ? double(weights_->gamma.bytes() + weights_->beta.bytes()) : 0.0;
-  }
-
-  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    spec->views = in;
-    spec->views.push_back(in.at(0));
-    for (size_t a = 0; a + 1 < in[0].size(); ++a) spec->axes.push_back(static_cast<int>(a));
-    return true;
-  }
-  std::vector<Box> ChunkInputs(const std::vector<Shape>& in, const Box& out) const override {
-    return std::vector<Box>(in.size(), out);
-  }
-  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
-    return std::make_unique<LayerNormOp>(*this);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,

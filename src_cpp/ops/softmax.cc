@@ -19,7 +19,7 @@ struct SoftmaxParams {
   float beta;
 };
 
-class SoftmaxOp : public Op, public Chunker {
+class SoftmaxOp : public Op, public RowChunker<SoftmaxOp> {
  public:
   SoftmaxOp(const NodeInfo& node, bool log_out, float beta)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), log_(log_out), beta_(beta) {}
@@ -37,19 +37,6 @@ class SoftmaxOp : public Op, public Chunker {
   // max, subtract, exp, sum, scale per element.
   double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
     return 5.0 * static_cast<double>(NumElements(out[0]));
-  }
-
-  // Chunks are boxes of whole rows: every axis but the last may shrink.
-  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    spec->views = {in[0], in[0]};
-    for (size_t a = 0; a + 1 < in[0].size(); ++a) spec->axes.push_back(static_cast<int>(a));
-    return true;
-  }
-  std::vector<Box> ChunkInputs(const std::vector<Shape>&, const Box& out) const override {
-    return {out};
-  }
-  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
-    return std::make_unique<SoftmaxOp>(*this);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,

@@ -16,7 +16,7 @@ namespace {
 
 constexpr size_t kMaxGroup = 256;  // SMQ_LOCAL in kernels/softmax_int8.cl
 
-class SoftmaxInt8Op : public Op, public Chunker {
+class SoftmaxInt8Op : public Op, public RowChunker<SoftmaxInt8Op> {
  public:
   SoftmaxInt8Op(const GraphView& g, const NodeInfo& node, float beta)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), type_(g.value_type(node.inputs[0])) {
@@ -43,17 +43,6 @@ class SoftmaxInt8Op : public Op, public Chunker {
   }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
     return 4.0 * static_cast<double>(NumElements(out[0]));
-  }
-  bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    spec->views = {in[0], in[0]};
-    for (size_t a = 0; a + 1 < in[0].size(); ++a) spec->axes.push_back(static_cast<int>(a));
-    return true;
-  }
-  std::vector<Box> ChunkInputs(const std::vector<Shape>&, const Box& out) const override {
-    return {out};
-  }
-  std::unique_ptr<Op> MakeChunk(const std::vector<Shape>&, const Box&) const override {
-    return std::make_unique<SoftmaxInt8Op>(*this);
   }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
