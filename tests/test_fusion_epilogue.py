@@ -1,8 +1,8 @@
 """Element-wise ops folded into the kernels of the op producing their input (fusion/attach.h,
 AttachEpilogue): swish (LOGISTIC + MUL), HARD_SWISH, LOGISTIC, TANH, GELU, ELU, LEAKY_RELU and a
-PRELU of one slope after convs (every algorithm), depthwise, FC, binary ops, pools and transpose convs, and the
-MAXIMUM / MINIMUM of a constant scalar after them (PostClamp). Each case
-matches stock TFLite CPU with fusion on and off (option fuse_add) and launches that many fewer."""
+PRELU of one slope after convs (every algorithm), depthwise, FC, binary ops, pools and transpose
+convs, and the MAXIMUM / MINIMUM of a constant scalar after them (PostClamp). Each case matches
+stock TFLite CPU with fusion on and off (option fuse_add) and launches that many fewer."""
 
 from __future__ import annotations
 
@@ -196,7 +196,9 @@ def test_leaky_relu_with_a_non_finite_alpha_folds_and_matches(alpha: float, runt
 # is a LEAKY_RELU epilogue; a slope per channel keeps its own kernel.
 @pytest.mark.parametrize("producer", ["conv", "depthwise", "fully_connected"])
 @pytest.mark.parametrize("alpha_shape", [(1,), (1, 1, 1), (1, 1, 6)])
-def test_prelu_of_one_slope_folds(producer: str, alpha_shape: tuple[int, ...], runtime: str) -> None:
+def test_prelu_of_one_slope_folds(
+    producer: str, alpha_shape: tuple[int, ...], runtime: str
+) -> None:
     b = ModelBuilder(seed=7)
     x = b.input("x", (1, 7, 6, 4))
     y = PRODUCERS[producer](b, b.mul(x, 2.0))
