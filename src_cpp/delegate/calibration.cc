@@ -213,8 +213,8 @@ class CalibrationRig {
             "clEnqueueNDRangeKernel");
   }
   void CopySmall() {
-    CheckCl(cl_.clEnqueueCopyBuffer(queue_, small_a.get(), small_b_.get(), 0, 0, kSmall, 0,
-                                    nullptr, nullptr),
+    CheckCl(cl_.clEnqueueCopyBuffer(queue_, small_a.get(), small_b_.get(), 0, 0, kSmall, 0, nullptr,
+                                    nullptr),
             "clEnqueueCopyBuffer");
   }
   // Blocking host <-> device copies of `bytes` from buffer b, one each way (us for the pair).
@@ -234,8 +234,8 @@ class CalibrationRig {
     Finish();
     const auto t0 = Clock::now();
     Finish();
-    CheckCl(cl_.clEnqueueReadBuffer(queue_, small_a.get(), CL_TRUE, 0, sizeof(float),
-                                    host_.data(), 0, nullptr, nullptr),
+    CheckCl(cl_.clEnqueueReadBuffer(queue_, small_a.get(), CL_TRUE, 0, sizeof(float), host_.data(),
+                                    0, nullptr, nullptr),
             "clEnqueueReadBuffer");
     return UsSince(t0);
   }

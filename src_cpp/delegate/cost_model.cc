@@ -101,8 +101,7 @@ int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i,
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
                                     const DeviceInfo& dev, const DeviceCosts& costs,
-                                    const std::vector<std::string>& fuse,
-                                    int folded_nodes) {
+                                    const std::vector<std::string>& fuse, int folded_nodes) {
   PartitionEstimate e;
   // ADDs, clamp activations and depthwise convolutions that run inside another op's kernel:
   // compute, no launch.
@@ -142,9 +141,9 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     if (n.op == tfl::kDequantize && !n.outputs.empty() && g.IsFoldedDequantizeOutput(n.outputs[0]))
       continue;
     if (folded.count(i)) {
-      device_compute_ms += expands.count(i) ? std::max(f / (dev_gflops * 1e9) * 1e3,
-                                                       min_kernel_us * 1e-3)
-                                            : f / (dev_gflops * 1e9) * 1e3;
+      device_compute_ms += expands.count(i)
+                               ? std::max(f / (dev_gflops * 1e9) * 1e3, min_kernel_us * 1e-3)
+                               : f / (dev_gflops * 1e9) * 1e3;
       continue;
     }
     const int launches =

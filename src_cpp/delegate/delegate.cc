@@ -217,7 +217,7 @@ NodeDecision DelegateCore::DecideNode(const GraphView& graph, const NodeInfo& n,
     if (d.reason.empty()) d.reason = CheckAllocationLimit(graph, n, *h, &d.note);
     if (d.reason.empty()) {
       abi->params_read.push_back("node " + std::to_string(n.index) + " " + h->name + " " +
-                                DescribeNode(*h, n));
+                                 DescribeNode(*h, n));
     }
   } else if (n.op == tfl::kDequantize) {
     d.op_name = "DEQUANTIZE";
@@ -247,11 +247,9 @@ NodeDecision DelegateCore::DecideNode(const GraphView& graph, const NodeInfo& n,
 // threads and they stay on TFLite's CPU kernels (one warning each).
 bool DelegateCore::DeviceBuilds(TfLiteContext* ctx, ClaimPlan* claim) {
   try {
-    if (!options_.cpu_warmup)
-      env_->programs().Get("device_probe", storage_defines(), disk_.get());
+    if (!options_.cpu_warmup) env_->programs().Get("device_probe", storage_defines(), disk_.get());
   } catch (const Error& e) {
-    Log(LogLevel::kWarning,
-        "the device cannot build our kernels; running on the CPU: " + What(e));
+    Log(LogLevel::kWarning, "the device cannot build our kernels; running on the CPU: " + What(e));
     std::lock_guard<std::mutex> l(report_mutex_);
     for (auto& d : claim->decisions)
       if (d.claimed) {
@@ -313,9 +311,8 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     if (options_.partitioning == Partitioning::kCost)
       keep = [&](const PartitionPreview& p, const std::vector<NodeInfo>& ops) {
         const int folded = static_cast<int>(p.nodes.size() - ops.size());
-        const PartitionEstimate e =
-            EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), device_costs_,
-                              options_.fuse, folded);
+        const PartitionEstimate e = EstimatePartition(
+            graph, ops, p.inputs, p.outputs, env_->device(), device_costs_, options_.fuse, folded);
         if (e.keep) kept_figures[p.nodes] = "cost: kept, " + e.figures;
         return e.keep ? std::string() : e.reason;
       };

@@ -93,10 +93,10 @@ const std::vector<std::pair<const char*, Partitioning>> kPartitionings = {
 const std::vector<std::pair<const char*, ZeroCopy>> kZeroCopies = {
     {"auto", ZeroCopy::kAuto}, {"on", ZeroCopy::kOn}, {"off", ZeroCopy::kOff}};
 const std::vector<std::pair<const char*, FaultPoint>> kFaultPoints = {
-    {"", FaultPoint::kNone},         {"create", FaultPoint::kCreate},
+    {"", FaultPoint::kNone},           {"create", FaultPoint::kCreate},
     {"prepare", FaultPoint::kPrepare}, {"init", FaultPoint::kInit},
-    {"build", FaultPoint::kBuild},   {"alloc", FaultPoint::kAlloc},
-    {"invoke", FaultPoint::kInvoke}, {"read", FaultPoint::kRead},
+    {"build", FaultPoint::kBuild},     {"alloc", FaultPoint::kAlloc},
+    {"invoke", FaultPoint::kInvoke},   {"read", FaultPoint::kRead},
     {"cache", FaultPoint::kCache}};
 
 // Option `fuse`: "all", "none", or pass names (fusion/pass.h) separated by commas, kept in the
@@ -129,13 +129,23 @@ std::vector<std::string> ParseFuse(const std::string& value) {
 }  // namespace
 
 const std::vector<std::string>& OptionKeys() {
-  static const std::vector<std::string> keys = {
-      "device",          "precision",    "max_delegated_partitions",
-      "profiling",       "partitioning", "conv_algorithm",
-      "gemm_splits",     "fuse_add",     "fuse",            "serialization_dir",
-      "model_token",     "zero_copy",    "max_alloc_bytes",
-      "capture_tensors", "runtime",      "fail_at",
-      "cpu_warmup"};
+  static const std::vector<std::string> keys = {"device",
+                                                "precision",
+                                                "max_delegated_partitions",
+                                                "profiling",
+                                                "partitioning",
+                                                "conv_algorithm",
+                                                "gemm_splits",
+                                                "fuse_add",
+                                                "fuse",
+                                                "serialization_dir",
+                                                "model_token",
+                                                "zero_copy",
+                                                "max_alloc_bytes",
+                                                "capture_tensors",
+                                                "runtime",
+                                                "fail_at",
+                                                "cpu_warmup"};
   return keys;
 }
 

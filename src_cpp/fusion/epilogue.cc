@@ -1,21 +1,22 @@
 // Epilogue folds: an element-wise op folded into the op producing its input, as an epilogue of
 // that op's kernels (AttachEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU,
-// LEAKY_RELU or a PRELU of one slope reading the producer's output alone (directly, or through RESHAPEs that only it
-// reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no broadcast) that are
-// its output's only readers; then up to two MAXIMUM / MINIMUM with a constant scalar, each its
-// input's only reader (PostClamp; also with no unary op before them: kIdentityEpilogue). The
-// producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no intermediate is a
-// partition output. On int8 tensors the same (and the RELU family; no RESHAPEs between) as one
-// table of the producer's output integers, the chain's CPU arithmetic tabulated
+// LEAKY_RELU or a PRELU of one slope reading the producer's output alone (directly, or through
+// RESHAPEs that only it reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no
+// broadcast) that are its output's only readers; then up to two MAXIMUM / MINIMUM with a constant
+// scalar, each its input's only reader (PostClamp; also with no unary op before them:
+// kIdentityEpilogue). The producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no
+// intermediate is a partition output. On int8 tensors the same (and the RELU family; no RESHAPEs
+// between) as one table of the producer's output integers, the chain's CPU arithmetic tabulated
 // (kTableEpilogue): exact, whatever the chain. After the clamps; before the residuals, which
 // leave an op with an epilogue alone.
+#include "ops/epilogue.h"
+
 #include <cmath>
 #include <cstring>
 #include <map>
 
 #include "fusion/pass.h"
 #include "graph/quant.h"
-#include "ops/epilogue.h"
 #include "ops/int8_ops.h"
 #include "ops/op_handler.h"
 #include "tflite/builtin.h"

@@ -5,13 +5,14 @@
 // zero point, adding nothing). Converters write such PADs before strided convolutions (Keras'
 // ZeroPadding2D, PyTorch's asymmetric padding). First of the passes: a depthwise that took a PAD
 // still folds into its pointwise convolution (depthwise.cc).
+#include "ops/pad.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "fusion/pass.h"
 #include "graph/quant.h"
-#include "ops/pad.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -33,7 +34,7 @@ bool ZeroPadding(const GraphView& g, const NodeInfo& n, InputPad* p) {
   const int x = n.inputs[0], y = n.outputs[0];
   const Shape in = g.shape(x);
   const ValueType t = g.value_type(y);
-  const bool zeros = t == ValueType::kInt8 ? spec.value == float(g.quant(y).zero_point[0])
+  const bool zeros = t == ValueType::kInt8    ? spec.value == float(g.quant(y).zero_point[0])
                      : t == ValueType::kFloat ? spec.value == 0.0f && !std::signbit(spec.value)
                                               : false;
   if (!zeros || in[1] <= 0 || in[2] <= 0 || spec.before[0] || spec.after[0] || spec.before[3] ||

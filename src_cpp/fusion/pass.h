@@ -31,13 +31,13 @@ struct FoldGraph {
 // What the passes found on the graph, accumulated in table order (the cost model's count of
 // kernels; later passes read what earlier ones wrote).
 struct Folds {
-  std::set<size_t> folded;                  // nodes that run no kernel of their own
-  std::set<size_t> device_time;             // of those, ones whose kernel time stays on the device
-  std::map<size_t, size_t> depthwise_of;    // a 1x1 CONV_2D -> the depthwise it computes
-  std::set<size_t> one_kernel;              // nodes whose folds make them one kernel
-  std::map<int, int> written_instead;       // a producer's output -> what its folds write instead
-  std::map<int, int> pad_input;             // a folded PAD's output -> its input
-  std::map<size_t, InputPad> pads;          // a convolution -> the PAD folded into it
+  std::set<size_t> folded;                // nodes that run no kernel of their own
+  std::set<size_t> device_time;           // of those, ones whose kernel time stays on the device
+  std::map<size_t, size_t> depthwise_of;  // a 1x1 CONV_2D -> the depthwise it computes
+  std::set<size_t> one_kernel;            // nodes whose folds make them one kernel
+  std::map<int, int> written_instead;     // a producer's output -> what its folds write instead
+  std::map<int, int> pad_input;           // a folded PAD's output -> its input
+  std::map<size_t, InputPad> pads;        // a convolution -> the PAD folded into it
 };
 
 // The tensor that holds t's values once the folds found so far are applied: t, or what a
@@ -63,7 +63,7 @@ class FoldPlan {
   virtual const Shape& shape(int t) const = 0;
   // An activation between the partition's ops: not an input, a constant or a partition output.
   virtual bool internal(int t) const = 0;
-  virtual bool split(int t) const = 0;   // kept in pieces (larger than one buffer)
+  virtual bool split(int t) const = 0;    // kept in pieces (larger than one buffer)
   virtual size_t bytes(int t) const = 0;  // one element on the device
   virtual void Elide(int t) = 0;          // never written this plan
   virtual void SetOutShapes(size_t i, std::vector<Shape> shapes) = 0;

@@ -4,12 +4,13 @@
 // epilogue or clamp writes instead) may feed one more the same way; within the squeeze's sizes at
 // float32 or int8 storage; no tensor of it a partition output or kept in pieces. After the
 // clamps and epilogues, whose folds the dense ops carry in.
+#include "ops/squeeze.h"
+
 #include <algorithm>
 #include <map>
 
 #include "fusion/pass.h"
 #include "ops/op_handler.h"
-#include "ops/squeeze.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {

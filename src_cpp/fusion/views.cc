@@ -28,9 +28,9 @@ class ViewsPass : public FusionPass {
       free = free && plan.SamePrecision(f.op, f.absorbed);
       // The op then reads and writes whole tensors, each within one buffer: no chunks.
       auto fits = [&](int t) {
-        return !plan.split(t) && size_t(NumElements(plan.shape(t))) *
-                                         std::max(plan.storage_bytes(), plan.bytes(t)) <=
-                                     plan.max_alloc();
+        return !plan.split(t) &&
+               size_t(NumElements(plan.shape(t))) * std::max(plan.storage_bytes(), plan.bytes(t)) <=
+                   plan.max_alloc();
       };
       free = free && fits(f.tensor);
       for (int t : op.inputs()) free = free && fits(t);
@@ -43,8 +43,7 @@ class ViewsPass : public FusionPass {
         AttachInputView(plan.attachments(f.op), static_cast<size_t>(f.operand), f.tensor,
                         std::move(view));
       } else {
-        if (op.has_output_view() || op.has_epilogue() || op.has_folded_clamp() ||
-            op.has_residual())
+        if (op.has_output_view() || op.has_epilogue() || op.has_folded_clamp() || op.has_residual())
           continue;
         AttachOutputView(plan.attachments(f.op), f.tensor, std::move(view), scale);
       }

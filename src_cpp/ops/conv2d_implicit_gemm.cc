@@ -97,9 +97,8 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   const long m = long(g.n) * g.oh * g.ow;
   const bool expand = dw.expand_filter != nullptr;
   const std::string defines =
-      With(With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) +
-                                       " -DDW_KW=" + std::to_string(g.kw) +
-                                       (expand ? " -DEXPAND_A" : "")),
+      With(With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" +
+                                       std::to_string(g.kw) + (expand ? " -DEXPAND_A" : "")),
            dw.epilogue);
   // The expand's arguments follow the depthwise's (kernels/conv2d_implicit_gemm.cl).
   auto set_expand = [&](const Kernel& k, cl_uint next) {

@@ -49,8 +49,7 @@ bool ShortK(const DeviceInfo& dev, long m, long n, long kp) {
 // group's work-items waiting at each step's barrier (Xception int8's 728-channel layers ran
 // slower).
 Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 0, long kp = 0) {
-  if (!dw || std::getenv("CLGPU_TUNE_GEMM_INT8") || !ShortK(dev, m, n, kp))
-    return TunedTiles(dev);
+  if (!dw || std::getenv("CLGPU_TUNE_GEMM_INT8") || !ShortK(dev, m, n, kp)) return TunedTiles(dev);
   const GemmTiles g = clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8");
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
@@ -142,8 +141,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
                (dw->expand ? " -DEXPAND_A -DEX_C=" + std::to_string(dw->expand->k) : "");
   // Short K: the depthwise's taps load together (kernels/gemm_int8.cl's DW_TAPS_TOGETHER).
   if (dw && ShortK(ctx.env.device(), m, w.n, w.kp)) defines += " -DDW_TAPS_TOGETHER";
-  if (dw && dw->expand && (dw->expand->k % 4 || dw->expand->kp != dw->expand->k ||
-                           dw->expand->n != dw->g.c))
+  if (dw && dw->expand &&
+      (dw->expand->k % 4 || dw->expand->kp != dw->expand->k || dw->expand->n != dw->g.c))
     throw Error("int8 GEMM: the folded expand does not match its depthwise");
   if (vec) defines += " -DVEC_A";
   if (split) defines += " -DSPLIT_K";

@@ -1,11 +1,12 @@
 // PAD, PADV2 and MIRROR_PAD (REFLECT, SYMMETRIC) of float tensors up to rank 6: one work-item per
 // output element reads its source element or writes the pad value. One program for the three:
 // the mode is a kernel argument.
+#include "ops/pad.h"
+
 #include <cstring>
 
 #include "common/error.h"
 #include "ops/op.h"
-#include "ops/pad.h"
 #include "ops/quant.h"
 #include "tflite/builtin.h"
 

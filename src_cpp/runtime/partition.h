@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <exception>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -137,7 +137,7 @@ class Partition {
   void PlanBoundaryTransfers(size_t max_alloc, size_t chunk_bytes);
   void ResizeOutputs(TfLiteContext* ctx);
   void PrepareWarm(TfLiteContext* ctx);
-  bool InvokeWarm(TfLiteContext* ctx);             // true: the CPU ran it
+  bool InvokeWarm(TfLiteContext* ctx);  // true: the CPU ran it
   // One invoke's enqueues (partition_invoke.cc). With profiling on (`on`) each gets an event,
   // labelled -1 (an upload), -2 (a download) or its op's index and step.
   struct Recorder {
@@ -250,14 +250,14 @@ class Partition {
   std::vector<std::vector<Shape>> out_shapes_;
   std::vector<OpProfile> op_profiles_;
   std::map<int, Value> values_;
-  std::vector<int> uploads_, downloads_;   // tensor indices, in a fixed order
-  std::map<int, Shape> shape_reads_;       // tensors ops read the shape of only (Op::ShapeInputs)
-  Buffer arena_;                           // the activations, placed by the memory planner
-  std::vector<Buffer> shared_;             // whole shared buffers where views are avoided
-  std::vector<Buffer> scratch_;            // shared op scratch (Winograd transforms), one per slot
-  std::vector<Buffer> staging_;            // chunks' input boxes, then output boxes, per slot
-  Buffer transfer_staging_;                // float32 ranges of ranged fp16 transfers
-  std::vector<OpRun> runs_;                // per op; released before the buffers above
+  std::vector<int> uploads_, downloads_;  // tensor indices, in a fixed order
+  std::map<int, Shape> shape_reads_;      // tensors ops read the shape of only (Op::ShapeInputs)
+  Buffer arena_;                          // the activations, placed by the memory planner
+  std::vector<Buffer> shared_;            // whole shared buffers where views are avoided
+  std::vector<Buffer> scratch_;           // shared op scratch (Winograd transforms), one per slot
+  std::vector<Buffer> staging_;           // chunks' input boxes, then output boxes, per slot
+  Buffer transfer_staging_;               // float32 ranges of ranged fp16 transfers
+  std::vector<OpRun> runs_;               // per op; released before the buffers above
   // The fold passes, with what each found on this partition's graph (FusionPass::Find).
   std::vector<std::unique_ptr<FusionPass>> passes_;
   std::vector<bool> absorbed_;  // per op: folded into another op this plan (runs nothing)

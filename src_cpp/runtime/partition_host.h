@@ -64,7 +64,7 @@ struct RuntimeSettings {
   bool capture_tensors = false;
   bool fuse_add = true;
   std::vector<std::string> fuse;  // the fold passes applied, by name (fusion/pass.h)
-  bool cpu_warmup = false;  // runtime/cpu_fallback.h
+  bool cpu_warmup = false;        // runtime/cpu_fallback.h
   // precision auto with fp16 storage: a partition whose values leave fp16's range runs in
   // float32 from then on (runtime/partition_overflow.cc); explicit fp16 only warns.
   bool fp16_fallback = false;

@@ -311,7 +311,6 @@ void Partition::AllocateActivations(size_t max_alloc, const std::vector<size_t>&
     staging_.push_back(env.CreateBuffer(b));
     report_.chunk_staging_bytes += staging_.back().bytes();
   }
-
 }
 
 void Partition::PlanBoundaryTransfers(size_t max_alloc, size_t chunk_bytes) {
