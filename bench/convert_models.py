@@ -236,6 +236,9 @@ def convert_onnx2tf(name: str, variants: list[str]) -> Iterator[tuple[str, bytes
             input_onnx_file_path=str(onnx_path),
             output_folder_path=str(out),
             output_dynamic_range_quantized_tflite="dq" in variants,
+            # Signature defs: without them onnx2tf refuses RegNet's graph ("convert again with
+            # -osd"); the other models' graphs are the same either way.
+            output_signaturedefs=True,
             non_verbose=True,
         )
         files = {"fp32": "m_float32.tflite", "dq": "m_dynamic_range_quant.tflite"}
