@@ -8,6 +8,7 @@
 #include "graph/validate.h"
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
+#include "ops/epilogue.h"
 #include "ops/hybrid_weights.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
@@ -135,9 +136,7 @@ class DepthwiseConv2dOp : public Op, public Chunker, public FoldTarget, public F
       return false;
     dw->g = Geometry(in);
     // The GEMM applies the epilogue to A under its own names (CLGPU_DW_...), beside its own.
-    dw->epilogue = epilogue_defines();
-    for (size_t at = 0; (at = dw->epilogue.find("-DCLGPU_", at)) != std::string::npos; at += 11)
-      dw->epilogue.replace(at, 8, "-DCLGPU_DW_");
+    dw->epilogue = EpilogueDefinesAs(epilogue_defines(), "CLGPU_DW_");
     const auto& b = src_->Get(ctx, 0, dw->g.oc);
     dw->filter = b.first.get(), dw->bias = b.second.get();
     std::tie(dw->act_min, dw->act_max) = ClampBounds(act_min_, act_max_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace clgpu {
 
@@ -17,5 +18,16 @@ struct PostClamp {
 };
 constexpr size_t kMaxPostClamps = 2;
 constexpr int kIdentityEpilogue = 9;  // no unary op: only post clamps (kernels/common.cl)
+
+// An epilogue's build defines (Op::epilogue_defines: -DCLGPU_EPILOGUE=..., -DCLGPU_POST1=...)
+// under another kernel's names for a second epilogue it applies: `prefix` in place of "CLGPU_"
+// (the squeeze's dense layers "SQ1_", a folded depthwise "CLGPU_DW_").
+inline std::string EpilogueDefinesAs(const std::string& defines, const std::string& prefix) {
+  std::string out = defines;
+  const std::string from = "CLGPU_";
+  for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + prefix.size()))
+    out.replace(at, from.size(), prefix);
+  return out;
+}
 
 }  // namespace clgpu

@@ -6,6 +6,7 @@
 
 #include "cl/int8_dot.h"
 #include "common/error.h"
+#include "ops/epilogue.h"
 
 namespace clgpu {
 namespace {
@@ -21,14 +22,10 @@ int64_t CeilPow2(int64_t x) {
   return p;
 }
 
-// An epilogue's defines (Op::epilogue_defines: -DCLGPU_EPILOGUE=..., -DCLGPU_POST1=...) under
-// the names of dense op `layer` of kernels/squeeze_float.cl (-DSQ1_EPILOGUE=..., ...).
+// An epilogue's defines under the names of dense op `layer` of kernels/squeeze_float.cl
+// (-DSQ1_EPILOGUE=..., ...).
 std::string LayerDefines(const std::string& epilogue, int layer) {
-  std::string out = epilogue;
-  const std::string from = "CLGPU_", to = "SQ" + std::to_string(layer) + "_";
-  for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size()))
-    out.replace(at, from.size(), to);
-  return out;
+  return EpilogueDefinesAs(epilogue, "SQ" + std::to_string(layer) + "_");
 }
 
 }  // namespace
