@@ -43,13 +43,13 @@ bool ShortK(const DeviceInfo& dev, long m, long n, long kp) {
   return groups > 0 && groups < units && kp / (4 * t.tk4) < (2 * units + groups - 1) / groups;
 }
 
-// The tiles of a GEMM; with a depthwise folded in (dw) and a short K, the "gemm_int8_dw" entry
-// where the device has one (unless overridden): each step of k carries the depthwise's taps, and
-// shorter steps split K finer. Where long steps split enough, shorter ones only leave more of a
-// group's work-items waiting at each step's barrier (Xception int8's 728-channel layers ran
-// slower).
-Int8Tiles TilesFor(const DeviceInfo& dev, bool dw = false, long m = 0, long n = 0, long kp = 0) {
-  if (!dw || std::getenv("CLGPU_TUNE_GEMM_INT8") || !ShortK(dev, m, n, kp)) return TunedTiles(dev);
+// The tiles of a GEMM; with a depthwise folded in and a short K (short_dw: ShortK), the
+// "gemm_int8_dw" entry where the device has one (unless overridden): each step of k carries the
+// depthwise's taps, and shorter steps split K finer. Where long steps split enough, shorter ones
+// only leave more of a group's work-items waiting at each step's barrier (Xception int8's
+// 728-channel layers ran slower).
+Int8Tiles TilesFor(const DeviceInfo& dev, bool short_dw = false) {
+  if (!short_dw || std::getenv("CLGPU_TUNE_GEMM_INT8")) return TunedTiles(dev);
   const GemmTiles g = clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8");
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
@@ -77,7 +77,7 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw) {
   const long kp = (k + 3) / 4 * 4;
-  const Int8Tiles t = TilesFor(ctx.env.device(), dw, m, n, kp);
+  const Int8Tiles t = TilesFor(ctx.env.device(), dw && ShortK(ctx.env.device(), m, n, kp));
   return PlanInt8(ctx, t, m, n, kp, ctx.max_alloc, dw).splits > 1;
 }
 
@@ -125,7 +125,9 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     state->table_stage = UploadOutputStage(ctx, s);
     stage = state->table_stage.get();
   }
-  const Int8Tiles t = TilesFor(ctx.env.device(), dw != nullptr, m, w.n, w.kp);
+  // Decided once: the tiles and the tap loads follow the same rule.
+  const bool short_dw = dw && ShortK(ctx.env.device(), m, w.n, w.kp);
+  const Int8Tiles t = TilesFor(ctx.env.device(), short_dw);
   const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc, dw != nullptr);
   const bool split = p.splits > 1;
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
@@ -140,7 +142,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
                " -DDW_KW=" + std::to_string(dw->g.kw) +
                (dw->expand ? " -DEXPAND_A -DEX_C=" + std::to_string(dw->expand->k) : "");
   // Short K: the depthwise's taps load together (kernels/gemm_int8.cl's DW_TAPS_TOGETHER).
-  if (dw && ShortK(ctx.env.device(), m, w.n, w.kp)) defines += " -DDW_TAPS_TOGETHER";
+  if (short_dw) defines += " -DDW_TAPS_TOGETHER";
   if (dw && dw->expand &&
       (dw->expand->k % 4 || dw->expand->kp != dw->expand->k || dw->expand->n != dw->g.c))
     throw Error("int8 GEMM: the folded expand does not match its depthwise");
