@@ -6,7 +6,10 @@ its device setup (cpu_warmup) before it is timed.
     python bench/ab_options.py --models mobilenet_v2,resnet50 [--dir DIR ...] \
         --sets 'warmup:cpu_warmup=true' 'build-first:cpu_warmup=false' [--runs 200] [--tag NAME]
 
-A set is NAME:key=value,key=value (load()'s options; "true"/"false" and integers are parsed).
+A set is NAME:key=value,key=value (load()'s options; "true"/"false" and integers are parsed);
+a key env.VAR sets that environment variable while the set's delegate loads and prepares (the
+delegate's $CLGPU_* knobs, e.g. 'f4:partitioning=all,env.CLGPU_FLUSH=1,4': an item without '='
+continues the value before it).
 Rows: model, and per set the median and the fastest-turn ms, and each set's median over the first
 set's. Writes bench/results/ab-options[-TAG]-<device>.{json,md}.
 """
@@ -14,8 +17,11 @@ set's. Writes bench/results/ab-options[-TAG]-<device>.{json,md}.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +39,29 @@ from clgpu_delegate.runtime import make_interpreter  # noqa: E402
 def parse_set(text: str) -> tuple[str, dict[str, Any]]:
     name, _, body = text.partition(":")
     opts: dict[str, Any] = {}
+    key = None
     for item in filter(None, body.split(",")):
-        k, _, v = item.partition("=")
-        opts[k] = {"true": True, "false": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
+        if "=" not in item and key is not None:  # a value with commas: "env.CLGPU_FLUSH=1,4"
+            opts[key] = f"{opts[key]},{item}"
+            continue
+        key, _, v = item.partition("=")
+        opts[key] = {"true": True, "false": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
     return name, opts
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """`env` set in os.environ inside the block, the earlier values back after it."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def one_model(path: str, sets: list[tuple[str, dict[str, Any]]], runs: int) -> dict[str, Any]:
@@ -44,10 +69,12 @@ def one_model(path: str, sets: list[tuple[str, dict[str, Any]]], runs: int) -> d
 
     timed: dict[str, Timed] = {}
     for name, opts in sets:
-        d = cd.load(**opts)
-        t = Timed(lambda d=d: (d, make_interpreter(path, [d])))
-        t.interp.allocate_tensors()
-        d.wait_ready()
+        env = {k[4:]: str(v) for k, v in opts.items() if k.startswith("env.")}
+        with environment(env):
+            d = cd.load(**{k: v for k, v in opts.items() if not k.startswith("env.")})
+            t = Timed(lambda d=d: (d, make_interpreter(path, [d])))
+            t.interp.allocate_tensors()
+            d.wait_ready()
         timed[name] = t
     rng = np.random.default_rng(0)
     first = next(iter(timed.values()))

@@ -227,3 +227,36 @@ def test_unknown_arena_is_a_clear_error(runtime: str, monkeypatch: pytest.Monkey
     with pytest.raises(RuntimeError, match="CLGPU_ARENA must be subbuffers, svm or shared"):
         interp = make_interpreter(zoo.build("lenet5"), [d], runtime=runtime)
         interp.allocate_tensors()
+
+
+@pytest.mark.parametrize("policy", ["1,1", "3,5"])
+def test_flush_policy_from_the_environment(
+    policy: str, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CLGPU_FLUSH (bench/ab_options.py's knob) changes when the queue is flushed, not what runs.
+    import numpy as np
+
+    model = zoo.build("mobilenet_v2")
+    monkeypatch.setenv("CLGPU_FLUSH", policy)
+    d = clgpu_delegate.load(partitioning="all", cpu_warmup=False)
+    got = make_interpreter(model, [d], runtime=runtime)
+    ref = make_interpreter(model, None, runtime=runtime, reference=True)
+    x = np.random.default_rng(1).standard_normal((1, 224, 224, 3)).astype(np.float32)
+    outs = []
+    for it in (got, ref):
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+    assert len(d.delegated_nodes()) == 66
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["0,4", "2", "x,y", "2,0"])
+def test_bad_flush_policy_is_a_clear_error(
+    policy: str, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLGPU_FLUSH", policy)
+    d = clgpu_delegate.load(partitioning="all", cpu_warmup=False)
+    with pytest.raises(RuntimeError, match="CLGPU_FLUSH must be FIRST,EVERY"):
+        make_interpreter(zoo.build("lenet5"), [d], runtime=runtime).allocate_tensors()

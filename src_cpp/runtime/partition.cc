@@ -1,6 +1,7 @@
 #include "runtime/partition.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -56,6 +57,13 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   half_ = host_->half_storage();
   DebugTimer timer("partition " + std::to_string(id_) + ": ops made");
   zero_copy_ = host_->zero_copy();
+  if (const char* env = std::getenv("CLGPU_FLUSH"); env && *env) {
+    // "first,every": a flush policy to time against the default (bench/ab_options.py).
+    if (std::sscanf(env, "%d,%d", &flush_first_, &flush_every_) != 2 || flush_first_ < 1 ||
+        flush_every_ < 1)
+      throw Error(std::string("CLGPU_FLUSH must be FIRST,EVERY (positive integers), not '") + env +
+                  "'");
+  }
   const GraphView* graph = host_->current_graph();
   if (!graph) throw Error("kernel init outside delegate Prepare");
   if (host_->settings().fail_at == FaultPoint::kInit)

@@ -245,6 +245,8 @@ class Partition {
   bool overflow_watch_ = false;          // fp16: until one was seen (auto falls back, fp16 warns)
   bool warned_overflow_ = false;         // precision fp16 said it once
   bool zero_copy_ = false;
+  // EnqueueOps flushes after command flush_first_ and every flush_every_-th (CLGPU_FLUSH).
+  int flush_first_ = 2, flush_every_ = 16;
   std::vector<std::pair<cl_mem, void*>> mapped_;  // Invoke's mapped outputs (zero-copy)
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<std::vector<Shape>> out_shapes_;

@@ -168,7 +168,8 @@ int Partition::EnqueueOps(cl_command_queue q, Recorder& rec) {
       ++commands;
       // Some drivers (NVIDIA's) hold enqueued work until a flush: submit early so
       // the device runs while the host is still enqueueing, then in batches.
-      if (commands == 2 || commands % 16 == 0) CheckCl(cl.clFlush(q), "clFlush");
+      if (commands == flush_first_ || commands % flush_every_ == 0)
+        CheckCl(cl.clFlush(q), "clFlush");
     }
   }
   return commands;
