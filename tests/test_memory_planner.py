@@ -252,7 +252,7 @@ def test_flush_policy_from_the_environment(
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("policy", ["0,4", "2", "x,y", "2,0"])
+@pytest.mark.parametrize("policy", ["0,4", "2", "x,y", "2,0", "2,16x", "2,16,1"])
 def test_bad_flush_policy_is_a_clear_error(
     policy: str, runtime: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,8 +59,9 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   zero_copy_ = host_->zero_copy();
   if (const char* env = std::getenv("CLGPU_FLUSH"); env && *env) {
     // "first,every": a flush policy to time against the default (bench/ab_options.py).
-    if (std::sscanf(env, "%d,%d", &flush_first_, &flush_every_) != 2 || flush_first_ < 1 ||
-        flush_every_ < 1)
+    int used = 0;  // %n: nothing may follow the second number ("2,16x" is refused)
+    if (std::sscanf(env, "%d,%d%n", &flush_first_, &flush_every_, &used) != 2 ||
+        env[used] != '\0' || flush_first_ < 1 || flush_every_ < 1)
       throw Error(std::string("CLGPU_FLUSH must be FIRST,EVERY (positive integers), not '") + env +
                   "'");
   }
