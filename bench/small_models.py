@@ -5,7 +5,8 @@
   keyword spotters are converted (71-110 nodes), float32 and int8;
 - ds_cnn_*: the classic depthwise-separable keyword spotter (conv 10x4/2, DS blocks, pool, FC);
 - dense_*: a few wide FULLY_CONNECTED layers (weight-bound on the CPU);
-- prelu_cnn: a face-landmark-style CNN of conv + PRELU residual blocks;
+- prelu_cnn: a face-landmark-style CNN of conv + PRELU residual blocks (_shared: one slope
+  per PRELU, as PyTorch's nn.PReLU() converts);
 - audio_layout: convolutions wrapped in the TRANSPOSE / RESHAPE / PAD / MIRROR_PAD chains that
   NCHW converters emit.
 
@@ -77,9 +78,17 @@ def dense(features: int = 1024, hidden: int = 2048, layers: int = 3, seed: int =
     return net.finish(net.fc(x, 10, act=None, gain=1.0), True)
 
 
-def prelu_cnn(size: int = 192, width: int = 16, stages: int = 5, seed: int = 0) -> bytes:
-    """Conv + PRELU, then per stage: a stride-2 conv and two residual conv-PRELU blocks."""
+def prelu_cnn(
+    size: int = 192, width: int = 16, stages: int = 5, seed: int = 0, shared: bool = False
+) -> bytes:
+    """Conv + PRELU, then per stage: a stride-2 conv and two residual conv-PRELU blocks.
+    `shared`: one slope per PRELU (PyTorch's nn.PReLU() default) instead of one per channel."""
     net, x = start(size, 3, seed, False)
+
+    def _prelu(net: Net, x: int) -> int:
+        c = 1 if shared else net.channels(x)
+        return net.b.prelu(x, net.b.rand((1, 1, c), scale=0.1) + 0.25)
+
     x = _prelu(net, net.conv(x, width, 3, stride=2, act=None))
     c = width
     for s in range(stages):
@@ -93,11 +102,6 @@ def prelu_cnn(size: int = 192, width: int = 16, stages: int = 5, seed: int = 0) 
     _, h, w, _ = net.b.shape(x)
     x = net.b.reshape(net.b.avg_pool2d(x, (h, w), 1), (1, c))
     return net.finish(net.fc(x, 1404 // 3, act=None, gain=1.0), False)
-
-
-def _prelu(net: Net, x: int) -> int:
-    c = net.channels(x)
-    return net.b.prelu(x, net.b.rand((1, 1, c), scale=0.1) + 0.25)
 
 
 def audio_layout(
@@ -137,6 +141,7 @@ def models() -> dict[str, Callable[[], bytes]]:
         "dense_small": lambda: dense(features=256, hidden=512, layers=3),
         "dense_wide": lambda: dense(features=1024, hidden=4096, layers=3),
         "prelu_cnn": prelu_cnn,
+        "prelu_cnn_shared": lambda: prelu_cnn(shared=True),
         "audio_layout": audio_layout,
     }
     out = dict(float_models)
