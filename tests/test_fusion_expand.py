@@ -5,8 +5,9 @@ a launch (ExpandFoldPays: the layers of small models). Against TFLite's CPU kern
 fp32 / fp16 tolerances, with the fold on and off: strides, padding, dilation, 5x5 taps, a
 residual ADD, channels not in fours (the scalar loads), fp16 storage, split-K, a resize; and the
 graphs that must not fold (the expand's output read elsewhere, an epilogue on it, a layer too
-large to repeat, fusion off). int8: bit-exact with TFLite's integer kernels, the expand's bytes
-requantized inside the GEMM as its own kernel stores them."""
+large to repeat, a chain of taps x EC products past the cap, fusion off). int8: bit-exact with
+TFLite's integer kernels, the expand's bytes requantized inside the GEMM as its own kernel
+stores them."""
 
 from __future__ import annotations
 
@@ -114,6 +115,44 @@ def test_what_must_not_fold(runtime: str) -> None:
     check_expand(block((1, 8, 8, 8), expand_epilogue=True, seed=24), runtime, 0)
     # A layer large enough that repeating the expand at every tap costs more than its launch.
     check_expand(block((1, 48, 48, 16), expand=6, seed=25), runtime, 0)
+
+
+def test_long_tap_chains_do_not_fold(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 9 taps of an expand from 25 channels (225 products per depthwise element, more than the
+    # chain cap of 216): the depthwise still folds, the expand keeps its launch.
+    model = block((1, 8, 1, 25), k=9, kw=1, expand=1, seed=31)
+    on = check_expand(model, runtime, 0)
+    assert folded_nodes(on, "+DEPTHWISE") == 1
+    # A higher cap ($CLGPU_EXPAND_CHAIN, read at each prepare) folds the same block.
+    monkeypatch.setenv("CLGPU_EXPAND_CHAIN", "225")
+    check_expand(model, runtime, 1)
+    # 3 taps of the same expand (75) fold under the default.
+    monkeypatch.delenv("CLGPU_EXPAND_CHAIN")
+    check_expand(block((1, 8, 1, 25), k=3, kw=1, expand=1, seed=32), runtime, 1)
+
+
+@pytest.mark.parametrize(
+    "var,value,message",
+    [
+        ("CLGPU_EXPAND_CHAIN", "0", "CLGPU_EXPAND_CHAIN must be a positive integer"),
+        ("CLGPU_EXPAND_CHAIN", "216x", "CLGPU_EXPAND_CHAIN must be a positive integer"),
+        ("CLGPU_COST_TUNE", "5", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
+        ("CLGPU_COST_TUNE", "5,1.5", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
+        ("CLGPU_COST_TUNE", "0,0.9x", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
+    ],
+)
+def test_bad_research_knobs_are_clear_errors(
+    runtime: str, monkeypatch: pytest.MonkeyPatch, var: str, value: str, message: str
+) -> None:
+    import clgpu_delegate
+    from clgpu_delegate.runtime import make_interpreter
+
+    monkeypatch.setenv(var, value)
+    # Partitioning "cost" estimates every candidate partition (CLGPU_COST_TUNE), counting its
+    # folds (CLGPU_EXPAND_CHAIN), whatever the device (conftest makes "all" the tests' default).
+    d = clgpu_delegate.load(partitioning="cost", cpu_warmup=False)
+    with pytest.raises(RuntimeError, match=message):
+        make_interpreter(block((1, 8, 8, 8), seed=33), [d], runtime=runtime).allocate_tensors()
 
 
 def test_repeated_invokes_and_a_resize(runtime: str) -> None:

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
 #include <thread>
 
+#include "common/error.h"
 #include "fusion/pass.h"
 #include "ops/conv2d_selector.h"
 #include "ops/group_rewrite.h"
@@ -34,13 +36,37 @@ constexpr double kCpuInt8Speedup = 1.5;     // XNNPACK's int8 kernels over its f
 constexpr double kDeviceEfficiency = 0.25;  // of the device's arithmetic peak
 constexpr double kDiscreteGBps = 8.0;       // host <-> device copies (PCIe, pageable)...
 constexpr double kUnifiedGBps = 15.0;       // ...and on shared-memory devices, unmeasured
-constexpr double kWinMargin = 0.8;          // device must be >= 20 % faster
 // A layer's kernel costs more than the calibration's small kernel (its own arguments, a
 // larger grid), fitted on the real models of bench/results/plans-*. Added, not scaled: the
 // calibrated figure itself varies between processes (the host's side of each launch), and a
 // factor would double that (docs/partitioning.md).
 constexpr double kLayerKernelExtraUs = 1.0;  // per kernel, on top of min_kernel_us...
 constexpr double kLayerGapExtraUs = 1.0;     // ...and of launch_gap_us
+
+// A partition must win by a margin (device_ms < win_margin x cpu_ms); an int8 kernel may be given
+// a floor above the calibration's small float kernel (its integer epilogue, the latency chains of
+// a fused kernel at batch 1; docs/int8.md), 0 by default: no value separated the small models
+// the GPU wins from those it loses on the H200 (docs/partitioning.md).
+// $CLGPU_COST_TUNE="INT8_US,MARGIN" replaces both, for bench/never_slower.py to time others.
+struct CostTune {
+  double int8_kernel_us = 0;
+  double win_margin = 0.8;
+};
+
+// Read at each estimate: ab_options.py sets it between delegates of one process.
+CostTune Tune() {
+  CostTune t;
+  const char* env = std::getenv("CLGPU_COST_TUNE");
+  if (!env || !*env) return t;
+  int used = 0;
+  if (std::sscanf(env, "%lf,%lf%n", &t.int8_kernel_us, &t.win_margin, &used) != 2 ||
+      env[used] != '\0' || !(t.int8_kernel_us >= 0 && t.int8_kernel_us < 1e3) ||
+      !(t.win_margin > 0 && t.win_margin <= 1))
+    throw Error(std::string("CLGPU_COST_TUNE must be INT8_US,MARGIN (0 <= INT8_US < 1000, 0 < "
+                            "MARGIN <= 1), not '") +
+                env + "'");
+  return t;
+}
 
 // Ops the device runs as one buffer copy (no kernel), and each node's arithmetic: from
 // its op's handler (ops/op.h).
@@ -103,6 +129,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                                     const DeviceInfo& dev, const DeviceCosts& costs,
                                     const std::vector<std::string>& fuse, int folded_nodes) {
   PartitionEstimate e;
+  const CostTune tune = Tune();
   // ADDs, clamp activations and depthwise convolutions that run inside another op's kernel:
   // compute, no launch.
   Folds folds;
@@ -149,9 +176,10 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     const int launches =
         IsCopy(n.op) || one_kernel.count(i) ? 1 : Launches(g, nodes, i, folded_depthwise_of, dev);
     e.kernels += launches;
-    device_compute_ms +=
-        IsCopy(n.op) ? costs.copy_us * 1e-3
-                     : std::max(f / (dev_gflops * 1e9) * 1e3, launches * min_kernel_us * 1e-3);
+    const double floor_us = min_kernel_us + (int8 ? tune.int8_kernel_us : 0);
+    device_compute_ms += IsCopy(n.op)
+                             ? costs.copy_us * 1e-3
+                             : std::max(f / (dev_gflops * 1e9) * 1e3, launches * floor_us * 1e-3);
   }
   for (int t : inputs)
     if (g.valid_tensor(t) && !g.IsConstant(t)) e.boundary_bytes += bytes(t);
@@ -181,7 +209,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
         "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are "
         "faster (" +
         e.figures + ")";
-  } else if (e.device_ms >= kWinMargin * e.cpu_ms) {
+  } else if (e.device_ms >= tune.win_margin * e.cpu_ms) {
     e.keep = false;
     e.reason = "cost: " + e.figures;
   }
