@@ -49,7 +49,8 @@ def models(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def partitions(interp: Any) -> int:
-    """The delegate kernels in the primary subgraph (the plugin has no stats; -1: unknown)."""
+    """DELEGATE nodes in the primary subgraph (the plugin has no stats; -1: unknown): the
+    plugin's partitions and XNNPACK's, which the runtime applies to what the plugin leaves."""
     try:
         ops = interp._get_ops_details()  # both runtimes; private, hence the fallback
     except AttributeError:
