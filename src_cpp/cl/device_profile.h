@@ -65,6 +65,10 @@ struct DeviceProfile {
   bool measure_costs = false;
   // The calibration's arithmetic kernel: work-items per compute unit that fill it.
   int fill_items_per_unit = 256;
+  // Expand folds (fusion/expand.cc) repeat at most this many products (taps x EC) per depthwise
+  // element: measured on NVIDIA sm_90 (bench/results/ab-options-chain-NVIDIA_H200.md), the same
+  // for other devices until measured there.
+  long expand_chain_cap = 216;
   // The tuning tables' keys, most specific first: "<vendor>/<architecture>/<device name>",
   // "<vendor>/<architecture>", "<vendor>", then "gpu" (any GPU) or "cpu" (any other device).
   std::vector<std::string> tuning_keys;

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
 #include <thread>
 
-#include "common/error.h"
+#include "common/env.h"
 #include "fusion/pass.h"
 #include "ops/conv2d_selector.h"
 #include "ops/group_rewrite.h"
@@ -56,15 +55,12 @@ struct CostTune {
 // Read at each estimate: ab_options.py sets it between delegates of one process.
 CostTune Tune() {
   CostTune t;
-  const char* env = std::getenv("CLGPU_COST_TUNE");
-  if (!env || !*env) return t;
-  int used = 0;
-  if (std::sscanf(env, "%lf,%lf%n", &t.int8_kernel_us, &t.win_margin, &used) != 2 ||
-      env[used] != '\0' || !(t.int8_kernel_us >= 0 && t.int8_kernel_us < 1e3) ||
-      !(t.win_margin > 0 && t.win_margin <= 1))
-    throw Error(std::string("CLGPU_COST_TUNE must be INT8_US,MARGIN (0 <= INT8_US < 1000, 0 < "
-                            "MARGIN <= 1), not '") +
-                env + "'");
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_COST_TUNE", 2, "INT8_US,MARGIN (0 <= INT8_US < 1000, 0 < MARGIN <= 1)",
+                 [](const std::vector<double>& x) {
+                   return x[0] >= 0 && x[0] < 1e3 && x[1] > 0 && x[1] <= 1;
+                 });
+  if (!v.empty()) t = {v[0], v[1]};
   return t;
 }
 

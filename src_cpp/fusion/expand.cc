@@ -5,13 +5,11 @@
 // where ExpandFoldPays. Last of the passes.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
-#include <string>
 
-#include "common/error.h"
+#include "common/env.h"
 #include "fusion/pass.h"
 #include "graph/quant.h"
 #include "ops/conv2d_selector.h"
@@ -140,23 +138,19 @@ class ExpandPass : public FusionPass {
 
 }  // namespace
 
-// The products one depthwise output element costs inside the GEMM (taps x EC), each a chain of
-// loads in one work-item: past this the fused kernel waits on that chain longer than the launch
-// it saves takes. $CLGPU_EXPAND_CHAIN replaces it (research: bench/ab_options.py env.*), read
-// at each use as CLGPU_FLUSH is, since ab_options sets it between delegates of one process.
-static long ExpandChainCap() {
-  long v = 216;
-  if (const char* env = std::getenv("CLGPU_EXPAND_CHAIN"); env && *env) {
-    char* end = nullptr;
-    v = std::strtol(env, &end, 10);
-    if (*end || v < 1)
-      throw Error(std::string("CLGPU_EXPAND_CHAIN must be a positive integer, not '") + env + "'");
-  }
-  return v;
+// The products one depthwise output element may cost inside the GEMM (taps x EC), each a chain
+// of loads in one work-item: past the device profile's cap the fused kernel waits on that chain
+// longer than the launch it saves takes. $CLGPU_EXPAND_CHAIN replaces it (research:
+// bench/ab_options.py env.*), read at each use since ab_options sets it between delegates.
+static long ExpandChainCap(const DeviceInfo& dev) {
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_EXPAND_CHAIN", 1, "a positive integer",
+                 [](const std::vector<double>& x) { return WholeAtLeast(x, 1); });
+  return v.empty() ? dev.profile.expand_chain_cap : static_cast<long>(v[0]);
 }
 
 bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc) {
-  if (long(dw.kh) * dw.kw * ec > ExpandChainCap()) return false;
+  if (long(dw.kh) * dw.kw * ec > ExpandChainCap(dev)) return false;
   const double tiles = std::ceil(oc / 32.0);
   const double fused = double(dw.n) * dw.oh * dw.ow * dw.c * dw.kh * dw.kw * ec * tiles;
   const double own = double(dw.n) * dw.h * dw.w * dw.c * ec;

@@ -8,19 +8,16 @@
 #include <system_error>
 #include <thread>
 
+#include "common/env.h"
 #include "common/error.h"
 
 namespace clgpu {
 
 int BuildThreads() {
-  const char* env = std::getenv("CLGPU_BUILD_THREADS");
-  if (env && *env) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (*end || n < 0)
-      throw Error(std::string("CLGPU_BUILD_THREADS must be a count >= 0, not '") + env + "'");
-    if (n > 0) return static_cast<int>(std::min<long>(n, 64));
-  }
+  const std::vector<double> n =
+      EnvNumbers("CLGPU_BUILD_THREADS", 1, "a count >= 0",
+                 [](const std::vector<double>& v) { return WholeAtLeast(v, 0); });
+  if (!n.empty() && n[0] > 0) return static_cast<int>(std::min(n[0], 64.0));
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
 }
 

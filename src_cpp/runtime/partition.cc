@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cl/errors.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "ops/group_rewrite.h"
@@ -57,13 +58,13 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   half_ = host_->half_storage();
   DebugTimer timer("partition " + std::to_string(id_) + ": ops made");
   zero_copy_ = host_->zero_copy();
-  if (const char* env = std::getenv("CLGPU_FLUSH"); env && *env) {
-    // "first,every": a flush policy to time against the default (bench/ab_options.py).
-    int used = 0;  // %n: nothing may follow the second number ("2,16x" is refused)
-    if (std::sscanf(env, "%d,%d%n", &flush_first_, &flush_every_, &used) != 2 ||
-        env[used] != '\0' || flush_first_ < 1 || flush_every_ < 1)
-      throw Error(std::string("CLGPU_FLUSH must be FIRST,EVERY (positive integers), not '") + env +
-                  "'");
+  // "first,every": a flush policy to time against the default (bench/ab_options.py).
+  if (const std::vector<double> f =
+          EnvNumbers("CLGPU_FLUSH", 2, "FIRST,EVERY (positive integers)",
+                     [](const std::vector<double>& v) { return WholeAtLeast(v, 1); });
+      !f.empty()) {
+    flush_first_ = static_cast<int>(f[0]);
+    flush_every_ = static_cast<int>(f[1]);
   }
   const GraphView* graph = host_->current_graph();
   if (!graph) throw Error("kernel init outside delegate Prepare");

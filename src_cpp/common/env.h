@@ -1,0 +1,19 @@
+// Knobs of the environment for tuning and research (CLGPU_FLUSH, CLGPU_COST_TUNE, ...): a fixed
+// count of comma-separated numbers and nothing else, or a one-line error naming the variable.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+namespace clgpu {
+
+// $name as `count` numbers; empty when unset or empty. Throws Error("NAME must be EXPECT, not
+// 'VALUE'") when it holds anything else, a non-finite number, or numbers `valid` refuses.
+std::vector<double> EnvNumbers(const char* name, size_t count, const char* expect,
+                               const std::function<bool(const std::vector<double>&)>& valid = {});
+
+// True when every value is a whole number >= lo (counts and indices).
+bool WholeAtLeast(const std::vector<double>& v, double lo);
+
+}  // namespace clgpu
