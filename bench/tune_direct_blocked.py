@@ -77,7 +77,7 @@ def main() -> int:
     args = ap.parse_args()
     dev = device_info()
     runner = core().KernelRunner("auto")
-    nvidia = "NVIDIA" in str(runner.device.get("vendor", ""))
+    nvidia = "NVIDIA" in runner.device.vendor
     configs = [parse(c) for c in args.configs.split(";")] if args.configs else CONFIGS
     idx = [int(i) for i in args.shapes.split(",")] if args.shapes else range(len(SHAPES))
     print(f"{dev['device']} driver {dev['driver']}  peak {args.peak_gflops / 1e3:.1f} TFLOP/s",

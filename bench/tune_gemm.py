@@ -61,7 +61,7 @@ def main() -> int:
     dev = device_info()
     peak = 2 * 128 * dev["compute_units"] * dev["clock_mhz"] / 1e3
     runner = core().KernelRunner("auto")
-    nvidia = "NVIDIA" in str(runner.device.get("vendor", ""))
+    nvidia = "NVIDIA" in runner.device.vendor
     configs = [parse(c) for c in args.configs.split(";")] if args.configs else CONFIGS
     options = args.options.split(";") if args.options is not None else OPTIONS
     rng = np.random.default_rng(0)

@@ -12,7 +12,7 @@ import numpy.typing as npt
 from ._native import native
 from .devices import Device
 from .profile import Profile
-from .results import AbiObservation, DelegateStats, MemoryReport, NodeDecision, PartitionMemory
+from .results import AbiObservation, DelegateStats, MemoryReport, NodeDecision
 
 _PLUGIN_NAME = "libclgpu_delegate.so"
 
@@ -60,23 +60,19 @@ class Delegate:
 
     @property
     def device(self) -> Device:
-        return Device.from_dict(self._native.device())
+        return self._native.device()
 
     def decisions(self) -> list[NodeDecision]:
         """Per node of every subgraph prepared (the primary one first; a model with control flow
         or an init subgraph has several): op, delegated or not, why not, and a note on how a
         delegated node runs when notable (in chunks, larger than one buffer)."""
-        from .report import op_name
+        from .report import op_names
 
-        out = []
-        for d in self._native.decisions():
-            d["op_name"] = d["op_name"] or op_name(d["op"])
-            out.append(NodeDecision(**d))
-        return out
+        return self._native.decisions(op_names())
 
     def delegated_nodes(self) -> list[int]:
         """TFLite node indices claimed, subgraph by subgraph (the primary subgraph's first)."""
-        return [d["node"] for d in self._native.decisions() if d["delegated"]]
+        return [d.node for d in self._native.decisions() if d.delegated]
 
     def partitions(self) -> list[list[int]]:
         """Node indices of each delegated partition, subgraph by subgraph (see
@@ -88,7 +84,7 @@ class Delegate:
         return list(self._native.partition_subgraphs())
 
     def stats(self) -> DelegateStats:
-        return DelegateStats.from_native(self._native.stats())
+        return self._native.stats()
 
     def profile(self) -> Profile:
         """Kernel and transfer timings so far (needs load(profiling=True))."""
@@ -105,7 +101,7 @@ class Delegate:
 
     def memory(self) -> MemoryReport:
         """Device memory of the delegate's live partitions (see `MemoryReport`)."""
-        return MemoryReport.from_partitions([PartitionMemory(**p) for p in self._native.memory()])
+        return self._native.memory()
 
     def captured(self) -> dict[int, npt.NDArray[np.float32]]:
         """Activations of the last invoke by tensor index (needs capture_tensors=True)."""
@@ -113,14 +109,7 @@ class Delegate:
 
     def abi(self) -> AbiObservation:
         """What the delegate observed of the host runtime's ABI at the last Prepare."""
-        raw = self._native.abi()
-        return AbiObservation(
-            tensors_size=raw["tensors_size"],
-            node_to_registration=raw["node_to_registration"],
-            node_stride=raw["node_stride"],
-            nodes_seen=raw["nodes_seen"],
-            params_read=tuple(raw["params_read"]),
-        )
+        return self._native.abi()
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())

@@ -3,49 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
 
 from ._native import native
+from .results import Device
 
-
-@dataclass(frozen=True)
-class Device:
-    """One OpenCL device as the delegate sees it."""
-
-    index: int
-    platform: str
-    name: str
-    vendor: str
-    type: str  # "gpu", "cpu", "accelerator", "other"
-    opencl_version: str
-    opencl_c_version: str
-    driver_version: str
-    compute_units: int
-    max_clock_mhz: int
-    global_mem_bytes: int
-    local_mem_bytes: int
-    max_alloc_bytes: int
-    max_work_group_size: int
-    host_unified_memory: bool
-    fp16_advertised: bool
-    fp16: bool  # probed by compiling half arithmetic (NVIDIA does not advertise cl_khr_fp16)
-    # The int8 kernels' dot product: "dp4a" (NVIDIA PTX), "khr" (cl_khr_integer_dot_product),
-    # "portable"; probed by compiling and running each ("" when devices() did not probe).
-    int8_dot: str = ""
-    # The vendor's architecture as the delegate's device profile reads it ("sm_90", "gfx1100",
-    # "valhall", "adreno7xx"; "" when unknown), and the tuning table's keys it looks up, most
-    # specific first (src_cpp/cl/device_profile.h).
-    architecture: str = ""
-    tuning_keys: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Device:
-        values = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        if "tuning_keys" in values:
-            values["tuning_keys"] = tuple(values["tuning_keys"])
-        return cls(**values)
+__all__ = ["Device", "WarmUp", "devices", "select_device", "warm_up"]
 
 
 def devices(probe_fp16: bool = True) -> list[Device]:
@@ -53,12 +15,12 @@ def devices(probe_fp16: bool = True) -> list[Device]:
 
     Raises NoDeviceError if no OpenCL library can be loaded at all.
     """
-    return [Device.from_dict(d) for d in native.devices(probe_fp16)]
+    return native.devices(probe_fp16)
 
 
 def select_device(spec: str | int = "auto") -> Device:
     """The device `load(device=spec)` would use; NoDeviceError if none matches."""
-    return Device.from_dict(native.select_device(str(spec)))
+    return native.select_device(str(spec))
 
 
 class WarmUp:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._core import _ProfileDict
+    from ._core import ProfileSnapshot
 
 
 @dataclass(frozen=True)
@@ -84,43 +84,43 @@ class Profile:
     kernel's time (`total_ms`; `raw_ms` keeps the events' own). The Chrome trace shows the
     events as timed."""
 
-    def __init__(self, raw: _ProfileDict) -> None:
-        self.enabled: bool = raw["enabled"]
-        self.event_overhead_us: float = raw["event_overhead_ns"] / 1e3
+    def __init__(self, raw: ProfileSnapshot) -> None:
+        self.enabled: bool = raw.enabled
+        self.event_overhead_us: float = raw.event_overhead_ns / 1e3
         self.kernels = [
             KernelStat(
-                partition=k["partition"],
-                node=k["node"],
-                op=k["op"],
-                algorithm=k["algorithm"],
-                kernel=k["kernel"],
-                shape=k["shape"],
-                count=k["count"],
-                total_ms=k["total_ns"] / 1e6,
-                flops=k["flops"],
-                bytes=k["bytes"],
-                raw_ms=k["raw_ns"] / 1e6,
+                partition=k.partition,
+                node=k.node,
+                op=k.op,
+                algorithm=k.algorithm,
+                kernel=k.kernel,
+                shape=k.shape,
+                count=k.count,
+                total_ms=k.total_ns / 1e6,
+                flops=k.flops,
+                bytes=k.bytes,
+                raw_ms=k.raw_ns / 1e6,
             )
-            for k in raw["kernels"]
+            for k in raw.kernels
         ]
         self.partitions = [
             PartitionStat(
-                partition=p["partition"],
-                invokes=p["invokes"],
-                upload_ms=p["upload_ns"] / 1e6,
-                compute_ms=p["compute_ns"] / 1e6,
-                download_ms=p["download_ns"] / 1e6,
-                wall_ms=p["wall_ns"] / 1e6,
-                upload_bytes=p["upload_bytes"],
-                download_bytes=p["download_bytes"],
-                kernels_per_invoke=p["kernels_per_invoke"],
-                enqueue_ms=p["enqueue_ns"] / 1e6,
-                span_ms=p["span_ns"] / 1e6,
-                compute_raw_ms=p["compute_raw_ns"] / 1e6,
+                partition=p.partition,
+                invokes=p.invokes,
+                upload_ms=p.upload_ns / 1e6,
+                compute_ms=p.compute_ns / 1e6,
+                download_ms=p.download_ns / 1e6,
+                wall_ms=p.wall_ns / 1e6,
+                upload_bytes=p.upload_bytes,
+                download_bytes=p.download_bytes,
+                kernels_per_invoke=p.kernels_per_invoke,
+                enqueue_ms=p.enqueue_ns / 1e6,
+                span_ms=p.span_ns / 1e6,
+                compute_raw_ms=p.compute_raw_ns / 1e6,
             )
-            for p in raw["partitions"]
+            for p in raw.partitions
         ]
-        self._trace = raw["trace"]
+        self._trace = raw.trace
 
     def nodes(self) -> list[int]:
         """TFLite node indices that have at least one timed kernel."""
@@ -199,18 +199,18 @@ class Profile:
     def to_chrome_trace(self, path: str | Path) -> Path:
         """Write the recorded events as Chrome trace JSON (chrome://tracing, Perfetto)."""
         events = []
-        t0 = min((e[4] for e in self._trace), default=0)
-        for name, cat, partition, node, start, end in self._trace:
+        t0 = min((e.start_ns for e in self._trace), default=0)
+        for e in self._trace:
             events.append(
                 {
-                    "name": name,
-                    "cat": cat,
+                    "name": e.name,
+                    "cat": e.category,
                     "ph": "X",
                     "pid": 1,
-                    "tid": partition,
-                    "ts": (start - t0) / 1000.0,
-                    "dur": max(end - start, 0) / 1000.0,
-                    "args": {"node": node, "partition": partition},
+                    "tid": e.partition,
+                    "ts": (e.start_ns - t0) / 1000.0,
+                    "dur": max(e.end_ns - e.start_ns, 0) / 1000.0,
+                    "args": {"node": e.node, "partition": e.partition},
                 }
             )
         path = Path(path)

@@ -22,6 +22,11 @@ def _op_names() -> dict[int, str]:
     return {v: k for k, v in vars(BuiltinOperator).items() if isinstance(v, int)}
 
 
+def op_names() -> dict[int, str]:
+    """TFLite builtin operator names by code (empty without the schema package)."""
+    return dict(_op_names())
+
+
 def op_name(code: int) -> str:
     """TFLite builtin operator name for a code ("op 123" if unknown)."""
     return _op_names().get(code, f"op {code}")

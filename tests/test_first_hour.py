@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -84,14 +85,15 @@ def test_profile_columns_fit_long_names() -> None:
     kernel = {"partition": 0, "op": "CONV_2D", "kernel": "k", "shape": "1x8x8x4", "count": 2}
     kernel |= {"total_ns": 2e6, "raw_ns": 2e6, "flops": 1e6, "bytes": 1e6}
     long_name = "implicit_gemm+DEPTHWISE+ADD+RELU6"
-    raw = {
-        "enabled": True,
-        "event_overhead_ns": 0,
-        "kernels": [kernel | {"node": 0, "algorithm": "direct"}]
-        + [kernel | {"node": 1, "algorithm": long_name}],
-        "partitions": [],
-        "trace": [],
-    }
+    # The native ProfileSnapshot's fields, as attributes.
+    raw = SimpleNamespace(
+        enabled=True,
+        event_overhead_ns=0,
+        kernels=[SimpleNamespace(**kernel, node=0, algorithm="direct")]
+        + [SimpleNamespace(**kernel, node=1, algorithm=long_name)],
+        partitions=[],
+        trace=[],
+    )
     head, *rows = Profile(raw).table().splitlines()[:3]  # type: ignore[arg-type]
     at = head.index("calls")
     for row in rows:  # the calls column starts where its header does, on every row

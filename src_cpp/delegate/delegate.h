@@ -49,20 +49,32 @@ struct AbiObservation {
   std::vector<std::string> params_read;  // "node 3 CONV_2D padding=1 stride=1,1 ..."
 };
 
+// The delegate's counters since it was created: what stats() returns, bound field by field as
+// the Python record (python/register_records.cc, where each field's meaning is written).
 struct DelegateStats {
-  int prepares = 0;  // delegate Prepare calls
+  int prepares = 0;
   int kernels_created = 0;
   int invokes = 0;
-  // Set-up work a steady-state invoke must not repeat (tests/test_steady_state.py)...
-  int plans = 0;           // partition memory plans: at init, then only when input shapes change
-  int binds = 0;           // kernel arguments bound: after a plan, or when TFLite moved a tensor
-  InvokeCounts transfers;  // ...and the per-invoke work: host waits, boundary transfers
-  // cpu_warmup: partitions whose programs built in the background, those still building, and
-  // the invokes TFLite's CPU kernels ran meanwhile (not in `invokes`).
+  int plans = 0;
+  int binds = 0;
+  InvokeCounts transfers;
   int warmups = 0, warming = 0, cpu_invokes = 0;
-  // fp16 storage: the nodes whose values left its range, in partitions that then ran in float32
-  // (precision auto), or that were saturated (precision fp16, with a warning).
-  std::vector<int> fp32_fallback_nodes, fp16_saturated_nodes;
+  std::vector<int> fp32_fallback_ops, fp16_saturated_ops;
+  // Filled when stats() takes the snapshot: the device environment's and the disk cache's
+  // counters, and the cost model's device figures.
+  int64_t driver_setup_us = 0;
+  int64_t buffers_created = 0;
+  int64_t programs_built = 0, program_cache_hits = 0, program_binary_loads = 0;
+  int64_t program_build_us = 0, program_cubins_stored = 0;
+  DeviceCosts calibration;
+  bool disk_cache = false;
+  int64_t disk_cache_hits = 0, disk_cache_misses = 0, disk_cache_rejected = 0;
+  int64_t disk_cache_driver_rejected = 0, disk_cache_stored = 0;
+};
+
+// memory(): each live partition's report and their sums (the base's fields; partition -1).
+struct MemorySummary : MemoryReport {
+  std::vector<MemoryReport> partitions;
 };
 
 class DelegateCore final : public PartitionHost {
@@ -136,7 +148,7 @@ class DelegateCore final : public PartitionHost {
   std::map<int, CapturedTensor> captured() const;
   void SetMemoryReport(int partition, const MemoryReport& r) override;
   void DropMemoryReport(int partition) override;
-  std::map<int, MemoryReport> memory() const;
+  MemorySummary memory() const;
   Profiler& profiler() override { return profiler_; }
   void CountInvoke(const InvokeCounts& counts) override;
   void CountPlan() override;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cl/binary_cache.h"
 #include "delegate/delegate.h"
 
 namespace clgpu {
@@ -13,8 +14,29 @@ AbiObservation DelegateCore::abi() const {
   return abi_;
 }
 DelegateStats DelegateCore::stats() const {
-  std::lock_guard<std::mutex> l(report_mutex_);
-  return stats_;
+  DelegateStats s;
+  {
+    std::lock_guard<std::mutex> l(report_mutex_);
+    s = stats_;
+  }
+  s.driver_setup_us = driver_setup_us_;
+  s.buffers_created = env_->buffers_created();
+  const auto& programs = env_->programs();
+  s.programs_built = programs.builds();
+  s.program_cache_hits = programs.hits();
+  s.program_binary_loads = programs.binary_loads();
+  s.program_build_us = programs.build_us();
+  s.program_cubins_stored = programs.cubins_stored();
+  s.calibration = device_costs_;
+  if (disk_) {
+    s.disk_cache = true;
+    s.disk_cache_hits = disk_->hits.load();
+    s.disk_cache_misses = disk_->misses.load();
+    s.disk_cache_rejected = disk_->rejected.load();
+    s.disk_cache_driver_rejected = disk_->driver_rejected.load();
+    s.disk_cache_stored = disk_->stored.load();
+  }
+  return s;
 }
 void DelegateCore::CountKernelCreated() {
   std::lock_guard<std::mutex> l(report_mutex_);
@@ -31,14 +53,33 @@ std::map<int, CapturedTensor> DelegateCore::captured() const {
 void DelegateCore::SetMemoryReport(int partition, const MemoryReport& r) {
   std::lock_guard<std::mutex> l(report_mutex_);
   memory_[partition] = r;
+  memory_[partition].partition = partition;
 }
 void DelegateCore::DropMemoryReport(int partition) {
   std::lock_guard<std::mutex> l(report_mutex_);
   memory_.erase(partition);
 }
-std::map<int, MemoryReport> DelegateCore::memory() const {
+MemorySummary DelegateCore::memory() const {
+  MemorySummary sum;
   std::lock_guard<std::mutex> l(report_mutex_);
-  return memory_;
+  for (const auto& [partition, m] : memory_) {
+    sum.partitions.push_back(m);
+    sum.naive_bytes += m.naive_bytes;
+    sum.lower_bound_bytes += m.lower_bound_bytes;
+    sum.allocated_bytes += m.allocated_bytes;
+    sum.weight_bytes += m.weight_bytes;
+    sum.staging_bytes += m.staging_bytes;
+    sum.scratch_bytes += m.scratch_bytes;
+    sum.host_wrapped_bytes += m.host_wrapped_bytes;
+    sum.buffers += m.buffers;
+    sum.split_tensors += m.split_tensors;
+    sum.split_pieces += m.split_pieces;
+    sum.split_bytes += m.split_bytes;
+    sum.chunked_ops += m.chunked_ops;
+    sum.chunks += m.chunks;
+    sum.chunk_staging_bytes += m.chunk_staging_bytes;
+  }
+  return sum;
 }
 void DelegateCore::CountInvoke(const InvokeCounts& c) {
   std::lock_guard<std::mutex> l(report_mutex_);
@@ -54,7 +95,7 @@ void DelegateCore::CountInvoke(const InvokeCounts& c) {
 }
 void DelegateCore::CountFp16Overflow(const std::vector<int>& nodes, bool fell_back) {
   std::lock_guard<std::mutex> l(report_mutex_);
-  std::vector<int>& to = fell_back ? stats_.fp32_fallback_nodes : stats_.fp16_saturated_nodes;
+  std::vector<int>& to = fell_back ? stats_.fp32_fallback_ops : stats_.fp16_saturated_ops;
   // Sorted, once each: precision auto adds a partition's ops a few at a time.
   to.insert(to.end(), nodes.begin(), nodes.end());
   std::sort(to.begin(), to.end());

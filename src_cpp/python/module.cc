@@ -7,6 +7,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "clgpu_delegate native core (private; use the clgpu_delegate package)";
   clgpu::python::RegisterErrors(m);
   clgpu::python::RegisterDevices(m);
+  clgpu::python::RegisterRecords(m);  // before the functions that return them
   clgpu::python::RegisterDelegate(m);
   clgpu::python::RegisterKernels(m);
   clgpu::python::RegisterPlanner(m);

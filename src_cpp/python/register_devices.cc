@@ -1,6 +1,7 @@
-// devices(), select_device(): device records as dicts.
+// devices(), select_device(): the Device record, bound from the core's DeviceInfo.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/typing.h>
 
 #include <chrono>
 
@@ -8,40 +9,57 @@
 #include "cl/environment.h"
 #include "cl/int8_dot.h"
 #include "ops/tuning.h"
+#include "python/record.h"
 #include "python/register.h"
 
 namespace py = pybind11;
 
 namespace clgpu::python {
 
-py::dict DeviceDict(const DeviceInfo& d) {
-  py::dict r;
-  r["index"] = d.index;
-  r["platform"] = d.platform;
-  r["name"] = d.name;
-  r["vendor"] = d.vendor;
-  r["type"] = d.type;
-  r["opencl_version"] = d.version;
-  r["opencl_c_version"] = d.opencl_c_version;
-  r["driver_version"] = d.driver_version;
-  r["compute_units"] = d.compute_units;
-  r["max_clock_mhz"] = d.max_clock_mhz;
-  r["global_mem_bytes"] = d.global_mem_bytes;
-  r["local_mem_bytes"] = d.local_mem_bytes;
-  r["max_alloc_bytes"] = d.max_alloc_bytes;
-  r["max_work_group_size"] = d.max_work_group_size;
-  r["host_unified_memory"] = d.host_unified_memory;
-  r["fp16_advertised"] = d.fp16_advertised;
-  r["fp16"] = d.fp16;
-  r["int8_dot"] = "";  // probed by devices() only (cl/int8_dot.h)
-  r["architecture"] = d.profile.architecture;
-  r["tuning_keys"] = d.profile.tuning_keys;
-  return r;
+namespace {
+
+void BindDevice(py::module_& m) {
+  using D = DeviceRecord;
+  Record<D>(m, "Device", "One OpenCL device as the delegate sees it.")
+      .field("index", &DeviceInfo::index, "The position in devices(), stable within a process.")
+      .field("platform", &DeviceInfo::platform)
+      .field("name", &DeviceInfo::name)
+      .field("vendor", &DeviceInfo::vendor)
+      .field("type", &DeviceInfo::type, "'gpu', 'cpu', 'accelerator' or 'other'.")
+      .field("opencl_version", &DeviceInfo::version)
+      .field("opencl_c_version", &DeviceInfo::opencl_c_version)
+      .field("driver_version", &DeviceInfo::driver_version)
+      .field("compute_units", &DeviceInfo::compute_units)
+      .field("max_clock_mhz", &DeviceInfo::max_clock_mhz)
+      .field("global_mem_bytes", &DeviceInfo::global_mem_bytes)
+      .field("local_mem_bytes", &DeviceInfo::local_mem_bytes)
+      .field("max_alloc_bytes", &DeviceInfo::max_alloc_bytes)
+      .field("max_work_group_size", &DeviceInfo::max_work_group_size)
+      .field("host_unified_memory", &DeviceInfo::host_unified_memory)
+      .field("fp16_advertised", &DeviceInfo::fp16_advertised, "cl_khr_fp16 in its extensions.")
+      .field("fp16", &DeviceInfo::fp16,
+             "Half arithmetic compiled when probed (NVIDIA does not advertise cl_khr_fp16).")
+      .field("int8_dot", &D::int8_dot,
+             "The int8 kernels' dot product: 'dp4a' (NVIDIA PTX), 'khr' "
+             "(cl_khr_integer_dot_product), 'portable'; probed by compiling and running each ('' "
+             "when devices() did not probe).")
+      .computed(
+          "architecture", [](const D& d) { return d.profile.architecture; },
+          "The vendor's architecture as the device profile reads it ('sm_90', 'gfx1100', "
+          "'valhall', 'adreno7xx'; '' when unknown).")
+      .computed(
+          "tuning_keys", [](const D& d) { return d.profile.tuning_keys; },
+          "The tuning table's keys the device looks up, most specific first "
+          "(src_cpp/cl/device_profile.h).")
+      .done();
 }
+
+}  // namespace
 
 // The profile a device with these query answers would get, and the tuning table's tiles for it
 // (tests: every vendor's entry without the device).
-py::dict ProfileDict(const py::dict& facts_in, const std::vector<std::string>& tiles) {
+py::typing::Dict<py::str, py::object> ProfileDict(
+    const py::typing::Dict<py::str, py::object>& facts_in, const std::vector<std::string>& tiles) {
   DeviceFacts f;
   auto str = [&](const char* k) {
     return facts_in.contains(k) ? py::str(facts_in[k]) : py::str("");
@@ -57,7 +75,7 @@ py::dict ProfileDict(const py::dict& facts_in, const std::vector<std::string>& t
   DeviceInfo d;
   d.profile = MakeDeviceProfile(f);
   const DeviceProfile& p = d.profile;
-  py::dict r;
+  py::typing::Dict<py::str, py::object> r;
   r["vendor"] = VendorKey(p.vendor);
   r["architecture"] = p.architecture;
   r["gpu"] = p.gpu, r["cpu"] = p.cpu;
@@ -77,6 +95,7 @@ py::dict ProfileDict(const py::dict& facts_in, const std::vector<std::string>& t
 }
 
 void RegisterDevices(py::module_& m) {
+  BindDevice(m);
   m.def(
       "devices",
       [](bool probe_fp16) {
@@ -85,17 +104,9 @@ void RegisterDevices(py::module_& m) {
           py::gil_scoped_release release;
           list = ListDevices(probe_fp16);
         }
-        py::list out;
-        for (const auto& d : list) {
-          py::dict r = DeviceDict(d);
-          if (probe_fp16) {
-            py::gil_scoped_release release;
-            const std::string path = Int8DotPath(d);
-            py::gil_scoped_acquire acquire;
-            r["int8_dot"] = path;
-          }
-          out.append(r);
-        }
+        std::vector<DeviceRecord> out;
+        py::gil_scoped_release release;
+        for (const auto& d : list) out.emplace_back(d, probe_fp16 ? Int8DotPath(d) : "");
         return out;
       },
       py::arg("probe_fp16") = true,
@@ -109,7 +120,7 @@ void RegisterDevices(py::module_& m) {
           py::gil_scoped_release release;
           d = SelectDevice(spec);
         }
-        return DeviceDict(d);
+        return DeviceRecord(d);
       },
       py::arg("spec") = "auto", "The device a delegate with device=spec would use.");
   m.def(

@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/typing.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,13 +51,13 @@ class KernelRunner {
   // args: numpy arrays (copied to device buffers and read back in place), ints
   // (cl_int) and floats (cl_float). Returns the kernel time in ns per run.
   double Run(const std::string& file, const std::string& kernel, const std::string& defines,
-             const py::list& args, const std::vector<size_t>& global,
+             const py::typing::List<py::object>& args, const std::vector<size_t>& global,
              const std::vector<size_t>& local, int repeat) {
     return RunProgram(*env_->programs().Get(file, defines), kernel, args, global, local, repeat);
   }
   // The same for a kernel of any source text (benchmarks of the device itself).
   double RunSource(const std::string& source, const std::string& kernel, const std::string& options,
-                   const py::list& args, const std::vector<size_t>& global,
+                   const py::typing::List<py::object>& args, const std::vector<size_t>& global,
                    const std::vector<size_t>& local, int repeat) {
     return RunProgram(*env_->programs().GetSource("<source>", source, options), kernel, args,
                       global, local, repeat);
@@ -102,12 +103,12 @@ class KernelRunner {
     return total / std::max(repeat, 1);
   }
 
-  py::dict device() const { return DeviceDict(env_->device()); }
+  DeviceRecord device() const { return DeviceRecord(env_->device()); }
 
  private:
-  double RunProgram(const Program& program, const std::string& kernel, const py::list& args,
-                    const std::vector<size_t>& global, const std::vector<size_t>& local,
-                    int repeat) {
+  double RunProgram(const Program& program, const std::string& kernel,
+                    const py::typing::List<py::object>& args, const std::vector<size_t>& global,
+                    const std::vector<size_t>& local, int repeat) {
     if (global.empty() || global.size() > 3 || (!local.empty() && local.size() != global.size()))
       throw Error("global must have 1-3 dims and local the same count (or be empty)");
     Kernel k = CreateKernel(program, kernel);

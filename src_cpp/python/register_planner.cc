@@ -2,6 +2,7 @@
 // (a partition plans through it only on devices without sub-buffers).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/typing.h>
 
 #include <string>
 #include <tuple>
@@ -31,7 +32,7 @@ void RegisterPlanner(py::module_& m) {
           py::gil_scoped_release release;
           plan = strategy == "search" ? PlanSharedObjects(tensors) : PlanGreedyBySize(tensors);
         }
-        py::dict r;
+        py::typing::Dict<py::str, py::object> r;
         r["assignment"] = plan.assignment;
         r["buffer_bytes"] = plan.buffer_bytes;
         r["allocated_bytes"] = plan.allocated_bytes;

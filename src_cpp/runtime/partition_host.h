@@ -19,6 +19,7 @@ namespace clgpu {
 
 // Device memory of one partition (bytes).
 struct MemoryReport {
+  int partition = -1;            // the delegate's partition id (set by SetMemoryReport)
   size_t naive_bytes = 0;        // every activation its own buffer
   size_t lower_bound_bytes = 0;  // max over time of live activation bytes
   size_t allocated_bytes = 0;    // activation buffers actually allocated

@@ -47,6 +47,15 @@ struct TraceEvent {
   uint64_t start_ns = 0, end_ns = 0;  // device clock
 };
 
+// What profile() returns: the records so far, copied.
+struct ProfileSnapshot {
+  bool enabled = false;  // the delegate's option `profiling`
+  double event_overhead_ns = 0;
+  std::vector<KernelRecord> kernels;
+  std::vector<PartitionRecord> partitions;
+  std::vector<TraceEvent> trace;
+};
+
 class Profiler {
  public:
   static constexpr size_t kMaxTraceEvents = 50000;
@@ -63,6 +72,9 @@ class Profiler {
   std::vector<KernelRecord> kernels() const;
   std::vector<PartitionRecord> partitions() const;
   std::vector<TraceEvent> trace() const;
+  ProfileSnapshot Snapshot(bool enabled) const {
+    return {enabled, event_overhead_ns_, kernels(), partitions(), trace()};
+  }
 
  private:
   mutable std::mutex mutex_;
