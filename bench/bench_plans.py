@@ -31,19 +31,13 @@ import numpy as np
 import clgpu_delegate
 from clgpu_delegate.modelgen import zoo
 from clgpu_delegate.planning import Timed, time_candidates
-from clgpu_delegate.runtime import make_interpreter
+from clgpu_delegate.runtime import make_interpreter, random_inputs
 
 PUBLIC_DIR = Path("~/.cache/clgpu_delegate/public-models").expanduser()
 
 
 def _feeds(details: list[dict[str, Any]]) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    return [
-        rng.standard_normal(tuple(int(s) for s in d["shape"])).astype(d["dtype"])
-        if np.dtype(d["dtype"]).kind == "f"
-        else rng.integers(-4, 5, size=tuple(int(s) for s in d["shape"])).astype(d["dtype"])
-        for d in details
-    ]
+    return random_inputs(details)
 
 
 def _round2(

@@ -19,7 +19,7 @@ from ._errors import require_extra
 from .bench_report import format_report, plot_report, timing_warnings, write_json
 from .bench_result import BenchReport, Result
 from .results import MemoryReport
-from .runtime import InputShapes
+from .runtime import InputShapes, random_inputs
 
 __all__ = [
     "BenchReport",
@@ -187,8 +187,7 @@ def run_benchmark(
         delegate_options = dict(measured.options)
     cpu = _Runner("cpu", data, None, threads, runtime, input_shapes)
     gpu = _Runner("delegate", data, delegate_options, threads, runtime, input_shapes)
-    rng = np.random.default_rng(0)
-    feeds = [rng.standard_normal(d["shape"]).astype(d["dtype"]) for d in cpu.inputs]
+    feeds = random_inputs(cpu.inputs)
     cpu.first(feeds)
     gpu.first(feeds)
     for a, b in zip(cpu.last, gpu.last, strict=True):

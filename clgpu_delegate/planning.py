@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from numpy.typing import NDArray
 
 from .runtime import InputShapes
@@ -135,19 +134,9 @@ def _write_plan(path: Path, p: Plan) -> None:
 
 
 def _feeds(details: list[dict[str, Any]], seed: int) -> list[NDArray[Any]]:
-    """Seeded inputs: N(0, 1) for float inputs, small integers for the others (non-negative
-    for int32 / int64 ones: token ids and indices, which EMBEDDING_LOOKUP and GATHER refuse
-    below 0)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for d in details:
-        shape = tuple(int(s) for s in d["shape"])
-        if np.dtype(d["dtype"]).kind == "f":
-            out.append(rng.standard_normal(shape).astype(d["dtype"]))
-        else:
-            low = 0 if np.dtype(d["dtype"]) in (np.int32, np.int64) else -4
-            out.append(rng.integers(low, 5, size=shape).astype(d["dtype"]))
-    return out
+    from .runtime import random_inputs
+
+    return random_inputs(details, seed)
 
 
 class Timed:

@@ -100,26 +100,27 @@ def check_precision(
     report each delegated node's max abs / rel error (an int8 node's in quanta: its
     integers are compared). The node flagged is the first
     whose fp16 (last precision) error is `jump_factor` times the largest error before
-    it and at least 1e-3 relative. `inputs` (graph order) replaces the seeded N(0, 1)
-    ones. Nodes whose values exceed the fp16 range on these inputs are listed in
-    `fp16_overflow` (fp16 storage saturates them). `input_shapes`: as `run_benchmark()`'s."""
+    it and at least 1e-3 relative. `inputs` (graph order) replaces the seeded
+    ones (runtime.random_inputs). Nodes whose values exceed the fp16 range on these inputs
+    are listed in `fp16_overflow` (fp16 storage saturates them). `input_shapes`: as
+    `run_benchmark()`'s."""
     from .delegate import load
-    from .runtime import allocate, make_interpreter
+    from .runtime import allocate, make_interpreter, random_inputs
 
     if isinstance(model, str):
         with open(model, "rb") as f:
             model = f.read()
     ref = make_interpreter(model, reference=True, runtime=runtime, preserve_all_tensors=True)
     allocate(ref, input_shapes)
-    rng = np.random.default_rng(seed)
     details = ref.get_input_details()
+    seeded = random_inputs(details, seed) if inputs is None else []
     if inputs is not None and len(inputs) != len(details):
         raise ValueError(f"the model has {len(details)} inputs, {len(inputs)} were given")
     feeds = {
         d["index"]: (
             np.asarray(inputs[i], d["dtype"]).reshape(d["shape"])
             if inputs is not None
-            else rng.standard_normal(d["shape"]).astype(d["dtype"])
+            else seeded[i]
         )
         for i, d in enumerate(details)
     }

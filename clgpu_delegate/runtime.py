@@ -92,6 +92,26 @@ InputShapes = dict[str, tuple[int, ...]]
 _MAX_INPUT_ELEMENTS = 1 << 28
 
 
+def random_inputs(details: list[dict[str, Any]], seed: int = 0) -> list[Any]:
+    """Seeded inputs for a model's input details, valid for any model: N(0, 1) for float inputs,
+    small integers for the others (0 to 4 for int32 / int64 ones, which are token ids, indices and
+    masks that EMBEDDING_LOOKUP and GATHER refuse below 0; -4 to 4 for quantized ones). One rule
+    for the benchmark, plan timing and check_precision."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in details:
+        shape = tuple(int(s) for s in d["shape"])
+        dtype = np.dtype(d["dtype"])
+        if dtype.kind == "f":
+            out.append(rng.standard_normal(shape).astype(dtype))
+        else:
+            low = 0 if dtype in (np.int32, np.int64) else -4
+            out.append(rng.integers(low, 5, size=shape).astype(dtype))
+    return out
+
+
 def _fill_shapes(details: list[dict[str, Any]], shapes: InputShapes) -> dict[int, tuple[int, ...]]:
     """{tensor index: shape} for `shapes`, checked against the inputs' signatures."""
     names = [d["name"] for d in details]

@@ -152,3 +152,21 @@ def test_threads_above_the_cores_are_lowered(run_python) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     assert f"this machine has {cores} cores; using {cores}" in p.stderr
     assert f"CPU threads {cores} " in p.stdout
+
+
+def test_token_id_inputs_get_valid_ids(run_python, tmp_path: Path) -> None:
+    # A model whose int32 input holds token ids (EMBEDDING_LOOKUP, as BERT-style encoders from
+    # litert-torch take them): the benchmark fed N(0, 1) cast to int, so ids of -1 failed the
+    # CPU's invoke before anything was timed. Seeded ids now lie in the table.
+    b = ModelBuilder(seed=4)
+    ids = b.input("ids", (64,), dtype="int32")
+    x = b.embedding_lookup(ids, b.rand((5, 8), scale=1.0))
+    b.output(b.fully_connected(x, b.rand((4, 8)), activation="RELU"))
+    model = tmp_path / "tokens.tflite"
+    model.write_bytes(b.build())
+    args = [*BENCH, str(model), "--runs", "2", "--partitioning", "all", "--json", "r.json"]
+    p = run_python(args, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    cpu, dev = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert dev["delegated_nodes"] == 2 and dev["runs"] == 2, dev
+    assert dev["max_rel_diff"] < 1e-5, dev
