@@ -206,9 +206,3 @@ static inline void store_winograd_tile(const float* y, const int TS, float bv,
     STOREF(ACTIVATE(PLUS_RESIDUAL(v + bv, o), act_min, act_max), out, o);
   }
 }
-
-// Test-only fault injection (delegate option fail_at=build): every build fails
-// through the real error path, build log included.
-#ifdef CLGPU_INJECT_BUILD_FAILURE
-#error "injected build failure (fail_at=build)"
-#endif

@@ -111,6 +111,26 @@ def run_python(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]
     return run
 
 
+# ---- the fault-injecting OpenCL shim (tests/faults/opencl_shim.c) -------------------------------
+
+
+@pytest.fixture(scope="session")
+def opencl_shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shim library, built once (skips without a C compiler)."""
+    from faults.helpers import build_opencl_shim
+
+    return build_opencl_shim(tmp_path_factory.mktemp("shim"))
+
+
+@pytest.fixture(scope="session")
+def shim_results(opencl_shim: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """shim_results(runtime) -> {scenario: result}: faults/shim_scenarios.py, one child per
+    runtime for the whole session (test_faults*.py, test_cpu_warmup*.py read it)."""
+    from faults.helpers import ShimResults
+
+    return ShimResults(opencl_shim, tmp_path_factory.mktemp("shim_runs"), _package_root())
+
+
 # ---- the public corpus (tests/public_models.py) ------------------------------------------------
 _public: dict[str, object] = {"tried": False, "skipped": 0}
 

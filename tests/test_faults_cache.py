@@ -57,10 +57,12 @@ class CacheRun:
         np.save(tmp_path / "input.npy", inputs[0])
         self.expected = reference(runtime, inputs)[0]
 
-    def __call__(self, **options: Any) -> tuple[dict[str, Any], str]:
+    def __call__(
+        self, env: dict[str, str] | None = None, **options: Any
+    ) -> tuple[dict[str, Any], str]:
         p = self.run_python(
             [script("cache_child.py"), str(self.cache), self.runtime, json.dumps(options)],
-            env={"CLGPU_LOG": "info"},
+            env={"CLGPU_LOG": "info", **(env or {})},
             timeout=300,
         )
         assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
@@ -99,17 +101,23 @@ def test_corrupt_cached_binary_is_rebuilt_and_replaced(
 
 
 def test_cached_binary_the_driver_refuses_is_rebuilt(
-    runtime: str, run_python: Callable, tmp_path: Path
+    runtime: str, run_python: Callable, tmp_path: Path, opencl_shim: Path
 ) -> None:
-    """fail_at="cache" hands the driver garbage that passed our own checks (header, key and
-    hash): the driver's refusal must also fall back to a source build and replace the entry."""
+    """The OpenCL shim damages every binary on its way to clCreateProgramWithBinary, after it
+    passed our own checks (header, key and hash): the driver's refusal must also fall back to a
+    source build and replace the entry."""
     why = _disk_cache_supported()
     if why:
         pytest.skip(why)
     child = CacheRun(runtime, run_python, tmp_path)
     child()
     before = {f: f.read_bytes() for f in child.files()}
-    second, _ = child(fail_at="cache")
+    second, _ = child(
+        env={
+            "CLGPU_OPENCL_LIBRARY": str(opencl_shim),
+            "CLGPU_SHIM_FAIL": "clCreateProgramWithBinary:corrupt",  # every call
+        }
+    )
     stats = second["stats"]
     assert stats["disk_cache_driver_rejected"] == len(before), stats
     assert stats["disk_cache_stored"] == len(before), stats

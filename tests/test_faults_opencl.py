@@ -1,47 +1,21 @@
 """Real OpenCL errors, injected below the delegate by a shim library (faults/opencl_shim.c):
-each entry point fails once or for good, so the delegate's own error paths run (not the
-`fail_at` shortcuts of test_faults.py), and no OpenCL object may outlive the scenario."""
+each entry point fails once or for good, so the delegate's own error paths run, and no OpenCL
+object may outlive the scenario."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from faults.helpers import KINDS, build_opencl_shim, script
-from parity import random_inputs, run
+from faults.helpers import script
 
-from clgpu_delegate.modelgen import ModelBuilder
-from clgpu_delegate.runtime import make_interpreter
-
-# The shim (also used by test_lifetime.py to count objects) replaces libOpenCL for the
-# delegate through CLGPU_OPENCL_LIBRARY: any entry point can fail on its n-th call, once or
-# for good, so the delegate's own error paths run (not the fail_at shortcuts): a read failing
-# after other reads were enqueued, a failing clFinish, a transient fault followed by a good
-# invoke on the same interpreter. The scenarios themselves are in faults/shim_scenarios.py.
-
-
-@pytest.fixture(scope="module")
-def opencl_shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_opencl_shim(tmp_path_factory.mktemp("shim"))
-
-
-def two_output_model() -> bytes:
-    """One partition with two outputs (two read-backs per invoke) and three kernels."""
-    b = ModelBuilder(seed=82)
-    x = b.input("x", (1, 6, 5, 3))
-    y = b.conv2d(x, b.rand((4, 3, 3, 3)), b.rand((4,)))
-    z = b.add(y, b.rand((4,)), "RELU")
-    b.output(y)
-    b.output(b.transpose(z, (0, 3, 1, 2)))
-    return b.build()
-
+# The shim replaces libOpenCL for the delegate through CLGPU_OPENCL_LIBRARY: any entry point can
+# fail on its n-th call, once or for good: a read failing after other reads were enqueued, a
+# failing clFinish, a transient fault followed by a good invoke on the same interpreter. The
+# scenarios run in faults/shim_scenarios.py, all in one child per runtime (the shim_results
+# fixture, shared with test_faults.py and test_cpu_warmup*.py).
 
 SHIM_SCENARIOS = {
     # name: (the failing call, the OpenCL error name in the message, where it strikes)
@@ -63,69 +37,6 @@ SHIM_SCENARIOS = {
     "box_copy": ("clEnqueueCopyBuffer", "CL_OUT_OF_RESOURCES", "invoke"),
     "box_copy_rect": ("clEnqueueCopyBufferRect", "CL_OUT_OF_RESOURCES", "invoke"),
 }
-
-
-@pytest.fixture(scope="module")
-def shim_results(
-    opencl_shim: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[str], dict[str, dict[str, Any]]]:
-    """runtime -> {scenario: result}: every scenario in one child per runtime (in order; a
-    crash fails the scenario it happened in, the rest run in a new child)."""
-    from conftest import _package_root
-
-    cache: dict[str, dict[str, dict[str, Any]]] = {}
-
-    def results(runtime: str) -> dict[str, dict[str, Any]]:
-        if runtime in cache:
-            return cache[runtime]
-        work = tmp_path_factory.mktemp(f"shim_{runtime}")
-        model = two_output_model()
-        ref = make_interpreter(model, None, runtime=runtime, reference=True)
-        ref.allocate_tensors()
-        inputs = random_inputs(ref.get_input_details(), 9)
-        (work / "model.tflite").write_bytes(model)
-        np.save(work / "input.npy", inputs[0])
-        for i, out in enumerate(run(ref, inputs)):
-            np.save(work / f"expected{i}.npy", out)
-        env = dict(
-            os.environ,
-            CLGPU_OPENCL_LIBRARY=str(opencl_shim),
-            CLGPU_LOG="error",
-            # Prepended: the runtimes may themselves come from PYTHONPATH.
-            PYTHONPATH=os.pathsep.join(
-                p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p
-            ),
-        )
-        out: dict[str, dict[str, Any]] = {}
-        todo = list(SHIM_SCENARIOS)
-        while todo:
-            args = [script("shim_scenarios.py"), runtime, ",".join(KINDS), *todo]
-            p = subprocess.run(
-                [sys.executable, *args],
-                cwd=work,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            current = None
-            for line in p.stdout.splitlines():
-                if line.startswith("BEGIN "):
-                    current = line.split()[1]
-                elif line.startswith("RESULT "):
-                    _, name, payload = line.split(" ", 2)
-                    out[name] = json.loads(payload)
-                    current = None
-            if p.returncode == 0:
-                break
-            if current is None:
-                raise AssertionError(f"exit {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}")
-            out[current] = {"crashed": f"exit {p.returncode}", "stderr": p.stderr[-3000:]}
-            todo = todo[todo.index(current) + 1 :]
-        cache[runtime] = out
-        return out
-
-    return results
 
 
 # Delegate bugs the shim exposes (reported); strict, so a fix shows up as XPASS.

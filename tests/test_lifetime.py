@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from faults.helpers import KINDS
 from parity import compare, cpu_op, random_inputs, run
-from test_faults import KINDS, build_opencl_shim
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
@@ -317,12 +317,6 @@ def test_create_destroy_cycles_full_teardown(run_python: Callable, tmp_path: Pat
     _check_cycles(r, anchor=False)
     contexts = r["totals"]["contexts"]
     assert contexts["created"] - contexts["retained"] == FULL_TEARDOWN_CYCLES + 50, r["totals"]
-
-
-@pytest.fixture(scope="module")
-def opencl_shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The counting OpenCL shim of test_faults.py."""
-    return build_opencl_shim(tmp_path_factory.mktemp("shim"))
 
 
 # ---- threads -------------------------------------------------------------------------------

@@ -73,8 +73,8 @@ class Fd {
 
 }  // namespace
 
-BinaryCache::BinaryCache(std::string dir, std::string model_token, bool corrupt_for_testing)
-    : base_(std::move(dir)), token_(std::move(model_token)), corrupt_(corrupt_for_testing) {
+BinaryCache::BinaryCache(std::string dir, std::string model_token)
+    : base_(std::move(dir)), token_(std::move(model_token)) {
   dir_ = token_.empty() ? base_ : base_ + "/" + token_;
 }
 
@@ -151,10 +151,6 @@ std::vector<unsigned char> BinaryCache::Load(const std::string& key) {
     return {};
   }
   ++hits;
-  if (corrupt_) {
-    // Test hook: hand the driver garbage that passed our own checks.
-    for (size_t i = 0; i < payload.size(); i += 7) payload[i] ^= 0x5a;
-  }
   return payload;
 }
 

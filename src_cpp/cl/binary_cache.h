@@ -22,7 +22,7 @@ namespace clgpu {
 class BinaryCache {
  public:
   // dir/model_token/ (or dir/ when model_token is empty); created on first store.
-  BinaryCache(std::string dir, std::string model_token, bool corrupt_for_testing = false);
+  BinaryCache(std::string dir, std::string model_token);
 
   // The full key of a program (what a cached entry must match exactly).
   static std::string Key(const DeviceInfo& dev, const std::string& source,
@@ -39,13 +39,11 @@ class BinaryCache {
   // Counters for tests and bench: hits, misses (no file), rejected (corrupt or
   // mismatching), stored, and binaries the driver refused.
   std::atomic<int64_t> hits{0}, misses{0}, rejected{0}, stored{0}, driver_rejected{0};
-  bool corrupt_for_testing() const { return corrupt_; }
 
  private:
   // The directory entries live in, as a descriptor (-1 if unusable); `create` makes it.
   int OpenDirectory(bool create) const;
   std::string base_, token_, dir_;
-  bool corrupt_;
 };
 
 }  // namespace clgpu

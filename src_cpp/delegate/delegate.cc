@@ -63,8 +63,6 @@ void DelegateCore::Destroy(TfLiteDelegate* d) {
 }
 
 DelegateCore::DelegateCore(const Options& options) : options_(options) {
-  if (options_.fail_at == FaultPoint::kCreate)
-    throw NoDeviceError("injected failure at create (fail_at)");
   const auto t0 = std::chrono::steady_clock::now();
   env_ = Environment::ForDevice(SelectDevice(options_.device));
   // Device listing and context creation: the driver's one-time cost in a process (or
@@ -75,20 +73,18 @@ DelegateCore::DelegateCore(const Options& options) : options_(options) {
   queue_ = env_->CreateQueue(options_.profiling);
   if (options_.profiling) profiler_.set_event_overhead_ns(EventOverheadNs(*env_, queue_.get()));
   if (!options_.serialization_dir.empty())
-    disk_ = std::make_unique<BinaryCache>(options_.serialization_dir, options_.model_token,
-                                          options_.fail_at == FaultPoint::kCache);
+    disk_ = std::make_unique<BinaryCache>(options_.serialization_dir, options_.model_token);
   if (options_.partitioning == Partitioning::kCost)  // the only user of the figures
     device_costs_ = CalibratedDeviceCosts(*env_, queue_.get(), options_.serialization_dir);
   half_storage_ = options_.precision == Precision::kFp16 ||
                   (options_.precision == Precision::kAuto &&
                    (env_->device().profile.auto_fp16 || options_.auto_fp16_anywhere));
-  settings_ = RuntimeSettings{options_.fail_at,
-                              options_.profiling,
-                              options_.capture_tensors,
-                              options_.fuse_add(),
-                              options_.fuse,
-                              options_.cpu_warmup,
-                              half_storage_ && options_.precision == Precision::kAuto};
+  settings_.profiling = options_.profiling;
+  settings_.capture_tensors = options_.capture_tensors;
+  settings_.fuse_add = options_.fuse_add();
+  settings_.fuse = options_.fuse;
+  settings_.cpu_warmup = options_.cpu_warmup;
+  settings_.fp16_fallback = half_storage_ && options_.precision == Precision::kAuto;
   tfl_.data_ = this;
   tfl_.Prepare = PrepareTrampoline;
   tfl_.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
@@ -265,8 +261,6 @@ bool DelegateCore::DeviceBuilds(TfLiteContext* ctx, ClaimPlan* claim) {
 TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
   DebugTimer timer("delegate prepare (claims, then the partitions' kernel init)");
   try {
-    if (options_.fail_at == FaultPoint::kPrepare)
-      throw Error("injected failure at Prepare (fail_at)");
     tensor_room_.Forget();  // this context may sit where a freed one did
     TfLiteIntArray* plan_array = nullptr;
     if (ctx->GetExecutionPlan(ctx, &plan_array) != kTfLiteOk || !plan_array)

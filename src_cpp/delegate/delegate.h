@@ -97,10 +97,7 @@ class DelegateCore final : public PartitionHost {
   std::mutex& queue_mutex() { return queue_mutex_; }
   // fp16 storage: activations and weights are half on the device.
   bool half_storage() const override { return half_storage_; }
-  std::string storage_defines() const {
-    return std::string(half_storage_ ? "-DSTORAGE_HALF" : "") +
-           (options_.fail_at == FaultPoint::kBuild ? " -DCLGPU_INJECT_BUILD_FAILURE" : "");
-  }
+  std::string storage_defines() const { return half_storage_ ? "-DSTORAGE_HALF" : ""; }
   size_t storage_bytes() const override { return half_storage_ ? 2 : 4; }
   const RuntimeSettings& settings() const override { return settings_; }
   OpContext MakeOpContext() const override;

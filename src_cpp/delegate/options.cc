@@ -92,12 +92,6 @@ const std::vector<std::pair<const char*, Partitioning>> kPartitionings = {
     {"all", Partitioning::kAll}, {"cost", Partitioning::kCost}, {"none", Partitioning::kNone}};
 const std::vector<std::pair<const char*, ZeroCopy>> kZeroCopies = {
     {"auto", ZeroCopy::kAuto}, {"on", ZeroCopy::kOn}, {"off", ZeroCopy::kOff}};
-const std::vector<std::pair<const char*, FaultPoint>> kFaultPoints = {
-    {"", FaultPoint::kNone},           {"create", FaultPoint::kCreate},
-    {"prepare", FaultPoint::kPrepare}, {"init", FaultPoint::kInit},
-    {"build", FaultPoint::kBuild},     {"alloc", FaultPoint::kAlloc},
-    {"invoke", FaultPoint::kInvoke},   {"read", FaultPoint::kRead},
-    {"cache", FaultPoint::kCache}};
 
 // Option `fuse`: "all", "none", or pass names (fusion/pass.h) separated by commas, kept in the
 // table's order.
@@ -144,7 +138,6 @@ const std::vector<std::string>& OptionKeys() {
                                                 "max_alloc_bytes",
                                                 "capture_tensors",
                                                 "runtime",
-                                                "fail_at",
                                                 "cpu_warmup"};
   return keys;
 }
@@ -209,8 +202,6 @@ Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv)
       o.gemm_splits = ParseNonNegativeInt(key, value);
     } else if (key == "runtime") {
       o.runtime = value;
-    } else if (key == "fail_at") {
-      o.fail_at = ParseEnum(key, value, kFaultPoints);
     } else {
       throw OptionError("unknown option '" + Shown(key) +
                         "'; valid options: " + Join(OptionKeys()));

@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/fault.h"
 #include "fusion/pass.h"
 
 namespace clgpu {
@@ -61,7 +60,6 @@ struct Options {
 
   // Test-only fault injection: create | prepare | init | build | alloc | invoke | read |
   // cache (cached binaries are corrupted after validation, before the driver sees them).
-  FaultPoint fail_at = FaultPoint::kNone;
 };
 
 // Throws OptionError naming the valid keys / values.

@@ -68,8 +68,6 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   }
   const GraphView* graph = host_->current_graph();
   if (!graph) throw Error("kernel init outside delegate Prepare");
-  if (host_->settings().fail_at == FaultPoint::kInit)
-    throw Error("injected failure at kernel init (fail_at)");
   const std::set<int> outputs(params->output_tensors->data,
                               params->output_tensors->data + params->output_tensors->size);
   const std::set<int> inputs(params->input_tensors->data,

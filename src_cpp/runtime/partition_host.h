@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "cl/environment.h"
-#include "common/fault.h"
 #include "graph/graph.h"
 #include "ops/op.h"
 #include "runtime/profiler.h"
@@ -60,7 +59,6 @@ struct InvokeCounts {
 
 // The delegate options a partition runs with.
 struct RuntimeSettings {
-  FaultPoint fail_at = FaultPoint::kNone;  // test-only fault injection (common/fault.h)
   bool profiling = false;
   bool capture_tensors = false;
   bool fuse_add = true;

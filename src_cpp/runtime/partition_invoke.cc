@@ -233,8 +233,6 @@ void Partition::Invoke(TfLiteContext* ctx) {
   CheckIndexInputs(ops_, ctx);
   const ClApi& cl = Cl();
   cl_command_queue q = host_->queue();
-  if (host_->settings().fail_at == FaultPoint::kInvoke)
-    throw ClError("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, "injected failure (fail_at)");
   // With profiling on, every enqueue gets an event: -1 = upload, -2 = download,
   // otherwise the index of the op (and of its step).
   Recorder rec{host_->settings().profiling, last_event_};
@@ -260,8 +258,6 @@ void Partition::Invoke(TfLiteContext* ctx) {
   counts.wait_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(t_done - t_enqueued).count();
   drain.armed = false;
-  if (host_->settings().fail_at == FaultPoint::kRead)
-    throw ClError("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, "injected (fail_at=read)");
   // Values past fp16's range under precision auto: this invoke runs again, in float32.
   if (HandleOverflow()) return Invoke(ctx);
   host_->CountInvoke(counts);

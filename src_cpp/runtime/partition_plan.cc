@@ -94,8 +94,6 @@ void Partition::PlanDevice() {
   AssignStorage();
   UploadReadConstants(octx);
   ApplyFolds(octx);
-  if (host_->settings().fail_at == FaultPoint::kAlloc)
-    throw ClError("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, "injected (fail_at=alloc)");
   const size_t chunk_bytes = std::min<size_t>(
       octx.max_alloc, std::max<size_t>(64u << 20, host_->env().device().global_mem_bytes / 16));
   const std::vector<size_t> staging_bytes = PlanPiecesAndChunks(octx, chunk_bytes);

@@ -27,15 +27,36 @@ static void* real(const char* name) {
   do { if ((st) == CL_SUCCESS && (ev)) atomic_fetch_add(&created[EVENT], 1); } while (0)
 
 /* Fault injection: after `skip` more successful calls of `name`, the next `times` calls
-   (-1: all) fail with `err` without reaching the driver. */
+   (-1: all) fail with `err` without reaching the driver. Two names make the driver itself
+   fail instead, so its own error (and build log) reaches the delegate:
+   "clCreateProgramWithSource:break" appends an #error line to the source (the build fails
+   with a real compiler log), "clCreateProgramWithBinary:corrupt" flips bytes of the binary
+   (the driver refuses it). */
 static char fail_name[64];
 static atomic_long fail_skip, fail_times;
 static cl_int fail_err;
 void clgpu_shim_fail(const char* name, long skip, long times, int err) {
+  fail_times = 0;  /* disarmed while the name changes */
+  memset(fail_name, 0, sizeof fail_name);
   strncpy(fail_name, name ? name : "", sizeof fail_name - 1);
   fail_err = err;
   fail_skip = skip;
   fail_times = times;
+}
+/* CLGPU_SHIM_FAIL=NAME[,SKIP[,TIMES[,ERR]]] arms the shim as it loads, for child processes
+   that never call clgpu_shim_fail (defaults: 0, -1 (for good), CL_OUT_OF_RESOURCES). */
+__attribute__((constructor)) static void arm_from_env(void) {
+  const char* env = getenv("CLGPU_SHIM_FAIL");
+  if (!env || !*env) return;
+  char name[64] = {0};
+  strncpy(name, env, sizeof name - 1);
+  long v[3] = {0, -1, CL_OUT_OF_RESOURCES};
+  char* p = name;
+  for (int i = 0; i < 3 && (p = strchr(p, ',')); ++i) {
+    *p++ = '\0';
+    v[i] = strtol(p, NULL, 10);
+  }
+  clgpu_shim_fail(name, v[0], v[1], (int)v[2]);
 }
 static int should_fail(const char* name) {
   if (!fail_name[0] || strcmp(name, fail_name) != 0 || fail_times == 0) return 0;
@@ -100,11 +121,37 @@ CL_API_ENTRY cl_program CL_API_CALL clCreateProgramWithSource(cl_context c, cl_u
                                                               const char** s, const size_t* l,
                                                               cl_int* e) {
   FAIL_OBJECT(clCreateProgramWithSource, e);
+  if (should_fail("clCreateProgramWithSource:break") && n < 64) {
+    /* One more string: a real compile error, with the driver's own build log. */
+    static const char* broken = "\n#error \"clgpu shim: injected build failure\"\n";
+    const char* strings[65];
+    size_t lengths[65];
+    for (cl_uint i = 0; i < n; ++i) {
+      strings[i] = s[i];
+      lengths[i] = l ? l[i] : 0;
+    }
+    strings[n] = broken;
+    lengths[n] = 0;
+    cl_program p = REAL(clCreateProgramWithSource)(c, n + 1, strings, lengths, e);
+    COUNT(PROGRAM, p); return p;
+  }
   cl_program p = REAL(clCreateProgramWithSource)(c, n, s, l, e); COUNT(PROGRAM, p); return p;
 }
 CL_API_ENTRY cl_program CL_API_CALL clCreateProgramWithBinary(
     cl_context c, cl_uint n, const cl_device_id* d, const size_t* l, const unsigned char** b,
     cl_int* st, cl_int* e) {
+  FAIL_OBJECT(clCreateProgramWithBinary, e);
+  if (should_fail("clCreateProgramWithBinary:corrupt") && n == 1 && l && b && l[0]) {
+    /* A binary that passed the delegate's own checks, damaged on its way to the driver. */
+    unsigned char* bad = malloc(l[0]);
+    if (!bad) abort();
+    memcpy(bad, b[0], l[0]);
+    for (size_t i = 0; i < l[0]; i += 7) bad[i] ^= 0x5a;
+    const unsigned char* bads[1] = {bad};
+    cl_program p = REAL(clCreateProgramWithBinary)(c, n, d, l, bads, st, e);
+    free(bad);  /* the driver keeps its own copy */
+    COUNT(PROGRAM, p); return p;
+  }
   cl_program p = REAL(clCreateProgramWithBinary)(c, n, d, l, b, st, e);
   COUNT(PROGRAM, p); return p;
 }

@@ -1,60 +1,44 @@
-"""Child of test_faults_opencl.py: runs the named scenarios against the OpenCL shim (loaded by
-the delegate through CLGPU_OPENCL_LIBRARY), one line of JSON per scenario.
+"""Child of the shim tests (test_faults_opencl.py, test_faults.py, test_cpu_warmup*.py): runs
+scenarios against the OpenCL shim (loaded by the delegate through CLGPU_OPENCL_LIBRARY), one line
+of JSON per scenario.
 
-    python shim_scenarios.py RUNTIME KIND,KIND,... SCENARIO...
+    python shim_scenarios.py RUNTIME [SCENARIO...]     # no scenario: all, in this order
 
-KIND: the shim's counters in its order; the working directory holds model.tflite, input.npy
-and the reference outputs expected0.npy, expected1.npy.
+Prints "PLAN name...", then "BEGIN name" and "RESULT name {json}" for each scenario, so the parent
+(faults/helpers.py ShimResults) can tell which one a crash happened in and go on after it.
 """
 
-import ctypes
 import gc
 import json
-import os
 import sys
 
-import numpy as np
+import shim_stages
+import shim_warmup
+from shim_api import (
+    CL_BUILD_PROGRAM_FAILURE,
+    CL_MEM_OBJECT_ALLOCATION_FAILURE,
+    CL_OUT_OF_HOST_MEMORY,
+    arm,
+    check,
+    disarm,
+    interpreter,
+    live,
+    make_delegate,
+    outcome,
+)
 
-import clgpu_delegate
-from clgpu_delegate.runtime import make_interpreter
+from faults.helpers import two_output_model
 
-RT, KINDS, names = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
-shim = ctypes.CDLL(os.environ["CLGPU_OPENCL_LIBRARY"])
-shim.clgpu_shim_fail.argtypes = [ctypes.c_char_p, ctypes.c_long, ctypes.c_long, ctypes.c_int]
-with open("model.tflite", "rb") as f:
-    MODEL = f.read()
-X = np.load("input.npy")
-EXPECTED = [np.load("expected0.npy"), np.load("expected1.npy")]
-
-
-def arm(name, skip=0, times=1, err=-5):  # -5 CL_OUT_OF_RESOURCES
-    shim.clgpu_shim_fail(name.encode(), skip, times, err)
-
-
-def disarm():
-    shim.clgpu_shim_fail(b"", 0, 0, 0)
-
-
-def outcome(f):
-    try:
-        f()
-        return "ok"
-    except Exception as e:
-        return "raised " + type(e).__name__ + ": " + str(e)[:400]
+MODEL = two_output_model()
 
 
 def invoke(it):
-    it.set_tensor(it.get_input_details()[0]["index"], X)
-    it.invoke()
-    outs = [it.get_tensor(d["index"]) for d in it.get_output_details()]
-    for got, want in zip(outs, EXPECTED, strict=False):
-        if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
-            raise AssertionError("WRONG OUTPUT")
+    check(it, MODEL, seed=9)
 
 
 def interp(**options):
-    d = clgpu_delegate.load(**options)
-    return d, make_interpreter(MODEL, [d], runtime=RT, reference=True)
+    d = make_delegate(**options)
+    return d, interpreter(MODEL, [d])
 
 
 def at_load(name, err):
@@ -75,10 +59,10 @@ def at_allocate(name, err, times=1, **options):
     return r
 
 
-def at_invoke(name, skip=0, err=-5, delete=False, **options):
+def at_invoke(name, skip=0, delete=False, **options):
     d, it = interp(**options)
     r = {"warm": outcome(lambda: (it.allocate_tensors(), invoke(it)))}
-    arm(name, skip=skip, times=1, err=err)
+    arm(name, skip=skip, times=1)
     r["first"] = outcome(lambda: invoke(it))
     disarm()
     if delete:  # drop the interpreter right after the failure: nothing may still write to it
@@ -92,7 +76,7 @@ def at_invoke(name, skip=0, err=-5, delete=False, **options):
 
 
 def build():
-    arm("clBuildProgram", times=-1, err=-11)  # CL_BUILD_PROGRAM_FAILURE
+    arm("clBuildProgram", times=-1, err=CL_BUILD_PROGRAM_FAILURE)
     d, it = interp()  # the previous scenarios' environment is gone: programs are built again
     r = {
         "delegated": d.delegated_nodes(),
@@ -105,13 +89,20 @@ def build():
     return r
 
 
-SCENARIOS = {
-    "platforms": lambda: at_load("clGetPlatformIDs", -6),  # CL_OUT_OF_HOST_MEMORY
+# First, with no OpenCL environment alive: the device listing (cached once it succeeds), the
+# context, the programs built in the scenario.
+FRESH = {
+    "platforms": lambda: at_load("clGetPlatformIDs", CL_OUT_OF_HOST_MEMORY),
+    **shim_stages.FRESH,
     "context": lambda: at_load("clCreateContext", -5),
-    "queue": lambda: at_load("clCreateCommandQueue", -5),
     "build": build,
-    "buffer": lambda: at_allocate("clCreateBuffer", -4, times=-1),
-    "sub_buffer": lambda: at_allocate("clCreateSubBuffer", -4),
+    **shim_warmup.FRESH,
+}
+SCENARIOS = {
+    **FRESH,
+    "queue": lambda: at_load("clCreateCommandQueue", -5),
+    "buffer": lambda: at_allocate("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, times=-1),
+    "sub_buffer": lambda: at_allocate("clCreateSubBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE),
     "kernel": lambda: at_allocate("clCreateKernel", -5),
     "write": lambda: at_invoke("clEnqueueWriteBuffer", zero_copy="off"),
     "kernel_enqueue": lambda: at_invoke("clEnqueueNDRangeKernel", skip=1),
@@ -130,20 +121,26 @@ SCENARIOS = {
     "box_copy_rect": lambda: at_invoke(
         "clEnqueueCopyBufferRect", skip=2, zero_copy="off", max_alloc_bytes=256
     ),
+    **shim_stages.SCENARIOS,
+    **shim_warmup.SCENARIOS,
 }
 
-
-def live():
-    a = (ctypes.c_long * (2 * len(KINDS)))()
-    shim.clgpu_shim_counts(a)
-    return {k: a[i] - a[len(KINDS) + i] for i, k in enumerate(KINDS)}
-
-
+names = sys.argv[2:] or list(SCENARIOS)
+print("PLAN", *names, flush=True)
+keeper = None
 for name in names:
+    if name not in FRESH and keeper is None:
+        # The later scenarios share one environment, kept by this delegate: each would build
+        # its programs again otherwise (~0.3 s a scenario on PoCL).
+        keeper = make_delegate()
+    built = keeper.stats()["programs_built"] if keeper else 0
     print("BEGIN", name, flush=True)
     before = live()
     result = SCENARIOS[name]()
     gc.collect()
-    # Nothing of the scenario may survive it.
-    result["leaked"] = {k: v - before[k] for k, v in live().items() if v != before[k]}
+    now = live()
+    # The programs the scenario built stay in the kept environment's cache; nothing else of the
+    # scenario may survive it.
+    now["programs"] -= keeper.stats()["programs_built"] - built if keeper else 0
+    result["leaked"] = {k: v - before[k] for k, v in now.items() if v != before[k]}
     print("RESULT", name, json.dumps(result), flush=True)
