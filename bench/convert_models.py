@@ -188,6 +188,24 @@ MODELS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
     "resnet18_fpn": _resnet18_fpn,
     "bert_encoder": _bert_encoder,
 }
+PUBLIC = tuple(MODELS)
+# Beyond the public set: other architectures of the same converters (channel shuffles, fire
+# modules, dense blocks, Inception branches, grouped and dilated convolutions, shifted windows),
+# to see whether what the public set needed was a general rule (`--models extended`).
+EXTENDED = {
+    "mobilenet_v2": 224,
+    "shufflenet_v2_x1_0": 224,
+    "squeezenet1_1": 224,
+    "densenet121": 224,
+    "googlenet": 224,
+    "inception_v3": 299,
+    "mnasnet1_0": 224,
+    "efficientnet_v2_s": 224,
+    "resnext50_32x4d": 224,
+    "regnet_x_400mf": 224,
+    "swin_t": 224,
+}
+MODELS |= {name: _torchvision(name, size) for name, size in EXTENDED.items()}
 
 
 def _build(name: str) -> tuple[Any, tuple[Any, ...]]:
@@ -301,7 +319,8 @@ def _run(converter: str, name: str, out: Path, variants: list[str],
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(DEFAULT_DIR))
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default="public",
+                    help="names, or the sets 'public' (issue #41's), 'extended', 'all'")
     ap.add_argument("--converters", default=",".join(CONVERTERS))
     ap.add_argument("--dq", default=",".join(DEFAULT_DQ),
                     help="models that also get a dynamic-range (_dq) variant")
@@ -313,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         converter, name, out, variants = args.one
         return _one(converter, name, Path(out), variants.split(","))
-    names = [m for m in args.models.split(",") if m]
+    sets = {"public": PUBLIC, "extended": tuple(EXTENDED), "all": tuple(MODELS)}
+    names = [n for m in args.models.split(",") if m for n in sets.get(m, (m,))]
     converters = [c for c in args.converters.split(",") if c]
     dq = set() if args.no_dq else {m for m in args.dq.split(",") if m}
     bad = [m for m in names + sorted(dq) if m not in MODELS]
