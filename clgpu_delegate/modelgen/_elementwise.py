@@ -101,3 +101,25 @@ class ElementwiseOps(_GraphBuilder):
     def hard_swish(self, x: int) -> int:
         """HARD_SWISH."""
         return self._unary(tflite.BuiltinOperator.HARD_SWISH, x, "HardSwishOptions")
+
+    def _compare(self, code: int, options: str, a: Operand, b2: Operand) -> int:
+        ta, tb = self._operand(a, "lhs"), self._operand(b2, "rhs")
+        out = np.broadcast_shapes(self.shape(ta), self.shape(tb))
+        return self._op(code, [ta, tb], [out], options=options, out_dtype=np.dtype(bool))[0]
+
+    def equal(self, a: Operand, b2: Operand) -> int:
+        """EQUAL with numpy broadcasting: a bool tensor."""
+        return self._compare(tflite.BuiltinOperator.EQUAL, "EqualOptions", a, b2)
+
+    def not_equal(self, a: Operand, b2: Operand) -> int:
+        """NOT_EQUAL with numpy broadcasting: a bool tensor."""
+        return self._compare(tflite.BuiltinOperator.NOT_EQUAL, "NotEqualOptions", a, b2)
+
+    def select_v2(self, cond: Operand, a: Operand, b2: Operand) -> int:
+        """SELECT_V2 (numpy's where, broadcasting all three)."""
+        tc, ta, tb = (self._operand(v, w) for v, w in ((cond, "cond"), (a, "x"), (b2, "y")))
+        out = np.broadcast_shapes(self.shape(tc), self.shape(ta), self.shape(tb))
+        code = tflite.BuiltinOperator.SELECT_V2
+        return self._op(
+            code, [tc, ta, tb], [out], options="SelectV2Options", out_dtype=self.dtype(ta)
+        )[0]

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "delegate/claim.h"
+#include "delegate/constant_folding.h"
 #include "delegate/cost_model.h"
 #include "graph/validate.h"
 #include "ops/cpu_kernel_rules.h"
@@ -291,6 +292,12 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     for (const NodeInfo* n : FoldShapeComputations(graph, nodes)) dequantizes.push_back(n);
 
     InferCpuOutputTypes(graph, nodes);
+    // And subgraphs of constants alone (Swin's masks), evaluated once by the CPU kernels, in the
+    // types those kernels give their outputs.
+    std::string unfolded;
+    for (const NodeInfo* n : FoldConstantSubgraphs(graph, nodes, ctx, &tensor_room_, &unfolded))
+      dequantizes.push_back(n);
+    if (!unfolded.empty()) Log(LogLevel::kInfo, "constant subgraphs not folded: " + unfolded);
     // Reasons to leave the whole model to the CPU (ops/cpu_kernel_rules.h).
     bool warn = false;
     const std::string whole = WholeModelOnCpu(graph, nodes, &warn);

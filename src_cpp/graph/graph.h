@@ -57,6 +57,9 @@ class GraphView {
   // Constant = model data that lives on the CPU (mmap'ed or persistent
   // read-only), a computed constant, or the output of a DEQUANTIZE of a FLOAT16 one.
   bool IsConstant(int t) const;
+  // Model data alone (mmap'ed or persistent read-only, written by no node): what a CPU kernel
+  // can read at Prepare, before TFLite allocates anything.
+  bool IsModelConstant(int t) const;
   // Constant as float32 (float16 sources are widened, int8 / uint8 ones dequantized,
   // graph/dequantize.h). Throws Error otherwise.
   std::vector<float> ConstantFloats(int t) const;
@@ -129,7 +132,6 @@ class GraphView {
   void SetWritten(std::set<int> written) { written_ = std::move(written); }
 
  private:
-  bool IsModelConstant(int t) const;
   TfLiteContext* ctx_;
   CpuKernels cpu_kernels_;
   std::map<int, int> folded_;

@@ -76,6 +76,21 @@ enum BuiltinOp : int32_t {
   kElu = 111,
   kHardSwish = 117,
   kGelu = 150,
+  // Ops whose output is not a function of their inputs alone (delegate/constant_folding.cc).
+  kIf = 118,
+  kWhile = 119,
+  kCallOnce = 129,
+  kHashtable = 136,
+  kHashtableFind = 137,
+  kHashtableImport = 138,
+  kHashtableSize = 139,
+  kVarHandle = 142,
+  kReadVariable = 143,
+  kAssignVariable = 144,
+  kRandomStandardNormal = 146,
+  kRandomUniform = 148,
+  kMultinomial = 149,
+  kStablehloRngBitGenerator = 204,
 };
 
 enum Padding : int { kPaddingUnknown = 0, kPaddingSame = 1, kPaddingValid = 2 };
