@@ -67,21 +67,24 @@ def _vit_s16() -> tuple[Any, tuple[Any, ...]]:
     return m, (torch.randn(1, 3, 224, 224),)
 
 
-def _lraspp() -> tuple[Any, tuple[Any, ...]]:
-    import torch
-    from torchvision.models.segmentation import lraspp_mobilenet_v3_large
+def _segmenter(name: str) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
+    def build() -> tuple[Any, tuple[Any, ...]]:
+        import torch
+        import torchvision
 
-    class Seg(torch.nn.Module):
-        """The segmenter's "out" tensor: converters want tensors, not the dict it returns."""
+        class Seg(torch.nn.Module):
+            """The segmenter's "out" tensor: converters want tensors, not the dict it returns."""
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.m = lraspp_mobilenet_v3_large(weights=None, weights_backbone=None)
+            def __init__(self) -> None:
+                super().__init__()
+                self.m = torchvision.models.get_model(name, weights=None, weights_backbone=None)
 
-        def forward(self, x: Any) -> Any:
-            return self.m(x)["out"]
+            def forward(self, x: Any) -> Any:
+                return self.m(x)["out"]
 
-    return Seg(), (torch.randn(1, 3, 256, 256),)
+        return Seg(), (torch.randn(1, 3, 256, 256),)
+
+    return build
 
 
 class _Features:
@@ -183,7 +186,7 @@ MODELS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
     "regnet_y_400mf": _torchvision("regnet_y_400mf", 224),
     "convnext_tiny": _torchvision("convnext_tiny", 224),
     "vit_s16": _vit_s16,
-    "lraspp_mobilenet_v3_large": _lraspp,
+    "lraspp_mobilenet_v3_large": _segmenter("lraspp_mobilenet_v3_large"),
     "ssdlite320_backbone": _ssdlite_backbone,
     "resnet18_fpn": _resnet18_fpn,
     "bert_encoder": _bert_encoder,
@@ -204,8 +207,11 @@ EXTENDED = {
     "resnext50_32x4d": 224,
     "regnet_x_400mf": 224,
     "swin_t": 224,
+    "maxvit_t": 224,
 }
+EXTENDED_SEGMENTERS = ("deeplabv3_mobilenet_v3_large",)
 MODELS |= {name: _torchvision(name, size) for name, size in EXTENDED.items()}
+MODELS |= {name: _segmenter(name) for name in EXTENDED_SEGMENTERS}
 
 
 def _build(name: str) -> tuple[Any, tuple[Any, ...]]:
@@ -332,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         converter, name, out, variants = args.one
         return _one(converter, name, Path(out), variants.split(","))
-    sets = {"public": PUBLIC, "extended": tuple(EXTENDED), "all": tuple(MODELS)}
+    extended = (*EXTENDED, *EXTENDED_SEGMENTERS)
+    sets = {"public": PUBLIC, "extended": extended, "all": tuple(MODELS)}
     names = [n for m in args.models.split(",") if m for n in sets.get(m, (m,))]
     converters = [c for c in args.converters.split(",") if c]
     dq = set() if args.no_dq else {m for m in args.dq.split(",") if m}
