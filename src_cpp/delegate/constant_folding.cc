@@ -18,35 +18,6 @@ namespace {
 constexpr size_t kMaxTensorBytes = size_t{64} << 20;
 constexpr size_t kMaxTotalBytes = size_t{256} << 20;
 
-// Ops whose output is not a function of their inputs alone (state, randomness, other subgraphs,
-// code the runtime resolves elsewhere), and those another fold already evaluates.
-bool Foldable(int32_t op) {
-  switch (op) {
-    case tfl::kCustom:
-    case tfl::kDelegate:
-    case tfl::kIf:
-    case tfl::kWhile:
-    case tfl::kCallOnce:
-    case tfl::kHashtable:
-    case tfl::kHashtableFind:
-    case tfl::kHashtableImport:
-    case tfl::kHashtableSize:
-    case tfl::kVarHandle:
-    case tfl::kReadVariable:
-    case tfl::kAssignVariable:
-    case tfl::kRandomStandardNormal:
-    case tfl::kRandomUniform:
-    case tfl::kMultinomial:
-    case tfl::kStablehloRngBitGenerator:
-    case tfl::kShape:  // ops/shape_folding.h: values that follow resize_tensor_input
-    case tfl::kDequantize:
-    case tfl::kDensify:
-      return false;
-    default:
-      return true;
-  }
-}
-
 // The element types a fold reads back; its float32 outputs may feed any op, the others only
 // other folded nodes.
 bool Readable(TfLiteType t) {
@@ -64,7 +35,7 @@ std::set<int> Candidates(const GraphView& g, const std::vector<NodeInfo>& nodes)
   std::set<int> chosen, values;  // nodes; their output tensors
   size_t total = 0;
   for (const NodeInfo& n : nodes) {
-    if (!Foldable(n.op) || n.outputs.empty()) continue;
+    if (!tfl::PureFunctionOfInputs(n.op) || n.outputs.empty()) continue;
     bool ok = std::any_of(n.inputs.begin(), n.inputs.end(), [](int t) { return t >= 0; });
     for (int t : n.inputs) ok = ok && (t < 0 || g.IsModelConstant(t) || values.count(t));
     size_t bytes = 0;

@@ -76,7 +76,7 @@ enum BuiltinOp : int32_t {
   kElu = 111,
   kHardSwish = 117,
   kGelu = 150,
-  // Ops whose output is not a function of their inputs alone (delegate/constant_folding.cc).
+  // Ops whose output is not a function of their inputs alone (PureFunctionOfInputs below).
   kIf = 118,
   kWhile = 119,
   kCallOnce = 129,
@@ -184,5 +184,32 @@ struct BlockSizeParams {
 // Ops whose CPU kernel writes its output in its input's type whatever the model declares
 // (EXPAND_DIMS copies bytes): graph/validate.cc infers the output's type from it.
 inline bool OutputTakesInputType(int32_t op) { return op == kExpandDims; }
+
+// Whether a node's outputs are a function of its inputs alone, so that one over constants can be
+// evaluated once (delegate/constant_folding.h): not with state, randomness, other subgraphs or
+// code the runtime resolves elsewhere (custom ops, delegates' kernels).
+inline bool PureFunctionOfInputs(int32_t op) {
+  switch (op) {
+    case kCustom:
+    case kDelegate:
+    case kIf:
+    case kWhile:
+    case kCallOnce:
+    case kHashtable:
+    case kHashtableFind:
+    case kHashtableImport:
+    case kHashtableSize:
+    case kVarHandle:
+    case kReadVariable:
+    case kAssignVariable:
+    case kRandomStandardNormal:
+    case kRandomUniform:
+    case kMultinomial:
+    case kStablehloRngBitGenerator:
+      return false;
+    default:
+      return true;
+  }
+}
 
 }  // namespace clgpu::tfl
