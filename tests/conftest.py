@@ -220,6 +220,7 @@ SANITIZE_FILES = {
     "test_fusion_squeeze.py",
     "test_fusion_depthwise.py",
     "test_constant_folding.py",
+    "test_cast.py",
     "test_cpu_warmup.py",
     "test_cpu_warmup_partitions.py",
     "test_warm_up_plugin.py",

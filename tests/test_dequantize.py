@@ -165,7 +165,7 @@ def test_dropped_partitions_leave_their_weights_constant_for_the_cpu(
     assert len(_delegate_nodes(interp)) <= len(_delegate_nodes(cpu)) + 2 * ours
 
 
-def test_dequantize_whose_output_disagrees_with_its_source_folds_in_the_cpu_shape(runtime: str) -> None:
+def test_dequantize_whose_output_disagrees_with_its_source_folds_in_its_shape(runtime: str) -> None:
     # A hostile model: 15 FLOAT16 values behind a DEQUANTIZE declared as 5x6. Folded, the FC
     # would read 30 weights from 15 (past the end, changing from run to run).
     b = ModelBuilder(seed=14)

@@ -23,11 +23,14 @@ def _ids(seed: int, n: int = TOKENS, high: int = VOCAB) -> np.ndarray:
 def encoder_head(table: str = "float", positions: str = "input") -> bytes:
     """Token ids -> EMBEDDING_LOOKUP -> + position embedding -> a dense layer, as an encoder's
     first layers. table: float, int8 (TFLite's hybrid kernel; per-row scales), int8_tensor (one
-    scale). positions: input (the ids are the model's input), reshape (an int32 RESHAPE on the
-    CPU writes them, as litert-torch's BERT does)."""
+    scale). positions: input (the ids are the model's input), reshape (an int32 RESHAPE writes
+    them, as litert-torch's BERT does), cpu_op (an int32 ADD, which the delegate leaves to the
+    CPU, writes them)."""
     b = ModelBuilder(seed=1)
     if positions == "reshape":
         ids = b.reshape(b.input("ids", (1, TOKENS), dtype="int32"), (TOKENS,))
+    elif positions == "cpu_op":
+        ids = b.add(b.input("ids", (TOKENS,), dtype="int32"), np.zeros(TOKENS, np.int32))
     else:
         ids = b.input("ids", (TOKENS,), dtype="int32")
     values = b.rand((VOCAB, WIDTH), scale=1.0)
@@ -61,14 +64,30 @@ def test_embedding_lookup_runs_on_the_device(table: str, runtime: str) -> None:
 
 
 def test_ids_written_by_a_cpu_op_are_a_partition_input(runtime: str) -> None:
-    # litert-torch's BERT: an int32 RESHAPE (left to the CPU) writes the ids.
     check_parity(
-        encoder_head(positions="reshape"),
+        encoder_head(positions="cpu_op"),
         runtime,
-        inputs=[_ids(3).reshape(1, TOKENS)],
-        expect_cpu={"RESHAPE"},
+        inputs=[_ids(3)],
+        expect_cpu={0},
         expect_partitions=1,
     )
+
+
+def test_ids_reshaped_on_the_device_are_checked_at_their_source(runtime: str) -> None:
+    # litert-torch's BERT: the int32 RESHAPE runs on the device too, and the positions are
+    # checked in the partition's input it copies.
+    model = encoder_head(positions="reshape")
+    r = check_parity(
+        model,
+        runtime,
+        inputs=[_ids(3).reshape(1, TOKENS)],
+        expect_delegated="all",
+        expect_partitions=1,
+    )
+    ids = _ids(4).reshape(1, TOKENS)
+    ids[0, 2] = VOCAB
+    with pytest.raises(RuntimeError, match="index out of bounds. Got " + str(VOCAB)):
+        run(r.interpreter, [ids])
 
 
 @pytest.mark.parametrize("bad", [VOCAB, -1, 10**6])

@@ -348,11 +348,22 @@ def test_runtime_expand_dims_axis_stays_on_cpu(runtime: str) -> None:
     assert "run time" in r.reason(0), r.reason(0)
 
 
-def test_int32_reshape_stays_on_cpu(runtime: str) -> None:
+def test_int32_reshape_is_a_flat_copy_of_the_integers(runtime: str) -> None:
+    # Token ids and masks (tests/test_cast.py): the integers as they are, past 2^24 too.
     b = ModelBuilder()
-    b.output(b.reshape(b.input("a", (2, 6), "int32"), (3, 4)))
-    r = check_parity(b.build(), runtime, expect_cpu="all", atol=0, rtol=0)
-    assert "float32" in r.reason(0)
+    b.output(b.expand_dims(b.reshape(b.input("a", (2, 6), "int32"), (3, 4)), 0))
+    v = np.arange(12, dtype=np.int32).reshape(2, 6) * 1_000_003 - 2**30
+    r = check_parity(b.build(), runtime, inputs=[v], expect_delegated="all", atol=0, rtol=0)
+    np.testing.assert_array_equal(r.outputs[0], v.reshape(1, 3, 4))
+
+
+def test_int32_reshape_to_another_type_stays_on_the_cpu(runtime: str) -> None:
+    b = ModelBuilder()
+    y = b.reshape(b.input("a", (2, 6), "int32"), (3, 4))
+    b.output(y)
+    b._tensors[y].dtype = np.dtype(np.float32)  # a hostile model's declaration
+    r = _decision(b.build(), runtime)
+    assert not r.delegated and "int32 values to another type" in r.reason, r.reason
 
 
 def _decision(model: bytes, runtime: str) -> clgpu_delegate.NodeDecision:

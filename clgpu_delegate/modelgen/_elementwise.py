@@ -1,4 +1,5 @@
-"""Element-wise ops: the binary ops with broadcasting and the unary activations."""
+"""Element-wise ops: the binary ops with broadcasting, the unary activations, comparisons,
+SELECT_V2 and CAST."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from clgpu_delegate.modelgen._graph import (
     _activation,
     _GraphBuilder,
 )
+from clgpu_delegate.modelgen.flatbuffer import _TYPES
 
 
 class ElementwiseOps(_GraphBuilder):
@@ -122,4 +124,20 @@ class ElementwiseOps(_GraphBuilder):
         code = tflite.BuiltinOperator.SELECT_V2
         return self._op(
             code, [tc, ta, tb], [out], options="SelectV2Options", out_dtype=self.dtype(ta)
+        )[0]
+
+    def cast(self, x: int, dtype: str = "float32") -> int:
+        """CAST of tensor `x` to `dtype` (float32, int32, int64, bool, ...): numpy's astype,
+        as TFLite's CPU kernel converts."""
+        out = np.dtype(dtype)
+        if out not in _TYPES:
+            raise ValueError(f"CAST target must be one of {sorted(str(t) for t in _TYPES)}")
+        return self._op(
+            tflite.BuiltinOperator.CAST,
+            [x],
+            [self.shape(x)],
+            options="CastOptions",
+            out_dtype=out.type,
+            InDataType=_TYPES[np.dtype(self.dtype(x))],
+            OutDataType=_TYPES[out],
         )[0]

@@ -38,6 +38,35 @@ std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
   return folded;
 }
 
+void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<NodeInfo>& nodes,
+                                    std::vector<NodeDecision>* decisions) {
+  std::map<int, NodeDecision*> decision;
+  for (NodeDecision& d : *decisions) decision[d.node] = &d;
+  std::map<int, const NodeInfo*> producer;
+  for (const NodeInfo& n : nodes)
+    for (int t : n.outputs) producer[t] = &n;
+  auto claimed = [&](const NodeInfo* n) { return n && decision.at(n->index)->claimed; };
+  for (const NodeInfo& r : nodes) {
+    if (!decision.at(r.index)->claimed || tfl::ReadsInt32AsValues(r.op)) continue;
+    for (int t : r.inputs) {
+      if (t < 0 || !graph.valid_tensor(t) || graph.value_type(t) != ValueType::kInt32 ||
+          graph.IsConstant(t) || graph.FoldedIntsOf(t))
+        continue;
+      // Through the device's flat copies back to where the integers are made.
+      const NodeInfo* p = producer.count(t) ? producer[t] : nullptr;
+      while (claimed(p) && tfl::CopiesValues(p->op) && !p->inputs.empty())
+        p = producer.count(p->inputs[0]) ? producer[p->inputs[0]] : nullptr;
+      if (!claimed(p)) continue;  // TFLite's memory: a partition input
+      NodeDecision* d = decision.at(p->index);
+      d->claimed = false;
+      d->reason = "its int32 output is read by node " + std::to_string(r.index) + " (" +
+                  decision.at(r.index)->op_name +
+                  "), which takes run-time int32 positions only from the CPU";
+      d->note.clear();
+    }
+  }
+}
+
 namespace {
 
 class Claims {

@@ -29,6 +29,14 @@ using KeepFn = std::function<std::string(const PartitionPreview&, const std::vec
 std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
                                                      const std::vector<NodeInfo>& nodes);
 
+// Unclaims the nodes that make an int32 value which a claimed op reads as positions (GATHER's,
+// checked on the host before the kernels run, so they must be in TFLite's memory): such a value
+// comes from the CPU, or from a partition input through the device's flat copies alone
+// (RESHAPE: runtime/partition_invoke.cc checks the input). Ops that read int32 as values
+// (tfl::ReadsInt32AsValues) read any.
+void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<NodeInfo>& nodes,
+                                    std::vector<NodeDecision>* decisions);
+
 struct ClaimPlan {
   std::vector<NodeDecision> decisions;       // one per node, plan order
   std::vector<PartitionPreview> partitions;  // the final ones

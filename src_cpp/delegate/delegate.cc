@@ -305,6 +305,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     ClaimPlan claim;
     for (const NodeInfo& n : nodes)
       claim.decisions.push_back(DecideNode(graph, n, whole, sparse_refused, &abi));
+    KeepInt32ValuesForTheirReaders(graph, nodes, &claim.decisions);
 
     const PreviewFn preview = MakePreview(ctx);
     KeepFn keep;

@@ -1,7 +1,7 @@
-// RESHAPE, SQUEEZE and EXPAND_DIMS of float tensors: the same elements in the same
-// (row-major) order under another shape. No kernel: the partition copies the input's
-// buffer into the output's (Op::IsFlatCopy), piece by piece where a tensor is larger
-// than one buffer. The new shape must be known when the partition is planned, so a
+// RESHAPE, SQUEEZE and EXPAND_DIMS of float, quantized or int32 tensors: the same elements in
+// the same (row-major) order under another shape. No kernel: the partition copies the input's
+// buffer into the output's (Op::IsFlatCopy), piece by piece where a tensor is larger than one
+// buffer. The new shape must be known when the partition is planned, so a
 // target or axis computed at run time (a dynamic output on the CPU) is declined.
 #include <algorithm>
 #include <climits>
@@ -226,6 +226,13 @@ std::string ReadRule(const GraphView& g, const NodeInfo& node, Kind kind, Rule* 
   if (IsQuantized(t)) {
     for (int x : {node.inputs[0], node.outputs[0]})
       if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+  } else if (t == ValueType::kInt32) {
+    // Run-time int32 values (an attention mask on its way to a CAST): a flat copy of the integers.
+    // A constant one is a shape computation's or the constant fold's, not a copy's.
+    for (int x : {node.inputs[0], node.outputs[0]})
+      if (!g.valid_tensor(x) || g.value_type(x) != t || !g.tensor(x).dims)
+        return std::string(NameOf(kind)) + " of int32 values to another type";
+    if (g.IsConstant(node.inputs[0])) return "a constant int32 input";
   } else if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) {
     return why;
   }

@@ -24,13 +24,26 @@ struct DrainOnError {
   }
 };
 
-// Run-time indices read from partition inputs (Op::index_inputs): TFLite's GATHER and
-// EMBEDDING_LOOKUP fail the invoke on one outside [0, extent), and so does the partition, on the
-// host before anything is enqueued (a kernel could only clamp it).
+// Run-time indices read from partition inputs (Op::index_inputs), directly or through flat copies
+// (delegate/claim.h): TFLite's GATHER and EMBEDDING_LOOKUP fail the invoke on one outside
+// [0, extent), and so does the partition, on the host before anything is enqueued (a kernel could
+// only clamp it).
 void CheckIndexInputs(const std::vector<std::unique_ptr<Op>>& ops, const TfLiteContext* ctx) {
+  auto source = [&](int t) {
+    for (bool found = true; found;) {
+      found = false;
+      for (const auto& op : ops)
+        if (op->IsFlatCopy() && op->outputs().size() == 1 && op->outputs()[0] == t) {
+          t = op->inputs()[0];
+          found = true;
+          break;
+        }
+    }
+    return t;
+  };
   for (const auto& op : ops)
     for (const Op::IndexInput& x : op->index_inputs()) {
-      const TfLiteTensor& t = ctx->tensors[x.tensor];
+      const TfLiteTensor& t = ctx->tensors[source(x.tensor)];
       size_t n = 1;
       for (int d = 0; t.dims && d < t.dims->size; ++d) n *= size_t(std::max(t.dims->data[d], 0));
       if (t.type != kTfLiteInt32 || (n && (!t.data.raw || t.bytes < 4 * n)))

@@ -1,0 +1,59 @@
+// CAST of run-time int32 values to float (an attention mask given as token flags, turned into
+// the additive mask in float): each integer converted to the nearest float, as the CPU kernel's
+// static_cast does, then stored in the partition's float storage. Casts of constants and of
+// shapes are folded instead (delegate/constant_folding.h, ops/shape_folding.h).
+#include <algorithm>
+
+#include "ops/op.h"
+#include "ops/op_helpers.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+class CastOp : public Op {
+ public:
+  explicit CastOp(const NodeInfo& node) : Op(node, {node.inputs[0]}, {node.outputs[0]}) {}
+
+  const char* type_name() const override { return "CAST"; }
+  std::string algorithm() const override { return "int32_to_float"; }
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
+  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
+    return double(NumElements(in[0]));
+  }
+
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
+               const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+    const int n = static_cast<int>(NumElements(in_shapes[0]));
+    Launch l;
+    l.name = "cast_int32";
+    l.kernel = CreateKernel(*ctx.GetProgram("convert"), l.name);
+    SetArgs(l.kernel, in[0], out[0], n);
+    l.global[0] = RoundUp(std::max(n, 1), 64);
+    launches_.clear();
+    launches_.push_back(std::move(l));
+  }
+};
+
+std::string Check(const GraphView& g, const NodeInfo& node) {
+  if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
+  const int x = node.inputs[0], y = node.outputs[0];
+  if (!g.valid_tensor(x) || !g.valid_tensor(y)) return "invalid tensor index";
+  if (g.type(x) != kTfLiteInt32)
+    return "input type " + std::to_string(g.type(x)) + " (only a CAST of int32 is claimed)";
+  if (g.IsConstant(x)) return "a constant input (the constant fold's case)";
+  if (!g.tensor(x).dims) return "tensor " + g.name(x) + " has no shape";
+  if (auto why = CheckFloatTensors(g, {y}); !why.empty()) return why;
+  if (g.shape(x) != g.shape(y)) return "output shape differs from the input's";
+  return "";
+}
+
+std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
+  return std::make_unique<CastOp>(node);
+}
+
+}  // namespace
+
+extern const OpHandler kCastHandler = {tfl::kCast, "CAST", Check, Create};
+
+}  // namespace clgpu
