@@ -186,6 +186,8 @@ CASES: dict[str, Case] = {
     "embedding_lookup": Case(
         ((5, 3, 4),), lambda b, x: b.embedding_lookup(x[1], x[0]), True, ids=(4, 0, 2, 2, 1)
     ),
+    # Run-time int32 values cast to float (an attention mask), times the specials.
+    "cast": Case(((2, 5),), lambda b, x: b.mul(x[0], b.cast(x[1])), True, ids=(3, 0, -2, 1000, -7)),
     "pack": Case(PAIR, lambda b, x: b.pack(x, 1), True),
     "unpack": Case(PAIR[:1], lambda b, x: b.concat(b.unpack(x[0], 3)[::-1], 2), True),
     "depth_to_space": Case(X4, lambda b, x: b.depth_to_space(x[0], 2), True),
