@@ -5,6 +5,7 @@
 #include <set>
 
 #include "graph/dequantize.h"
+#include "ops/op_handler.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -46,15 +47,19 @@ void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<No
   for (const NodeInfo& n : nodes)
     for (int t : n.outputs) producer[t] = &n;
   auto claimed = [&](const NodeInfo* n) { return n && decision.at(n->index)->claimed; };
+  auto copies = [](int32_t op) {
+    const OpHandler* h = FindOpHandler(op);
+    return h && h->flat_copy;
+  };
   for (const NodeInfo& r : nodes) {
-    if (!decision.at(r.index)->claimed || tfl::ReadsInt32AsValues(r.op)) continue;
+    if (!decision.at(r.index)->claimed || copies(r.op) || tfl::ConvertsInt32Values(r.op)) continue;
     for (int t : r.inputs) {
       if (t < 0 || !graph.valid_tensor(t) || graph.value_type(t) != ValueType::kInt32 ||
           graph.IsConstant(t) || graph.FoldedIntsOf(t))
         continue;
       // Through the device's flat copies back to where the integers are made.
       const NodeInfo* p = producer.count(t) ? producer[t] : nullptr;
-      while (claimed(p) && tfl::CopiesValues(p->op) && !p->inputs.empty())
+      while (claimed(p) && copies(p->op) && !p->inputs.empty())
         p = producer.count(p->inputs[0]) ? producer[p->inputs[0]] : nullptr;
       if (!claimed(p)) continue;  // TFLite's memory: a partition input
       NodeDecision* d = decision.at(p->index);

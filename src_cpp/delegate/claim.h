@@ -32,8 +32,8 @@ std::vector<const NodeInfo*> FoldConstantDequantizes(GraphView& graph,
 // Unclaims the nodes that make an int32 value which a claimed op reads as positions (GATHER's,
 // checked on the host before the kernels run, so they must be in TFLite's memory): such a value
 // comes from the CPU, or from a partition input through the device's flat copies alone
-// (RESHAPE: runtime/partition_invoke.cc checks the input). Ops that read int32 as values
-// (tfl::ReadsInt32AsValues) read any.
+// (OpHandler::flat_copy: runtime/partition_invoke.cc checks the input). The flat copies and
+// the ops that convert int32 values (tfl::ConvertsInt32Values: CAST) read any.
 void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<NodeInfo>& nodes,
                                     std::vector<NodeDecision>* decisions);
 

@@ -162,8 +162,9 @@ class Op {
 
   const std::vector<Launch>& launches() const { return launches_; }
   // Run-time indices the op reads (GATHER, EMBEDDING_LOOKUP): int32 tensor `tensor`, each value
-  // in [0, extent). Such a tensor is a partition input (no claimed op writes int32), which the
-  // partition checks on the host before each upload, failing the invoke as TFLite's kernel does.
+  // in [0, extent). Such a tensor is a partition input, or one through flat copies alone
+  // (delegate/claim.h), which the partition checks on the host before each upload, failing the
+  // invoke as TFLite's kernel does.
   struct IndexInput {
     int tensor;
     int64_t extent;

@@ -126,6 +126,8 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
       op_nodes.push_back(node);
     }
     RegisterValues(*graph, *ops_.back(), inputs, outputs);
+    if (const Op& op = *ops_.back(); op.IsFlatCopy() && op.outputs().size() == 1)
+      copied_from_[op.outputs()[0]] = op.inputs()[0];
   }
   FinishValues(*graph, folded_weights);
   // What each fold may take on this graph; each plan decides with its shapes (ApplyFolds).

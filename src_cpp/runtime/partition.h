@@ -249,6 +249,9 @@ class Partition {
   int flush_first_ = 2, flush_every_ = 16;
   std::vector<std::pair<cl_mem, void*>> mapped_;  // Invoke's mapped outputs (zero-copy)
   std::vector<std::unique_ptr<Op>> ops_;
+  // A flat copy's output -> its input (RESHAPE and its kin): where run-time positions that
+  // reach an op through such copies are read in TFLite's memory (partition_invoke.cc).
+  std::map<int, int> copied_from_;
   std::vector<std::vector<Shape>> out_shapes_;
   std::vector<OpProfile> op_profiles_;
   std::map<int, Value> values_;

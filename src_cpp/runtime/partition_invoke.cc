@@ -3,6 +3,7 @@
 // capture and profile records. Planning and binding are in partition.cc.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <set>
 
@@ -28,17 +29,11 @@ struct DrainOnError {
 // (delegate/claim.h): TFLite's GATHER and EMBEDDING_LOOKUP fail the invoke on one outside
 // [0, extent), and so does the partition, on the host before anything is enqueued (a kernel could
 // only clamp it).
-void CheckIndexInputs(const std::vector<std::unique_ptr<Op>>& ops, const TfLiteContext* ctx) {
+void CheckIndexInputs(const std::vector<std::unique_ptr<Op>>& ops,
+                      const std::map<int, int>& copied_from, const TfLiteContext* ctx) {
   auto source = [&](int t) {
-    for (bool found = true; found;) {
-      found = false;
-      for (const auto& op : ops)
-        if (op->IsFlatCopy() && op->outputs().size() == 1 && op->outputs()[0] == t) {
-          t = op->inputs()[0];
-          found = true;
-          break;
-        }
-    }
+    for (auto it = copied_from.find(t); it != copied_from.end(); it = copied_from.find(t))
+      t = it->second;
     return t;
   };
   for (const auto& op : ops)
@@ -243,7 +238,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
   // A dynamic input resized without a prepare.
   if (InputShapesChanged(ctx) || !device_planned_) Plan(ctx);
   if (!bound_ || HostPointersChanged(ctx)) Bind(ctx);
-  CheckIndexInputs(ops_, ctx);
+  CheckIndexInputs(ops_, copied_from_, ctx);
   const ClApi& cl = Cl();
   cl_command_queue q = host_->queue();
   // With profiling on, every enqueue gets an event: -1 = upload, -2 = download,

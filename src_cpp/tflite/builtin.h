@@ -212,15 +212,10 @@ inline bool PureFunctionOfInputs(int32_t op) {
   }
 }
 
-// Whether the delegate runs this op as a flat copy of its first input's elements, whatever their
-// type (RESHAPE and its kin): a value it makes is its input's under another shape.
-inline bool CopiesValues(int32_t op) {
-  return op == kReshape || op == kSqueeze || op == kExpandDims;
-}
-
-// Whether the delegate's kernel of this op reads a run-time int32 input as values (a flat copy,
-// a conversion), not as positions that the partition checks on the host before the kernels run
-// (GATHER's, EMBEDDING_LOOKUP's: delegate/claim.h).
-inline bool ReadsInt32AsValues(int32_t op) { return CopiesValues(op) || op == kCast; }
+// Whether the delegate's kernel of this op converts a run-time int32 input as values, not as
+// positions that the partition checks on the host before the kernels run (GATHER's,
+// EMBEDDING_LOOKUP's: delegate/claim.h). The flat copies (OpHandler::flat_copy) read any type as
+// values too.
+inline bool ConvertsInt32Values(int32_t op) { return op == kCast; }
 
 }  // namespace clgpu::tfl
