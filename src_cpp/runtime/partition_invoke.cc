@@ -3,8 +3,8 @@
 // capture and profile records. Planning and binding are in partition.cc.
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "cl/errors.h"
