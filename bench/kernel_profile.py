@@ -3,7 +3,7 @@ each kernel of an invoke with its node, op, algorithm and shape, and the mean of
 over the timed invokes. What a fold changes on the device side, layer by layer, when the invoke
 itself is bound by the host (bench_host_bound.py): compare two builds' tables.
 
-    python bench/kernel_profile.py MODEL [--runs 100] [--warmup 20] [--tag NAME]
+    python bench/kernel_profile.py MODEL [--runs 100] [--warmup 20] [--batch N] [--tag NAME]
         [--out bench/results]
 
 Event times include each launch's own overhead on the device; the invoke without profiling is
@@ -23,12 +23,17 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 
 
-def profile(model: str, runs: int, warmup: int) -> tuple[list[dict[str, Any]], float]:
+def profile(
+    model: str, runs: int, warmup: int, batch: int = 0
+) -> tuple[list[dict[str, Any]], float]:
     import clgpu_delegate
     from clgpu_delegate.runtime import make_interpreter
 
     d = clgpu_delegate.load(partitioning="all", profiling=True)
     it = make_interpreter(model, [d])
+    if batch:  # axis 0 of every input, as bench/batch_throughput.py resizes
+        for det in it.get_input_details():
+            it.resize_tensor_input(det["index"], [batch, *det["shape"][1:]])
     it.allocate_tensors()
     d.wait_ready()
     rng = np.random.default_rng(0)
@@ -61,16 +66,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model", help="a .tflite path")
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=0, help="resize axis 0 of the inputs to this")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
-    rows, total = profile(args.model, args.runs, args.warmup)
+    rows, total = profile(args.model, args.runs, args.warmup, args.batch)
     sys.path.insert(0, str(HERE))
     from _common import device_info, write_results
 
     meta = {
         **device_info(),
         "model": Path(args.model).name,
+        "batch": args.batch or "the model's",
         "kernels_per_invoke": len(rows),
         "device_ms_per_invoke": round(total, 4),
         "runs": args.runs,

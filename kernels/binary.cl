@@ -45,6 +45,34 @@ __kernel void binary_same(__global const T* a, __global const T* b, __global T* 
   }
 }
 
+// binary_bcast3(a, b, out, n, d1, d2v, vec, sa0, sa1, sa2, sb0, sb1, sb2, op, act_min, act_max)
+//   The output as [d0][d1][d2] (src_cpp/ops/binary.cc, Collapse), each operand's strides along
+//   those axes (0 where it broadcasts; along d2 0 or 1). vec (4 or 1) elements of d2 per
+//   work-item, d2 = d2v * vec. NDRange: global n = d0 * d1 * d2v.
+__kernel void binary_bcast3(__global const T* a, __global const T* b, __global T* out, int n,
+                            int d1, int d2v, int vec, int sa0, int sa1, int sa2, int sb0,
+                            int sb1, int sb2, int op, float act_min,
+                            float act_max OVERFLOW_PARAM) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const int x = i % d2v, r = i / d2v;
+  const int y = r % d1, z = r / d1;
+  const long pa = (long)z * sa0 + (long)y * sa1, pb = (long)z * sb0 + (long)y * sb1;
+  if (vec == 4) {
+    const float4 va = sa2 ? LOADF4(a + pa + 4 * x, 0) : (float4)(LOADF(a, pa));
+    const float4 vb = sb2 ? LOADF4(b + pb + 4 * x, 0) : (float4)(LOADF(b, pb));
+    const float4 v = op == B_ADD   ? va + vb
+                     : op == B_MUL ? va * vb
+                                   : (float4)(binary_op(va.x, vb.x, op), binary_op(va.y, vb.y, op),
+                                              binary_op(va.z, vb.z, op), binary_op(va.w, vb.w, op));
+    STOREF4(ACTIVATE(v, act_min, act_max), out, i);
+  } else {
+    STOREF(ACTIVATE(binary_op(LOADF(a, pa + sa2 * x), LOADF(b, pb + sb2 * x), op), act_min,
+                    act_max),
+           out, i);
+  }
+}
+
 // binary_broadcast(a, b, out, total, rank, meta, op, act_min, act_max)
 //   meta: int[3*rank] = output dims, then a's strides, then b's strides (0 where
 //   that input broadcasts along the axis). NDRange: global (total).

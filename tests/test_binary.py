@@ -45,6 +45,13 @@ CASES = {
     "scalar_input": Case((3, 4), ()),
     "both_broadcast_4d": Case((1, 5, 1, 3), (2, 1, 7, 1)),
     "rank_2_vs_3": Case((4, 1), (3, 1, 6)),
+    # Broadcasts that merge into three axes (binary_bcast3), 4 channels per work-item and not:
+    # a squeeze-and-excitation scale per image at batch 3, a per-channel constant, a value per
+    # pixel spread over its channels.
+    "se_scale_batch": Case((3, 5, 4, 8), (3, 1, 1, 8)),
+    "se_scale_odd_channels": Case((2, 3, 3, 5), (2, 1, 1, 5)),
+    "channel_const_vec4": Case((2, 3, 5, 8), (8,), const_b=True),
+    "pixel_over_channels": Case((2, 6, 8), (2, 6, 1)),
 }
 
 
@@ -112,9 +119,10 @@ def test_prelu_with_per_pixel_alpha(runtime: str) -> None:
     check_parity(b.build(), runtime, expect_delegated="all", expect_partitions=1)
 
 
+@pytest.mark.parametrize("case", ["channel_const", "channel_const_vec4"])
 @pytest.mark.parametrize("op", ["MUL", "DIV", "SQUARED_DIFFERENCE", "PRELU"])
-def test_binary_fp16_storage(op: str, runtime: str) -> None:
-    model, inputs = binary_model(op, CASES["channel_const"])
+def test_binary_fp16_storage(op: str, case: str, runtime: str) -> None:
+    model, inputs = binary_model(op, CASES[case])
     check_parity(
         model, runtime, inputs, rtol=1e-2, atol=2e-2, expect_delegated="all", precision="fp16"
     )

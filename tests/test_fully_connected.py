@@ -38,6 +38,8 @@ CASES = {
     "2d_keep": FC((5, 13), 1, 13, keep_num_dims=True),
     # Row counts on both sides of the batched-GEMM thresholds, with tile remainders.
     "rows8_k1000": FC((8, 1000), 13, 1000, activation="RELU"),
+    "rows8_k32": FC((8, 32), 8, 32),  # a squeeze-excite reduce at batch 8: 8 lanes of K
+    "rows5_k9": FC((5, 9), 20, 9, activation="RELU6"),
     "rows9": FC((9, 50), 33, 50),
     "rows21_keep": FC((3, 7, 20), 70, 20, keep_num_dims=True, activation="RELU6"),
     "rows257": FC((257, 40), 65, 40, bias=False),

@@ -1,6 +1,7 @@
 // Element-wise binary ops with NumPy-style broadcasting up to 6 dims: ADD, SUB, MUL, DIV,
 // MAXIMUM, MINIMUM, SQUARED_DIFFERENCE, POW and PRELU. One program (kernels/binary.cl) serves all
-// of them: the op is a kernel argument. Same-shape operands take a 4-wide path.
+// of them: the op is a kernel argument. Same-shape operands take a 4-wide path, broadcasts that
+// merge into three axes a path without the per-element walk over the rank.
 #include <algorithm>
 #include <cstring>
 #include <tuple>
@@ -67,6 +68,41 @@ std::vector<int> BroadcastStrides(const Shape& s, const Shape& out) {
     stride *= s[i];
   }
   return strides;
+}
+
+// The output seen as [d0][d1][d2], each operand's strides along those three axes (0 where it
+// broadcasts, 0 or 1 along d2): adjacent axes merged wherever both operands allow it (each
+// broadcasts along both, or walks both contiguously). False when more than three axes remain.
+// A squeeze-and-excitation scale [B,H,W,C] x [B,1,1,C] is [B][H*W][C] with strides (C, 0, 1),
+// a per-channel bias [B,H,W,C] + [C] is [1][B*H*W][C] with (0, 0, 1).
+struct Collapsed {
+  int dims[3] = {1, 1, 1};
+  int strides[2][3] = {};
+};
+bool Collapse(const Shape& out, const std::vector<int>& sa, const std::vector<int>& sb,
+              Collapsed* c) {
+  std::vector<int> dims;
+  std::vector<int> st[2];
+  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+    if (out[d] == 1) continue;
+    const int s[2] = {sa[d], sb[d]};
+    bool merge = !dims.empty();
+    for (int i = 0; i < 2 && merge; ++i)
+      merge =
+          s[i] == 0 ? st[i].back() == 0 : st[i].back() != 0 && s[i] == st[i].back() * dims.back();
+    if (merge) {
+      dims.back() *= out[d];
+      continue;
+    }
+    dims.push_back(out[d]);
+    for (int i = 0; i < 2; ++i) st[i].push_back(s[i]);
+  }
+  if (dims.size() > 3) return false;
+  for (size_t k = 0; k < dims.size(); ++k) {  // innermost first
+    c->dims[2 - k] = dims[k];
+    for (int i = 0; i < 2; ++i) c->strides[i][2 - k] = st[i][k];
+  }
+  return c->strides[0][2] <= 1 && c->strides[1][2] <= 1;
 }
 
 // `s` with leading 1s up to `rank`.
@@ -151,6 +187,17 @@ class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource
       l.kernel = CreateKernel(*prog, l.name);
       SetArgs(l.kernel, in[0], in[1], out[0], total, kind_.op, lo, hi);
       l.global[0] = (total + 3) / 4;
+    } else if (Collapsed c; Collapse(o, BroadcastStrides(in_shapes[0], o),
+                                     BroadcastStrides(in_shapes[1], o), &c)) {
+      // Three axes, no per-element walk over the rank; 4 elements along d2 when it allows.
+      l.name = "binary_bcast3";
+      l.kernel = CreateKernel(*prog, l.name);
+      const int vec = c.dims[2] % 4 == 0 ? 4 : 1;
+      const int n = total / vec;
+      SetArgs(l.kernel, in[0], in[1], out[0], n, c.dims[1], c.dims[2] / vec, vec, c.strides[0][0],
+              c.strides[0][1], c.strides[0][2], c.strides[1][0], c.strides[1][1], c.strides[1][2],
+              kind_.op, lo, hi);
+      l.global[0] = n;
     } else {
       std::vector<int> meta(o.begin(), o.end());
       for (int i = 0; i < 2; ++i) {

@@ -106,7 +106,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
     TiledReduction r;
-    if (!WholeImage(Geometry(in[0]), &r)) return {};
+    if (!WholeImage(Geometry(in[0]), ctx, &r)) return {};
     const size_t bytes = TiledReductionScratchBytes(r, ctx.storage_bytes);
     if (!bytes) return {};
     return {bytes};
@@ -117,7 +117,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
     const ConvGeometry g = Geometry(in_shapes[0]);
     launches_.clear();
     TiledReduction r;
-    if (WholeImage(g, &r)) {
+    if (WholeImage(g, ctx, &r)) {
       algorithm_ = "whole_" + AppendTiledReduction(ctx, r, in[0], out[0], &launches_);
       return;
     }
@@ -150,7 +150,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
   // reduction over H x W: the window kernel would give each channel one work-item walking the
   // image alone. The tiled reduction spreads it over groups (ops/reduce_tiled.h). Floats only:
   // an int8 average rounds as TFLite's integer kernel does.
-  bool WholeImage(const ConvGeometry& g, TiledReduction* r) const {
+  bool WholeImage(const ConvGeometry& g, const OpContext& ctx, TiledReduction* r) const {
     if (quantized_ || chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h ||
         g.kw - g.pad_left < g.w)
       return false;
@@ -161,6 +161,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
     r->divisor = max_ ? 1.0f : static_cast<float>(hw);
     std::tie(r->act_lo, r->act_hi) = ClampBounds(act_min_, act_max_);
     r->has_epilogue = has_epilogue();
+    r->compute_units = ctx.env.device().compute_units;
     return true;
   }
 

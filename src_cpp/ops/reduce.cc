@@ -174,6 +174,7 @@ class ReduceOp : public Op, public Chunker, public FoldTarget {
       r.red_op = kind_.op;
       r.outer = outer, r.reduce = reduce, r.inner = inner;
       r.divisor = divisor;
+      r.compute_units = ctx.env.device().compute_units;
       algorithm_ = AppendTiledReduction(ctx, r, in[0], out[0], &launches_);
       return;
     }
@@ -205,7 +206,7 @@ class ReduceOp : public Op, public Chunker, public FoldTarget {
 
   // The kernels Prepare launches for input shape `s` when no squeeze is folded in: two for a
   // split tiled reduction (the cost model's count).
-  int PlannedLaunches(const Shape& s) const {
+  int PlannedLaunches(const Shape& s, const DeviceInfo& dev) const {
     int64_t outer = 1, reduce = 1, inner = 1;
     if (NumElements(s) == 0 || View(s, &outer, &reduce, &inner) > 1 ||
         TiledReductionIsTiny(reduce, inner))
@@ -213,6 +214,7 @@ class ReduceOp : public Op, public Chunker, public FoldTarget {
     TiledReduction r;
     r.red_op = kind_.op;
     r.outer = outer, r.reduce = reduce, r.inner = inner;
+    r.compute_units = dev.compute_units;
     return TiledReductionSlices(r) > 1 ? 2 : 1;
   }
 
@@ -240,6 +242,7 @@ class ReduceOp : public Op, public Chunker, public FoldTarget {
     TiledReduction r;
     r.red_op = kind_.op;
     r.outer = outer, r.reduce = reduce, r.inner = inner;
+    r.compute_units = ctx.env.device().compute_units;
     const size_t bytes = TiledReductionScratchBytes(r, ctx.storage_bytes);
     if (!bytes) return {};
     return {bytes};
@@ -308,10 +311,10 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 // The float reduction's kernels (int8 MEAN plans its own: counted as one); a MEAN running a
 // folded squeeze is counted by the cost model (one launch).
-int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo&) {
+int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
   if (!Check(g, n).empty() || IsQuantized(g.value_type(n.inputs[0]))) return 1;
   const std::unique_ptr<Op> op = Create(g, n);
-  return static_cast<const ReduceOp&>(*op).PlannedLaunches(g.shape(n.inputs[0]));
+  return static_cast<const ReduceOp&>(*op).PlannedLaunches(g.shape(n.inputs[0]), dev);
 }
 
 }  // namespace

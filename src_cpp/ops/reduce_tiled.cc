@@ -40,9 +40,13 @@ int TiledReductionSlices(const TiledReduction& r) {
   // Slices are combined with the same operation: sums (of already divided parts) and the
   // pool's max only; MAX/MIN's NaN rule needs the inputs in order.
   if ((r.red_op != kSum && r.red_op != kPoolMax) || r.has_epilogue) return 1;
+  // Enough groups for four per compute unit, each still walking 64 rows or more: a batch of
+  // squeeze-excite MEANs (outer = the batch) left groups of thousands of rows on a third of
+  // the units.
   const int64_t groups = r.outer * ((r.inner + 63) / 64);
-  if (groups >= 64 || r.reduce < 256) return 1;
-  return static_cast<int>(std::min<int64_t>((128 + groups - 1) / groups, r.reduce / 64));
+  const int64_t target = 4L * (r.compute_units > 0 ? r.compute_units : 32);
+  if (2 * groups >= target || r.reduce < 256) return 1;
+  return static_cast<int>(std::min<int64_t>((target + groups - 1) / groups, r.reduce / 64));
 }
 
 size_t TiledReductionScratchBytes(const TiledReduction& r, size_t elem_bytes) {

@@ -15,7 +15,8 @@ namespace clgpu {
 struct TiledReduction {
   int red_op = 0;  // kernels/reduce.cl's RED_OP
   int64_t outer = 1, reduce = 1, inner = 1;
-  float divisor = 1;  // the result is divided by it (a mean's count)
+  float divisor = 1;      // the result is divided by it (a mean's count)
+  int compute_units = 0;  // the device's (DeviceInfo), which the split fills; 0: 32
   // Clamp applied to the result (a pool's fused activation), then the epilogue that the op's
   // programs are built with (OpContext::storage_defines). Slices of a split reduction must get
   // neither, so an op with a folded epilogue is never split.
