@@ -62,12 +62,14 @@ def batched_interpreter(model: bytes, batch: int, **options: Any) -> tuple[Any, 
     return d, it, det["index"], x
 
 
-def delegate_steps(model: bytes, batch: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
+def delegate_steps(
+    model: bytes, batch: int, **options: Any
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """Two steps on one interpreter: from a numpy array (`set_tensor` copies it into the
     interpreter's input tensor, then `invoke` uploads that), and from the input tensor itself,
     written once before (as a producer that decodes into `interpreter.tensor(i)()` leaves it;
     the invoke still uploads it every time, as PyTorch's pinned step copies its pinned tensor)."""
-    d, it, index, x = batched_interpreter(model, batch)
+    d, it, index, x = batched_interpreter(model, batch, **options)
     out = it.get_output_details()[0]["index"]
 
     def from_array() -> Any:
@@ -145,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--turn", type=int, default=5, help="steps per turn")
     ap.add_argument("--min-seconds", type=float, default=2.0, help="per model and batch")
+    ap.add_argument(
+        "--precision", default="fp32", help="the delegate's; fp16 writes batch-fp16-<device>"
+    )
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     rows = []
@@ -152,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models.split(","):
         model = (Path(args.dir).expanduser() / f"keras_{name}.tflite").read_bytes()
         for b in (int(x) for x in args.batches.split(",")):
-            from_array, in_place = delegate_steps(model, b)
+            from_array, in_place = delegate_steps(model, b, precision=args.precision)
             steps = {"clgpu": from_array, "clgpu_in_place": in_place}
             for key, pinned in (("torch_pinned", True), ("torch_pageable", False)):
                 t = torch_step(name, b, pinned)
@@ -181,10 +186,15 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(row, flush=True)
             del steps
-    meta = {**device_info(), "torch": torch_version or "not installed",
-            "min_seconds": args.min_seconds, "turn": args.turn}
+    meta = {
+        **device_info(),
+        "torch": torch_version or "not installed",
+        "precision": args.precision,
+        "min_seconds": args.min_seconds,
+        "turn": args.turn,
+    }
     base = write_results(
-        "batch",
+        "batch" if args.precision == "fp32" else f"batch-{args.precision}",
         meta,
         rows,
         [("model", "model"), ("batch", "batch"),
