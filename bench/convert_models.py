@@ -208,8 +208,16 @@ EXTENDED = {
     "regnet_x_400mf": 224,
     "swin_t": 224,
     "maxvit_t": 224,
+    # Large classifier heads (FCs of 100+ MB), wide blocks, a bigger EfficientNet, Swin V2's cosine
+    # attention (L2_NORMALIZATION): bench/results/converted-coverage-more-pocl.md.
+    "alexnet": 224,
+    "vgg11_bn": 224,
+    "wide_resnet50_2": 224,
+    "regnet_y_800mf": 224,
+    "efficientnet_b3": 300,
+    "swin_v2_t": 256,
 }
-EXTENDED_SEGMENTERS = ("deeplabv3_mobilenet_v3_large",)
+EXTENDED_SEGMENTERS = ("deeplabv3_mobilenet_v3_large", "fcn_resnet50")
 MODELS |= {name: _torchvision(name, size) for name, size in EXTENDED.items()}
 MODELS |= {name: _segmenter(name) for name in EXTENDED_SEGMENTERS}
 

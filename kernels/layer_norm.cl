@@ -70,3 +70,31 @@ __kernel void layer_norm(__global const T* restrict a, __global const T* restric
     STOREF(y, out, base + i);
   }
 }
+
+// L2_NORMALIZATION over the last axis, as TFLite's kernel: out = x / max(sqrt(sum x^2), 1e-6),
+// the sum in float (a NaN norm stays NaN, as std::max keeps its first argument).
+//
+// l2_normalize(x, out, C)
+//   __global const T* x, out [rows][C]; int C.
+//   NDRange: 1-D, local = L2_WG (reqd_work_group_size), global = rows * L2_WG: a group per row.
+#define L2_WG 64
+__kernel __attribute__((reqd_work_group_size(L2_WG, 1, 1))) void l2_normalize(
+    __global const T* x, __global T* out, int C OVERFLOW_PARAM) {
+  __local float part[L2_WG];
+  const int lid = get_local_id(0);
+  const long base = (long)get_group_id(0) * C;
+  float s = 0.0f;
+  for (int i = lid; i < C; i += L2_WG) {
+    const float v = LOADF(x, base + i);
+    s += v * v;
+  }
+  part[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k = L2_WG / 2; k > 0; k >>= 1) {
+    if (lid < k) part[lid] += part[lid + k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float l2 = sqrt(part[0]);
+  const float norm = l2 < 1e-6f ? 1e-6f : l2;
+  for (int i = lid; i < C; i += L2_WG) STOREF(LOADF(x, base + i) / norm, out, base + i);
+}

@@ -149,6 +149,7 @@ CASES: dict[str, Case] = {
     "reduce_max": Case(X4, lambda b, x: b.reduce_max(x[0], (1,)), False),
     "reduce_min": Case(X4, lambda b, x: b.reduce_min(x[0], (2, 3)), False),
     "softmax": Case(X4, lambda b, x: b.softmax(x[0]), False),
+    "l2_normalization": Case(X4, lambda b, x: b.l2_normalization(x[0]), False),
     "log_softmax": Case(X4, lambda b, x: b.log_softmax(x[0]), False),
     "resize_bilinear": Case(X4, lambda b, x: b.resize_bilinear(x[0], (17, 19)), False),
     "resize_bilinear_half_pixel": Case(
@@ -282,7 +283,8 @@ class Runner:
 
     def reached(self, base: list[np.ndarray], place: list[np.ndarray], value: float) -> np.ndarray:
         """Outputs the placed elements reach: those that change when `value` (+-1e4 for a
-        non-finite one) replaces a zero there."""
+        non-finite one, and for one past fp16's range too: an L2 norm of FLT_MAX gives 0 as zero
+        does) replaces a zero there."""
 
         def at(v: float) -> np.ndarray:
             return self._run(
@@ -291,6 +293,8 @@ class Runner:
 
         zero = at(0.0)
         probes = [value] if np.isfinite(value) else [1e4, -1e4]
+        if np.isfinite(value) and abs(value) > F16_MAX:
+            probes += [1e4, -1e4]
         out = np.zeros(zero.shape, bool)
         with np.errstate(all="ignore"):
             for v in probes:

@@ -100,6 +100,17 @@ class ElementwiseOps(_GraphBuilder):
         """LOGISTIC (sigmoid)."""
         return self._unary(tflite.BuiltinOperator.LOGISTIC, x)
 
+    def l2_normalization(self, x: int, activation: str | None = None) -> int:
+        """L2_NORMALIZATION over the last axis: x / max(sqrt(sum x^2), 1e-6). TFLite's kernel
+        takes no fused activation; `activation` writes one anyway (for hostile models)."""
+        return self._op(
+            tflite.BuiltinOperator.L2_NORMALIZATION,
+            [x],
+            [self._float_input(x)],
+            options="L2NormOptions",
+            FusedActivationFunction=_activation(activation),
+        )[0]
+
     def hard_swish(self, x: int) -> int:
         """HARD_SWISH."""
         return self._unary(tflite.BuiltinOperator.HARD_SWISH, x, "HardSwishOptions")

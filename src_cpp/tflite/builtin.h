@@ -15,6 +15,7 @@ enum BuiltinOp : int32_t {
   kDepthwiseConv2d = 4,
   kDequantize = 6,
   kFullyConnected = 9,
+  kL2Normalization = 11,
   kMaxPool2d = 17,
   kMaximum = 55,
   kMinimum = 57,
