@@ -125,6 +125,26 @@ static inline float4 sat_half4(float4 v, __global int* flag, int slot) {
 
 #define ACTIVATE(x, lo, hi) POST2(POST1(EPILOGUE(CLAMP_KEEP_NAN(x, lo, hi))))
 
+// A depthwise's own folded epilogue inside the kernel it is folded into (FloatDepthwiseA::
+// epilogue): EPILOGUE and the post clamps above under the names CLGPU_DW_EPILOGUE(_ALPHA) and
+// CLGPU_DW_POST<i>(_C), applied after its clamp.
+#ifdef CLGPU_DW_EPILOGUE
+#define DW_EPILOGUE(v) EPILOGUE_OF(CLGPU_DW_EPILOGUE, v, CLGPU_DW_EPILOGUE_ALPHA)
+#else
+#define DW_EPILOGUE(v) (v)
+#endif
+#ifdef CLGPU_DW_POST1
+#define DW_POST1(v) POST_CLAMP(CLGPU_DW_POST1, v, CLGPU_DW_POST1_C)
+#else
+#define DW_POST1(v) (v)
+#endif
+#ifdef CLGPU_DW_POST2
+#define DW_POST2(v) POST_CLAMP(CLGPU_DW_POST2, v, CLGPU_DW_POST2_C)
+#else
+#define DW_POST2(v) (v)
+#endif
+#define DW_ACTIVATE(v) DW_POST2(DW_POST1(DW_EPILOGUE(v)))
+
 // A residual ADD folded into a convolution's output (the host builds with -DHAS_RESIDUAL): the
 // kernel takes one more argument, its last, the ADD's other operand laid out like the output, and
 // stores act(value + residual) where it stored act(value); the activation is then the ADD's.

@@ -132,24 +132,6 @@ static inline float expand1(__global const T* restrict in, int p, int k, int C E
 #endif
 
 #ifdef DW_A
-// The depthwise's own folded epilogue (FloatDepthwiseA::epilogue): common.cl's EPILOGUE and post
-// clamps under the names CLGPU_DW_EPILOGUE(_ALPHA) and CLGPU_DW_POST<i>(_C), after its clamp.
-#ifdef CLGPU_DW_EPILOGUE
-#define DW_EPILOGUE(v) EPILOGUE_OF(CLGPU_DW_EPILOGUE, v, CLGPU_DW_EPILOGUE_ALPHA)
-#else
-#define DW_EPILOGUE(v) (v)
-#endif
-#ifdef CLGPU_DW_POST1
-#define DW_POST1(v) POST_CLAMP(CLGPU_DW_POST1, v, CLGPU_DW_POST1_C)
-#else
-#define DW_POST1(v) (v)
-#endif
-#ifdef CLGPU_DW_POST2
-#define DW_POST2(v) POST_CLAMP(CLGPU_DW_POST2, v, CLGPU_DW_POST2_C)
-#else
-#define DW_POST2(v) (v)
-#endif
-#define DW_ACTIVATE(v) DW_POST2(DW_POST1(DW_EPILOGUE(v)))
 #define DW_PARAM                                                                      \
   , __global const T *restrict dw_f, __global const float *restrict dw_bias, float dw_min, \
       float dw_max EX_PARAM

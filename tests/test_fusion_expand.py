@@ -103,8 +103,43 @@ def test_block_runs_as_one_launch(
     assert _launches(off) == 4 + (1 if kw.get("residual") else 0)
 
 
-def test_fp16_storage_and_split_k(runtime: str) -> None:
+@pytest.mark.parametrize(
+    "shape,kw,env",
+    [
+        # The GEMM's EXPAND_A, where the block kernel is turned off.
+        ((1, 8, 8, 8), {}, {"CLGPU_IR_BLOCK": "0"}),
+        ((1, 9, 7, 8), {"stride": 2}, {"CLGPU_IR_BLOCK": "0"}),
+        ((1, 7, 7, 8), {"residual": True}, {"CLGPU_IR_BLOCK": "0"}),
+        # The block kernel a few expanded channels at a time (strides, dilation, odd channels).
+        ((1, 20, 1, 12), {"k": 3, "kw": 1, "residual": True}, {"CLGPU_IR_BLOCK_CHUNK": "8"}),
+        ((1, 9, 7, 8), {"stride": 2}, {"CLGPU_IR_BLOCK_CHUNK": "4"}),
+        ((1, 6, 6, 6), {"padding": "VALID", "dilation": 2}, {"CLGPU_IR_BLOCK_CHUNK": "8"}),
+        ((2, 5, 5, 3), {"expand": 3, "out": 5}, {"CLGPU_IR_BLOCK_CHUNK": "4"}),
+    ],
+)
+def test_block_kernel_and_gemm_agree_with_the_cpu(
+    runtime: str,
+    monkeypatch: pytest.MonkeyPatch,
+    shape: tuple[int, int, int, int],
+    kw: dict[str, Any],
+    env: dict[str, str],
+) -> None:
+    """Both kernels that run a folded expand (the inverted-residual block kernel by default, the
+    implicit GEMM's EXPAND_A with CLGPU_IR_BLOCK=0), the block kernel also over chunks of the
+    expanded channels: one launch, the CPU's values."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    on = check_expand(block(shape, seed=shape[1] * 3 + shape[3], **kw), runtime, 1)
+    algorithms = [k.algorithm for k in on.delegate.profile().kernels]
+    block_kernel = env.get("CLGPU_IR_BLOCK") != "0"
+    assert any(a.startswith("inverted_residual+EXPAND") for a in algorithms) == block_kernel
+    assert _launches(on) == 2, algorithms
+
+
+def test_fp16_storage_and_split_k(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
     check_expand(block((1, 6, 6, 8), residual=True, seed=21), runtime, 1, precision="fp16")
+    # Split-K is the GEMM's (the block kernel does not split).
+    monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
     check_expand(block((1, 3, 3, 16), out=8, seed=22), runtime, 1, gemm_splits=3)
 
 
@@ -136,6 +171,8 @@ def test_long_tap_chains_do_not_fold(runtime: str, monkeypatch: pytest.MonkeyPat
     [
         ("CLGPU_EXPAND_CHAIN", "0", "CLGPU_EXPAND_CHAIN must be a positive integer"),
         ("CLGPU_EXPAND_CHAIN", "216x", "CLGPU_EXPAND_CHAIN must be a positive integer"),
+        ("CLGPU_IR_BLOCK", "2", "CLGPU_IR_BLOCK must be 0 or 1"),
+        ("CLGPU_IR_BLOCK_CHUNK", "6", "CLGPU_IR_BLOCK_CHUNK must be a positive multiple of 4"),
         ("CLGPU_COST_TUNE", "5", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
         ("CLGPU_COST_TUNE", "5,1.5", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
         ("CLGPU_COST_TUNE", "0,0.9x", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),

@@ -104,15 +104,23 @@ void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
 
 // Node i's kernels per invoke as its op will plan them on this device (split-K GEMMs launch
 // two): counting one per node had iris_landmark's 167 at 121.
-int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i,
-             const std::map<size_t, size_t>& folded_depthwise_of, const DeviceInfo& dev) {
+int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i, const Folds& folds,
+             const DeviceInfo& dev) {
   const NodeInfo& n = nodes[i];
-  if (auto dw = folded_depthwise_of.find(i); dw != folded_depthwise_of.end()) {
-    const std::optional<ConvGeometry> dg = GraphConvGeometry(g, nodes[dw->second]);
+  if (auto dw = folds.depthwise_of.find(i); dw != folds.depthwise_of.end()) {
+    const NodeInfo& d = nodes[dw->second];
+    const std::optional<ConvGeometry> dg = GraphConvGeometry(g, d);
     const std::optional<ConvGeometry> pg = GraphConvGeometry(g, n);
-    if (dg && pg && !IsQuantized(g.value_type(n.inputs[0])))
-      return DepthwiseGemmLaunches(dev, *dg, pg->oc);
-    return 1;
+    if (!dg || !pg || IsQuantized(g.value_type(n.inputs[0]))) return 1;
+    // A folded expand: the node writing the depthwise's input (or its folded PAD's).
+    int x = d.inputs.empty() ? -1 : d.inputs[0];
+    if (auto p = folds.pad_input.find(x); p != folds.pad_input.end()) x = p->second;
+    int expand_c = 0;
+    for (size_t j = 0; j < nodes.size() && !expand_c; ++j)
+      if (folds.folded.count(j) && nodes[j].op == tfl::kConv2d && !nodes[j].inputs.empty() &&
+          std::find(nodes[j].outputs.begin(), nodes[j].outputs.end(), x) != nodes[j].outputs.end())
+        if (const Shape s = g.shape(nodes[j].inputs[0]); !s.empty()) expand_c = s.back();
+    return DepthwiseGemmLaunches(dev, *dg, pg->oc, expand_c);
   }
   const OpHandler* h = FindOpHandler(n.op);
   return h && h->launches ? std::max(1, h->launches(g, n, dev)) : 1;
@@ -131,7 +139,6 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   Folds folds;
   if (!fuse.empty()) FindFolded(g, nodes, outputs, dev, fuse, &folds);
   const std::set<size_t>& folded = folds.folded;
-  const std::map<size_t, size_t>& folded_depthwise_of = folds.depthwise_of;
   const std::set<size_t>& one_kernel = folds.one_kernel;
   // Folded nodes whose kernel time stays on the device (an int8 expand): no launch.
   const std::set<size_t>& expands = folds.device_time;
@@ -170,7 +177,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       continue;
     }
     const int launches =
-        IsCopy(n.op) || one_kernel.count(i) ? 1 : Launches(g, nodes, i, folded_depthwise_of, dev);
+        IsCopy(n.op) || one_kernel.count(i) ? 1 : Launches(g, nodes, i, folds, dev);
     e.kernels += launches;
     const double floor_us = min_kernel_us + (int8 ? tune.int8_kernel_us : 0);
     device_compute_ms += IsCopy(n.op)

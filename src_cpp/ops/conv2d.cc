@@ -93,8 +93,9 @@ class Conv2dOp : public ConvOpBase {
   }
 
   std::string algorithm() const override {
-    return ConvAlgorithmName(algo_) + (folded_expand() ? "+EXPAND" : "") +
-           (folded_depthwise() ? "+DEPTHWISE" : "") + (has_residual() ? "+ADD" : "");
+    return (block_ ? std::string("inverted_residual") : ConvAlgorithmName(algo_)) +
+           (folded_expand() ? "+EXPAND" : "") + (folded_depthwise() ? "+DEPTHWISE" : "") +
+           (has_residual() ? "+ADD" : "");
   }
 
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
@@ -158,6 +159,7 @@ class Conv2dOp : public ConvOpBase {
     algo_ = Algorithm(ctx, g);
     const bool r = has_residual();
     const auto [lo, hi] = ClampBounds(act_min_, act_max_);
+    block_ = false;
     if (folded_depthwise()) {
       FloatDepthwiseA dw;
       if (!folded_depthwise()->fold_source()->GetFloatDepthwise(ctx, DepthwiseInput(in_shapes[0]),
@@ -177,6 +179,7 @@ class Conv2dOp : public ConvOpBase {
       launches_ = EncodeDepthwiseGemm(ctx, dw, g.oc, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc),
                                       out[0], r ? residual().act_min : lo,
                                       r ? residual().act_max : hi, r ? in.at(1) : nullptr);
+      block_ = launches_.size() == 1 && launches_[0].name == "inverted_residual_block";
       return;
     }
     weights_ = &src_->Weights(ctx, algo_, g, oc0_);
@@ -207,6 +210,7 @@ class Conv2dOp : public ConvOpBase {
   std::shared_ptr<ConvSource> src_;
   float act_min_ = 0, act_max_ = 0;
   ConvAlgorithm algo_ = ConvAlgorithm::kDirect;
+  bool block_ = false;  // the folded expand, depthwise and this conv in one block kernel
   const ConvWeights* weights_ = nullptr;  // in src_, for the current algorithm
   Attachments chunk_folds_;               // a chunk's: its whole op's residual and clamp
 };

@@ -1,5 +1,9 @@
 // Implicit GEMM: the convolution as [N*OH*OW, KH*KW*C] x [KH*KW*C, OC] with the im2col
 // rows read in place, split along K when its output tiles cannot fill the device.
+#include <algorithm>
+#include <optional>
+
+#include "common/env.h"
 #include "ops/conv2d_algorithm.h"
 #include "ops/tuning.h"
 
@@ -70,6 +74,104 @@ GemmPlan PlanDepthwiseGemm(const OpContext& ctx, const ConvGeometry& dw, int oc)
   return PlanDepthwiseGemm(ctx.env.device(), dw, oc, ctx.options.gemm_splits);
 }
 
+// The inverted-residual block kernel (kernels/inverted_residual.cl): its group size and the
+// outputs one work-item sums at most, as the kernel defines them.
+constexpr int kBlockWg = 256, kBlockOutputsPerItem = 8, kBlockExpandsPerItem = 4;
+
+struct BlockPlan {
+  int rows = 1, chunk = 0, lanes = 1;
+  size_t local_floats = 0;
+  long groups = 0;
+};
+
+// $CLGPU_IR_BLOCK: 0 runs a folded expand inside the GEMM (EXPAND_A) instead of the block kernel
+// (research: bench/ab_options.py env.*); read at each use, as ab_options sets it between delegates.
+bool BlockKernelAllowed() {
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_IR_BLOCK", 1, "0 or 1",
+                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
+  return v.empty() || v[0] == 1;
+}
+
+// How the block kernel runs expand -> depthwise -> project on this device, or nullopt where it
+// cannot: a group takes `rows` output rows of one image (about one group per compute unit: rows
+// of 1 were the fastest on the H200, bench/results/ab-options-irblock-*.md), all their output
+// channels, and `chunk` expanded channels at a time, with the block's input pixels, the chunk's
+// weights and the expand's and depthwise's outputs in local memory (at most 7/8 of the
+// device's, and 44 KB), in at most two passes over the expanded channels.
+std::optional<BlockPlan> PlanBlock(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc) {
+  if (ec <= 0 || dw.n <= 0 || dw.oh <= 0 || dw.ow <= 0 || dw.c <= 0 || oc <= 0 || dw.kh <= 0 ||
+      dev.max_work_group_size < size_t(kBlockWg))
+    return std::nullopt;
+  const long budget =
+      long(std::min<uint64_t>(dev.local_mem_bytes * 7 / 8, 44 * 1024) / sizeof(float));
+  const long units = std::max(dev.compute_units, 1);
+  int rows = int(std::clamp<long>((long(dw.n) * dw.oh + units - 1) / units, 1, dw.oh));
+  for (; rows >= 1; --rows) {
+    const long outputs = long(rows) * dw.ow * oc;
+    if (outputs > long(kBlockWg) * kBlockOutputsPerItem) continue;
+    BlockPlan p;
+    p.rows = rows;
+    // Lanes per output: as many as the slots allow, no more than the channels' fours.
+    const long lane_cap = std::min<long>(32, std::max<long>(1, (dw.c + 3) / 4));
+    while (p.lanes * 2 <= lane_cap &&
+           outputs * p.lanes * 2 <= long(kBlockWg) * kBlockOutputsPerItem)
+      p.lanes *= 2;
+    const long in_pixels = (long(rows - 1) * dw.sh + long(dw.kh - 1) * dw.dh + 1) * dw.w;
+    const long fixed = in_pixels * ec;  // the input pixels
+    if (fixed >= budget) continue;
+    // Per expanded channel: its expand weights (a padded row), depthwise taps, two biases and
+    // its outputs at the input and output pixels (kernels/inverted_residual.cl's layout).
+    const long per_channel = ec + 1 + long(dw.kh) * dw.kw + 2 + in_pixels + long(rows) * dw.ow;
+    long chunk = std::min<long>(
+        {dw.c, (budget - fixed) / per_channel, long(kBlockWg) * kBlockExpandsPerItem / in_pixels});
+    // More passes over the expanded channels than two: slower than the GEMM on the H200 (blocks
+    // of 432 and 576 expanded channels in four passes, 25-28 us against 19-22 us for its
+    // kernels; docs/performance.md).
+    if (chunk < dw.c) chunk -= chunk % 4;
+    if (chunk <= 0 || (dw.c + chunk - 1) / chunk > 2) continue;
+    if (const std::vector<double> cap = EnvNumbers(
+            "CLGPU_IR_BLOCK_CHUNK", 1, "a positive multiple of 4",
+            [](const std::vector<double>& x) { return WholeAtLeast(x, 4) && long(x[0]) % 4 == 0; });
+        !cap.empty())
+      chunk = std::min<long>(chunk, long(cap[0]));
+    if (chunk < dw.c) chunk -= chunk % 4;
+    if (chunk <= 0 || outputs * p.lanes > budget) continue;
+    p.chunk = int(chunk);
+    p.local_floats = size_t(std::max(fixed + per_channel * chunk, outputs * p.lanes));
+    p.groups = long(dw.n) * ((dw.oh + rows - 1) / rows);
+    return p;
+  }
+  return std::nullopt;
+}
+
+std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const BlockPlan& p,
+                                int oc, cl_mem in, const ConvWeights& w, cl_mem bias, cl_mem out,
+                                float act_min, float act_max, cl_mem residual) {
+  const ConvGeometry& g = dw.g;
+  auto prog = ctx.GetProgram(
+      "inverted_residual",
+      With(
+          With("-DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" + std::to_string(g.kw), dw.epilogue),
+          residual ? "-DHAS_RESIDUAL" : ""));
+  Launch l = Make1d(prog, "inverted_residual_block", size_t(p.groups) * kBlockWg, kBlockWg);
+  // A compiler that cannot fit the group's registers (CL_KERNEL_WORK_GROUP_SIZE below it): the
+  // GEMM runs the block instead (nothing launched here).
+  size_t fits = 0;
+  CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
+                                        CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
+          "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+  if (fits < size_t(kBlockWg)) return {};
+  SetArgsAndOptional(l.kernel, residual, in, dw.expand_filter, dw.expand_bias, dw.filter, dw.bias,
+                     w.filter.get(), bias, out, LocalBytes{p.local_floats * sizeof(float)}, g.n,
+                     g.h, g.w, dw.expand_c, g.c, g.oh, g.ow, oc, g.sh, g.sw, g.dh, g.dw, g.pad_top,
+                     g.pad_left, p.rows, p.chunk, p.lanes, dw.expand_min, dw.expand_max, dw.act_min,
+                     dw.act_max, act_min, act_max);
+  std::vector<Launch> launches;
+  launches.push_back(std::move(l));
+  return launches;
+}
+
 // Split, a split kernel and its reduce.
 int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
   return PlanImplicitGemm(dev, g, 0).splits > 1 ? 2 : 1;
@@ -77,7 +179,8 @@ int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
 
 }  // namespace
 
-int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc) {
+int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c) {
+  if (expand_c > 0 && BlockKernelAllowed() && PlanBlock(dev, dw, expand_c, oc)) return 1;
   return PlanDepthwiseGemm(dev, dw, oc, 0).splits > 1 ? 2 : 1;
 }
 
@@ -93,6 +196,12 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
                                         float act_min, float act_max, cl_mem residual) {
   const ConvGeometry& g = dw.g;
   if (g.oc != g.c) throw Error("a folded depthwise needs depth multiplier 1");
+  if (dw.expand_filter && BlockKernelAllowed())
+    if (const std::optional<BlockPlan> b = PlanBlock(ctx.env.device(), g, dw.expand_c, oc))
+      if (std::vector<Launch> l =
+              EncodeBlock(ctx, dw, *b, oc, in, w, bias, out, act_min, act_max, residual);
+          !l.empty())
+        return l;
   const GemmPlan p = PlanDepthwiseGemm(ctx, g, oc);
   const long m = long(g.n) * g.oh * g.ow;
   const bool expand = dw.expand_filter != nullptr;

@@ -106,7 +106,9 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
                                         cl_mem in, const ConvWeights& w, cl_mem bias, cl_mem out,
                                         float act_min, float act_max, cl_mem residual = nullptr);
 std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGeometry& dw, int oc);
-// Its kernels per invoke with default options (the cost model's count).
-int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
+// Its kernels per invoke with default options (the cost model's count); `expand_c`: the input
+// channels of a folded expand (0: none), which small layers run in one block kernel
+// (kernels/inverted_residual.cl).
+int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c);
 
 }  // namespace clgpu

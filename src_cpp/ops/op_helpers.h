@@ -2,6 +2,8 @@
 // small checks. Included by ops/op.h after the Op contract (they take its OpContext).
 #pragma once
 
+#include <type_traits>
+
 #include "cl/errors.h"
 
 namespace clgpu {
@@ -37,11 +39,19 @@ size_t RoundUp(size_t x, size_t m);
 // `limit`, and no wider than the row needs.
 size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row);
 
+// A __local buffer argument of `bytes` bytes (its size is the argument; no host data).
+struct LocalBytes {
+  size_t bytes;
+};
+
 namespace detail {
 inline void SetArgsAt(const Kernel&, cl_uint) {}
 template <typename A, typename... Rest>
 void SetArgsAt(const Kernel& k, cl_uint i, const A& a, const Rest&... rest) {
-  CheckCl(Cl().clSetKernelArg(k.get(), i, sizeof(A), &a), "clSetKernelArg");
+  if constexpr (std::is_same_v<A, LocalBytes>)
+    CheckCl(Cl().clSetKernelArg(k.get(), i, a.bytes, nullptr), "clSetKernelArg");
+  else
+    CheckCl(Cl().clSetKernelArg(k.get(), i, sizeof(A), &a), "clSetKernelArg");
   SetArgsAt(k, i + 1, rest...);
 }
 }  // namespace detail
