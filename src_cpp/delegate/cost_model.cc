@@ -112,14 +112,11 @@ int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i, c
     const std::optional<ConvGeometry> dg = GraphConvGeometry(g, d);
     const std::optional<ConvGeometry> pg = GraphConvGeometry(g, n);
     if (!dg || !pg || IsQuantized(g.value_type(n.inputs[0]))) return 1;
-    // A folded expand: the node writing the depthwise's input (or its folded PAD's).
-    int x = d.inputs.empty() ? -1 : d.inputs[0];
-    if (auto p = folds.pad_input.find(x); p != folds.pad_input.end()) x = p->second;
+    // A folded expand: its input's channels.
     int expand_c = 0;
-    for (size_t j = 0; j < nodes.size() && !expand_c; ++j)
-      if (folds.folded.count(j) && nodes[j].op == tfl::kConv2d && !nodes[j].inputs.empty() &&
-          std::find(nodes[j].outputs.begin(), nodes[j].outputs.end(), x) != nodes[j].outputs.end())
-        if (const Shape s = g.shape(nodes[j].inputs[0]); !s.empty()) expand_c = s.back();
+    if (auto e = folds.expand_of.find(dw->second); e != folds.expand_of.end())
+      if (const NodeInfo& x = nodes[e->second]; !x.inputs.empty())
+        if (const Shape s = g.shape(x.inputs[0]); !s.empty()) expand_c = s.back();
     return DepthwiseGemmLaunches(dev, *dg, pg->oc, expand_c);
   }
   const OpHandler* h = FindOpHandler(n.op);

@@ -28,10 +28,12 @@ bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int o
 
 namespace {
 
-// Through a PAD folded into the depthwise (pad.cc): the expand writes the PAD's input.
-std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
-                                    const std::set<int>& outputs, const Folds& folds,
-                                    const DeviceInfo& dev) {
+// (depthwise, expand) pairs. Through a PAD folded into the depthwise (pad.cc): the expand writes
+// the PAD's input.
+std::vector<std::pair<size_t, size_t>> FindExpandFolds(const GraphView& g,
+                                                       const std::vector<NodeInfo>& nodes,
+                                                       const std::set<int>& outputs,
+                                                       const Folds& folds, const DeviceInfo& dev) {
   std::map<int, int> reads, producer;
   for (size_t i = 0; i < nodes.size(); ++i) {
     for (int t : nodes[i].inputs) ++reads[t];
@@ -41,7 +43,7 @@ std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeIn
   // pointwise convolutions that take a depthwise themselves stay as they are.
   std::map<size_t, size_t> pointwise_of;
   for (const auto& [pw, dw] : folds.depthwise_of) pointwise_of[dw] = pw;
-  std::vector<size_t> out;
+  std::vector<std::pair<size_t, size_t>> out;
   for (const auto& [d, pw] : pointwise_of) {
     const NodeInfo& dw = nodes[d];
     const auto padded = folds.pad_input.find(dw.inputs[0]);
@@ -66,7 +68,7 @@ std::vector<size_t> FindExpandFolds(const GraphView& g, const std::vector<NodeIn
       dg->w -= p->second.left + p->second.right;
     }
     const std::optional<ConvGeometry> pg = GraphConvGeometry(g, nodes[pw]);
-    if (dg && pg && ExpandFoldPays(dev, *dg, xin[3], pg->oc)) out.push_back(e);
+    if (dg && pg && ExpandFoldPays(dev, *dg, xin[3], pg->oc)) out.emplace_back(d, e);
   }
   return out;
 }
@@ -78,8 +80,9 @@ class ExpandPass : public FusionPass {
   // and on the H100 the fused kernel took about as long as the two it replaced (docs/
   // partitioning.md); only its launch goes. A float one counts its arithmetic.
   void Find(const FoldGraph& g, Folds* folds) override {
-    for (size_t e : FindExpandFolds(g.g, g.nodes, g.outputs, *folds, g.dev)) {
+    for (const auto& [d, e] : FindExpandFolds(g.g, g.nodes, g.outputs, *folds, g.dev)) {
       folds->folded.insert(e);
+      folds->expand_of[d] = e;
       if (IsQuantized(g.g.value_type(g.nodes[e].outputs[0]))) folds->device_time.insert(e);
     }
   }
