@@ -24,10 +24,17 @@
 //   rows * OW * OC * lanes <= IRB_WG * IRB_OPT (each work-item sums at most IRB_OPT outputs),
 //   in_pixels * chunk <= IRB_WG * IRB_YPT (the expand's outputs per work-item); chunk a
 //   multiple of 4 or C; IRB_WG a multiple of lanes.
-//   Defines: DW_KH, DW_KW (the depthwise's filter size; its loops unroll).
+//   Defines: DW_KH, DW_KW (the depthwise's filter size; its loops unroll; 3 x 3 when unset, so
+//   that the file builds alone).
 
 #ifndef IRB_WG
 #define IRB_WG 256
+#endif
+#ifndef DW_KH
+#define DW_KH 3
+#endif
+#ifndef DW_KW
+#define DW_KW 3
 #endif
 #ifndef IRB_OPT
 #define IRB_OPT 8
