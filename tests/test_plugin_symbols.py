@@ -14,7 +14,7 @@ import pytest
 import clgpu_delegate
 
 # TFLite's two entry points, and the process's OpenCL start lock the Python extension's copy of
-# the code takes (src_cpp/cl/driver_lock.h).
+# the code takes (src_cpp/common/process_lock.h).
 ENTRY_POINTS = {
     "tflite_plugin_create_delegate",
     "tflite_plugin_destroy_delegate",

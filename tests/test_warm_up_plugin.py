@@ -2,7 +2,7 @@
 the warm-up lists the devices on a thread of its own while load_delegate() creates the plugin's
 delegate, and the two copies of the code (the extension and the plugin) once started the ICD
 loader at the same time: a crash in 9 of 10 runs on PoCL, or no platform found
-(cl/driver_lock.h). Fresh processes, since only a process's first OpenCL use races."""
+(common/process_lock.h). Fresh processes, since only a process's first OpenCL use races."""
 
 from __future__ import annotations
 

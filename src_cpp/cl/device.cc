@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "cl/driver_lock.h"
 #include "cl/errors.h"
 #include "cl/objects.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/process_lock.h"
 
 namespace clgpu {
 namespace {

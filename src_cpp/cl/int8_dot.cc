@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "cl/objects.h"
+#include "common/env.h"
 
 namespace clgpu {
 namespace {
@@ -95,8 +96,7 @@ const std::string& Int8DotPath(const DeviceInfo& d) {
   if (it != paths.end()) return it->second;
   std::string path = "portable";
   // CLGPU_INT8_DOT=portable|khr|dp4a asks for a path (tests, benchmarks); it is still probed.
-  const char* env = std::getenv("CLGPU_INT8_DOT");
-  const std::string want = env ? env : "";
+  const std::string want = GetEnv("CLGPU_INT8_DOT").value_or("");
   auto allowed = [&](const char* p) { return want.empty() || want == p; };
   // Only NVIDIA's compiler takes PTX; other devices say whether they have the extension.
   if (allowed("dp4a") && d.profile.nvidia_ptx && Works(d, Int8DotDefines("dp4a"))) {

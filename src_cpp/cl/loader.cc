@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -18,7 +19,7 @@ namespace {
 
 std::vector<std::string> CandidatePaths() {
   std::vector<std::string> paths;
-  if (const char* env = std::getenv("CLGPU_OPENCL_LIBRARY"); env && *env) {
+  if (const std::string env = GetEnv("CLGPU_OPENCL_LIBRARY").value_or(""); !env.empty()) {
     // An explicit choice is final: silently falling back would hide a typo.
     paths.push_back(env);
     return paths;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cl/loader.h"
+#include "common/env.h"
 
 namespace clgpu {
 namespace {
@@ -91,10 +92,7 @@ int ComputeCapability(const DeviceInfo& dev) {
 
 // Opt-in: the cubin loads at once but ran ResNet-50 about 10 % slower than the driver's own
 // build of the same PTX on the H200 (docs/performance.md, "Start-up").
-bool NvCubinRequested() {
-  const char* env = std::getenv("CLGPU_NV_CUBIN");
-  return env && std::strcmp(env, "1") == 0;
-}
+bool NvCubinRequested() { return GetEnv("CLGPU_NV_CUBIN").value_or("") == "1"; }
 
 std::vector<unsigned char> PtxToCubin(const DeviceInfo& dev, const std::vector<unsigned char>& ptx,
                                       std::string* why_not) {

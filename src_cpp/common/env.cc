@@ -5,13 +5,23 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/process_lock.h"
 
 namespace clgpu {
 
+std::optional<std::string> GetEnv(const char* name) {
+  std::optional<std::string> out;
+  WithDriverLock([&] {
+    if (const char* v = std::getenv(name)) out = v;
+  });
+  return out;
+}
+
 std::vector<double> EnvNumbers(const char* name, size_t count, const char* expect,
                                const std::function<bool(const std::vector<double>&)>& valid) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return {};
+  const std::optional<std::string> value = GetEnv(name);
+  if (!value || value->empty()) return {};
+  const char* env = value->c_str();
   std::vector<double> v;
   const char* at = env;
   bool ok = true;

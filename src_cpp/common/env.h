@@ -4,9 +4,15 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace clgpu {
+
+// $name, copied under the process's lock (common/process_lock.h); nullopt when unset. Every read
+// of the environment goes through here: a driver starting on another thread may setenv().
+std::optional<std::string> GetEnv(const char* name);
 
 // $name as `count` numbers; empty when unset or empty. Throws Error("NAME must be EXPECT, not
 // 'VALUE'") when it holds anything else, a non-finite number, or numbers `valid` refuses.

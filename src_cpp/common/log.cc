@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/env.h"
+
 #ifdef __ANDROID__
 #include <android/log.h>
 #endif
@@ -12,8 +14,9 @@ namespace clgpu {
 namespace {
 
 LogLevel ThresholdFromEnv() {
-  const char* env = std::getenv("CLGPU_LOG");
-  if (!env) return LogLevel::kWarning;
+  const std::optional<std::string> value = GetEnv("CLGPU_LOG");
+  if (!value) return LogLevel::kWarning;
+  const char* env = value->c_str();
   if (!std::strcmp(env, "error")) return LogLevel::kError;
   if (!std::strcmp(env, "info")) return LogLevel::kInfo;
   if (!std::strcmp(env, "debug")) return LogLevel::kDebug;

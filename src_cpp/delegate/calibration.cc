@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cl/errors.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -136,10 +137,10 @@ void WriteFile(const std::string& path, const std::string& dir, const DeviceInfo
 enum class Mode { kAuto, kOff, kForce };
 
 Mode ModeFromEnv() {
-  const char* v = std::getenv("CLGPU_CALIBRATION");
-  if (!v || !*v || std::string(v) == "auto") return Mode::kAuto;
-  if (std::string(v) == "off") return Mode::kOff;
-  if (std::string(v) == "force") return Mode::kForce;
+  const std::string v = GetEnv("CLGPU_CALIBRATION").value_or("");
+  if (v.empty() || v == "auto") return Mode::kAuto;
+  if (v == "off") return Mode::kOff;
+  if (v == "force") return Mode::kForce;
   Log(LogLevel::kWarning,
       std::string("CLGPU_CALIBRATION=") + v + " is not one of auto, off, force; using auto");
   return Mode::kAuto;

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "ops/conv2d_selector.h"
 
@@ -144,12 +145,12 @@ const std::vector<std::string>& OptionKeys() {
 
 Options ParseOptions(const std::vector<std::pair<std::string, std::string>>& kv) {
   Options o;
-  if (const char* env = std::getenv("CLGPU_PARTITIONING"); env && *env) {
+  if (const std::string env = GetEnv("CLGPU_PARTITIONING").value_or(""); !env.empty()) {
     o.partitioning = ParseEnum("CLGPU_PARTITIONING", env, kPartitionings);
   }
-  if (const char* env = std::getenv("CLGPU_CPU_WARMUP"); env && *env)
+  if (const std::string env = GetEnv("CLGPU_CPU_WARMUP").value_or(""); !env.empty())
     o.cpu_warmup = ParseBool("CLGPU_CPU_WARMUP", env);
-  if (const char* env = std::getenv("CLGPU_AUTO_FP16"); env && *env)
+  if (const std::string env = GetEnv("CLGPU_AUTO_FP16").value_or(""); !env.empty())
     o.auto_fp16_anywhere = ParseBool("CLGPU_AUTO_FP16", env);
   for (const auto& [key, value] : kv) {
     // C reads a string up to its first NUL: a value with one would be cut there, so a model

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "cl/driver_lock.h"
 #include "common/error.h"
+#include "common/process_lock.h"
 #include "delegate/delegate.h"
 
 #define CLGPU_EXPORT extern "C" __attribute__((visibility("default")))
@@ -30,8 +30,8 @@ CLGPU_EXPORT TfLiteDelegate* tflite_plugin_create_delegate(const char* const* ke
   return nullptr;
 }
 
-// The process's lock around the OpenCL driver's first use (cl/driver_lock.h), for the other copy
-// of this code in a Python process (the extension), which loads this library to find it.
+// The process's lock around the OpenCL driver's first use (common/process_lock.h), for the other
+// copy of this code in a Python process (the extension), which loads this library to find it.
 CLGPU_EXPORT void clgpu_driver_lock(int acquire) { clgpu::LocalDriverLock(acquire); }
 
 CLGPU_EXPORT void tflite_plugin_destroy_delegate(TfLiteDelegate* delegate) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/env.h"
 #include "common/error.h"
 
 namespace clgpu {
@@ -25,7 +26,7 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
   int splits = forced_splits;
   if (splits <= 0 && dev.profile.gpu_plans) {
     long target = p.tiles.wpt_m * p.tiles.wpt_n >= 64 ? 0 : work_items;
-    if (const char* v = std::getenv("CLGPU_SPLITK_THREADS")) target = std::atol(v);
+    if (const auto v = GetEnv("CLGPU_SPLITK_THREADS")) target = std::atol(v->c_str());
     const long wg = static_cast<long>(p.tiles.work_group());
     const long fill =
         groups < dev.compute_units ? (2L * dev.compute_units + groups - 1) / groups : 1;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "cl/int8_dot.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "ops/gemm.h"
 #include "ops/tuning.h"
@@ -22,7 +23,8 @@ struct Int8Tiles {
 // The "gemm_int8" entry of the tuning table (ops/tuning.cc); CLGPU_TUNE_GEMM_INT8="TM,TN,TK4,WM,WN"
 // overrides it (bench/bench_int8.py), checked here: the int8 kernel needs its own limits.
 Int8Tiles TunedTiles(const DeviceInfo& dev) {
-  if (const char* env = std::getenv("CLGPU_TUNE_GEMM_INT8")) {
+  if (const auto value = GetEnv("CLGPU_TUNE_GEMM_INT8")) {
+    const char* env = value->c_str();
     Int8Tiles o{};
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.tk4, &o.wm, &o.wn) != 5 || o.wm < 1 ||
         o.wn < 1 || o.tk4 < 1 || o.tm % o.wm || o.tn % o.wn || o.tm > 256 || o.tn > 256)
@@ -49,7 +51,7 @@ bool ShortK(const DeviceInfo& dev, long m, long n, long kp) {
 // only leave more of a group's work-items waiting at each step's barrier (Xception int8's
 // 728-channel layers ran slower).
 Int8Tiles TilesFor(const DeviceInfo& dev, bool short_dw = false) {
-  if (!short_dw || std::getenv("CLGPU_TUNE_GEMM_INT8")) return TunedTiles(dev);
+  if (!short_dw || GetEnv("CLGPU_TUNE_GEMM_INT8")) return TunedTiles(dev);
   const GemmTiles g = clgpu::TilesFor("gemm_int8_dw", dev, "gemm_int8");
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }

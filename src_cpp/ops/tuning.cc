@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/env.h"
 #include "common/error.h"
 
 namespace clgpu {
@@ -73,10 +74,10 @@ const TuningRow* Find(const char* table, const std::string& name, const DeviceIn
   return nullptr;
 }
 
-const char* TuneOverride(const std::string& name, std::string* env_name) {
+std::optional<std::string> TuneOverride(const std::string& name, std::string* env_name) {
   *env_name = "CLGPU_TUNE_" + name;
   for (char& c : *env_name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return std::getenv(env_name->c_str());
+  return GetEnv(env_name->c_str());
 }
 
 }  // namespace
@@ -92,7 +93,8 @@ std::string GemmTiles::Defines() const {
 
 GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev, const std::string& fallback) {
   std::string env_name;
-  if (const char* v = TuneOverride(name, &env_name)) {
+  if (const auto value = TuneOverride(name, &env_name)) {
+    const char* v = value->c_str();
     GemmTiles t{};
     const int n = std::sscanf(v, "%d,%d,%d,%d,%d,%d,%d,%d", &t.tile_m, &t.tile_n, &t.tile_k,
                               &t.wpt_m, &t.wpt_n, &t.dbuf, &t.tmap, &t.lpad);
@@ -108,7 +110,8 @@ GemmTiles TilesFor(const std::string& name, const DeviceInfo& dev, const std::st
 
 BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev) {
   std::string env_name;
-  if (const char* v = TuneOverride(name, &env_name)) {
+  if (const auto value = TuneOverride(name, &env_name)) {
+    const char* v = value->c_str();
     BlockedTiles t{};
     char tail = 0;
     // A sweep must not time a configuration other than the one it names: refuse, do not fall back.
@@ -126,7 +129,8 @@ BlockedTiles BlockedTilesFor(const std::string& name, const DeviceInfo& dev) {
 
 WinogradFusedTiles WinogradFusedTilesFor(const std::string& name, const DeviceInfo& dev) {
   std::string env_name;
-  if (const char* v = TuneOverride(name, &env_name)) {
+  if (const auto value = TuneOverride(name, &env_name)) {
+    const char* v = value->c_str();
     WinogradFusedTiles t{0, 0, 0, 0, 0, 1, 1};
     char tail = 0;
     const int n = std::sscanf(v, "%d,%d,%d,%d,%d,%d,%d%c", &t.tp, &t.ocb, &t.cc, &t.rt, &t.ro,

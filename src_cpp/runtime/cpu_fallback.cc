@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "runtime/memory_planner.h"
 #include "tflite/builtin.h"
@@ -47,8 +48,8 @@ class MoreThreads {
   }
   // $CLGPU_WARMUP_THREADS, else half the host's cores (at most 16).
   static int Wanted() {
-    const char* env = std::getenv("CLGPU_WARMUP_THREADS");
-    if (env && std::atoi(env) > 0) return std::min(std::atoi(env), 256);
+    const int n = std::atoi(GetEnv("CLGPU_WARMUP_THREADS").value_or("").c_str());
+    if (n > 0) return std::min(n, 256);
     return static_cast<int>(std::min(16u, std::thread::hardware_concurrency() / 2));
   }
   TfLiteContext* ctx_;

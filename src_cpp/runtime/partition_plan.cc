@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cl/errors.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "graph/validate.h"
@@ -23,8 +24,7 @@ enum class ArenaKind { kSubBuffers, kSvm, kShared };
 // buffers. CLGPU_ARENA=subbuffers|svm|shared picks one on any device (tests);
 // "svm" without SVM support falls back to shared buffers.
 ArenaKind PickArena(const DeviceInfo& d) {
-  const char* force = std::getenv("CLGPU_ARENA");
-  const std::string f = force ? force : "";
+  const std::string f = GetEnv("CLGPU_ARENA").value_or("");
   if (f == "subbuffers") return ArenaKind::kSubBuffers;
   if (f == "svm") return ArenaKind::kSvm;
   if (f == "shared") return ArenaKind::kShared;

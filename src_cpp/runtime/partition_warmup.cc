@@ -8,6 +8,7 @@
 #include <system_error>
 #include <thread>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "runtime/partition.h"
@@ -19,8 +20,9 @@ constexpr double kWaitHorizon = 10;  // invokes (see InvokeWarm)
 // Test hook: $CLGPU_SETUP_DELAY_MS holds the setup thread that long before it starts, so a test
 // sees invokes on the CPU whatever the program cache holds.
 void HoldForTests(const std::atomic<bool>& cancel) {
-  const char* env = std::getenv("CLGPU_SETUP_DELAY_MS");
-  if (!env || !*env) return;
+  const std::optional<std::string> value = GetEnv("CLGPU_SETUP_DELAY_MS");
+  if (!value || value->empty()) return;
+  const char* env = value->c_str();
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atol(env));
   while (!cancel && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

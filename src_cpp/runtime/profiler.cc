@@ -9,6 +9,7 @@
 
 #include "cl/environment.h"
 #include "cl/errors.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -154,7 +155,8 @@ double Measure(Environment& env, cl_command_queue queue) {
 }  // namespace
 
 double EventOverheadNs(Environment& env, cl_command_queue queue) {
-  if (const char* v = std::getenv("CLGPU_EVENT_OVERHEAD_US"); v && *v) {
+  const std::optional<std::string> value = GetEnv("CLGPU_EVENT_OVERHEAD_US");
+  if (const char* v = value ? value->c_str() : nullptr; v && *v) {
     char* end = nullptr;
     const double us = std::strtod(v, &end);
     if (end != v && *end == '\0' && us >= 0) return us * 1e3;

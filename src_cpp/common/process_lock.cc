@@ -1,4 +1,4 @@
-#include "cl/driver_lock.h"
+#include "common/process_lock.h"
 
 #include <dlfcn.h>
 
@@ -31,7 +31,7 @@ LockFn FindLock() {
 }  // namespace
 
 void LocalDriverLock(int acquire) {
-  static std::mutex mutex;
+  static std::recursive_mutex mutex;
   if (acquire)
     mutex.lock();
   else
