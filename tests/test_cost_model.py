@@ -102,6 +102,40 @@ def test_the_cpu_estimate_charges_memory_traffic_not_only_arithmetic() -> None:
     assert fc_ms > 3 * conv_ms, (fc_ms, conv_ms)
 
 
+def _int8_conv(size: int, channels: int) -> bytes:
+    """float input, QUANTIZE, an int8 1x1 conv, DEQUANTIZE, float output."""
+    net, x = start(size, channels, seed=0, fp16_weights=False)
+    return quantize_model(net.finish(net.conv(x, 8, 1), softmax=False))
+
+
+EDGE = "cost: a conversion at the model's edge"
+
+
+def test_small_edge_conversions_of_an_int8_model_stay_on_the_cpu(runtime: str) -> None:
+    """An int8 model's float input is quantized, and its output dequantized, by a node each: at
+    the model's edge a small one costs the device a launch where the CPU converts it in less,
+    and the partition then moves the int8 values. A large image's stays with the device, and
+    `all` claims both."""
+    model = _int8_conv(7, 96)
+    delegate = clgpu_delegate.load(partitioning="cost")
+    interp = make_interpreter(model, [delegate], runtime=runtime, reference=True)
+    interp.allocate_tensors()
+    reasons = {d.op_name: d.reason for d in delegate.decisions()}
+    assert reasons["QUANTIZE"].startswith(EDGE) and reasons["DEQUANTIZE"].startswith(EDGE), reasons
+    assert not reasons["CONV_2D"].startswith(EDGE), reasons
+    ref = make_interpreter(model, runtime=runtime, reference=True)
+    ref.allocate_tensors()
+    inputs = random_inputs(interp.get_input_details(), 0)
+    np.testing.assert_array_equal(run(interp, inputs)[0], run(ref, inputs)[0])
+
+    large = clgpu_delegate.load(partitioning="cost")
+    make_interpreter(_int8_conv(224, 3), [large], runtime=runtime, reference=True)
+    assert not any(d.reason.startswith(EDGE) for d in large.decisions()), large.decisions()
+    everything = clgpu_delegate.load(partitioning="all")
+    make_interpreter(model, [everything], runtime=runtime, reference=True)
+    assert len(everything.delegated_nodes()) == 3, everything.decisions()
+
+
 def _launches_per_invoke(model: bytes) -> int:
     delegate = clgpu_delegate.load(partitioning="all", profiling=True)
     interp = make_interpreter(model, [delegate], reference=True)

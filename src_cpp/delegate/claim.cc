@@ -72,6 +72,33 @@ void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<No
   }
 }
 
+void LeaveEdgeConversionsToCpu(const GraphView& graph, const std::vector<NodeInfo>& nodes,
+                               const std::function<std::string(const NodeInfo&)>& cpu_reason,
+                               std::vector<NodeDecision>* decisions) {
+  std::set<int> made, read;
+  std::map<int, const NodeInfo*> node;
+  for (const NodeInfo& n : nodes) {
+    node[n.index] = &n;
+    made.insert(n.outputs.begin(), n.outputs.end());
+    read.insert(n.inputs.begin(), n.inputs.end());
+  }
+  for (NodeDecision& d : *decisions) {
+    auto it = node.find(d.node);
+    if (!d.claimed || it == node.end()) continue;
+    const NodeInfo& n = *it->second;
+    const OpHandler* h = FindOpHandler(n.op);
+    if (!h || !h->converts_type || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    const int x = n.inputs[0], y = n.outputs[0];
+    const bool from_input = graph.valid_tensor(x) && !graph.IsConstant(x) && !made.count(x);
+    if (!from_input && read.count(y)) continue;
+    std::string why = cpu_reason(n);
+    if (why.empty()) continue;
+    d.claimed = false;
+    d.reason = std::move(why);
+    d.note.clear();
+  }
+}
+
 namespace {
 
 class Claims {

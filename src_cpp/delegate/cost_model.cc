@@ -216,4 +216,23 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   return e;
 }
 
+std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs) {
+  double bytes = 0;
+  for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
+    for (int t : *ts)
+      if (g.valid_tensor(t))
+        bytes += double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
+  // One thread's bandwidth: XNNPACK may not split so small a conversion.
+  const double cpu_us = kCpuNodeUs + bytes / (kCpuGBpsPerThread * 1e3);
+  const double device_us =
+      costs.min_kernel_us + kLayerKernelExtraUs + costs.launch_gap_us + kLayerGapExtraUs;
+  if (cpu_us >= device_us) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "cost: a conversion at the model's edge (%.0f KB): about %.1f us on the CPU "
+                "against %.1f us for a kernel on the device",
+                bytes / 1e3, cpu_us, device_us);
+  return buf;
+}
+
 }  // namespace clgpu

@@ -45,4 +45,9 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                                     const std::vector<std::string>& fuse = FusionPassNames(),
                                     int folded_nodes = 0);
 
+// "" when the device should run `n`, a type conversion at the model's edge (claim.h,
+// LeaveEdgeConversionsToCpu), else why the CPU runs it: it converts the tensor in less time
+// than a kernel costs the device (a launch and its host side, `costs`).
+std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs);
+
 }  // namespace clgpu

@@ -306,6 +306,11 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     for (const NodeInfo& n : nodes)
       claim.decisions.push_back(DecideNode(graph, n, whole, sparse_refused, &abi));
     KeepInt32ValuesForTheirReaders(graph, nodes, &claim.decisions);
+    if (options_.partitioning == Partitioning::kCost)
+      LeaveEdgeConversionsToCpu(
+          graph, nodes,
+          [&](const NodeInfo& n) { return EdgeConversionCost(graph, n, device_costs_); },
+          &claim.decisions);
 
     const PreviewFn preview = MakePreview(ctx);
     KeepFn keep;

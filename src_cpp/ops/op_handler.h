@@ -41,6 +41,9 @@ struct OpHandler {
   // Kernels per invoke for the cost model, from the plan the op will make on `dev` with
   // default options (split-K GEMMs launch two); null: one.
   int (*launches)(const GraphView& graph, const NodeInfo& node, const DeviceInfo& dev) = nullptr;
+  // Converts a value's type element by element (QUANTIZE, DEQUANTIZE): at the model's edge the
+  // cost model may leave a small one to the CPU (delegate/claim.h, LeaveEdgeConversionsToCpu).
+  bool converts_type = false;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

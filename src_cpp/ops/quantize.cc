@@ -131,8 +131,11 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kQuantizeHandler = {tfl::kQuantize, "QUANTIZE", CheckQuantize, Create};
-extern const OpHandler kDequantizeHandler = {tfl::kDequantize, "DEQUANTIZE", CheckDequantize,
-                                             Create};
+extern const OpHandler kQuantizeHandler = {tfl::kQuantize, "QUANTIZE", CheckQuantize, Create,
+                                           nullptr,        nullptr,    false,         false,
+                                           nullptr,        true};
+extern const OpHandler kDequantizeHandler = {
+    tfl::kDequantize, "DEQUANTIZE", CheckDequantize, Create,  nullptr,
+    nullptr,          false,        false,           nullptr, true};
 
 }  // namespace clgpu
