@@ -74,4 +74,36 @@ __kernel void avg_pool2d_int(POOL_ARGS OVERFLOW_PARAM) {
   const int avg = count == 0 ? 0 : (s > 0 ? s + count / 2 : s - count / 2) / count;
   out[dst] = (T)clamp(avg, (int)act_min, (int)act_max);
 }
+
+// A window over the whole image (global pooling) on quantized values, where the window kernels
+// give each channel one work-item walking every pixel alone. A group per image and block of
+// PW_C channels; its PW_P lanes take every PW_P-th pixel (neighbouring work-items read
+// neighbouring channels), then lane 0 sums (or takes the max of) the lanes' partials. Integer
+// sums and maxima are exact in any order: avg_pool2d_int's and max_pool2d's results.
+// NDRange (ceil(c / PW_C) * PW_C * PW_P, batch), local (PW_C * PW_P, 1).
+#define PW_C 32
+#define PW_P 8
+__kernel void pool2d_int_whole(__global const T* in, __global T* out, int hw, int c, int is_max,
+                               float act_min, float act_max OVERFLOW_PARAM) {
+  __local int part[PW_C * PW_P];
+  const int l = get_local_id(0), lc = l % PW_C, lp = l / PW_C;
+  const int ch = get_group_id(0) * PW_C + lc, b = get_global_id(1);
+  int s = is_max ? INT_MIN : 0;
+  if (ch < c) {
+    const __global T* x = in + (long)b * hw * c + ch;
+    for (int p = lp; p < hw; p += PW_P) {
+      const int v = (int)x[(long)p * c];
+      s = is_max ? max(s, v) : s + v;
+    }
+  }
+  part[l] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lp != 0 || ch >= c) return;
+  for (int k = 1; k < PW_P; ++k) {
+    const int v = part[k * PW_C + lc];
+    s = is_max ? max(s, v) : s + v;
+  }
+  const int r = is_max ? s : (s > 0 ? s + hw / 2 : s - hw / 2) / hw;
+  out[(long)b * c + ch] = (T)clamp(r, (int)act_min, (int)act_max);
+}
 #endif

@@ -42,3 +42,27 @@ def test_pool_int8_in_chunks(runtime: str, kind: str) -> None:
     model = quantize_model(b.build(), io="int8", seed=3)
     r = check_int8_parity(model, runtime, min_fraction=1.0, max_alloc_bytes=1024)
     assert "chunks" in r.decisions[0]["note"]
+
+
+GLOBAL = [
+    # input, size, stride, padding, activation: windows over the whole image
+    ((1, 25, 5, 40), (25, 5), 1, "VALID", None),
+    ((2, 5, 5, 70), 5, 5, "SAME", "RELU6"),
+    ((1, 3, 3, 300), 3, 1, "VALID", "RELU"),
+]
+
+
+@pytest.mark.parametrize("case", GLOBAL)
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_global_pool_int8_runs_as_a_reduction(runtime: str, case, kind: str) -> None:
+    """A global pool's channels split over groups whose lanes share the pixels
+    (pool2d_int_whole), where the window kernel walked every pixel in one work-item per channel
+    (16 us for ds_cnn's 25 x 5 x 276 on an H100): still TFLite's integers, bit for bit."""
+    shape, size, stride, padding, act = case
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    pool = b.max_pool2d if kind == "max" else b.avg_pool2d
+    b.output(pool(x, size, stride, padding, activation=act))
+    model = quantize_model(b.build(), io="int8", seed=shape[3], jitter=0.3)
+    r = check_int8_parity(model, runtime, min_fraction=1.0, max_quanta=0, profiling=True)
+    assert {k.algorithm for k in r.delegate.profile().kernels} == {"whole_int"}

@@ -1,6 +1,7 @@
 // MAX_POOL_2D and AVERAGE_POOL_2D: SAME/VALID windows (TFLite's padding arithmetic, as
 // for convolutions), clipped to the input, with a fused clamp activation.
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <tuple>
@@ -121,6 +122,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
       algorithm_ = "whole_" + AppendTiledReduction(ctx, r, in[0], out[0], &launches_);
       return;
     }
+    if (WholeImageInt(g, ctx, in[0], out[0])) return;
     // An average of integers rounds as TFLite's integer kernel (avg_pool2d_int, one channel per
     // work-item); a max is exact in the float kernels.
     const bool int_avg = !max_ && IsQuantized(ctx.values);
@@ -162,6 +164,28 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
     std::tie(r->act_lo, r->act_hi) = ClampBounds(act_min_, act_max_);
     r->has_epilogue = has_epilogue();
     r->compute_units = ctx.env.device().compute_units;
+    return true;
+  }
+
+  // The same on quantized values (kernels/pool.cl, pool2d_int_whole): integer sums and maxima,
+  // exact in any order. A chunk keeps the window kernels.
+  bool WholeImageInt(const ConvGeometry& g, OpContext& ctx, cl_mem in, cl_mem out) {
+    constexpr size_t kChannels = 32, kLanes = 8;  // PW_C, PW_P
+    if (!IsQuantized(ctx.values) || chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h ||
+        g.kw - g.pad_left < g.w || int64_t(g.h) * g.w > INT_MAX / 256)
+      return false;
+    auto prog = ctx.GetProgram("pool");
+    Launch l;
+    l.name = "pool2d_int_whole";
+    l.kernel = CreateKernel(*prog, l.name);
+    const auto [lo, hi] = ClampBounds(act_min_, act_max_);
+    SetArgs(l.kernel, in, out, g.h * g.w, g.c, max_ ? 1 : 0, lo, hi);
+    l.dims = 2;
+    l.global[0] = RoundUp(size_t(g.c), kChannels) * kLanes;
+    l.global[1] = g.n;
+    l.local[0] = kChannels * kLanes, l.local[1] = 1;
+    launches_.push_back(std::move(l));
+    algorithm_ = "whole_int";
     return true;
   }
 
