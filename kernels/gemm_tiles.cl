@@ -341,4 +341,65 @@ __kernel void gemm_splitk_reduce(__global const float* restrict P, __global cons
   for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
   STOREF(ACTIVATE(PLUS_RESIDUAL(s, idx), act_min, act_max), C, idx);
 }
+
+#ifdef SPLIT_FUSED
+// Split-K in one launch: each split stores its partial tile (store_partial_tile) and counts
+// itself in counters[its tile]; the last of the tile's splits to count adds the partials in
+// split order, the bias, the residual and the activation, as gemm_splitk_reduce does (the same
+// sums), where that was a second launch. The counters are zero before the first launch and are
+// left zero. The split kernels take SPLIT_FUSED_PARAM after their own arguments and declare
+// `__local int split_last` for finish_split_tile.
+#define SPLIT_FUSED_PARAM                                                                         \
+  , __global const float *restrict split_bias, __global T *restrict split_out,                 \
+      __global int *restrict split_counters, int splits, float split_min,                     \
+      float split_max RESIDUAL_PARAM
+#define SPLIT_FUSED_PASS \
+  , split_bias, split_out, split_counters, splits, split_min, split_max RESIDUAL_PASS
+// The other splits' stores, read where they landed: with -DSPLIT_PTX (NVIDIA, inline PTX probed:
+// cl/int8_dot.h) an L2 load after membar.gl, else an atomic read.
+#ifdef SPLIT_PTX
+#define split_fence() asm volatile("membar.gl;")
+static inline float split_load(__global const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+#else
+#define split_fence() mem_fence(CLK_GLOBAL_MEM_FENCE)
+static inline float split_load(__global const float* p) {
+  return as_float(atomic_or((volatile __global int*)p, 0));
+}
+#endif
+
+// Called by every work-item of a split's group after store_partial_tile (barriers inside; no
+// early return: PoCL 3.1 was seen to run code past one anyway).
+static inline void finish_split_tile(__global const float* P, int M, int N, int m0, int n0, int tx,
+                                     int ty, __local int* last SPLIT_FUSED_PARAM OVERFLOW_PARAM) {
+  split_fence();
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0) {
+    *last = atomic_inc(&split_counters[get_group_id(0)]) == splits - 1;
+    if (*last) atomic_xchg(&split_counters[get_group_id(0)], 0);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (*last) {
+    split_fence();
+#pragma unroll
+    for (int i = 0; i < WPT_M; ++i) {
+      const int m = m0 + ROW_OF(ty, i);
+#pragma unroll
+      for (int j = 0; j < WPT_N; ++j) {
+        const int n = n0 + COL_OF(tx, j);
+        if (m >= M || n >= N) continue;
+        const long idx = (long)m * N + n;
+        float s = split_bias[n];
+        for (int z = 0; z < splits; ++z) s += split_load(P + (long)z * M * N + idx);
+        STOREF(ACTIVATE(PLUS_RESIDUAL(s, idx), split_min, split_max), split_out, idx);
+      }
+    }
+  }
+}
+#else
+#define SPLIT_FUSED_PARAM
+#endif  // SPLIT_FUSED
 #endif  // SPLIT_K
