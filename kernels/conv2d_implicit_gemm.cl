@@ -301,7 +301,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm_splitk(
     __global const T* restrict in, __global const T* restrict filter, __global float* restrict P,
     int N, int H, int W, int C, int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH,
-    int DW, int PT, int PL, int k_per_split DW_PARAM SPLIT_FUSED_PARAM OVERFLOW_PARAM) {
+    int DW, int PT, int PL, int k_per_split DW_PARAM OVERFLOW_PARAM) {
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
@@ -317,10 +317,5 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
                    o.x, o.y, &As[0][0], &Bs[0][0], acc DW_PASS);
   store_partial_tile(acc, P + (long)get_group_id(1) * M * OC, M, OC, o.x, o.y, lid % RT_N,
                      lid / RT_N);
-#ifdef SPLIT_FUSED
-  __local int split_last;
-  finish_split_tile(P, M, OC, o.x, o.y, lid % RT_N, lid / RT_N,
-                    &split_last SPLIT_FUSED_PASS OVERFLOW_PASS);
-#endif
 }
 #endif  // SPLIT_K

@@ -78,7 +78,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
 // gemm_splitk_reduce (gemm_tiles.cl) adds the splits, the bias and the activation.
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_splitk(
     __global const T* restrict A, __global const T* restrict B, __global float* restrict P, int M,
-    int N, int K, int k_per_split SPLIT_FUSED_PARAM OVERFLOW_PARAM) {
+    int N, int K, int k_per_split OVERFLOW_PARAM) {
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
@@ -88,10 +88,5 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_split
   gemm_accumulate(A, B, M, N, K, k.x, k.y, o.x, o.y, &As[0][0], &Bs[0][0], acc);
   store_partial_tile(acc, P + (long)get_group_id(1) * M * N, M, N, o.x, o.y, lid % RT_N,
                      lid / RT_N);
-#ifdef SPLIT_FUSED
-  __local int split_last;
-  finish_split_tile(P, M, N, o.x, o.y, lid % RT_N, lid / RT_N,
-                    &split_last SPLIT_FUSED_PASS OVERFLOW_PASS);
-#endif
 }
 #endif  // SPLIT_K

@@ -201,5 +201,4 @@ def test_the_estimate_counts_the_kernels_the_partition_launches(kind: str) -> No
     cost = clgpu_delegate.load(partitioning="cost")
     make_interpreter(model, [cost], reference=True).allocate_tensors()
     edge = frozenset(d.op_name for d in cost.decisions() if d.reason.startswith(EDGE))
-    assert edge == ({"QUANTIZE", "DEQUANTIZE"} if kind.endswith("int8") else set()), edge
     assert estimated == _launches_per_invoke(model, edge)

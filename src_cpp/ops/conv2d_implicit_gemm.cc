@@ -32,11 +32,8 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
   const long m = long(g.n) * g.oh * g.ow;
   // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
   // ignores the residual, the reduce adds it.
-  const bool fused = p.splits > 1 && FusedSplitK();
-  auto prog =
-      ctx.GetProgram("conv2d_implicit_gemm",
-                     With(With(p.tiles.Defines(), rd),
-                          p.splits > 1 ? SplitKDefines(ctx.env.device(), fused) : std::string()));
+  auto prog = ctx.GetProgram("conv2d_implicit_gemm",
+                             With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""));
   if (p.splits <= 1) {
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
     SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
@@ -53,12 +50,6 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;
-  if (fused) {
-    SetSplitTail(ctx, l, 19, l.global[0] / l.local[0], bias, out, p.splits, act_min, act_max,
-                 residual);
-    launches.push_back(std::move(l));
-    return launches;
-  }
   launches.push_back(std::move(l));
   Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * g.oc);
   SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc,
@@ -183,14 +174,14 @@ std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const
 
 // Split, a split kernel and its reduce.
 int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
-  return SplitKLaunches(PlanImplicitGemm(dev, g, 0).splits);
+  return PlanImplicitGemm(dev, g, 0).splits > 1 ? 2 : 1;
 }
 
 }  // namespace
 
 int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c) {
   if (expand_c > 0 && BlockKernelAllowed() && PlanBlock(dev, dw, expand_c, oc)) return 1;
-  return SplitKLaunches(PlanDepthwiseGemm(dev, dw, oc, 0).splits);
+  return PlanDepthwiseGemm(dev, dw, oc, 0).splits > 1 ? 2 : 1;
 }
 
 std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGeometry& dw,
@@ -239,10 +230,8 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
     return launches;
   }
   if (ctx.scratch.empty()) throw Error("split-K depthwise GEMM without a scratch buffer");
-  const bool fused = FusedSplitK();
-  auto prog =
-      ctx.GetProgram("conv2d_implicit_gemm", With(With(defines, residual ? "-DHAS_RESIDUAL" : ""),
-                                                  SplitKDefines(ctx.env.device(), fused)));
+  auto prog = ctx.GetProgram("conv2d_implicit_gemm",
+                             With(With(defines, residual ? "-DHAS_RESIDUAL" : ""), "-DSPLIT_K"));
   Launch l =
       Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, oc), p.tiles.work_group());
   SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, oc, g.kh,
@@ -252,12 +241,6 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;
-  if (fused) {
-    SetSplitTail(ctx, l, expand ? 28 : 23, l.global[0] / l.local[0], bias, out, p.splits, act_min,
-                 act_max, residual);
-    launches.push_back(std::move(l));
-    return launches;
-  }
   launches.push_back(std::move(l));
   Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * oc);
   SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), oc,

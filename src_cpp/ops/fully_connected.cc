@@ -275,7 +275,7 @@ int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
   const Shape w = g.shape(n.inputs[1]);
   if (w.size() != 2 || w[1] <= 0) return 1;
   const long m = long(NumElements(g.shape(n.inputs[0])) / w[1]);
-  return SplitKLaunches(PlanGemm(dev, m, w[0], w[1]).splits);
+  return PlanGemm(dev, m, w[0], w[1]).splits > 1 ? 2 : 1;
 }
 
 }  // namespace

@@ -4,10 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "cl/int8_dot.h"
 #include "common/env.h"
 #include "common/error.h"
-#include "ops/op_helpers.h"
 
 namespace clgpu {
 
@@ -63,27 +61,6 @@ GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_spli
   return p;
 }
 
-bool FusedSplitK() {
-  const std::vector<double> v = EnvNumbers("CLGPU_SPLITK_REDUCE", 1, "0 or 1",
-                                           [](const auto& x) { return x[0] == 0 || x[0] == 1; });
-  return v.empty() || v[0] == 0;
-}
-
-int SplitKLaunches(int splits) { return splits > 1 && !FusedSplitK() ? 2 : 1; }
-
-std::string SplitKDefines(const DeviceInfo& dev, bool fused) {
-  if (!fused) return "-DSPLIT_K";
-  return PtxDefines(dev).empty() ? "-DSPLIT_K -DSPLIT_FUSED"
-                                 : "-DSPLIT_K -DSPLIT_FUSED -DSPLIT_PTX";
-}
-
-void SetSplitTail(OpContext& ctx, Launch& l, cl_uint next, size_t tiles, cl_mem bias, cl_mem out,
-                  int splits, float act_min, float act_max, cl_mem residual) {
-  l.owned = ZeroBuffer(ctx, tiles * sizeof(int32_t));
-  SetArgsFrom(l.kernel, next, bias, out, l.owned.get(), splits, act_min, act_max);
-  if (residual) SetArgsFrom(l.kernel, next + 6, residual);
-}
-
 size_t GemmScratchBytes(const GemmPlan& p, long m, long n) {
   return p.splits > 1 ? size_t(p.splits) * m * n * sizeof(float) : 0;
 }
@@ -122,11 +99,9 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   const bool even =
       m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
   // Split or whole: the program holds only the kernels it launches (kernels/gemm.cl).
-  const bool fused = p.splits > 1 && FusedSplitK();
-  auto prog = ctx.GetProgram(
-      "gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
-                  (residual ? " -DHAS_RESIDUAL" : "") +
-                  (p.splits > 1 ? " " + SplitKDefines(ctx.env.device(), fused) : ""));
+  auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
+                                         (residual ? " -DHAS_RESIDUAL" : "") +
+                                         (p.splits > 1 ? " -DSPLIT_K" : ""));
   Launch l;
   l.dims = 1;
   l.global[0] = p.tiles.Global(m, n);
@@ -145,12 +120,6 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;
-  if (fused) {
-    SetSplitTail(ctx, l, 7, l.global[0] / l.local[0], bias, c, p.splits, act_min, act_max,
-                 residual);
-    out.push_back(std::move(l));
-    return out;
-  }
   out.push_back(std::move(l));
   Launch r;
   r.name = "gemm_splitk_reduce";

@@ -2,7 +2,6 @@
 // as one tiled kernel, or split along K when the output has too few tiles to fill the device.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "ops/op.h"
@@ -12,7 +11,7 @@ namespace clgpu {
 
 struct GemmPlan {
   GemmTiles tiles;
-  int splits = 1;  // > 1: gemm_nt_splitk (+ gemm_splitk_reduce unless FusedSplitK())
+  int splits = 1;  // > 1: gemm_nt_splitk + gemm_splitk_reduce
   int k_per_split = 0;
   // M <= kGemvMaxM: gemm_nt_small_m, which reads B once, coalesced along K (batch-1 FC, the
   // 1x1 convs on a 1x1 map of squeeze-excite blocks); a tile of rows would be mostly idle.
@@ -45,20 +44,6 @@ const char* GemmAlgorithm(const GemmPlan& p);
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
                                cl_mem residual = nullptr, float b_max_abs = -1.0f);
-
-// Split-K in one launch (kernels/gemm_tiles.cl, SPLIT_FUSED): the last split of each output tile
-// to finish adds the partials, where gemm_splitk_reduce was a second launch: on NVIDIA's OpenCL
-// each launch costs the host several microseconds, the floor of small models. Default;
-// CLGPU_SPLITK_REDUCE=1 keeps the reduce kernel (tests, A/B). Read at each encode.
-bool FusedSplitK();
-// Kernels per invoke of a float GEMM split `splits` ways (the cost model's count).
-int SplitKLaunches(int splits);
-// The split programs' build defines: "-DSPLIT_K" [+ " -DSPLIT_FUSED" [+ " -DSPLIT_PTX"]].
-std::string SplitKDefines(const DeviceInfo& dev, bool fused);
-// A fused split kernel's own tail arguments (SPLIT_FUSED_PARAM), from argument `next`: the
-// launch keeps the zeroed counters of its `tiles` output tiles.
-void SetSplitTail(OpContext& ctx, Launch& l, cl_uint next, size_t tiles, cl_mem bias, cl_mem out,
-                  int splits, float act_min, float act_max, cl_mem residual);
 
 // The largest |v| of the values (NaN ignored; +Inf if one is infinite): EncodeGemm's b_max_abs.
 float MaxAbs(const std::vector<float>& v);

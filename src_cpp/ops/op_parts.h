@@ -54,7 +54,6 @@ struct Launch {
   int dims = 1;
   size_t global[3] = {1, 1, 1};
   size_t local[3] = {0, 0, 0};  // all zero = let the driver choose
-  Buffer owned;                 // a buffer only this kernel uses (a split GEMM's tile counters)
 };
 
 // What a residual ADD folded into the op producing one of its operands applies (FoldSource::
