@@ -121,8 +121,15 @@ def test_small_edge_conversions_of_an_int8_model_stay_on_the_cpu(runtime: str) -
     interp = make_interpreter(model, [delegate], runtime=runtime, reference=True)
     interp.allocate_tensors()
     reasons = {d.op_name: d.reason for d in delegate.decisions()}
-    assert reasons["QUANTIZE"].startswith(EDGE) and reasons["DEQUANTIZE"].startswith(EDGE), reasons
     assert not reasons["CONV_2D"].startswith(EDGE), reasons
+    if delegate.device.type != "gpu":
+        # The constants (a 9.5 us kernel): both conversions, 24 KB and 2 KB, go to the CPU.
+        assert reasons["QUANTIZE"].startswith(EDGE), reasons
+        assert reasons["DEQUANTIZE"].startswith(EDGE), reasons
+    for op in ("QUANTIZE", "DEQUANTIZE"):  # a GPU's calibrated kernel may cost less
+        if reasons[op].startswith(EDGE):
+            m = re.search(r"about ([0-9.]+) us on the CPU against ([0-9.]+) us", reasons[op])
+            assert m and float(m.group(1)) < float(m.group(2)), reasons[op]
     ref = make_interpreter(model, runtime=runtime, reference=True)
     ref.allocate_tensors()
     inputs = random_inputs(interp.get_input_details(), 0)
