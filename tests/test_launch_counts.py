@@ -44,18 +44,20 @@ PUBLIC = [
 ]
 
 
-def estimated_kernels(model: bytes) -> int:
+def estimated_kernels(model: bytes) -> tuple[int, set[int]]:
     """The kernels the cost model counts, over the partitions it weighed (the figures are in the
-    decline's reason on a CPU device and in a kept partition's note on a GPU)."""
+    decline's reason on a CPU device and in a kept partition's note on a GPU), and the nodes it
+    left outside them: an int8 model's small conversions at its edge, which `all` claims."""
     d = clgpu_delegate.load(partitioning="cost")
     make_interpreter(model, [d], reference=True).allocate_tensors()
     texts = {x.reason + " " + x.note for x in d.decisions()}
     counts = [int(n) for t in texts for n in re.findall(r"\((\d+) kernels\)", t)]
     assert counts, texts
-    return sum(counts)
+    edge = {x.node for x in d.decisions() if x.reason.startswith("cost: a conversion at the")}
+    return sum(counts), edge
 
 
-def launched_kernels(model: bytes) -> int:
+def launched_kernels(model: bytes, skip_nodes: set[int]) -> int:
     d = clgpu_delegate.load(partitioning="all", profiling=True)
     it = make_interpreter(model, [d], reference=True)
     it.allocate_tensors()
@@ -63,16 +65,18 @@ def launched_kernels(model: bytes) -> int:
     run(it, random_inputs(it.get_input_details(), 0))
     d.reset_profile()
     run(it, random_inputs(it.get_input_details(), 1))
-    return sum(k.count for k in d.profile().kernels)
+    return sum(k.count for k in d.profile().kernels if k.node not in skip_nodes)
 
 
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_estimate_counts_every_launch(name: str) -> None:
     model = zoo.path(name, **ZOO[name]).read_bytes()
-    assert estimated_kernels(model) == launched_kernels(model)
+    estimated, edge = estimated_kernels(model)
+    assert estimated == launched_kernels(model, edge)
 
 
 @pytest.mark.parametrize("name", PUBLIC)
 def test_public_model_estimate_counts_every_launch(name: str, public_model) -> None:
     model = public_model(name).read_bytes()
-    assert estimated_kernels(model) == launched_kernels(model)
+    estimated, edge = estimated_kernels(model)
+    assert estimated == launched_kernels(model, edge)
