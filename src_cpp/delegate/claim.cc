@@ -73,8 +73,7 @@ void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<No
 }
 
 void LeaveEdgeConversionsToCpu(const GraphView& graph, const std::vector<NodeInfo>& nodes,
-                               const std::function<std::string(const NodeInfo&)>& cpu_reason,
-                               std::vector<NodeDecision>* decisions) {
+                               const DeviceCosts& costs, std::vector<NodeDecision>* decisions) {
   std::set<int> made, read;
   std::map<int, const NodeInfo*> node;
   for (const NodeInfo& n : nodes) {
@@ -91,7 +90,7 @@ void LeaveEdgeConversionsToCpu(const GraphView& graph, const std::vector<NodeInf
     const int x = n.inputs[0], y = n.outputs[0];
     const bool from_input = graph.valid_tensor(x) && !graph.IsConstant(x) && !made.count(x);
     if (!from_input && read.count(y)) continue;
-    std::string why = cpu_reason(n);
+    std::string why = EdgeConversionCost(graph, n, costs);
     if (why.empty()) continue;
     d.claimed = false;
     d.reason = std::move(why);

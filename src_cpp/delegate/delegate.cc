@@ -171,6 +171,15 @@ std::vector<NodeInfo> ReadPlanNodes(TfLiteContext* ctx, const std::vector<int>& 
 }
 
 // What TFLite would make of these claimed nodes: its partitions.
+// The tensors some node of the plan writes.
+std::set<int> WrittenTensors(const std::vector<NodeInfo>& nodes) {
+  std::set<int> written;
+  for (const NodeInfo& n : nodes)
+    for (int t : n.outputs)
+      if (t >= 0) written.insert(t);
+  return written;
+}
+
 PreviewFn MakePreview(TfLiteContext* ctx) {
   return [ctx](const std::vector<int>& claimed) {
     std::vector<PartitionPreview> parts;
@@ -273,11 +282,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     AbiObservation abi;
     abi.tensors_size = ctx->tensors_size;
     std::vector<NodeInfo> nodes = ReadPlanNodes(ctx, plan, &abi);
-    std::set<int> written;
-    for (const NodeInfo& n : nodes)
-      for (int t : n.outputs)
-        if (t >= 0) written.insert(t);
-    graph.SetWritten(std::move(written));
+    graph.SetWritten(WrittenTensors(nodes));
 
     // Weights stored as sparse constants behind DENSIFY, or as FLOAT16 constants behind
     // DEQUANTIZE (or both, DENSIFY first), count as constants.
@@ -307,10 +312,7 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
       claim.decisions.push_back(DecideNode(graph, n, whole, sparse_refused, &abi));
     KeepInt32ValuesForTheirReaders(graph, nodes, &claim.decisions);
     if (options_.partitioning == Partitioning::kCost)
-      LeaveEdgeConversionsToCpu(
-          graph, nodes,
-          [&](const NodeInfo& n) { return EdgeConversionCost(graph, n, device_costs_); },
-          &claim.decisions);
+      LeaveEdgeConversionsToCpu(graph, nodes, device_costs_, &claim.decisions);
 
     const PreviewFn preview = MakePreview(ctx);
     KeepFn keep;
