@@ -20,16 +20,20 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("kind", ["max", "avg"])
-def test_pool_int8(runtime: str, case, kind: str) -> None:
+def _pool_model(case, kind: str) -> bytes:
+    """One int8 pool (a CASES / GLOBAL row), int8 in and out."""
     shape, size, stride, padding, act = case
     b = ModelBuilder()
     x = b.input("x", shape)
     pool = b.max_pool2d if kind == "max" else b.avg_pool2d
     b.output(pool(x, size, stride, padding, activation=act))
-    model = quantize_model(b.build(), io="int8", seed=shape[3], jitter=0.3)
-    check_int8_parity(model, runtime, min_fraction=1.0)
+    return quantize_model(b.build(), io="int8", seed=shape[3], jitter=0.3)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool_int8(runtime: str, case, kind: str) -> None:
+    check_int8_parity(_pool_model(case, kind), runtime, min_fraction=1.0)
 
 
 @pytest.mark.parametrize("kind", ["max", "avg"])
@@ -58,11 +62,6 @@ def test_global_pool_int8_runs_as_a_reduction(runtime: str, case, kind: str) -> 
     """A global pool's channels split over groups whose lanes share the pixels
     (pool2d_int_whole), where the window kernel walked every pixel in one work-item per channel
     (16 us for ds_cnn's 25 x 5 x 276 on an H100): still TFLite's integers, bit for bit."""
-    shape, size, stride, padding, act = case
-    b = ModelBuilder()
-    x = b.input("x", shape)
-    pool = b.max_pool2d if kind == "max" else b.avg_pool2d
-    b.output(pool(x, size, stride, padding, activation=act))
-    model = quantize_model(b.build(), io="int8", seed=shape[3], jitter=0.3)
+    model = _pool_model(case, kind)
     r = check_int8_parity(model, runtime, min_fraction=1.0, max_quanta=0, profiling=True)
     assert {k.algorithm for k in r.delegate.profile().kernels} == {"whole_int"}
