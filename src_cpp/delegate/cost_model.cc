@@ -52,6 +52,11 @@ struct CostTune {
   double win_margin = 0.8;
 };
 
+// A tensor's bytes in TFLite's memory.
+double HostBytes(const GraphView& g, int t) {
+  return double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
+}
+
 // Read at each estimate: ab_options.py sets it between delegates of one process.
 CostTune Tune() {
   CostTune t;
@@ -144,9 +149,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   const double min_kernel_us = costs.min_kernel_us + kLayerKernelExtraUs;
   const double launch_gap_us = costs.launch_gap_us + kLayerGapExtraUs;
   double device_compute_ms = 0;
-  auto bytes = [&](int t) {
-    return double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
-  };
+  auto bytes = [&](int t) { return HostBytes(g, t); };
   const double threads = std::max(1u, std::thread::hardware_concurrency());
   // int8 nodes' arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by
   // less than 2x on most models (docs/partitioning.md).
@@ -220,8 +223,7 @@ std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const Devi
   double bytes = 0;
   for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
     for (int t : *ts)
-      if (g.valid_tensor(t))
-        bytes += double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
+      if (g.valid_tensor(t)) bytes += HostBytes(g, t);
   // One thread's bandwidth: XNNPACK may not split so small a conversion.
   const double cpu_us = kCpuNodeUs + bytes / (kCpuGBpsPerThread * 1e3);
   const double device_us =
