@@ -136,6 +136,7 @@ def test_bench_check_precision_flag_and_json(run_python, tmp_path: Path) -> None
 
 
 def test_bench_says_when_nothing_is_delegated(run_python, tmp_path: Path) -> None:
+    pytest.importorskip("tflite_runtime.interpreter", reason="tflite_runtime is not installed")
     path = tmp_path / "r.json"
     args = ["bench", "lenet5", "--runs", "5", "--partitioning", "cost", "--profile"]
     out = _cli(run_python, *args, "--runtime", "tflite_runtime", "--json", str(path))

@@ -293,9 +293,11 @@ class StringFuzz:
         ):
             with_home = sd.replace("~", str(self.sandbox / "home"), 1) if sd.startswith("~") else sd
             inside = os.path.realpath(os.path.join(self.cwd, with_home))
-        # The OpenCL driver's own cache (PoCL's, under $HOME) is not the delegate's writing.
-        driver = str(self.sandbox / "home" / ".cache")
-        new = sorted(n for n in self._tree() - before if not n.startswith(driver))
+        # The OpenCL drivers' own caches under $HOME (PoCL's ~/.cache, NVIDIA's compute cache
+        # ~/.nv) are not the delegate's writing.
+        home = self.sandbox / "home"
+        drivers = tuple(str(home / d) for d in (".cache", ".nv"))
+        new = sorted(n for n in self._tree() - before if not n.startswith(drivers))
         outside = [
             n for n in new if inside is None or not (n == inside or n.startswith(inside + "/"))
         ]
