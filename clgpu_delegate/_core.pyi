@@ -236,6 +236,11 @@ class DelegateStats:
     def calibration_kernel_us(self) -> float:
         ...
     @property
+    def calibration_refined(self) -> bool:
+        """
+        Whether a close decision had the kernel figure measured again, over a window that meets the driver's lower launch level.
+        """
+    @property
     def calibration_source(self) -> str:
         """
         The cost model's device figures (CLGPU_CALIBRATION): 'measured', 'cache' (this process), 'file' (serialization_dir) or 'constants'.
@@ -691,6 +696,10 @@ class ProfileSnapshot:
 class Delegate:
     def __init__(self, options: collections.abc.Mapping[str, str]) -> None:
         ...
+    def _refine_calibration(self) -> None:
+        """
+        Tests: what a close decision does to the cost model's kernel figure.
+        """
     def abi(self) -> AbiObservation:
         ...
     def captured(self) -> dict[int, numpy.typing.NDArray[numpy.float32]]:

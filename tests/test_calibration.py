@@ -103,6 +103,59 @@ def test_a_bad_file_is_ignored_and_rewritten(run_python, tmp_path: Path, damage:
         assert target.read_text() == good  # the link was replaced, not written through
 
 
+# A delegate's figures before and after a close decision's refinement, then a second delegate's
+# after its own (argv[1]: serialization_dir).
+REFINE = """
+import json, sys, clgpu_delegate
+def figures(d):
+    s = d.stats()
+    return {k: getattr(s, k) for k in dir(s) if k.startswith("calibration_")}
+d = clgpu_delegate.load(partitioning="cost", serialization_dir=sys.argv[1])
+out = [figures(d)]
+d._native._refine_calibration()
+out.append(figures(d))
+d2 = clgpu_delegate.load(partitioning="cost", serialization_dir=sys.argv[1])
+d2._native._refine_calibration()
+out.append(figures(d2))
+print(json.dumps(out))
+"""
+
+
+def _refine(run_python, cache: Path, mode: str = "force") -> list[dict]:
+    out = run_python(["-c", REFINE, str(cache)], env={"CLGPU_CALIBRATION": mode})
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_close_call_refines_the_kernel_figure_once_and_stores_it(
+    run_python, tmp_path: Path
+) -> None:
+    before, after, second = _refine(run_python, tmp_path)
+    assert before["calibration_source"] == "measured" and not before["calibration_refined"]
+    assert after["calibration_refined"] and after["calibration_source"] == "measured", after
+    _assert_sane(after)
+    # Only the kernel figure is measured again.
+    for name in ("copy_us", "sync_us", "gbps", "gflops"):
+        assert after[f"calibration_{name}"] == before[f"calibration_{name}"], name
+    assert second == after  # once per device in a process
+    # The next process reads the refined figure from the file, as it is.
+    stored = dict(
+        line.split(" ", 1) for line in _calibration_file(tmp_path).read_text().splitlines()
+    )
+    # Stored with nine significant digits.
+    kernel_us = after["calibration_kernel_us"]
+    assert math.isclose(float(stored["min_kernel_us"]), kernel_us, rel_tol=1e-8)
+    first, again, _ = _refine(run_python, tmp_path)
+    assert first["calibration_source"] == "file" and not first["calibration_refined"]
+    assert math.isclose(first["calibration_kernel_us"], kernel_us, rel_tol=1e-8)
+    assert again == first
+
+
+def test_the_constants_are_not_refined(run_python, tmp_path: Path) -> None:
+    before, after, _ = _refine(run_python, tmp_path, mode="off")
+    assert before["calibration_source"] == "constants" and after == before
+
+
 def test_off_uses_the_constants(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CLGPU_CALIBRATION", "off")
     s = clgpu_delegate.load(partitioning="cost", serialization_dir=str(tmp_path)).stats()

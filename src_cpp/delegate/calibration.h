@@ -21,6 +21,15 @@ DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue);
 // with $CLGPU_CALIBRATION=off, and, with a warning, when measuring fails.
 DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue, const std::string& dir);
 
+// For a decision too close to call on c: the kernel figure measured again over a window long
+// enough to meet the driver's lower launch level (docs/partitioning.md), once per device in a
+// process and stored in `dir` when it is not empty. The lower level plus the difference between
+// the two readings' levels, so that the cost model's constants fit both. c itself when it was
+// not measured in this process (a stored figure gives every process the same decision already),
+// is refined already, or measuring fails.
+DeviceCosts RefinedDeviceCosts(Environment& env, cl_command_queue queue, const std::string& dir,
+                               const DeviceCosts& c);
+
 // dir/calibration-<hash of the device, driver and project version>.txt
 std::string CalibrationPath(const DeviceInfo& dev, const std::string& dir);
 

@@ -206,13 +206,14 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                 e.flops / 1e6, e.boundary_bytes / 1e3, min_kernel_us + launch_gap_us, costs.sync_us,
                 gbps, costs.source == "constants" ? "assumed" : "measured");
   e.figures = buf;
+  e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
   if (dev.profile.decline_partitions) {
     e.keep = false;
     e.reason =
         "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are "
         "faster (" +
         e.figures + ")";
-  } else if (e.device_ms >= tune.win_margin * e.cpu_ms) {
+  } else if (e.margin_ratio >= 1) {
     e.keep = false;
     e.reason = "cost: " + e.figures;
   }

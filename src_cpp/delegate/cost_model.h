@@ -23,6 +23,8 @@ struct DeviceCosts {
   double gbps = 0;                   // host <-> device copies; 0: 8 (PCIe, pageable), 15 (unified)
   double gflops = 0;                 // arithmetic peak; 0: compute units x clock x 128 FLOP/cycle
   std::string source = "constants";  // "measured", "cache" (this process), "file", "constants"
+  // min_kernel_us is the lower launch level's, over a longer window (RefinedDeviceCosts).
+  bool refined = false;
 };
 
 struct PartitionEstimate {
@@ -31,8 +33,9 @@ struct PartitionEstimate {
   int kernels = 0;
   double device_ms = 0, cpu_ms = 0;
   bool keep = true;
-  std::string reason;   // why it was declined
-  std::string figures;  // the estimate in words, kept or not (inspect's note)
+  double margin_ratio = 0;  // device_ms / (win margin x cpu_ms): kept below 1
+  std::string reason;       // why it was declined
+  std::string figures;      // the estimate in words, kept or not (inspect's note)
 };
 
 // `nodes`: the partition's node records; inputs/outputs: its boundary tensors. folded_nodes:

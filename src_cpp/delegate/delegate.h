@@ -25,6 +25,8 @@
 
 namespace clgpu {
 
+struct PartitionPreview;  // delegate/claim.h, which includes this header
+
 struct ClaimPlan;  // delegate/claim.h
 
 struct OpHandler;
@@ -91,8 +93,12 @@ class DelegateCore final : public PartitionHost {
   const Options& options() const { return options_; }
   Environment& env() override { return *env_; }
   int64_t driver_setup_us() const { return driver_setup_us_; }
-  // The cost model's device figures (delegate/calibration.h), fixed at construction.
+  // The cost model's device figures (delegate/calibration.h), measured at construction and
+  // refined at most once, for a close decision (RefineDeviceCosts).
   const DeviceCosts& device_costs() const { return device_costs_; }
+  // The kernel figure measured again over the driver's lower launch level (RefinedDeviceCosts);
+  // Prepare calls it for a partition too close to call, tests through the Python binding.
+  void RefineDeviceCosts();
   cl_command_queue queue() const override { return queue_.get(); }
   std::mutex& queue_mutex() { return queue_mutex_; }
   // fp16 storage: activations and weights are half on the device.
@@ -163,6 +169,10 @@ class DelegateCore final : public PartitionHost {
   const GraphView* current_graph() const override { return current_graph_; }
 
  private:
+  // The cost model's estimate of a partition to claim; a close call refines the figures first.
+  PartitionEstimate EstimateClaim(const GraphView& graph, const std::vector<NodeInfo>& ops,
+                                  const PartitionPreview& p);
+
   Options options_;
   RuntimeSettings settings_;
   bool half_storage_ = false;

@@ -113,6 +113,13 @@ void RegisterDelegate(py::module_& m) {
            [](const PyDelegate& d) { return d.core().partition_subgraphs(); })
       .def("abi", [](const PyDelegate& d) { return d.core().abi(); })
       .def("stats", [](const PyDelegate& d) { return d.core().stats(); })
+      .def(
+          "_refine_calibration",
+          [](const PyDelegate& d) {
+            py::gil_scoped_release release;
+            d.core().RefineDeviceCosts();
+          },
+          "Tests: what a close decision does to the cost model's kernel figure.")
       .def("profile",
            [](const PyDelegate& d) {
              return d.core().profiler().Snapshot(d.core().options().profiling);

@@ -109,6 +109,10 @@ void BindStats(py::module_& m) {
       .computed(
           "calibration_kernel_us",
           [](const S& s) { return s.calibration.min_kernel_us + s.calibration.launch_gap_us; })
+      .computed(
+          "calibration_refined", [](const S& s) { return s.calibration.refined; },
+          "Whether a close decision had the kernel figure measured again, over a window that "
+          "meets the driver's lower launch level.")
       .computed("calibration_copy_us", [](const S& s) { return s.calibration.copy_us; })
       .computed("calibration_sync_us", [](const S& s) { return s.calibration.sync_us; })
       .computed(
