@@ -98,6 +98,96 @@ def fit(models: dict[str, np.ndarray], measured: dict[str, float], threads: int)
     return best
 
 
+def _soft_l1(r: np.ndarray) -> np.ndarray:
+    z = (r / 0.2) ** 2
+    return 2 * (np.sqrt(1 + z) - 1)
+
+
+def node_us_at(t: np.ndarray, single: float, base: float, per_thread: float) -> np.ndarray:
+    """The hand-off per node: none to speak of on one thread (XNNPACK makes no pool), and
+    growing with the pool's threads."""
+    return np.where(t > 1, base + per_thread * t, single)
+
+
+def predict_threads_ms(feats: np.ndarray, t: int, p: tuple) -> float:
+    """At t threads: arithmetic and bandwidth grow as t ** exponent, the node hand-off as
+    node_us_at. p = (rate, bandwidth, exponent, single, base, per_thread): rate and bandwidth
+    of one thread."""
+    rate, bw, exponent, *node = p
+    flop = feats[:, 0] / np.where(feats[:, 2] > 0, INT8_SPEEDUP, 1.0)
+    s = np.maximum(flop / (rate * 1e9), feats[:, 1] / (bw * 1e9)).sum()
+    return float(s / t**exponent * 1e3 + len(feats) * node_us_at(np.array(t), *node) * 1e-3)
+
+
+def fit_threads(models: dict[str, np.ndarray], measured: dict[tuple[str, int], float]) -> tuple:
+    """One thread model for every thread count measured (coarse-to-fine grid, numpy only)."""
+    keys = sorted(measured)
+    ts = np.array([t for _, t in keys], dtype=float)
+    nodes = np.array([len(models[n]) for n, _ in keys], dtype=float)
+    y = np.log([measured[k] for k in keys])
+    names = sorted({n for n, _ in keys})
+    idx = np.array([names.index(n) for n, _ in keys])
+
+    def best_of(grid: tuple) -> tuple:
+        top = (np.inf, None)
+        single, base, per = np.meshgrid(*grid[3:], indexing="ij")
+        node_one = single.reshape(-1, 1)  # (nodes grid, 1)
+        node_pool = (base.reshape(-1, 1) + per.reshape(-1, 1) * ts)  # (nodes grid, keys)
+        node = np.where(ts > 1, node_pool, node_one) * nodes * 1e-3
+        for rate, bw in itertools.product(grid[0], grid[1]):
+            s = []
+            for n in names:
+                f = models[n]
+                flop = f[:, 0] / np.where(f[:, 2] > 0, INT8_SPEEDUP, 1.0)
+                s.append(np.maximum(flop / (rate * 1e9), f[:, 1] / (bw * 1e9)).sum() * 1e3)
+            s = np.array(s)[idx]
+            for e in grid[2]:
+                pred = s / ts**e + node
+                loss = _soft_l1(np.log(pred) - y).sum(axis=1)
+                i = int(np.argmin(loss))
+                if loss[i] < top[0]:
+                    top = (loss[i], (rate, bw, e, single.flat[i], base.flat[i], per.flat[i]))
+        return top[1]
+
+    grid = (np.geomspace(20, 300, 10), np.geomspace(2, 100, 10), np.linspace(0.5, 1.0, 11),
+            np.geomspace(0.05, 5, 8), np.geomspace(0.2, 6, 8), np.geomspace(0.01, 0.6, 8))
+    best = best_of(grid)
+    for _ in range(3):
+        grid = tuple(np.geomspace(v / 1.4, v * 1.4, 7) for v in best)
+        best = best_of(grid)
+    return best
+
+
+def threads_report(models: dict[str, np.ndarray], measured: dict[tuple[str, int], float],
+                   p: tuple, command: str) -> str:
+    counts = sorted({t for _, t in measured})
+    rate, bw, e, single, base, per = p
+    lines = [
+        f"# CPU cost fit over thread counts {counts}: {len({n for n, _ in measured})} models",
+        "",
+        f"one thread: {rate:.1f} GFLOP/s, {bw:.1f} GB/s; t threads: those x t^{e:.2f}; per node "
+        f"{single:.2f} us on one thread, {base:.2f} + {per:.3f} x t us in a pool",
+        "",
+        f"command: `{command}`",
+        "",
+        "| threads | median \\|log(fitted / measured)\\| | median fitted / measured |",
+        "|---|---|---|",
+    ]
+    for t in counts:
+        r = np.array([np.log(predict_threads_ms(models[n], t, p) / v)
+                      for (n, tt), v in measured.items() if tt == t])
+        lines.append(f"| {t} | {np.median(np.abs(r)):.3f} | {np.exp(np.median(r)):.2f} |")
+    lines += ["", "| model | nodes | " + " | ".join(f"{t} thr ms (fit)" for t in counts) + " |",
+              "|---|---|" + "---|" * len(counts)]
+    for n in sorted({n for n, _ in measured}):
+        cells = []
+        for t in counts:
+            v = measured.get((n, t))
+            cells.append(f"{v:.3f} ({predict_threads_ms(models[n], t, p):.3f})" if v else "")
+        lines.append(f"| {n} | {len(models[n])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--results", action="append", required=True, help="never_slower JSON")
@@ -105,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", action="store_true", help="build bench/small_models.py's set")
     ap.add_argument("--exclude", action="append", default=[], help="a model left out")
     ap.add_argument("--params", help="RATE,BANDWIDTH,NODE_US: evaluate these instead of fitting")
+    ap.add_argument(
+        "--threads-params",
+        help="RATE,BANDWIDTH,EXPONENT,SINGLE_US,BASE_US,PER_THREAD_US: evaluate the thread model",
+    )
     ap.add_argument("--out", help="markdown file to write")
     args = ap.parse_args(argv)
     data = {m: zoo.path(m).read_bytes() for m in zoo.MODELS}
@@ -112,17 +206,27 @@ def main(argv: list[str] | None = None) -> int:
         data.update({p.stem: p.read_bytes() for p in Path(folder).glob("*.tflite")})
     if args.small:
         data.update({n: make() for n, make in small_models.models().items()})
-    measured: dict[str, float] = {}
-    threads = set()
+    by_threads: dict[tuple[str, int], float] = {}
     for path in args.results:
         doc = json.loads(Path(path).read_text())
-        threads.add(int(doc["meta"].get("threads", doc["meta"].get("cpu_threads", 16))))
+        t = int(doc["meta"].get("threads", doc["meta"].get("cpu_threads", 16)))
         for r in doc["rows"]:
             if r.get("cpu_ms") and r["model"] in data and r["model"] not in args.exclude:
-                measured[r["model"]] = r["cpu_ms"]
-    if len(threads) != 1:
-        ap.error(f"the results were measured with different thread counts: {sorted(threads)}")
+                by_threads[(r["model"], t)] = r["cpu_ms"]
+    threads = {t for _, t in by_threads}
+    if len(threads) > 1 or args.threads_params:  # the thread model, fitted on them all
+        models = {n: node_features(data[n]) for n, _ in by_threads}
+        p = (tuple(float(v) for v in args.threads_params.split(","))
+             if args.threads_params else fit_threads(models, by_threads))
+        text = threads_report(
+            models, by_threads, p, "python bench/fit_cpu_costs.py " + " ".join(argv or sys.argv[1:])
+        )
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text)
+        return 0
     t = threads.pop()
+    measured = {n: v for (n, _), v in by_threads.items()}
     models = {n: node_features(data[n]) for n in measured}
     if args.params:
         rate, bw, node_us = (float(v) for v in args.params.split(","))
