@@ -3,6 +3,7 @@ OpenCL device (PoCL) that is everything; `inspect` shows the decision and its nu
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -100,6 +101,55 @@ def test_the_cpu_estimate_charges_memory_traffic_not_only_arithmetic() -> None:
     conv_ms, conv_mflop = _cpu_estimate_ms(_one_layer("conv"))
     assert 0.9 < fc_mflop / conv_mflop < 1.2, (fc_mflop, conv_mflop)
     assert fc_ms > 3 * conv_ms, (fc_ms, conv_ms)
+
+
+def _cpu_estimate_at(model: bytes, threads: int | None, runtime: str) -> tuple[float, int]:
+    """(CPU ms, threads) of the estimate for an interpreter given `threads` (None: unset)."""
+    delegate = clgpu_delegate.load(partitioning="cost")
+    make_interpreter(
+        model, [delegate], runtime=runtime, num_threads=threads, reference=True
+    ).allocate_tensors()
+    texts = {d.reason + " " + d.note for d in delegate.decisions()}
+    found = {re.search(r"vs ([0-9.]+) ms on the CPU \(\d+ nodes, (\d+) threads;", t) for t in texts}
+    found.discard(None)
+    assert len(found) == 1, texts
+    m = found.pop()
+    return float(m.group(1)), int(m.group(2))
+
+
+def _small_layers(count: int) -> bytes:
+    """Layers so small that each node's hand-off between XNNPACK's threads is their CPU time."""
+    net, x = start(4, 8, seed=0, fp16_weights=False)
+    for _ in range(count):
+        x = net.conv(x, 8, 1, act=None)
+    return net.finish(x, softmax=False)
+
+
+def test_the_cpu_estimate_is_for_the_interpreters_threads(runtime: str) -> None:
+    """XNNPACK runs on the threads the interpreter gives it: one, without a pool, when the user
+    sets none (tflite_runtime passes -1, ai_edge_litert 1), at most the host's cores. Fewer
+    threads hand each node off faster (1.88 us on one thread against 2.03 + 0.186 x 2 on two,
+    in the sweep's figures): small layers' CPU estimate is lower on one thread, by about their
+    ratio. A compute-bound layer is never estimated slower than on the 16 threads of the fit
+    (the sweep's one-thread arithmetic missed small models by up to 5x either way)."""
+    cores = os.cpu_count() or 1
+    small = _small_layers(40)
+    unset_ms, unset_threads = _cpu_estimate_at(small, None, runtime)
+    one_ms, one_threads = _cpu_estimate_at(small, 1, runtime)
+    assert unset_threads == one_threads == 1
+    assert unset_ms == pytest.approx(one_ms)
+    _, many_threads = _cpu_estimate_at(small, cores + 8, runtime)
+    assert many_threads == cores
+    sixteen_ms = 41 * 4.7e-3  # the 16-thread fit's hand-off: 40 convs and the softmax-free end
+    assert one_ms < 0.5 * sixteen_ms, one_ms
+    conv = _one_layer("conv")
+    conv_one_ms, _ = _cpu_estimate_at(conv, 1, runtime)
+    if cores >= 2:
+        two_ms, two_threads = _cpu_estimate_at(small, 2, runtime)
+        assert two_threads == 2
+        assert 0.7 < one_ms / two_ms < 0.85, (one_ms, two_ms)
+        conv_two_ms, _ = _cpu_estimate_at(conv, 2, runtime)
+        assert conv_one_ms < 1.2 * conv_two_ms, (conv_one_ms, conv_two_ms)
 
 
 def _int8_conv(size: int, channels: int) -> bytes:

@@ -73,7 +73,8 @@ void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<No
 }
 
 void LeaveEdgeConversionsToCpu(const GraphView& graph, const std::vector<NodeInfo>& nodes,
-                               const DeviceCosts& costs, std::vector<NodeDecision>* decisions) {
+                               const DeviceCosts& costs, const CpuCosts& cpu,
+                               std::vector<NodeDecision>* decisions) {
   std::set<int> made, read;
   std::map<int, const NodeInfo*> node;
   for (const NodeInfo& n : nodes) {
@@ -90,7 +91,7 @@ void LeaveEdgeConversionsToCpu(const GraphView& graph, const std::vector<NodeInf
     const int x = n.inputs[0], y = n.outputs[0];
     const bool from_input = graph.valid_tensor(x) && !graph.IsConstant(x) && !made.count(x);
     if (!from_input && read.count(y)) continue;
-    std::string why = EdgeConversionCost(graph, n, costs);
+    std::string why = EdgeConversionCost(graph, n, costs, cpu);
     if (why.empty()) continue;
     d.claimed = false;
     d.reason = std::move(why);

@@ -40,11 +40,12 @@ void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<No
 
 // Unclaims the type conversions (OpHandler::converts_type: QUANTIZE, DEQUANTIZE) at the model's
 // edge, a graph input's or a graph output's, that the cost model (EdgeConversionCost, with the
-// device's `costs`) gives to the CPU: an int8 model's float input quantized and its output
-// dequantized cost a launch each on the device where the CPU converts a small tensor in less
-// (and the partition then moves the int8 value, a quarter of the bytes).
+// device's `costs` and the interpreter's `cpu`) gives to the CPU: an int8 model's float input
+// quantized and its output dequantized cost a launch each on the device where the CPU converts a
+// small tensor in less (and the partition then moves the int8 value, a quarter of the bytes).
 void LeaveEdgeConversionsToCpu(const GraphView& graph, const std::vector<NodeInfo>& nodes,
-                               const DeviceCosts& costs, std::vector<NodeDecision>* decisions);
+                               const DeviceCosts& costs, const CpuCosts& cpu,
+                               std::vector<NodeDecision>* decisions);
 
 struct ClaimPlan {
   std::vector<NodeDecision> decisions;       // one per node, plan order

@@ -1,6 +1,7 @@
 #include "delegate/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -19,18 +20,27 @@
 namespace clgpu {
 namespace {
 
-// The CPU side: XNNPACK on the host threads as a roofline per node: a node takes the longer of
-// its arithmetic and its memory traffic (inputs, weights, output), plus a hand-off between the
-// threads however small it is. Fitted by bench/fit_cpu_costs.py on the CPU times of 60 real,
-// converted and generated models on the H200 machine's 16 host threads; arithmetic alone
-// called depthwise, squeeze-excite and element-wise layers, which move more bytes than they
-// compute, 1.5-2x too fast (MobileNetV3, LR-ASPP). The CPU that runs XNNPACK cannot be measured
-// cheaply from inside the delegate. The device side comes in DeviceCosts: measured on the
-// device (delegate/calibration.h) or the constants it defaults to. A partition must win by a
-// margin: a wrong "keep" costs more than a wrong "decline".
-constexpr double kCpuGflopsPerThread = 42.0;
+// The CPU side: XNNPACK as a roofline per node: a node takes the longer of its arithmetic and its
+// memory traffic (inputs, weights, output), plus a hand-off between the threads however small it
+// is. Fitted by bench/fit_cpu_costs.py on the CPU times of 60 real, converted and generated
+// models on the H200 machine's 16 host threads; arithmetic alone called depthwise,
+// squeeze-excite and element-wise layers, which move more bytes than they compute, 1.5-2x too
+// fast (MobileNetV3, LR-ASPP). On t threads (the interpreter's, CpuCostsFor) the figures follow
+// a sweep over 1-16 threads of a GPU machine's 16-core host (bench/results/cpu-threads-*.md):
+// arithmetic and bandwidth as t^0.8, the hand-off as 2.03 + 0.186 t us in a pool and 1.88 us on
+// one thread, scaled to the 16-thread fit. The CPU that runs XNNPACK cannot be measured cheaply
+// from inside the delegate; its thread count can. The device side comes in DeviceCosts: measured
+// on the device (delegate/calibration.h) or the constants it defaults to.
+constexpr int kCpuFitThreads = 16;
+constexpr double kCpuGflopsPerThread = 42.0;  // at kCpuFitThreads
 constexpr double kCpuGBpsPerThread = 13.0;
-constexpr double kCpuNodeUs = 4.7;          // per node, whatever its size
+constexpr double kCpuNodeUs = 4.7;
+constexpr double kCpuThreadExponent = 0.8;
+constexpr double kCpuNodeUsOneThread = 1.88;       // no pool: XNNPACK makes none below 2 threads
+constexpr double kCpuPoolNodeUs = 2.03;            // a pool of t threads: this...
+constexpr double kCpuPoolNodeUsPerThread = 0.186;  // ...plus this per thread
+// An edge conversion's bandwidth: XNNPACK may not split so small a conversion over threads.
+constexpr double kCpuConversionGBps = kCpuGBpsPerThread;
 constexpr double kCpuInt8Speedup = 1.5;     // XNNPACK's int8 kernels over its float ones
 constexpr double kDeviceEfficiency = 0.25;  // of the device's arithmetic peak
 constexpr double kDiscreteGBps = 8.0;       // host <-> device copies (PCIe, pageable)...
@@ -133,7 +143,8 @@ int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i, c
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
                                     const DeviceInfo& dev, const DeviceCosts& costs,
-                                    const std::vector<std::string>& fuse, int folded_nodes) {
+                                    const CpuCosts& cpu, const std::vector<std::string>& fuse,
+                                    int folded_nodes) {
   PartitionEstimate e;
   const CostTune tune = Tune();
   // ADDs, clamp activations and depthwise convolutions that run inside another op's kernel:
@@ -150,10 +161,15 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   const double launch_gap_us = costs.launch_gap_us + kLayerGapExtraUs;
   double device_compute_ms = 0;
   auto bytes = [&](int t) { return HostBytes(g, t); };
-  const double threads = std::max(1u, std::thread::hardware_concurrency());
   // int8 nodes' arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by
   // less than 2x on most models (docs/partitioning.md).
-  double cpu_node_ms = 0;
+  // The CPU's time on the interpreter's threads, and on the fit's: the lower of the two counts.
+  // The sweep's shorter hand-off on fewer threads held (keyword spotters ran 1.3-1.5x faster on
+  // 4 threads than on 16), but its slower arithmetic there missed small models by up to 5x
+  // either way (one-thread int8 spotters, a dense layer in cache), and a CPU estimated too slow
+  // keeps what it runs faster (bench/results/never-slower-t*-*.md).
+  const CpuCosts at_fit = CpuCostsAt(kCpuFitThreads);
+  double cpu_node_ms = 0, fit_node_ms = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo& n = nodes[i];
     const double f = NodeFlops(g, n);
@@ -164,9 +180,9 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
       for (int t : *ts)
         if (g.valid_tensor(t)) traffic += bytes(t);
-    cpu_node_ms += std::max((int8 ? f / kCpuInt8Speedup : f) / (kCpuGflopsPerThread * 1e9),
-                            traffic / (kCpuGBpsPerThread * 1e9)) /
-                   threads * 1e3;
+    const double cpu_flops = int8 ? f / kCpuInt8Speedup : f;
+    cpu_node_ms += std::max(cpu_flops / cpu.gflops, traffic / cpu.gbps) * 1e-6;
+    fit_node_ms += std::max(cpu_flops / at_fit.gflops, traffic / at_fit.gbps) * 1e-6;
     // A folded FLOAT16 weight runs nothing (an int8 DEQUANTIZE is a kernel).
     if (n.op == tfl::kDequantize && !n.outputs.empty() && g.IsFoldedDequantizeOutput(n.outputs[0]))
       continue;
@@ -191,7 +207,9 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
 
   // The CPU runs the nodes the device folds away too: fp16-weight models' CPU times fit
   // counting their DEQUANTIZE nodes as nodes (face and hand detectors, selfie segmentation).
-  e.cpu_ms = cpu_node_ms + (nodes.size() + std::max(folded_nodes, 0)) * kCpuNodeUs * 1e-3;
+  const double cpu_nodes = double(nodes.size() + std::max(folded_nodes, 0));
+  e.cpu_ms = std::min(cpu_node_ms + cpu_nodes * cpu.node_us * 1e-3,
+                      fit_node_ms + cpu_nodes * at_fit.node_us * 1e-3);
   const double gbps = costs.gbps > 0            ? costs.gbps
                       : dev.host_unified_memory ? kUnifiedGBps
                                                 : kDiscreteGBps;
@@ -199,12 +217,13 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                 (e.kernels * launch_gap_us + costs.sync_us) * 1e-3;
   char buf[400];
   std::snprintf(buf, sizeof buf,
-                "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU (%zu nodes; "
+                "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU (%zu nodes, %d "
+                "threads; "
                 "%.2f MFLOP, %.0f KB transferred; device: %.1f us/kernel, %.0f us sync, %.1f GB/s "
                 "%s)",
                 e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0),
-                e.flops / 1e6, e.boundary_bytes / 1e3, min_kernel_us + launch_gap_us, costs.sync_us,
-                gbps, costs.source == "constants" ? "assumed" : "measured");
+                cpu.threads, e.flops / 1e6, e.boundary_bytes / 1e3, min_kernel_us + launch_gap_us,
+                costs.sync_us, gbps, costs.source == "constants" ? "assumed" : "measured");
   e.figures = buf;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
   if (dev.profile.decline_partitions) {
@@ -220,13 +239,32 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   return e;
 }
 
-std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs) {
+CpuCosts CpuCostsAt(int threads) {
+  CpuCosts c;
+  c.threads = std::max(1, threads);
+  const double scale = std::pow(double(c.threads) / kCpuFitThreads, kCpuThreadExponent);
+  c.gflops = kCpuGflopsPerThread * kCpuFitThreads * scale;
+  c.gbps = kCpuGBpsPerThread * kCpuFitThreads * scale;
+  auto handoff = [](int t) {
+    return t > 1 ? kCpuPoolNodeUs + kCpuPoolNodeUsPerThread * t : kCpuNodeUsOneThread;
+  };
+  c.node_us = kCpuNodeUs * handoff(c.threads) / handoff(kCpuFitThreads);
+  return c;
+}
+
+CpuCosts CpuCostsFor(int num_threads) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return CpuCostsAt(cores > 0 ? std::min(num_threads, cores) : num_threads);
+}
+
+std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs,
+                               const CpuCosts& cpu) {
   double bytes = 0;
   for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
     for (int t : *ts)
       if (g.valid_tensor(t)) bytes += HostBytes(g, t);
-  // One thread's bandwidth: XNNPACK may not split so small a conversion.
-  const double cpu_us = kCpuNodeUs + bytes / (kCpuGBpsPerThread * 1e3);
+  const double cpu_us = std::min(cpu.node_us, CpuCostsAt(kCpuFitThreads).node_us) +
+                        bytes / (kCpuConversionGBps * 1e3);
   const double device_us =
       costs.min_kernel_us + kLayerKernelExtraUs + costs.launch_gap_us + kLayerGapExtraUs;
   if (cpu_us >= device_us) return "";

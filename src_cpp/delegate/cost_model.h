@@ -27,6 +27,20 @@ struct DeviceCosts {
   bool refined = false;
 };
 
+// The CPU side: XNNPACK on the interpreter's threads, as the cost model figures them.
+struct CpuCosts {
+  int threads = 1;
+  double gflops = 0, gbps = 0;  // over those threads
+  double node_us = 0;           // per node, whatever its size: the hand-off between the threads
+};
+
+// num_threads: TfLiteContext::recommended_num_threads, what the interpreter gives XNNPACK
+// (-1 on tflite_runtime and 1 on ai_edge_litert when the user sets none: one thread, no pool);
+// counted up to the host's cores.
+CpuCosts CpuCostsFor(int num_threads);
+// At `threads`, whatever the host's cores.
+CpuCosts CpuCostsAt(int threads);
+
 struct PartitionEstimate {
   double flops = 0;
   double boundary_bytes = 0;  // partition inputs + outputs copied per invoke
@@ -44,13 +58,15 @@ struct PartitionEstimate {
 // `fuse`): the nodes they fold away cost no launch of their own.
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
-                                    const DeviceInfo& dev, const DeviceCosts& costs = {},
+                                    const DeviceInfo& dev, const DeviceCosts& costs,
+                                    const CpuCosts& cpu,
                                     const std::vector<std::string>& fuse = FusionPassNames(),
                                     int folded_nodes = 0);
 
 // "" when the device should run `n`, a type conversion at the model's edge (claim.h,
 // LeaveEdgeConversionsToCpu), else why the CPU runs it: it converts the tensor in less time
 // than a kernel costs the device (a launch and its host side, `costs`).
-std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs);
+std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs,
+                               const CpuCosts& cpu);
 
 }  // namespace clgpu

@@ -275,10 +275,10 @@ bool DelegateCore::DeviceBuilds(TfLiteContext* ctx, ClaimPlan* claim) {
 
 PartitionEstimate DelegateCore::EstimateClaim(const GraphView& graph,
                                               const std::vector<NodeInfo>& ops,
-                                              const PartitionPreview& p) {
+                                              const PartitionPreview& p, const CpuCosts& cpu) {
   const int folded = static_cast<int>(p.nodes.size() - ops.size());
   auto estimate = [&] {
-    return EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), device_costs_,
+    return EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), device_costs_, cpu,
                              options_.fuse, folded);
   };
   PartitionEstimate e = estimate();
@@ -341,15 +341,17 @@ TfLiteStatus DelegateCore::Prepare(TfLiteContext* ctx) {
     for (const NodeInfo& n : nodes)
       claim.decisions.push_back(DecideNode(graph, n, whole, sparse_refused, &abi));
     KeepInt32ValuesForTheirReaders(graph, nodes, &claim.decisions);
+    // The CPU the estimates weigh the device against: XNNPACK on this interpreter's threads.
+    const CpuCosts cpu = CpuCostsFor(ctx->recommended_num_threads);
     if (options_.partitioning == Partitioning::kCost)
-      LeaveEdgeConversionsToCpu(graph, nodes, device_costs_, &claim.decisions);
+      LeaveEdgeConversionsToCpu(graph, nodes, device_costs_, cpu, &claim.decisions);
 
     const PreviewFn preview = MakePreview(ctx);
     KeepFn keep;
     std::map<std::vector<int>, std::string> kept_figures;  // partition nodes -> its estimate
     if (options_.partitioning == Partitioning::kCost)
       keep = [&](const PartitionPreview& p, const std::vector<NodeInfo>& ops) {
-        const PartitionEstimate e = EstimateClaim(graph, ops, p);
+        const PartitionEstimate e = EstimateClaim(graph, ops, p, cpu);
         if (e.keep) kept_figures[p.nodes] = "cost: kept, " + e.figures;
         return e.keep ? std::string() : e.reason;
       };

@@ -17,6 +17,7 @@
 
 #include "cl/environment.h"
 #include "delegate/calibration.h"
+#include "delegate/cost_model.h"
 #include "delegate/options.h"
 #include "graph/graph.h"
 #include "runtime/partition_host.h"
@@ -25,9 +26,9 @@
 
 namespace clgpu {
 
-struct PartitionPreview;  // delegate/claim.h, which includes this header
-
-struct ClaimPlan;  // delegate/claim.h
+// delegate/claim.h, which includes this header
+struct PartitionPreview;
+struct ClaimPlan;
 
 struct OpHandler;
 
@@ -171,7 +172,7 @@ class DelegateCore final : public PartitionHost {
  private:
   // The cost model's estimate of a partition to claim; a close call refines the figures first.
   PartitionEstimate EstimateClaim(const GraphView& graph, const std::vector<NodeInfo>& ops,
-                                  const PartitionPreview& p);
+                                  const PartitionPreview& p, const CpuCosts& cpu);
 
   Options options_;
   RuntimeSettings settings_;
