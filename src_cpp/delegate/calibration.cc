@@ -54,7 +54,7 @@ std::string OneLine(std::string s) {
   return s;
 }
 
-// What a stored file must match exactly: format, project version, device and driver.
+// What a stored file must match (format, version, device, driver); this process's key too.
 std::string FileKey(const DeviceInfo& dev) {
   return std::string(kHeader) + "\nversion " + CLGPU_VERSION + "\nplatform " +
          OneLine(dev.platform) + "\ndevice " + OneLine(dev.name) + "\ndriver " +
@@ -318,7 +318,7 @@ DeviceCosts RefinedDeviceCosts(Environment& env, cl_command_queue queue, const s
   static std::map<std::string, DeviceCosts> refined;  // by device and driver
   std::lock_guard<std::mutex> l(mutex);
   const DeviceInfo& dev = env.device();
-  const std::string key = dev.platform + "\n" + dev.name + "\n" + dev.driver_version;
+  const std::string key = FileKey(dev);
   if (auto it = refined.find(key); it != refined.end()) return it->second;
   DeviceCosts out = c;
   try {
@@ -356,7 +356,7 @@ DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue,
   static std::mutex mutex;
   static std::map<std::string, DeviceCosts> measured;  // by device and driver
   std::lock_guard<std::mutex> l(mutex);  // one measurement per device, however many delegates
-  const std::string key = dev.platform + "\n" + dev.name + "\n" + dev.driver_version;
+  const std::string key = FileKey(dev);
   const std::string path = dir.empty() ? std::string() : CalibrationPath(dev, dir);
   DeviceCosts c, stored;
   const bool have_file = !path.empty() && ReadFile(path, dev, &stored);
