@@ -161,8 +161,6 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   const double launch_gap_us = costs.launch_gap_us + kLayerGapExtraUs;
   double device_compute_ms = 0;
   auto bytes = [&](int t) { return HostBytes(g, t); };
-  // int8 nodes' arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by
-  // less than 2x on most models (docs/partitioning.md).
   // The CPU's time on the interpreter's threads, and on the fit's: the lower of the two counts.
   // The sweep's shorter hand-off on fewer threads held (keyword spotters ran 1.3-1.5x faster on
   // 4 threads than on 16), but its slower arithmetic there missed small models by up to 5x
@@ -180,6 +178,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
       for (int t : *ts)
         if (g.valid_tensor(t)) traffic += bytes(t);
+    // int8 nodes' arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster,
+    // by less than 2x on most models (docs/partitioning.md).
     const double cpu_flops = int8 ? f / kCpuInt8Speedup : f;
     cpu_node_ms += std::max(cpu_flops / cpu.gflops, traffic / cpu.gbps) * 1e-6;
     fit_node_ms += std::max(cpu_flops / at_fit.gflops, traffic / at_fit.gbps) * 1e-6;
@@ -217,10 +217,9 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                 (e.kernels * launch_gap_us + costs.sync_us) * 1e-3;
   char buf[400];
   std::snprintf(buf, sizeof buf,
-                "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU (%zu nodes, %d "
-                "threads; "
-                "%.2f MFLOP, %.0f KB transferred; device: %.1f us/kernel, %.0f us sync, %.1f GB/s "
-                "%s)",
+                "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU "
+                "(%zu nodes, %d threads; %.2f MFLOP, %.0f KB transferred; device: %.1f us/kernel, "
+                "%.0f us sync, %.1f GB/s %s)",
                 e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0),
                 cpu.threads, e.flops / 1e6, e.boundary_bytes / 1e3, min_kernel_us + launch_gap_us,
                 costs.sync_us, gbps, costs.source == "constants" ? "assumed" : "measured");
