@@ -8,9 +8,15 @@ JSON files (their meta names the thread count); the models are read from --dir f
 ratio (a few models XNNPACK runs far off any roofline, e.g. TRANSPOSE_CONV outside its
 partitions, must not pull the rest), by a coarse-to-fine grid: numpy only.
 
+Given tables of several thread counts (never_slower.py --threads T), it fits one thread model
+to them all instead: one thread's rate and bandwidth, both grown as t^exponent on t threads,
+and a hand-off per node of SINGLE us on one thread (XNNPACK makes no pool) and BASE +
+PER_THREAD x t us in a pool of t (bench/results/cpu-threads-*.md).
+
     python bench/fit_cpu_costs.py --results bench/results/never-slower-NVIDIA_H200.json \\
         --results bench/results/never-slower-converted-NVIDIA_H200.json \\
         --dir MODELS ... [--small] [--exclude NAME] [--params RATE,BW,NODE_US]
+        [--threads-params RATE,BW,EXPONENT,SINGLE,BASE,PER_THREAD]
         [--out bench/results/cpu-costs-H200.md]
 """
 
@@ -76,10 +82,19 @@ def node_features(data: bytes) -> np.ndarray:
     return np.array(rows)
 
 
-def predict_ms(feats: np.ndarray, rate: float, bw: float, node_us: float, threads: int) -> float:
+def _soft_l1(r: np.ndarray) -> np.ndarray:
+    z = (r / 0.2) ** 2
+    return 2 * (np.sqrt(1 + z) - 1)
+
+
+def roofline_ms(feats: np.ndarray, rate: float, bw: float) -> float:
+    """The nodes' arithmetic or traffic, whichever is longer, at rate GFLOP/s and bw GB/s."""
     flop = feats[:, 0] / np.where(feats[:, 2] > 0, INT8_SPEEDUP, 1.0)
-    t = np.maximum(flop / (rate * 1e9), feats[:, 1] / (bw * 1e9)) / threads
-    return float(t.sum() * 1e3 + len(feats) * node_us * 1e-3)
+    return float(np.maximum(flop / (rate * 1e9), feats[:, 1] / (bw * 1e9)).sum() * 1e3)
+
+
+def predict_ms(feats: np.ndarray, rate: float, bw: float, node_us: float, threads: int) -> float:
+    return roofline_ms(feats, rate, bw) / threads + len(feats) * node_us * 1e-3
 
 
 def fit(models: dict[str, np.ndarray], measured: dict[str, float], threads: int) -> tuple:
@@ -87,8 +102,7 @@ def fit(models: dict[str, np.ndarray], measured: dict[str, float], threads: int)
 
     def loss(p: tuple[float, float, float]) -> float:
         r = np.array([np.log(predict_ms(models[n], *p, threads) / measured[n]) for n in names])
-        z = (r / 0.2) ** 2
-        return float(np.sum(2 * (np.sqrt(1 + z) - 1)))
+        return float(np.sum(_soft_l1(r)))
 
     grid = (np.geomspace(5, 200, 12), np.geomspace(1, 100, 12), np.geomspace(0.5, 20, 12))
     best = min(itertools.product(*grid), key=loss)
@@ -96,11 +110,6 @@ def fit(models: dict[str, np.ndarray], measured: dict[str, float], threads: int)
         grid = tuple(np.geomspace(v / 1.6, v * 1.6, 9) for v in best)
         best = min(itertools.product(*grid), key=loss)
     return best
-
-
-def _soft_l1(r: np.ndarray) -> np.ndarray:
-    z = (r / 0.2) ** 2
-    return 2 * (np.sqrt(1 + z) - 1)
 
 
 def node_us_at(t: np.ndarray, single: float, base: float, per_thread: float) -> np.ndarray:
@@ -114,9 +123,10 @@ def predict_threads_ms(feats: np.ndarray, t: int, p: tuple) -> float:
     node_us_at. p = (rate, bandwidth, exponent, single, base, per_thread): rate and bandwidth
     of one thread."""
     rate, bw, exponent, *node = p
-    flop = feats[:, 0] / np.where(feats[:, 2] > 0, INT8_SPEEDUP, 1.0)
-    s = np.maximum(flop / (rate * 1e9), feats[:, 1] / (bw * 1e9)).sum()
-    return float(s / t**exponent * 1e3 + len(feats) * node_us_at(np.array(t), *node) * 1e-3)
+    return float(
+        roofline_ms(feats, rate, bw) / t**exponent
+        + len(feats) * node_us_at(np.array(t), *node) * 1e-3
+    )
 
 
 def fit_threads(models: dict[str, np.ndarray], measured: dict[tuple[str, int], float]) -> tuple:
@@ -135,12 +145,7 @@ def fit_threads(models: dict[str, np.ndarray], measured: dict[tuple[str, int], f
         node_pool = (base.reshape(-1, 1) + per.reshape(-1, 1) * ts)  # (nodes grid, keys)
         node = np.where(ts > 1, node_pool, node_one) * nodes * 1e-3
         for rate, bw in itertools.product(grid[0], grid[1]):
-            s = []
-            for n in names:
-                f = models[n]
-                flop = f[:, 0] / np.where(f[:, 2] > 0, INT8_SPEEDUP, 1.0)
-                s.append(np.maximum(flop / (rate * 1e9), f[:, 1] / (bw * 1e9)).sum() * 1e3)
-            s = np.array(s)[idx]
+            s = np.array([roofline_ms(models[n], rate, bw) for n in names])[idx]
             for e in grid[2]:
                 pred = s / ts**e + node
                 loss = _soft_l1(np.log(pred) - y).sum(axis=1)
