@@ -110,7 +110,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         from .modelgen import zoo
 
         model = str(zoo.path(model))
-    print(format_report(inspect_model(model, runtime=args.runtime, input_shapes=shapes, **opts)))
+    threads = checks.threads(args.threads)
+    report = inspect_model(
+        model, runtime=args.runtime, input_shapes=shapes, threads=threads, **opts
+    )
+    print(format_report(report))
     return 0
 
 
@@ -263,6 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="cost: what the cost model keeps; all: every supported node; none; measure: the "
         "plan that timing the candidates finds fastest (default: as load(): "
         "$CLGPU_PARTITIONING, else cost)",
+    )
+    p.add_argument(
+        "--threads",
+        type=checks.positive,
+        help="the interpreter's CPU threads, which the cost model weighs the device against "
+        "(default: every core, as bench)",
     )
     _add_delegate_args(p, list(RUNTIMES))
 

@@ -114,12 +114,17 @@ def inspect_model(
     model: str | bytes,
     runtime: str | None = None,
     input_shapes: InputShapes | None = None,
+    threads: int | None = None,
     **options: Any,
 ) -> InspectReport:
     """Apply a delegate made by `load(**options)` to `model` and report its decisions and
     partitions (the same defaults as `load()`: partitioning "cost" unless set; "measure"
     reports the plan `plan()` measured fastest). With `input_shapes` (as `run_benchmark()`'s)
-    the model is also prepared at those shapes, so one it cannot run at fails here."""
+    the model is also prepared at those shapes, so one it cannot run at fails here. The
+    interpreter runs on `threads` CPU threads (default: every core, as `run_benchmark()`):
+    the cost model weighs the device against XNNPACK on them."""
+    import os
+
     from .delegate import load
     from .runtime import allocate, make_interpreter
 
@@ -127,9 +132,15 @@ def inspect_model(
         from .planning import plan
 
         options.pop("partitioning")
-        options = dict(plan(model, runtime=runtime, input_shapes=input_shapes, **options).options)
+        options = dict(
+            plan(
+                model, runtime=runtime, input_shapes=input_shapes, threads=threads, **options
+            ).options
+        )
     delegate = load(**options)
-    interp = make_interpreter(model, [delegate], runtime=runtime)
+    interp = make_interpreter(
+        model, [delegate], runtime=runtime, num_threads=threads or os.cpu_count() or 1
+    )
     if input_shapes:
         allocate(interp, input_shapes)
     dev = delegate.device

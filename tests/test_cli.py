@@ -6,6 +6,7 @@ per-node table. Bad input: test_cli_errors.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -189,6 +190,23 @@ def test_inspect_uses_load_defaults_and_names_the_device(run_python, tmp_path: P
     assert [op for op, _ in rows] == ["CONV_2D", "DEPTHWISE_CONV_2D", "MUL", "FULLY_CONNECTED"]
     assert {where for _, where in rows} == {"OpenCL" if device_cpu else "GPU"}
     assert (" GPU " not in out.stdout) if device_cpu else True
+
+
+def test_inspect_estimates_against_the_threads_bench_uses(run_python, tmp_path: Path) -> None:
+    """The cost model weighs the device against XNNPACK on the interpreter's threads: inspect
+    gives its interpreter every core by default, as bench does, so both see the same
+    decisions; --threads names another count."""
+    model = tmp_path / "m.tflite"
+    model.write_bytes(_small_model())
+    cores = os.cpu_count() or 1
+
+    def threads_of(*extra: str) -> set[int]:
+        out = _cli(run_python, "inspect", str(model), "--partitioning", "cost", *extra)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return {int(t) for t in re.findall(r"nodes, (\d+) threads;", out.stdout)}
+
+    assert threads_of() == {cores}
+    assert threads_of("--threads", "1") == {1}
 
 
 def test_models_model_version_and_help(run_python, tmp_path: Path) -> None:
