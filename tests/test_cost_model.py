@@ -110,11 +110,11 @@ def _cpu_estimate_at(model: bytes, threads: int | None, runtime: str) -> tuple[f
         model, [delegate], runtime=runtime, num_threads=threads, reference=True
     ).allocate_tensors()
     texts = {d.reason + " " + d.note for d in delegate.decisions()}
-    found = {re.search(r"vs ([0-9.]+) ms on the CPU \(\d+ nodes, (\d+) threads;", t) for t in texts}
-    found.discard(None)
+    pattern = r"vs ([0-9.]+) ms on the CPU \(\d+ nodes, (\d+) threads;"
+    found = {m.groups() for t in texts if (m := re.search(pattern, t))}
     assert len(found) == 1, texts
-    m = found.pop()
-    return float(m.group(1)), int(m.group(2))
+    ms, threads_seen = found.pop()
+    return float(ms), int(threads_seen)
 
 
 def _small_layers(count: int) -> bytes:
