@@ -5,7 +5,8 @@ a launch (ExpandFoldPays: the layers of small models). Against TFLite's CPU kern
 fp32 / fp16 tolerances, with the fold on and off: strides, padding, dilation, 5x5 taps, a
 residual ADD, channels not in fours (the scalar loads), fp16 storage, split-K, a resize; and the
 graphs that must not fold (the expand's output read elsewhere, an epilogue on it, a layer too
-large to repeat, a chain of taps x EC products past the cap, fusion off). int8: bit-exact with
+large to repeat, a chain of taps x EC products past the cap where the GEMM would repeat it,
+fusion off). int8: bit-exact with
 TFLite's integer kernels, the expand's bytes requantized inside the GEMM as its own kernel
 stores them."""
 
@@ -152,18 +153,40 @@ def test_what_must_not_fold(runtime: str) -> None:
     check_expand(block((1, 48, 48, 16), expand=6, seed=25), runtime, 0)
 
 
-def test_long_tap_chains_do_not_fold(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # 9 taps of an expand from 25 channels (225 products per depthwise element, more than the
-    # chain cap of 216): the depthwise still folds, the expand keeps its launch.
+def test_long_tap_chains_fold_only_into_the_block_kernel(
+    runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """9 taps of an expand from 25 channels: 225 products per depthwise element, past the chain
+    cap of 216 that the GEMM's EXPAND_A repeats at every tap. The block kernel computes the
+    expand once per input pixel, so it still takes the block (keyword_spotting_alexa's blocks:
+    one launch instead of three); the GEMM does not, unless the cap is raised."""
     model = block((1, 8, 1, 25), k=9, kw=1, expand=1, seed=31)
-    on = check_expand(model, runtime, 0)
-    assert folded_nodes(on, "+DEPTHWISE") == 1
+    on = check_expand(model, runtime, 1)
+    assert any(
+        k.algorithm.startswith("inverted_residual+EXPAND") for k in on.delegate.profile().kernels
+    )
+    monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
+    gemm = check_expand(model, runtime, 0)
+    assert folded_nodes(gemm, "+DEPTHWISE") == 1  # the depthwise still folds
     # A higher cap ($CLGPU_EXPAND_CHAIN, read at each prepare) folds the same block.
     monkeypatch.setenv("CLGPU_EXPAND_CHAIN", "225")
     check_expand(model, runtime, 1)
     # 3 taps of the same expand (75) fold under the default.
     monkeypatch.delenv("CLGPU_EXPAND_CHAIN")
     check_expand(block((1, 8, 1, 25), k=3, kw=1, expand=1, seed=32), runtime, 1)
+
+
+def test_int8_long_tap_chains_do_not_fold(runtime: str) -> None:
+    """int8 blocks have no block kernel: 9 taps of 28 channels (252 products) keep the expand's
+    launch; 3 taps of them (84) fold."""
+    common: dict[str, Any] = {"min_fraction": 1.0, "profiling": True}
+    for k, expanded in ((9, 0), (3, 1)):
+        m = quantize_model(
+            block((1, 12, 1, 28), k=k, kw=1, expand=1, seed=34), io="int8", seed=34, jitter=0.3
+        )
+        r = check_int8_parity(m, runtime, **common)
+        assert _expanded(r) == expanded, r.delegate.profile().table()
+        assert folded_nodes(r, "+DEPTHWISE") == 1
 
 
 @pytest.mark.parametrize(
@@ -185,6 +208,8 @@ def test_bad_research_knobs_are_clear_errors(
     from clgpu_delegate.runtime import make_interpreter
 
     monkeypatch.setenv(var, value)
+    if var == "CLGPU_EXPAND_CHAIN":  # read for the GEMM's EXPAND_A, not the block kernel's
+        monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
     # Partitioning "cost" estimates every candidate partition (CLGPU_COST_TUNE), counting its
     # folds (CLGPU_EXPAND_CHAIN), whatever the device (conftest makes "all" the tests' default).
     d = clgpu_delegate.load(partitioning="cost", cpu_warmup=False)

@@ -19,12 +19,13 @@
 
 namespace clgpu {
 
-// Whether computing the depthwise `dw`'s input from an expand of `ec` channels inside the GEMM of
-// `oc` outputs (each tap of each output pixel, once per tile of 32 outputs) adds less arithmetic
-// than about one launch's worth of the device's time (a tenth of its nominal rate for ~6 us):
-// layers of small models, where the launch is the cost, and never the large layers of an image
-// model.
-bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc);
+// Whether computing the depthwise `dw`'s input from an expand of `ec` channels inside the kernel
+// of the `oc`-output project adds less arithmetic than about one launch's worth of the device's
+// time (a tenth of its nominal rate for ~6 us): layers of small models, where the launch is the
+// cost, and never the large layers of an image model. A float block the block kernel runs
+// computes the expand once per input pixel of each group; the GEMM's EXPAND_A (int8, or a map
+// too large for the block kernel) at each tap of each output pixel, once per tile of 32 outputs.
+bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc, bool int8);
 
 namespace {
 
@@ -68,7 +69,8 @@ std::vector<std::pair<size_t, size_t>> FindExpandFolds(const GraphView& g,
       dg->w -= p->second.left + p->second.right;
     }
     const std::optional<ConvGeometry> pg = GraphConvGeometry(g, nodes[pw]);
-    if (dg && pg && ExpandFoldPays(dev, *dg, xin[3], pg->oc)) out.emplace_back(d, e);
+    if (dg && pg && ExpandFoldPays(dev, *dg, xin[3], pg->oc, IsQuantized(g.value_type(x))))
+      out.emplace_back(d, e);
   }
   return out;
 }
@@ -121,7 +123,9 @@ class ExpandPass : public FusionPass {
     const bool float_gemm = !dw_source.GetInt8Depthwise(dctx, plan.shape(x), &int8_form);
     if (float_gemm && !dw_source.GetFloatDepthwise(dctx, plan.shape(x), &float_form)) return;
     const ConvGeometry& dg = float_gemm ? float_form.g : int8_form.g;
-    if (!ExpandFoldPays(dctx.env.device(), dg, es[3], plan.shape(pw.outputs()[0]).back())) return;
+    if (!ExpandFoldPays(dctx.env.device(), dg, es[3], plan.shape(pw.outputs()[0]).back(),
+                        !float_gemm))
+      return;
     if (float_gemm) {
       FloatDense e;
       if (!ex.fold_source()->GetFloatDense(ectx, {1, 1, 1, es[3]}, &e) || !e.epilogue.empty() ||
@@ -152,10 +156,15 @@ static long ExpandChainCap(const DeviceInfo& dev) {
   return v.empty() ? dev.profile.expand_chain_cap : static_cast<long>(v[0]);
 }
 
-bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc) {
-  if (long(dw.kh) * dw.kw * ec > ExpandChainCap(dev)) return false;
-  const double tiles = std::ceil(oc / 32.0);
-  const double fused = double(dw.n) * dw.oh * dw.ow * dw.c * dw.kh * dw.kw * ec * tiles;
+bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc, bool int8) {
+  // The block kernel's expand is no chain per tap: keyword_spotting_alexa's 9-tap blocks of 32
+  // channels, past the cap, ran in three kernels instead of one.
+  double fused = int8 ? -1 : BlockExpandProducts(dev, dw, oc, ec);
+  if (fused < 0) {
+    if (long(dw.kh) * dw.kw * ec > ExpandChainCap(dev)) return false;
+    const double tiles = std::ceil(oc / 32.0);
+    fused = double(dw.n) * dw.oh * dw.ow * dw.c * dw.kh * dw.kw * ec * tiles;
+  }
   const double own = double(dw.n) * dw.h * dw.w * dw.c * ec;
   return 2 * (fused - own) <= 0.1 * NominalGflops(dev) * 1e9 * 6e-6;
 }

@@ -184,6 +184,14 @@ int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
   return PlanDepthwiseGemm(dev, dw, oc, 0).splits > 1 ? 2 : 1;
 }
 
+double BlockExpandProducts(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c) {
+  if (expand_c <= 0 || !BlockKernelAllowed()) return -1;
+  const std::optional<BlockPlan> p = PlanBlock(dev, dw, expand_c, oc);
+  if (!p) return -1;
+  const double in_pixels = (double(p->rows - 1) * dw.sh + double(dw.kh - 1) * dw.dh + 1) * dw.w;
+  return double(p->groups) * in_pixels * dw.c * expand_c;
+}
+
 std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGeometry& dw,
                                               int oc) {
   const size_t bytes =

@@ -110,5 +110,9 @@ std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGe
 // channels of a folded expand (0: none), which small layers run in one block kernel
 // (kernels/inverted_residual.cl).
 int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c);
+// The products of a folded expand (`expand_c` input channels) that the block kernel computes
+// for the depthwise `dw` and `oc` outputs (each group's input pixels once), or -1 where that
+// kernel would not run the block (float blocks of small maps only).
+double BlockExpandProducts(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c);
 
 }  // namespace clgpu
