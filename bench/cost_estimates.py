@@ -11,12 +11,19 @@ partition's first node, or in the reason of a declined one), beside the CPU and
 --estimates: estimates written by an earlier run (its JSON's rows: model, est_device_ms,
 kernels, est_cpu_ms, kept), read back with the measurements' device. Writes
 cost-estimates[-TAG]-<device>.json and .md.
+
+--tunes INT8_US,MARGIN ...: the cost model's two tuned constants ($CLGPU_COST_TUNE) weighed
+against the measurements: --dir's models are estimated again under each value, in this one
+process (one calibration for all), and each row counts the decisions that break the
+never-slower rule on each --measured table (kept where `all` is over 1.05x the CPU, declined
+where it is under 1/1.05). Writes cost-tunes[-TAG]-<device>.json and .md too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -48,14 +55,61 @@ def estimate(model: bytes) -> dict[str, Any] | None:
     return None
 
 
+LIMIT = 1.05  # never_slower.py's rule
+
+
+def _decisions(dirs: list[str], tune: str) -> dict[str, bool]:
+    """Whether the default keeps each model's (first) weighed partition under CLGPU_COST_TUNE."""
+    os.environ["CLGPU_COST_TUNE"] = tune
+    try:
+        out = {}
+        for d in dirs:
+            for p in sorted(Path(d).glob("*.tflite")):
+                e = estimate(p.read_bytes())
+                if e:
+                    out[p.stem] = bool(e["kept"])
+        return out
+    finally:
+        del os.environ["CLGPU_COST_TUNE"]
+
+
+def _tune_rows(a: argparse.Namespace) -> list[dict[str, Any]]:
+    tables = {f: json.loads(Path(f).read_text())["rows"] for f in a.measured}
+    rows = []
+    for tune in a.tunes:
+        kept = _decisions(a.dir, tune)
+        row: dict[str, Any] = {"tune": tune, "kept": sum(kept.values()), "weighed": len(kept)}
+        broken = []
+        for i, table in enumerate(tables.values()):
+            names = []
+            for r in table:
+                if "cpu_ms" not in r or r["model"] not in kept:
+                    continue
+                ratio = r["all_ms"] / r["cpu_ms"]
+                if (kept[r["model"]] and ratio > LIMIT) or (
+                    not kept[r["model"]] and ratio < 1 / LIMIT
+                ):
+                    names.append(r["model"])
+            row[f"broken_{i}"] = len(names)
+            broken += names
+        row["total"] = len(broken)
+        row["models"] = ", ".join(sorted(set(broken)))
+        rows.append(row)
+        print(row)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--measured", action="append", required=True, help="never_slower.py JSON")
     ap.add_argument("--dir", action="append", default=[])
     ap.add_argument("--estimates", default="", help="this script's JSON from an earlier run")
+    ap.add_argument("--tunes", nargs="*", default=[], help="CLGPU_COST_TUNE values to weigh")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
+    if a.tunes and not a.dir:
+        ap.error("--tunes estimates again: it needs --dir")
     measured: dict[str, dict[str, Any]] = {}
     for f in a.measured:
         for r in json.loads(Path(f).read_text())["rows"]:
@@ -108,6 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     stem = "cost-estimates" + (f"-{a.tag}" if a.tag else "")
     print(write_results(stem, meta, rows, cols, Path(a.out)))
+    if a.tunes:
+        tune_rows = _tune_rows(a)
+        tune_cols = [("tune", "INT8_US,MARGIN"), ("weighed", "models weighed"), ("kept", "kept")]
+        tune_cols += [(f"broken_{i}", f"broken on table {i + 1}") for i in range(len(a.measured))]
+        tune_cols += [("total", "broken in all"), ("models", "models")]
+        stem = "cost-tunes" + (f"-{a.tag}" if a.tag else "")
+        print(write_results(stem, meta, tune_rows, tune_cols, Path(a.out)))
     return 0
 
 
