@@ -44,6 +44,9 @@ struct OpHandler {
   // Converts a value's type element by element (QUANTIZE, DEQUANTIZE): at the model's edge the
   // cost model may leave a small one to the CPU (delegate/claim.h, LeaveEdgeConversionsToCpu).
   bool converts_type = false;
+  // The CPU's time per output element of its int8 / uint8 form, where XNNPACK takes none and
+  // TFLite's own kernel runs it on one thread (the cost model's CPU side; 0: XNNPACK's roofline).
+  double cpu_int8_ns_per_element = 0;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.
