@@ -149,12 +149,14 @@ extern const OpHandler kReluN1To1Handler = {tfl::kReluN1To1, "RELU_N1_TO_1", Che
                                             Describe};
 extern const OpHandler kRelu0To1Handler = {tfl::kRelu0To1, "RELU_0_TO_1", Check, Create, Describe};
 extern const OpHandler kLeakyReluHandler = {tfl::kLeakyRelu, "LEAKY_RELU", Check, Create, Describe};
-// XNNPACK runs no int8 HARD_SWISH; TFLite's kernel took 3.6-3.8 ns per element on one thread
-// whatever the thread count (ai_edge_litert 2.3, 2-core Xeon; tflite_runtime 2.14 7.4), 30x its
-// LOGISTIC: keras_mobilenet_v3_large_int8 ran 9.7-16 ms on the H200's host against 1.7 ms in float.
-extern const OpHandler kHardSwishHandler = {tfl::kHardSwish, "HARD_SWISH", Check, Create,
-                                            Describe,        nullptr,      false, false,
-                                            nullptr,         false,        3.7};
+// XNNPACK runs no int8 HARD_SWISH; TFLite's kernel took 5.5-5.6 ns per element on one thread
+// whatever the thread count on the H200's host (ai_edge_litert 2.3; 3.6-3.8 on a 2-core Xeon,
+// tflite_runtime 2.14 7.4 there), 30x its LOGISTIC: keras_mobilenet_v3_large_int8 ran 8-16 ms
+// on that host against 1.7 ms in float.
+constexpr double kCpuInt8HardSwishNs = 5.5;
+extern const OpHandler kHardSwishHandler = {
+    tfl::kHardSwish, "HARD_SWISH", Check,   Create, Describe,           /*work=*/nullptr,
+    false,           false,        nullptr, false,  kCpuInt8HardSwishNs};
 extern const OpHandler kLogisticHandler = {tfl::kLogistic, "LOGISTIC", Check, Create, Describe};
 extern const OpHandler kTanhHandler = {tfl::kTanh, "TANH", Check, Create, Describe};
 extern const OpHandler kEluHandler = {tfl::kElu, "ELU", Check, Create, Describe};
