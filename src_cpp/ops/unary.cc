@@ -143,19 +143,20 @@ std::string Describe(const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kReluHandler = {tfl::kRelu, "RELU", Check, Create, Describe};
+// XNNPACK takes no int8 RELU or HARD_SWISH standing alone: TFLite's own kernel runs them, on
+// one thread whatever the interpreter's, 30-300x slower per element than its LOGISTIC, which it
+// does take (bench/results/cpu-int8-ops-h200-host-*.md: keras_mobilenet_v3_large_int8 ran
+// 5-9x slower on the CPU than its float form). The cost model's CPU side counts them so.
+constexpr double kCpuInt8ReluNs = 16.0, kCpuInt8HardSwishNs = 6.0;
+extern const OpHandler kReluHandler = {tfl::kRelu, "RELU", Check,   Create, Describe,      nullptr,
+                                       false,      false,  nullptr, false,  kCpuInt8ReluNs};
 extern const OpHandler kRelu6Handler = {tfl::kRelu6, "RELU6", Check, Create, Describe};
 extern const OpHandler kReluN1To1Handler = {tfl::kReluN1To1, "RELU_N1_TO_1", Check, Create,
                                             Describe};
 extern const OpHandler kRelu0To1Handler = {tfl::kRelu0To1, "RELU_0_TO_1", Check, Create, Describe};
 extern const OpHandler kLeakyReluHandler = {tfl::kLeakyRelu, "LEAKY_RELU", Check, Create, Describe};
-// XNNPACK runs no int8 HARD_SWISH; TFLite's kernel took 5.5-5.6 ns per element on one thread
-// whatever the thread count on the H200's host (ai_edge_litert 2.3; 3.6-3.8 on a 2-core Xeon,
-// tflite_runtime 2.14 7.4 there), 30x its LOGISTIC: keras_mobilenet_v3_large_int8 ran 8-16 ms
-// on that host against 1.7 ms in float.
-constexpr double kCpuInt8HardSwishNs = 5.5;
 extern const OpHandler kHardSwishHandler = {
-    tfl::kHardSwish, "HARD_SWISH", Check,   Create, Describe,           /*work=*/nullptr,
+    tfl::kHardSwish, "HARD_SWISH", Check,   Create, Describe,           nullptr,
     false,           false,        nullptr, false,  kCpuInt8HardSwishNs};
 extern const OpHandler kLogisticHandler = {tfl::kLogistic, "LOGISTIC", Check, Create, Describe};
 extern const OpHandler kTanhHandler = {tfl::kTanh, "TANH", Check, Create, Describe};
