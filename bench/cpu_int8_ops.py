@@ -15,7 +15,6 @@ import argparse
 import platform
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +40,16 @@ def _model(op: str | None) -> bytes:
 
 
 def _ms(model: bytes, runtime: str, threads: int, runs: int) -> float:
-    from clgpu_delegate.runtime import make_interpreter
+    """Median invoke of the model on the CPU alone (planning's Timed, as never_slower.py)."""
+    from clgpu_delegate.planning import Timed
+    from clgpu_delegate.runtime import make_interpreter, random_inputs
 
-    it = make_interpreter(model, None, num_threads=threads, runtime=runtime)
-    it.allocate_tensors()
-    rng = np.random.default_rng(0)
-    for d in it.get_input_details():
-        it.set_tensor(d["index"], rng.integers(-128, 128, d["shape"]).astype(d["dtype"]))
+    t = Timed(lambda: (None, make_interpreter(model, None, num_threads=threads, runtime=runtime)))
+    t.interp.allocate_tensors()
+    feeds = random_inputs(t.inputs, 0)
     for _ in range(5):
-        it.invoke()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        it.invoke()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
+        t.run(feeds)
+    return float(np.median([t.run(feeds) for _ in range(runs)]))
 
 
 def _host_cpu() -> str:
