@@ -26,6 +26,19 @@ static inline int quant_output(int acc, int2 ms, int c, int up_below, int zero_p
   return clamp(quant_multiply(acc, ms.x, ms.y, c < up_below) + zero_point, lo, hi);
 }
 
+// 1 / d rounded to nearest (d > 0 and normal), whatever the precision of the device's division:
+// a Newton step makes y faithful, the residual 1 - d * y is then exact in one fma, and it tells
+// on which side of each neighbouring midpoint 1 / d lies (a reciprocal is never a tie).
+static inline float recip_rn(float d) {
+  float y = 1.0f / d;
+  y = fma(fma(-d, y, 1.0f), y, y);
+  const float r = fma(-d, y, 1.0f);
+  const float up = nextafter(y, INFINITY), dn = nextafter(y, 0.0f);
+  if (r > d * (up - y) * 0.5f) return up;
+  if (-r > d * (y - dn) * 0.5f) return dn;
+  return y;
+}
+
 // quant_add(qa, qb, p, up): TFLite's int8 ADD / SUB of the integers qa and qb (kernels/
 // binary_int8.cl has p's layout): each offset operand shifted left by p[2] and rescaled by its own
 // multiplier to a common scale, the two added (subtracted if p[12]), the sum rescaled to the

@@ -18,19 +18,6 @@
 #define SMQ_LOCAL 256
 #define SMQ_CHUNK 1024
 
-// 1 / d rounded to nearest (d > 0 and normal), whatever the precision of the device's division:
-// a Newton step makes y faithful, the residual 1 - d * y is then exact in one fma, and it tells
-// on which side of each neighbouring midpoint 1 / d lies (a reciprocal is never a tie).
-static inline float recip_rn(float d) {
-  float y = 1.0f / d;
-  y = fma(fma(-d, y, 1.0f), y, y);
-  const float r = fma(-d, y, 1.0f);
-  const float up = nextafter(y, INFINITY), dn = nextafter(y, 0.0f);
-  if (r > d * (up - y) * 0.5f) return up;
-  if (-r > d * (y - dn) * 0.5f) return dn;
-  return y;
-}
-
 __kernel void softmax_int8(__global const QT* x, __global QT* out, __global const float* table,
                            int rows, int d, float out_scale, int zero_point OVERFLOW_PARAM) {
   __local int lmax[SMQ_LOCAL];

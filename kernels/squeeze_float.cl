@@ -15,7 +15,15 @@
 //   common.cl's CLGPU_ ones). The last layer's outputs are stored to out; with one layer, n2 = 0.
 //   NDRange: local (lx, ly), powers of 2, lx * ly <= SQ_TILE; global (blocks * slices * lx, ly).
 //   channels, k1, n1, k2, n2 at most SQ_VEC.
+//   -DSQ_SOFTMAX: out is a SOFTMAX over the last layer's n values (n <= SQ_TILE), exp(sm_beta *
+//   (v - max)) over their sum; one more, last argument: float sm_beta.
 #include "quant.cl"
+
+#ifdef SQ_SOFTMAX
+#define SM_ARGS , float sm_beta
+#else
+#define SM_ARGS
+#endif
 
 #define SQ_TILE 256
 #define SQ_VEC 2048
@@ -77,7 +85,8 @@ __kernel void squeeze_float(__global const T* x, __global T* out, __global float
                             __global int* counter, int reduce, int channels, int slices,
                             float divisor, __global const T* w1, __global const float* bias1,
                             int n1, int k1, float lo1, float hi1, __global const T* w2,
-                            __global const float* bias2, int n2, int k2, float lo2, float hi2 OVERFLOW_PARAM) {
+                            __global const float* bias2, int n2, int k2, float lo2,
+                            float hi2 SM_ARGS OVERFLOW_PARAM) {
   __local float part[SQ_TILE];
   __local float vec1[SQ_VEC], vec2[SQ_VEC];
   __local int flag;
@@ -113,7 +122,35 @@ __kernel void squeeze_float(__global const T* x, __global T* out, __global float
   SQ_DENSE(1, vec1, k1, w1, bias1, n1, lo1, hi1, vec2, part);
   // With one layer the host passes n2 = 0: no pass, no barrier.
   SQ_DENSE(2, vec2, k2, w2, bias2, n2, lo2, hi2, vec1, part);
-  __local const float* res = n2 > 0 ? vec1 : vec2;
+  __local float* res = n2 > 0 ? vec1 : vec2;
   const int n = n2 > 0 ? n2 : n1;
+#ifdef SQ_SOFTMAX
+  // The largest value, then the exps (kept in res) and their sum, each by a tree over the group.
+  float mx = -INFINITY;
+  for (int j = lid; j < n; j += group) mx = fmax(mx, res[j]);
+  part[lid] = mx;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = group / 2; s > 0; s /= 2) {
+    if (lid < s) part[lid] = fmax(part[lid], part[lid + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  mx = part[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float esum = 0.0f;
+  for (int j = lid; j < n; j += group) {
+    const float e = exp(sm_beta * (res[j] - mx));
+    res[j] = e;
+    esum += e;
+  }
+  part[lid] = esum;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = group / 2; s > 0; s /= 2) {
+    if (lid < s) part[lid] += part[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float inv = 1.0f / part[0];
+  for (int j = lid; j < n; j += group) STOREF(res[j] * inv, out, j);
+#else
   for (int j = lid; j < n; j += group) STOREF(res[j], out, j);
+#endif
 }

@@ -10,8 +10,9 @@
 //   consecutive channels (block g % blocks) of one of `slices` runs of the reduced extent, its ly
 //   rows per column added by a tree. Every group adds its sums into sums[channels] and counts
 //   itself in *counter (quant.cl's last_to_count); the last of all of them reads the sums (left
-//   zero for the next launch), makes the mean's integers (mp: int[4] = add, multiplier, shift,
-//   offset; channel c rounds its shift's ties up if up[c % up_channels]) and runs the dense ops
+//   zero for the next launch), makes the mean's integers (mp: int[5] = add, multiplier, shift,
+//   offset, count; channel c rounds its shift's ties up if up[c % up_channels]; a count > 0: an
+//   AVERAGE_POOL_2D's, the sum over count rounded half away from zero) and runs the dense ops
 //   on them in local memory. Dense op i (b: its weights packed four int8 to an int, [n][kp / 4];
 //   bias: the model's bias minus the input's zero point times the row sum; stage: n (multiplier,
 //   shift) pairs then 256 bytes, the table of its folded element-wise chain or the identity; zp,
@@ -20,7 +21,18 @@
 //   layer's then copied to out (with one layer, n2 = 0 and layer 2's buffers are layer 1's).
 //   NDRange: local (lx, ly), powers of 2, lx * ly <= SQ_TILE; global (blocks * slices * lx, ly),
 //   blocks = ceil(channels / lx). channels, kp1, n1 and (with two layers) kp2, n2 at most SQ_VEC.
+//
+// -DSQ_SOFTMAX: out is a SOFTMAX over the last layer's n integers (n <= SQ_TILE), as
+//   softmax_int8.cl computes it for one row. Three more, last arguments: __global const float*
+//   sm_table (its table of exp), float sm_scale, int sm_zero (the output's scale, zero point).
 #include "quant.cl"
+
+#ifdef SQ_SOFTMAX
+#pragma OPENCL FP_CONTRACT OFF
+#define SM_ARGS , __global const float *restrict sm_table, float sm_scale, int sm_zero
+#else
+#define SM_ARGS
+#endif
 
 #define SQ_TILE 256
 #define SQ_VEC 4096
@@ -65,7 +77,7 @@ __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int*
                            __global const int2* stage1, int n1, int kp1, int zp1, int lo1,
                            int hi1, int upb1, __global const int* b2, __global const int* bias2,
                            __global const int2* stage2, int n2, int kp2, int zp2, int lo2,
-                           int hi2, int upb2, int layers OVERFLOW_PARAM) {
+                           int hi2, int upb2, int layers SM_ARGS OVERFLOW_PARAM) {
   __local int part[SQ_TILE];
   __local int vec1[SQ_VEC / 4], vec2[SQ_VEC / 4];
   __local int flag;
@@ -100,8 +112,10 @@ __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int*
   for (int k = lid; k < kp1; k += group) {
     int q = 0;
     if (k < channels) {
-      const int v = quant_multiply(global_take(sums + k) + mp[0], mp[1], mp[2],
-                                   up[k % up_channels] != 0) + mp[3];
+      const int s = global_take(sums + k), count = mp[4];
+      const int v = count > 0 ? (s > 0 ? s + count / 2 : s - count / 2) / count
+                              : quant_multiply(s + mp[0], mp[1], mp[2], up[k % up_channels] != 0) +
+                                    mp[3];
       q = clamp(v, QMIN, QMAX);
     }
     v1[k] = (char)q;
@@ -115,5 +129,31 @@ __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int*
   squeeze_dense(vec2, kp2 / 4, b2, bias2, stage2, n2, zp2, lo2, hi2, upb2, v1, part);
   __local const char* res = layers > 1 ? v1 : v2;
   const int n = layers > 1 ? n2 : n1;
+#ifdef SQ_SOFTMAX
+  // The row's largest integer, then its table values gathered (their loads together) and added
+  // in order by one work-item, as softmax_int8.cl does.
+  __local float ev[SQ_TILE];
+  __local float inv;
+  int m = QMIN;
+  for (int j = lid; j < n; j += group) m = max(m, (int)res[j]);
+  part[lid] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = group / 2; s > 0; s /= 2) {
+    if (lid < s) part[lid] = max(part[lid], part[lid + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  __global const float* table = sm_table + 255 - part[0];
+  for (int j = lid; j < n; j += group) ev[j] = table[(int)res[j]];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) sum += ev[j];
+    inv = recip_rn(sum * sm_scale);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int j = lid; j < n; j += group)
+    out[j] = (QT)clamp((int)round(ev[j] * inv) + sm_zero, QMIN, QMAX);
+#else
   for (int j = lid; j < n; j += group) out[j] = (QT)res[j];
+#endif
 }

@@ -257,3 +257,100 @@ def test_float_dense_ops_too_large_do_not_fold(runtime: str) -> None:
     m = b.mean(x, [1, 2], keep_dims=False)
     b.output(b.fully_connected(m, b.rand((600, 600)), b.rand((600,), 0.2)))
     check_float_squeeze(b.build(), runtime, 0)
+
+
+# A classifier's head: MEAN (or a global AVERAGE_POOL_2D) -> dense op(s) -> SOFTMAX, all in the
+# squeeze's launch.
+def head_model(
+    shape: tuple[int, int, int, int],
+    widths: tuple[int, ...],
+    *,
+    beta: float = 1.0,
+    pool: str = "",
+    quantize: bool = True,
+    seed: int = 0,
+) -> bytes:
+    """x -> 1x1 CONV_2D -> MEAN over H and W, or with `pool` ("VALID" or "SAME") an
+    AVERAGE_POOL_2D of one window over the image and a RESHAPE, as the keyword spotters write
+    it -> FULLY_CONNECTED per width (RELU between) -> SOFTMAX."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", shape)
+    c = shape[3]
+    h = b.conv2d(x, b.rand((c, 1, 1, c)), b.rand((c,), 0.2), 1, 1, "SAME", "RELU")
+    if pool:
+        m = b.reshape(b.avg_pool2d(h, shape[1:3], shape[1:3], pool), (1, c))
+    else:
+        m = b.mean(h, [1, 2], keep_dims=False)
+    for i, n in enumerate(widths):
+        m = b.fully_connected(m, b.rand((n, b.shape(m)[-1])), b.rand((n,), 0.2))
+        if i + 1 < len(widths):
+            m = b.relu(m)
+    b.output(b.softmax(m, beta))
+    if not quantize:
+        return b.build()
+    return quantize_model(b.build(), io="int8", seed=seed, jitter=0.3)
+
+
+def _softmax_kernels(r: Any) -> int:
+    return sum(1 for k in r.delegate.profile().kernels if k.op == "SOFTMAX")
+
+
+@pytest.mark.parametrize(
+    "shape,widths,beta",
+    [
+        ((1, 25, 1, 96), (12,), 1.0),  # a keyword spotter's head
+        ((1, 7, 7, 64), (32, 10), 0.5),  # two dense ops, beta
+        ((1, 3, 3, 40), (256,), 1.0),  # the widest SOFTMAX the squeeze takes
+    ],
+)
+def test_classifier_head_softmax_in_the_squeeze(
+    runtime: str, shape: tuple[int, int, int, int], widths: tuple[int, ...], beta: float
+) -> None:
+    m = head_model(shape, widths, beta=beta, seed=len(widths) + shape[1])
+    on = check_squeeze(m, runtime, len(widths))
+    assert _softmax_kernels(on) == 0, on.delegate.profile().table()
+    f = head_model(shape, widths, beta=beta, quantize=False, seed=len(widths) + shape[1])
+    fon = check_float_squeeze(f, runtime, len(widths))
+    assert _softmax_kernels(fon) == 0, fon.delegate.profile().table()
+
+
+def test_softmax_wider_than_the_squeeze_takes_runs_on_its_own(runtime: str) -> None:
+    m = head_model((1, 3, 3, 40), (300,), seed=9)
+    on = check_squeeze(m, runtime, 1)
+    assert _softmax_kernels(on) == 1
+    f = head_model((1, 3, 3, 40), (300,), quantize=False, seed=9)
+    assert _softmax_kernels(check_float_squeeze(f, runtime, 1)) == 1
+
+
+@pytest.mark.parametrize(
+    "shape,padding",
+    [
+        ((1, 25, 1, 128), "VALID"),  # kws_mnv2's head (bench/small_models.py)
+        ((1, 13, 5, 64), "SAME"),  # DS-CNN's: a window of the image, SAME padding (no pad)
+        ((1, 40, 40, 24), "VALID"),  # a large image: the sum split between many groups
+    ],
+)
+def test_global_average_pool_heads_the_squeeze(
+    runtime: str, shape: tuple[int, int, int, int], padding: str
+) -> None:
+    m = head_model(shape, (12,), pool=padding, seed=shape[1])
+    on = check_squeeze(m, runtime, 1)
+    assert _softmax_kernels(on) == 0
+    assert not [k for k in on.delegate.profile().kernels if k.op == "AVERAGE_POOL_2D" and
+                k.algorithm != "int8_squeeze"], on.delegate.profile().table()
+    f = head_model(shape, (12,), pool=padding, quantize=False, seed=shape[1])
+    fon = check_float_squeeze(f, runtime, 1)
+    assert _softmax_kernels(fon) == 0
+
+
+def test_pool_that_is_not_global_or_clamps_keeps_its_kernel(runtime: str) -> None:
+    # A 2x2 window (four outputs), and a global one with a RELU: neither is a squeeze's MEAN.
+    for window, act in (((2, 2), None), ((4, 4), "RELU")):
+        b = ModelBuilder(seed=3)
+        x = b.input("x", (1, 4, 4, 16))
+        p = b.avg_pool2d(x, window, window, "VALID", act)
+        n = int(np.prod(b.shape(p)))
+        y = b.fully_connected(b.reshape(p, (1, n)), b.rand((8, n)), b.rand((8,), 0.2))
+        b.output(b.softmax(y))
+        r = check_squeeze(quantize_model(b.build(), io="int8", seed=3), runtime, 0)
+        assert _softmax_kernels(r) == 1

@@ -66,10 +66,11 @@ void AttachOutputView(Attachments& a, int output, StridedView view, float scale)
   a.outputs[0] = output;
 }
 
-void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output) {
+void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output, Op* softmax) {
   if (a.outputs.size() != 1 || dense.empty() || !a.squeeze.empty())
     throw Error("a squeeze needs one output, a dense op");
   a.squeeze = std::move(dense);
+  a.squeeze_softmax = softmax;
   a.outputs[0] = output;
 }
 

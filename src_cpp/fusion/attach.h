@@ -30,8 +30,8 @@ void AttachInputView(Attachments& a, size_t i, int source, StridedView view);
 // `scale`.
 void AttachOutputView(Attachments& a, int output, StridedView view, float scale);
 // A squeeze's dense ops (after FoldTarget::TakesSqueeze): output 0 becomes `output`, the last
-// one's. The ops must outlive the plan.
-void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output);
+// one's, or that of `softmax` (null: none) over it. The ops must outlive the plan.
+void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output, Op* softmax = nullptr);
 // A depthwise `dw` (after FoldTarget::TakesDepthwise): input 0 becomes dw's input, `shape` that
 // of dw's output. The op must outlive the plan.
 void AttachDepthwise(Attachments& a, Op* dw, int input, Shape shape);

@@ -7,6 +7,7 @@
 #include "ops/squeeze.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "fusion/pass.h"
@@ -15,6 +16,20 @@
 
 namespace clgpu {
 namespace {
+
+// An AVERAGE_POOL_2D whose one window covers the whole image, with no activation: a MEAN over H
+// and W as a keyword spotter's or DS-CNN's head writes it.
+bool WholeImageAverage(const GraphView& g, const NodeInfo& n) {
+  if (n.op != tfl::kAveragePool2d || !n.builtin_data || n.inputs.empty() || n.outputs.empty() ||
+      !g.valid_tensor(n.inputs[0]) || !g.valid_tensor(n.outputs[0]))
+    return false;
+  tfl::PoolParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  const Shape x = g.shape(n.inputs[0]), y = g.shape(n.outputs[0]);
+  return x.size() == 4 && y.size() == 4 && y[1] == 1 && y[2] == 1 && p.activation == 0 &&
+         p.filter_height >= x[1] && p.filter_width >= x[2] &&
+         (p.padding == tfl::kPaddingValid || (p.filter_height == x[1] && p.filter_width == x[2]));
+}
 
 std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                      const std::set<int>& outputs,
@@ -40,8 +55,9 @@ std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeI
   std::vector<size_t> out;
   for (size_t m = 0; m < nodes.size(); ++m) {
     const NodeInfo& mean = nodes[m];
-    if (mean.op != tfl::kMean || mean.inputs.empty() || mean.outputs.size() != 1 ||
-        !g.valid_tensor(mean.inputs[0]) || !g.valid_tensor(mean.outputs[0]))
+    if ((mean.op != tfl::kMean && !WholeImageAverage(g, mean)) || mean.inputs.empty() ||
+        mean.outputs.size() != 1 || !g.valid_tensor(mean.inputs[0]) ||
+        !g.valid_tensor(mean.outputs[0]))
       continue;
     const Shape x = g.shape(mean.inputs[0]);
     const bool int8 = IsQuantized(g.value_type(mean.inputs[0]));
@@ -51,6 +67,7 @@ std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeI
       continue;
     int t = mean.outputs[0];
     size_t at = m;
+    bool folded = false;
     for (int layer = 0; layer < 2; ++layer) {
       const int d = next(t, at);
       if (d < 0) break;
@@ -67,6 +84,16 @@ std::vector<size_t> FindSqueezeFolds(const GraphView& g, const std::vector<NodeI
       out.push_back(size_t(d));
       if (means && layer == 0) means->push_back(m);
       channels = n, t = WrittenAs(written_instead, dense.outputs[0]), at = size_t(d);
+      folded = true;
+    }
+    // A SOFTMAX over the last dense op's outputs, in the storage they have (a classifier's head).
+    if (const int s = folded ? next(t, at) : -1; s >= 0) {
+      const NodeInfo& sm = nodes[size_t(s)];
+      if (sm.op == tfl::kSoftmax && sm.outputs.size() == 1 && g.valid_tensor(sm.outputs[0]) &&
+          channels <= kMaxSqueezeSoftmax && NumElements(g.shape(sm.outputs[0])) == channels &&
+          g.value_type(sm.outputs[0]) == (int8 ? ValueType::kInt8 : ValueType::kFloat) &&
+          g.value_type(sm.inputs[0]) == g.value_type(sm.outputs[0]))
+        out.push_back(size_t(s));
     }
   }
   return out;
@@ -82,33 +109,8 @@ class SqueezePass : public FusionPass {
     folds->one_kernel.insert(means.begin(), means.end());
   }
   void Apply(FoldPlan& plan) override {
-    // The one op (not folded away) reading t, or -1 when none or several do, or t leaves the
-    // partition or is too large for one buffer.
-    auto only_reader = [&](int t) -> int {
-      if (!plan.internal(t) || !plan.Fits(t)) return -1;
-      int reader = -1;
-      for (size_t j = 0; j < plan.size(); ++j) {
-        if (plan.absorbed(j)) continue;
-        const auto& in = plan.op(j).inputs();
-        if (std::count(in.begin(), in.end(), t) == 0) continue;
-        if (reader >= 0 || in.size() != 1) return -1;
-        reader = static_cast<int>(j);
-      }
-      return reader;
-    };
-    // Follows t through flat copies to the op that is not one: its index, the copies and the
-    // tensors passed on the way in `absorbed` and `elided`.
-    auto next_op = [&](int t, std::vector<size_t>* absorbed, std::vector<int>* elided) -> int {
-      for (;;) {
-        const int j = only_reader(t);
-        if (j < 0) return -1;
-        elided->push_back(t);
-        const Op& op = plan.op(size_t(j));
-        if (!op.IsFlatCopy()) return j;
-        if (op.outputs().size() != 1) return -1;
-        absorbed->push_back(size_t(j));
-        t = op.outputs()[0];
-      }
+    auto next_op = [&](int t, std::vector<size_t>* absorbed, std::vector<int>* elided) {
+      return NextOp(plan, t, absorbed, elided);
     };
     for (size_t i = 0; i < plan.size(); ++i) {
       Op& mean = plan.op(i);
@@ -155,11 +157,62 @@ class SqueezePass : public FusionPass {
         channels = n;
         t = d.outputs()[0];
       }
-      if (dense.empty() || !plan.SamePrecision(i, absorbed)) continue;
-      AttachSqueeze(plan.attachments(i), dense, t);
+      if (dense.empty()) continue;
+      // A SOFTMAX over the last one's outputs.
+      Op* softmax = nullptr;
+      {
+        std::vector<size_t> a = absorbed;
+        std::vector<int> e = elided;
+        SqueezeSoftmax form;
+        if (const int j = next_op(t, &a, &e); j >= 0) {
+          Op& s = plan.op(size_t(j));
+          OpContext sctx = plan.Ctx(size_t(j));
+          if (s.outputs().size() == 1 && s.fold_source() &&
+              s.fold_source()->GetSqueezeSoftmax(sctx, channels, type == SqueezeType::kInt8,
+                                                 &form)) {
+            absorbed = std::move(a), elided = std::move(e);
+            absorbed.push_back(size_t(j));
+            softmax = &s;
+            t = s.outputs()[0];
+          }
+        }
+      }
+      if (!plan.SamePrecision(i, absorbed)) continue;
+      AttachSqueeze(plan.attachments(i), dense, t, softmax);
       plan.SetOutShapes(i, {plan.shape(t)});
       for (size_t a : absorbed) plan.Absorb(a, i);
       for (int e : elided) plan.Elide(e);
+    }
+  }
+
+ private:
+  // The one op (not folded away) reading t, or -1 when none or several do, or t leaves the
+  // partition or is too large for one buffer.
+  static int OnlyReader(FoldPlan& plan, int t) {
+    if (!plan.internal(t) || !plan.Fits(t)) return -1;
+    int reader = -1;
+    for (size_t j = 0; j < plan.size(); ++j) {
+      if (plan.absorbed(j)) continue;
+      const auto& in = plan.op(j).inputs();
+      if (std::count(in.begin(), in.end(), t) == 0) continue;
+      if (reader >= 0 || in.size() != 1) return -1;
+      reader = static_cast<int>(j);
+    }
+    return reader;
+  }
+  // Follows t through flat copies to the op that is not one: its index, the copies and the
+  // tensors passed on the way in `absorbed` and `elided`.
+  static int NextOp(FoldPlan& plan, int t, std::vector<size_t>* absorbed,
+                    std::vector<int>* elided) {
+    for (;;) {
+      const int j = OnlyReader(plan, t);
+      if (j < 0) return -1;
+      elided->push_back(t);
+      const Op& op = plan.op(size_t(j));
+      if (!op.IsFlatCopy()) return j;
+      if (op.outputs().size() != 1) return -1;
+      absorbed->push_back(size_t(j));
+      t = op.outputs()[0];
     }
   }
 };

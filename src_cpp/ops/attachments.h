@@ -55,8 +55,9 @@ struct Attachments {
   View out_view;
 
   // A squeeze's dense ops (fusion/squeeze.cc, ops/squeeze.h), run after a MEAN in its launch;
-  // the last one's output is the op's.
+  // the last one's output is the op's, or a SOFTMAX's over it (squeeze_softmax, not null).
   std::vector<Op*> squeeze;
+  Op* squeeze_softmax = nullptr;
 
   // A depthwise convolution whose output is the op's input 0 (fusion/depthwise.cc), computed
   // where the op's GEMM loads A; `shape` that output's (the op's own input, never written). And

@@ -13,6 +13,7 @@ namespace clgpu {
 struct OpContext;        // ops/op.h
 struct Int8Dense;        // ops/squeeze.h
 struct FloatDense;       // ops/squeeze.h
+struct SqueezeSoftmax;   // ops/squeeze.h
 struct Int8DepthwiseA;   // ops/gemm_int8.h
 struct FloatDepthwiseA;  // ops/conv2d_selector.h
 
@@ -72,6 +73,12 @@ class FoldSource {
   // The same on float values (the context's float storage), its clamp and epilogue included.
   virtual bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) {
     (void)ctx, (void)in, (void)dense;
+    return false;
+  }
+  // This SOFTMAX over one row of n values as a squeeze's last step runs it (its beta; int8: its
+  // table uploaded, the output's scale and zero point); false for other ops and types.
+  virtual bool GetSqueezeSoftmax(OpContext& ctx, int n, bool int8, SqueezeSoftmax* softmax) {
+    (void)ctx, (void)n, (void)int8, (void)softmax;
     return false;
   }
   // The int8 form of this depthwise convolution over an input of shape `in`, its weights

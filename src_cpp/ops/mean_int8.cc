@@ -110,16 +110,9 @@ class MeanInt8Op : public Op, public FoldTarget {
     if (!squeeze_dense().empty()) {
       int64_t outer = 1, reduce = 1, inner = 1;
       Tiled(s, mask, &outer, &reduce, &inner);
-      std::vector<Int8Dense> dense(squeeze_dense().size());
-      Shape row = {1, static_cast<int>(inner)};
-      for (size_t i = 0; i < dense.size(); ++i) {
-        if (!squeeze_dense()[i]->fold_source()->GetInt8Dense(ctx, row, &dense[i]))
-          throw Error("MEAN: a folded dense op has no int8 form");
-        row = {1, dense[i].w->n};
-        dense_flops_ += 2.0 * dense[i].w->n * dense[i].w->k;
-      }
-      launches_.push_back(EncodeInt8Squeeze(ctx, in[0], out[0], static_cast<int>(reduce),
-                                            static_cast<int>(inner), stage, dense, &squeeze_));
+      launches_.push_back(EncodeFoldedInt8Squeeze(ctx, *this, in[0], out[0],
+                                                  static_cast<int>(reduce), static_cast<int>(inner),
+                                                  stage, &squeeze_, &dense_flops_));
       return;
     }
     params_ = UploadInts(ctx, p);

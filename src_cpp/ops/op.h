@@ -151,6 +151,7 @@ class Op {
   const std::vector<uint8_t>& epilogue_table() const { return att().epilogue.table; }
   bool has_output_view() const { return att().out_view.on; }
   const std::vector<Op*>& squeeze_dense() const { return att().squeeze; }
+  Op* squeeze_softmax() const { return att().squeeze_softmax; }
   Op* folded_depthwise() const { return att().depthwise.op; }
   const Shape& depthwise_shape() const { return att().depthwise.shape; }
   Op* folded_expand() const { return att().depthwise.expand; }

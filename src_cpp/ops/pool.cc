@@ -11,6 +11,7 @@
 #include "ops/op.h"
 #include "ops/quant.h"
 #include "ops/reduce_tiled.h"
+#include "ops/squeeze.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -30,6 +31,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
     // clamps to its quantized bounds; TFLite pools the raw values without rescaling.
     const ValueType t = g.value_type(node.outputs[0]);
     quantized_ = IsQuantized(t);
+    int8_ = t == ValueType::kInt8;
     if (quantized_) {
       int lo = 0, hi = 0;
       QuantizedActivationRange(p.activation, g.quant(node.outputs[0]), t, &lo, &hi);
@@ -42,6 +44,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
         max_(whole.max_),
         params_(whole.params_),
         quantized_(whole.quantized_),
+        int8_(whole.int8_),
         chunk_(true),
         fixed_(g) {
     // A chunk clamps as its whole op does, a folded clamp included.
@@ -52,6 +55,17 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
   std::string algorithm() const override { return algorithm_; }
   const Chunker* chunker() const override { return this; }
   const FoldTarget* fold_target() const override { return this; }
+  // A window over the whole image of one image, no activation: the MEAN of a squeeze
+  // (fusion/squeeze.cc), int8 or float.
+  SqueezeType TakesSqueeze(const Shape& in) const override {
+    if (max_ || chunk_ || params_.activation != 0 || has_epilogue() || has_folded_clamp() ||
+        in.size() != 4 || in[0] != 1 || (quantized_ && !int8_) ||
+        in[3] > (quantized_ ? kMaxSqueezeVector : kMaxFloatSqueezeVector))
+      return SqueezeType::kNone;
+    const ConvGeometry g = Geometry(in);
+    if (!WholeWindow(g) || int64_t(g.h) * g.w > INT_MAX / 256) return SqueezeType::kNone;
+    return quantized_ ? SqueezeType::kInt8 : SqueezeType::kFloat;
+  }
   // Quantized bounds do not compose with a float activation's: no clamp folds into an int8 pool.
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
@@ -83,7 +97,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     const ConvGeometry g = Geometry(in[0]);
-    return double(g.n) * g.oh * g.ow * g.oc * g.kh * g.kw;
+    return double(g.n) * g.oh * g.ow * g.oc * g.kh * g.kw + dense_flops_;
   }
 
   // Chunks are boxes of the output; each reads the rows and columns its windows cover
@@ -117,6 +131,23 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
     launches_.clear();
+    dense_flops_ = 0;
+    if (!squeeze_dense().empty()) {
+      const int hw = g.h * g.w;
+      if (quantized_) {
+        Int8MeanStage stage;
+        stage.up = {0};
+        stage.pool_count = hw;
+        launches_.push_back(EncodeFoldedInt8Squeeze(ctx, *this, in[0], out[0], hw, g.c, stage,
+                                                    &int8_squeeze_, &dense_flops_));
+        algorithm_ = "int8_squeeze";
+      } else {
+        launches_.push_back(EncodeFoldedFloatSqueeze(ctx, *this, in[0], out[0], hw, g.c, float(hw),
+                                                     &float_squeeze_, &dense_flops_));
+        algorithm_ = "squeeze";
+      }
+      return;
+    }
     TiledReduction r;
     if (WholeImage(g, ctx, &r)) {
       algorithm_ = "whole_" + AppendTiledReduction(ctx, r, in[0], out[0], &launches_);
@@ -152,10 +183,11 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
   // reduction over H x W: the window kernel would give each channel one work-item walking the
   // image alone. The tiled reduction spreads it over groups (ops/reduce_tiled.h). Floats only:
   // an int8 average rounds as TFLite's integer kernel does.
+  static bool WholeWindow(const ConvGeometry& g) {
+    return g.oh == 1 && g.ow == 1 && g.kh - g.pad_top >= g.h && g.kw - g.pad_left >= g.w;
+  }
   bool WholeImage(const ConvGeometry& g, const OpContext& ctx, TiledReduction* r) const {
-    if (quantized_ || chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h ||
-        g.kw - g.pad_left < g.w)
-      return false;
+    if (quantized_ || chunk_ || !WholeWindow(g)) return false;
     const int64_t hw = int64_t(g.h) * g.w;
     if (hw == 0 || TiledReductionIsTiny(hw, g.c)) return false;
     r->red_op = max_ ? 4 : 0;  // kernels/reduce.cl: RED_POOL_MAX, RED_SUM
@@ -171,8 +203,7 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
   // exact in any order. A chunk keeps the window kernels.
   bool WholeImageInt(const ConvGeometry& g, OpContext& ctx, cl_mem in, cl_mem out) {
     constexpr size_t kChannels = 32, kLanes = 8;  // PW_C, PW_P
-    if (!IsQuantized(ctx.values) || chunk_ || g.oh != 1 || g.ow != 1 || g.kh - g.pad_top < g.h ||
-        g.kw - g.pad_left < g.w || int64_t(g.h) * g.w > INT_MAX / 256)
+    if (!IsQuantized(ctx.values) || chunk_ || !WholeWindow(g) || int64_t(g.h) * g.w > INT_MAX / 256)
       return false;
     auto prog = ctx.GetProgram("pool");
     Launch l;
@@ -201,12 +232,15 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
   bool max_;
   tfl::PoolParams params_;
   float act_min_ = 0, act_max_ = 0;
-  bool quantized_ = false;
+  bool quantized_ = false, int8_ = false;
   bool empty_when_larger_ = true;  // LiteRT's pools; tflite_runtime's refuse
   bool chunk_ = false;
   ConvGeometry fixed_;  // a chunk's geometry
   bool vec4_ = false;
   std::string algorithm_ = "window";
+  double dense_flops_ = 0;         // a folded squeeze's dense ops
+  Int8SqueezeState int8_squeeze_;  // its launch's buffers (ops/squeeze.h)
+  FloatSqueezeState float_squeeze_;
 };
 
 std::string Check(const GraphView& g, const NodeInfo& node) {

@@ -154,16 +154,9 @@ class ReduceOp : public Op, public Chunker, public FoldTarget {
     const int reduced_runs = View(s, &outer, &reduce, &inner);
     dense_flops_ = 0;
     if (!squeeze_dense().empty()) {
-      std::vector<FloatDense> dense(squeeze_dense().size());
-      Shape row = {1, static_cast<int>(inner)};
-      for (size_t i = 0; i < dense.size(); ++i) {
-        if (!squeeze_dense()[i]->fold_source()->GetFloatDense(ctx, row, &dense[i]))
-          throw Error("MEAN: a folded dense op has no float form");
-        row = {1, dense[i].n};
-        dense_flops_ += 2.0 * dense[i].n * dense[i].k;
-      }
-      launches_.push_back(EncodeFloatSqueeze(ctx, in[0], out[0], static_cast<int>(reduce),
-                                             static_cast<int>(inner), divisor, dense, &squeeze_));
+      launches_.push_back(
+          EncodeFoldedFloatSqueeze(ctx, *this, in[0], out[0], static_cast<int>(reduce),
+                                   static_cast<int>(inner), divisor, &squeeze_, &dense_flops_));
       algorithm_ = "squeeze";
       return;
     }

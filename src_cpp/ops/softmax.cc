@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
+#include "ops/squeeze.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -19,7 +20,7 @@ struct SoftmaxParams {
   float beta;
 };
 
-class SoftmaxOp : public Op, public RowChunker<SoftmaxOp> {
+class SoftmaxOp : public Op, public FoldSource, public RowChunker<SoftmaxOp> {
  public:
   SoftmaxOp(const NodeInfo& node, bool log_out, float beta)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), log_(log_out), beta_(beta) {}
@@ -29,6 +30,12 @@ class SoftmaxOp : public Op, public RowChunker<SoftmaxOp> {
   const char* type_name() const override { return log_ ? "LOG_SOFTMAX" : "SOFTMAX"; }
   std::string algorithm() const override { return algorithm_; }
   const Chunker* chunker() const override { return this; }
+  FoldSource* fold_source() override { return this; }
+  bool GetSqueezeSoftmax(OpContext&, int n, bool int8, SqueezeSoftmax* softmax) override {
+    if (log_ || int8 || n <= 0 || n > kMaxSqueezeSoftmax) return false;
+    softmax->beta = beta_;
+    return true;
+  }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].empty()) throw Error(std::string(type_name()) + " of a scalar");

@@ -10,13 +10,14 @@
 #include "common/error.h"
 #include "ops/int8_ops.h"
 #include "ops/quant.h"
+#include "ops/squeeze.h"
 
 namespace clgpu {
 namespace {
 
 constexpr size_t kMaxGroup = 256;  // SMQ_LOCAL in kernels/softmax_int8.cl
 
-class SoftmaxInt8Op : public Op, public RowChunker<SoftmaxInt8Op> {
+class SoftmaxInt8Op : public Op, public FoldSource, public RowChunker<SoftmaxInt8Op> {
  public:
   SoftmaxInt8Op(const GraphView& g, const NodeInfo& node, float beta)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), type_(g.value_type(node.inputs[0])) {
@@ -37,6 +38,15 @@ class SoftmaxInt8Op : public Op, public RowChunker<SoftmaxInt8Op> {
   const char* type_name() const override { return "SOFTMAX"; }
   std::string algorithm() const override { return "int8_table"; }
   const Chunker* chunker() const override { return this; }
+  FoldSource* fold_source() override { return this; }
+  // The squeeze's int8 kernel stores int8 (not uint8) integers.
+  bool GetSqueezeSoftmax(OpContext& ctx, int n, bool int8, SqueezeSoftmax* softmax) override {
+    if (!int8 || type_ != ValueType::kInt8 || n <= 0 || n > kMaxSqueezeSoftmax) return false;
+    softmax->table = Table(ctx);
+    softmax->out_scale = out_scale_;
+    softmax->zero_point = zero_point_;
+    return true;
+  }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].empty()) throw Error("SOFTMAX of a scalar");
     return {in[0]};
@@ -52,8 +62,7 @@ class SoftmaxInt8Op : public Op, public RowChunker<SoftmaxInt8Op> {
     const int d = s.back();
     const int rows = d == 0 ? 0 : static_cast<int>(NumElements(s) / d);
     if (rows == 0) return;
-    if (!table_buf_)
-      table_buf_ = UploadFloat32(ctx, std::vector<float>(table_.begin(), table_.end()));
+    const cl_mem table = Table(ctx);
     Launch l;
     l.name = "softmax_int8";
     l.kernel = CreateKernel(
@@ -61,11 +70,17 @@ class SoftmaxInt8Op : public Op, public RowChunker<SoftmaxInt8Op> {
     const size_t group = RowGroup(ctx, l.kernel, kMaxGroup, d);
     l.local[0] = group;
     l.global[0] = static_cast<size_t>(rows) * group;
-    SetArgs(l.kernel, in[0], out[0], table_buf_.get(), rows, d, out_scale_, zero_point_);
+    SetArgs(l.kernel, in[0], out[0], table, rows, d, out_scale_, zero_point_);
     launches_.push_back(std::move(l));
   }
 
  private:
+  cl_mem Table(OpContext& ctx) {
+    if (!table_buf_)
+      table_buf_ = UploadFloat32(ctx, std::vector<float>(table_.begin(), table_.end()));
+    return table_buf_.get();
+  }
+
   ValueType type_;
   std::array<float, 256> table_{};
   float out_scale_ = 0;

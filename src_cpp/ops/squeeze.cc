@@ -58,13 +58,16 @@ bool SqueezeDenseFits(int n, int k, size_t bytes) {
 
 Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
                          const Int8MeanStage& mean, const std::vector<Int8Dense>& dense,
-                         Int8SqueezeState* state) {
+                         Int8SqueezeState* state, const SqueezeSoftmax* softmax) {
   bool fits = !dense.empty() && dense.size() <= 2 && channels <= kMaxSqueezeVector;
   for (const Int8Dense& d : dense) fits = fits && SqueezeDenseFits(d.w->n, d.w->kp, 1);
   if (!fits || dense[0].w->k != channels || (dense.size() == 2 && dense[1].w->k != dense[0].w->n))
     throw Error("squeeze: dense ops do not chain over the mean's " + std::to_string(channels) +
                 " channels");
-  state->params = UploadInts(ctx, mean.params);
+  std::vector<int> params = mean.params;
+  params.resize(4);
+  params.push_back(mean.pool_count);
+  state->params = UploadInts(ctx, params);
   state->up = UploadBytes(ctx, mean.up.data(), mean.up.size());
   state->stages.clear();
   for (const Int8Dense& d : dense) {
@@ -75,7 +78,11 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
     }
     state->stages.push_back(UploadOutputStage(ctx, s));
   }
-  auto program = ctx.GetProgram("squeeze_int8", PtxDefines(ctx.env.device()));
+  const int n = dense.back().w->n;
+  if (softmax && (n > kMaxSqueezeSoftmax || !softmax->table))
+    throw Error("squeeze: a SOFTMAX over " + std::to_string(n) + " values");
+  auto program = ctx.GetProgram("squeeze_int8",
+                                PtxDefines(ctx.env.device()) + (softmax ? " -DSQ_SOFTMAX" : ""));
   Launch l;
   l.name = "squeeze_int8";
   l.kernel = CreateKernel(*program, l.name);
@@ -93,13 +100,14 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
           d1.stage.up_below, d2.w->b.get(), d2.w->bias.get(), stage2, two ? d2.w->n : 0,
           two ? d2.w->kp : 0, d2.stage.zero_point, d2.stage.act_min, d2.stage.act_max,
           d2.stage.up_below, two ? 2 : 1);
+  if (softmax) SetArgsFrom(l.kernel, 29, softmax->table, softmax->out_scale, softmax->zero_point);
   SetTiledMeanGeometry(g, 1, &l);
   return l;
 }
 
 Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
                           float divisor, const std::vector<FloatDense>& dense,
-                          FloatSqueezeState* state) {
+                          FloatSqueezeState* state, const SqueezeSoftmax* softmax) {
   bool fits = !dense.empty() && dense.size() <= 2 && channels <= kMaxFloatSqueezeVector;
   for (const FloatDense& d : dense)
     fits = fits && SqueezeDenseFits(d.n, d.k, ctx.storage_bytes) && d.n <= kMaxFloatSqueezeVector &&
@@ -112,6 +120,9 @@ Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int 
   const FloatDense& d2 = two ? dense[1] : dense[0];
   std::string defines = PtxDefines(ctx.env.device()) + " " + LayerDefines(d1.epilogue, 1);
   if (two) defines += " " + LayerDefines(d2.epilogue, 2);
+  if (softmax && dense.back().n > kMaxSqueezeSoftmax)
+    throw Error("squeeze: a SOFTMAX over " + std::to_string(dense.back().n) + " values");
+  if (softmax) defines += " -DSQ_SOFTMAX";
   auto program = ctx.GetProgram("squeeze_float", defines);
   Launch l;
   l.name = "squeeze_float";
@@ -122,8 +133,49 @@ Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int 
   SetArgs(l.kernel, x, out, state->partial.get(), state->counter.get(), reduce, channels,
           static_cast<int>(g.slices), divisor, d1.weights, d1.bias, d1.n, d1.k, d1.act_min,
           d1.act_max, d2.weights, d2.bias, two ? d2.n : 0, two ? d2.k : 0, d2.act_min, d2.act_max);
+  if (softmax) SetArgsFrom(l.kernel, 20, softmax->beta);
   SetTiledMeanGeometry(g, 1, &l);
   return l;
+}
+
+Launch EncodeFoldedInt8Squeeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem out, int reduce,
+                               int channels, const Int8MeanStage& mean, Int8SqueezeState* state,
+                               double* flops) {
+  std::vector<Int8Dense> dense(op.squeeze_dense().size());
+  Shape row = {1, channels};
+  *flops = 0;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    if (!op.squeeze_dense()[i]->fold_source()->GetInt8Dense(ctx, row, &dense[i]))
+      throw Error(std::string(op.type_name()) + ": a folded dense op has no int8 form");
+    row = {1, dense[i].w->n};
+    *flops += 2.0 * dense[i].w->n * dense[i].w->k;
+  }
+  SqueezeSoftmax softmax;
+  if (op.squeeze_softmax() &&
+      !op.squeeze_softmax()->fold_source()->GetSqueezeSoftmax(ctx, row[1], true, &softmax))
+    throw Error(std::string(op.type_name()) + ": a folded SOFTMAX has no int8 form");
+  return EncodeInt8Squeeze(ctx, x, out, reduce, channels, mean, dense, state,
+                           op.squeeze_softmax() ? &softmax : nullptr);
+}
+
+Launch EncodeFoldedFloatSqueeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem out, int reduce,
+                                int channels, float divisor, FloatSqueezeState* state,
+                                double* flops) {
+  std::vector<FloatDense> dense(op.squeeze_dense().size());
+  Shape row = {1, channels};
+  *flops = 0;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    if (!op.squeeze_dense()[i]->fold_source()->GetFloatDense(ctx, row, &dense[i]))
+      throw Error(std::string(op.type_name()) + ": a folded dense op has no float form");
+    row = {1, dense[i].n};
+    *flops += 2.0 * dense[i].n * dense[i].k;
+  }
+  SqueezeSoftmax softmax;
+  if (op.squeeze_softmax() &&
+      !op.squeeze_softmax()->fold_source()->GetSqueezeSoftmax(ctx, row[1], false, &softmax))
+    throw Error(std::string(op.type_name()) + ": a folded SOFTMAX has no float form");
+  return EncodeFloatSqueeze(ctx, x, out, reduce, channels, divisor, dense, state,
+                            op.squeeze_softmax() ? &softmax : nullptr);
 }
 
 }  // namespace clgpu

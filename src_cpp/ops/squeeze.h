@@ -32,6 +32,17 @@ struct FloatDense {
   std::string epilogue;            // its element-wise epilogue's defines (Op::epilogue_defines)
 };
 
+// A SOFTMAX over the last dense op's outputs (fusion/squeeze.cc), run by the squeeze's last group:
+// float exp(beta * (x - max)) over their sum; int8 as kernels/softmax_int8.cl computes it, from
+// the op's table of exp (owned by the op), bit for bit. At most kMaxSqueezeSoftmax values.
+struct SqueezeSoftmax {
+  float beta = 1.0f;
+  cl_mem table = nullptr;
+  float out_scale = 0;
+  int zero_point = 0;
+};
+constexpr int kMaxSqueezeSoftmax = 256;  // SQ_TILE
+
 // The widest vector a squeeze keeps in local memory (the mean, each dense op's output: SQ_VEC of
 // kernels/squeeze_int8.cl and squeeze_float.cl), and the most weight bytes of one dense op: one
 // work-group, on one compute unit, reads them all. On the H200 a float32 squeeze of 38 KiB of
@@ -59,9 +70,12 @@ void SetTiledMeanGeometry(const TiledMeanGroups& g, int64_t outer, Launch* l);
 
 // The MEAN's own arithmetic (ops/mean_int8.cc): out = clamp(quant_multiply(sum + params[0],
 // params[1], params[2], up[c % up.size()]) + params[3]).
+// pool_count > 0: an AVERAGE_POOL_2D's instead (pool.cl's avg_pool2d_int), the sum divided by
+// that count, rounded half away from zero; params and up unused.
 struct Int8MeanStage {
   std::vector<int> params;
   std::vector<uint8_t> up;
+  int pool_count = 0;
 };
 
 // What the squeeze's launch keeps: the mean's int32 sums and group counter (zero between
@@ -72,9 +86,10 @@ struct Int8SqueezeState {
 };
 
 // The launch computing out (the last dense op's n integers) from x [reduce][channels].
+// With `softmax`, out is that SOFTMAX over them.
 Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
                          const Int8MeanStage& mean, const std::vector<Int8Dense>& dense,
-                         Int8SqueezeState* state);
+                         Int8SqueezeState* state, const SqueezeSoftmax* softmax = nullptr);
 
 // The float launch's own buffers: the groups' column sums and their counter.
 struct FloatSqueezeState {
@@ -82,9 +97,18 @@ struct FloatSqueezeState {
 };
 
 // The launch computing out (the last dense op's n values) from x [reduce][channels]: the mean
-// (the sum over `reduce` divided by `divisor`), then the dense ops.
+// (the sum over `reduce` divided by `divisor`), then the dense ops (and `softmax`, as above).
 Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
                           float divisor, const std::vector<FloatDense>& dense,
-                          FloatSqueezeState* state);
+                          FloatSqueezeState* state, const SqueezeSoftmax* softmax = nullptr);
+
+// The same for `op`'s folded squeeze (its squeeze_dense() and squeeze_softmax()), their forms
+// taken from them now; *flops: the dense ops' arithmetic.
+Launch EncodeFoldedInt8Squeeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem out, int reduce,
+                               int channels, const Int8MeanStage& mean, Int8SqueezeState* state,
+                               double* flops);
+Launch EncodeFoldedFloatSqueeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem out, int reduce,
+                                int channels, float divisor, FloatSqueezeState* state,
+                                double* flops);
 
 }  // namespace clgpu
