@@ -83,6 +83,30 @@ class Driver:
         self.check(err.value, "clCreateBuffer")
         return b
 
+    def sub_buffers(self, count: int) -> list[P]:
+        """`count` sub-buffers of one buffer, each the size of buffer()'s, 64 KiB apart (any
+        device's base address alignment)."""
+        step = 1 << 16
+        err = C.c_int()
+        parent = P(
+            self.cl.clCreateBuffer(
+                self.ctx, C.c_ulong(1), C.c_size_t(count * step), None, C.byref(err)
+            )
+        )
+        self.check(err.value, "clCreateBuffer")
+        self.cl.clCreateSubBuffer.restype = P
+        out = []
+        for i in range(count):
+            region = (C.c_size_t * 2)(i * step, ITEMS * 4)
+            b = P(
+                self.cl.clCreateSubBuffer(
+                    parent, C.c_ulong(1), C.c_uint(0x1220), region, C.byref(err)
+                )
+            )
+            self.check(err.value, "clCreateSubBuffer")
+            out.append(b)
+        return out
+
     def kernels(self, source: str, names: list[str]) -> list[P]:
         text = source.encode()
         ptr, length, err = C.c_char_p(text), C.c_size_t(len(text)), C.c_int()
@@ -151,18 +175,23 @@ def _source(functions: int, args: int, ints: int = 0) -> str:
     )
 
 
-CASES: list[tuple[str, int, int, int, int, bool, bool]] = [
-    # name, kernel objects, distinct functions, buffer args, integer args, distinct buffers,
-    # buffers set again before each launch
-    ("one kernel, 2 buffers", 1, 1, 2, 0, False, False),
-    ("4 kernels in turn, 2 buffers", 4, 4, 2, 0, False, False),
-    ("25 kernels in turn, 2 buffers", 25, 25, 2, 0, False, False),
-    ("25 kernels in turn, 8 buffers shared", 25, 25, 8, 0, False, False),
-    ("25 kernels in turn, 8 buffers each", 25, 25, 8, 0, True, False),
-    ("25 kernels in turn, 16 buffers each", 25, 25, 16, 0, True, False),
-    ("25 kernels in turn, 8 buffers each and 32 integers", 25, 25, 8, 32, True, False),
-    ("25 objects of one kernel, 8 buffers each", 25, 1, 8, 0, True, False),
-    ("one object, its 8 buffers set before each launch", 25, 1, 8, 0, True, True),
+CASES: list[tuple[str, int, int, int, int, str, bool]] = [
+    # name, kernel objects, distinct functions, buffer args, integer args, buffers ("shared":
+    # the same ones for every kernel object, "each": its own, "sub": its own sub-buffers of one
+    # buffer, "one": one buffer of its own passed as every argument), buffers set again before
+    # each launch
+    ("one kernel, 2 buffers", 1, 1, 2, 0, "shared", False),
+    ("4 kernels in turn, 2 buffers", 4, 4, 2, 0, "shared", False),
+    ("25 kernels in turn, 2 buffers", 25, 25, 2, 0, "shared", False),
+    ("25 kernels in turn, 8 buffers shared", 25, 25, 8, 0, "shared", False),
+    ("25 kernels in turn, 8 buffers each", 25, 25, 8, 0, "each", False),
+    ("25 kernels in turn, 16 buffers each", 25, 25, 16, 0, "each", False),
+    ("25 kernels in turn, 16 sub-buffers of one buffer each", 25, 25, 16, 0, "sub", False),
+    ("25 kernels in turn, one buffer each as 16 arguments", 25, 25, 16, 0, "one", False),
+    ("25 kernels in turn, 4 buffers each and 12 integers", 25, 25, 4, 12, "each", False),
+    ("25 kernels in turn, 8 buffers each and 32 integers", 25, 25, 8, 32, "each", False),
+    ("25 objects of one kernel, 8 buffers each", 25, 1, 8, 0, "each", False),
+    ("one object, its 8 buffers set before each launch", 25, 1, 8, 0, "each", True),
 ]
 
 
@@ -177,7 +206,14 @@ def run(launches: int, rounds: int) -> list[dict[str, Any]]:
         setups = []
         for k in range(objects):
             kernel = kernels[k % len(kernels)]
-            buffers = [drv.buffer() for _ in range(args)] if distinct else shared
+            if distinct == "each":
+                buffers = [drv.buffer() for _ in range(args)]
+            elif distinct == "sub":
+                buffers = drv.sub_buffers(args)
+            elif distinct == "one":
+                buffers = [drv.buffer()] * args
+            else:
+                buffers = shared
             drv.set_buffers(kernel, buffers)
             for i in range(ints):  # set once, as the delegate's plans do
                 v = C.c_int(i)

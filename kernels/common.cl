@@ -15,6 +15,23 @@
 #define OVERFLOW_PASS
 #endif
 
+// A kernel's constant buffer argument (weights, biases, stages), or with -DPACKED its byte
+// offset in one buffer holding them all, `consts` (PACKED_ARG, after the kernel's other
+// arguments and before OVERFLOW_PARAM; src_cpp/ops/op_helpers.h's PackBuffers): NVIDIA's driver
+// charges every buffer argument of a launch, an integer far less
+// (bench/results/enqueue-probe-NVIDIA_H200.md). CONST_AT, first in the kernel's body, makes the
+// pointer either way.
+#ifdef PACKED
+#define CONST_IN(type, name) int name##_at
+#define CONST_AT(type, name) \
+  __global const type* restrict name = (__global const type*)(consts + name##_at)
+#define PACKED_ARG , __global const char* restrict consts
+#else
+#define CONST_IN(type, name) __global const type* restrict name
+#define CONST_AT(type, name)
+#define PACKED_ARG
+#endif
+
 #if defined(STORAGE_INT8) || defined(STORAGE_UINT8)
 // Quantized values (OpContext::ForValues) in kernels that only move, compare or average them:
 // loads are exact floats, stores round half away from zero (TFLite's integer rounding) and

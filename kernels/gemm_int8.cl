@@ -26,8 +26,9 @@
 //   are exact in any order, so the result is bit for bit the unsplit one) and counts itself in
 //   counters[get_group_id(0)]. The group that counts last applies the epilogue, reading the sums
 //   back and zeroing them and its counter for the next launch: one launch, no reduction kernel
-//   (a launch costs microseconds on some drivers). Two more arguments: int* sums, int*
-//   counters, both all zero before the first launch. Without SPLIT_K, k_per_split >= Kp.
+//   (a launch costs microseconds on some drivers). One more argument: int* sums, [M][N] sums
+//   then a counter per tile, all zero before the first launch. Without SPLIT_K, k_per_split
+//   >= Kp.
 //
 // A residual ADD folded in (-DQUANT_RESIDUAL, fusion/attach.h): two more arguments,
 //   __global const char* res [M][N], the ADD's other operand, and __global const int* rp, its
@@ -52,6 +53,13 @@
 //   ex_up_below, int ex_zero, int ex_lo, int ex_hi. -DEX_C=EC unrolls the expand's loop.
 //   -DDW_TAPS_TOGETHER (always with EXPAND_A): the taps load through clamped addresses, not
 //   branches (dw_a4).
+//
+// -DPACKED: the constant buffers (b, bias, stage, rp, dw_f, dw_bias, dw_stage, ex_b, ex_bias,
+//   ex_stage) are regions of one, `consts`, one more argument after all others: each of those
+//   arguments is then an int, the byte offset of its region (16-byte aligned). NVIDIA's driver
+//   charges every buffer argument of a launch, an integer far less
+//   (bench/results/enqueue-probe-NVIDIA_H200.md). With SPLIT_K, the tile counters follow the
+//   sums in one buffer either way (counters = sums + M * N).
 #include "quant.cl"
 
 #ifndef TM
@@ -75,16 +83,18 @@
 #define A_PER ((TM * TK4 + GEMM_WG - 1) / GEMM_WG)  // A ints a work-item loads per step
 #define B_PER ((TN * TK4 + GEMM_WG - 1) / GEMM_WG)
 #ifdef SPLIT_K
-#define SPLIT_ARGS , __global int* restrict sums, __global int* restrict counters
+#define SPLIT_ARGS , __global int* restrict sums
 #else
 #define SPLIT_ARGS
 #endif
 #ifdef QUANT_RESIDUAL
-#define RESIDUAL_ARGS , __global const char* restrict res, __global const int* restrict rp
+#define RESIDUAL_ARGS , __global const char* restrict res, CONST_IN(int, rp)
+#define RESIDUAL_AT CONST_AT(int, rp);
 // The output byte of requantized integer v at element idx: plus the residual, as the ADD does.
 #define GEMM_OUT(v, idx) ((char)quant_add((v), res[idx], rp, false))
 #else
 #define RESIDUAL_ARGS
+#define RESIDUAL_AT
 #define GEMM_OUT(v, idx) quant_store((v), stage, N)
 #endif
 #ifdef EXPAND_A
@@ -92,19 +102,27 @@
   , int EC, __global const int *restrict ex_b, __global const int *restrict ex_bias,        \
       __global const int2 *restrict ex_stage, int ex_up_below, int ex_zero, int ex_lo, int ex_hi
 #define EX_PASS , EC, ex_b, ex_bias, ex_stage, ex_up_below, ex_zero, ex_lo, ex_hi
+// The kernel's own: the buffers as CONST_IN.
+#define EX_KARGS                                                                          \
+  , int EC, CONST_IN(int, ex_b), CONST_IN(int, ex_bias), CONST_IN(int2, ex_stage), int ex_up_below, \
+      int ex_zero, int ex_lo, int ex_hi
+#define EX_AT CONST_AT(int, ex_b); CONST_AT(int, ex_bias); CONST_AT(int2, ex_stage);
 #define IN_C EC  // channels of `a`
 #else
 #define EX_ARGS
+#define EX_KARGS
+#define EX_AT
 #define EX_PASS
 #define IN_C C
 #endif
 #ifdef DW_A
 #define DW_ARGS                                                                                 \
-  , __global const char* restrict dw_f, __global const int* restrict dw_bias,                   \
-      __global const int2* restrict dw_stage, int dw_in_zero, int dw_up_below, int dw_lo,         \
-      int dw_hi EX_ARGS
+  , CONST_IN(char, dw_f), CONST_IN(int, dw_bias), CONST_IN(int2, dw_stage), int dw_in_zero,     \
+      int dw_up_below, int dw_lo, int dw_hi EX_KARGS
+#define DW_AT CONST_AT(char, dw_f); CONST_AT(int, dw_bias); CONST_AT(int2, dw_stage); EX_AT
 #else
 #define DW_ARGS
+#define DW_AT
 #endif
 #if defined(IM2COL) || defined(DW_A)
 #define PIXEL_A  // A's rows are output pixels of a convolution over `a`
@@ -215,11 +233,16 @@ static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int
 #endif
 
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
-    __global const char* restrict a, __global const int* restrict b,
-    __global const int* restrict bias, __global const int2* restrict stage,
-    __global char* restrict out, int M, int N, int K, int Kp, int a_zero, int up_below,
-    int out_zero, int act_min, int act_max, int H, int W, int C, int OW, int OH, int KW, int SH,
-    int SW, int DH, int DW, int PT, int PL, int k_per_split SPLIT_ARGS RESIDUAL_ARGS DW_ARGS OVERFLOW_PARAM) {
+    __global const char* restrict a, CONST_IN(int, b), CONST_IN(int, bias),
+    CONST_IN(int2, stage), __global char* restrict out, int M, int N, int K, int Kp, int a_zero,
+    int up_below, int out_zero, int act_min, int act_max, int H, int W, int C, int OW, int OH,
+    int KW, int SH, int SW, int DH, int DW, int PT, int PL,
+    int k_per_split SPLIT_ARGS RESIDUAL_ARGS DW_ARGS PACKED_ARG OVERFLOW_PARAM) {
+  CONST_AT(int, b);
+  CONST_AT(int, bias);
+  CONST_AT(int2, stage);
+  RESIDUAL_AT
+  DW_AT
   __local int As[TK4][TM];
   __local int Bs[TK4][TN];
   const int lid = get_local_id(0);
@@ -340,7 +363,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
   // The last split of this tile to finish applies the epilogue. No early return after a
   // barrier: PoCL 3.1 was seen to run the code past one anyway.
   __local int flag;
-  if (last_to_count(&counters[get_group_id(0)], get_num_groups(1), &flag)) {
+  if (last_to_count(&sums[(long)M * N + get_group_id(0)], get_num_groups(1), &flag)) {
 #endif
 #pragma unroll
     for (int j = 0; j < WN; ++j) {

@@ -24,6 +24,7 @@
 //   rows * OW * OC * lanes <= IRB_WG * IRB_OPT (each work-item sums at most IRB_OPT outputs),
 //   in_pixels * chunk <= IRB_WG * IRB_YPT (the expand's outputs per work-item); chunk a
 //   multiple of 4 or C; IRB_WG a multiple of lanes.
+//   -DPACKED: ex_f .. bias are offsets in one buffer, the last argument (common.cl's CONST_IN).
 //   Defines: DW_KH, DW_KW (the depthwise's filter size; its loops unroll; 3 x 3 when unset, so
 //   that the file builds alone).
 
@@ -44,13 +45,18 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_residual_block(
-    __global const T* restrict in, __global const T* restrict ex_f,
-    __global const float* restrict ex_bias, __global const T* restrict dw_f,
-    __global const float* restrict dw_bias, __global const T* restrict pw_f,
-    __global const float* restrict bias, __global T* restrict out, __local float* lm, int N, int H,
-    int W, int EC, int C, int OH, int OW, int OC, int SH, int SW, int DH, int DW, int PT, int PL,
-    int rows, int chunk, int lanes, float ex_min, float ex_max, float dw_min, float dw_max,
-    float act_min, float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
+    __global const T* restrict in, CONST_IN(T, ex_f), CONST_IN(float, ex_bias), CONST_IN(T, dw_f),
+    CONST_IN(float, dw_bias), CONST_IN(T, pw_f), CONST_IN(float, bias), __global T* restrict out,
+    __local float* lm, int N, int H, int W, int EC, int C, int OH, int OW, int OC, int SH, int SW,
+    int DH, int DW, int PT, int PL, int rows, int chunk, int lanes, float ex_min, float ex_max,
+    float dw_min, float dw_max, float act_min,
+    float act_max RESIDUAL_PARAM PACKED_ARG OVERFLOW_PARAM) {
+  CONST_AT(T, ex_f);
+  CONST_AT(float, ex_bias);
+  CONST_AT(T, dw_f);
+  CONST_AT(float, dw_bias);
+  CONST_AT(T, pw_f);
+  CONST_AT(float, bias);
   const int lid = get_local_id(0);
   const int blocks = (OH + rows - 1) / rows;
   const int n = get_group_id(0) / blocks;

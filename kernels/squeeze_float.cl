@@ -17,6 +17,8 @@
 //   channels, k1, n1, k2, n2 at most SQ_VEC.
 //   -DSQ_SOFTMAX: out is a SOFTMAX over the last layer's n values (n <= SQ_TILE), exp(sm_beta *
 //   (v - max)) over their sum; one more, last argument: float sm_beta.
+//   -DPACKED: w1, bias1, w2, bias2 are offsets in one buffer, the last argument (common.cl's
+//   CONST_IN).
 #include "quant.cl"
 
 #ifdef SQ_SOFTMAX
@@ -83,10 +85,13 @@
 
 __kernel void squeeze_float(__global const T* x, __global T* out, __global float* partial,
                             __global int* counter, int reduce, int channels, int slices,
-                            float divisor, __global const T* w1, __global const float* bias1,
-                            int n1, int k1, float lo1, float hi1, __global const T* w2,
-                            __global const float* bias2, int n2, int k2, float lo2,
-                            float hi2 SM_ARGS OVERFLOW_PARAM) {
+                            float divisor, CONST_IN(T, w1), CONST_IN(float, bias1), int n1, int k1,
+                            float lo1, float hi1, CONST_IN(T, w2), CONST_IN(float, bias2), int n2,
+                            int k2, float lo2, float hi2 SM_ARGS PACKED_ARG OVERFLOW_PARAM) {
+  CONST_AT(T, w1);
+  CONST_AT(float, bias1);
+  CONST_AT(T, w2);
+  CONST_AT(float, bias2);
   __local float part[SQ_TILE];
   __local float vec1[SQ_VEC], vec2[SQ_VEC];
   __local int flag;

@@ -25,11 +25,13 @@
 // -DSQ_SOFTMAX: out is a SOFTMAX over the last layer's n integers (n <= SQ_TILE), as
 //   softmax_int8.cl computes it for one row. Three more, last arguments: __global const float*
 //   sm_table (its table of exp), float sm_scale, int sm_zero (the output's scale, zero point).
+// -DPACKED: mp, up, b1 .. stage2 and sm_table are offsets in one buffer, the last argument
+//   (common.cl's CONST_IN).
 #include "quant.cl"
 
 #ifdef SQ_SOFTMAX
 #pragma OPENCL FP_CONTRACT OFF
-#define SM_ARGS , __global const float *restrict sm_table, float sm_scale, int sm_zero
+#define SM_ARGS , CONST_IN(float, sm_table), float sm_scale, int sm_zero
 #else
 #define SM_ARGS
 #endif
@@ -72,12 +74,22 @@ static inline void squeeze_dense(__local const int* in4, int kp4,
 
 __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int* sums,
                            __global int* counter, int reduce, int channels, int slices,
-                           __global const int* mp, __global const uchar* up, int up_channels,
-                           __global const int* b1, __global const int* bias1,
-                           __global const int2* stage1, int n1, int kp1, int zp1, int lo1,
-                           int hi1, int upb1, __global const int* b2, __global const int* bias2,
-                           __global const int2* stage2, int n2, int kp2, int zp2, int lo2,
-                           int hi2, int upb2, int layers SM_ARGS OVERFLOW_PARAM) {
+                           CONST_IN(int, mp), CONST_IN(uchar, up), int up_channels,
+                           CONST_IN(int, b1), CONST_IN(int, bias1), CONST_IN(int2, stage1), int n1,
+                           int kp1, int zp1, int lo1, int hi1, int upb1, CONST_IN(int, b2),
+                           CONST_IN(int, bias2), CONST_IN(int2, stage2), int n2, int kp2, int zp2,
+                           int lo2, int hi2, int upb2, int layers SM_ARGS PACKED_ARG OVERFLOW_PARAM) {
+  CONST_AT(int, mp);
+  CONST_AT(uchar, up);
+  CONST_AT(int, b1);
+  CONST_AT(int, bias1);
+  CONST_AT(int2, stage1);
+  CONST_AT(int, b2);
+  CONST_AT(int, bias2);
+  CONST_AT(int2, stage2);
+#ifdef SQ_SOFTMAX
+  CONST_AT(float, sm_table);
+#endif
   __local int part[SQ_TILE];
   __local int vec1[SQ_VEC / 4], vec2[SQ_VEC / 4];
   __local int flag;

@@ -149,12 +149,19 @@ std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const
                                 int oc, cl_mem in, const ConvWeights& w, cl_mem bias, cl_mem out,
                                 float act_min, float act_max, cl_mem residual) {
   const ConvGeometry& g = dw.g;
+  const std::vector<cl_mem> parts = {dw.expand_filter, dw.expand_bias, dw.filter,
+                                     dw.bias,          w.filter.get(), bias};
+  std::vector<int> at;
+  Buffer consts;
+  const bool packed = PackConstants(ctx, parts, &consts, &at);
   auto prog = ctx.GetProgram(
       "inverted_residual",
-      With(
-          With("-DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" + std::to_string(g.kw), dw.epilogue),
-          residual ? "-DHAS_RESIDUAL" : ""));
+      With(With(With("-DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" + std::to_string(g.kw),
+                     dw.epilogue),
+                residual ? "-DHAS_RESIDUAL" : ""),
+           packed ? "-DPACKED" : ""));
   Launch l = Make1d(prog, "inverted_residual_block", size_t(p.groups) * kBlockWg, kBlockWg);
+  l.consts = std::move(consts);
   // A compiler that cannot fit the group's registers (CL_KERNEL_WORK_GROUP_SIZE below it): the
   // GEMM runs the block instead (nothing launched here).
   size_t fits = 0;
@@ -162,11 +169,13 @@ std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const
                                         CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
           "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
   if (fits < size_t(kBlockWg)) return {};
-  SetArgsAndOptional(l.kernel, residual, in, dw.expand_filter, dw.expand_bias, dw.filter, dw.bias,
-                     w.filter.get(), bias, out, LocalBytes{p.local_floats * sizeof(float)}, g.n,
-                     g.h, g.w, dw.expand_c, g.c, g.oh, g.ow, oc, g.sh, g.sw, g.dh, g.dw, g.pad_top,
-                     g.pad_left, p.rows, p.chunk, p.lanes, dw.expand_min, dw.expand_max, dw.act_min,
-                     dw.act_max, act_min, act_max);
+  auto c = [&](size_t i) { return ConstArg{parts[i], packed ? at[i] : 0, packed}; };
+  SetArgsAndOptional(l.kernel, residual, in, c(0), c(1), c(2), c(3), c(4), c(5), out,
+                     LocalBytes{p.local_floats * sizeof(float)}, g.n, g.h, g.w, dw.expand_c, g.c,
+                     g.oh, g.ow, oc, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, p.rows, p.chunk,
+                     p.lanes, dw.expand_min, dw.expand_max, dw.act_min, dw.act_max, act_min,
+                     act_max);
+  if (packed) SetArgsFrom(l.kernel, residual ? 33 : 32, l.consts.get());
   std::vector<Launch> launches;
   launches.push_back(std::move(l));
   return launches;

@@ -69,9 +69,9 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
   const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
   PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits, /*work_items=*/1024,
              /*min_tiles=*/dw ? 1 : 4);
-  // Its int32 sums are one buffer: none larger than the device allows (chunks of a convolution
-  // count them, Int8GemmSumBytes).
-  if (p.splits > 1 && size_t(m) * n * sizeof(int32_t) > max_alloc) p.splits = 1;
+  // Its int32 sums and tile counters are one buffer: none larger than the device allows (chunks
+  // of a convolution count them, Int8GemmSumBytes).
+  if (p.splits > 1 && (size_t(m) * n + size_t(groups)) * sizeof(int32_t) > max_alloc) p.splits = 1;
   return p;
 }
 
@@ -85,8 +85,10 @@ bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw) {
 
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k) {
   const long kp = (k + 3) / 4 * 4;
-  const GemmPlan p = PlanInt8(ctx, TilesFor(ctx.env.device()), m, n, kp, SIZE_MAX, false);
-  return p.splits > 1 ? size_t(m) * n * sizeof(int32_t) : 0;
+  const Int8Tiles t = TilesFor(ctx.env.device());
+  const GemmPlan p = PlanInt8(ctx, t, m, n, kp, SIZE_MAX, false);
+  const size_t groups = size_t((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+  return p.splits > 1 ? (size_t(m) * n + groups) * sizeof(int32_t) : 0;
 }
 
 const std::string& Int8DotPathOf(const OpContext& ctx) { return Int8DotPath(ctx.env.device()); }
@@ -151,6 +153,18 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   if (vec) defines += " -DVEC_A";
   if (split) defines += " -DSPLIT_K";
   if (residual) defines += " -DQUANT_RESIDUAL";
+  // The constant buffers in the kernel's order of arguments; one buffer where they are small.
+  if (residual) state->residual_params = UploadInts(ctx, residual->params);
+  std::vector<cl_mem> parts = {w.b.get(), w.bias.get(), stage};
+  if (residual) parts.push_back(state->residual_params.get());
+  if (dw) parts.insert(parts.end(), {dw->filter, dw->bias, dw->stage});
+  if (dw && dw->expand)
+    parts.insert(parts.end(),
+                 {dw->expand->b.get(), dw->expand->bias.get(), dw->expand->stage.get()});
+  std::vector<int> at;
+  const bool packed = PackConstants(ctx, parts, &state->consts, &at);
+  if (packed) defines += " -DPACKED";
+  auto c = [&](size_t i) { return ConstArg{parts[i], packed ? at[i] : 0, packed}; };
   // The device's dot-product path; should its program not build (a driver that takes the probe
   // but not the whole kernel), the portable one.
   std::string path = Int8DotPathOf(ctx);
@@ -171,30 +185,32 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
            (split ? "_splitk" : "");
   l.kernel = CreateKernel(*prog, "gemm_int8");
   ConvGeometry none;
-  const ConvGeometry& c = g ? *g : dw ? dw->g : none;
-  SetArgs(l.kernel, a, w.b.get(), w.bias.get(), stage, out, m, w.n, w.k, w.kp, a_zero, s.up_below,
-          s.zero_point, s.act_min, s.act_max, c.h, c.w, c.c, c.ow, c.oh, c.kw, c.sh, c.sw, c.dh,
-          c.dw, c.pad_top, c.pad_left, split ? p.k_per_split : w.kp);
+  const ConvGeometry& g_ = g ? *g : dw ? dw->g : none;
+  SetArgs(l.kernel, a, c(0), c(1), c(2), out, m, w.n, w.k, w.kp, a_zero, s.up_below, s.zero_point,
+          s.act_min, s.act_max, g_.h, g_.w, g_.c, g_.ow, g_.oh, g_.kw, g_.sh, g_.sw, g_.dh, g_.dw,
+          g_.pad_top, g_.pad_left, split ? p.k_per_split : w.kp);
   cl_uint next = 27;  // the arguments after k_per_split
   if (split) {
     // All zero now; the last group of each tile leaves its sums and counter zero again.
-    state->sums = ZeroBuffer(ctx, size_t(m) * w.n * sizeof(int32_t));
-    state->counters = ZeroBuffer(ctx, size_t(groups) * sizeof(int32_t));
-    SetArgsFrom(l.kernel, next, state->sums.get(), state->counters.get());
-    next += 2;
+    state->sums = ZeroBuffer(ctx, (size_t(m) * w.n + size_t(groups)) * sizeof(int32_t));
+    SetArgsFrom(l.kernel, next++, state->sums.get());
   }
+  size_t part = 3;
   if (residual) {
-    state->residual_params = UploadInts(ctx, residual->params);
-    SetArgsFrom(l.kernel, next, residual->operand, state->residual_params.get());
+    SetArgsFrom(l.kernel, next, residual->operand, c(part++));
     next += 2;
   }
-  if (dw)
-    SetArgsFrom(l.kernel, next, dw->filter, dw->bias, dw->stage, dw->in_zero, dw->up_below,
+  if (dw) {
+    SetArgsFrom(l.kernel, next, c(part), c(part + 1), c(part + 2), dw->in_zero, dw->up_below,
                 dw->act_min, dw->act_max);
-  if (dw && dw->expand)
-    SetArgsFrom(l.kernel, next + 7, dw->expand->k, dw->expand->b.get(), dw->expand->bias.get(),
-                dw->expand->stage.get(), dw->expand_up_below, dw->expand_zero, dw->expand_min,
-                dw->expand_max);
+    part += 3, next += 7;
+  }
+  if (dw && dw->expand) {
+    SetArgsFrom(l.kernel, next, dw->expand->k, c(part), c(part + 1), c(part + 2),
+                dw->expand_up_below, dw->expand_zero, dw->expand_min, dw->expand_max);
+    next += 8;
+  }
+  if (packed) SetArgsFrom(l.kernel, next, state->consts.get());
   l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
   l.local[0] = t.work_group();

@@ -7,6 +7,7 @@
 
 #include "cl/errors.h"
 #include "cl/loader.h"
+#include "common/env.h"
 #include "common/error.h"
 #include "common/half.h"
 #include "tflite/builtin.h"
@@ -157,6 +158,37 @@ Buffer ZeroBuffer(OpContext& ctx, size_t bytes) {
             "clEnqueueWriteBuffer(zeros)");
   }
   return buf;
+}
+
+bool PackConstants(OpContext& ctx, const std::vector<cl_mem>& parts, Buffer* out,
+                   std::vector<int>* offsets) {
+  constexpr size_t max_bytes = size_t(64) << 10;
+  const std::vector<double> knob =
+      EnvNumbers("CLGPU_PACK_CONSTS", 1, "0 or 1",
+                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
+  *out = Buffer();
+  offsets->clear();
+  if (!knob.empty() && knob[0] == 0) return false;
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  for (cl_mem m : parts) {
+    size_t bytes = 0;
+    CheckCl(Cl().clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof bytes, &bytes, nullptr),
+            "clGetMemObjectInfo(CL_MEM_SIZE)");
+    total = RoundUp(total, 16);
+    offsets->push_back(static_cast<int>(total));
+    sizes.push_back(bytes);
+    total += bytes;
+    if (total > max_bytes) return false;
+  }
+  Buffer b = ctx.env.CreateBuffer(std::max<size_t>(total, 1), CL_MEM_READ_ONLY);
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (sizes[i])
+      CheckCl(Cl().clEnqueueCopyBuffer(ctx.queue, parts[i], b.get(), 0, size_t((*offsets)[i]),
+                                       sizes[i], 0, nullptr, nullptr),
+              "clEnqueueCopyBuffer(constants)");
+  *out = std::move(b);
+  return true;
 }
 
 Buffer UploadInts(OpContext& ctx, const std::vector<int>& data) {

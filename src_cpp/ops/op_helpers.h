@@ -19,6 +19,24 @@ void SetArgsFrom(const Kernel& k, cl_uint first, const Args&... args);
 template <typename... Args>
 void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args);
 
+// Copies a launch's constant buffers `parts` (whole) into one new buffer, each at a 16-byte
+// aligned offset (*offsets, in order): the kernel, built with -DPACKED, then takes one buffer
+// argument and integer offsets (kernels/common.cl's CONST_IN), which costs a launch less: NVIDIA's
+// driver charges each buffer argument (bench/results/enqueue-probe-NVIDIA_H200.md). Only small
+// layers' constants are copied (64 KiB at most: their launches' host cost is most of their time;
+// larger ones keep theirs, no second copy); false, nothing made, past that or with
+// $CLGPU_PACK_CONSTS=0 (tests compare both; read at each use).
+bool PackConstants(OpContext& ctx, const std::vector<cl_mem>& parts, Buffer* out,
+                   std::vector<int>* offsets);
+
+// A constant buffer argument of a kernel that may take it packed: the buffer, or (packed) its
+// offset in the packed one, an int argument.
+struct ConstArg {
+  cl_mem mem = nullptr;
+  int offset = 0;
+  bool packed = false;
+};
+
 // Uploads bytes as they are into a new read-only buffer (int8 weights, int32 biases).
 Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes);
 // A new read-write buffer of `bytes` zero bytes (state a kernel keeps between launches).
@@ -50,6 +68,10 @@ template <typename A, typename... Rest>
 void SetArgsAt(const Kernel& k, cl_uint i, const A& a, const Rest&... rest) {
   if constexpr (std::is_same_v<A, LocalBytes>)
     CheckCl(Cl().clSetKernelArg(k.get(), i, a.bytes, nullptr), "clSetKernelArg");
+  else if constexpr (std::is_same_v<A, ConstArg>)
+    CheckCl(a.packed ? Cl().clSetKernelArg(k.get(), i, sizeof(int), &a.offset)
+                     : Cl().clSetKernelArg(k.get(), i, sizeof(cl_mem), &a.mem),
+            "clSetKernelArg");
   else
     CheckCl(Cl().clSetKernelArg(k.get(), i, sizeof(A), &a), "clSetKernelArg");
   SetArgsAt(k, i + 1, rest...);

@@ -81,26 +81,38 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
   const int n = dense.back().w->n;
   if (softmax && (n > kMaxSqueezeSoftmax || !softmax->table))
     throw Error("squeeze: a SOFTMAX over " + std::to_string(n) + " values");
-  auto program = ctx.GetProgram("squeeze_int8",
-                                PtxDefines(ctx.env.device()) + (softmax ? " -DSQ_SOFTMAX" : ""));
-  Launch l;
-  l.name = "squeeze_int8";
-  l.kernel = CreateKernel(*program, l.name);
-  const TiledMeanGroups g = TiledMeanGroupsFor(ctx, l.kernel, 1, reduce, channels);
-  state->sums = ZeroBuffer(ctx, sizeof(int) * size_t(channels));
-  state->counter = ZeroBuffer(ctx, sizeof(int));
   const Int8Dense& d1 = dense[0];
   const Int8Dense& d2 = dense.size() == 2 ? dense[1] : dense[0];
   const bool two = dense.size() == 2;
-  const cl_mem stage2 = state->stages[two ? 1 : 0].get();
+  std::vector<cl_mem> parts = {
+      state->params.get(),    state->up.get(), d1.w->b.get(),    d1.w->bias.get(),
+      state->stages[0].get(), d2.w->b.get(),   d2.w->bias.get(), state->stages[two ? 1 : 0].get()};
+  if (softmax) parts.push_back(softmax->table);
+  std::vector<int> at;
+  Buffer consts;
+  const bool packed = PackConstants(ctx, parts, &consts, &at);
+  auto c = [&](size_t i) { return ConstArg{parts[i], packed ? at[i] : 0, packed}; };
+  auto program = ctx.GetProgram("squeeze_int8", PtxDefines(ctx.env.device()) +
+                                                    (softmax ? " -DSQ_SOFTMAX" : "") +
+                                                    (packed ? " -DPACKED" : ""));
+  Launch l;
+  l.name = "squeeze_int8";
+  l.kernel = CreateKernel(*program, l.name);
+  l.consts = std::move(consts);
+  const TiledMeanGroups g = TiledMeanGroupsFor(ctx, l.kernel, 1, reduce, channels);
+  state->sums = ZeroBuffer(ctx, sizeof(int) * size_t(channels));
+  state->counter = ZeroBuffer(ctx, sizeof(int));
   SetArgs(l.kernel, x, out, state->sums.get(), state->counter.get(), reduce, channels,
-          static_cast<int>(g.slices), state->params.get(), state->up.get(),
-          static_cast<int>(mean.up.size()), d1.w->b.get(), d1.w->bias.get(), state->stages[0].get(),
-          d1.w->n, d1.w->kp, d1.stage.zero_point, d1.stage.act_min, d1.stage.act_max,
-          d1.stage.up_below, d2.w->b.get(), d2.w->bias.get(), stage2, two ? d2.w->n : 0,
-          two ? d2.w->kp : 0, d2.stage.zero_point, d2.stage.act_min, d2.stage.act_max,
-          d2.stage.up_below, two ? 2 : 1);
-  if (softmax) SetArgsFrom(l.kernel, 29, softmax->table, softmax->out_scale, softmax->zero_point);
+          static_cast<int>(g.slices), c(0), c(1), static_cast<int>(mean.up.size()), c(2), c(3),
+          c(4), d1.w->n, d1.w->kp, d1.stage.zero_point, d1.stage.act_min, d1.stage.act_max,
+          d1.stage.up_below, c(5), c(6), c(7), two ? d2.w->n : 0, two ? d2.w->kp : 0,
+          d2.stage.zero_point, d2.stage.act_min, d2.stage.act_max, d2.stage.up_below, two ? 2 : 1);
+  cl_uint next = 29;
+  if (softmax) {
+    SetArgsFrom(l.kernel, next, c(8), softmax->out_scale, softmax->zero_point);
+    next += 3;
+  }
+  if (packed) SetArgsFrom(l.kernel, next, l.consts.get());
   SetTiledMeanGeometry(g, 1, &l);
   return l;
 }
@@ -123,17 +135,26 @@ Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int 
   if (softmax && dense.back().n > kMaxSqueezeSoftmax)
     throw Error("squeeze: a SOFTMAX over " + std::to_string(dense.back().n) + " values");
   if (softmax) defines += " -DSQ_SOFTMAX";
+  const std::vector<cl_mem> parts = {d1.weights, d1.bias, d2.weights, d2.bias};
+  std::vector<int> at;
+  Buffer consts;
+  const bool packed = PackConstants(ctx, parts, &consts, &at);
+  if (packed) defines += " -DPACKED";
+  auto c = [&](size_t i) { return ConstArg{parts[i], packed ? at[i] : 0, packed}; };
   auto program = ctx.GetProgram("squeeze_float", defines);
   Launch l;
   l.name = "squeeze_float";
   l.kernel = CreateKernel(*program, l.name);
+  l.consts = std::move(consts);
   const TiledMeanGroups g = TiledMeanGroupsFor(ctx, l.kernel, 1, reduce, channels);
   state->partial = ZeroBuffer(ctx, sizeof(float) * size_t(g.slices) * size_t(channels));
   state->counter = ZeroBuffer(ctx, sizeof(int));
   SetArgs(l.kernel, x, out, state->partial.get(), state->counter.get(), reduce, channels,
-          static_cast<int>(g.slices), divisor, d1.weights, d1.bias, d1.n, d1.k, d1.act_min,
-          d1.act_max, d2.weights, d2.bias, two ? d2.n : 0, two ? d2.k : 0, d2.act_min, d2.act_max);
-  if (softmax) SetArgsFrom(l.kernel, 20, softmax->beta);
+          static_cast<int>(g.slices), divisor, c(0), c(1), d1.n, d1.k, d1.act_min, d1.act_max, c(2),
+          c(3), two ? d2.n : 0, two ? d2.k : 0, d2.act_min, d2.act_max);
+  cl_uint next = 20;
+  if (softmax) SetArgsFrom(l.kernel, next++, softmax->beta);
+  if (packed) SetArgsFrom(l.kernel, next, l.consts.get());
   SetTiledMeanGeometry(g, 1, &l);
   return l;
 }

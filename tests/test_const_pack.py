@@ -1,0 +1,94 @@
+"""Constant buffers packed into one (ops/op_helpers.h's PackBuffers, kernels/gemm_int8.cl's
+PACKED): an int8 GEMM launch with its depthwise, expand, residual and table folded in takes its
+weights, biases, stages and parameters as offsets in one buffer where they are small. Bit-exact
+against TFLite with packing on and off ($CLGPU_PACK_CONSTS=0), split K included, and the packed
+launches create one buffer each (stats), so that packing is seen to happen."""
+
+from __future__ import annotations
+
+import pytest
+from int8_parity import check_int8_parity
+from parity import check_parity
+from test_fusion_expand import block
+from test_fusion_squeeze import head_model
+
+import clgpu_delegate
+from clgpu_delegate.modelgen import quantize_model
+
+
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((1, 20, 1, 12), {"k": 3, "kw": 1, "residual": True}),  # a keyword spotter's block
+        ((1, 9, 7, 8), {"stride": 2}),
+        ((1, 4, 4, 16), {"expand": 6, "residual": True}),  # a small map: split K
+    ],
+)
+def test_packed_and_unpacked_constants_agree_with_the_cpu(
+    runtime: str, shape: tuple[int, int, int, int], kw: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = quantize_model(block(shape, seed=shape[1], **kw), io="int8", seed=shape[1])
+    # The device's buffers are counted per OpenCL environment, which delegates of one device
+    # share while one of them lives: `keep` holds it, so that each run's count is a difference.
+    keep = clgpu_delegate.load()
+    made = {}
+    for pack in ("0", "1"):
+        monkeypatch.setenv("CLGPU_PACK_CONSTS", pack)
+        before = keep.stats().buffers_created
+        r = check_int8_parity(model, runtime, min_fraction=1.0, profiling=True)
+        assert any("+EXPAND" in k.algorithm for k in r.delegate.profile().kernels)
+        made[pack] = keep.stats().buffers_created - before
+    # The int8 GEMM launches (the first conv, the block) packed: a buffer more for each prepare.
+    assert made["1"] > made["0"], made
+
+
+def test_bad_pack_knob_is_a_clear_error(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = quantize_model(block((1, 6, 6, 8), seed=1), io="int8", seed=1)
+    monkeypatch.setenv("CLGPU_PACK_CONSTS", "2")
+    with pytest.raises(Exception, match="CLGPU_PACK_CONSTS"):
+        check_int8_parity(model, runtime)
+
+
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((1, 20, 1, 12), {"k": 3, "kw": 1, "residual": True}),
+        ((1, 9, 7, 8), {"stride": 2}),
+    ],
+)
+def test_float_block_kernel_packed_and_unpacked(
+    runtime: str, shape: tuple[int, int, int, int], kw: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The float inverted-residual block kernel (kernels/inverted_residual.cl) packs its six.
+    model = block(shape, seed=shape[1] + 1, **kw)
+    keep = clgpu_delegate.load()
+    made = {}
+    for pack in ("0", "1"):
+        monkeypatch.setenv("CLGPU_PACK_CONSTS", pack)
+        before = keep.stats().buffers_created
+        r = check_parity(model, runtime, expect_delegated="all", profiling=True)
+        assert any(
+            k.algorithm.startswith("inverted_residual") for k in r.delegate.profile().kernels
+        )
+        made[pack] = keep.stats().buffers_created - before
+    assert made["1"] > made["0"], made
+
+
+@pytest.mark.parametrize("quantize", [True, False])
+def test_squeeze_packed_and_unpacked(
+    runtime: str, quantize: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A classifier's head in one squeeze: pool, FULLY_CONNECTED and SOFTMAX (kernels/squeeze_*.cl).
+    model = head_model((1, 25, 1, 64), (12,), pool="VALID", quantize=quantize, seed=4)
+    keep = clgpu_delegate.load()
+    made = {}
+    for pack in ("0", "1"):
+        monkeypatch.setenv("CLGPU_PACK_CONSTS", pack)
+        before = keep.stats().buffers_created
+        if quantize:
+            r = check_int8_parity(model, runtime, min_fraction=1.0, profiling=True)
+        else:
+            r = check_parity(model, runtime, expect_delegated="all", profiling=True)
+        assert any("squeeze" in k.algorithm for k in r.delegate.profile().kernels)
+        made[pack] = keep.stats().buffers_created - before
+    assert made["1"] > made["0"], made
