@@ -57,10 +57,12 @@ constexpr double kLayerGapExtraUs = 1.0;     // ...and of launch_gap_us
 // fused kernel at batch 1; docs/int8.md). Fitted together on the small models of the
 // never-slower set on three H200 machines (docs/partitioning.md): the int8 models' device time
 // ran 10-35 % over its estimate where the float models' did not, and once keyword_spotting_alexa
-// ran its blocks in one kernel, no model needed a margin of 20 % any more.
+// ran its blocks in one kernel, no model needed a margin of 20 % any more. Since the int8 GEMM
+// takes its constants packed (PackConstants: 3-5 fewer buffer arguments a launch), 2 us: 3
+// overestimated its models by 5-45 % (bench/results/cost-tunes-packed-NVIDIA_H200.md).
 // $CLGPU_COST_TUNE="INT8_US,MARGIN" replaces both, for bench/never_slower.py to time others.
 struct CostTune {
-  double int8_kernel_us = 3;
+  double int8_kernel_us = 2;
   double win_margin = 0.95;
 };
 
