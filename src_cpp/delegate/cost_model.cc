@@ -175,8 +175,6 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   if (!fuse.empty()) FindFolded(g, nodes, outputs, dev, fuse, &folds);
   const std::set<size_t>& folded = folds.folded;
   const std::set<size_t>& one_kernel = folds.one_kernel;
-  // Folded nodes whose kernel time stays on the device (an int8 expand): no launch.
-  const std::set<size_t>& expands = folds.device_time;
   const double peak_gflops = costs.gflops > 0 ? costs.gflops : NominalGflops(dev);
   const double dev_gflops = kDeviceEfficiency * peak_gflops;
   const double min_kernel_us = costs.min_kernel_us + kLayerKernelExtraUs;
@@ -202,9 +200,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     if (n.op == tfl::kDequantize && !n.outputs.empty() && g.IsFoldedDequantizeOutput(n.outputs[0]))
       continue;
     if (folded.count(i)) {
-      device_compute_ms += expands.count(i)
-                               ? std::max(f / (dev_gflops * 1e9) * 1e3, min_kernel_us * 1e-3)
-                               : f / (dev_gflops * 1e9) * 1e3;
+      device_compute_ms += f / (dev_gflops * 1e9) * 1e3;
       continue;
     }
     const int launches =

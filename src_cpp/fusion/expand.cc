@@ -78,14 +78,13 @@ std::vector<std::pair<size_t, size_t>> FindExpandFolds(const GraphView& g,
 class ExpandPass : public FusionPass {
  public:
   const char* name() const override { return "expand"; }
-  // An int8 expand keeps its kernel's device time in the cost model: each tap requantizes again,
-  // and on the H100 the fused kernel took about as long as the two it replaced (docs/
-  // partitioning.md); only its launch goes. A float one counts its arithmetic.
+  // A folded expand counts its arithmetic, int8 too: the int8 fused kernel once took about as
+  // long as the two it replaced (H100, before its constants were packed), but with them packed
+  // it runs as long as the GEMM with the depthwise alone (docs/partitioning.md).
   void Find(const FoldGraph& g, Folds* folds) override {
     for (const auto& [d, e] : FindExpandFolds(g.g, g.nodes, g.outputs, *folds, g.dev)) {
       folds->folded.insert(e);
       folds->expand_of[d] = e;
-      if (IsQuantized(g.g.value_type(g.nodes[e].outputs[0]))) folds->device_time.insert(e);
     }
   }
   void Apply(FoldPlan& plan) override {

@@ -32,7 +32,6 @@ struct FoldGraph {
 // kernels; later passes read what earlier ones wrote).
 struct Folds {
   std::set<size_t> folded;                // nodes that run no kernel of their own
-  std::set<size_t> device_time;           // of those, ones whose kernel time stays on the device
   std::map<size_t, size_t> depthwise_of;  // a 1x1 CONV_2D -> the depthwise it computes
   std::map<size_t, size_t> expand_of;     // a depthwise -> the expand computed inside it
   std::set<size_t> one_kernel;            // nodes whose folds make them one kernel
