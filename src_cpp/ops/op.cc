@@ -172,6 +172,7 @@ bool PackConstants(OpContext& ctx, const std::vector<cl_mem>& parts, Buffer* out
   std::vector<size_t> sizes;
   size_t total = 0;
   for (cl_mem m : parts) {
+    if (!m) return false;  // an absent buffer stays a null argument
     size_t bytes = 0;
     CheckCl(Cl().clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof bytes, &bytes, nullptr),
             "clGetMemObjectInfo(CL_MEM_SIZE)");
