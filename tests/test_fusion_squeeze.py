@@ -6,7 +6,9 @@ RESHAPE or on a keep_dims mean, FULLY_CONNECTEDs, one dense op, odd channel coun
 weights), a large image whose mean splits between many groups, power-of-two scales (every shift
 a tie), repeated invokes (the kernel leaves its sums and counter zero); and the graphs that must
 not fold. Float: the same graphs within fp32 / fp16 tolerances, with each dense op's own clamp
-and epilogue (swish, LOGISTIC, HARD_SWISH, LEAKY_RELU, a MAXIMUM with a constant)."""
+and epilogue (swish, LOGISTIC, HARD_SWISH, LEAKY_RELU, a MAXIMUM with a constant). A
+classifier's head: a global AVERAGE_POOL_2D in the MEAN's place and a SOFTMAX after the dense
+ops, in the same launch (int8 bit-exact, float within tolerance), and what must not fold."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@
 // through RESHAPEs and their kin, read by one dense op alone, whose output (or what its folded
 // epilogue or clamp writes instead) may feed one more the same way; within the squeeze's sizes at
 // float32 or int8 storage; no tensor of it a partition output or kept in pieces. After the
-// clamps and epilogues, whose folds the dense ops carry in.
+// clamps and epilogues, whose folds the dense ops carry in. An AVERAGE_POOL_2D of one window over
+// the image takes the MEAN's place, and a SOFTMAX over the last dense op's outputs folds too (a
+// classifier's head: pool, FULLY_CONNECTED and SOFTMAX in one launch).
 #include "ops/squeeze.h"
 
 #include <algorithm>

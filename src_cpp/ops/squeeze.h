@@ -4,7 +4,8 @@
 // launches of microseconds each on a GPU where each launch costs the host microseconds too.
 // The MEAN op runs them in one launch (kernels/squeeze_int8.cl), bit for bit with the three
 // ops; the partition folds the dense ops in where the graph allows (fusion/squeeze.cc,
-// AttachSqueeze).
+// AttachSqueeze). A float MEAN does the same (squeeze_float.cl), a global AVERAGE_POOL_2D takes
+// the MEAN's place, and a SOFTMAX after the dense ops may run in the same launch.
 #pragma once
 
 #include <cstdint>
