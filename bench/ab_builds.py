@@ -1,5 +1,5 @@
 """Two builds of the delegate on the same models in one process: each build's Python-free
-plugin (libclgpu_delegate.so) loaded with `load_delegate`, the interpreters timed in shuffled
+plugin (libclgpu_delegate.so) loaded with `load_delegate`, the interpreters timed in balanced
 turns (planning.time_candidates, as plan() times its candidates). A refactor's A/B: two
 processes of one build differ by 10-60 % on host-bound models (docs/performance.md), two
 interpreters of one process by a few per cent.

@@ -1,4 +1,4 @@
-"""Two or more option sets of the delegate on the same models, timed in shuffled turns in one
+"""Two or more option sets of the delegate on the same models, timed in balanced turns in one
 process (planning.time_candidates, as plan() times its candidates): the steady-state cost of an
 option, free of the 10-20 % one process can differ from the next. Each interpreter waits for
 its device setup (cpu_warmup) before it is timed.

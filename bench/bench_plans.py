@@ -5,7 +5,7 @@
     python bench/bench_plans.py [--zoo a,b] [--dir DIR ...] [--runs N] [--tag T]
         [--out bench/results]
 
-Two rounds per model. Round 1 is `plan()` itself (it times every candidate in shuffled turns,
+Two rounds per model. Round 1 is `plan()` itself (it times every candidate in balanced turns,
 and stores the winner under a temporary serialization_dir). Round 2 times every candidate
 again the same way, plus a delegate loaded with `partitioning="measure"` (which reads the
 stored plan): its figures are the table's, so the measured plan is judged on runs that
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# Partitioning plans on {meta['device']}",
         "",
         f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, fp32, "
-        f"median of >= {meta['runs']} runs and >= {meta['min_seconds']} s in shuffled turns "
+        f"median of >= {meta['runs']} runs and >= {meta['min_seconds']} s in balanced turns "
         "of 5 (round 2; round 1 chose the "
         'measured plan). "estimate": the default\'s cost model, device vs CPU ms, summed over '
         "the partitions it weighed",

@@ -1,7 +1,7 @@
 """Is the default plan never slower than the CPU alone or than `partitioning="all"`? (issue #42)
 
 Per model: the CPU alone (XNNPACK, --threads), the delegate with default options and with
-`partitioning="all"`, each in its own interpreter in this one process, timed in shuffled turns
+`partitioning="all"`, each in its own interpreter in this one process, timed in balanced turns
 (clgpu_delegate.planning.time_candidates, as plan() times them) after the delegates' setup is
 done. A row passes when default_ms <= 1.05 x min(cpu_ms, all_ms).
 
@@ -85,7 +85,7 @@ def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "",
         f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, default "
         f"options, medians of >= {meta['runs']} runs and >= {meta['min_seconds']} s per model in "
-        "shuffled turns in one process",
+        "balanced turns in one process",
         "",
         f"command: `{meta['command']}`",
         "",

@@ -35,7 +35,7 @@ _LARGEST = (1, 2, 4)
 _MARGIN = 1.02  # a delegate plan wins only when it is this much faster than the CPU
 # Timed runs per turn. A run right after another candidate's is slower than one in a loop
 # (XNNPACK's threads still spinning, the GPU idle since: docs/performance.md), so each
-# turn opens with an untimed run and the turns' order is shuffled every round.
+# turn opens with an untimed run and every candidate follows every other equally often.
 _TURN = 5
 _PLAN_FILE_LIMIT = 1 << 20  # a plan is a few KB; anything larger is not ours
 
@@ -171,12 +171,12 @@ def time_candidates(
     `min_seconds` have passed: a model of a few tens of microseconds needs thousands of runs
     for a median that jitter does not move.
 
-    On a GPU, in turns of up to _TURN runs after an untimed one, the candidates' order
-    shuffled every round: drift (clocks, other load) reaches every candidate, and none is
-    always the one that runs after the CPU. On an OpenCL device that is the host's own cores
-    (`cpu_device`), its worker threads keep spinning after a delegated run and slow whatever
-    runs next there: each candidate runs in one block, those that delegate nothing first, so
-    only a plan's own threads cost it."""
+    On a GPU, in turns of up to _TURN runs after an untimed one, in an order where each
+    candidate follows each other equally often (_turn_circuit): drift (clocks, other load)
+    reaches every candidate, and none runs after the CPU more often than another. On an
+    OpenCL device that is the host's own cores (`cpu_device`), its worker threads keep
+    spinning after a delegated run and slow whatever runs next there: each candidate runs in
+    one block, those that delegate nothing first, so only a plan's own threads cost it."""
     if cpu_device:
         for t in sorted(timed, key=lambda t: bool(t.delegate and t.delegate.delegated_nodes())):
             for _ in range(warmup):
@@ -190,13 +190,35 @@ def time_candidates(
         for _ in range(warmup):
             t.run(feeds)
     order = list(timed)
+    rng.shuffle(order)
     end = time.perf_counter() + min_seconds
-    while any(len(t.times) < runs for t in timed) or time.perf_counter() < end:
-        rng.shuffle(order)
-        for t in order:
+    while True:
+        for i in _turn_circuit(len(order), rng):
+            if all(len(t.times) >= runs for t in timed) and time.perf_counter() >= end:
+                return
+            t = order[i]
             n = min(_TURN, runs - len(t.times)) if len(t.times) < runs else _TURN
             t.run(feeds)
             t.times += [t.run(feeds) for _ in range(n)]
+
+
+def _turn_circuit(n: int, rng: random.Random) -> list[int]:
+    """Turns that pass from every candidate to every other exactly once and end where the
+    next circuit starts (an Eulerian circuit of the complete directed graph, its edges
+    picked at random): each candidate follows each other equally often, so the cost of
+    coming after a slow one (the CPU's turn, which lets the GPU's clocks fall) is shared. A
+    random order per round put one candidate after the CPU twice as often as another over a
+    table's 16 rounds."""
+    if n < 2:
+        return [0] * n
+    left = {v: rng.sample([u for u in range(n) if u != v], n - 1) for v in range(n)}
+    stack, circuit = [0], []
+    while stack:  # Hierholzer's walk
+        if left[stack[-1]]:
+            stack.append(left[stack[-1]].pop())
+        else:
+            circuit.append(stack.pop())
+    return circuit[::-1][:-1]  # closed at 0: the next circuit's first turn
 
 
 def plan(
@@ -214,7 +236,7 @@ def plan(
     **options: Any,
 ) -> Plan:
     """Times the CPU alone, the default (cost) plan, `partitioning="all"` and "all" keeping
-    only the largest 1, 2 or 4 partitions, in shuffled turns of a few runs; returns the fastest
+    only the largest 1, 2 or 4 partitions, in balanced turns of a few runs; returns the fastest
     (the CPU unless a plan that delegates something is at least 2 % faster).
 
     With `serialization_dir` the result is stored there (`plans/`), keyed by the model's

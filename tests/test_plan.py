@@ -5,6 +5,7 @@ Which plan wins is a timing, so no test asserts it (bench/bench_plans.py measure
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,19 @@ def test_every_timed_run_follows_a_run_of_its_own_candidate(cpu_device: bool) ->
         turns = [n for i, n in enumerate(log) if i == 0 or log[i - 1] != n]
         rounds = {tuple(turns[i : i + 3]) for i in range(3, len(turns) - 2, 3)}
         assert len(rounds) > 1
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 6])
+def test_each_candidate_follows_each_other_equally_often(n: int) -> None:
+    # The GPU's clocks fall during the CPU's turn: the candidate after it pays. Over whole
+    # circuits every ordered pair of candidates is one turn switch, as often as any other.
+    log: list[str] = []
+    names = [f"c{i}" for i in range(n)]
+    timed = [_FakeTimed(name, log, i) for i, name in enumerate(names)]
+    runs = plan_module._TURN * (n - 1) * 4  # four circuits' worth of turns each
+    plan_module.time_candidates(timed, [], runs=runs, warmup=1, seed=3, cpu_device=False)
+    turns = [name for i, name in enumerate(log[n:]) if i == 0 or log[n + i - 1] != name]
+    assert len(turns) == n * (n - 1) * 4
+    switches = Counter(zip(turns, turns[1:], strict=False))
+    assert set(switches) == {(a, b) for a in names for b in names if a != b}
+    assert max(switches.values()) - min(switches.values()) <= 1
