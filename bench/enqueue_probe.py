@@ -6,11 +6,13 @@ OpenCL library, one small kernel per launch (4096 work-items in groups of 64).
 A stream enqueues `--launches` commands and waits once; a burst enqueues 25 and waits, as one
 invoke of a small model does. Each case runs `--rounds` times; the table has the smallest and the
 median per-launch enqueue time (host time until the last command was enqueued) and the wall
-time per launch (until the wait returned).
+time per launch (until the wait returned). Then how an invoke's end waits: bursts of 1, 4 and
+25 kernels and a 4-byte read, waited for by clFinish, by the read blocking, by clWaitForEvents on
+a marker, or by polling the marker's status (a spinning host thread instead of a sleeping one).
 
-    python bench/enqueue_probe.py [--launches 2000] [--rounds 3] [--out bench/results]
+    python bench/enqueue_probe.py [--launches 2000] [--rounds 3] [--tag T] [--out bench/results]
 
-Writes enqueue-probe-<device>.json and .md (device, driver, date, command).
+Writes enqueue-probe[-TAG]-<device>.json and .md (device, driver, date, command).
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ from _common import RESULTS, device_info, write_results  # noqa: E402
 
 P = C.c_void_p
 ITEMS, GROUP, BURST = 4096, 64, 25
+WAITS = {
+    "finish": "clFinish",
+    "read": "the read blocking",
+    "event": "marker, clWaitForEvents",
+    "poll": "marker, status polled",
+}
 CL_DEVICE_TYPE_GPU, CL_DEVICE_TYPE_ALL = 1 << 2, 0xFFFFFFFF
 
 
@@ -161,6 +169,54 @@ class Driver:
         wall = time.perf_counter() - t_start
         return enqueue * 1e6 / count, wall * 1e6 / count
 
+    def time_waits(
+        self, launches: list[tuple[P, list[P]]], per_burst: int, bursts: int, wait: str
+    ) -> tuple[float, float]:
+        """Median host time (us) until the last command of a burst is enqueued, and median
+        wall time per burst: `per_burst` kernels and a non-blocking 4-byte read, as an invoke
+        ends, then the wait: "finish" (clFinish), "read" (the read blocking instead), "poll"
+        (a marker's status read until complete) or "event" (clWaitForEvents on the marker)."""
+        cl = self.cl
+        out = (C.c_float * 1)()
+        ev, status = P(), C.c_int()
+        enq, wall = [], []
+        cl.clFinish(self.q)
+        for _ in range(bursts):
+            t0 = time.perf_counter()
+            for i in range(per_burst):
+                kernel, _ = launches[i % len(launches)]
+                cl.clEnqueueNDRangeKernel(
+                    self.q, kernel, 1, None, self.gsz, self.lsz, 0, None, None
+                )
+                if i == 1 or i % 16 == 15:
+                    cl.clFlush(self.q)
+            src = launches[(per_burst - 1) % len(launches)][1][0]
+            blocking = C.c_uint(1 if wait == "read" else 0)
+            self.check(
+                cl.clEnqueueReadBuffer(
+                    self.q, src, blocking, C.c_size_t(0), C.c_size_t(4), out, 0, None, None
+                ),
+                "clEnqueueReadBuffer",
+            )
+            if wait in ("poll", "event"):
+                self.check(cl.clEnqueueMarkerWithWaitList(self.q, 0, None, C.byref(ev)), "marker")
+                cl.clFlush(self.q)
+            t1 = time.perf_counter()
+            if wait == "finish":
+                cl.clFinish(self.q)
+            elif wait == "event":
+                self.check(cl.clWaitForEvents(1, C.byref(ev)), "clWaitForEvents")
+            elif wait == "poll":
+                status.value = 1
+                while status.value > 0:  # CL_COMPLETE is 0, errors negative
+                    cl.clGetEventInfo(ev, C.c_uint(0x11D3), C.c_size_t(4), C.byref(status), None)
+            if wait in ("poll", "event"):
+                cl.clReleaseEvent(ev)
+            t2 = time.perf_counter()
+            enq.append((t1 - t0) * 1e6)
+            wall.append((t2 - t0) * 1e6)
+        return statistics.median(enq), statistics.median(wall)
+
 
 def _source(functions: int, args: int, ints: int = 0) -> str:
     """`functions` distinct kernels k0.. of `args` buffers and `ints` integers: out = sum of the
@@ -239,6 +295,33 @@ def run(launches: int, rounds: int) -> list[dict[str, Any]]:
                 f"{name:50} {mode:12} enqueue {min(enq):6.2f} / "
                 f"{statistics.median(enq):6.2f} us, wall {rows[-1]['wall_us_per_launch']:7.2f}"
             )
+    # How an invoke's end waits for the device: the same bursts, four ways.
+    kernels = drv.kernels(_source(BURST, 2), [f"k{k}" for k in range(BURST)])
+    buffers = [drv.buffer(), drv.buffer()]
+    setups = []
+    for kernel in kernels:
+        drv.set_buffers(kernel, buffers)
+        setups.append((kernel, buffers))
+    for per_burst in (1, 4, BURST):
+        for wait in WAITS:
+            drv.time_waits(setups, per_burst, 50, wait)  # warm-up
+            times = [
+                drv.time_waits(setups, per_burst, max(50, launches // per_burst), wait)
+                for _ in range(rounds)
+            ]
+            rows.append(
+                {
+                    "case": f"{per_burst} kernels and a 4-byte read, then a wait",
+                    "mode": WAITS[wait],
+                    "enqueue_us_min": min(t[0] for t in times) / per_burst,
+                    "enqueue_us_median": statistics.median(t[0] for t in times) / per_burst,
+                    "wall_us_per_launch": statistics.median(t[1] for t in times) / per_burst,
+                }
+            )
+            print(
+                f"{rows[-1]['case']:50} {WAITS[wait]:30} wall "
+                f"{rows[-1]['wall_us_per_launch'] * per_burst:7.2f} us per burst"
+            )
     return rows
 
 
@@ -246,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--launches", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tag", default="", help="file name part: enqueue-probe-TAG-<device>")
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args(argv)
     if a.launches < BURST or a.rounds < 1:
@@ -259,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         "group": GROUP,
     }
     base = write_results(
-        "enqueue-probe",
+        "enqueue-probe" + (f"-{a.tag}" if a.tag else ""),
         meta,
         rows,
         [
