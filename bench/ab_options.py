@@ -32,7 +32,7 @@ from _common import device_info, write_results  # noqa: E402
 from bench_init import models_of  # noqa: E402
 
 import clgpu_delegate as cd  # noqa: E402
-from clgpu_delegate.planning import Timed, time_candidates  # noqa: E402
+from clgpu_delegate.planning import Timed, held_delegate, time_candidates  # noqa: E402
 from clgpu_delegate.runtime import make_interpreter  # noqa: E402
 
 
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(sets) < 2:
         ap.error("give at least two --sets")
     rows = []
+    held = held_delegate()  # the first set's delegate is not the context's first
     for name, path in models_of(args):
         try:
             row = {"model": name, **one_model(path, sets, args.runs)}
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"model": name, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
         print(row, flush=True)
         rows.append(row)
+    held.close()
     cols = [("model", "model")]
     for name, _ in sets:
         cols += [(f"{name}_ms", f"{name} median ms"), (f"{name}_min_ms", f"{name} min ms")]

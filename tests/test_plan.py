@@ -50,6 +50,41 @@ def test_plan_times_every_candidate_and_picks_the_fastest(runtime: str) -> None:
     assert not p.from_cache
 
 
+def test_plan_holds_a_delegate_made_before_its_candidates(
+    runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The context's first delegate runs slower on NVIDIA: plan() makes one of its own first and
+    # keeps it through the timing, so no candidate is favoured by the order it was made in.
+    events: list[str] = []
+    real_held, real_load, real_time = (
+        plan_module.held_delegate,
+        clgpu_delegate.delegate.load,
+        plan_module.time_candidates,
+    )
+    held: list[Any] = []
+
+    def record_held(**options: Any) -> Any:
+        events.append("held")
+        held.append(real_held(**options))
+        return held[-1]
+
+    def record_load(**options: Any) -> Any:
+        events.append("load")
+        return real_load(**options)
+
+    def record_time(*args: Any, **kw: Any) -> None:
+        events.append("time")
+        assert held and held[0].stats().prepares == 0  # alive, never given a model
+        real_time(*args, **kw)
+
+    monkeypatch.setattr(plan_module, "held_delegate", record_held)
+    monkeypatch.setattr(clgpu_delegate.delegate, "load", record_load)
+    monkeypatch.setattr(plan_module, "time_candidates", record_time)
+    _plan(two_partition_model(), runtime=runtime)
+    assert events[0] == "held" and events.count("held") == 1
+    assert events.index("held") < events.index("load") < events.index("time")
+
+
 def test_stored_plan_is_reused_without_measuring(
     tmp_path: Path, runtime: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
