@@ -26,6 +26,19 @@ static inline int quant_output(int acc, int2 ms, int c, int up_below, int zero_p
   return clamp(quant_multiply(acc, ms.x, ms.y, c < up_below) + zero_point, lo, hi);
 }
 
+// The largest `m` of a work-group's `group` work-items (a power of 2; `lid` each one's flat
+// index), through `part` [group]; every work-item gets it. `part` is free again after the
+// caller's next barrier.
+static inline int group_max_int(__local int* part, int m, int lid, int group) {
+  part[lid] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = group / 2; s > 0; s /= 2) {
+    if (lid < s) part[lid] = max(part[lid], part[lid + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return part[0];
+}
+
 // 1 / d rounded to nearest (d > 0 and normal), whatever the precision of the device's division:
 // a Newton step makes y faithful, the residual 1 - d * y is then exact in one fma, and it tells
 // on which side of each neighbouring midpoint 1 / d lies (a reciprocal is never a tie).

@@ -29,13 +29,7 @@ __kernel void softmax_int8(__global const QT* x, __global QT* out, __global cons
   __global QT* outr = out + (long)row * d;
   int m = QMIN;
   for (int j = lid; j < d; j += group) m = max(m, (int)xr[j]);
-  lmax[lid] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = group / 2; s > 0; s /= 2) {
-    if (lid < s) lmax[lid] = max(lmax[lid], lmax[lid + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  __global const float* t = table + 255 - lmax[0];
+  __global const float* t = table + 255 - group_max_int(lmax, m, lid, group);
   float sum = 0.0f;  // work-item 0's
   for (int j0 = 0; j0 < d; j0 += SMQ_CHUNK) {
     const int n = min(d - j0, SMQ_CHUNK);

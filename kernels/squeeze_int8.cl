@@ -148,13 +148,7 @@ __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int*
   __local float inv;
   int m = QMIN;
   for (int j = lid; j < n; j += group) m = max(m, (int)res[j]);
-  part[lid] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = group / 2; s > 0; s /= 2) {
-    if (lid < s) part[lid] = max(part[lid], part[lid + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  __global const float* table = sm_table + 255 - part[0];
+  __global const float* table = sm_table + 255 - group_max_int(part, m, lid, group);
   for (int j = lid; j < n; j += group) ev[j] = table[(int)res[j]];
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lid == 0) {
