@@ -282,3 +282,28 @@ def test_the_estimate_counts_the_kernels_the_partition_launches(kind: str) -> No
     make_interpreter(model, [cost], reference=True).allocate_tensors()
     edge = frozenset(d.op_name for d in cost.decisions() if d.reason.startswith(EDGE))
     assert estimated == _launches_per_invoke(model, edge)
+
+
+@pytest.mark.parametrize(
+    "sides,cpu_ops", [("0", set()), ("1", {"QUANTIZE"}), ("2", {"DEQUANTIZE"})]
+)
+def test_edge_knob_picks_which_conversions_may_stay_on_the_cpu(
+    runtime: str, monkeypatch: pytest.MonkeyPatch, sides: str, cpu_ops: set[str]
+) -> None:
+    """$CLGPU_EDGE_CPU (research, bench/ab_options.py): 1 the input's conversion, 2 the
+    output's, 0 neither; a malformed value fails the prepare with a one-line error."""
+    monkeypatch.setenv("CLGPU_EDGE_CPU", sides)
+    delegate = clgpu_delegate.load(partitioning="cost")
+    make_interpreter(_int8_conv(7, 96), [delegate], runtime=runtime, reference=True)
+    edge = {d.op_name for d in delegate.decisions() if d.reason.startswith(EDGE)}
+    if delegate.device.type != "gpu":  # the constants: both would stay on the CPU
+        assert edge == cpu_ops, delegate.decisions()
+    assert edge <= cpu_ops
+    monkeypatch.setenv("CLGPU_EDGE_CPU", "4")
+    with pytest.raises(Exception, match="CLGPU_EDGE_CPU must be 0, 1, 2 or 3"):
+        make_interpreter(
+            _int8_conv(7, 96),
+            [clgpu_delegate.load(partitioning="cost")],
+            runtime=runtime,
+            reference=True,
+        ).allocate_tensors()

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "common/env.h"
 #include "graph/dequantize.h"
 #include "ops/op_handler.h"
 #include "tflite/builtin.h"
@@ -75,6 +76,12 @@ void KeepInt32ValuesForTheirReaders(const GraphView& graph, const std::vector<No
 void LeaveEdgeConversionsToCpu(const GraphView& graph, const std::vector<NodeInfo>& nodes,
                                const DeviceCosts& costs, const CpuCosts& cpu,
                                std::vector<NodeDecision>* decisions) {
+  // $CLGPU_EDGE_CPU: which edges' conversions may stay on the CPU, 1 the inputs', 2 the
+  // outputs', 3 both (default), 0 none (research: bench/ab_options.py env.*, read per prepare).
+  const std::vector<double> env =
+      EnvNumbers("CLGPU_EDGE_CPU", 1, "0, 1, 2 or 3",
+                 [](const std::vector<double>& v) { return WholeAtLeast(v, 0) && v[0] <= 3; });
+  const int sides = env.empty() ? 3 : int(env[0]);
   std::set<int> made, read;
   std::map<int, const NodeInfo*> node;
   for (const NodeInfo& n : nodes) {
@@ -91,6 +98,7 @@ void LeaveEdgeConversionsToCpu(const GraphView& graph, const std::vector<NodeInf
     const int x = n.inputs[0], y = n.outputs[0];
     const bool from_input = graph.valid_tensor(x) && !graph.IsConstant(x) && !made.count(x);
     if (!from_input && read.count(y)) continue;
+    if (!(sides & (from_input ? 1 : 2))) continue;
     std::string why = EdgeConversionCost(graph, n, costs, cpu);
     if (why.empty()) continue;
     d.claimed = false;
