@@ -50,6 +50,50 @@
 // bounds check and reads zero.
 #define NO_ROW (-(1 << 29))
 
+// A_AFFINE (fusion/affine.cc): the input is the source of per-channel MUL / ADD nodes that the
+// convolution reads, applied where a tap reads an input element (a padded tap stays zero, as
+// the convolution pads their output): x -> clamp(clamp(x * scale[c], lo1, hi1) + shift[c], lo2,
+// hi2), a NaN kept (the nodes' fused activations). -DA_SCALE / -DA_SHIFT: the MUL / the ADD is
+// there (without, 1 and 0). Six more, last arguments: __global const T* a_scale [C], a_shift
+// [C] (the other when one is absent, never read), float a_lo1, a_hi1, a_lo2, a_hi2.
+#ifdef A_AFFINE
+#ifdef A_SCALE
+#define A_S4(c) LOADF4(a_scale, (c) >> 2)
+#define A_S1(c) LOADF(a_scale, (c))
+#else
+#define A_S4(c) ((float4)(1.0f))
+#define A_S1(c) 1.0f
+#endif
+#ifdef A_SHIFT
+#define A_B4(c) LOADF4(a_shift, (c) >> 2)
+#define A_B1(c) LOADF(a_shift, (c))
+#else
+#define A_B4(c) ((float4)(0.0f))
+#define A_B1(c) 0.0f
+#endif
+// The work-item's channel (four from c with vec) is the same for all its elements of a tile:
+// its vectors load once per tile.
+#define AFFINE_SETUP(c, vec)                                   \
+  const float4 a_s = (vec) ? A_S4(c) : (float4)(A_S1(c));      \
+  const float4 a_b = (vec) ? A_B4(c) : (float4)(A_B1(c));
+#define AFFINE_AT(e, sc, sh) \
+  CLAMP_KEEP_NAN(CLAMP_KEEP_NAN((e) * (sc), a_lo1, a_hi1) + (sh), a_lo2, a_hi2)
+#define AFFINE1(e) AFFINE_AT((e), a_s.x, a_b.x)
+#define AFFINE4(v)                                                                            \
+  (v) = (float4)(AFFINE_AT((v).x, a_s.x, a_b.x), AFFINE_AT((v).y, a_s.y, a_b.y),              \
+                 AFFINE_AT((v).z, a_s.z, a_b.z), AFFINE_AT((v).w, a_s.w, a_b.w))
+#define AFFINE_PARAM                                                                   \
+  , __global const T *restrict a_scale, __global const T *restrict a_shift, float a_lo1, \
+      float a_hi1, float a_lo2, float a_hi2
+#define AFFINE_PASS , a_scale, a_shift, a_lo1, a_hi1, a_lo2, a_hi2
+#else
+#define AFFINE_SETUP(c, vec)
+#define AFFINE1(e) (e)
+#define AFFINE4(v)
+#define AFFINE_PARAM
+#define AFFINE_PASS
+#endif
+
 // The A (im2col) tile: rows = output pixels [m0, m0 + TILE_M), columns [k0, k0 + TILE_K). The
 // work-item's element i is the pixel whose image offset and tap-(0, 0) input row/column are
 // pix_base/pix_ih/pix_iw[i] (NO_ROW when the element or the pixel does not exist), at column k (the
@@ -57,9 +101,10 @@
 // two divisions per tile, not per element). Taps outside the input and columns past K read zero.
 static inline void fetch_im2col(__global const T* restrict in, float* r, const int* pix_base,
                                 const int* pix_ih, const int* pix_iw, int k, int K, int C, int KW,
-                                int DH, int DW, int H, int W, bool vec) {
+                                int DH, int DW, int H, int W, bool vec AFFINE_PARAM) {
   const int c = k % C;
   const int t = k / C;
+  AFFINE_SETUP(c, vec)
   // Past the end of K, kh lands past KH; forcing the row out of range zero-fills the column.
   const int dh = (k < K) ? (t / KW) * DH : NO_ROW;
   const int dw = (t % KW) * DW;
@@ -69,8 +114,10 @@ static inline void fetch_im2col(__global const T* restrict in, float* r, const i
       const int ih = pix_ih[i] + dh;
       const int iw = pix_iw[i] + dw;
       float4 v = (float4)(0.0f);
-      if ((uint)ih < (uint)H && (uint)iw < (uint)W)
+      if ((uint)ih < (uint)H && (uint)iw < (uint)W) {
         v = LOADF4(in, (pix_base[i] + (ih * W + iw) * C + c) >> 2);
+        AFFINE4(v);
+      }
       r[4 * i] = v.x;
       r[4 * i + 1] = v.y;
       r[4 * i + 2] = v.z;
@@ -82,7 +129,7 @@ static inline void fetch_im2col(__global const T* restrict in, float* r, const i
       const int ih = pix_ih[i] + dh;
       const int iw = pix_iw[i] + dw;
       r[i] = ((uint)ih < (uint)H && (uint)iw < (uint)W)
-                 ? LOADF(in, pix_base[i] + (ih * W + iw) * C + c)
+                 ? AFFINE1(LOADF(in, pix_base[i] + (ih * W + iw) * C + c))
                  : 0.0f;
     }
   }
@@ -196,10 +243,10 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
   fetch_depthwise(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, DW_KH, DW_KW, DH, DW, H, W, \
                   vec_a, dw_f, dw_bias, dw_min, dw_max EX_PASS)
 #else
-#define DW_PARAM
-#define DW_PASS
+#define DW_PARAM AFFINE_PARAM  // the A of the plain convolution: its input, or the affine's
+#define DW_PASS AFFINE_PASS
 #define FETCH_A(k) \
-  fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, KW, DH, DW, H, W, vec_a)
+  fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, KW, DH, DW, H, W, vec_a AFFINE_PASS)
 #endif
 
 // Accumulates columns [kbeg, kend) of K (kbeg a multiple of TILE_K) of the group's output tile

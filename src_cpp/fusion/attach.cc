@@ -89,6 +89,16 @@ void AttachExpand(Attachments& a, Op* ex, int input, Shape shape) {
   a.inputs[0] = input;
 }
 
+void AttachAffine(Attachments& a, int input, int scale, int shift, float lo1, float hi1, float lo2,
+                  float hi2) {
+  if (a.inputs.size() != 1 || a.affine.on || (scale < 0 && shift < 0))
+    throw Error("an affine fold needs an op of one input and a MUL or an ADD");
+  a.affine = Attachments::Affine{true, scale >= 0, shift >= 0, lo1, hi1, lo2, hi2};
+  a.inputs[0] = input;
+  for (int t : {scale, shift})
+    if (t >= 0) a.inputs.push_back(t);
+}
+
 void AttachPad(Attachments& a, int input, InputPad pad) {
   if (a.inputs.empty() || a.pad.on) throw Error("a PAD fold needs an input");
   a.pad = Attachments::Pad{true, pad};

@@ -38,6 +38,10 @@ void AttachDepthwise(Attachments& a, Op* dw, int input, Shape shape);
 // After AttachDepthwise, the 1x1 convolution `ex` computing the depthwise's input: input 0
 // becomes ex's input, `shape` that of ex's output.
 void AttachExpand(Attachments& a, Op* ex, int input, Shape shape);
+// Per-channel MUL / ADD nodes (after FoldTarget::TakesAffine): input 0 becomes their source
+// `input`, and `scale`, `shift` (-1: that node is absent) follow it as inputs.
+void AttachAffine(Attachments& a, int input, int scale, int shift, float lo1, float hi1, float lo2,
+                  float hi2);
 // A PAD: input 0 becomes the PAD's input `input`.
 void AttachPad(Attachments& a, int input, InputPad pad);
 

@@ -38,6 +38,7 @@ struct Folds {
   std::map<int, int> written_instead;     // a producer's output -> what its folds write instead
   std::map<int, int> pad_input;           // a folded PAD's output -> its input
   std::map<size_t, InputPad> pads;        // a convolution -> the PAD folded into it
+  std::set<size_t> affine_convs;          // convolutions reading through per-channel nodes
 };
 
 // The tensor that holds t's values once the folds found so far are applied: t, or what a
@@ -97,13 +98,14 @@ class FusionPass {
   virtual void Apply(FoldPlan& plan) = 0;
 };
 
-// The table, in the order the passes apply: pad, clamp, epilogue, residual, views, squeeze,
+// The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views, squeeze,
 // depthwise, expand (each pass's file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
 
 // The passes' factories (one file each).
+std::unique_ptr<FusionPass> MakeAffinePass();
 std::unique_ptr<FusionPass> MakePadPass();
 std::unique_ptr<FusionPass> MakeClampPass();
 std::unique_ptr<FusionPass> MakeEpiloguePass();

@@ -7,6 +7,7 @@ namespace clgpu {
 
 std::vector<std::unique_ptr<FusionPass>> FusionPasses() {
   std::vector<std::unique_ptr<FusionPass>> p;
+  p.push_back(MakeAffinePass());
   p.push_back(MakePadPass());
   p.push_back(MakeClampPass());
   p.push_back(MakeEpiloguePass());

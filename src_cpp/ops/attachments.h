@@ -70,6 +70,14 @@ struct Attachments {
     Shape expand_shape;
   } depthwise;
 
+  // Per-channel MUL and / or ADD nodes between the op and its input (fusion/affine.cc): input 0
+  // is their source, and their parameters follow it as inputs 1 (the MUL's) and 1 or 2 (the
+  // ADD's); the op reads x as clamp(clamp(x * scale, lo1, hi1) + shift, lo2, hi2).
+  struct Affine {
+    bool on = false, scale = false, shift = false;
+    float lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
+  } affine;
+
   // A PAD whose input is now the op's input 0 (fusion/pad.cc), counted as more padding.
   struct Pad {
     bool on = false;

@@ -94,20 +94,27 @@ class Conv2dOp : public ConvOpBase {
 
   std::string algorithm() const override {
     return (block_ ? std::string("inverted_residual") : ConvAlgorithmName(algo_)) +
-           (folded_expand() ? "+EXPAND" : "") + (folded_depthwise() ? "+DEPTHWISE" : "") +
-           (has_residual() ? "+ADD" : "");
+           (input_affine() ? "+AFFINE" : "") + (folded_expand() ? "+EXPAND" : "") +
+           (folded_depthwise() ? "+DEPTHWISE" : "") + (has_residual() ? "+ADD" : "");
   }
 
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
   // (EncodeDepthwiseGemm).
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    if (chunk_ || in.empty() || in[0].size() != 4) return false;
+    if (chunk_ || input_affine() || in.empty() || in[0].size() != 4) return false;
     const ConvGeometry g = Geometry(in[0]);
     const ConvAlgorithm a = Algorithm(ctx, g);
     return ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g) &&
            (a == ConvAlgorithm::kGemm1x1 || a == ConvAlgorithm::kImplicitGemm);
   }
 
+  // The implicit GEMM reads its input through per-channel nodes (EncodeAffineConv): the whole
+  // op, alone (nothing else folded in yet), where it runs that algorithm anyway.
+  bool TakesAffine(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    return !chunk_ && in.size() == 1 && in[0].size() == 4 && !folded_depthwise() &&
+           !input_affine() && !has_residual() && Geometry(in[0]).groups == 1 &&
+           Algorithm(ctx, Geometry(in[0])) == ConvAlgorithm::kImplicitGemm;
+  }
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).
   bool CanFuseResidual(const OpContext&, const std::vector<Shape>& in) const override {
@@ -129,7 +136,8 @@ class Conv2dOp : public ConvOpBase {
       dw.oh = g.h, dw.ow = g.w, dw.oc = g.c;
       return DepthwiseGemmScratchBytes(ctx, dw, g.oc);
     }
-    return ConvScratchBytes(ctx, Algorithm(ctx, g), g);
+    return ConvScratchBytes(ctx, input_affine() ? ConvAlgorithm::kImplicitGemm : Algorithm(ctx, g),
+                            g);
   }
 
   bool GetClamp(float* lo, float* hi) const override {
@@ -141,8 +149,8 @@ class Conv2dOp : public ConvOpBase {
   // a dense op over the channels, with the plain GEMM's weights.
   bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
     const Shape& f = src_->filter_shape;
-    if (chunk_ || has_residual() || f[1] != 1 || f[2] != 1 || in.empty() || in.back() != f[3] ||
-        NumElements(in) != f[3])
+    if (chunk_ || has_residual() || input_affine() || f[1] != 1 || f[2] != 1 || in.empty() ||
+        in.back() != f[3] || NumElements(in) != f[3])
       return false;
     const ConvGeometry g = Geometry({1, 1, 1, f[3]});
     dense->weights = src_->Weights(ctx, ConvAlgorithm::kGemm1x1, g, 0).filter.get();
@@ -180,6 +188,19 @@ class Conv2dOp : public ConvOpBase {
                                       out[0], r ? residual().act_min : lo,
                                       r ? residual().act_max : hi, r ? in.at(1) : nullptr);
       block_ = launches_.size() == 1 && launches_[0].name == "inverted_residual_block";
+      return;
+    }
+    if (const Attachments::Affine* a = input_affine()) {
+      algo_ = ConvAlgorithm::kImplicitGemm;
+      weights_ = &src_->Weights(ctx, algo_, g, oc0_);
+      AffineA affine{a->scale ? in.at(1) : nullptr,
+                     a->shift ? in.at(a->scale ? 2 : 1) : nullptr,
+                     a->lo1,
+                     a->hi1,
+                     a->lo2,
+                     a->hi2};
+      launches_ = EncodeAffineConv(ctx, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc), out[0],
+                                   lo, hi, affine);
       return;
     }
     weights_ = &src_->Weights(ctx, algo_, g, oc0_);

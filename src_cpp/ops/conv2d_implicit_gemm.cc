@@ -24,21 +24,36 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
   return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
 }
 
-std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
+// The plain convolution's launches, its input seen through `affine` when one is given.
+std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
+                               const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
+                               float act_max, cl_mem residual, const AffineA* affine) {
   std::vector<Launch> launches;
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
+  std::string ad;
+  if (affine)
+    ad = std::string("-DA_AFFINE") + (affine->scale ? " -DA_SCALE" : "") +
+         (affine->shift ? " -DA_SHIFT" : "");
   const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
   const long m = long(g.n) * g.oh * g.ow;
+  // The affine's arguments, last (kernels/conv2d_implicit_gemm.cl).
+  auto set_affine = [&](const Kernel& k, cl_uint next) {
+    if (!affine) return;
+    cl_mem s = affine->scale ? affine->scale : affine->shift;
+    SetArgsFrom(k, next, s, affine->shift ? affine->shift : s, affine->lo1, affine->hi1,
+                affine->lo2, affine->hi2);
+  };
   // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
   // ignores the residual, the reduce adds it.
-  auto prog = ctx.GetProgram("conv2d_implicit_gemm",
-                             With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""));
+  auto prog =
+      ctx.GetProgram("conv2d_implicit_gemm",
+                     With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""), ad));
   if (p.splits <= 1) {
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
     SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
                        g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
                        act_min, act_max);
+    set_affine(l.kernel, residual ? 22 : 21);
     launches.push_back(std::move(l));
     return launches;
   }
@@ -47,6 +62,7 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
       Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, g.oc), p.tiles.work_group());
   SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
           g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, p.k_per_split);
+  set_affine(l.kernel, 19);
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;
@@ -56,6 +72,11 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
                      p.splits, act_min, act_max);
   launches.push_back(std::move(r));
   return launches;
+}
+
+std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
+  return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, residual, nullptr);
 }
 
 // The 1x1 convolution's GEMM over a depthwise's output: M its output pixels, K its channels.
@@ -274,6 +295,16 @@ GemmPlan PlanImplicitGemm(const DeviceInfo& dev, const ConvGeometry& g, int forc
   PlanSplitK(p, dev, p.tiles.Groups(long(g.n) * g.oh * g.ow, g.oc), long(g.kh) * g.kw * g.c,
              forced_splits);
   return p;
+}
+
+std::vector<Launch> EncodeAffineConv(OpContext& ctx, const ConvGeometry& g, cl_mem in,
+                                     const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
+                                     float act_max, const AffineA& affine) {
+  return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, nullptr, &affine);
+}
+
+int AffineConvLaunches(const DeviceInfo& dev, const ConvGeometry& g) {
+  return PlanImplicitGemm(dev, g, 0).splits > 1 ? 2 : 1;
 }
 
 extern const ConvAlgorithmDef kConvImplicitGemm = {

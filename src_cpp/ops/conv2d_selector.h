@@ -110,6 +110,24 @@ std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGe
 // channels of a folded expand (0: none), which small layers run in one block kernel
 // (kernels/inverted_residual.cl).
 int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c);
+// Per-channel MUL and ADD nodes between a convolution and its input (fusion/affine.cc), applied
+// where the implicit GEMM reads each input element (kernels/conv2d_implicit_gemm.cl's
+// A_AFFINE): x -> clamp(clamp(x * scale, lo1, hi1) + shift, lo2, hi2). scale, shift: [C] in the
+// float storage, null when that node is absent.
+struct AffineA {
+  cl_mem scale = nullptr, shift = nullptr;
+  float lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
+};
+
+// The launches of the implicit GEMM over `in` seen through `affine` (as EncodeConv, without a
+// residual); its scratch and kernels are the plain implicit GEMM's.
+std::vector<Launch> EncodeAffineConv(OpContext& ctx, const ConvGeometry& g, cl_mem in,
+                                     const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
+                                     float act_max, const AffineA& affine);
+
+// Its kernels per invoke (the cost model's count): the implicit GEMM's.
+int AffineConvLaunches(const DeviceInfo& dev, const ConvGeometry& g);
+
 // The products of a folded expand (`expand_c` input channels) that the block kernel computes
 // for the depthwise `dw` and `oc` outputs (each group's input pixels once), or -1 where that
 // kernel would not run the block (float blocks of small maps only).

@@ -47,7 +47,8 @@ class ConvOpBase : public Op, public Chunker, public FoldTarget, public FoldSour
 
   // Chunks: boxes of the output, output channels first while a chunk's weights do not fit.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
-    if (folded_depthwise()) return false;  // folded only where neither op runs in chunks
+    // Folded only where neither op runs in chunks.
+    if (folded_depthwise() || input_affine()) return false;
     const Shape out = InferShapes(in)[0];
     // A residual is read exactly where the output is written: its view and boxes are the output's.
     spec->views =

@@ -44,6 +44,11 @@ class FoldTarget {
     (void)in;
     return SqueezeType::kNone;
   }
+  // Input 0 read through per-channel MUL / ADD nodes (fusion/affine.cc), for these input shapes.
+  virtual bool TakesAffine(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
   // Input 0 computed as a depthwise convolution's output, for these input shapes.
   virtual bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const {
     (void)ctx, (void)in;

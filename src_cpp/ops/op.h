@@ -160,6 +160,9 @@ class Op {
     return folded_expand() ? att().depthwise.expand_shape : in0;
   }
   const InputPad* folded_pad() const { return att().pad.on ? &att().pad.pad : nullptr; }
+  const Attachments::Affine* input_affine() const {
+    return att().affine.on ? &att().affine : nullptr;
+  }
 
   const std::vector<Launch>& launches() const { return launches_; }
   // Run-time indices the op reads (GATHER, EMBEDDING_LOOKUP): int32 tensor `tensor`, each value
