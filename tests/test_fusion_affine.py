@@ -14,18 +14,19 @@ import numpy as np
 import pytest
 from folds import folded_nodes
 from folds import launches as _launches
-from parity import ParityResult, check_parity
+from parity import ParityResult, check_parity, precision_tolerances
 
 from clgpu_delegate.modelgen import ModelBuilder
 
 NO_AFFINE = "pad,clamp,epilogue,residual,views,squeeze,depthwise,expand"  # every pass but affine
 
 
-def _both(model: bytes, runtime: str, folded: int) -> ParityResult:
+def _both(model: bytes, runtime: str, folded: int, precision: str = "fp32") -> ParityResult:
     """Parity with the pass on and off; on, `folded` MUL / ADD nodes ran no kernel of their own
     (and the convolution at most as many as off: the implicit GEMM, one launch or a split's
     two, where off it may run Winograd's)."""
-    common: dict[str, Any] = {"profiling": True, "expect_delegated": "all"}
+    common: dict[str, Any] = {"profiling": True, "expect_delegated": "all", "precision": precision}
+    common.update(precision_tolerances(precision))
     on = check_parity(model, runtime, **common)
     off = check_parity(model, runtime, fuse=NO_AFFINE, **common)
 
@@ -81,6 +82,12 @@ def test_per_channel_nodes_run_inside_the_convolution(
 ) -> None:
     nodes = 2 - (kw.get("mul", "none") is None) - (kw.get("add", "RELU") is None)
     on = _both(_bn_conv(shape, seed=sum(shape), **kw), runtime, folded=nodes)
+    assert folded_nodes(on, "+AFFINE") == 1
+
+
+def test_half_storage_reads_its_vectors_as_half(runtime: str) -> None:
+    # fp16 storage: the MUL's and ADD's vectors are half values like the activations.
+    on = _both(_bn_conv((1, 9, 9, 8), seed=11), runtime, folded=2, precision="fp16")
     assert folded_nodes(on, "+AFFINE") == 1
 
 
