@@ -140,6 +140,21 @@ def test_nodes_read_elsewhere_stay(runtime: str) -> None:
     _unfolded(b.build(), runtime)
 
 
+def test_a_convolution_the_plain_gemm_runs_keeps_its_algorithm(runtime: str) -> None:
+    # A 1x1 stride-1 layer of a small map runs the plain GEMM on every device: the nodes stay
+    # apart rather than move it to the implicit GEMM (slower there on the H200,
+    # bench/results/ab-builds-affine-NVIDIA_H200.md).
+    r = check_parity(
+        _bn_conv((1, 6, 6, 8), k=1, padding="VALID", seed=12),
+        runtime,
+        profiling=True,
+        expect_delegated="all",
+    )
+    assert folded_nodes(r, "+AFFINE") == 0
+    assert any(k.op == "CONV_2D" and k.algorithm == "gemm" for k in r.delegate.profile().kernels)
+    assert {k.op for k in r.delegate.profile().kernels} >= {"MUL", "ADD"}
+
+
 @pytest.mark.parametrize("operand", ["full", "scalar", "rows"])
 def test_operands_not_of_the_channels_stay(runtime: str, operand: str) -> None:
     b = ModelBuilder(seed=10)
