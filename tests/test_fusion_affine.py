@@ -85,6 +85,18 @@ def test_per_channel_nodes_run_inside_the_convolution(
     assert folded_nodes(on, "+AFFINE") == 1
 
 
+def test_products_past_float_range_clamp_as_the_cpu_clamps_them(runtime: str) -> None:
+    # x * 1e38 overflows to +-Inf before the MUL's RELU_N1_TO_1; the CPU clamps it to +-1.
+    b = ModelBuilder(seed=13)
+    x = b.input("x", (1, 7, 7, 8))
+    h = b.conv2d(x, b.rand((8, 1, 1, 8)), b.rand((8,), 0.2))
+    scale = np.where(np.arange(8) % 2 == 0, 1e38, -1e38).astype(np.float32)
+    h = b.mul(h, scale, "RELU_N1_TO_1")
+    b.output(b.conv2d(h, b.rand((8, 3, 3, 8)), b.rand((8,), 0.2), 1, 1, "SAME"))
+    on = _both(b.build(), runtime, folded=1)
+    assert folded_nodes(on, "+AFFINE") == 1
+
+
 def test_half_storage_reads_its_vectors_as_half(runtime: str) -> None:
     # fp16 storage: the MUL's and ADD's vectors are half values like the activations.
     on = _both(_bn_conv((1, 9, 9, 8), seed=11), runtime, folded=2, precision="fp16")
