@@ -138,9 +138,6 @@ int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i, c
         if (const Shape s = g.shape(x.inputs[0]); !s.empty()) expand_c = s.back();
     return DepthwiseGemmLaunches(dev, *dg, pg->oc, expand_c);
   }
-  if (folds.affine_convs.count(i))
-    if (const std::optional<ConvGeometry> cg = GraphConvGeometry(g, n))
-      return AffineConvLaunches(dev, *cg);
   const OpHandler* h = FindOpHandler(n.op);
   return h && h->launches ? std::max(1, h->launches(g, n, dev)) : 1;
 }

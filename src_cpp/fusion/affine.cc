@@ -32,6 +32,13 @@ struct AffineFusion {
   int source = -1;            // the first node's input
   std::vector<size_t> convs;  // the readers of the last node's output
   std::vector<int> elided;    // the nodes' outputs
+  // The nodes present, in graph order.
+  std::vector<const Step*> Steps() const {
+    std::vector<const Step*> s;
+    if (mul) s.push_back(&scale);
+    if (add) s.push_back(&shift);
+    return s;
+  }
 };
 
 // A float MUL or ADD of a 4-D NHWC value and a vector of its channels (either operand), with a
@@ -114,24 +121,21 @@ class AffinePass : public FusionPass {
   const char* name() const override { return "affine"; }
   void Find(const FoldGraph& g, Folds* folds) override {
     found_ = FindAffineFusions(g.g, g.nodes, g.outputs, g.dev);
-    for (const AffineFusion& f : found_) {
-      if (f.mul) folds->folded.insert(f.scale.node);
-      if (f.add) folds->folded.insert(f.shift.node);
-      folds->affine_convs.insert(f.convs.begin(), f.convs.end());
-    }
+    // The convolutions keep their kernel count: only those the implicit GEMM runs anyway take
+    // the nodes (ImplicitGemmReader), which is what the cost model counts for them.
+    for (const AffineFusion& f : found_)
+      for (const Step* s : f.Steps()) folds->folded.insert(s->node);
   }
   // Every reader must take the nodes whole, in their precision, and the vectors and the source
   // must be whole values of this plan (not kept in pieces).
   void Apply(FoldPlan& plan) override {
     for (const AffineFusion& f : found_) {
       std::vector<size_t> nodes;
-      if (f.mul) nodes.push_back(f.scale.node);
-      if (f.add) nodes.push_back(f.shift.node);
       bool ok = plan.shape(f.source).size() == 4 && !plan.split(f.source);
-      for (size_t n : nodes) {
-        const Step& s = n == f.scale.node && f.mul ? f.scale : f.shift;
-        ok = ok && !plan.absorbed(n) && !plan.split(s.param) &&
-             NumElements(plan.shape(s.param)) == plan.shape(f.source)[3];
+      for (const Step* s : f.Steps()) {
+        nodes.push_back(s->node);
+        ok = ok && !plan.absorbed(s->node) && !plan.split(s->param) &&
+             NumElements(plan.shape(s->param)) == plan.shape(f.source)[3];
       }
       for (int t : f.elided) ok = ok && plan.internal(t);
       for (size_t c : f.convs) {

@@ -38,7 +38,6 @@ struct Folds {
   std::map<int, int> written_instead;     // a producer's output -> what its folds write instead
   std::map<int, int> pad_input;           // a folded PAD's output -> its input
   std::map<size_t, InputPad> pads;        // a convolution -> the PAD folded into it
-  std::set<size_t> affine_convs;          // convolutions reading through per-channel nodes
 };
 
 // The tensor that holds t's values once the folds found so far are applied: t, or what a

@@ -111,9 +111,11 @@ class Conv2dOp : public ConvOpBase {
   // The implicit GEMM reads its input through per-channel nodes (EncodeAffineConv): the whole
   // op, alone (nothing else folded in yet), where it runs that algorithm anyway.
   bool TakesAffine(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    return !chunk_ && in.size() == 1 && in[0].size() == 4 && !folded_depthwise() &&
-           !input_affine() && !has_residual() && Geometry(in[0]).groups == 1 &&
-           Algorithm(ctx, Geometry(in[0])) == ConvAlgorithm::kImplicitGemm;
+    if (chunk_ || in.size() != 1 || in[0].size() != 4 || folded_depthwise() || input_affine() ||
+        has_residual())
+      return false;
+    const ConvGeometry g = Geometry(in[0]);
+    return g.groups == 1 && Algorithm(ctx, g) == ConvAlgorithm::kImplicitGemm;
   }
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).

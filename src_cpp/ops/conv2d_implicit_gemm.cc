@@ -303,10 +303,6 @@ std::vector<Launch> EncodeAffineConv(OpContext& ctx, const ConvGeometry& g, cl_m
   return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, nullptr, &affine);
 }
 
-int AffineConvLaunches(const DeviceInfo& dev, const ConvGeometry& g) {
-  return PlanImplicitGemm(dev, g, 0).splits > 1 ? 2 : 1;
-}
-
 extern const ConvAlgorithmDef kConvImplicitGemm = {
     ConvAlgorithm::kImplicitGemm, "implicit_gemm", Applies, PlainWeightBytes,
     UploadPlainWeights,           Scratch,         Encode,  Launches};

@@ -125,9 +125,6 @@ std::vector<Launch> EncodeAffineConv(OpContext& ctx, const ConvGeometry& g, cl_m
                                      const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                      float act_max, const AffineA& affine);
 
-// Its kernels per invoke (the cost model's count): the implicit GEMM's.
-int AffineConvLaunches(const DeviceInfo& dev, const ConvGeometry& g);
-
 // The products of a folded expand (`expand_c` input channels) that the block kernel computes
 // for the depthwise `dw` and `oc` outputs (each group's input pixels once), or -1 where that
 // kernel would not run the block (float blocks of small maps only).
