@@ -2,16 +2,24 @@
 // out[M][N] = requantize(sum_k A[m][k] * B[n][k] + bias[n]) with int32 accumulation, bit for bit
 // with TFLite's kernels. Needs common.cl and quant.cl.
 //
-// gemm_int8(a, b, bias, stage, out, M, N, K, Kp, a_zero, up_below, out_zero, act_min, act_max,
-//           H, W, C, OW, OH, KW, SH, SW, DH, DW, PT, PL, k_per_split)
+// gemm_int8(a, out, prm, b, bias, stage [, rp] [, dw_f, dw_bias, dw_stage] [, ex_b, ex_bias,
+//           ex_stage] [, sums] [, res]), or with -DPACKED gemm_int8(a, out, consts [, sums] [, res])
 //   __global const char* a: [M][K], or with -DIM2COL the NHWC input [N][H][W][C] read as its
 //   im2col matrix (row m = output pixel (n, oh, ow), column k = (kh, kw, c), taps outside the
-//   input read a_zero); __global const int* b: B [N][Kp / 4], the int8 weights packed four to
-//   an int along k (Kp = K rounded up to 4, zero-filled); bias [N]: the model's bias minus
-//   a_zero * sum_k B[n][k], so the input's zero point needs no subtraction per element;
-//   __global const int2* stage [N]: (multiplier, shift) per output channel (quant.cl);
-//   __global char* out [M][N]. The geometry arguments are read with -DIM2COL only (the input's
-//   H, W, C; the output's OW, OH; the filter's KW; strides, dilations, top/left padding).
+//   input read a_zero); __global char* out [M][N]; __global const int* prm: the launch's
+//   integers (below); b: B [N][Kp / 4], the int8 weights packed four to an int along k (Kp = K
+//   rounded up to 4, zero-filled); bias [N]: the model's bias minus a_zero * sum_k B[n][k], so the
+//   input's zero point needs no subtraction per element; stage [N]: int2 (multiplier, shift) per
+//   output channel (quant.cl).
+//   The integers are read from memory, not passed as arguments: NVIDIA's driver charges each
+//   argument of a launch on the host, integers included (bench/results/enqueue-probe-*), and a
+//   fused layer has about forty. prm[0..9]: with -DPACKED the byte offsets in `consts` of b,
+//   bias, stage, rp, dw_f, dw_bias, dw_stage, ex_b, ex_bias, ex_stage (0 where absent); [10..31]
+//   M, N, K, Kp, a_zero, up_below, out_zero, act_min, act_max, the geometry (the input's H, W, C;
+//   the output's OW, OH; the filter's KW; strides SH, SW; dilations DH, DW; top/left padding PT,
+//   PL; read with -DIM2COL or -DDW_A only), k_per_split; [32..35] the depthwise's dw_in_zero,
+//   dw_up_below, dw_lo, dw_hi; [36..40] the expand's EC, ex_up_below, ex_zero, ex_lo, ex_hi (0
+//   where absent). src_cpp/ops/gemm_int8.cc's GemmInt8Param names the indices.
 //   NDRange: 1-D, local = GEMM_WG = (TM / WM) * (TN / WN) (reqd_work_group_size), global =
 //   ceil(M / TM) * ceil(N / TN) * GEMM_WG. A group computes a TM x TN block of the output, a
 //   work-item WM x WN of it (rows ty + i * TM / WM, columns tx + j * TN / WN), TK4 groups of four
@@ -30,9 +38,9 @@
 //   then a counter per tile, all zero before the first launch. Without SPLIT_K, k_per_split
 //   >= Kp.
 //
-// A residual ADD folded in (-DQUANT_RESIDUAL, fusion/attach.h): two more arguments,
-//   __global const char* res [M][N], the ADD's other operand, and __global const int* rp, its
-//   parameters (quant_add in quant.cl, the output's operand first); the output is the ADD's.
+// A residual ADD folded in (-DQUANT_RESIDUAL, fusion/attach.h): __global const char* res [M][N],
+//   the ADD's other operand, and __global const int* rp, its parameters (quant_add in quant.cl,
+//   the output's operand first); the output is the ADD's.
 //
 // A depthwise convolution folded in as A (-DDW_A, AttachDepthwise; depth multiplier 1, C % 4
 //   == 0, K = C): `a` is the depthwise's NHWC input and A[m][k] its requantized output at pixel m,
@@ -40,26 +48,23 @@
 //   never written, and the pair is one launch. Each tile of k carries the depthwise's work, so
 //   K splits down to one tile per group (Int8GemmSplits). The geometry arguments are the
 //   depthwise's (as with IM2COL; its filter's size is -DDW_KH and -DDW_KW, so that its loops
-//   unroll); a_zero is its output zero point. Seven more, last arguments: __global const char*
-//   dw_f [KH][KW][C], __global const int* dw_bias [C], __global const int2* dw_stage [C],
-//   int dw_in_zero, int dw_up_below, int dw_lo, int dw_hi (quant_output's).
+//   unroll); a_zero is its output zero point. Its buffers: char dw_f [KH][KW][C], int dw_bias
+//   [C], int2 dw_stage [C]; its integers (prm) quant_output's.
 //
 // EXPAND_A (with DW_A; AttachExpand): the depthwise's input is a 1x1 convolution's output (an
 //   inverted-residual block's expand), never written: `a` is that convolution's input [N][H][W]
 //   [EC] (EC % 4 == 0) and each depthwise tap computes its four channels there, bytes as the
 //   expand's own GEMM stores them: int32 sums of EC products plus its bias (its input zero point
-//   folded in), requantized. Eight more, last arguments: int EC, __global const int* ex_b [C][EC /
-//   4] (packed as B), __global const int* ex_bias [C], __global const int2* ex_stage [C], int
-//   ex_up_below, int ex_zero, int ex_lo, int ex_hi. -DEX_C=EC unrolls the expand's loop.
+//   folded in), requantized. Its buffers: int ex_b [C][EC / 4] (packed as B), int ex_bias [C],
+//   int2 ex_stage [C]. -DEX_C=EC unrolls the expand's loop.
 //   -DDW_TAPS_TOGETHER (always with EXPAND_A): the taps load through clamped addresses, not
 //   branches (dw_a4).
 //
-// -DPACKED: the constant buffers (b, bias, stage, rp, dw_f, dw_bias, dw_stage, ex_b, ex_bias,
-//   ex_stage) are regions of one, `consts`, one more argument after all others: each of those
-//   arguments is then an int, the byte offset of its region (16-byte aligned). NVIDIA's driver
-//   charges every buffer argument of a launch, an integer far less
-//   (bench/results/enqueue-probe-NVIDIA_H200.md). With SPLIT_K, the tile counters follow the
-//   sums in one buffer either way (counters = sums + M * N).
+// -DPACKED: prm and the constant buffers (b, bias, stage, rp, dw_f, dw_bias, dw_stage, ex_b,
+//   ex_bias, ex_stage) are regions of one, `consts`, prm first (offset 0), each other at the
+//   byte offset prm gives (16-byte aligned): fewer buffer arguments, each of which NVIDIA's
+//   driver charges. With SPLIT_K, the tile counters follow the sums in one buffer either way
+//   (counters = sums + M * N).
 #include "quant.cl"
 
 #ifndef TM
@@ -87,14 +92,24 @@
 #else
 #define SPLIT_ARGS
 #endif
+// A constant buffer of the launch: its own argument, or with -DPACKED the region of `consts` at
+// the byte offset prm[i] (GEMM_AT, in the kernel's body, makes the pointer either way).
+#ifdef PACKED
+#define GEMM_CONST(type, name)
+#define GEMM_AT(type, name, i) \
+  __global const type* restrict name = (__global const type*)(consts + prm[i])
+#else
+#define GEMM_CONST(type, name) , __global const type* restrict name
+#define GEMM_AT(type, name, i)
+#endif
 #ifdef QUANT_RESIDUAL
-#define RESIDUAL_ARGS , __global const char* restrict res, CONST_IN(int, rp)
-#define RESIDUAL_AT CONST_AT(int, rp);
+#define RES_ARG , __global const char* restrict res
+#define RP_CONST GEMM_CONST(int, rp)
 // The output byte of requantized integer v at element idx: plus the residual, as the ADD does.
 #define GEMM_OUT(v, idx) ((char)quant_add((v), res[idx], rp, false))
 #else
-#define RESIDUAL_ARGS
-#define RESIDUAL_AT
+#define RES_ARG
+#define RP_CONST
 #define GEMM_OUT(v, idx) quant_store((v), stage, N)
 #endif
 #ifdef EXPAND_A
@@ -102,27 +117,25 @@
   , int EC, __global const int *restrict ex_b, __global const int *restrict ex_bias,        \
       __global const int2 *restrict ex_stage, int ex_up_below, int ex_zero, int ex_lo, int ex_hi
 #define EX_PASS , EC, ex_b, ex_bias, ex_stage, ex_up_below, ex_zero, ex_lo, ex_hi
-// The kernel's own: the buffers as CONST_IN.
-#define EX_KARGS                                                                          \
-  , int EC, CONST_IN(int, ex_b), CONST_IN(int, ex_bias), CONST_IN(int2, ex_stage), int ex_up_below, \
-      int ex_zero, int ex_lo, int ex_hi
-#define EX_AT CONST_AT(int, ex_b); CONST_AT(int, ex_bias); CONST_AT(int2, ex_stage);
+#define EX_CONSTS GEMM_CONST(int, ex_b) GEMM_CONST(int, ex_bias) GEMM_CONST(int2, ex_stage)
 #define IN_C EC  // channels of `a`
 #else
 #define EX_ARGS
-#define EX_KARGS
-#define EX_AT
 #define EX_PASS
+#define EX_CONSTS
 #define IN_C C
 #endif
 #ifdef DW_A
-#define DW_ARGS                                                                                 \
-  , CONST_IN(char, dw_f), CONST_IN(int, dw_bias), CONST_IN(int2, dw_stage), int dw_in_zero,     \
-      int dw_up_below, int dw_lo, int dw_hi EX_KARGS
-#define DW_AT CONST_AT(char, dw_f); CONST_AT(int, dw_bias); CONST_AT(int2, dw_stage); EX_AT
+#define DW_CONSTS GEMM_CONST(char, dw_f) GEMM_CONST(int, dw_bias) GEMM_CONST(int2, dw_stage)
 #else
-#define DW_ARGS
-#define DW_AT
+#define DW_CONSTS
+#endif
+#ifdef PACKED
+#define GEMM_CONSTS , __global const char* restrict consts
+#else
+#define GEMM_CONSTS                                                                          \
+  , __global const int* restrict prm GEMM_CONST(int, b) GEMM_CONST(int, bias)                \
+        GEMM_CONST(int2, stage) RP_CONST DW_CONSTS EX_CONSTS
 #endif
 #if defined(IM2COL) || defined(DW_A)
 #define PIXEL_A  // A's rows are output pixels of a convolution over `a`
@@ -233,16 +246,35 @@ static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int
 #endif
 
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
-    __global const char* restrict a, CONST_IN(int, b), CONST_IN(int, bias),
-    CONST_IN(int2, stage), __global char* restrict out, int M, int N, int K, int Kp, int a_zero,
-    int up_below, int out_zero, int act_min, int act_max, int H, int W, int C, int OW, int OH,
-    int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-    int k_per_split SPLIT_ARGS RESIDUAL_ARGS DW_ARGS PACKED_ARG OVERFLOW_PARAM) {
-  CONST_AT(int, b);
-  CONST_AT(int, bias);
-  CONST_AT(int2, stage);
-  RESIDUAL_AT
-  DW_AT
+    __global const char* restrict a,
+    __global char* restrict out GEMM_CONSTS SPLIT_ARGS RES_ARG OVERFLOW_PARAM) {
+#ifdef PACKED
+  __global const int* restrict prm = (__global const int*)consts;
+#endif
+  GEMM_AT(int, b, 0);
+  GEMM_AT(int, bias, 1);
+  GEMM_AT(int2, stage, 2);
+  const int M = prm[10], N = prm[11], K = prm[12], Kp = prm[13], a_zero = prm[14];
+  const int up_below = prm[15], out_zero = prm[16], act_min = prm[17], act_max = prm[18];
+  const int H = prm[19], W = prm[20], C = prm[21], OW = prm[22], OH = prm[23], KW = prm[24];
+  const int SH = prm[25], SW = prm[26], DH = prm[27], DW = prm[28], PT = prm[29], PL = prm[30];
+  const int k_per_split = prm[31];
+#ifdef QUANT_RESIDUAL
+  GEMM_AT(int, rp, 3);
+#endif
+#ifdef DW_A
+  GEMM_AT(char, dw_f, 4);
+  GEMM_AT(int, dw_bias, 5);
+  GEMM_AT(int2, dw_stage, 6);
+  const int dw_in_zero = prm[32], dw_up_below = prm[33], dw_lo = prm[34], dw_hi = prm[35];
+#endif
+#ifdef EXPAND_A
+  GEMM_AT(int, ex_b, 7);
+  GEMM_AT(int, ex_bias, 8);
+  GEMM_AT(int2, ex_stage, 9);
+  const int EC = prm[36], ex_up_below = prm[37], ex_zero = prm[38], ex_lo = prm[39];
+  const int ex_hi = prm[40];
+#endif
   __local int As[TK4][TM];
   __local int Bs[TK4][TN];
   const int lid = get_local_id(0);

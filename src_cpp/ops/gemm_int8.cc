@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <utility>
 
 #include "cl/int8_dot.h"
 #include "common/env.h"
@@ -14,6 +16,10 @@
 
 namespace clgpu {
 namespace {
+
+// The launch's integers (kernels/gemm_int8.cl's prm): the constant buffers' offsets, then from kM
+// the GEMM's and the geometry's, from kDwInZero the folded depthwise's, from kExC its expand's.
+enum GemmInt8Param { kM = 10, kDwInZero = 32, kExC = 36, kParamCount = 41 };
 
 struct Int8Tiles {
   int tm, tn, tk4, wm, wn;
@@ -73,6 +79,29 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
   // of a convolution count them, Int8GemmSumBytes).
   if (p.splits > 1 && (size_t(m) * n + size_t(groups)) * sizeof(int32_t) > max_alloc) p.splits = 1;
   return p;
+}
+
+// The launch's integers but the offsets, in kernels/gemm_int8.cl's order (GemmInt8Param).
+std::vector<int> LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const OutputStage& s,
+                                const ConvGeometry& geo, int k_per_split,
+                                const Int8DepthwiseA* dw) {
+  std::vector<int> prm(kParamCount, 0);
+  const int scalars[] = {m,          w.n,       w.k,    w.kp,   a_zero, s.up_below,  s.zero_point,
+                         s.act_min,  s.act_max, geo.h,  geo.w,  geo.c,  geo.ow,      geo.oh,
+                         geo.kw,     geo.sh,    geo.sw, geo.dh, geo.dw, geo.pad_top, geo.pad_left,
+                         k_per_split};
+  static_assert(sizeof scalars / sizeof(int) == kDwInZero - kM, "gemm_int8.cl's order");
+  std::copy(std::begin(scalars), std::end(scalars), prm.begin() + kM);
+  if (dw) {
+    prm[kDwInZero] = dw->in_zero, prm[kDwInZero + 1] = dw->up_below;
+    prm[kDwInZero + 2] = dw->act_min, prm[kDwInZero + 3] = dw->act_max;
+  }
+  if (dw && dw->expand) {
+    prm[kExC] = dw->expand->k, prm[kExC + 1] = dw->expand_up_below;
+    prm[kExC + 2] = dw->expand_zero, prm[kExC + 3] = dw->expand_min;
+    prm[kExC + 4] = dw->expand_max;
+  }
+  return prm;
 }
 
 }  // namespace
@@ -153,18 +182,32 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   if (vec) defines += " -DVEC_A";
   if (split) defines += " -DSPLIT_K";
   if (residual) defines += " -DQUANT_RESIDUAL";
-  // The constant buffers in the kernel's order of arguments; one buffer where they are small.
+  // The launch's integers, in kernels/gemm_int8.cl's order (GemmInt8Param), read from memory.
+  ConvGeometry none;
+  const ConvGeometry& g_ = g ? *g : dw ? dw->g : none;
+  std::vector<int> prm = LaunchIntegers(w, m, a_zero, s, g_, split ? p.k_per_split : w.kp, dw);
+  // The constant buffers, each at its slot of prm's first ten; one buffer, prm first, where
+  // they are small.
   if (residual) state->residual_params = UploadInts(ctx, residual->params);
-  std::vector<cl_mem> parts = {w.b.get(), w.bias.get(), stage};
-  if (residual) parts.push_back(state->residual_params.get());
-  if (dw) parts.insert(parts.end(), {dw->filter, dw->bias, dw->stage});
+  std::vector<std::pair<int, cl_mem>> slots = {{0, w.b.get()}, {1, w.bias.get()}, {2, stage}};
+  if (residual) slots.push_back({3, state->residual_params.get()});
+  if (dw) slots.insert(slots.end(), {{4, dw->filter}, {5, dw->bias}, {6, dw->stage}});
   if (dw && dw->expand)
-    parts.insert(parts.end(),
-                 {dw->expand->b.get(), dw->expand->bias.get(), dw->expand->stage.get()});
+    slots.insert(
+        slots.end(),
+        {{7, dw->expand->b.get()}, {8, dw->expand->bias.get()}, {9, dw->expand->stage.get()}});
+  // Packed: the offsets must be in prm before it is copied, so the layout is planned first.
+  std::vector<cl_mem> parts = {nullptr};
+  std::vector<size_t> sizes = {prm.size() * sizeof(int)};
+  for (const auto& [slot, mem] : slots) parts.push_back(mem), sizes.push_back(BufferBytes(mem));
   std::vector<int> at;
-  const bool packed = PackConstants(ctx, parts, &state->consts, &at);
+  bool packed = PackedLayout(sizes, &at);
+  if (packed)
+    for (size_t i = 0; i < slots.size(); ++i) prm[size_t(slots[i].first)] = at[i + 1];
+  state->params = UploadInts(ctx, prm);
+  parts[0] = state->params.get();
+  if (packed) packed = PackConstants(ctx, parts, &state->consts, &at);
   if (packed) defines += " -DPACKED";
-  auto c = [&](size_t i) { return ConstArg{parts[i], packed ? at[i] : 0, packed}; };
   // The device's dot-product path; should its program not build (a driver that takes the probe
   // but not the whole kernel), the portable one.
   std::string path = Int8DotPathOf(ctx);
@@ -184,33 +227,19 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
                             : "gemm_int8") +
            (split ? "_splitk" : "");
   l.kernel = CreateKernel(*prog, "gemm_int8");
-  ConvGeometry none;
-  const ConvGeometry& g_ = g ? *g : dw ? dw->g : none;
-  SetArgs(l.kernel, a, c(0), c(1), c(2), out, m, w.n, w.k, w.kp, a_zero, s.up_below, s.zero_point,
-          s.act_min, s.act_max, g_.h, g_.w, g_.c, g_.ow, g_.oh, g_.kw, g_.sh, g_.sw, g_.dh, g_.dw,
-          g_.pad_top, g_.pad_left, split ? p.k_per_split : w.kp);
-  cl_uint next = 27;  // the arguments after k_per_split
+  SetArgs(l.kernel, a, out);
+  cl_uint next = 2;
+  if (packed) {
+    SetArgsFrom(l.kernel, next++, state->consts.get());
+  } else {
+    for (cl_mem mem : parts) SetArgsFrom(l.kernel, next++, mem);
+  }
   if (split) {
     // All zero now; the last group of each tile leaves its sums and counter zero again.
     state->sums = ZeroBuffer(ctx, (size_t(m) * w.n + size_t(groups)) * sizeof(int32_t));
     SetArgsFrom(l.kernel, next++, state->sums.get());
   }
-  size_t part = 3;
-  if (residual) {
-    SetArgsFrom(l.kernel, next, residual->operand, c(part++));
-    next += 2;
-  }
-  if (dw) {
-    SetArgsFrom(l.kernel, next, c(part), c(part + 1), c(part + 2), dw->in_zero, dw->up_below,
-                dw->act_min, dw->act_max);
-    part += 3, next += 7;
-  }
-  if (dw && dw->expand) {
-    SetArgsFrom(l.kernel, next, dw->expand->k, c(part), c(part + 1), c(part + 2),
-                dw->expand_up_below, dw->expand_zero, dw->expand_min, dw->expand_max);
-    next += 8;
-  }
-  if (packed) SetArgsFrom(l.kernel, next, state->consts.get());
+  if (residual) SetArgsFrom(l.kernel, next++, residual->operand);
   l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
   l.local[0] = t.work_group();

@@ -160,28 +160,40 @@ Buffer ZeroBuffer(OpContext& ctx, size_t bytes) {
   return buf;
 }
 
-bool PackConstants(OpContext& ctx, const std::vector<cl_mem>& parts, Buffer* out,
-                   std::vector<int>* offsets) {
+size_t BufferBytes(cl_mem m) {
+  size_t bytes = 0;
+  CheckCl(Cl().clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof bytes, &bytes, nullptr),
+          "clGetMemObjectInfo(CL_MEM_SIZE)");
+  return bytes;
+}
+
+bool PackedLayout(const std::vector<size_t>& sizes, std::vector<int>* offsets) {
   constexpr size_t max_bytes = size_t(64) << 10;
   const std::vector<double> knob =
       EnvNumbers("CLGPU_PACK_CONSTS", 1, "0 or 1",
                  [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
-  *out = Buffer();
   offsets->clear();
   if (!knob.empty() && knob[0] == 0) return false;
-  std::vector<size_t> sizes;
   size_t total = 0;
-  for (cl_mem m : parts) {
-    if (!m) return false;  // an absent buffer stays a null argument
-    size_t bytes = 0;
-    CheckCl(Cl().clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof bytes, &bytes, nullptr),
-            "clGetMemObjectInfo(CL_MEM_SIZE)");
+  for (size_t bytes : sizes) {
     total = RoundUp(total, 16);
     offsets->push_back(static_cast<int>(total));
-    sizes.push_back(bytes);
     total += bytes;
     if (total > max_bytes) return false;
   }
+  return true;
+}
+
+bool PackConstants(OpContext& ctx, const std::vector<cl_mem>& parts, Buffer* out,
+                   std::vector<int>* offsets) {
+  *out = Buffer();
+  std::vector<size_t> sizes;
+  for (cl_mem m : parts) {
+    if (!m) return false;  // an absent buffer stays a null argument
+    sizes.push_back(BufferBytes(m));
+  }
+  if (!PackedLayout(sizes, offsets)) return false;
+  const size_t total = offsets->empty() ? 0 : size_t(offsets->back()) + sizes.back();
   Buffer b = ctx.env.CreateBuffer(std::max<size_t>(total, 1), CL_MEM_READ_ONLY);
   for (size_t i = 0; i < parts.size(); ++i)
     if (sizes[i])

@@ -28,6 +28,11 @@ void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args);
 // $CLGPU_PACK_CONSTS=0 (tests compare both; read at each use).
 bool PackConstants(OpContext& ctx, const std::vector<cl_mem>& parts, Buffer* out,
                    std::vector<int>* offsets);
+// The offsets PackConstants gives parts of these byte sizes, and whether it packs them at all:
+// for a kernel that reads the offsets from one of the parts (gemm_int8.cl's prm).
+bool PackedLayout(const std::vector<size_t>& sizes, std::vector<int>* offsets);
+// A buffer's size in bytes.
+size_t BufferBytes(cl_mem m);
 
 // A constant buffer argument of a kernel that may take it packed: the buffer, or (packed) its
 // offset in the packed one, an int argument.
