@@ -3,14 +3,20 @@
 // size, stride, dilation and padding; NHWC input/output, OHWI filter (already the [OC][K] matrix).
 // Needs common.cl.
 //
-// conv2d_implicit_gemm(in, filter, bias, out, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW,
-//                      PT, PL, act_min, act_max[, residual])
-//   __global const T* in [N][H][W][C]; __global const T* filter [OC][KH][KW][C];
-//   __global const float* bias [OC] (zeros when the model has none); __global T* out
-//   [N][OH][OW][OC]; int N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW; int PT, PL (top/left
-//   padding; bottom/right padding is implied by OH/OW: taps outside the input read zero);
-//   float act_min, act_max; with HAS_RESIDUAL, __global const T* residual [N][OH][OW][OC] (a fused
-//   ADD: out = act(conv + bias + residual))
+// conv2d_implicit_gemm(in, out[, residual], prm, filter, bias[, dw_f, dw_bias][, ex_f, ex_bias]
+//                      [, a_scale, a_shift]), or with -DPACKED (in, out[, residual], consts)
+//   __global const T* in [N][H][W][C]; __global T* out [N][OH][OW][OC]; with HAS_RESIDUAL,
+//   __global const T* residual [N][OH][OW][OC] (a fused ADD: out = act(conv + bias + residual));
+//   __global const T* filter [OC][KH][KW][C]; __global const float* bias [OC] (zeros when the
+//   model has none); __global const int* prm, the launch's scalars, read from memory rather than
+//   set as arguments (NVIDIA's driver charges each argument of a launch on the host):
+//   prm[0..7] with -DPACKED the byte offsets in `consts` of filter, bias, dw_f, dw_bias, ex_f,
+//   ex_bias, a_scale, a_shift (prm itself at 0; a buffer absent: 0); [8..22] N, H, W, C, OH, OW,
+//   OC, KH, KW, SH, SW, DH, DW, PT, PL (PT, PL the top/left padding; bottom/right padding is
+//   implied by OH/OW: taps outside the input read zero); [23] k_per_split (SPLIT_K); then the
+//   bits of floats: [24, 25] act_min, act_max; [26, 27] dw_min, dw_max (DW_A); [28] EC (an int),
+//   [29, 30] ex_min, ex_max (EXPAND_A); [31..34] a_lo1, a_hi1, a_lo2, a_hi2 (A_AFFINE).
+//   src_cpp/ops/conv2d_implicit_gemm.cc's IgParam names them.
 //   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
 //            global = ceil(N * OH * OW / TILE_M) * ceil(OC / TILE_N) * WG.
 //   A group computes a TILE_M (output pixels) x TILE_N (output channels) block, a work-item
@@ -28,17 +34,15 @@
 //   (its input, filter size, strides, dilations, padding; OC the 1x1's), K = C, and A[m][k] is
 //   the depthwise's output at pixel m, channel k: bias plus its taps, clamped, computed where the
 //   tile loads it. The 1x1's filter is [OC][C]; -DDW_KH, -DDW_KW are the depthwise's filter size
-//   (its loops unroll; the KH, KW arguments are not read). Four more, last arguments (both
-//   kernels): __global const T* dw_f [KH][KW][C], __global const float* dw_bias [C], float dw_min,
-//   float dw_max.
+//   (its loops unroll; KH, KW are not read). Its buffers: T dw_f [KH][KW][C], float dw_bias [C];
+//   its clamp dw_min, dw_max.
 //
 // EXPAND_A (with DW_A; fusion/attach.h's AttachDepthwise): the depthwise's input is itself a 1x1
 //   convolution's output (the expand of an inverted-residual block), never written: `in` is that
 //   convolution's input [N][H][W][EC], and each depthwise tap computes its C channels there
-//   (bias, EC products, clamped) instead of loading them: the whole block is one launch. Four
-//   more, last arguments: int EC, __global const T* ex_f [C][EC], __global const float* ex_bias
-//   [C], float ex_min, float ex_max (after the depthwise's four). Worth it where launches cost
-//   more than the taps' repeated products (ExpandFoldPays).
+//   (bias, EC products, clamped) instead of loading them: the whole block is one launch. Its
+//   buffers: T ex_f [C][EC], float ex_bias [C]; its EC and clamp ex_min, ex_max. Worth it where
+//   launches cost more than the taps' repeated products (ExpandFoldPays).
 
 // Tile defaults (gemm_tiles.cl): the 32 x 32 x 16 tiles of 4 x 4 named above.
 #include "gemm_tiles.cl"
@@ -54,8 +58,8 @@
 // convolution reads, applied where a tap reads an input element (a padded tap stays zero, as
 // the convolution pads their output): x -> clamp(clamp(x * scale[c], lo1, hi1) + shift[c], lo2,
 // hi2), a NaN kept (the nodes' fused activations). -DA_SCALE / -DA_SHIFT: the MUL / the ADD is
-// there (without, 1 and 0). Six more, last arguments: __global const T* a_scale [C], a_shift
-// [C] (the other when one is absent, never read), float a_lo1, a_hi1, a_lo2, a_hi2.
+// there (without, 1 and 0). Its buffers: T a_scale [C], a_shift [C] (the other when one is
+// absent, never read); its clamps a_lo1, a_hi1, a_lo2, a_hi2.
 #ifdef A_AFFINE
 #ifdef A_SCALE
 #define A_S4(c) LOADF4(a_scale, (c) >> 2)
@@ -317,12 +321,72 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
   }
 }
 
+// The launch's constant buffers and scalars (prm, above): IG_CONSTS in the signature, IG_READ
+// first in the body.
+#ifdef PACKED
+#define IG_CONST(type, name)
+#define IG_AT(type, name, i) \
+  __global const type* restrict name = (__global const type*)(consts + prm[i])
+#define IG_CONSTS , __global const char* restrict consts
+#define IG_PRM __global const int* restrict prm = (__global const int*)consts;
+#else
+#define IG_CONST(type, name) , __global const type* restrict name
+#define IG_AT(type, name, i)
+#define IG_PRM
+#endif
+#ifdef DW_A
+#define IG_DW_CONSTS IG_CONST(T, dw_f) IG_CONST(float, dw_bias)
+#define IG_DW_READ                 \
+  IG_AT(T, dw_f, 2);               \
+  IG_AT(float, dw_bias, 3);        \
+  const float dw_min = as_float(prm[26]), dw_max = as_float(prm[27]);
+#else
+#define IG_DW_CONSTS
+#define IG_DW_READ
+#endif
+#ifdef EXPAND_A
+#define IG_EX_CONSTS IG_CONST(T, ex_f) IG_CONST(float, ex_bias)
+#define IG_EX_READ                 \
+  IG_AT(T, ex_f, 4);               \
+  IG_AT(float, ex_bias, 5);        \
+  const int EC = prm[28];          \
+  const float ex_min = as_float(prm[29]), ex_max = as_float(prm[30]);
+#else
+#define IG_EX_CONSTS
+#define IG_EX_READ
+#endif
+#ifdef A_AFFINE
+#define IG_AFFINE_CONSTS IG_CONST(T, a_scale) IG_CONST(T, a_shift)
+#define IG_AFFINE_READ                                                   \
+  IG_AT(T, a_scale, 6);                                                  \
+  IG_AT(T, a_shift, 7);                                                  \
+  const float a_lo1 = as_float(prm[31]), a_hi1 = as_float(prm[32]);      \
+  const float a_lo2 = as_float(prm[33]), a_hi2 = as_float(prm[34]);
+#else
+#define IG_AFFINE_CONSTS
+#define IG_AFFINE_READ
+#endif
+#ifndef PACKED
+#define IG_CONSTS                                                                             \
+  , __global const int* restrict prm IG_CONST(T, filter) IG_CONST(float, bias) IG_DW_CONSTS \
+        IG_EX_CONSTS IG_AFFINE_CONSTS
+#endif
+#define IG_READ                                                                              \
+  IG_PRM                                                                                     \
+  IG_AT(T, filter, 0);                                                                       \
+  IG_AT(float, bias, 1);                                                                     \
+  const int N = prm[8], H = prm[9], W = prm[10], C = prm[11], OH = prm[12], OW = prm[13];    \
+  const int OC = prm[14], KH = prm[15], KW = prm[16], SH = prm[17], SW = prm[18];            \
+  const int DH = prm[19], DW = prm[20], PT = prm[21], PL = prm[22], k_per_split = prm[23];   \
+  const float act_min = as_float(prm[24]), act_max = as_float(prm[25]);                      \
+  IG_DW_READ IG_EX_READ IG_AFFINE_READ
+
 #ifndef SPLIT_K  // a convolution runs whole or split: its program holds only those kernels
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm(
-    __global const T* restrict in, __global const T* restrict filter,
-    __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
-    int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-    float act_min, float act_max RESIDUAL_PARAM DW_PARAM OVERFLOW_PARAM) {
+    __global const T* restrict in,
+    __global T* restrict out RESIDUAL_PARAM IG_CONSTS OVERFLOW_PARAM) {
+  IG_READ
+  (void)k_per_split;
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
@@ -343,12 +407,14 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
 // Split-K: batch-1 layers on small maps (a 7x7 output, K in the thousands) give a few output
 // tiles, so most compute units would idle while each group walks the whole of K. Split z =
 // get_group_id(1) sums columns [z * k_per_split, (z + 1) * k_per_split) of K into
-// P[z][M][OC] (float, no bias); gemm_splitk_reduce adds the splits, the bias and the activation.
+// P[z][M][OC] (float, no bias; the bias and clamp in prm are not read); gemm_splitk_reduce adds
+// the splits, the bias and the activation.
+// conv2d_implicit_gemm_splitk(in, P, prm, filter, bias, ...) or with -DPACKED (in, P, consts).
 // NDRange: 2-D, local (GEMM_WG, 1), global (as conv2d_implicit_gemm, splits).
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm_splitk(
-    __global const T* restrict in, __global const T* restrict filter, __global float* restrict P,
-    int N, int H, int W, int C, int OH, int OW, int OC, int KH, int KW, int SH, int SW, int DH,
-    int DW, int PT, int PL, int k_per_split DW_PARAM OVERFLOW_PARAM) {
+    __global const T* restrict in, __global float* restrict P IG_CONSTS OVERFLOW_PARAM) {
+  IG_READ
+  (void)bias, (void)act_min, (void)act_max;
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);

@@ -1,14 +1,17 @@
-"""Constant buffers packed into one (ops/op_helpers.h's PackBuffers, kernels/gemm_int8.cl's
-PACKED): an int8 GEMM launch with its depthwise, expand, residual and table folded in takes its
-weights, biases, stages and parameters as offsets in one buffer where they are small. Bit-exact
-against TFLite with packing on and off ($CLGPU_PACK_CONSTS=0), split K included, and the packed
-launches create one buffer each (stats), so that packing is seen to happen."""
+"""Constant buffers packed into one (ops/op_helpers.h's PackBuffers, kernels/gemm_int8.cl's and
+conv2d_implicit_gemm.cl's PACKED): an int8 GEMM launch with its depthwise, expand, residual and
+table folded in, or a float implicit GEMM with its depthwise, expand, residual or affine, takes
+its weights, biases, stages and integers from one buffer where they are small (the integers from
+a buffer either way: the launch's `prm`). Against TFLite with packing on and off
+($CLGPU_PACK_CONSTS=0), split K included, and the packed launches create one buffer more each
+(stats), so that packing is seen to happen."""
 
 from __future__ import annotations
 
 import pytest
 from int8_parity import check_int8_parity
 from parity import check_parity
+from test_fusion_affine import _bn_conv
 from test_fusion_expand import block
 from test_fusion_squeeze import head_model
 
@@ -90,5 +93,36 @@ def test_squeeze_packed_and_unpacked(
         else:
             r = check_parity(model, runtime, expect_delegated="all", profiling=True)
         assert any("squeeze" in k.algorithm for k in r.delegate.profile().kernels)
+        made[pack] = keep.stats().buffers_created - before
+    assert made["1"] > made["0"], made
+
+
+@pytest.mark.parametrize(
+    "model,options",
+    [
+        # a keyword spotter's block in one GEMM (expand, depthwise, residual), whole and split
+        (lambda: block((1, 20, 1, 12), k=3, kw=1, residual=True, seed=5), {"gemm_splits": 1}),
+        (lambda: block((1, 6, 6, 8), expand=6, residual=True, seed=6), {"gemm_splits": 3}),
+        # strided
+        (lambda: block((1, 9, 7, 8), stride=2, seed=7), {"gemm_splits": 2}),
+        # batch normalization read by a 3x3 convolution (the affine fold), whole and split
+        (lambda: _bn_conv((1, 9, 9, 8), mul="none", add="RELU", seed=8), {"gemm_splits": 1}),
+        (lambda: _bn_conv((1, 10, 12, 8), stride=2, seed=9), {"gemm_splits": 2}),
+    ],
+)
+def test_float_implicit_gemm_packed_and_unpacked(
+    runtime: str, model, options: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The block kernel off, so that the implicit GEMM runs the fused block.
+    monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
+    m = model()
+    keep = clgpu_delegate.load()
+    made = {}
+    for pack in ("0", "1"):
+        monkeypatch.setenv("CLGPU_PACK_CONSTS", pack)
+        before = keep.stats().buffers_created
+        r = check_parity(m, runtime, expect_delegated="all", profiling=True, **options)
+        kernels = r.delegate.profile().kernels
+        assert any(k.algorithm.startswith("implicit_gemm+") for k in kernels), kernels
         made[pack] = keep.stats().buffers_created - before
     assert made["1"] > made["0"], made

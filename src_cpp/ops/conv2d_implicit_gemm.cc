@@ -1,7 +1,9 @@
 // Implicit GEMM: the convolution as [N*OH*OW, KH*KW*C] x [KH*KW*C, OC] with the im2col
 // rows read in place, split along K when its output tiles cannot fill the device.
 #include <algorithm>
+#include <cstring>
 #include <optional>
+#include <utility>
 
 #include "common/env.h"
 #include "ops/conv2d_algorithm.h"
@@ -16,6 +18,81 @@ GemmTiles ImplicitGemmTiles(const ConvGeometry& g, const DeviceInfo& dev) {
 }
 
 bool Applies(const ConvGeometry&) { return true; }
+
+// kernels/conv2d_implicit_gemm.cl's prm: the constant buffers' slots (kFilter .. kShift), then
+// the geometry from kGeometry (N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL), and the
+// rest at their indices.
+enum IgParam {
+  kFilter,
+  kBias,
+  kDwFilter,
+  kDwBias,
+  kExFilter,
+  kExBias,
+  kScale,
+  kShift,
+  kGeometry = 8,
+  kKPerSplit = 23,
+  kAct = 24,
+  kDwAct = 26,
+  kExC = 28,
+  kExAct = 29,
+  kAffine = 31,
+  kIgParams = 35
+};
+
+// A launch's scalars and constant buffers, as the kernel reads them: the scalars from memory
+// (NVIDIA's driver charges each argument of a launch on the host), all of it one buffer where
+// small (PackConstants).
+class IgArgs {
+ public:
+  IgArgs(const ConvGeometry& g, int oc, cl_mem filter, cl_mem bias, float act_min, float act_max) {
+    const int geo[] = {g.n,  g.h,  g.w,  g.c,  g.oh, g.ow,      oc,        g.kh,
+                       g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left};
+    std::copy(std::begin(geo), std::end(geo), prm_.begin() + kGeometry);
+    Buffers(kFilter, filter, bias);
+    Floats(kAct, act_min, act_max);
+  }
+  void Int(int i, int v) { prm_[size_t(i)] = v; }
+  void Floats(int i, float a, float b) {
+    std::memcpy(&prm_[size_t(i)], &a, sizeof a);
+    std::memcpy(&prm_[size_t(i) + 1], &b, sizeof b);
+  }
+  // The buffers of slots i and i + 1.
+  void Buffers(int i, cl_mem a, cl_mem b) {
+    slots_.push_back({i, a}), slots_.push_back({i + 1, b});
+  }
+
+  // Uploads them: the build define ("-DPACKED" or "") of the program to take them.
+  std::string Upload(OpContext& ctx) {
+    std::vector<size_t> sizes = {prm_.size() * sizeof(int)};
+    for (const auto& slot : slots_) sizes.push_back(BufferBytes(slot.second));
+    std::vector<int> at;
+    const bool packed = PackedLayout(sizes, &at);
+    if (packed)
+      for (size_t i = 0; i < slots_.size(); ++i) prm_[size_t(slots_[i].first)] = at[i + 1];
+    Buffer prm = UploadInts(ctx, prm_);
+    parts_ = {prm.get()};
+    for (const auto& slot : slots_) parts_.push_back(slot.second);
+    if (packed && PackConstants(ctx, parts_, &kept_, &at)) {
+      parts_ = {kept_.get()};
+      return "-DPACKED";
+    }
+    kept_ = std::move(prm);
+    return "";
+  }
+  // Sets them as the kernel's arguments from `first`; the launch keeps the buffer made here.
+  void Set(Launch& l, cl_uint first) {
+    for (cl_mem m : parts_) SetArgsFrom(l.kernel, first++, m);
+    l.consts = std::move(kept_);
+  }
+
+ private:
+  std::vector<int> prm_ = std::vector<int>(kIgParams, 0);
+  std::vector<std::pair<int, cl_mem>> slots_;
+  std::vector<cl_mem> parts_;
+  Buffer kept_;
+};
 
 std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
   const size_t bytes =
@@ -36,33 +113,32 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
          (affine->shift ? " -DA_SHIFT" : "");
   const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
   const long m = long(g.n) * g.oh * g.ow;
-  // The affine's arguments, last (kernels/conv2d_implicit_gemm.cl).
-  auto set_affine = [&](const Kernel& k, cl_uint next) {
-    if (!affine) return;
+  IgArgs args(g, g.oc, w.filter.get(), bias, act_min, act_max);
+  args.Int(kKPerSplit, p.k_per_split);
+  if (affine) {
     cl_mem s = affine->scale ? affine->scale : affine->shift;
-    SetArgsFrom(k, next, s, affine->shift ? affine->shift : s, affine->lo1, affine->hi1,
-                affine->lo2, affine->hi2);
-  };
+    args.Buffers(kScale, s, affine->shift ? affine->shift : s);
+    args.Floats(kAffine, affine->lo1, affine->hi1);
+    args.Floats(kAffine + 2, affine->lo2, affine->hi2);
+  }
+  const std::string packed = args.Upload(ctx);
   // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
   // ignores the residual, the reduce adds it.
-  auto prog =
-      ctx.GetProgram("conv2d_implicit_gemm",
-                     With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""), ad));
+  auto prog = ctx.GetProgram(
+      "conv2d_implicit_gemm",
+      With(With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""), ad), packed));
   if (p.splits <= 1) {
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
-    SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
-                       g.ow, g.oc, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left,
-                       act_min, act_max);
-    set_affine(l.kernel, residual ? 22 : 21);
+    SetArgsAndOptional(l.kernel, residual, in, out);
+    args.Set(l, residual ? 3 : 2);
     launches.push_back(std::move(l));
     return launches;
   }
   if (ctx.scratch.empty()) throw Error("split-K implicit GEMM without a scratch buffer");
   Launch l =
       Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, g.oc), p.tiles.work_group());
-  SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, g.oc, g.kh,
-          g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, p.k_per_split);
-  set_affine(l.kernel, 19);
+  SetArgs(l.kernel, in, ctx.scratch[0]);
+  args.Set(l, 2);
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;
@@ -243,27 +319,28 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   const GemmPlan p = PlanDepthwiseGemm(ctx, g, oc);
   const long m = long(g.n) * g.oh * g.ow;
   const bool expand = dw.expand_filter != nullptr;
+  IgArgs args(g, oc, w.filter.get(), bias, act_min, act_max);
+  args.Int(kKPerSplit, p.k_per_split);
+  args.Buffers(kDwFilter, dw.filter, dw.bias);
+  args.Floats(kDwAct, dw.act_min, dw.act_max);
+  if (expand) {
+    args.Buffers(kExFilter, dw.expand_filter, dw.expand_bias);
+    args.Int(kExC, dw.expand_c);
+    args.Floats(kExAct, dw.expand_min, dw.expand_max);
+  }
+  const std::string packed = args.Upload(ctx);
   const std::string defines =
-      With(With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" +
-                                       std::to_string(g.kw) + (expand ? " -DEXPAND_A" : "")),
-           dw.epilogue);
-  // The expand's arguments follow the depthwise's (kernels/conv2d_implicit_gemm.cl).
-  auto set_expand = [&](const Kernel& k, cl_uint next) {
-    if (expand)
-      SetArgsFrom(k, next, dw.expand_c, dw.expand_filter, dw.expand_bias, dw.expand_min,
-                  dw.expand_max);
-  };
+      With(With(With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" +
+                                            std::to_string(g.kw) + (expand ? " -DEXPAND_A" : "")),
+                dw.epilogue),
+           packed);
   std::vector<Launch> launches;
   if (p.splits <= 1) {
     auto prog =
         ctx.GetProgram("conv2d_implicit_gemm", With(defines, residual ? "-DHAS_RESIDUAL" : ""));
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, oc), p.tiles.work_group());
-    SetArgs(l.kernel, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh, g.ow, oc, g.kh, g.kw,
-            g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, act_min, act_max);
-    cl_uint next = 21;
-    if (residual) SetArgsFrom(l.kernel, next++, residual);
-    SetArgsFrom(l.kernel, next, dw.filter, dw.bias, dw.act_min, dw.act_max);
-    set_expand(l.kernel, next + 4);
+    SetArgsAndOptional(l.kernel, residual, in, out);
+    args.Set(l, residual ? 3 : 2);
     launches.push_back(std::move(l));
     return launches;
   }
@@ -272,10 +349,8 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
                              With(With(defines, residual ? "-DHAS_RESIDUAL" : ""), "-DSPLIT_K"));
   Launch l =
       Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, oc), p.tiles.work_group());
-  SetArgs(l.kernel, in, w.filter.get(), ctx.scratch[0], g.n, g.h, g.w, g.c, g.oh, g.ow, oc, g.kh,
-          g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, p.k_per_split, dw.filter, dw.bias,
-          dw.act_min, dw.act_max);
-  set_expand(l.kernel, 23);
+  SetArgs(l.kernel, in, ctx.scratch[0]);
+  args.Set(l, 2);
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;
