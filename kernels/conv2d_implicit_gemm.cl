@@ -15,7 +15,9 @@
 //   OC, KH, KW, SH, SW, DH, DW, PT, PL (PT, PL the top/left padding; bottom/right padding is
 //   implied by OH/OW: taps outside the input read zero); [23] k_per_split (SPLIT_K); then the
 //   bits of floats: [24, 25] act_min, act_max; [26, 27] dw_min, dw_max (DW_A); [28] EC (an int),
-//   [29, 30] ex_min, ex_max (EXPAND_A); [31..34] a_lo1, a_hi1, a_lo2, a_hi2 (A_AFFINE).
+//   [29, 30] ex_min, ex_max (EXPAND_A); [31..34] a_lo1, a_hi1, a_lo2, a_hi2 (A_AFFINE); [35] with
+//   -DPACKED the offset of T slopes [OC] (CHANNEL_SLOPES, gemm_tiles.cl: the whole kernel applies
+//   them, the split one leaves them to gemm_splitk_reduce, which takes them as an argument).
 //   src_cpp/ops/conv2d_implicit_gemm.cc's IgParam names them.
 //   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
 //            global = ceil(N * OH * OW / TILE_M) * ceil(OC / TILE_N) * WG.
@@ -366,10 +368,17 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
 #define IG_AFFINE_CONSTS
 #define IG_AFFINE_READ
 #endif
+#ifdef CHANNEL_SLOPES
+#define IG_SLOPES_CONSTS IG_CONST(T, slopes)
+#define IG_SLOPES_READ IG_AT(T, slopes, 35);
+#else
+#define IG_SLOPES_CONSTS
+#define IG_SLOPES_READ
+#endif
 #ifndef PACKED
 #define IG_CONSTS                                                                             \
   , __global const int* restrict prm IG_CONST(T, filter) IG_CONST(float, bias) IG_DW_CONSTS \
-        IG_EX_CONSTS IG_AFFINE_CONSTS
+        IG_EX_CONSTS IG_AFFINE_CONSTS IG_SLOPES_CONSTS
 #endif
 #define IG_READ                                                                              \
   IG_PRM                                                                                     \
@@ -379,7 +388,7 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
   const int OC = prm[14], KH = prm[15], KW = prm[16], SH = prm[17], SW = prm[18];            \
   const int DH = prm[19], DW = prm[20], PT = prm[21], PL = prm[22], k_per_split = prm[23];   \
   const float act_min = as_float(prm[24]), act_max = as_float(prm[25]);                      \
-  IG_DW_READ IG_EX_READ IG_AFFINE_READ
+  IG_DW_READ IG_EX_READ IG_AFFINE_READ IG_SLOPES_READ
 
 #ifndef SPLIT_K  // a convolution runs whole or split: its program holds only those kernels
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm(
@@ -400,7 +409,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
   igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, 0, K, o.x,
                    o.y, &As[0][0], &Bs[0][0], acc DW_PASS);
   store_output_tile(acc, bias, out, N * OH * OW, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                    act_max RESIDUAL_PASS OVERFLOW_PASS);
+                    act_max RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
 }
 #else
 
@@ -415,6 +424,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
     __global const T* restrict in, __global float* restrict P IG_CONSTS OVERFLOW_PARAM) {
   IG_READ
   (void)bias, (void)act_min, (void)act_max;
+#ifdef CHANNEL_SLOPES
+  (void)slopes;  // the reduce applies them
+#endif
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);

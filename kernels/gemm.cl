@@ -57,7 +57,8 @@
 #ifndef SPLIT_K
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
-    __global T* restrict C, int M, int N, int K, float act_min, float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
+    __global T* restrict C, int M, int N, int K, float act_min,
+    float act_max RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
 
@@ -66,7 +67,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
   float acc[WPT_M][WPT_N];
   gemm_accumulate(A, B, M, N, K, 0, K, o.x, o.y, &As[0][0], &Bs[0][0], acc);
   store_output_tile(acc, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                    act_max RESIDUAL_PASS OVERFLOW_PASS);
+                    act_max RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
 }
 #else
 

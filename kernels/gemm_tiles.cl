@@ -277,11 +277,29 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
 #endif
 }
 
+// CHANNEL_SLOPES (fusion/prelu.cc): a PRELU with a slope per output column (channel) n after
+// the activation, v < 0 ? v * slopes[n] : v (a NaN kept, as TFLite's x >= 0 ? x : x * a is);
+// one more argument, __global const T* slopes [N], after the residual (SLOPES_PARAM).
+#ifdef CHANNEL_SLOPES
+#define SLOPES_PARAM , __global const T* restrict slopes
+#define SLOPES_PASS , slopes
+#define SLOPED(v, n) prelu_at((v), LOADF(slopes, (n)))
+#define SLOPED4(v, n) prelu_at4((v), LOADF4(slopes, (n) >> 2))
+static inline float prelu_at(float v, float a) { return v < 0.0f ? v * a : v; }
+static inline float4 prelu_at4(float4 v, float4 a) { return select(v, v * a, v < 0.0f); }
+#else
+#define SLOPES_PARAM
+#define SLOPES_PASS
+#define SLOPED(v, n) (v)
+#define SLOPED4(v, n) (v)
+#endif
+
 // C[m0.., n0..] = act(acc + bias [+ residual]) for this work-item's WPT_M x WPT_N outputs of a row-major
 // M x N output (float4 stores when N % 4 == 0 and VWN == 4), skipping rows / columns past the end.
 static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const float* restrict bias,
                                      __global T* restrict C, int M, int N, int m0, int n0, int tx,
-                                     int ty, float act_min, float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
+                                     int ty, float act_min,
+                                     float act_max RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
 #pragma unroll
   for (int i = 0; i < WPT_M; ++i) {
     const int m = m0 + ROW_OF(ty, i);
@@ -295,7 +313,7 @@ static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const flo
           const float4 v =
               (float4)(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]) +
               vload4(n >> 2, bias);
-          STOREF4(ACTIVATE(PLUS_RESIDUAL4(v, (m * N + n) >> 2), act_min, act_max), C,
+          STOREF4(SLOPED4(ACTIVATE(PLUS_RESIDUAL4(v, (m * N + n) >> 2), act_min, act_max), n), C,
                   (m * N + n) >> 2);
         }
         continue;
@@ -304,8 +322,9 @@ static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const flo
 #pragma unroll
       for (int e = 0; e < VWN; ++e)
         if (n + e < N)
-          STOREF(ACTIVATE(PLUS_RESIDUAL(acc[i][q * VWN + e] + bias[n + e], m * N + n + e), act_min,
-                          act_max),
+          STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(acc[i][q * VWN + e] + bias[n + e], m * N + n + e),
+                                 act_min, act_max),
+                        n + e),
                  C, m * N + n + e);
     }
   }
@@ -328,17 +347,18 @@ static inline void store_partial_tile(float acc[WPT_M][WPT_N], __global float* r
 }
 
 #ifdef SPLIT_K  // built only into the programs of split GEMMs (gemm.cl)
-// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max[, residual]) -- C = act(sum_z
-//   P[z] + bias [+ residual]) after a split-K GEMM (gemm_nt_splitk, conv2d_implicit_gemm_splitk):
-//   a fused residual ADD is added here, once, not by each split.
+// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max[, residual][, slopes]) -- C =
+//   act(sum_z P[z] + bias [+ residual]) after a split-K GEMM (gemm_nt_splitk,
+//   conv2d_implicit_gemm_splitk), then the slopes (CHANNEL_SLOPES): a fused residual ADD is added
+//   here, once, not by each split.
 //   NDRange: 1-D, global >= M * N, any local size.
 __kernel void gemm_splitk_reduce(__global const float* restrict P, __global const float* restrict bias,
                                  __global T* restrict C, int M, int N, int splits, float act_min,
-                                 float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
+                                 float act_max RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   const int idx = get_global_id(0);
   if (idx >= M * N) return;
   float s = bias[idx % N];
   for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
-  STOREF(ACTIVATE(PLUS_RESIDUAL(s, idx), act_min, act_max), C, idx);
+  STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(s, idx), act_min, act_max), idx % N), C, idx);
 }
 #endif  // SPLIT_K

@@ -53,6 +53,14 @@ bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> 
   return true;
 }
 
+bool AttachSlopes(Attachments& a, int output, int slopes) {
+  if (a.epilogue.kind != 0 || a.outputs.size() != 1 || slopes < 0) return false;
+  a.epilogue = Attachments::Epilogue{kSlopeEpilogue, 0.0f, {}, {}, slopes};
+  a.outputs[0] = output;
+  a.inputs.push_back(slopes);
+  return true;
+}
+
 void AttachInputView(Attachments& a, size_t i, int source, StridedView view) {
   if (i >= a.inputs.size()) throw Error("no operand " + std::to_string(i) + " to fold a view into");
   if (a.in_views.size() < a.inputs.size()) a.in_views.resize(a.inputs.size());

@@ -24,6 +24,10 @@ bool AttachEpilogue(Attachments& a, const Op& op, int output, int kind, float al
 // The int8 form: the chain's 256 results as a table of the requantized integers; false
 // (nothing changed) unless the op takes tables and nothing else of the kind.
 bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> table);
+// A PRELU of per-channel `slopes` (a constant tensor of the output's channels), after the
+// activation and any residual (FoldTarget::TakesSlopes checked by the pass): writing `output`,
+// the slopes the last input; false (nothing changed) if the op takes an epilogue already.
+bool AttachSlopes(Attachments& a, int output, int slopes);
 // Operand `i` becomes `source`, seen through `view` (shaped like the operand).
 void AttachInputView(Attachments& a, size_t i, int source, StridedView view);
 // Output 0 becomes `output`, which holds it as `view` (shaped like the op's own output), times

@@ -1,9 +1,10 @@
 // Folds as passes: each fold of an op into another's kernel (a clamp, an epilogue, a residual
-// ADD, views, a squeeze, a depthwise, an expand) is one file here, with a graph-level Find that
-// the cost model and the partition both use and an Apply that decides per plan, with the plan's
-// shapes and ops, what actually folds. FusionPasses() is the one ordered table of them; option
-// `fuse` names its entries. Between ops/ (what an op can take) and runtime/ (which implements
-// FoldPlan). A pass records what folds in the ops' Attachments, through fusion/attach.h.
+// ADD, per-channel PRELU slopes, views, a squeeze, a depthwise, an expand) is one file here, with a
+// graph-level Find that the cost model and the partition both use and an Apply that decides per
+// plan, with the plan's shapes and ops, what actually folds. FusionPasses() is the one ordered
+// table of them; option `fuse` names its entries. Between ops/ (what an op can take) and runtime/
+// (which implements FoldPlan). A pass records what folds in the ops' Attachments, through
+// fusion/attach.h.
 #pragma once
 
 #include <cstddef>
@@ -97,8 +98,8 @@ class FusionPass {
   virtual void Apply(FoldPlan& plan) = 0;
 };
 
-// The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views, squeeze,
-// depthwise, expand (each pass's file says what it needs of those before it).
+// The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, prelu, views,
+// squeeze, depthwise, expand (each pass's file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
@@ -109,6 +110,7 @@ std::unique_ptr<FusionPass> MakePadPass();
 std::unique_ptr<FusionPass> MakeClampPass();
 std::unique_ptr<FusionPass> MakeEpiloguePass();
 std::unique_ptr<FusionPass> MakeResidualPass();
+std::unique_ptr<FusionPass> MakePreluPass();
 std::unique_ptr<FusionPass> MakeViewsPass();
 std::unique_ptr<FusionPass> MakeSqueezePass();
 std::unique_ptr<FusionPass> MakeDepthwisePass();

@@ -42,6 +42,7 @@ struct Attachments {
     float alpha = 0;
     std::vector<uint8_t> table;  // kind kTableEpilogue
     std::vector<PostClamp> post;
+    int slopes = -1;  // kind kSlopeEpilogue: the slopes' tensor, the op's last input
   } epilogue;
 
   // Views (fusion/views.cc, ops/matmul_views.h): an operand read in place from the tensor it

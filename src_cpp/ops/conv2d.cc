@@ -95,7 +95,8 @@ class Conv2dOp : public ConvOpBase {
   std::string algorithm() const override {
     return (block_ ? std::string("inverted_residual") : ConvAlgorithmName(algo_)) +
            (input_affine() ? "+AFFINE" : "") + (folded_expand() ? "+EXPAND" : "") +
-           (folded_depthwise() ? "+DEPTHWISE" : "") + (has_residual() ? "+ADD" : "");
+           (folded_depthwise() ? "+DEPTHWISE" : "") + (has_residual() ? "+ADD" : "") +
+           (has_slopes() ? "+PRELU" : "");
   }
 
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
@@ -116,6 +117,16 @@ class Conv2dOp : public ConvOpBase {
       return false;
     const ConvGeometry g = Geometry(in[0]);
     return g.groups == 1 && Algorithm(ctx, g) == ConvAlgorithm::kImplicitGemm;
+  }
+  // The GEMMs store through kernels/gemm_tiles.cl, which applies per-channel slopes: the implicit
+  // GEMM (a folded depthwise or affine runs it too) and the plain one but for its small-M kernel.
+  bool TakesSlopes(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    if (chunk_ || in.empty() || in[0].size() != 4) return false;
+    if (folded_depthwise() || input_affine()) return true;
+    const ConvGeometry g = Geometry(in[0]);
+    const ConvAlgorithm a = Algorithm(ctx, g);
+    return a == ConvAlgorithm::kImplicitGemm ||
+           (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g));
   }
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).
@@ -151,8 +162,8 @@ class Conv2dOp : public ConvOpBase {
   // a dense op over the channels, with the plain GEMM's weights.
   bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
     const Shape& f = src_->filter_shape;
-    if (chunk_ || has_residual() || input_affine() || f[1] != 1 || f[2] != 1 || in.empty() ||
-        in.back() != f[3] || NumElements(in) != f[3])
+    if (chunk_ || has_residual() || input_affine() || has_slopes() || f[1] != 1 || f[2] != 1 ||
+        in.empty() || in.back() != f[3] || NumElements(in) != f[3])
       return false;
     const ConvGeometry g = Geometry({1, 1, 1, f[3]});
     dense->weights = src_->Weights(ctx, ConvAlgorithm::kGemm1x1, g, 0).filter.get();
@@ -169,6 +180,7 @@ class Conv2dOp : public ConvOpBase {
     algo_ = Algorithm(ctx, g);
     const bool r = has_residual();
     const auto [lo, hi] = ClampBounds(act_min_, act_max_);
+    cl_mem slopes = has_slopes() ? in.back() : nullptr;
     block_ = false;
     if (folded_depthwise()) {
       FloatDepthwiseA dw;
@@ -188,7 +200,7 @@ class Conv2dOp : public ConvOpBase {
       weights_ = &src_->Weights(ctx, algo_, g, oc0_);
       launches_ = EncodeDepthwiseGemm(ctx, dw, g.oc, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc),
                                       out[0], r ? residual().act_min : lo,
-                                      r ? residual().act_max : hi, r ? in.at(1) : nullptr);
+                                      r ? residual().act_max : hi, r ? in.at(1) : nullptr, slopes);
       block_ = launches_.size() == 1 && launches_[0].name == "inverted_residual_block";
       return;
     }
@@ -201,14 +213,24 @@ class Conv2dOp : public ConvOpBase {
                      a->hi1,
                      a->lo2,
                      a->hi2};
-      launches_ = EncodeAffineConv(ctx, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc), out[0],
-                                   lo, hi, affine);
+      launches_ = EncodeImplicitGemmConv(ctx, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc),
+                                         out[0], lo, hi, nullptr, &affine, slopes);
       return;
     }
     weights_ = &src_->Weights(ctx, algo_, g, oc0_);
-    launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc), out[0],
-                           r ? residual().act_min : lo, r ? residual().act_max : hi,
-                           r ? in.at(1) : nullptr);
+    const float elo = r ? residual().act_min : lo, ehi = r ? residual().act_max : hi;
+    cl_mem res = r ? in.at(1) : nullptr;
+    cl_mem bias = src_->Bias(ctx, oc0_, g.oc);
+    if (!slopes)
+      launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, bias, out[0], elo, ehi, res);
+    else if (algo_ == ConvAlgorithm::kImplicitGemm)
+      launches_ = EncodeImplicitGemmConv(ctx, g, in[0], *weights_, bias, out[0], elo, ehi, res,
+                                         nullptr, slopes);
+    else if (algo_ == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g))
+      launches_ =
+          EncodeGemm1x1Sloped(ctx, g, in[0], *weights_, bias, out[0], elo, ehi, res, slopes);
+    else
+      throw Error("CONV_2D: its folded PRELU needs the implicit or the plain GEMM");
   }
 
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,

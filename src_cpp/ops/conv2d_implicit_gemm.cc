@@ -38,7 +38,8 @@ enum IgParam {
   kExC = 28,
   kExAct = 29,
   kAffine = 31,
-  kIgParams = 35
+  kSlopes = 35,
+  kIgParams = 36
 };
 
 // A launch's scalars and constant buffers, as the kernel reads them: the scalars from memory
@@ -58,10 +59,9 @@ class IgArgs {
     std::memcpy(&prm_[size_t(i)], &a, sizeof a);
     std::memcpy(&prm_[size_t(i) + 1], &b, sizeof b);
   }
+  void Slot(int i, cl_mem m) { slots_.push_back({i, m}); }
   // The buffers of slots i and i + 1.
-  void Buffers(int i, cl_mem a, cl_mem b) {
-    slots_.push_back({i, a}), slots_.push_back({i + 1, b});
-  }
+  void Buffers(int i, cl_mem a, cl_mem b) { Slot(i, a), Slot(i + 1, b); }
 
   // Uploads them: the build define ("-DPACKED" or "") of the program to take them.
   std::string Upload(OpContext& ctx) {
@@ -104,7 +104,8 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
 // The plain convolution's launches, its input seen through `affine` when one is given.
 std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
-                               float act_max, cl_mem residual, const AffineA* affine) {
+                               float act_max, cl_mem residual, const AffineA* affine,
+                               cl_mem slopes) {
   std::vector<Launch> launches;
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
   std::string ad;
@@ -121,6 +122,7 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
     args.Floats(kAffine, affine->lo1, affine->hi1);
     args.Floats(kAffine + 2, affine->lo2, affine->hi2);
   }
+  if (slopes) args.Slot(kSlopes, slopes);
   const std::string packed = args.Upload(ctx);
   // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
   // ignores the residual, the reduce adds it.
@@ -146,13 +148,14 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
   Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * g.oc);
   SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc,
                      p.splits, act_min, act_max);
+  if (slopes) SetArgsFrom(r.kernel, residual ? 9 : 8, slopes);
   launches.push_back(std::move(r));
   return launches;
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
                            cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
-  return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, residual, nullptr);
+  return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, residual, nullptr, nullptr);
 }
 
 // The 1x1 convolution's GEMM over a depthwise's output: M its output pixels, K its channels.
@@ -307,10 +310,12 @@ std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGe
 
 std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& dw, int oc,
                                         cl_mem in, const ConvWeights& w, cl_mem bias, cl_mem out,
-                                        float act_min, float act_max, cl_mem residual) {
+                                        float act_min, float act_max, cl_mem residual,
+                                        cl_mem slopes) {
   const ConvGeometry& g = dw.g;
   if (g.oc != g.c) throw Error("a folded depthwise needs depth multiplier 1");
-  if (dw.expand_filter && BlockKernelAllowed())
+  // The block kernel takes no slopes: the GEMM runs such a block.
+  if (dw.expand_filter && !slopes && BlockKernelAllowed())
     if (const std::optional<BlockPlan> b = PlanBlock(ctx.env.device(), g, dw.expand_c, oc))
       if (std::vector<Launch> l =
               EncodeBlock(ctx, dw, *b, oc, in, w, bias, out, act_min, act_max, residual);
@@ -328,6 +333,7 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
     args.Int(kExC, dw.expand_c);
     args.Floats(kExAct, dw.expand_min, dw.expand_max);
   }
+  if (slopes) args.Slot(kSlopes, slopes);
   const std::string packed = args.Upload(ctx);
   const std::string defines =
       With(With(With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" +
@@ -358,6 +364,7 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * oc);
   SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), oc,
                      p.splits, act_min, act_max);
+  if (slopes) SetArgsFrom(r.kernel, residual ? 9 : 8, slopes);
   launches.push_back(std::move(r));
   return launches;
 }
@@ -372,10 +379,11 @@ GemmPlan PlanImplicitGemm(const DeviceInfo& dev, const ConvGeometry& g, int forc
   return p;
 }
 
-std::vector<Launch> EncodeAffineConv(OpContext& ctx, const ConvGeometry& g, cl_mem in,
-                                     const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
-                                     float act_max, const AffineA& affine) {
-  return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, nullptr, &affine);
+std::vector<Launch> EncodeImplicitGemmConv(OpContext& ctx, const ConvGeometry& g, cl_mem in,
+                                           const ConvWeights& w, cl_mem bias, cl_mem out,
+                                           float act_min, float act_max, cl_mem residual,
+                                           const AffineA* affine, cl_mem slopes) {
+  return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, residual, affine, slopes);
 }
 
 extern const ConvAlgorithmDef kConvImplicitGemm = {

@@ -100,11 +100,13 @@ struct FloatDepthwiseA {
 };
 
 // The launches of a 1x1 convolution of `oc` outputs and plain [oc][C] weights `w` over dw's
-// output, computed from dw's input `in` (residual as in EncodeConv); its scratch. K splits down
-// to one tile per group, each tile carrying the depthwise's taps.
+// output, computed from dw's input `in` (residual as in EncodeConv, slopes as in
+// EncodeImplicitGemmConv); its scratch. K splits down to one tile per group, each tile carrying
+// the depthwise's taps.
 std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& dw, int oc,
                                         cl_mem in, const ConvWeights& w, cl_mem bias, cl_mem out,
-                                        float act_min, float act_max, cl_mem residual = nullptr);
+                                        float act_min, float act_max, cl_mem residual = nullptr,
+                                        cl_mem slopes = nullptr);
 std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGeometry& dw, int oc);
 // Its kernels per invoke with default options (the cost model's count); `expand_c`: the input
 // channels of a folded expand (0: none), which small layers run in one block kernel
@@ -119,11 +121,21 @@ struct AffineA {
   float lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
 };
 
-// The launches of the implicit GEMM over `in` seen through `affine` (as EncodeConv, without a
-// residual); its scratch and kernels are the plain implicit GEMM's.
-std::vector<Launch> EncodeAffineConv(OpContext& ctx, const ConvGeometry& g, cl_mem in,
-                                     const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
-                                     float act_max, const AffineA& affine);
+// The launches of the implicit GEMM (as EncodeConv) with what only the GEMMs take: its input
+// seen through `affine` (null: none), and a PRELU of per-channel `slopes` [OC] in the float
+// storage (null: none) after the activation and residual (fusion/prelu.cc,
+// kernels/gemm_tiles.cl's CHANNEL_SLOPES). Its scratch and kernels are the implicit GEMM's.
+std::vector<Launch> EncodeImplicitGemmConv(OpContext& ctx, const ConvGeometry& g, cl_mem in,
+                                           const ConvWeights& w, cl_mem bias, cl_mem out,
+                                           float act_min, float act_max, cl_mem residual,
+                                           const AffineA* affine, cl_mem slopes);
+// The same for a 1x1 convolution the plain GEMM runs (ConvAlgorithm::kGemm1x1) with slopes,
+// where Gemm1x1TakesSlopes: not for the few rows that its small-M kernel takes, which has none.
+std::vector<Launch> EncodeGemm1x1Sloped(OpContext& ctx, const ConvGeometry& g, cl_mem in,
+                                        const ConvWeights& w, cl_mem bias, cl_mem out,
+                                        float act_min, float act_max, cl_mem residual,
+                                        cl_mem slopes);
+bool Gemm1x1TakesSlopes(const DeviceInfo& dev, const ConvGeometry& g);
 
 // The products of a folded expand (`expand_c` input channels) that the block kernel computes
 // for the depthwise `dw` and `oc` outputs (each group's input pixels once), or -1 where that

@@ -32,9 +32,13 @@ class ConvOpBase : public Op, public Chunker, public FoldTarget, public FoldSour
     CheckConvInputRows("CONV_2D", x, litert_);
     const ConvGeometry g = Geometry(in[0]);
     const Shape out = {g.n, g.oh, g.ow, g.oc};
-    if (has_residual() && (in.size() != 2 || in[1] != out))
+    // A residual is input 1; folded PRELU slopes come last.
+    if (has_residual() && (in.size() < 2 || in[1] != out))
       throw Error("CONV_2D output " + ShapeString(out) + " and the residual of its fused ADD " +
-                  (in.size() == 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
+                  (in.size() >= 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
+    if (has_slopes() && (in.size() < 2 || NumElements(in.back()) != out[3]))
+      throw Error("CONV_2D output " + ShapeString(out) + " and the slopes of its folded PRELU " +
+                  (in.size() >= 2 ? ShapeString(in.back()) : std::string("(none)")) + " differ");
     return {out};
   }
 

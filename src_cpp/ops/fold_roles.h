@@ -49,6 +49,12 @@ class FoldTarget {
     (void)ctx, (void)in;
     return false;
   }
+  // A PRELU of a slope per output channel after its activation and residual (fusion/prelu.cc),
+  // for these input shapes (the op's own and its folds' so far).
+  virtual bool TakesSlopes(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
   // Input 0 computed as a depthwise convolution's output, for these input shapes.
   virtual bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const {
     (void)ctx, (void)in;

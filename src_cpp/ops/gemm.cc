@@ -77,8 +77,9 @@ float MaxAbs(const std::vector<float>& v) {
 
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
-                               cl_mem residual, float b_max_abs) {
+                               cl_mem residual, float b_max_abs, cl_mem slopes) {
   std::vector<Launch> out;
+  if (p.small_m && slopes) throw Error("the small-M GEMM takes no PRELU slopes");
   if (p.small_m) {
     // SM_N columns per group of SM_WG work-items (kernels/gemm.cl's defaults).
     constexpr size_t kSmallN = 8, kSmallWg = 128;
@@ -110,6 +111,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
     l.name = "gemm_nt";
     l.kernel = CreateKernel(*prog, l.name);
     SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max);
+    if (slopes) SetArgsFrom(l.kernel, residual ? 10 : 9, slopes);
     out.push_back(std::move(l));
     return out;
   }
@@ -125,6 +127,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   r.name = "gemm_splitk_reduce";
   r.kernel = CreateKernel(*prog, r.name);
   SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, c, m, n, p.splits, act_min, act_max);
+  if (slopes) SetArgsFrom(r.kernel, residual ? 9 : 8, slopes);
   r.dims = 1;
   r.global[0] = RoundUp(size_t(m) * n, 64);
   out.push_back(std::move(r));

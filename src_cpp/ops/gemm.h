@@ -41,9 +41,12 @@ size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
 // (kernels/gemm_small_m.cl) or, unknown, finds it while it reads B.
 // The launches' algorithm name for profiles: "gemv", "gemm" or "gemm_splitk".
 const char* GemmAlgorithm(const GemmPlan& p);
+// slopes (optional; not with the small-M kernel): a PRELU of a slope per column after the
+// activation (kernels/gemm_tiles.cl's CHANNEL_SLOPES, the program built with it).
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
-                               cl_mem residual = nullptr, float b_max_abs = -1.0f);
+                               cl_mem residual = nullptr, float b_max_abs = -1.0f,
+                               cl_mem slopes = nullptr);
 
 // The largest |v| of the values (NaN ignored; +Inf if one is infinite): EncodeGemm's b_max_abs.
 float MaxAbs(const std::vector<float>& v);

@@ -105,6 +105,7 @@ std::string Op::epilogue_defines() const {
   const Attachments::Epilogue& e = att().epilogue;
   if (e.kind == 0) return "";
   if (e.kind == kTableEpilogue) return "-DQUANT_TABLE";
+  if (e.kind == kSlopeEpilogue) return "-DCHANNEL_SLOPES";
   std::string d = "-DCLGPU_EPILOGUE=" + std::to_string(e.kind);
   const float a = e.alpha;
   if (a != 0 || e.kind == 8)  // LEAKY_RELU reads its alpha, 0 included

@@ -145,6 +145,9 @@ class Op {
     return c.on ? std::make_pair(c.lo, c.hi) : std::make_pair(own_lo, own_hi);
   }
   bool has_epilogue() const { return att().epilogue.kind != 0; }
+  // A PRELU of a slope per output channel after the op's activation (fusion/prelu.cc): its
+  // slopes are the op's last input.
+  bool has_slopes() const { return att().epilogue.kind == kSlopeEpilogue; }
   // Build defines for the op's programs ("" without an epilogue).
   std::string epilogue_defines() const;
   // The folded table (empty: none).

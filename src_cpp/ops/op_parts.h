@@ -47,6 +47,9 @@ struct InputPad {
 // EpilogueFusion::kind / Attachments::Epilogue::kind of an int8 table (AttachTable); the others are
 // kernels/common.cl's CLGPU_EPILOGUE numbers.
 constexpr int kTableEpilogue = 100;
+// Attachments::Epilogue::kind of a PRELU with a slope per output channel (AttachSlopes): the
+// slopes a constant input of the op, its kernels built with -DCHANNEL_SLOPES.
+constexpr int kSlopeEpilogue = 101;
 
 struct Launch {
   Kernel kernel;

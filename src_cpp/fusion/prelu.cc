@@ -1,0 +1,127 @@
+// PRELU folds: a float PRELU whose slope is a constant per channel (MediaPipe's and PyTorch's
+// nn.PReLU(C) blocks; one slope for all is the epilogue fold's), reading the output of a
+// CONV_2D that one of the GEMMs runs, directly or through a residual ADD folded into it: the
+// convolution applies the slopes where it stores, after its activation and the ADD
+// (AttachSlopes, kernels/gemm_tiles.cl's CHANNEL_SLOPES), so the PRELU launches nothing and the
+// value before it is never written. After the residual pass (a PRELU after an ADD follows the
+// ADD's arithmetic) and before the depthwise and expand passes (a convolution that took slopes
+// still takes a depthwise as its A; an expand that took slopes is no longer a plain 1x1 GEMM and
+// stays apart).
+#include <map>
+#include <optional>
+
+#include "fusion/pass.h"
+#include "ops/conv2d_selector.h"
+#include "tflite/builtin.h"
+
+namespace clgpu {
+namespace {
+
+struct PreluFusion {
+  size_t prelu = 0;
+  int input = -1, slopes = -1, output = -1;
+};
+
+// The slopes of a float PRELU of a 4-D NHWC value: a constant with one element per channel,
+// shaped as ones then the channels ([C], [1, 1, C], ...). -1 if it is not such a node.
+int ChannelSlopes(const GraphView& g, const NodeInfo& n) {
+  if (n.op != tfl::kPrelu || n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
+  const int x = n.inputs[0], a = n.inputs[1], y = n.outputs[0];
+  for (int t : {x, a, y})
+    if (!g.valid_tensor(t) || g.type(t) != kTfLiteFloat32) return -1;
+  const Shape s = g.shape(x), v = g.shape(a);
+  if (s.size() != 4 || g.shape(y) != s || v.empty() || v.back() != s[3] || NumElements(v) != s[3] ||
+      !g.IsConstant(a))
+    return -1;
+  return a;
+}
+
+// Whether a GEMM runs the float CONV_2D n here (SelectConvAlgorithm; the cost model's view).
+bool GemmConv(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
+  if (n.op != tfl::kConv2d) return false;
+  const std::optional<ConvGeometry> cg = GraphConvGeometry(g, n);
+  if (!cg || cg->groups != 1) return false;
+  const ConvAlgorithm a = SelectConvAlgorithm(*cg, dev, "");
+  return a == ConvAlgorithm::kImplicitGemm ||
+         (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(dev, *cg));
+}
+
+std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& folds) {
+  const GraphView& g = fg.g;
+  const std::vector<NodeInfo>& nodes = fg.nodes;
+  std::map<int, size_t> producer;
+  std::map<int, int> reads;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (int t : nodes[i].outputs) producer[t] = i;
+    for (int t : nodes[i].inputs) ++reads[t];
+  }
+  // The convolution whose kernel writes t: its own node, or the one a residual ADD writing t
+  // folded into (either operand; the pass's Apply decides with the plan's ops).
+  auto gemm_writer = [&](int t, size_t before) {
+    const auto p = producer.find(t);
+    if (p == producer.end() || p->second >= before) return false;
+    const NodeInfo& n = nodes[p->second];
+    if (n.op == tfl::kAdd && folds.folded.count(p->second)) {
+      for (int operand : n.inputs) {
+        const auto c = producer.find(operand);
+        if (c != producer.end() && GemmConv(g, nodes[c->second], fg.dev)) return true;
+      }
+      return false;
+    }
+    return !folds.folded.count(p->second) && GemmConv(g, n, fg.dev);
+  };
+  std::vector<PreluFusion> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (folds.folded.count(i)) continue;  // a single slope: the epilogue pass took it
+    const int a = ChannelSlopes(g, nodes[i]);
+    if (a < 0) continue;
+    const int x = nodes[i].inputs[0];
+    if (reads[x] != 1 || fg.outputs.count(x) || !gemm_writer(x, i)) continue;
+    out.push_back(PreluFusion{i, x, a, nodes[i].outputs[0]});
+  }
+  return out;
+}
+
+class PreluPass : public FusionPass {
+ public:
+  const char* name() const override { return "prelu"; }
+  void Find(const FoldGraph& g, Folds* folds) override {
+    found_ = FindPreluFusions(g, *folds);
+    for (const PreluFusion& f : found_) {
+      folds->folded.insert(f.prelu);
+      folds->written_instead[f.input] = f.output;
+    }
+  }
+  // The op writing the PRELU's input now (a convolution, or one that took the ADD) takes the
+  // slopes whole, in its precision, where its algorithm stores through the GEMMs' tiles.
+  void Apply(FoldPlan& plan) override {
+    for (const PreluFusion& f : found_) {
+      if (plan.absorbed(f.prelu)) continue;
+      int readers = 0;
+      const int p = plan.Producer(f.input, &readers);
+      if (p < 0 || readers != 1 || !plan.internal(f.input) || plan.split(f.slopes)) continue;
+      const size_t pi = size_t(p);
+      Op& conv = plan.op(pi);
+      const FoldTarget* target = conv.fold_target();
+      const std::vector<Shape> in = plan.InputShapes(pi);
+      const Shape& s = plan.shape(f.input);
+      if (!target || conv.outputs().size() != 1 || conv.outputs()[0] != f.input || s.size() != 4 ||
+          plan.shape(f.output) != s || NumElements(plan.shape(f.slopes)) != s[3] ||
+          !plan.SamePrecision(pi, {f.prelu}) || !plan.RunsWhole(pi, in) ||
+          !target->TakesSlopes(plan.Ctx(pi), in) ||
+          !AttachSlopes(plan.attachments(pi), f.output, f.slopes))
+        continue;
+      plan.Absorb(f.prelu, pi);
+      plan.Elide(f.input);
+    }
+  }
+
+ private:
+  std::vector<PreluFusion> found_;
+};
+
+}  // namespace
+
+std::unique_ptr<FusionPass> MakePreluPass() { return std::make_unique<PreluPass>(); }
+
+}  // namespace clgpu

@@ -1,0 +1,156 @@
+"""PRELU with a slope per channel folded into the convolution before it (fusion/prelu.cc,
+AttachSlopes): the GEMMs apply the slopes where they store, after the activation and a residual
+ADD (kernels/gemm_tiles.cl's CHANNEL_SLOPES), so the PRELU runs no kernel and the value before it
+is never written. MediaPipe's blocks (conv, PRELU, depthwise, conv, ADD, PRELU) are the shape.
+Against TFLite's CPU kernels with the pass on and off: the implicit GEMM and the plain one, whole
+and split along K, a folded depthwise and residual, fp16 storage; and what must stay (a slope not
+per channel, a value read elsewhere, a convolution another algorithm runs)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+from folds import folded_nodes
+from folds import launches as _launches
+from parity import ParityResult, check_parity, precision_tolerances
+
+from clgpu_delegate.modelgen import ModelBuilder
+
+NO_PRELU = "affine,pad,clamp,epilogue,residual,views,squeeze,depthwise,expand"  # all but prelu
+
+
+def _prelu_kernels(r: ParityResult) -> int:
+    return len({k.node for k in r.delegate.profile().kernels if k.op == "PRELU"})
+
+
+def _both(model: bytes, runtime: str, folded: int, **options: Any) -> ParityResult:
+    """Parity with the pass on and off; on, `folded` PRELU nodes ran no kernel of their own and
+    the invoke launched as many kernels fewer."""
+    precision = options.pop("precision", "fp32")
+    common: dict[str, Any] = {"profiling": True, "expect_delegated": "all", "precision": precision}
+    common.update(precision_tolerances(precision))
+    common.update(options)
+    on = check_parity(model, runtime, **common)
+    off = check_parity(model, runtime, fuse=NO_PRELU, **common)
+    assert _prelu_kernels(off) - _prelu_kernels(on) == folded, on.delegate.profile().table()
+    assert _launches(on) == _launches(off) - folded
+    assert folded_nodes(off, "+PRELU") == 0
+    assert folded_nodes(on, "+PRELU") == folded
+    return on
+
+
+def _slopes(b: ModelBuilder, c: int, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    # Negative and positive slopes, so that a wrong channel shows.
+    v = np.linspace(-0.5, 1.5, c).astype(np.float32)
+    return v.reshape(shape) if shape else v.reshape(1, 1, c)
+
+
+def _conv_prelu(
+    shape: tuple[int, int, int, int], *, k: int = 1, stride: int = 1, out: int = 12, seed: int = 0
+) -> bytes:
+    """x -> conv (k x k) -> PRELU per channel -> conv 1x1."""
+    b = ModelBuilder(seed=seed)
+    c = shape[3]
+    x = b.input("x", shape)
+    h = b.conv2d(x, b.rand((out, k, k, c)), b.rand((out,), 0.3), stride, stride, "SAME")
+    h = b.prelu(h, _slopes(b, out))
+    b.output(b.conv2d(h, b.rand((8, 1, 1, out)), b.rand((8,), 0.2)))
+    return b.build()
+
+
+def _mediapipe_block(shape: tuple[int, int, int, int], *, seed: int = 0) -> bytes:
+    """conv 1x1 -> PRELU -> depthwise 3x3 -> conv 1x1 -> ADD(x) -> PRELU: MediaPipe's block."""
+    b = ModelBuilder(seed=seed)
+    c = shape[3]
+    x = b.input("x", shape)
+    h = b.conv2d(x, b.rand((c, 1, 1, c)), b.rand((c,), 0.2))
+    h = b.prelu(h, _slopes(b, c))
+    h = b.depthwise_conv2d(h, b.rand((1, 3, 3, c), 0.4), b.rand((c,), 0.1), 1, 1, "SAME")
+    h = b.conv2d(h, b.rand((c, 1, 1, c)), b.rand((c,), 0.2))
+    h = b.add(h, x)
+    b.output(b.prelu(h, _slopes(b, c, (c,))))
+    return b.build()
+
+
+# Fewer than 16 input channels: the implicit GEMM or (1x1, stride 1) the plain one everywhere.
+CASES = [
+    ((1, 9, 9, 8), {"k": 3}),  # implicit GEMM
+    ((1, 10, 12, 8), {"k": 3, "stride": 2, "out": 6}),  # channels not a multiple of 4
+    ((1, 12, 12, 8), {"k": 1}),  # the plain GEMM of a 1x1
+    ((2, 7, 7, 12), {"k": 1, "out": 16}),
+]
+
+
+@pytest.mark.parametrize("shape,kw", CASES)
+def test_per_channel_prelu_runs_inside_the_convolution(
+    runtime: str, shape: tuple[int, int, int, int], kw: Any
+) -> None:
+    _both(_conv_prelu(shape, seed=sum(shape), **kw), runtime, folded=1)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_split_gemms_apply_the_slopes_in_their_reduce(runtime: str, k: int) -> None:
+    _both(_conv_prelu((1, 12, 12, 8), k=k, seed=k), runtime, folded=1, gemm_splits=2)
+
+
+def test_a_mediapipe_block_takes_both_prelus(runtime: str) -> None:
+    # The first after the expand's plain GEMM, the second after the ADD the depthwise GEMM took.
+    on = _both(_mediapipe_block((1, 16, 16, 8), seed=3), runtime, folded=2)
+    assert folded_nodes(on, "+DEPTHWISE+ADD+PRELU") == 1
+
+
+def test_half_storage_reads_its_slopes_as_half(runtime: str) -> None:
+    _both(_mediapipe_block((1, 12, 12, 8), seed=5), runtime, folded=2, precision="fp16")
+
+
+def test_one_slope_stays_with_the_epilogue_fold(runtime: str) -> None:
+    # PyTorch's nn.PReLU(): LEAKY_RELU's epilogue, which every op that clamps takes.
+    b = ModelBuilder(seed=2)
+    x = b.input("x", (1, 8, 8, 8))
+    h = b.conv2d(x, b.rand((8, 3, 3, 8)), b.rand((8,), 0.2), 1, 1, "SAME")
+    b.output(b.prelu(h, np.full((1, 1, 8), 0.25, np.float32)))
+    r = check_parity(b.build(), runtime, expect_delegated="all", profiling=True)
+    assert _prelu_kernels(r) == 0 and folded_nodes(r, "+PRELU") == 0
+
+
+def _unfolded(model: bytes, runtime: str) -> None:
+    r = check_parity(model, runtime, expect_delegated="all", profiling=True)
+    assert folded_nodes(r, "+PRELU") == 0 and _prelu_kernels(r) == 1
+
+
+def test_slopes_not_per_channel_stay(runtime: str) -> None:
+    # A slope per pixel and channel: not the store's per-column vector.
+    b = ModelBuilder(seed=4)
+    x = b.input("x", (1, 4, 4, 8))
+    h = b.conv2d(x, b.rand((8, 1, 1, 8)), b.rand((8,), 0.2))
+    b.output(b.prelu(h, b.rand((4, 4, 8), 0.5)))
+    _unfolded(b.build(), runtime)
+
+
+def test_a_value_read_elsewhere_stays(runtime: str) -> None:
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (1, 6, 6, 8))
+    h = b.conv2d(x, b.rand((8, 3, 3, 8)), b.rand((8,), 0.2), 1, 1, "SAME")
+    p = b.prelu(h, _slopes(b, 8))
+    b.output(b.add(p, h))
+    _unfolded(b.build(), runtime)
+
+
+def test_a_convolution_another_algorithm_runs_keeps_its_prelu(runtime: str) -> None:
+    # The direct algorithm, forced, stores through no GEMM tile.
+    model = _conv_prelu((1, 9, 9, 8), k=3, seed=9)
+    r = check_parity(model, runtime, expect_delegated="all", profiling=True, conv_algorithm="direct")
+    assert folded_nodes(r, "+PRELU") == 0 and _prelu_kernels(r) == 1
+
+
+def test_the_cost_model_counts_the_folded_launches(runtime: str) -> None:
+    # decisions' estimate counts the kernels the partition launches.
+    model = _mediapipe_block((1, 16, 16, 8), seed=8)
+    r = check_parity(model, runtime, partitioning="cost", profiling=True)
+    texts = " ".join(d.reason + " " + d.note for d in r.delegate.decisions())
+    counts = [int(n) for n in re.findall(r"\((\d+) kernels\)", texts)]
+    a = check_parity(model, runtime, partitioning="all", profiling=True, expect_delegated="all")
+    assert counts and counts[0] == _launches(a)
