@@ -29,19 +29,34 @@ static inline float binary_op(float a, float b, int op) {
   }
 }
 
-// binary_same(a, b, out, n, op, act_min, act_max) — NDRange: global ceil(n / 4).
+// binary_same(a, b, out, n, op, act_min, act_max[, slopes, c]) — NDRange: global ceil(n / 4).
+//   CHANNEL_SLOPES (fusion/prelu.cc): then a PRELU of __global const T* slopes [c], the slope of
+//   element i's channel i % c (the output's last axis).
+#ifdef CHANNEL_SLOPES
+#define SAME_SLOPES_PARAM , __global const T *restrict slopes, int c
+#define SAME_SLOPED(v, i) prelu_at((v), LOADF(slopes, (i) % c))
+#else
+#define SAME_SLOPES_PARAM
+#define SAME_SLOPED(v, i) (v)
+#endif
 __kernel void binary_same(__global const T* a, __global const T* b, __global T* out, int n,
-                          int op, float act_min, float act_max OVERFLOW_PARAM) {
+                          int op, float act_min, float act_max SAME_SLOPES_PARAM OVERFLOW_PARAM) {
   const int i4 = get_global_id(0);
   if ((i4 + 1) * 4 <= n) {
     const float4 x = LOADF4(a, i4), y = LOADF4(b, i4);
-    const float4 v = op == B_ADD ? x + y
-                                 : (float4)(binary_op(x.x, y.x, op), binary_op(x.y, y.y, op),
-                                            binary_op(x.z, y.z, op), binary_op(x.w, y.w, op));
-    STOREF4(ACTIVATE(v, act_min, act_max), out, i4);
+    float4 v = op == B_ADD ? x + y
+                           : (float4)(binary_op(x.x, y.x, op), binary_op(x.y, y.y, op),
+                                      binary_op(x.z, y.z, op), binary_op(x.w, y.w, op));
+    v = ACTIVATE(v, act_min, act_max);
+#ifdef CHANNEL_SLOPES
+    v = (float4)(SAME_SLOPED(v.x, 4 * i4), SAME_SLOPED(v.y, 4 * i4 + 1),
+                 SAME_SLOPED(v.z, 4 * i4 + 2), SAME_SLOPED(v.w, 4 * i4 + 3));
+#endif
+    STOREF4(v, out, i4);
   } else {
     for (int i = i4 * 4; i < n; ++i)
-      STOREF(ACTIVATE(binary_op(LOADF(a, i), LOADF(b, i), op), act_min, act_max), out, i);
+      STOREF(SAME_SLOPED(ACTIVATE(binary_op(LOADF(a, i), LOADF(b, i), op), act_min, act_max), i),
+             out, i);
   }
 }
 

@@ -142,6 +142,11 @@ static inline float4 sat_half4(float4 v, __global int* flag, int slot) {
 
 #define ACTIVATE(x, lo, hi) POST2(POST1(EPILOGUE(CLAMP_KEEP_NAN(x, lo, hi))))
 
+// A PRELU of slope a after the activation (CHANNEL_SLOPES, fusion/prelu.cc: a slope per channel,
+// which the kernel loads): v < 0 ? v * a : v, a NaN kept, as TFLite's x >= 0 ? x : x * a.
+static inline float prelu_at(float v, float a) { return v < 0.0f ? v * a : v; }
+static inline float4 prelu_at4(float4 v, float4 a) { return select(v, v * a, v < 0.0f); }
+
 // A depthwise's own folded epilogue inside the kernel it is folded into (FloatDepthwiseA::
 // epilogue): EPILOGUE and the post clamps above under the names CLGPU_DW_EPILOGUE(_ALPHA) and
 // CLGPU_DW_POST<i>(_C), applied after its clamp.

@@ -278,15 +278,13 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
 }
 
 // CHANNEL_SLOPES (fusion/prelu.cc): a PRELU with a slope per output column (channel) n after
-// the activation, v < 0 ? v * slopes[n] : v (a NaN kept, as TFLite's x >= 0 ? x : x * a is);
-// one more argument, __global const T* slopes [N], after the residual (SLOPES_PARAM).
+// the activation (common.cl's prelu_at); one more argument, __global const T* slopes [N], after
+// the residual (SLOPES_PARAM).
 #ifdef CHANNEL_SLOPES
 #define SLOPES_PARAM , __global const T* restrict slopes
 #define SLOPES_PASS , slopes
 #define SLOPED(v, n) prelu_at((v), LOADF(slopes, (n)))
 #define SLOPED4(v, n) prelu_at4((v), LOADF4(slopes, (n) >> 2))
-static inline float prelu_at(float v, float a) { return v < 0.0f ? v * a : v; }
-static inline float4 prelu_at4(float4 v, float4 a) { return select(v, v * a, v < 0.0f); }
 #else
 #define SLOPES_PARAM
 #define SLOPES_PASS

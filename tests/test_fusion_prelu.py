@@ -1,10 +1,11 @@
-"""PRELU with a slope per channel folded into the convolution before it (fusion/prelu.cc,
-AttachSlopes): the GEMMs apply the slopes where they store, after the activation and a residual
-ADD (kernels/gemm_tiles.cl's CHANNEL_SLOPES), so the PRELU runs no kernel and the value before it
-is never written. MediaPipe's blocks (conv, PRELU, depthwise, conv, ADD, PRELU) are the shape.
-Against TFLite's CPU kernels with the pass on and off: the implicit GEMM and the plain one, whole
-and split along K, a folded depthwise and residual, fp16 storage; and what must stay (a slope not
-per channel, a value read elsewhere, a convolution another algorithm runs)."""
+"""PRELU with a slope per channel folded into the op before it (fusion/prelu.cc, AttachSlopes):
+a convolution's GEMM, or an ADD of operands of its size, applies the slopes where it stores,
+after the activation and a residual ADD (kernels/gemm_tiles.cl's and binary.cl's
+CHANNEL_SLOPES), so the PRELU runs no kernel and the value before it is never written.
+MediaPipe's blocks (conv, PRELU, depthwise, conv, ADD, PRELU) are the shape. Against TFLite's
+CPU kernels with the pass on and off: the implicit GEMM and the plain one, whole and split along
+K, a folded depthwise and residual, an ADD, fp16 storage; and what must stay (a slope not per
+channel, a value read elsewhere, a broadcasting ADD, a convolution another algorithm runs)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,26 @@ def test_half_storage_reads_its_slopes_as_half(runtime: str) -> None:
     _both(_mediapipe_block((1, 12, 12, 8), seed=5), runtime, folded=2, precision="fp16")
 
 
+@pytest.mark.parametrize("c,act", [(6, None), (8, "RELU_N1_TO_1")])
+def test_an_add_of_operands_of_its_size_takes_the_slopes(
+    runtime: str, c: int, act: str | None
+) -> None:
+    # An ADD no convolution took (both operands inputs): its element-wise kernel applies them,
+    # after its own clamp; channels not a multiple of 4 cross the kernel's runs of four.
+    b = ModelBuilder(seed=c)
+    x, y = b.input("x", (1, 5, 3, c)), b.input("y", (1, 5, 3, c))
+    b.output(b.prelu(b.add(x, y, act), _slopes(b, c)))
+    on = _both(b.build(), runtime, folded=1)
+    assert folded_nodes(on, "elementwise+PRELU") == 1
+
+
+def test_a_broadcasting_add_keeps_its_prelu(runtime: str) -> None:
+    b = ModelBuilder(seed=12)
+    x = b.input("x", (1, 4, 4, 8))
+    b.output(b.prelu(b.add(x, b.rand((1, 1, 1, 8), 0.5)), _slopes(b, 8)))
+    _unfolded(b.build(), runtime)
+
+
 def test_one_slope_stays_with_the_epilogue_fold(runtime: str) -> None:
     # PyTorch's nn.PReLU(): LEAKY_RELU's epilogue, which every op that clamps takes.
     b = ModelBuilder(seed=2)
@@ -142,7 +163,9 @@ def test_a_value_read_elsewhere_stays(runtime: str) -> None:
 def test_a_convolution_another_algorithm_runs_keeps_its_prelu(runtime: str) -> None:
     # The direct algorithm, forced, stores through no GEMM tile.
     model = _conv_prelu((1, 9, 9, 8), k=3, seed=9)
-    r = check_parity(model, runtime, expect_delegated="all", profiling=True, conv_algorithm="direct")
+    r = check_parity(
+        model, runtime, expect_delegated="all", profiling=True, conv_algorithm="direct"
+    )
     assert folded_nodes(r, "+PRELU") == 0 and _prelu_kernels(r) == 1
 
 

@@ -98,8 +98,8 @@ class FusionPass {
   virtual void Apply(FoldPlan& plan) = 0;
 };
 
-// The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, prelu, views,
-// squeeze, depthwise, expand (each pass's file says what it needs of those before it).
+// The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views,
+// squeeze, depthwise, prelu, expand (each pass's file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();

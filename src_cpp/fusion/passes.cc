@@ -12,10 +12,10 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses() {
   p.push_back(MakeClampPass());
   p.push_back(MakeEpiloguePass());
   p.push_back(MakeResidualPass());
-  p.push_back(MakePreluPass());
   p.push_back(MakeViewsPass());
   p.push_back(MakeSqueezePass());
   p.push_back(MakeDepthwisePass());
+  p.push_back(MakePreluPass());
   p.push_back(MakeExpandPass());
   return p;
 }

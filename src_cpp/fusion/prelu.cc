@@ -1,11 +1,12 @@
 // PRELU folds: a float PRELU whose slope is a constant per channel (MediaPipe's and PyTorch's
 // nn.PReLU(C) blocks; one slope for all is the epilogue fold's), reading the output of a
-// CONV_2D that one of the GEMMs runs, directly or through a residual ADD folded into it: the
-// convolution applies the slopes where it stores, after its activation and the ADD
-// (AttachSlopes, kernels/gemm_tiles.cl's CHANNEL_SLOPES), so the PRELU launches nothing and the
-// value before it is never written. After the residual pass (a PRELU after an ADD follows the
-// ADD's arithmetic) and before the depthwise and expand passes (a convolution that took slopes
-// still takes a depthwise as its A; an expand that took slopes is no longer a plain 1x1 GEMM and
+// CONV_2D that one of the GEMMs runs, directly or through a residual ADD folded into it, or of
+// an ADD of two operands of its size: the op applies the slopes where it stores, after its
+// activation and the ADD (AttachSlopes, kernels/gemm_tiles.cl's and binary.cl's
+// CHANNEL_SLOPES), so the PRELU launches nothing and the value before it is never written. After
+// the residual pass (a PRELU after an ADD follows the ADD's arithmetic) and the depthwise pass (a
+// 1x1 convolution that computes a depthwise as its A runs the implicit GEMM, whatever its own shape
+// would run); before the expand pass (an expand that took slopes is no longer a plain 1x1 GEMM and
 // stays apart).
 #include <map>
 #include <optional>
@@ -36,9 +37,12 @@ int ChannelSlopes(const GraphView& g, const NodeInfo& n) {
   return a;
 }
 
-// Whether a GEMM runs the float CONV_2D n here (SelectConvAlgorithm; the cost model's view).
-bool GemmConv(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
+// Whether a GEMM runs the float CONV_2D n here (SelectConvAlgorithm; the cost model's view), or
+// the implicit GEMM with the depthwise the depthwise pass found for it.
+bool GemmConv(const GraphView& g, const NodeInfo& n, size_t at, const Folds& folds,
+              const DeviceInfo& dev) {
   if (n.op != tfl::kConv2d) return false;
+  if (folds.depthwise_of.count(at)) return true;
   const std::optional<ConvGeometry> cg = GraphConvGeometry(g, n);
   if (!cg || cg->groups != 1) return false;
   const ConvAlgorithm a = SelectConvAlgorithm(*cg, dev, "");
@@ -55,20 +59,26 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     for (int t : nodes[i].outputs) producer[t] = i;
     for (int t : nodes[i].inputs) ++reads[t];
   }
-  // The convolution whose kernel writes t: its own node, or the one a residual ADD writing t
-  // folded into (either operand; the pass's Apply decides with the plan's ops).
-  auto gemm_writer = [&](int t, size_t before) {
+  // Whether the kernel writing t takes slopes: a convolution's (its own node, or the one a
+  // residual ADD writing t folded into, either operand) or an ADD's of operands of its size;
+  // the pass's Apply decides with the plan's ops.
+  auto slope_writer = [&](int t, size_t before) {
     const auto p = producer.find(t);
     if (p == producer.end() || p->second >= before) return false;
     const NodeInfo& n = nodes[p->second];
     if (n.op == tfl::kAdd && folds.folded.count(p->second)) {
       for (int operand : n.inputs) {
         const auto c = producer.find(operand);
-        if (c != producer.end() && GemmConv(g, nodes[c->second], fg.dev)) return true;
+        if (c != producer.end() && GemmConv(g, nodes[c->second], c->second, folds, fg.dev))
+          return true;
       }
       return false;
     }
-    return !folds.folded.count(p->second) && GemmConv(g, n, fg.dev);
+    if (folds.folded.count(p->second)) return false;
+    if (n.op == tfl::kAdd && n.inputs.size() == 2)
+      return g.valid_tensor(n.inputs[0]) && g.valid_tensor(n.inputs[1]) &&
+             g.shape(n.inputs[0]) == g.shape(t) && g.shape(n.inputs[1]) == g.shape(t);
+    return GemmConv(g, n, p->second, folds, fg.dev);
   };
   std::vector<PreluFusion> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -76,7 +86,7 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     const int a = ChannelSlopes(g, nodes[i]);
     if (a < 0) continue;
     const int x = nodes[i].inputs[0];
-    if (reads[x] != 1 || fg.outputs.count(x) || !gemm_writer(x, i)) continue;
+    if (reads[x] != 1 || fg.outputs.count(x) || !slope_writer(x, i)) continue;
     out.push_back(PreluFusion{i, x, a, nodes[i].outputs[0]});
   }
   return out;
@@ -92,8 +102,8 @@ class PreluPass : public FusionPass {
       folds->written_instead[f.input] = f.output;
     }
   }
-  // The op writing the PRELU's input now (a convolution, or one that took the ADD) takes the
-  // slopes whole, in its precision, where its algorithm stores through the GEMMs' tiles.
+  // The op writing the PRELU's input now (a convolution, one that took the ADD, or the ADD)
+  // takes the slopes whole, in its precision, where its kernels apply them (TakesSlopes).
   void Apply(FoldPlan& plan) override {
     for (const PreluFusion& f : found_) {
       if (plan.absorbed(f.prelu)) continue;
@@ -105,10 +115,10 @@ class PreluPass : public FusionPass {
       const FoldTarget* target = conv.fold_target();
       const std::vector<Shape> in = plan.InputShapes(pi);
       const Shape& s = plan.shape(f.input);
-      if (!target || conv.outputs().size() != 1 || conv.outputs()[0] != f.input || s.size() != 4 ||
-          plan.shape(f.output) != s || NumElements(plan.shape(f.slopes)) != s[3] ||
-          !plan.SamePrecision(pi, {f.prelu}) || !plan.RunsWhole(pi, in) ||
-          !target->TakesSlopes(plan.Ctx(pi), in) ||
+      if (!target || conv.outputs().size() != 1 || conv.outputs()[0] != f.input ||
+          conv.has_output_view() || s.size() != 4 || plan.shape(f.output) != s ||
+          NumElements(plan.shape(f.slopes)) != s[3] || !plan.SamePrecision(pi, {f.prelu}) ||
+          !plan.RunsWhole(pi, in) || !target->TakesSlopes(plan.Ctx(pi), in) ||
           !AttachSlopes(plan.attachments(pi), f.output, f.slopes))
         continue;
       plan.Absorb(f.prelu, pi);

@@ -136,7 +136,15 @@ class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource
     std::tie(add->act_min, add->act_max) = ClampBounds(act_min_, act_max_);
     return true;
   }
-  std::string algorithm() const override { return same_ ? "elementwise" : "broadcast"; }
+  std::string algorithm() const override {
+    return std::string(same_ ? "elementwise" : "broadcast") + (has_slopes() ? "+PRELU" : "");
+  }
+  // Operands and output of one size (binary_same, which applies per-channel slopes).
+  bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
+    if (in.size() < 2 || in[0].empty()) return false;
+    const int64_t n = NumElements(BroadcastShape(kind_.name, in[0], in[1]));
+    return NumElements(in[0]) == n && NumElements(in[1]) == n;
+  }
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
     return true;
@@ -186,7 +194,10 @@ class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource
       l.name = "binary_same";
       l.kernel = CreateKernel(*prog, l.name);
       SetArgs(l.kernel, in[0], in[1], out[0], total, kind_.op, lo, hi);
+      if (has_slopes()) SetArgsFrom(l.kernel, 7, in.back(), static_cast<int>(o.back()));
       l.global[0] = (total + 3) / 4;
+    } else if (has_slopes()) {
+      throw Error(std::string(kind_.name) + ": its folded PRELU needs operands of its size");
     } else if (Collapsed c; Collapse(o, BroadcastStrides(in_shapes[0], o),
                                      BroadcastStrides(in_shapes[1], o), &c)) {
       // Three axes, no per-element walk over the rank; 4 elements along d2 when it allows.
