@@ -21,6 +21,22 @@
 // charges every buffer argument of a launch, an integer far less
 // (bench/results/enqueue-probe-NVIDIA_H200.md). CONST_AT, first in the kernel's body, makes the
 // pointer either way.
+// A kernel that reads its integers from memory (`prm`, an int array: gemm_int8.cl,
+// conv2d_implicit_gemm.cl) takes each constant buffer as PRM_CONST in its signature and makes
+// the pointer with PRM_AT(type, name, i) in its body: its own argument, or with -DPACKED the
+// region of `consts` at the byte offset prm[i], prm itself being the region at offset 0
+// (PRM_FROM_CONSTS, first in the body).
+#ifdef PACKED
+#define PRM_CONST(type, name)
+#define PRM_AT(type, name, i) \
+  __global const type* restrict name = (__global const type*)(consts + prm[i])
+#define PRM_FROM_CONSTS __global const int* restrict prm = (__global const int*)consts;
+#else
+#define PRM_CONST(type, name) , __global const type* restrict name
+#define PRM_AT(type, name, i)
+#define PRM_FROM_CONSTS
+#endif
+
 #ifdef PACKED
 #define CONST_IN(type, name) int name##_at
 #define CONST_AT(type, name) \

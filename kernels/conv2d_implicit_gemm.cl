@@ -325,32 +325,25 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
 
 // The launch's constant buffers and scalars (prm, above): IG_CONSTS in the signature, IG_READ
 // first in the body.
+// common.cl's PRM_CONST / PRM_AT.
 #ifdef PACKED
-#define IG_CONST(type, name)
-#define IG_AT(type, name, i) \
-  __global const type* restrict name = (__global const type*)(consts + prm[i])
 #define IG_CONSTS , __global const char* restrict consts
-#define IG_PRM __global const int* restrict prm = (__global const int*)consts;
-#else
-#define IG_CONST(type, name) , __global const type* restrict name
-#define IG_AT(type, name, i)
-#define IG_PRM
 #endif
 #ifdef DW_A
-#define IG_DW_CONSTS IG_CONST(T, dw_f) IG_CONST(float, dw_bias)
+#define IG_DW_CONSTS PRM_CONST(T, dw_f) PRM_CONST(float, dw_bias)
 #define IG_DW_READ                 \
-  IG_AT(T, dw_f, 2);               \
-  IG_AT(float, dw_bias, 3);        \
+  PRM_AT(T, dw_f, 2);               \
+  PRM_AT(float, dw_bias, 3);        \
   const float dw_min = as_float(prm[26]), dw_max = as_float(prm[27]);
 #else
 #define IG_DW_CONSTS
 #define IG_DW_READ
 #endif
 #ifdef EXPAND_A
-#define IG_EX_CONSTS IG_CONST(T, ex_f) IG_CONST(float, ex_bias)
+#define IG_EX_CONSTS PRM_CONST(T, ex_f) PRM_CONST(float, ex_bias)
 #define IG_EX_READ                 \
-  IG_AT(T, ex_f, 4);               \
-  IG_AT(float, ex_bias, 5);        \
+  PRM_AT(T, ex_f, 4);               \
+  PRM_AT(float, ex_bias, 5);        \
   const int EC = prm[28];          \
   const float ex_min = as_float(prm[29]), ex_max = as_float(prm[30]);
 #else
@@ -358,10 +351,10 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
 #define IG_EX_READ
 #endif
 #ifdef A_AFFINE
-#define IG_AFFINE_CONSTS IG_CONST(T, a_scale) IG_CONST(T, a_shift)
+#define IG_AFFINE_CONSTS PRM_CONST(T, a_scale) PRM_CONST(T, a_shift)
 #define IG_AFFINE_READ                                                   \
-  IG_AT(T, a_scale, 6);                                                  \
-  IG_AT(T, a_shift, 7);                                                  \
+  PRM_AT(T, a_scale, 6);                                                  \
+  PRM_AT(T, a_shift, 7);                                                  \
   const float a_lo1 = as_float(prm[31]), a_hi1 = as_float(prm[32]);      \
   const float a_lo2 = as_float(prm[33]), a_hi2 = as_float(prm[34]);
 #else
@@ -369,25 +362,25 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
 #define IG_AFFINE_READ
 #endif
 #ifdef CHANNEL_SLOPES
-#define IG_SLOPES_CONSTS IG_CONST(T, slopes)
-#define IG_SLOPES_READ IG_AT(T, slopes, 35);
+#define IG_SLOPES_CONSTS PRM_CONST(T, slopes)
+#define IG_SLOPES_READ PRM_AT(T, slopes, 35);
 #else
 #define IG_SLOPES_CONSTS
 #define IG_SLOPES_READ
 #endif
 #ifndef PACKED
 #define IG_CONSTS                                                                             \
-  , __global const int* restrict prm IG_CONST(T, filter) IG_CONST(float, bias) IG_DW_CONSTS \
+  , __global const int* restrict prm PRM_CONST(T, filter) PRM_CONST(float, bias) IG_DW_CONSTS \
         IG_EX_CONSTS IG_AFFINE_CONSTS IG_SLOPES_CONSTS
 #endif
-#define IG_READ                                                                              \
-  IG_PRM                                                                                     \
-  IG_AT(T, filter, 0);                                                                       \
-  IG_AT(float, bias, 1);                                                                     \
-  const int N = prm[8], H = prm[9], W = prm[10], C = prm[11], OH = prm[12], OW = prm[13];    \
-  const int OC = prm[14], KH = prm[15], KW = prm[16], SH = prm[17], SW = prm[18];            \
-  const int DH = prm[19], DW = prm[20], PT = prm[21], PL = prm[22], k_per_split = prm[23];   \
-  const float act_min = as_float(prm[24]), act_max = as_float(prm[25]);                      \
+#define IG_READ                                                                            \
+  PRM_FROM_CONSTS                                                                          \
+  PRM_AT(T, filter, 0);                                                                    \
+  PRM_AT(float, bias, 1);                                                                  \
+  const int N = prm[8], H = prm[9], W = prm[10], C = prm[11], OH = prm[12], OW = prm[13];  \
+  const int OC = prm[14], KH = prm[15], KW = prm[16], SH = prm[17], SW = prm[18];          \
+  const int DH = prm[19], DW = prm[20], PT = prm[21], PL = prm[22], k_per_split = prm[23]; \
+  const float act_min = as_float(prm[24]), act_max = as_float(prm[25]);                    \
   IG_DW_READ IG_EX_READ IG_AFFINE_READ IG_SLOPES_READ
 
 #ifndef SPLIT_K  // a convolution runs whole or split: its program holds only those kernels

@@ -92,19 +92,10 @@
 #else
 #define SPLIT_ARGS
 #endif
-// A constant buffer of the launch: its own argument, or with -DPACKED the region of `consts` at
-// the byte offset prm[i] (GEMM_AT, in the kernel's body, makes the pointer either way).
-#ifdef PACKED
-#define GEMM_CONST(type, name)
-#define GEMM_AT(type, name, i) \
-  __global const type* restrict name = (__global const type*)(consts + prm[i])
-#else
-#define GEMM_CONST(type, name) , __global const type* restrict name
-#define GEMM_AT(type, name, i)
-#endif
+// The constant buffers: common.cl's PRM_CONST / PRM_AT.
 #ifdef QUANT_RESIDUAL
 #define RES_ARG , __global const char* restrict res
-#define RP_CONST GEMM_CONST(int, rp)
+#define RP_CONST PRM_CONST(int, rp)
 // The output byte of requantized integer v at element idx: plus the residual, as the ADD does.
 #define GEMM_OUT(v, idx) ((char)quant_add((v), res[idx], rp, false))
 #else
@@ -117,7 +108,7 @@
   , int EC, __global const int *restrict ex_b, __global const int *restrict ex_bias,        \
       __global const int2 *restrict ex_stage, int ex_up_below, int ex_zero, int ex_lo, int ex_hi
 #define EX_PASS , EC, ex_b, ex_bias, ex_stage, ex_up_below, ex_zero, ex_lo, ex_hi
-#define EX_CONSTS GEMM_CONST(int, ex_b) GEMM_CONST(int, ex_bias) GEMM_CONST(int2, ex_stage)
+#define EX_CONSTS PRM_CONST(int, ex_b) PRM_CONST(int, ex_bias) PRM_CONST(int2, ex_stage)
 #define IN_C EC  // channels of `a`
 #else
 #define EX_ARGS
@@ -126,7 +117,7 @@
 #define IN_C C
 #endif
 #ifdef DW_A
-#define DW_CONSTS GEMM_CONST(char, dw_f) GEMM_CONST(int, dw_bias) GEMM_CONST(int2, dw_stage)
+#define DW_CONSTS PRM_CONST(char, dw_f) PRM_CONST(int, dw_bias) PRM_CONST(int2, dw_stage)
 #else
 #define DW_CONSTS
 #endif
@@ -134,8 +125,8 @@
 #define GEMM_CONSTS , __global const char* restrict consts
 #else
 #define GEMM_CONSTS                                                                          \
-  , __global const int* restrict prm GEMM_CONST(int, b) GEMM_CONST(int, bias)                \
-        GEMM_CONST(int2, stage) RP_CONST DW_CONSTS EX_CONSTS
+  , __global const int* restrict prm PRM_CONST(int, b) PRM_CONST(int, bias)                \
+        PRM_CONST(int2, stage) RP_CONST DW_CONSTS EX_CONSTS
 #endif
 #if defined(IM2COL) || defined(DW_A)
 #define PIXEL_A  // A's rows are output pixels of a convolution over `a`
@@ -248,30 +239,28 @@ static inline int dw_a4(__global const char* in, int base, int ih0, int iw0, int
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     __global const char* restrict a,
     __global char* restrict out GEMM_CONSTS SPLIT_ARGS RES_ARG OVERFLOW_PARAM) {
-#ifdef PACKED
-  __global const int* restrict prm = (__global const int*)consts;
-#endif
-  GEMM_AT(int, b, 0);
-  GEMM_AT(int, bias, 1);
-  GEMM_AT(int2, stage, 2);
+  PRM_FROM_CONSTS
+  PRM_AT(int, b, 0);
+  PRM_AT(int, bias, 1);
+  PRM_AT(int2, stage, 2);
   const int M = prm[10], N = prm[11], K = prm[12], Kp = prm[13], a_zero = prm[14];
   const int up_below = prm[15], out_zero = prm[16], act_min = prm[17], act_max = prm[18];
   const int H = prm[19], W = prm[20], C = prm[21], OW = prm[22], OH = prm[23], KW = prm[24];
   const int SH = prm[25], SW = prm[26], DH = prm[27], DW = prm[28], PT = prm[29], PL = prm[30];
   const int k_per_split = prm[31];
 #ifdef QUANT_RESIDUAL
-  GEMM_AT(int, rp, 3);
+  PRM_AT(int, rp, 3);
 #endif
 #ifdef DW_A
-  GEMM_AT(char, dw_f, 4);
-  GEMM_AT(int, dw_bias, 5);
-  GEMM_AT(int2, dw_stage, 6);
+  PRM_AT(char, dw_f, 4);
+  PRM_AT(int, dw_bias, 5);
+  PRM_AT(int2, dw_stage, 6);
   const int dw_in_zero = prm[32], dw_up_below = prm[33], dw_lo = prm[34], dw_hi = prm[35];
 #endif
 #ifdef EXPAND_A
-  GEMM_AT(int, ex_b, 7);
-  GEMM_AT(int, ex_bias, 8);
-  GEMM_AT(int2, ex_stage, 9);
+  PRM_AT(int, ex_b, 7);
+  PRM_AT(int, ex_bias, 8);
+  PRM_AT(int2, ex_stage, 9);
   const int EC = prm[36], ex_up_below = prm[37], ex_zero = prm[38], ex_lo = prm[39];
   const int ex_hi = prm[40];
 #endif

@@ -1,8 +1,10 @@
 """What a fold test reads off a delegate's profile: kernels per invoke, and the nodes whose
-kernels carry a fold (`+EXPAND`, `+DEPTHWISE`, ...) in their algorithm."""
+kernels carry a fold (`+EXPAND`, `+DEPTHWISE`, ...) in their algorithm; and the cost model's
+count of a model's kernels beside the launches."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -14,3 +16,15 @@ def launches(r: Any) -> int:
 def folded_nodes(r: Any, tag: str) -> int:
     """Nodes whose kernels ran with `tag` in their algorithm."""
     return len({k.node for k in r.delegate.profile().kernels if tag in k.algorithm})
+
+
+def estimated_and_launched(model: bytes, runtime: str) -> tuple[list[int], int]:
+    """The kernel counts of the cost model's estimates (decisions with `partitioning="cost"`,
+    first partition first) and the kernels one invoke of the model launches with `all`."""
+    from parity import check_parity
+
+    r = check_parity(model, runtime, partitioning="cost", profiling=True)
+    texts = " ".join(d.reason + " " + d.note for d in r.delegate.decisions())
+    counts = [int(n) for n in re.findall(r"\((\d+) kernels\)", texts)]
+    a = check_parity(model, runtime, partitioning="all", profiling=True, expect_delegated="all")
+    return counts, launches(a)

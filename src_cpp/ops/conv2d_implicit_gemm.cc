@@ -1,7 +1,7 @@
 // Implicit GEMM: the convolution as [N*OH*OW, KH*KW*C] x [KH*KW*C, OC] with the im2col
 // rows read in place, split along K when its output tiles cannot fill the device.
 #include <algorithm>
-#include <cstring>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -42,57 +42,18 @@ enum IgParam {
   kIgParams = 36
 };
 
-// A launch's scalars and constant buffers, as the kernel reads them: the scalars from memory
-// (NVIDIA's driver charges each argument of a launch on the host), all of it one buffer where
-// small (PackConstants).
-class IgArgs {
- public:
-  IgArgs(const ConvGeometry& g, int oc, cl_mem filter, cl_mem bias, float act_min, float act_max) {
-    const int geo[] = {g.n,  g.h,  g.w,  g.c,  g.oh, g.ow,      oc,        g.kh,
-                       g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left};
-    std::copy(std::begin(geo), std::end(geo), prm_.begin() + kGeometry);
-    Buffers(kFilter, filter, bias);
-    Floats(kAct, act_min, act_max);
-  }
-  void Int(int i, int v) { prm_[size_t(i)] = v; }
-  void Floats(int i, float a, float b) {
-    std::memcpy(&prm_[size_t(i)], &a, sizeof a);
-    std::memcpy(&prm_[size_t(i) + 1], &b, sizeof b);
-  }
-  void Slot(int i, cl_mem m) { slots_.push_back({i, m}); }
-  // The buffers of slots i and i + 1.
-  void Buffers(int i, cl_mem a, cl_mem b) { Slot(i, a), Slot(i + 1, b); }
-
-  // Uploads them: the build define ("-DPACKED" or "") of the program to take them.
-  std::string Upload(OpContext& ctx) {
-    std::vector<size_t> sizes = {prm_.size() * sizeof(int)};
-    for (const auto& slot : slots_) sizes.push_back(BufferBytes(slot.second));
-    std::vector<int> at;
-    const bool packed = PackedLayout(sizes, &at);
-    if (packed)
-      for (size_t i = 0; i < slots_.size(); ++i) prm_[size_t(slots_[i].first)] = at[i + 1];
-    Buffer prm = UploadInts(ctx, prm_);
-    parts_ = {prm.get()};
-    for (const auto& slot : slots_) parts_.push_back(slot.second);
-    if (packed && PackConstants(ctx, parts_, &kept_, &at)) {
-      parts_ = {kept_.get()};
-      return "-DPACKED";
-    }
-    kept_ = std::move(prm);
-    return "";
-  }
-  // Sets them as the kernel's arguments from `first`; the launch keeps the buffer made here.
-  void Set(Launch& l, cl_uint first) {
-    for (cl_mem m : parts_) SetArgsFrom(l.kernel, first++, m);
-    l.consts = std::move(kept_);
-  }
-
- private:
-  std::vector<int> prm_ = std::vector<int>(kIgParams, 0);
-  std::vector<std::pair<int, cl_mem>> slots_;
-  std::vector<cl_mem> parts_;
-  Buffer kept_;
-};
+// A launch's scalars and constant buffers as the kernel reads them (ParamBlock): the geometry,
+// the output's bias and clamp, the filter.
+ParamBlock IgParams(const ConvGeometry& g, int oc, cl_mem filter, cl_mem bias, float act_min,
+                    float act_max) {
+  ParamBlock p(kIgParams);
+  const int geo[] = {g.n,  g.h,  g.w,  g.c,  g.oh, g.ow,      oc,        g.kh,
+                     g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left};
+  for (size_t i = 0; i < std::size(geo); ++i) p.Int(kGeometry + i, geo[i]);
+  p.Slot(kFilter, filter), p.Slot(kBias, bias);
+  p.Float(kAct, act_min), p.Float(kAct + 1, act_max);
+  return p;
+}
 
 std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
   const size_t bytes =
@@ -114,13 +75,13 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
          (affine->shift ? " -DA_SHIFT" : "");
   const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
   const long m = long(g.n) * g.oh * g.ow;
-  IgArgs args(g, g.oc, w.filter.get(), bias, act_min, act_max);
+  ParamBlock args = IgParams(g, g.oc, w.filter.get(), bias, act_min, act_max);
   args.Int(kKPerSplit, p.k_per_split);
   if (affine) {
     cl_mem s = affine->scale ? affine->scale : affine->shift;
-    args.Buffers(kScale, s, affine->shift ? affine->shift : s);
-    args.Floats(kAffine, affine->lo1, affine->hi1);
-    args.Floats(kAffine + 2, affine->lo2, affine->hi2);
+    args.Slot(kScale, s), args.Slot(kShift, affine->shift ? affine->shift : s);
+    args.Float(kAffine, affine->lo1), args.Float(kAffine + 1, affine->hi1);
+    args.Float(kAffine + 2, affine->lo2), args.Float(kAffine + 3, affine->hi2);
   }
   if (slopes) args.Slot(kSlopes, slopes);
   const std::string packed = args.Upload(ctx);
@@ -132,7 +93,8 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
   if (p.splits <= 1) {
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
     SetArgsAndOptional(l.kernel, residual, in, out);
-    args.Set(l, residual ? 3 : 2);
+    args.Set(l.kernel, residual ? 3 : 2);
+    l.consts = args.TakeBuffer();
     launches.push_back(std::move(l));
     return launches;
   }
@@ -140,7 +102,8 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
   Launch l =
       Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, g.oc), p.tiles.work_group());
   SetArgs(l.kernel, in, ctx.scratch[0]);
-  args.Set(l, 2);
+  args.Set(l.kernel, 2);
+  l.consts = args.TakeBuffer();
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;
@@ -324,14 +287,14 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   const GemmPlan p = PlanDepthwiseGemm(ctx, g, oc);
   const long m = long(g.n) * g.oh * g.ow;
   const bool expand = dw.expand_filter != nullptr;
-  IgArgs args(g, oc, w.filter.get(), bias, act_min, act_max);
+  ParamBlock args = IgParams(g, oc, w.filter.get(), bias, act_min, act_max);
   args.Int(kKPerSplit, p.k_per_split);
-  args.Buffers(kDwFilter, dw.filter, dw.bias);
-  args.Floats(kDwAct, dw.act_min, dw.act_max);
+  args.Slot(kDwFilter, dw.filter), args.Slot(kDwBias, dw.bias);
+  args.Float(kDwAct, dw.act_min), args.Float(kDwAct + 1, dw.act_max);
   if (expand) {
-    args.Buffers(kExFilter, dw.expand_filter, dw.expand_bias);
+    args.Slot(kExFilter, dw.expand_filter), args.Slot(kExBias, dw.expand_bias);
     args.Int(kExC, dw.expand_c);
-    args.Floats(kExAct, dw.expand_min, dw.expand_max);
+    args.Float(kExAct, dw.expand_min), args.Float(kExAct + 1, dw.expand_max);
   }
   if (slopes) args.Slot(kSlopes, slopes);
   const std::string packed = args.Upload(ctx);
@@ -346,7 +309,8 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
         ctx.GetProgram("conv2d_implicit_gemm", With(defines, residual ? "-DHAS_RESIDUAL" : ""));
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, oc), p.tiles.work_group());
     SetArgsAndOptional(l.kernel, residual, in, out);
-    args.Set(l, residual ? 3 : 2);
+    args.Set(l.kernel, residual ? 3 : 2);
+    l.consts = args.TakeBuffer();
     launches.push_back(std::move(l));
     return launches;
   }
@@ -356,7 +320,8 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   Launch l =
       Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, oc), p.tiles.work_group());
   SetArgs(l.kernel, in, ctx.scratch[0]);
-  args.Set(l, 2);
+  args.Set(l.kernel, 2);
+  l.consts = args.TakeBuffer();
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;

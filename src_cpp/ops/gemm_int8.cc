@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
-#include <utility>
 
 #include "cl/int8_dot.h"
 #include "common/env.h"
@@ -82,24 +81,23 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 }
 
 // The launch's integers but the offsets, in kernels/gemm_int8.cl's order (GemmInt8Param).
-std::vector<int> LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const OutputStage& s,
-                                const ConvGeometry& geo, int k_per_split,
-                                const Int8DepthwiseA* dw) {
-  std::vector<int> prm(kParamCount, 0);
+ParamBlock LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const OutputStage& s,
+                          const ConvGeometry& geo, int k_per_split, const Int8DepthwiseA* dw) {
+  ParamBlock prm(kParamCount);
   const int scalars[] = {m,          w.n,       w.k,    w.kp,   a_zero, s.up_below,  s.zero_point,
                          s.act_min,  s.act_max, geo.h,  geo.w,  geo.c,  geo.ow,      geo.oh,
                          geo.kw,     geo.sh,    geo.sw, geo.dh, geo.dw, geo.pad_top, geo.pad_left,
                          k_per_split};
   static_assert(sizeof scalars / sizeof(int) == kDwInZero - kM, "gemm_int8.cl's order");
-  std::copy(std::begin(scalars), std::end(scalars), prm.begin() + kM);
+  for (size_t i = 0; i < std::size(scalars); ++i) prm.Int(kM + i, scalars[i]);
   if (dw) {
-    prm[kDwInZero] = dw->in_zero, prm[kDwInZero + 1] = dw->up_below;
-    prm[kDwInZero + 2] = dw->act_min, prm[kDwInZero + 3] = dw->act_max;
+    const int d[] = {dw->in_zero, dw->up_below, dw->act_min, dw->act_max};
+    for (size_t i = 0; i < std::size(d); ++i) prm.Int(kDwInZero + i, d[i]);
   }
   if (dw && dw->expand) {
-    prm[kExC] = dw->expand->k, prm[kExC + 1] = dw->expand_up_below;
-    prm[kExC + 2] = dw->expand_zero, prm[kExC + 3] = dw->expand_min;
-    prm[kExC + 4] = dw->expand_max;
+    const int e[] = {dw->expand->k, dw->expand_up_below, dw->expand_zero, dw->expand_min,
+                     dw->expand_max};
+    for (size_t i = 0; i < std::size(e); ++i) prm.Int(kExC + i, e[i]);
   }
   return prm;
 }
@@ -185,29 +183,19 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   // The launch's integers, in kernels/gemm_int8.cl's order (GemmInt8Param), read from memory.
   ConvGeometry none;
   const ConvGeometry& g_ = g ? *g : dw ? dw->g : none;
-  std::vector<int> prm = LaunchIntegers(w, m, a_zero, s, g_, split ? p.k_per_split : w.kp, dw);
-  // The constant buffers, each at its slot of prm's first ten; one buffer, prm first, where
-  // they are small.
-  if (residual) state->residual_params = UploadInts(ctx, residual->params);
-  std::vector<std::pair<int, cl_mem>> slots = {{0, w.b.get()}, {1, w.bias.get()}, {2, stage}};
-  if (residual) slots.push_back({3, state->residual_params.get()});
-  if (dw) slots.insert(slots.end(), {{4, dw->filter}, {5, dw->bias}, {6, dw->stage}});
+  ParamBlock prm = LaunchIntegers(w, m, a_zero, s, g_, split ? p.k_per_split : w.kp, dw);
+  // The constant buffers, each at its slot of prm's first ten.
+  state->residual_params = residual ? UploadInts(ctx, residual->params) : Buffer();
+  std::vector<cl_mem> slots = {w.b.get(), w.bias.get(), stage, state->residual_params.get()};
+  if (dw) slots.insert(slots.end(), {dw->filter, dw->bias, dw->stage});
   if (dw && dw->expand)
-    slots.insert(
-        slots.end(),
-        {{7, dw->expand->b.get()}, {8, dw->expand->bias.get()}, {9, dw->expand->stage.get()}});
-  // Packed: the offsets must be in prm before it is copied, so the layout is planned first.
-  std::vector<cl_mem> parts = {nullptr};
-  std::vector<size_t> sizes = {prm.size() * sizeof(int)};
-  for (const auto& [slot, mem] : slots) parts.push_back(mem), sizes.push_back(BufferBytes(mem));
-  std::vector<int> at;
-  bool packed = PackedLayout(sizes, &at);
-  if (packed)
-    for (size_t i = 0; i < slots.size(); ++i) prm[size_t(slots[i].first)] = at[i + 1];
-  state->params = UploadInts(ctx, prm);
-  parts[0] = state->params.get();
-  if (packed) packed = PackConstants(ctx, parts, &state->consts, &at);
-  if (packed) defines += " -DPACKED";
+    slots.insert(slots.end(),
+                 {dw->expand->b.get(), dw->expand->bias.get(), dw->expand->stage.get()});
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i]) prm.Slot(i, slots[i]);
+  const std::string packed = prm.Upload(ctx);
+  if (!packed.empty()) defines += " " + packed;
+  state->consts = prm.TakeBuffer();
   // The device's dot-product path; should its program not build (a driver that takes the probe
   // but not the whole kernel), the portable one.
   std::string path = Int8DotPathOf(ctx);
@@ -228,12 +216,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
            (split ? "_splitk" : "");
   l.kernel = CreateKernel(*prog, "gemm_int8");
   SetArgs(l.kernel, a, out);
-  cl_uint next = 2;
-  if (packed) {
-    SetArgsFrom(l.kernel, next++, state->consts.get());
-  } else {
-    for (cl_mem mem : parts) SetArgsFrom(l.kernel, next++, mem);
-  }
+  cl_uint next = prm.Set(l.kernel, 2);
   if (split) {
     // All zero now; the last group of each tile leaves its sums and counter zero again.
     state->sums = ZeroBuffer(ctx, (size_t(m) * w.n + size_t(groups)) * sizeof(int32_t));

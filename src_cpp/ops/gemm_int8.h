@@ -29,10 +29,10 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
 
 // What an int8 GEMM's launches use beyond its weights, kept by the op that encodes them: the
 // stage with a folded table, split-K's int32 sums and tile counters (one buffer), a folded ADD's
-// parameters, the launch's integers (gemm_int8.cl's prm) and its constant buffers packed into
-// one (gemm_int8.cl's PACKED).
+// parameters, and the launch's integers (gemm_int8.cl's prm) with its constant buffers packed
+// into one where small (gemm_int8.cl's PACKED), else the integers alone (ParamBlock).
 struct Int8GemmState {
-  Buffer table_stage, sums, residual_params, params, consts;
+  Buffer table_stage, sums, residual_params, consts;
 };
 
 // A residual ADD folded into the GEMM (fusion/residual.cc): its other operand, laid out like the

@@ -205,6 +205,32 @@ bool PackConstants(OpContext& ctx, const std::vector<cl_mem>& parts, Buffer* out
   return true;
 }
 
+void ParamBlock::Float(size_t i, float v) { std::memcpy(&prm_.at(i), &v, sizeof v); }
+
+std::string ParamBlock::Upload(OpContext& ctx) {
+  std::vector<size_t> sizes = {prm_.size() * sizeof(int)};
+  for (const auto& slot : slots_) sizes.push_back(BufferBytes(slot.second));
+  // Packed, the offsets must be in the integers before they are copied: the layout first.
+  std::vector<int> at;
+  const bool packed = PackedLayout(sizes, &at);
+  if (packed)
+    for (size_t i = 0; i < slots_.size(); ++i) prm_.at(slots_[i].first) = at[i + 1];
+  Buffer prm = UploadInts(ctx, prm_);
+  args_ = {prm.get()};
+  for (const auto& slot : slots_) args_.push_back(slot.second);
+  if (packed && PackConstants(ctx, args_, &kept_, &at)) {
+    args_ = {kept_.get()};
+    return "-DPACKED";
+  }
+  kept_ = std::move(prm);
+  return "";
+}
+
+cl_uint ParamBlock::Set(const Kernel& k, cl_uint first) const {
+  for (cl_mem m : args_) SetArgsFrom(k, first++, m);
+  return first;
+}
+
 Buffer UploadInts(OpContext& ctx, const std::vector<int>& data) {
   return UploadBytes(ctx, data.data(), data.size() * sizeof(int));
 }

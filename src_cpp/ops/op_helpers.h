@@ -2,7 +2,10 @@
 // small checks. Included by ops/op.h after the Op contract (they take its OpContext).
 #pragma once
 
+#include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cl/errors.h"
 
@@ -33,6 +36,31 @@ bool PackConstants(OpContext& ctx, const std::vector<cl_mem>& parts, Buffer* out
 bool PackedLayout(const std::vector<size_t>& sizes, std::vector<int>* offsets);
 // A buffer's size in bytes.
 size_t BufferBytes(cl_mem m);
+
+// A launch's integers read from memory, not set as arguments (NVIDIA's driver charges each
+// argument of a launch on the host; kernels/common.cl's PRM_CONST / PRM_AT), and its constant
+// buffers, each at a slot of those integers: one buffer, the integers first, where they are
+// small (PackConstants: a slot holds its buffer's byte offset), else the integers' own buffer
+// and the constants as arguments after it.
+class ParamBlock {
+ public:
+  explicit ParamBlock(size_t ints) : prm_(ints, 0) {}
+  void Int(size_t i, int v) { prm_.at(i) = v; }
+  void Float(size_t i, float v);  // its bits
+  void Slot(size_t i, cl_mem m) { slots_.push_back({i, m}); }
+  // Uploads them; the define of the program that takes them: "-DPACKED" or "".
+  std::string Upload(OpContext& ctx);
+  // Sets them as the kernel's arguments from `first` on; returns the next index.
+  cl_uint Set(const Kernel& k, cl_uint first) const;
+  // The buffer made by Upload, which the launch keeps.
+  Buffer TakeBuffer() { return std::move(kept_); }
+
+ private:
+  std::vector<int> prm_;
+  std::vector<std::pair<size_t, cl_mem>> slots_;
+  std::vector<cl_mem> args_;
+  Buffer kept_;
+};
 
 // A constant buffer argument of a kernel that may take it packed: the buffer, or (packed) its
 // offset in the packed one, an int argument.
