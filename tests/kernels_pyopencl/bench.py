@@ -6,7 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from .common import GEMM_DEFAULTS, RNG, Ctx, act_range, cdiv, f32, i32, out_size, tiles
+from .common import (
+    GEMM_DEFAULTS,
+    RNG,
+    Ctx,
+    act_range,
+    cdiv,
+    f32,
+    i32,
+    igemm_prm,
+    out_size,
+    tiles,
+)
 
 
 def timed(cx: Ctx, kernel: cl.Kernel, gsize, lsize, *args, reps: int = 10) -> float:
@@ -123,11 +134,10 @@ def bench(cx: Ctx, half: bool, only: str = "") -> None:
                 (cdiv(nb * oh * ow, tm) * cdiv(oc, tn) * wg,),
                 (wg,),
                 x,
+                o,
+                igemm_prm(cx, (nb, h, w, c, oh, ow, oc, ks, ks, st, st, 1, 1, pt, pl), lo, hi),
                 f,
                 bias,
-                o,
-                *i32(nb, h, w, c, oh, ow, oc, ks, ks, st, st, 1, 1, pt, pl),
-                *f32(lo, hi),
                 reps=5,
             )
             print(

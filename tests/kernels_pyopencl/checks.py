@@ -12,6 +12,7 @@ from .common import (
     cdiv,
     f32,
     i32,
+    igemm_prm,
     out_size,
     ref_conv,
     ref_depthwise,
@@ -154,11 +155,10 @@ def check_conv2d_implicit_gemm(cx: Ctx, half: bool):
                 (cdiv(n * oh * ow, tm) * cdiv(oc, tn) * wg,),
                 (wg,),
                 cx.buf(x, half),
+                ob,
+                igemm_prm(cx, (n, h, w, c, oh, ow, oc, kh, kw, sh, sw, dh, dw, pt, pl), lo, hi),
                 cx.buf(f, half),
                 cx.buf(b),
-                ob,
-                *i32(n, h, w, c, oh, ow, oc, kh, kw, sh, sw, dh, dw, pt, pl),
-                *f32(lo, hi),
             )
             res.append(
                 (f"v{vi} {name}", rel_err(cx.read(ob, (n, oh, ow, oc), half), ref), TOL[half])

@@ -105,6 +105,15 @@ def f32(*xs):
     return [np.float32(x) for x in xs]
 
 
+def igemm_prm(cx, geometry, lo: float, hi: float) -> cl.Buffer:
+    """conv2d_implicit_gemm.cl's `prm` (unpacked: no offsets): the geometry N, H, W, C, OH, OW,
+    OC, KH, KW, SH, SW, DH, DW, PT, PL at 8, k_per_split 0, the clamp's bits at 24 and 25."""
+    prm = np.zeros(36, np.int32)
+    prm[8:23] = geometry
+    prm[24:26] = np.array([lo, hi], np.float32).view(np.int32)
+    return cx.buf(prm)
+
+
 def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
