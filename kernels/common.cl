@@ -135,14 +135,18 @@ static inline float4 sat_half4(float4 v, __global int* flag, int slot) {
 #define EPILOGUE(v) (v)
 #endif
 
-// Then up to two MAXIMUM / MINIMUM nodes of the value and a constant scalar (PostClamp):
-// -DCLGPU_POST<i>=1 max(v, c), 2 min(v, c), 3 max(c, v), 4 min(c, v), -DCLGPU_POST<i>_C=c.
+// Then up to two nodes of the value and a constant scalar (PostClamp): -DCLGPU_POST<i>=1 max(v, c),
+// 2 min(v, c), 3 max(c, v), 4 min(c, v), 5 v * c, 6 v + c, 7 v - c, 8 v / c; -DCLGPU_POST<i>_C=c.
 // Comparisons in the node's operand order, as binary.cl's MAXIMUM / MINIMUM (a NaN as TFLite).
 #define POST_CLAMP_0(v, c) (v)
 #define POST_CLAMP_1(v, c) ((v) > (c) ? (v) : (c))
 #define POST_CLAMP_2(v, c) ((v) < (c) ? (v) : (c))
 #define POST_CLAMP_3(v, c) ((c) > (v) ? (c) : (v))
 #define POST_CLAMP_4(v, c) ((c) < (v) ? (c) : (v))
+#define POST_CLAMP_5(v, c) ((v) * (c))
+#define POST_CLAMP_6(v, c) ((v) + (c))
+#define POST_CLAMP_7(v, c) ((v) - (c))
+#define POST_CLAMP_8(v, c) ((v) / (c))
 #define POST_CLAMP_(k, v, c) POST_CLAMP_##k(v, c)
 #define POST_CLAMP(k, v, c) POST_CLAMP_(k, v, c)
 #ifdef CLGPU_POST1

@@ -49,16 +49,23 @@
 // the convolution pads their output): x -> clamp(clamp(x * scale[c], lo1, hi1) + shift[c], lo2,
 // hi2), a NaN kept (the nodes' fused activations). -DA_SCALE / -DA_SHIFT: the MUL / the ADD is
 // there (without, 1 and 0). Its buffers: T a_scale [C], a_shift [C] (the other when one is
-// absent, never read); its clamps a_lo1, a_hi1, a_lo2, a_hi2.
+// absent, never read), or [1] with -DA_SCALE_ONE / -DA_SHIFT_ONE (a scalar for every channel);
+// its clamps a_lo1, a_hi1, a_lo2, a_hi2.
 #ifdef A_AFFINE
-#ifdef A_SCALE
+#ifdef A_SCALE_ONE
+#define A_S4(c) ((float4)(LOADF(a_scale, 0)))
+#define A_S1(c) LOADF(a_scale, 0)
+#elif defined(A_SCALE)
 #define A_S4(c) LOADF4(a_scale, (c) >> 2)
 #define A_S1(c) LOADF(a_scale, (c))
 #else
 #define A_S4(c) ((float4)(1.0f))
 #define A_S1(c) 1.0f
 #endif
-#ifdef A_SHIFT
+#ifdef A_SHIFT_ONE
+#define A_B4(c) ((float4)(LOADF(a_shift, 0)))
+#define A_B1(c) LOADF(a_shift, 0)
+#elif defined(A_SHIFT)
 #define A_B4(c) LOADF4(a_shift, (c) >> 2)
 #define A_B1(c) LOADF(a_shift, (c))
 #else

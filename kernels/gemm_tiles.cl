@@ -228,13 +228,53 @@ static inline void zero_acc(float acc[WPT_M][WPT_N]) {
     for (int j = 0; j < WPT_N; ++j) acc[i][j] = 0.0f;
 }
 
+// K_SCALE (fusion/gate.cc): A's column k is read times kscale[k], a squeeze-and-excitation gate
+// [K] that the partition computes (T, as the activations): the fetched B tile's column k is
+// scaled instead, the same product. gemm_accumulate then takes kscale last (K_SCALE_PASS).
+#ifdef K_SCALE
+#define K_SCALE_PARAM , __global const T *restrict kscale
+#define K_SCALE_PASS , kscale
+// The registers of a tile fetched from columns [k0, k0 + TILE_K) (fetch_tile_nt's layout), each
+// times kscale of its column; columns at or past kend hold zeros and stay.
+static inline void scale_tile_k(float* r, int rows, int k0, int kend, bool vec, int lid, int map,
+                                __global const T* restrict kscale) {
+  if (vec) {
+#pragma unroll
+    for (int i = 0; i < NV_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      const int gk = k0 + 4 * tile_k4(e, rows, map);
+      if (e < rows * TILE_K / 4 && gk < kend) {
+        const float4 s = LOADF4(kscale, gk >> 2);
+        r[4 * i] *= s.x;
+        r[4 * i + 1] *= s.y;
+        r[4 * i + 2] *= s.z;
+        r[4 * i + 3] *= s.w;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS_OF(rows); ++i) {
+      const int e = lid + i * GEMM_WG;
+      const int gk = k0 + e % TILE_K;
+      if (e < rows * TILE_K && gk < kend) r[i] *= LOADF(kscale, gk);
+    }
+  }
+}
+#define SCALE_B_TILE(rb, k0, kend, vec, lid) \
+  scale_tile_k(rb, TILE_N, k0, kend, vec, lid, GEMM_TMAP, kscale)
+#else
+#define K_SCALE_PARAM
+#define K_SCALE_PASS
+#define SCALE_B_TILE(rb, k0, kend, vec, lid)
+#endif
+
 // acc = A[m0.., kbeg..kend) * B[n0.., kbeg..kend)^T for this work-item's WPT_M x WPT_N outputs.
 // As / Bs hold NBUF tiles each (see GEMM_DBUF in gemm_tiles.cl).
 static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
                                    __global const GEMM_SRC_T* restrict B,
                                    int M, int N, int K, int kbeg, int kend, int m0, int n0,
                                    __local float* As, __local float* Bs,
-                                   float acc[WPT_M][WPT_N]) {
+                                   float acc[WPT_M][WPT_N] K_SCALE_PARAM) {
   const int lid = get_local_id(0);
   const int tx = lid % RT_N;
   const int ty = lid / RT_N;
@@ -243,6 +283,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
   float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
   fetch_tile_nt(A, ra, TILE_M, m0, M, kbeg, K, kend, vec, lid, GEMM_TMAP);
   fetch_tile_nt(B, rb, TILE_N, n0, N, kbeg, K, kend, vec, lid, GEMM_TMAP);
+  SCALE_B_TILE(rb, kbeg, kend, vec, lid);
 #if GEMM_DBUF
   store_tile_nt(ra, As, TILE_M, vec, lid, GEMM_TMAP);
   store_tile_nt(rb, Bs, TILE_N, vec, lid, GEMM_TMAP);
@@ -253,6 +294,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
     if (more) {
       fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
       fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
+      SCALE_B_TILE(rb, k0 + TILE_K, kend, vec, lid);
     }
     tile_mma(As + cur * A_TILE, Bs + cur * B_TILE, tx, ty, acc);
     if (more) {
@@ -270,6 +312,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
     if (k0 + TILE_K < kend) {
       fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
       fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
+      SCALE_B_TILE(rb, k0 + TILE_K, kend, vec, lid);
     }
     tile_mma(As, Bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);

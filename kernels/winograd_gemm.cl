@@ -72,7 +72,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void winograd_gemm
   const int2 o = group_tile_origin(OC);
   const int m0 = o.x, n0 = o.y;
   float acc[WPT_M][WPT_N];
-  gemm_accumulate(A, B, P, OC, C, 0, C, m0, n0, &As[0][0], &Bs[0][0], acc);
+  gemm_accumulate(A, B, P, OC, C, 0, C, m0, n0, &As[0][0], &Bs[0][0], acc K_SCALE_PASS);
 
   const int out0 = b * P * OC;
 #pragma unroll

@@ -28,3 +28,28 @@ def estimated_and_launched(model: bytes, runtime: str) -> tuple[list[int], int]:
     counts = [int(n) for n in re.findall(r"\((\d+) kernels\)", texts)]
     a = check_parity(model, runtime, partitioning="all", profiling=True, expect_delegated="all")
     return counts, launches(a)
+
+
+def op_nodes(r: Any, op: str) -> int:
+    """Nodes of `op` that ran a kernel of their own."""
+    return len({k.node for k in r.delegate.profile().kernels if k.op == op})
+
+
+def pass_on_and_off(
+    model: bytes, runtime: str, others: str, op: str, tag: str, folded: int, **options: Any
+) -> Any:
+    """Parity with a fold pass on and off (`others`: option `fuse` naming every other pass); on,
+    `folded` nodes of `op` ran no kernel of their own and the invoke launched as many kernels
+    fewer; off, no kernel carried `tag`. Returns the parity result with the pass on."""
+    from parity import check_parity, precision_tolerances
+
+    precision = options.pop("precision", "fp32")
+    common: dict[str, Any] = {"profiling": True, "expect_delegated": "all", "precision": precision}
+    common.update(precision_tolerances(precision))
+    common.update(options)
+    on = check_parity(model, runtime, **common)
+    off = check_parity(model, runtime, fuse=others, **common)
+    assert op_nodes(off, op) - op_nodes(on, op) == folded, on.delegate.profile().table()
+    assert launches(on) == launches(off) - folded
+    assert folded_nodes(off, tag) == 0
+    return on

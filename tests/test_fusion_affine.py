@@ -1,6 +1,6 @@
-"""Per-channel MUL / ADD nodes before a CONV_2D folded into it (fusion/affine.cc, AttachAffine):
-the convolution reads the nodes' input and applies them where it reads an element (the
-implicit GEMM's A_AFFINE), so they run no kernel. Batch normalization before a convolution
+"""Per-channel (or scalar) MUL / ADD nodes before a CONV_2D folded into it (fusion/affine.cc,
+AttachAffine): the convolution reads the nodes' input and applies them where it reads an element
+(the implicit GEMM's A_AFFINE), so they run no kernel. Batch normalization before a convolution
 (DenseNet, ResNet v2: MUL, then ADD with a RELU) is the shape converters write. Against
 TFLite's CPU kernels with the pass on and off: padding that must stay zero after the nodes,
 strides, a MUL or an ADD alone, fused clamps, two convolutions reading the nodes; and what must
@@ -103,14 +103,17 @@ def test_half_storage_reads_its_vectors_as_half(runtime: str) -> None:
     assert folded_nodes(on, "+AFFINE") == 1
 
 
-def test_a_gate_the_partition_computes_stays(runtime: str) -> None:
-    # Squeeze-and-excitation: x * sigmoid(mean(x)) read by a 1x1 convolution.
+def test_a_gate_the_partition_computes_is_not_affine(runtime: str) -> None:
+    # Squeeze-and-excitation: x * sigmoid(mean(x)) read by a 1x1 convolution, which the gate
+    # fold takes (fusion/gate.cc), not this one.
     b = ModelBuilder(seed=7)
     x = b.input("x", (1, 7, 7, 8))
     h = b.conv2d(x, b.rand((8, 1, 1, 8)), b.rand((8,), 0.2), 1, 1, "SAME", "RELU")
     gate = b.logistic(b.conv2d(b.mean(h, [1, 2], True), b.rand((8, 1, 1, 8)), b.rand((8,), 0.2)))
     b.output(b.conv2d(b.mul(h, gate), b.rand((12, 1, 1, 8)), b.rand((12,), 0.2)))
-    _unfolded(b.build(), runtime)
+    r = check_parity(b.build(), runtime, profiling=True, expect_delegated="all")
+    assert folded_nodes(r, "+AFFINE") == 0
+    assert folded_nodes(r, "+GATE") == 1
 
 
 @pytest.mark.parametrize("splits", [2, 3])
@@ -167,14 +170,45 @@ def test_a_convolution_the_plain_gemm_runs_keeps_its_algorithm(runtime: str) -> 
     assert {k.op for k in r.delegate.profile().kernels} >= {"MUL", "ADD"}
 
 
-@pytest.mark.parametrize("operand", ["full", "scalar", "rows"])
+@pytest.mark.parametrize(
+    ("form", "precision"),
+    [("rescale", "fp32"), ("rescale", "fp16"), ("mul", "fp32"), ("add_first", "fp32")],
+)
+def test_a_scalar_runs_inside_the_convolution_for_every_channel(
+    runtime: str, form: str, precision: str
+) -> None:
+    # An input's rescale before the first convolution (Keras' Rescaling: x / 127.5 - 1), a
+    # scalar MUL of shape [1], an ADD of shape [1, 1, 1, 1] written first with a RELU: one value
+    # for every channel; the padded taps of the strided 3x3 stay zero.
+    b = ModelBuilder(seed=14)
+    x = b.input("x", (1, 13, 12, 3))
+    one = np.float32
+    if form == "rescale":
+        h = b.add(b.mul(x, np.array(1 / 127.5, one)), np.array(-1.0, one))
+    elif form == "mul":
+        h = b.mul(x, np.array([1.5], one))
+    else:
+        h = b.add(np.array([[[[-0.25]]]], one), x, "RELU")
+    b.output(b.conv2d(h, b.rand((8, 3, 3, 3)), b.rand((8,), 0.2), 2, 1, "SAME"))
+    r = check_parity(
+        b.build(),
+        runtime,
+        profiling=True,
+        expect_delegated="all",
+        precision=precision,
+        **precision_tolerances(precision),
+    )
+    assert folded_nodes(r, "+AFFINE") == 1
+    assert not {k.op for k in r.delegate.profile().kernels} & {"MUL", "ADD"}
+
+
+@pytest.mark.parametrize("operand", ["full", "rows"])
 def test_operands_not_of_the_channels_stay(runtime: str, operand: str) -> None:
     b = ModelBuilder(seed=10)
     x = b.input("x", (1, 6, 6, 8))
     h = b.conv2d(x, b.rand((8, 1, 1, 8)))
     v = {
         "full": b.rand((1, 6, 6, 8), 1.0),
-        "scalar": np.array([1.5], np.float32),
         "rows": b.rand((1, 6, 1, 1), 1.0),
     }[operand]
     b.output(b.conv2d(b.mul(h, v), b.rand((8, 3, 3, 8)), None, 1, 1, "SAME"))

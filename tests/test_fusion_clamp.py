@@ -54,7 +54,7 @@ PRODUCERS: dict[str, Callable[[ModelBuilder, int, str | None], int]] = {
 def test_clamp_folds_into_its_producer(producer: str, name: str, runtime: str) -> None:
     b = ModelBuilder(seed=3)
     x = b.input("x", (1, 7, 6, 4))
-    b.output(clamp(b, name, PRODUCERS[producer](b, b.mul(x, 3.0), None)))
+    b.output(clamp(b, name, PRODUCERS[producer](b, b.mul(x, x), None)))
     check_folds(b.build(), runtime, folded=1)
 
 

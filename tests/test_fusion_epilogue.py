@@ -1,8 +1,9 @@
 """Element-wise ops folded into the kernels of the op producing their input (fusion/attach.h,
 AttachEpilogue): swish (LOGISTIC + MUL), HARD_SWISH, LOGISTIC, TANH, GELU, ELU, LEAKY_RELU and a
 PRELU of one slope after convs (every algorithm), depthwise, FC, binary ops, pools and transpose
-convs, and the MAXIMUM / MINIMUM of a constant scalar after them (PostClamp). Each case matches
-stock TFLite CPU with fusion on and off (option fuse_add) and launches that many fewer."""
+convs, and the MAXIMUM / MINIMUM / MUL / ADD / SUB / DIV of a constant scalar after them
+(PostClamp). Each case matches stock TFLite CPU with fusion on and off (option fuse_add) and
+launches that many fewer."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ PRODUCERS: dict[str, Callable[[ModelBuilder, int], int]] = {
 def _model(producer: str, kind: str, shape: tuple[int, ...] = (1, 7, 6, 4)) -> tuple[bytes, int]:
     b = ModelBuilder(seed=5)
     x = b.input("x", shape)
-    y, n = epilogue(b, kind, PRODUCERS[producer](b, b.mul(x, 2.0)))
+    y, n = epilogue(b, kind, PRODUCERS[producer](b, b.mul(x, x)))
     b.output(y)
     return b.build(), n
 
@@ -122,8 +123,9 @@ def test_epilogue_with_fp16_storage_and_chunks(runtime: str) -> None:
 
 def test_squeeze_excite_with_swish_is_one_partition(runtime: str) -> None:
     # EfficientNet's block: conv + swish, depthwise + swish, MEAN -> conv + swish -> conv ->
-    # LOGISTIC -> MUL, projection conv. Seven nodes fold as epilogues, and the two dense ops of
-    # the squeeze into the MEAN (ops/squeeze.h).
+    # LOGISTIC -> MUL, projection conv. Seven nodes fold as epilogues, the two dense ops of the
+    # squeeze into the MEAN (ops/squeeze.h), and the gate's MUL into the projection
+    # (fusion/gate.cc).
     b = ModelBuilder(seed=8)
     x = b.input("x", (1, 10, 10, 8))
     y, _ = epilogue(b, "SWISH", b.conv2d(x, b.rand((16, 1, 1, 8))))
@@ -132,7 +134,7 @@ def test_squeeze_excite_with_swish_is_one_partition(runtime: str) -> None:
     s, _ = epilogue(b, "SWISH", b.conv2d(s, b.rand((4, 1, 1, 16))))
     s = b.logistic(b.conv2d(s, b.rand((16, 1, 1, 4))))
     b.output(b.conv2d(b.mul(y, s), b.rand((8, 1, 1, 16))))
-    r = check_folds(b.build(), runtime, folded=9)
+    r = check_folds(b.build(), runtime, folded=10)
     assert len(r.partitions) == 1
 
 
@@ -144,7 +146,8 @@ def test_epilogue_folds_through_reshapes(kind: str, runtime: str) -> None:
     x = b.input("x", (6, 8))
     y = b.fully_connected(x, b.rand((10, 8)), b.rand((10,)))
     y = b.reshape(b.reshape(y, (2, 3, 10)), (3, 2, 10))
-    b.output(b.mul(unary(b, kind, y), 2.0))
+    u = unary(b, kind, y)
+    b.output(b.mul(u, u))
     r = check_folds(b.build(), runtime, 1)
     assert sorted(k.op for k in r.delegate.profile().kernels) == ["FULLY_CONNECTED", "MUL"]
 
@@ -201,7 +204,7 @@ def test_prelu_of_one_slope_folds(
 ) -> None:
     b = ModelBuilder(seed=7)
     x = b.input("x", (1, 7, 6, 4))
-    y = PRODUCERS[producer](b, b.mul(x, 2.0))
+    y = PRODUCERS[producer](b, b.mul(x, x))
     c = 4 if producer == "depthwise" else 6
     alpha = np.full(alpha_shape[:-1] + ((c if alpha_shape[-1] > 1 else 1),), 0.2, np.float32)
     b.output(b.prelu(y, alpha))
@@ -252,7 +255,7 @@ def test_constant_clamps_fold_after_the_epilogue(
         y, n = epilogue(b, kind, y)
     for op, c, first in clamps:
         y = _clamp(b, y, op, c, first)
-    b.output(b.mul(y, 3.0))  # the clamps' output is no partition output
+    b.output(b.mul(y, y))  # the clamps' output is no partition output
     check_folds(b.build(), runtime, folded=n + len(clamps))
 
 
@@ -291,3 +294,77 @@ def test_folded_clamps_put_nans_where_tflite_does(first: bool, runtime: str) -> 
     outs = _one_kernel_and_reference(model, x, runtime)
     assert np.isnan(outs[1]).any() == (not first)  # the case reaches the NaN's comparison
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+
+
+# A MUL, ADD, SUB or DIV of a constant scalar with no activation, after the producer's clamp and
+# epilogue (PostClamp): hard sigmoid as Keras and litert-torch convert it (a conv with RELU6 and
+# the + 3 in its bias, then MUL by 1/6), a rescale.
+@pytest.mark.parametrize("producer", ["conv", "depthwise", "fully_connected", "mul_broadcast"])
+@pytest.mark.parametrize(
+    ("kind", "ops"),
+    [
+        (None, [("mul", 1 / 6, True)]),
+        (None, [("mul", -0.5, False), ("add", 0.5, False)]),
+        (None, [("sub", 0.25, True), ("div", 3.0, True)]),
+        ("LEAKY_RELU", [("add", -1.0, True), ("max", -0.3, True)]),
+    ],
+)
+def test_constant_arithmetic_folds_after_the_epilogue(
+    producer: str, kind: str | None, ops: list[tuple[str, float, bool]], runtime: str
+) -> None:
+    b = ModelBuilder(seed=19)
+    y = PRODUCERS[producer](b, b.input("x", (1, 7, 6, 4)))
+    n = 0
+    if kind:
+        y, n = epilogue(b, kind, y)
+    for op, c, first in ops:
+        k = np.array(c, np.float32)
+        if op in ("max", "min"):
+            y = _clamp(b, y, op, c, first)
+        else:
+            f = getattr(b, op)
+            y = f(y, k) if first else f(k, y)
+    b.output(b.mul(y, y))
+    check_folds(b.build(), runtime, folded=n + len(ops))
+
+
+def test_arithmetic_that_does_not_fold(runtime: str) -> None:
+    # A fused activation, the constant first of a SUB or DIV, a vector constant: each stays a
+    # node of its own.
+    b = ModelBuilder(seed=20)
+    x = b.input("x", (1, 6, 5, 4))
+    conv = PRODUCERS["conv"]
+    outs = [
+        b.mul(conv(b, x), 2.0, "RELU"),
+        b.sub(np.array(1.0, np.float32), conv(b, x)),
+        b.div(np.array(2.0, np.float32), conv(b, x)),
+        b.add(conv(b, x), b.rand((6,), 0.5)),
+    ]
+    for y in outs:
+        b.output(b.mul(y, y))
+    check_folds(b.build(), runtime, folded=0)
+
+
+def test_hard_sigmoid_gate_of_a_squeeze_excite_block(runtime: str) -> None:
+    # MobileNetV3's block as Keras writes it: MEAN, conv RELU, conv RELU6, MUL by 1/6, the gate's
+    # MUL of the block's input, a projection. The MUL by 1/6 runs in the dense op's kernel (and
+    # the gate's in the projection's, fusion/gate.cc: no MUL launches).
+    b = ModelBuilder(seed=21)
+    x = b.input("x", (1, 8, 8, 24))
+    m = b.mean(x, [1, 2], keep_dims=True)
+    s = b.conv2d(m, b.rand((8, 1, 1, 24)), b.rand((8,), 0.2), activation="RELU")
+    s = b.conv2d(s, b.rand((24, 1, 1, 8)), b.rand((24,), 1.0) + 3.0, activation="RELU6")
+    s = b.mul(s, np.array(1 / 6, np.float32))
+    b.output(b.conv2d(b.mul(x, s), b.rand((16, 1, 1, 24)), b.rand((16,), 0.2)))
+    common: dict[str, Any] = {"expect_delegated": "all", "profiling": True}
+    on = check_parity(b.build(), runtime, **common)
+    off = check_parity(b.build(), runtime, fuse=NO_EPILOGUE, **common)
+    assert _launches(on) == _launches(off) - 1, on.delegate.profile().table()
+    assert not _muls(on), on.delegate.profile().table()
+
+
+NO_EPILOGUE = "affine,pad,clamp,residual,views,squeeze,gate,depthwise,prelu,expand"  # not epilogue
+
+
+def _muls(r: ParityResult) -> list[Any]:
+    return [k for k in r.delegate.profile().kernels if k.op == "MUL"]

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from folds import estimated_and_launched, folded_nodes
-from folds import launches as _launches
-from parity import ParityResult, check_parity, precision_tolerances
+from folds import estimated_and_launched, folded_nodes, op_nodes, pass_on_and_off
+from parity import ParityResult, check_parity
 
 from clgpu_delegate.modelgen import ModelBuilder
 
@@ -23,21 +22,13 @@ NO_PRELU = "affine,pad,clamp,epilogue,residual,views,squeeze,depthwise,expand"  
 
 
 def _prelu_kernels(r: ParityResult) -> int:
-    return len({k.node for k in r.delegate.profile().kernels if k.op == "PRELU"})
+    return op_nodes(r, "PRELU")
 
 
 def _both(model: bytes, runtime: str, folded: int, **options: Any) -> ParityResult:
     """Parity with the pass on and off; on, `folded` PRELU nodes ran no kernel of their own and
     the invoke launched as many kernels fewer."""
-    precision = options.pop("precision", "fp32")
-    common: dict[str, Any] = {"profiling": True, "expect_delegated": "all", "precision": precision}
-    common.update(precision_tolerances(precision))
-    common.update(options)
-    on = check_parity(model, runtime, **common)
-    off = check_parity(model, runtime, fuse=NO_PRELU, **common)
-    assert _prelu_kernels(off) - _prelu_kernels(on) == folded, on.delegate.profile().table()
-    assert _launches(on) == _launches(off) - folded
-    assert folded_nodes(off, "+PRELU") == 0
+    on = pass_on_and_off(model, runtime, NO_PRELU, "PRELU", "+PRELU", folded, **options)
     assert folded_nodes(on, "+PRELU") == folded
     return on
 

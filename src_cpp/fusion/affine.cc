@@ -1,4 +1,5 @@
-// Affine folds: a float MUL by a constant per-channel vector, an ADD of one, or a MUL and then
+// Affine folds: a float MUL by a constant per-channel vector (or scalar: an input's rescale), an
+// ADD of one, or a MUL and then
 // an ADD (batch normalization before a convolution, as DenseNet and ResNet v2 write it), each
 // with its fused clamp, whose output only CONV_2Ds that run the implicit GEMM read as their
 // input: each convolution reads the MUL's input and applies the nodes where it loads an element
@@ -41,8 +42,8 @@ struct AffineFusion {
   }
 };
 
-// A float MUL or ADD of a 4-D NHWC value and a vector of its channels (either operand), with a
-// fused clamp: the step, else false.
+// A float MUL or ADD of a 4-D NHWC value and a vector of its channels or a scalar (either
+// operand), with a fused clamp: the step, else false.
 bool PerChannel(const GraphView& g, const NodeInfo& n, Step* s) {
   if ((n.op != tfl::kMul && n.op != tfl::kAdd) || n.inputs.size() != 2 || n.outputs.size() != 1 ||
       !n.builtin_data)
@@ -54,10 +55,12 @@ bool PerChannel(const GraphView& g, const NodeInfo& n, Step* s) {
   if (!ActivationRange(act, &s->lo, &s->hi)) return false;
   for (int i = 0; i < 2; ++i) {
     const Shape x = g.shape(n.inputs[i]), v = g.shape(n.inputs[1 - i]);
-    if (x.size() != 4 || x != g.shape(n.outputs[0]) || v.empty() || v.back() != x[3]) continue;
-    // A constant of ones before the channels. (A value the partition computes, an SE block's
-    // gates, would take the MUL from the squeeze fold, which saves more.)
-    if (NumElements(v) != x[3] || !g.IsConstant(n.inputs[1 - i])) continue;
+    if (x.size() != 4 || x != g.shape(n.outputs[0])) continue;
+    // A constant of ones before the channels, or a scalar. (A value the partition computes, an
+    // SE block's gates, would take the MUL from the squeeze fold, which saves more.)
+    const int64_t k = NumElements(v);
+    const bool channels = !v.empty() && v.back() == x[3] && k == x[3];
+    if (!(channels || (k == 1 && v.size() <= 4)) || !g.IsConstant(n.inputs[1 - i])) continue;
     s->x = n.inputs[i], s->param = n.inputs[1 - i];
     return true;
   }
@@ -135,7 +138,8 @@ class AffinePass : public FusionPass {
       for (const Step* s : f.Steps()) {
         nodes.push_back(s->node);
         ok = ok && !plan.absorbed(s->node) && !plan.split(s->param) &&
-             NumElements(plan.shape(s->param)) == plan.shape(f.source)[3];
+             (NumElements(plan.shape(s->param)) == plan.shape(f.source)[3] ||
+              NumElements(plan.shape(s->param)) == 1);
       }
       for (int t : f.elided) ok = ok && plan.internal(t);
       for (size_t c : f.convs) {

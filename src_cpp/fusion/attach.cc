@@ -61,6 +61,13 @@ bool AttachSlopes(Attachments& a, int output, int slopes) {
   return true;
 }
 
+void AttachGate(Attachments& a, int input, int gate) {
+  if (a.inputs.empty() || a.gate.on || gate < 0) throw Error("a gate fold needs an op's input");
+  a.inputs[0] = input;
+  a.inputs.push_back(gate);
+  a.gate = Attachments::Gate{true, a.inputs.size() - 1};
+}
+
 void AttachInputView(Attachments& a, size_t i, int source, StridedView view) {
   if (i >= a.inputs.size()) throw Error("no operand " + std::to_string(i) + " to fold a view into");
   if (a.in_views.size() < a.inputs.size()) a.in_views.resize(a.inputs.size());

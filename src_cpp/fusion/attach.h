@@ -28,6 +28,9 @@ bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> 
 // activation and any residual (FoldTarget::TakesSlopes checked by the pass): writing `output`,
 // the slopes the last input; false (nothing changed) if the op takes an epilogue already.
 bool AttachSlopes(Attachments& a, int output, int slopes);
+// A gate MUL before the op (FoldTarget::TakesGate checked by the pass): input 0 becomes `input`,
+// the MUL's other operand, and `gate` is appended.
+void AttachGate(Attachments& a, int input, int gate);
 // Operand `i` becomes `source`, seen through `view` (shaped like the operand).
 void AttachInputView(Attachments& a, size_t i, int source, StridedView view);
 // Output 0 becomes `output`, which holds it as `view` (shaped like the op's own output), times

@@ -2,8 +2,9 @@
 // that op's kernels (AttachEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU,
 // LEAKY_RELU or a PRELU of one slope reading the producer's output alone (directly, or through
 // RESHAPEs that only it reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no
-// broadcast) that are its output's only readers; then up to two MAXIMUM / MINIMUM with a constant
-// scalar, each its input's only reader (PostClamp; also with no unary op before them:
+// broadcast) that are its output's only readers; then up to two MAXIMUM / MINIMUM / MUL / ADD /
+// SUB / DIV with a constant scalar, each its input's only reader (PostClamp: hard sigmoid's / 6
+// after a RELU6 as Keras and litert-torch convert it; also with no unary op before them:
 // kIdentityEpilogue). The producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no
 // intermediate is a partition output. On int8 tensors the same (and the RELU family; no RESHAPEs
 // between) as one table of the producer's output integers, the chain's CPU arithmetic tabulated
@@ -129,27 +130,56 @@ bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, si
   return true;
 }
 
-// nodes[i] as a post clamp of tensor t: MAXIMUM or MINIMUM of t and a constant float32 scalar,
-// its output float32 of t's shape.
+// nodes[i] as a post op of tensor t with a constant float32 scalar, its output float32 of t's
+// shape: a MAXIMUM or MINIMUM (either operand order), or a MUL, ADD, SUB or DIV with no
+// activation (SUB and DIV of t first).
 bool AsPostClamp(const GraphView& g, const NodeInfo& n, int t, PostClamp* c) {
-  if ((n.op != tfl::kMaximum && n.op != tfl::kMinimum) || n.inputs.size() != 2 ||
-      n.outputs.size() != 1)
-    return false;
+  PostClamp::Op op;
+  switch (n.op) {
+    case tfl::kMaximum:
+      op = PostClamp::kMaximum;
+      break;
+    case tfl::kMinimum:
+      op = PostClamp::kMinimum;
+      break;
+    case tfl::kMul:
+      op = PostClamp::kMul;
+      break;
+    case tfl::kAdd:
+      op = PostClamp::kAdd;
+      break;
+    case tfl::kSub:
+      op = PostClamp::kSub;
+      break;
+    case tfl::kDiv:
+      op = PostClamp::kDiv;
+      break;
+    default:
+      return false;
+  }
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
   const bool first = n.inputs[0] == t;
   const int k = first ? n.inputs[1] : n.inputs[0];
   if ((!first && n.inputs[1] != t) || k == t || !g.valid_tensor(k) || !g.IsConstant(k) ||
       g.type(k) != kTfLiteFloat32 || NumElements(g.shape(k)) != 1)
     return false;
+  if (op >= PostClamp::kMul) {
+    // Arithmetic: its fused activation none (the options' first field), the chain first where
+    // the order matters.
+    int act = -1;
+    if (n.builtin_data) std::memcpy(&act, n.builtin_data, sizeof act);
+    if (act != 0 || (!first && (op == PostClamp::kSub || op == PostClamp::kDiv))) return false;
+  }
   const int y = n.outputs[0];
   if (!g.valid_tensor(y) || g.type(y) != kTfLiteFloat32 || g.shape(y) != g.shape(t)) return false;
   const std::vector<float> v = g.ConstantFloats(k);
   if (v.size() != 1) return false;
-  *c = PostClamp{n.op == tfl::kMaximum, v[0], first};
+  *c = PostClamp{op, v[0], first};
   return true;
 }
 
 // Extends `f` (its chain ending at f.output, or at `t` before any unary op when f.kind is 0)
-// with the MAXIMUM / MINIMUM of a constant that follow, each its input's only reader.
+// with the nodes of a constant scalar that follow (AsPostClamp), each its input's only reader.
 void AddPostClamps(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t last, int t,
                    const std::set<int>& outputs, std::map<int, std::vector<size_t>>& readers,
                    EpilogueFusion* f) {
@@ -219,7 +249,7 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
         f.output = u.outputs[0];
         AddPostClamps(g, nodes, at, f.output, outputs, readers, &f);
       } else {
-        // No unary op: clamps by MAXIMUM / MINIMUM alone, straight after the producer.
+        // No unary op: post ops alone, straight after the producer.
         if (!f.absorbed.empty() || !g.valid_tensor(y) || g.type(y) != kTfLiteFloat32) continue;
         AddPostClamps(g, nodes, p, y, outputs, readers, &f);
         if (f.post.empty()) continue;

@@ -1,9 +1,9 @@
 // Folds as passes: each fold of an op into another's kernel (a clamp, an epilogue, a residual
-// ADD, per-channel PRELU slopes, views, a squeeze, a depthwise, an expand) is one file here, with a
-// graph-level Find that the cost model and the partition both use and an Apply that decides per
-// plan, with the plan's shapes and ops, what actually folds. FusionPasses() is the one ordered
-// table of them; option `fuse` names its entries. Between ops/ (what an op can take) and runtime/
-// (which implements FoldPlan). A pass records what folds in the ops' Attachments, through
+// ADD, per-channel PRELU slopes, views, a squeeze, a gate, a depthwise, an expand) is one file
+// here, with a graph-level Find that the cost model and the partition both use and an Apply that
+// decides per plan, with the plan's shapes and ops, what actually folds. FusionPasses() is the one
+// ordered table of them; option `fuse` names its entries. Between ops/ (what an op can take) and
+// runtime/ (which implements FoldPlan). A pass records what folds in the ops' Attachments, through
 // fusion/attach.h.
 #pragma once
 
@@ -99,7 +99,7 @@ class FusionPass {
 };
 
 // The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views,
-// squeeze, depthwise, prelu, expand (each pass's file says what it needs of those before it).
+// squeeze, gate, depthwise, prelu, expand (each pass's file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
@@ -113,6 +113,7 @@ std::unique_ptr<FusionPass> MakeResidualPass();
 std::unique_ptr<FusionPass> MakePreluPass();
 std::unique_ptr<FusionPass> MakeViewsPass();
 std::unique_ptr<FusionPass> MakeSqueezePass();
+std::unique_ptr<FusionPass> MakeGatePass();
 std::unique_ptr<FusionPass> MakeDepthwisePass();
 std::unique_ptr<FusionPass> MakeExpandPass();
 

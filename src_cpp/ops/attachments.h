@@ -79,6 +79,14 @@ struct Attachments {
     float lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
   } affine;
 
+  // A MUL of the op's input by a vector of its channels that the partition computes (a
+  // squeeze-and-excitation gate, fusion/gate.cc): input 0 is the MUL's other operand, the gate
+  // is input `input`, and the op reads x[..., c] * gate[c].
+  struct Gate {
+    bool on = false;
+    size_t input = 0;
+  } gate;
+
   // A PAD whose input is now the op's input 0 (fusion/pad.cc), counted as more padding.
   struct Pad {
     bool on = false;

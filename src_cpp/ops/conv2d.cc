@@ -95,14 +95,14 @@ class Conv2dOp : public ConvOpBase {
   std::string algorithm() const override {
     return (block_ ? std::string("inverted_residual") : ConvAlgorithmName(algo_)) +
            (input_affine() ? "+AFFINE" : "") + (folded_expand() ? "+EXPAND" : "") +
-           (folded_depthwise() ? "+DEPTHWISE" : "") + (has_residual() ? "+ADD" : "") +
-           (has_slopes() ? "+PRELU" : "");
+           (folded_depthwise() ? "+DEPTHWISE" : "") + (has_gate() ? "+GATE" : "") +
+           (has_residual() ? "+ADD" : "") + (has_slopes() ? "+PRELU" : "");
   }
 
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
   // (EncodeDepthwiseGemm).
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    if (chunk_ || input_affine() || in.empty() || in[0].size() != 4) return false;
+    if (chunk_ || input_affine() || has_gate() || in.empty() || in[0].size() != 4) return false;
     const ConvGeometry g = Geometry(in[0]);
     const ConvAlgorithm a = Algorithm(ctx, g);
     return ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g) &&
@@ -113,7 +113,7 @@ class Conv2dOp : public ConvOpBase {
   // op, alone (nothing else folded in yet), where it runs that algorithm anyway.
   bool TakesAffine(const OpContext& ctx, const std::vector<Shape>& in) const override {
     if (chunk_ || in.size() != 1 || in[0].size() != 4 || folded_depthwise() || input_affine() ||
-        has_residual())
+        has_residual() || has_gate())
       return false;
     const ConvGeometry g = Geometry(in[0]);
     return g.groups == 1 && Algorithm(ctx, g) == ConvAlgorithm::kImplicitGemm;
@@ -127,6 +127,15 @@ class Conv2dOp : public ConvOpBase {
     const ConvAlgorithm a = Algorithm(ctx, g);
     return a == ConvAlgorithm::kImplicitGemm ||
            (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g));
+  }
+  // The plain GEMM scales the filter's tile by the gate where it loads it (EncodeGemm1x1With): a
+  // 1x1 convolution it runs, but for its small-M kernel; one image (one gate).
+  bool TakesGate(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    if (chunk_ || in.empty() || in[0].size() != 4 || in[0][0] != 1 || folded_depthwise() ||
+        input_affine() || has_gate() || has_slopes())
+      return false;
+    const ConvGeometry g = Geometry(in[0]);
+    return Algorithm(ctx, g) == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g);
   }
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).
@@ -162,8 +171,8 @@ class Conv2dOp : public ConvOpBase {
   // a dense op over the channels, with the plain GEMM's weights.
   bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
     const Shape& f = src_->filter_shape;
-    if (chunk_ || has_residual() || input_affine() || has_slopes() || f[1] != 1 || f[2] != 1 ||
-        in.empty() || in.back() != f[3] || NumElements(in) != f[3])
+    if (chunk_ || has_residual() || input_affine() || has_slopes() || has_gate() || f[1] != 1 ||
+        f[2] != 1 || in.empty() || in.back() != f[3] || NumElements(in) != f[3])
       return false;
     const ConvGeometry g = Geometry({1, 1, 1, f[3]});
     dense->weights = src_->Weights(ctx, ConvAlgorithm::kGemm1x1, g, 0).filter.get();
@@ -181,6 +190,7 @@ class Conv2dOp : public ConvOpBase {
     const bool r = has_residual();
     const auto [lo, hi] = ClampBounds(act_min_, act_max_);
     cl_mem slopes = has_slopes() ? in.back() : nullptr;
+    cl_mem gate = has_gate() ? in.at(gate_input()) : nullptr;
     block_ = false;
     if (folded_depthwise()) {
       FloatDepthwiseA dw;
@@ -207,12 +217,17 @@ class Conv2dOp : public ConvOpBase {
     if (const Attachments::Affine* a = input_affine()) {
       algo_ = ConvAlgorithm::kImplicitGemm;
       weights_ = &src_->Weights(ctx, algo_, g, oc0_);
+      const size_t shift = a->scale ? 2 : 1;
+      // A scalar's one value serves every channel.
+      auto one = [&](size_t i) { return NumElements(in_shapes.at(i)) == 1; };
       AffineA affine{a->scale ? in.at(1) : nullptr,
-                     a->shift ? in.at(a->scale ? 2 : 1) : nullptr,
+                     a->shift ? in.at(shift) : nullptr,
                      a->lo1,
                      a->hi1,
                      a->lo2,
-                     a->hi2};
+                     a->hi2,
+                     a->scale && one(1),
+                     a->shift && one(shift)};
       launches_ = EncodeImplicitGemmConv(ctx, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc),
                                          out[0], lo, hi, nullptr, &affine, slopes);
       return;
@@ -221,16 +236,16 @@ class Conv2dOp : public ConvOpBase {
     const float elo = r ? residual().act_min : lo, ehi = r ? residual().act_max : hi;
     cl_mem res = r ? in.at(1) : nullptr;
     cl_mem bias = src_->Bias(ctx, oc0_, g.oc);
-    if (!slopes)
+    if (!slopes && !gate)
       launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, bias, out[0], elo, ehi, res);
-    else if (algo_ == ConvAlgorithm::kImplicitGemm)
+    else if (algo_ == ConvAlgorithm::kImplicitGemm && !gate)
       launches_ = EncodeImplicitGemmConv(ctx, g, in[0], *weights_, bias, out[0], elo, ehi, res,
                                          nullptr, slopes);
     else if (algo_ == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g))
       launches_ =
-          EncodeGemm1x1Sloped(ctx, g, in[0], *weights_, bias, out[0], elo, ehi, res, slopes);
+          EncodeGemm1x1With(ctx, g, in[0], *weights_, bias, out[0], elo, ehi, res, slopes, gate);
     else
-      throw Error("CONV_2D: its folded PRELU needs the implicit or the plain GEMM");
+      throw Error("CONV_2D: its folded PRELU or gate needs the plain GEMM (or the implicit one)");
   }
 
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,

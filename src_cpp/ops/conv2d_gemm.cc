@@ -36,13 +36,12 @@ bool Gemm1x1TakesSlopes(const DeviceInfo& dev, const ConvGeometry& g) {
   return Applies(g) && !PlanGemm(dev, long(g.n) * g.h * g.w, g.oc, g.c).small_m;
 }
 
-std::vector<Launch> EncodeGemm1x1Sloped(OpContext& ctx, const ConvGeometry& g, cl_mem in,
-                                        const ConvWeights& w, cl_mem bias, cl_mem out,
-                                        float act_min, float act_max, cl_mem residual,
-                                        cl_mem slopes) {
+std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_mem in,
+                                      const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
+                                      float act_max, cl_mem residual, cl_mem slopes, cl_mem gate) {
   const long m = long(g.n) * g.h * g.w;
   return EncodeGemm(ctx, Plan(ctx, g), in, w.filter.get(), bias, out, static_cast<int>(m), g.oc,
-                    g.c, act_min, act_max, residual, w.max_abs, slopes);
+                    g.c, act_min, act_max, residual, w.max_abs, slopes, gate);
 }
 
 extern const ConvAlgorithmDef kConvGemm1x1 = {

@@ -119,6 +119,7 @@ int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
 struct AffineA {
   cl_mem scale = nullptr, shift = nullptr;
   float lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
+  bool scale_one = false, shift_one = false;  // one value for every channel
 };
 
 // The launches of the implicit GEMM (as EncodeConv) with what only the GEMMs take: its input
@@ -129,12 +130,12 @@ std::vector<Launch> EncodeImplicitGemmConv(OpContext& ctx, const ConvGeometry& g
                                            const ConvWeights& w, cl_mem bias, cl_mem out,
                                            float act_min, float act_max, cl_mem residual,
                                            const AffineA* affine, cl_mem slopes);
-// The same for a 1x1 convolution the plain GEMM runs (ConvAlgorithm::kGemm1x1) with slopes,
-// where Gemm1x1TakesSlopes: not for the few rows that its small-M kernel takes, which has none.
-std::vector<Launch> EncodeGemm1x1Sloped(OpContext& ctx, const ConvGeometry& g, cl_mem in,
-                                        const ConvWeights& w, cl_mem bias, cl_mem out,
-                                        float act_min, float act_max, cl_mem residual,
-                                        cl_mem slopes);
+// The same for a 1x1 convolution the plain GEMM runs (ConvAlgorithm::kGemm1x1) with slopes
+// and / or a gate (its input's channel c read times gate[c]; null: none), where
+// Gemm1x1TakesSlopes: not for the few rows that its small-M kernel takes, which has neither.
+std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_mem in,
+                                      const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
+                                      float act_max, cl_mem residual, cl_mem slopes, cl_mem gate);
 bool Gemm1x1TakesSlopes(const DeviceInfo& dev, const ConvGeometry& g);
 
 // The products of a folded expand (`expand_c` input channels) that the block kernel computes

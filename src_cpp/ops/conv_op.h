@@ -36,6 +36,8 @@ class ConvOpBase : public Op, public Chunker, public FoldTarget, public FoldSour
     if (has_residual() && (in.size() < 2 || in[1] != out))
       throw Error("CONV_2D output " + ShapeString(out) + " and the residual of its fused ADD " +
                   (in.size() >= 2 ? ShapeString(in[1]) : std::string("(none)")) + " differ");
+    if (has_gate() && (in.size() <= gate_input() || NumElements(in[gate_input()]) != g.c))
+      throw Error("CONV_2D input " + ShapeString(x) + " and the gate of its folded MUL differ");
     if (has_slopes() && (in.size() < 2 || NumElements(in.back()) != out[3]))
       throw Error("CONV_2D output " + ShapeString(out) + " and the slopes of its folded PRELU " +
                   (in.size() >= 2 ? ShapeString(in.back()) : std::string("(none)")) + " differ");
@@ -52,7 +54,7 @@ class ConvOpBase : public Op, public Chunker, public FoldTarget, public FoldSour
   // Chunks: boxes of the output, output channels first while a chunk's weights do not fit.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
     // Folded only where neither op runs in chunks.
-    if (folded_depthwise() || input_affine()) return false;
+    if (folded_depthwise() || input_affine() || has_gate()) return false;
     const Shape out = InferShapes(in)[0];
     // A residual is read exactly where the output is written: its view and boxes are the output's.
     spec->views =

@@ -1,6 +1,6 @@
 // What an op's kernels may apply after their clamp when element-wise nodes fold into them
-// (AttachEpilogue; the folds themselves are fusion/epilogue.cc): the MAXIMUM / MINIMUM of a
-// constant scalar that may follow the unary op.
+// (AttachEpilogue; the folds themselves are fusion/epilogue.cc): the MAXIMUM / MINIMUM, MUL, ADD,
+// SUB or DIV of a constant scalar that may follow the unary op.
 #pragma once
 
 #include <cstddef>
@@ -8,13 +8,18 @@
 
 namespace clgpu {
 
-// A MAXIMUM or MINIMUM of an epilogue chain's value and a constant scalar (a clamp written as a
-// node, as Keras' tf.math.maximum and PyTorch's clamp convert), applied in the node's operand
-// order: TFLite compares, so where a NaN ends up depends on that order.
+// A node of an epilogue chain's value and a constant scalar: a MAXIMUM or MINIMUM (a clamp
+// written as a node, as Keras' tf.math.maximum and PyTorch's clamp convert), applied in the
+// node's operand order (TFLite compares, so where a NaN ends up depends on that order); or a MUL,
+// ADD, SUB or DIV without an activation (hard sigmoid's / 6 after a RELU6, a rescale), SUB and
+// DIV with the chain's value first. `op` is kernels/common.cl's POST_CLAMP number.
 struct PostClamp {
-  bool maximum = true;
+  enum Op { kMaximum = 1, kMinimum = 2, kMul = 5, kAdd = 6, kSub = 7, kDiv = 8 };
+  Op op = kMaximum;
   float value = 0;
   bool chain_first = true;  // the chain's value is the node's first operand
+  // The POST_CLAMP number: a MAXIMUM / MINIMUM with the constant first is 2 more.
+  int Code() const { return op + (op <= kMinimum && !chain_first ? 2 : 0); }
 };
 constexpr size_t kMaxPostClamps = 2;
 constexpr int kIdentityEpilogue = 9;  // no unary op: only post clamps (kernels/common.cl)

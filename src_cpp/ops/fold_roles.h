@@ -55,6 +55,12 @@ class FoldTarget {
     (void)ctx, (void)in;
     return false;
   }
+  // Input 0 read times a gate per channel that the partition computes (fusion/gate.cc), for
+  // these input shapes (the op's own).
+  virtual bool TakesGate(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
   // Input 0 computed as a depthwise convolution's output, for these input shapes.
   virtual bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const {
     (void)ctx, (void)in;

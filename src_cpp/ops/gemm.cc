@@ -77,9 +77,10 @@ float MaxAbs(const std::vector<float>& v) {
 
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
-                               cl_mem residual, float b_max_abs, cl_mem slopes) {
+                               cl_mem residual, float b_max_abs, cl_mem slopes, cl_mem kscale) {
   std::vector<Launch> out;
-  if (p.small_m && slopes) throw Error("the small-M GEMM takes no PRELU slopes");
+  if (p.small_m && (slopes || kscale))
+    throw Error("the small-M GEMM takes no PRELU slopes and no gate");
   if (p.small_m) {
     // SM_N columns per group of SM_WG work-items (kernels/gemm.cl's defaults).
     constexpr size_t kSmallN = 8, kSmallWg = 128;
@@ -100,9 +101,10 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   const bool even =
       m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
   // Split or whole: the program holds only the kernels it launches (kernels/gemm.cl).
-  auto prog = ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
-                                         (residual ? " -DHAS_RESIDUAL" : "") +
-                                         (p.splits > 1 ? " -DSPLIT_K" : ""));
+  auto prog =
+      ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
+                                 (residual ? " -DHAS_RESIDUAL" : "") +
+                                 (kscale ? " -DK_SCALE" : "") + (p.splits > 1 ? " -DSPLIT_K" : ""));
   Launch l;
   l.dims = 1;
   l.global[0] = p.tiles.Global(m, n);
@@ -111,7 +113,9 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
     l.name = "gemm_nt";
     l.kernel = CreateKernel(*prog, l.name);
     SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max);
-    if (slopes) SetArgsFrom(l.kernel, residual ? 10 : 9, slopes);
+    cl_uint next = residual ? 10 : 9;
+    if (slopes) SetArgsFrom(l.kernel, next++, slopes);
+    if (kscale) SetArgsFrom(l.kernel, next, kscale);
     out.push_back(std::move(l));
     return out;
   }
@@ -119,6 +123,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   l.name = "gemm_nt_splitk";
   l.kernel = CreateKernel(*prog, l.name);
   SetArgs(l.kernel, a, b, ctx.scratch[0], m, n, k, p.k_per_split);
+  if (kscale) SetArgsFrom(l.kernel, 7, kscale);
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;

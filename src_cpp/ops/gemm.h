@@ -42,11 +42,13 @@ size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
 // The launches' algorithm name for profiles: "gemv", "gemm" or "gemm_splitk".
 const char* GemmAlgorithm(const GemmPlan& p);
 // slopes (optional; not with the small-M kernel): a PRELU of a slope per column after the
-// activation (kernels/gemm_tiles.cl's CHANNEL_SLOPES, the program built with it).
+// activation (kernels/gemm_tiles.cl's CHANNEL_SLOPES, the program built with it). kscale
+// (optional; not with the small-M kernel): A's column k read times kscale[k], a vector [K] in
+// the activations' storage (kernels/gemm_tiles.cl's K_SCALE).
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
                                cl_mem residual = nullptr, float b_max_abs = -1.0f,
-                               cl_mem slopes = nullptr);
+                               cl_mem slopes = nullptr, cl_mem kscale = nullptr);
 
 // The largest |v| of the values (NaN ignored; +Inf if one is infinite): EncodeGemm's b_max_abs.
 float MaxAbs(const std::vector<float>& v);

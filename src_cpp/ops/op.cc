@@ -110,12 +110,12 @@ std::string Op::epilogue_defines() const {
   const float a = e.alpha;
   if (a != 0 || e.kind == 8)  // LEAKY_RELU reads its alpha, 0 included
     d += " -DCLGPU_EPILOGUE_ALPHA=" + FloatLiteral(a);
-  // kernels/common.cl's POST_CLAMP<i>: 1 MAXIMUM, 2 MINIMUM; +2 when the constant comes first.
+  // kernels/common.cl's POST_CLAMP<i> (PostClamp::Code).
   for (size_t i = 0; i < e.post.size(); ++i) {
     const PostClamp& c = e.post[i];
     const std::string n = std::to_string(i + 1);
-    d += " -DCLGPU_POST" + n + "=" + std::to_string((c.maximum ? 1 : 2) + (c.chain_first ? 0 : 2)) +
-         " -DCLGPU_POST" + n + "_C=" + FloatLiteral(c.value);
+    d += " -DCLGPU_POST" + n + "=" + std::to_string(c.Code()) + " -DCLGPU_POST" + n +
+         "_C=" + FloatLiteral(c.value);
   }
   return d;
 }

@@ -166,6 +166,8 @@ class Op {
   const Attachments::Affine* input_affine() const {
     return att().affine.on ? &att().affine : nullptr;
   }
+  bool has_gate() const { return att().gate.on; }
+  size_t gate_input() const { return att().gate.input; }
 
   const std::vector<Launch>& launches() const { return launches_; }
   // Run-time indices the op reads (GATHER, EMBEDDING_LOOKUP): int32 tensor `tensor`, each value
