@@ -4,7 +4,7 @@ AttachAffine): the convolution reads the nodes' input and applies them where it 
 (DenseNet, ResNet v2: MUL, then ADD with a RELU) is the shape converters write. Against
 TFLite's CPU kernels with the pass on and off: padding that must stay zero after the nodes,
 strides, a MUL or an ADD alone, fused clamps, two convolutions reading the nodes; and what must
-not fold (a squeeze-and-excitation gate, which the squeeze fold takes)."""
+not fold (a squeeze-and-excitation gate, which the gate fold takes)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
-// Affine folds: a float MUL by a constant per-channel vector (or scalar: an input's rescale), an
-// ADD of one, or a MUL and then
-// an ADD (batch normalization before a convolution, as DenseNet and ResNet v2 write it), each
-// with its fused clamp, whose output only CONV_2Ds that run the implicit GEMM read as their
-// input: each convolution reads the MUL's input and applies the nodes where it loads an element
-// (AttachAffine, kernels/conv2d_implicit_gemm.cl's A_AFFINE), so the nodes launch nothing and
-// their output is never written. Padded taps stay zero, as the convolution pads the nodes'
-// output. A convolution that another algorithm runs faster keeps the nodes apart (its
-// algorithm is not traded for the launch). First of the passes: a convolution that took the
-// nodes takes no PAD, depthwise or residual after them.
+// Affine folds: a float MUL by a constant per-channel vector or scalar (an input's rescale), an
+// ADD of one, or a MUL and then an ADD (batch normalization before a convolution, as DenseNet and
+// ResNet v2 write it), each with its fused clamp, whose output only CONV_2Ds that run the
+// implicit GEMM read as their input: each convolution reads the MUL's input and applies the
+// nodes where it loads an element (AttachAffine, kernels/conv2d_implicit_gemm.cl's A_AFFINE), so
+// the nodes launch nothing and their output is never written. Padded taps stay zero, as the
+// convolution pads the nodes' output. A convolution that another algorithm runs faster keeps the
+// nodes apart (its algorithm is not traded for the launch). First of the passes: a convolution that
+// took the nodes takes no PAD, depthwise or residual after them.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -56,8 +55,8 @@ bool PerChannel(const GraphView& g, const NodeInfo& n, Step* s) {
   for (int i = 0; i < 2; ++i) {
     const Shape x = g.shape(n.inputs[i]), v = g.shape(n.inputs[1 - i]);
     if (x.size() != 4 || x != g.shape(n.outputs[0])) continue;
-    // A constant of ones before the channels, or a scalar. (A value the partition computes, an
-    // SE block's gates, would take the MUL from the squeeze fold, which saves more.)
+    // A constant of ones before the channels, or a scalar. (A vector the partition computes, an
+    // SE block's gate, is the gate fold's: fusion/gate.cc.)
     const int64_t k = NumElements(v);
     const bool channels = !v.empty() && v.back() == x[3] && k == x[3];
     if (!(channels || (k == 1 && v.size() <= 4)) || !g.IsConstant(n.inputs[1 - i])) continue;

@@ -6,8 +6,8 @@
 // K_SCALE), the same products, so the MUL launches nothing and its output is never written. A
 // constant vector is the affine fold's; a convolution that the implicit GEMM runs (maps of 28x28
 // and more on a GPU) keeps its MUL. After the squeeze pass (the gate is the squeeze's output);
-// before the depthwise and prelu passes, whose convolutions then take no gate, and whose
-// appended slopes stay the last input.
+// before the depthwise pass (a convolution with a gate takes no depthwise) and the prelu pass
+// (the gated GEMM applies slopes too, appended after the gate as the last input).
 #include <algorithm>
 #include <cstring>
 #include <map>
