@@ -8,10 +8,10 @@ Kinds: one claimed op with random parameters (CONV_2D, DEPTHWISE_CONV_2D, FULLY_
 TRANSPOSE, BATCH_MATMUL; weights sometimes FLOAT16 behind DEQUANTIZE, FC weights sometimes an
 input; a data-movement op: STRIDED_SLICE, SLICE, GATHER, PACK, UNPACK, DEPTH_TO_SPACE,
 SPACE_TO_DEPTH), or a small graph mixing claimed ops (also pooling, CONCATENATION, MEAN, the
-data-movement ops, sparse conv weights behind DENSIFY, BATCH_MATMUL, layer norms and Keras Dense
-layers as converters write them) with ops the delegate leaves on the CPU (MUL, PAD, ...).
-Claimed ops only get variants the delegate supports, so every one of them must be delegated
-(`expected_delegated` derives that from the model itself).
+data-movement ops, sparse conv weights behind DENSIFY, BATCH_MATMUL, layer norms, Keras Dense
+layers and squeeze-and-excitation blocks as converters write them) with ops the delegate leaves
+on the CPU (MUL, PAD, ...). Claimed ops only get variants the delegate supports, so every one of
+them must be delegated (`expected_delegated` derives that from the model itself).
 
 Reproduce one case by hand:  python tests/random_models.py SEED [--save model.tflite]
 """
@@ -549,12 +549,33 @@ def _step_dense(g: _Gen, x: int, seen: list[int]) -> int | None:
                            else None, activation="gelu" if gelu else None)
 
 
+def _step_se_gate(g: _Gen, x: int, seen: list[int]) -> int | None:
+    """A squeeze-and-excitation block as converters write it: MEAN, a 1x1 conv with RELU, a 1x1
+    conv with RELU6 and a MUL by 1/6 (hard sigmoid) or a LOGISTIC, the gate's MUL of x (either
+    operand first), a 1x1 projection: the squeeze, post-op and gate folds."""
+    b = g.b
+    c = _nhwc(g, x)[3]
+    r, out_c = max(c // 4, 2), g.size(8, 24)
+    hard, first = g.chance(0.5), g.chance(0.3)
+    g.ops.append({"op": "se_gate", "reduced": r, "hard_sigmoid": hard, "gate_first": first,
+                  "out": out_c})
+    s = b.conv2d(b.mean(x, (1, 2), keep_dims=True), b.rand((r, 1, 1, c)), b.rand((r,), 0.2),
+                 activation="RELU")
+    if hard:
+        s = b.conv2d(s, b.rand((c, 1, 1, r)), b.rand((c,), 1.0) + 3.0, activation="RELU6")
+        s = b.mul(s, np.array(1 / 6, np.float32))
+    else:
+        s = b.logistic(b.conv2d(s, b.rand((c, 1, 1, r)), b.rand((c,), 0.2)))
+    y = b.mul(s, x) if first else b.mul(x, s)
+    return b.conv2d(y, b.rand((out_c, 1, 1, c)), b.rand((out_c,), 0.2))
+
+
 GRAPH_STEPS: tuple[Callable[[_Gen, int, list[int]], int | None], ...] = (
     _step_conv, _step_conv, _step_conv, _step_depthwise, _step_depthwise, _step_fc,
     _step_add_const, _step_add_branch, _step_add_branch, _step_transpose_roundtrip,
     _step_elementwise, _step_elementwise, _step_pool, _step_concat, _step_pad, _step_mean,
     _step_reshape, _step_shared_fp16_weight, _step_batch_matmul, _step_layer_norm, _step_dense,
-    *SELECT_STEPS,
+    _step_se_gate, *SELECT_STEPS,
 )
 
 # A free TRANSPOSE ends a graph: any 4-D result is still valid NHWC for the next step, but keep
