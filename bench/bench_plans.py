@@ -68,7 +68,7 @@ def _round2(
 
 _ESTIMATE = re.compile(
     r"estimated ([0-9.]+) ms on the device \(([0-9]+) kernels\) vs ([0-9.]+) ms on the CPU "
-    r"\(([0-9]+) nodes; ([0-9.]+) MFLOP, ([0-9.]+) KB transferred"
+    r"\(([0-9]+) nodes(?:, [0-9]+ threads)?; ([0-9.]+) MFLOP, ([0-9.]+) KB transferred"
 )
 
 

@@ -34,6 +34,11 @@ from _common import RESULTS, device_info, write_results
 ESTIMATE = re.compile(
     r"estimated ([\d.]+) ms on the device \((\d+) kernels\) vs ([\d.]+) ms on the CPU"
 )
+# The device estimate's parts (src_cpp/delegate/cost_model.cc): the per-kernel figure (floor and
+# gap), the arithmetic at the device's rate, and what the kernels' floors add to it.
+PARTS = re.compile(
+    r"device: ([\d.]+) us/kernel, .*?; ([\d.]+) ms arithmetic, ([\d.]+) ms more for kernel floors"
+)
 
 
 def estimate(model: bytes) -> dict[str, Any] | None:
@@ -46,11 +51,15 @@ def estimate(model: bytes) -> dict[str, Any] | None:
         for text, kept in ((n.note or "", True), (n.reason or "", False)):
             m = ESTIMATE.search(text)
             if m:
+                parts = PARTS.search(text)
                 return {
                     "est_device_ms": float(m[1]),
                     "kernels": int(m[2]),
                     "est_cpu_ms": float(m[3]),
                     "kept": kept and n.delegated,
+                    "us_per_kernel": float(parts[1]) if parts else None,
+                    "est_arith_ms": float(parts[2]) if parts else None,
+                    "est_floors_ms": float(parts[3]) if parts else None,
                 }
     return None
 
@@ -152,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         ("model", "model"),
         ("kernels", "kernels"),
         ("est_device_ms", "device est ms"),
+        ("us_per_kernel", "us / kernel"),
+        ("est_arith_ms", "of it arithmetic ms"),
+        ("est_floors_ms", "kernel floors ms"),
         ("all_ms", "all ms"),
         ("device_error", "est / all"),
         ("est_cpu_ms", "CPU est ms"),
