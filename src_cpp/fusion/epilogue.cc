@@ -134,29 +134,13 @@ bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, si
 // shape: a MAXIMUM or MINIMUM (either operand order), or a MUL, ADD, SUB or DIV with no
 // activation (SUB and DIV of t first).
 bool AsPostClamp(const GraphView& g, const NodeInfo& n, int t, PostClamp* c) {
-  PostClamp::Op op;
-  switch (n.op) {
-    case tfl::kMaximum:
-      op = PostClamp::kMaximum;
-      break;
-    case tfl::kMinimum:
-      op = PostClamp::kMinimum;
-      break;
-    case tfl::kMul:
-      op = PostClamp::kMul;
-      break;
-    case tfl::kAdd:
-      op = PostClamp::kAdd;
-      break;
-    case tfl::kSub:
-      op = PostClamp::kSub;
-      break;
-    case tfl::kDiv:
-      op = PostClamp::kDiv;
-      break;
-    default:
-      return false;
-  }
+  static const std::map<int32_t, PostClamp::Op> kOps = {
+      {tfl::kMaximum, PostClamp::kMaximum}, {tfl::kMinimum, PostClamp::kMinimum},
+      {tfl::kMul, PostClamp::kMul},         {tfl::kAdd, PostClamp::kAdd},
+      {tfl::kSub, PostClamp::kSub},         {tfl::kDiv, PostClamp::kDiv}};
+  const auto found = kOps.find(n.op);
+  if (found == kOps.end()) return false;
+  const PostClamp::Op op = found->second;
   if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
   const bool first = n.inputs[0] == t;
   const int k = first ? n.inputs[1] : n.inputs[0];
