@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from folds import estimated_and_launched, pass_on_and_off
 from folds import launches as _launches
 from parity import CONV_ALGORITHMS, ParityResult, check_parity, compare, random_inputs, run
 
@@ -18,6 +19,7 @@ from clgpu_delegate.runtime import make_interpreter
 
 ACTIVATIONS = [None, "RELU", "RELU6", "RELU_N1_TO_1"]
 FP16_RTOL = 1e-2  # of each output's range, as tests/test_fp16.py
+NO_RESIDUAL = "affine,pad,clamp,epilogue,views,squeeze,gate,depthwise,prelu,expand"  # all but it
 
 
 def _nodes_run(r: ParityResult) -> set[int]:
@@ -25,7 +27,8 @@ def _nodes_run(r: ParityResult) -> set[int]:
 
 
 def _fused_nodes(r: ParityResult) -> set[int]:
-    return {k.node for k in r.delegate.profile().kernels if k.algorithm.endswith("+ADD")}
+    # "+ADD", or "+ADD+PRELU" with slopes folded after it.
+    return {k.node for k in r.delegate.profile().kernels if "+ADD" in k.algorithm}
 
 
 def _add_nodes_run(r: ParityResult) -> set[int]:
@@ -185,14 +188,51 @@ def test_both_operands_convs(order: str, runtime: str) -> None:
     assert _fused_nodes(r) == {1}
 
 
-def test_residual_produced_after_the_conv_is_not_fused(runtime: str) -> None:
-    # The linear conv runs first; the other operand (a RELU conv) only exists after it.
+def test_residual_produced_after_the_conv_is_fused_once_the_conv_waits(runtime: str) -> None:
+    # The linear conv comes first in the model; the other operand (a RELU conv) only after it.
+    # The partition runs the linear conv after the other (fusion/pass.h, OrderForFolds), which
+    # then takes it as its residual.
     b = ModelBuilder(seed=7)
     x = b.input("x", (1, 9, 8, 12))
     a = b.conv2d(x, b.rand((16, 1, 1, 12)), b.rand((16,)))
     c = b.conv2d(x, b.rand((16, 3, 3, 12)), b.rand((16,)), activation="RELU")
     b.output(b.add(a, c))
-    check_fusion(b.build(), runtime, fused=0)
+    on = check_fusion(b.build(), runtime, fused=1)
+    assert _fused_nodes(on) == {0}
+
+
+def _mediapipe_block(shortcut: str, slopes: bool, seed: int) -> bytes:
+    """MediaPipe's downsampling block (BlazeFace, iris and palm landmarks) in its converter's
+    node order: x -> depthwise stride 2 -> 1x1 conv -> ADD(conv, shortcut(x)) [-> PRELU], the
+    shortcut (a 2x2 MAX_POOL_2D, then a PAD of its channels to the conv's) computed after the
+    conv."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", (1, 12, 10, 8))
+    out = 16 if "pad" in shortcut else 8
+    h = b.depthwise_conv2d(x, b.rand((1, 3, 3, 8)), b.rand((8,)), stride=2)
+    y = b.conv2d(h, b.rand((out, 1, 1, 8), scale=0.3), b.rand((out,)))
+    s = b.max_pool2d(x, 2, 2)
+    if "pad" in shortcut:
+        s = b.pad(s, [[0, 0], [0, 0], [0, 0], [0, out - 8]])
+    z = b.add(y, s)
+    if slopes:
+        z = b.prelu(z, np.linspace(-0.5, 1.0, out).astype(np.float32).reshape(1, 1, out))
+    b.output(z)
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    "shortcut,slopes", [("pool+pad", True), ("pool+pad", False), ("pool", False)]
+)
+def test_mediapipe_shortcut_after_the_conv(shortcut: str, slopes: bool, runtime: str) -> None:
+    model = _mediapipe_block(shortcut, slopes, seed=len(shortcut))
+    on = pass_on_and_off(model, runtime, NO_RESIDUAL, "ADD", "+ADD", folded=1)
+    assert _fused_nodes(on) == {1}  # the 1x1 conv, with the depthwise before it
+
+
+def test_the_cost_model_counts_the_reordered_fold(runtime: str) -> None:
+    counts, launched = estimated_and_launched(_mediapipe_block("pool+pad", True, 5), runtime)
+    assert counts and counts[0] == launched
 
 
 def test_chained_blocks(runtime: str) -> None:

@@ -162,13 +162,16 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, con
 
 }  // namespace
 
-PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& nodes,
+PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& claimed,
                                     const std::vector<int>& inputs, const std::vector<int>& outputs,
                                     const DeviceInfo& dev, const DeviceCosts& costs,
                                     const CpuCosts& cpu, const std::vector<std::string>& fuse,
                                     int folded_nodes) {
   PartitionEstimate e;
   const CostTune tune = Tune();
+  // In the order the partition runs them.
+  std::vector<NodeInfo> nodes = claimed;
+  OrderForFolds(g, &nodes, std::set<int>(outputs.begin(), outputs.end()), fuse);
   // ADDs, clamp activations and depthwise convolutions that run inside another op's kernel:
   // compute, no launch.
   Folds folds;

@@ -104,6 +104,13 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
 
+// The partition's nodes in the order the passes want them, before any Find (the cost model and
+// the partition both call it; fuse: the passes applied): a CONV_2D that only an ADD reads, whose
+// other operand is computed between the two, runs just before that ADD (fusion/residual.cc), so
+// that the residual pass can fold the ADD. Any order it makes is one TFLite's would allow.
+void OrderForFolds(const GraphView& g, std::vector<NodeInfo>* nodes, const std::set<int>& outputs,
+                   const std::vector<std::string>& fuse);
+
 // The passes' factories (one file each).
 std::unique_ptr<FusionPass> MakeAffinePass();
 std::unique_ptr<FusionPass> MakePadPass();

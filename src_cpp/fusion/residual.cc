@@ -3,7 +3,10 @@
 // before the conv runs: the conv writes act(conv(x) + bias + residual) straight to the ADD's
 // output and the ADD runs no kernel (one launch fewer per block of ResNet / MobileNetV2). When
 // both operands qualify, the later conv takes the earlier one's output as its residual. After
-// the clamps and epilogues: an op with an epilogue takes no residual.
+// the clamps and epilogues: an op with an epilogue takes no residual. OrderForFolds first moves a
+// conv whose ADD's other operand is computed after it (MediaPipe's blocks pad or pool their
+// shortcut after the convolution) to just before the ADD, so that the operand is ready for it.
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -109,5 +112,48 @@ class ResidualPass : public FusionPass {
 }  // namespace
 
 std::unique_ptr<FusionPass> MakeResidualPass() { return std::make_unique<ResidualPass>(); }
+
+void OrderForFolds(const GraphView& g, std::vector<NodeInfo>* nodes, const std::set<int>& outputs,
+                   const std::vector<std::string>& fuse) {
+  if (std::find(fuse.begin(), fuse.end(), "residual") == fuse.end()) return;
+  std::vector<NodeInfo>& ns = *nodes;
+  // A conv that could take a residual: float ones without an activation (act(conv) + r is not
+  // act(conv + r)), as the pass requires.
+  auto linear_conv = [&](const NodeInfo& c) {
+    if (c.op != tfl::kConv2d || c.outputs.size() != 1 || !c.builtin_data ||
+        !g.valid_tensor(c.outputs[0]) || outputs.count(c.outputs[0]))
+      return false;
+    tfl::ConvParams params;
+    std::memcpy(&params, c.builtin_data, sizeof params);
+    return params.activation == tfl::kActNone || g.type(c.outputs[0]) != kTfLiteFloat32;
+  };
+  std::set<int> moved;  // each conv moves once at most
+  for (size_t i = 0; i < ns.size();) {
+    const NodeInfo& c = ns[i++];
+    if (!linear_conv(c) || moved.count(c.index)) continue;
+    const int y = c.outputs[0];
+    // Its readers after it: exactly one, an ADD of y and another value of y's shape.
+    size_t add = 0;
+    int readers = 0;
+    for (size_t j = i; j < ns.size(); ++j)
+      for (int t : ns[j].inputs)
+        if (t == y) ++readers, add = j;
+    if (readers != 1 || ns[add].op != tfl::kAdd || ns[add].inputs.size() != 2) continue;
+    const int r = ns[add].inputs[0] == y ? ns[add].inputs[1] : ns[add].inputs[0];
+    if (r == y || !g.valid_tensor(r) || g.shape(r) != g.shape(y)) continue;
+    // The other operand computed between the two: the conv waits for it, just before the ADD.
+    // Unless a conv the pass could fold computes it: that one takes y as its residual.
+    size_t at = add;
+    for (size_t j = i; j < add && at == add; ++j)
+      if (std::count(ns[j].outputs.begin(), ns[j].outputs.end(), r)) at = j;
+    if (at == add || linear_conv(ns[at])) continue;
+    moved.insert(c.index);
+    // What now sits at i - 1 was after the conv: looked at next.
+    --i;
+    NodeInfo conv = std::move(ns[i]);
+    ns.erase(ns.begin() + long(i));
+    ns.insert(ns.begin() + long(add) - 1, std::move(conv));
+  }
+}
 
 }  // namespace clgpu

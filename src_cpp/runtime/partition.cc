@@ -102,8 +102,10 @@ Partition::Partition(TfLiteContext* ctx, const TfLiteDelegateParams* params,
   // Groups of nodes one op runs (ops/group_rewrite.h), created at the group's last node. Off,
   // like the plans' fusions, without fuse_add or with capture_tensors (which reads every tensor).
   std::vector<GroupRewrite> groups;
-  if (host_->settings().fuse_add && !host_->settings().capture_tensors)
+  if (host_->settings().fuse_add && !host_->settings().capture_tensors) {
+    OrderForFolds(*graph, &nodes, outputs, host_->settings().fuse);  // as the cost model does
     groups = FindGroupRewrites(*graph, nodes, outputs);
+  }
   std::map<size_t, const GroupRewrite*> group_at;  // last node -> its group; others: nullptr
   for (const GroupRewrite& r : groups)
     for (size_t k : r.nodes) group_at[k] = k == r.nodes.back() ? &r : nullptr;
