@@ -12,8 +12,9 @@ partition's first node, or in the reason of a declined one), beside the CPU and
 kernels, est_cpu_ms, kept), read back with the measurements' device. Writes
 cost-estimates[-TAG]-<device>.json and .md.
 
---tunes INT8_US,MARGIN ...: the cost model's two tuned constants ($CLGPU_COST_TUNE) weighed
-against the measurements: --dir's models are estimated again under each value, in this one
+--tunes INT8_US,MARGIN[,LAYER_US] ...: the cost model's tuned constants ($CLGPU_COST_TUNE: an int8
+kernel's extra, the margin, what a layer's kernel costs over the calibration's) weighed against
+the measurements: --dir's models are estimated again under each value, in this one
 process (one calibration for all), and each row counts the decisions that break the
 never-slower rule on each --measured table (kept where `all` is over 1.05x the CPU, declined
 where it is under 1/1.05). Writes cost-tunes[-TAG]-<device>.json and .md too.

@@ -117,6 +117,31 @@ def _cpu_estimate_at(model: bytes, threads: int | None, runtime: str) -> tuple[f
     return float(ms), int(threads_seen)
 
 
+def _device_estimate(model: bytes) -> tuple[float, int, float]:
+    """(device ms, kernels, us per kernel) of the estimate."""
+    text = _estimate(model)
+    m = re.search(r"estimated ([0-9.]+) ms on the device \((\d+) kernels\)", text)
+    k = re.search(r"device: ([0-9.]+) us/kernel", text)
+    assert m and k, text
+    return float(m.group(1)), int(m.group(2)), float(k.group(1))
+
+
+def test_the_layer_extras_tune_moves_each_kernel_by_its_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CLGPU_COST_TUNE's third value replaces the 2 us a layer's kernel costs over the
+    calibration's (bench/cost_estimates.py --tunes weighs it): the estimate moves by exactly
+    that per kernel, and the default's value is 2."""
+    model = _small_layers(6)
+    base_ms, kernels, base_us = _device_estimate(model)
+    monkeypatch.setenv("CLGPU_COST_TUNE", "2,0.95,2")
+    assert _device_estimate(model) == (base_ms, kernels, base_us)
+    monkeypatch.setenv("CLGPU_COST_TUNE", "2,0.95,0")
+    ms, k, us = _device_estimate(model)
+    assert k == kernels and us == pytest.approx(base_us - 2, abs=0.051)
+    assert ms == pytest.approx(base_ms - kernels * 2e-3, abs=2e-3)
+
+
 def _small_layers(count: int) -> bytes:
     """Layers so small that each node's hand-off between XNNPACK's threads is their CPU time."""
     net, x = start(4, 8, seed=0, fp16_weights=False)

@@ -199,6 +199,8 @@ def test_int8_long_tap_chains_do_not_fold(runtime: str) -> None:
         ("CLGPU_COST_TUNE", "5", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
         ("CLGPU_COST_TUNE", "5,1.5", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
         ("CLGPU_COST_TUNE", "0,0.9x", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
+        ("CLGPU_COST_TUNE", "2,0.95,-1", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
+        ("CLGPU_COST_TUNE", "2,0.95,1,1", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
     ],
 )
 def test_bad_research_knobs_are_clear_errors(

@@ -60,10 +60,12 @@ constexpr double kLayerGapExtraUs = 1.0;     // ...and of launch_gap_us
 // ran its blocks in one kernel, no model needed a margin of 20 % any more. Since the int8 GEMM
 // takes its constants packed (PackConstants: 3-5 fewer buffer arguments a launch), 2 us: 3
 // overestimated its models by 5-45 % (bench/results/cost-tunes-packed-NVIDIA_H200.md).
-// $CLGPU_COST_TUNE="INT8_US,MARGIN" replaces both, for bench/never_slower.py to time others.
+// $CLGPU_COST_TUNE="INT8_US,MARGIN[,LAYER_US]" replaces both, and the layer extras' sum (half on
+// the kernel, half on the gap), for bench/cost_estimates.py --tunes to weigh others.
 struct CostTune {
   double int8_kernel_us = 2;
   double win_margin = 0.95;
+  double layer_extra_us = kLayerKernelExtraUs + kLayerGapExtraUs;
 };
 
 // A tensor's bytes in TFLite's memory.
@@ -74,12 +76,17 @@ double HostBytes(const GraphView& g, int t) {
 // Read at each estimate: ab_options.py sets it between delegates of one process.
 CostTune Tune() {
   CostTune t;
-  const std::vector<double> v =
-      EnvNumbers("CLGPU_COST_TUNE", 2, "INT8_US,MARGIN (0 <= INT8_US < 1000, 0 < MARGIN <= 1)",
-                 [](const std::vector<double>& x) {
-                   return x[0] >= 0 && x[0] < 1e3 && x[1] > 0 && x[1] <= 1;
-                 });
-  if (!v.empty()) t = {v[0], v[1]};
+  const std::string raw = GetEnv("CLGPU_COST_TUNE").value_or("");
+  const size_t fields = std::count(raw.begin(), raw.end(), ',') == 2 ? 3 : 2;
+  const std::vector<double> v = EnvNumbers(
+      "CLGPU_COST_TUNE", fields,
+      "INT8_US,MARGIN[,LAYER_US] (0 <= INT8_US < 1000, 0 < MARGIN <= 1, 0 <= LAYER_US < 1000)",
+      [](const std::vector<double>& x) {
+        return x[0] >= 0 && x[0] < 1e3 && x[1] > 0 && x[1] <= 1 &&
+               (x.size() < 3 || (x[2] >= 0 && x[2] < 1e3));
+      });
+  if (!v.empty()) t.int8_kernel_us = v[0], t.win_margin = v[1];
+  if (v.size() == 3) t.layer_extra_us = v[2];
   return t;
 }
 
@@ -180,8 +187,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   const std::set<size_t>& one_kernel = folds.one_kernel;
   const double peak_gflops = costs.gflops > 0 ? costs.gflops : NominalGflops(dev);
   const double dev_gflops = kDeviceEfficiency * peak_gflops;
-  const double min_kernel_us = costs.min_kernel_us + kLayerKernelExtraUs;
-  const double launch_gap_us = costs.launch_gap_us + kLayerGapExtraUs;
+  const double min_kernel_us = costs.min_kernel_us + tune.layer_extra_us / 2;
+  const double launch_gap_us = costs.launch_gap_us + tune.layer_extra_us / 2;
   double device_compute_ms = 0;
   // Its two parts, reported for fitting (bench/cost_estimates.py): the arithmetic at the
   // device's rate, and the launched kernels' floors where those exceed it.
@@ -284,8 +291,7 @@ std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const Devi
       if (g.valid_tensor(t)) bytes += HostBytes(g, t);
   const double cpu_us = std::min(cpu.node_us, CpuCostsAt(kCpuFitThreads).node_us) +
                         bytes / (kCpuConversionGBps * 1e3);
-  const double device_us =
-      costs.min_kernel_us + kLayerKernelExtraUs + costs.launch_gap_us + kLayerGapExtraUs;
+  const double device_us = costs.min_kernel_us + costs.launch_gap_us + Tune().layer_extra_us;
   if (cpu_us >= device_us) return "";
   char buf[200];
   std::snprintf(buf, sizeof buf,
