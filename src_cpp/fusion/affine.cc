@@ -69,11 +69,8 @@ bool PerChannel(const GraphView& g, const NodeInfo& n, Step* s) {
 // A float CONV_2D that reads y as its input alone and runs the implicit GEMM here, whose loads
 // the nodes join (on a GPU, 1x1 layers of small maps run the plain GEMM: left as they are).
 bool ImplicitGemmReader(const GraphView& g, const NodeInfo& n, int y, const DeviceInfo& dev) {
-  if (n.op != tfl::kConv2d || n.inputs.empty() || n.inputs[0] != y ||
-      std::count(n.inputs.begin(), n.inputs.end(), y) != 1)
-    return false;
-  const std::optional<ConvGeometry> cg = GraphConvGeometry(g, n);
-  return cg && cg->groups == 1 && SelectConvAlgorithm(*cg, dev, "") == ConvAlgorithm::kImplicitGemm;
+  const std::optional<ConvGeometry> cg = ConvReadingInput(g, n, y);
+  return cg && SelectConvAlgorithm(*cg, dev, "") == ConvAlgorithm::kImplicitGemm;
 }
 
 std::vector<AffineFusion> FindAffineFusions(const GraphView& g, const std::vector<NodeInfo>& nodes,

@@ -50,11 +50,8 @@ bool GateMul(const GraphView& g, const NodeInfo& n, int* x, int* gate) {
 // A float 1x1 CONV_2D reading y once, as its input, that the plain GEMM runs here with its
 // tiled kernels (the cost model's view; the op's TakesGate decides per plan).
 bool GemmReader(const GraphView& g, const NodeInfo& n, int y, const DeviceInfo& dev) {
-  if (n.op != tfl::kConv2d || n.inputs.empty() || n.inputs[0] != y ||
-      std::count(n.inputs.begin(), n.inputs.end(), y) != 1)
-    return false;
-  const std::optional<ConvGeometry> cg = GraphConvGeometry(g, n);
-  return cg && cg->groups == 1 && SelectConvAlgorithm(*cg, dev, "") == ConvAlgorithm::kGemm1x1 &&
+  const std::optional<ConvGeometry> cg = ConvReadingInput(g, n, y);
+  return cg && SelectConvAlgorithm(*cg, dev, "") == ConvAlgorithm::kGemm1x1 &&
          Gemm1x1TakesSlopes(dev, *cg);
 }
 

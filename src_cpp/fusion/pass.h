@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "cl/device.h"
 #include "fusion/attach.h"
 #include "graph/graph.h"
+#include "ops/conv_geometry.h"
 #include "ops/op.h"
 
 namespace clgpu {
@@ -92,6 +94,10 @@ class FusionPass {
  public:
   virtual ~FusionPass() = default;
   virtual const char* name() const = 0;
+  // Before any pass's Find: the partition's nodes in an order that lets this pass fold more
+  // (one TFLite's would allow too). Most passes keep the order they get.
+  virtual void Order(const GraphView& /*g*/, std::vector<NodeInfo>* /*nodes*/,
+                     const std::set<int>& /*outputs*/) {}
   // Graph level: what this pass may fold, kept for Apply and reported in *folds.
   virtual void Find(const FoldGraph& g, Folds* folds) = 0;
   // One plan: folds what the ops and this plan's shapes allow.
@@ -104,12 +110,15 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
 
-// The partition's nodes in the order the passes want them, before any Find (the cost model and
-// the partition both call it; fuse: the passes applied): a CONV_2D that only an ADD reads, whose
-// other operand is computed between the two, runs just before that ADD (fusion/residual.cc), so
-// that the residual pass can fold the ADD. Any order it makes is one TFLite's would allow.
+// The partition's nodes in the order the passes named in `fuse` want them (each pass's Order, in
+// table order), before any Find: the cost model and the partition both call it, so both count
+// the same folds.
 void OrderForFolds(const GraphView& g, std::vector<NodeInfo>* nodes, const std::set<int>& outputs,
                    const std::vector<std::string>& fuse);
+
+// n's geometry when it is a CONV_2D of one group that reads y once, as its input (the readers
+// the affine and gate folds look for); else nothing.
+std::optional<ConvGeometry> ConvReadingInput(const GraphView& g, const NodeInfo& n, int y);
 
 // The passes' factories (one file each).
 std::unique_ptr<FusionPass> MakeAffinePass();

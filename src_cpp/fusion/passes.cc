@@ -2,6 +2,8 @@
 #include <algorithm>
 
 #include "fusion/pass.h"
+#include "ops/conv2d_selector.h"
+#include "tflite/builtin.h"
 
 namespace clgpu {
 
@@ -28,6 +30,21 @@ const std::vector<std::string>& FusionPassNames() {
     return n;
   }();
   return names;
+}
+
+void OrderForFolds(const GraphView& g, std::vector<NodeInfo>* nodes, const std::set<int>& outputs,
+                   const std::vector<std::string>& fuse) {
+  for (const auto& p : FusionPasses())
+    if (std::find(fuse.begin(), fuse.end(), p->name()) != fuse.end()) p->Order(g, nodes, outputs);
+}
+
+std::optional<ConvGeometry> ConvReadingInput(const GraphView& g, const NodeInfo& n, int y) {
+  if (n.op != tfl::kConv2d || n.inputs.empty() || n.inputs[0] != y ||
+      std::count(n.inputs.begin(), n.inputs.end(), y) != 1)
+    return std::nullopt;
+  std::optional<ConvGeometry> cg = GraphConvGeometry(g, n);
+  if (cg && cg->groups != 1) cg.reset();
+  return cg;
 }
 
 int FoldPlan::Producer(int t, int* readers) {

@@ -3,7 +3,7 @@
 // before the conv runs: the conv writes act(conv(x) + bias + residual) straight to the ADD's
 // output and the ADD runs no kernel (one launch fewer per block of ResNet / MobileNetV2). When
 // both operands qualify, the later conv takes the earlier one's output as its residual. After
-// the clamps and epilogues: an op with an epilogue takes no residual. OrderForFolds first moves a
+// the clamps and epilogues: an op with an epilogue takes no residual. Its Order first moves a
 // conv whose ADD's other operand is computed after it (MediaPipe's blocks pad or pool their
 // shortcut after the convolution) to just before the ADD, so that the operand is ready for it.
 #include <algorithm>
@@ -74,48 +74,10 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
   return out;
 }
 
-class ResidualPass : public FusionPass {
- public:
-  const char* name() const override { return "residual"; }
-  void Find(const FoldGraph& g, Folds* folds) override {
-    found_ = FindResidualFusions(g.g, g.nodes, g.outputs);
-    for (const ResidualFusion& f : found_) folds->folded.insert(f.add);
-  }
-  // Each eligible ADD folds into its conv for this plan's shapes, or both stay as they are: the
-  // operands' shapes differ now (a resize made the ADD broadcast) or the conv cannot take it.
-  void Apply(FoldPlan& plan) override {
-    for (const ResidualFusion& f : found_) {
-      Op& conv = plan.op(f.producer);
-      Op& add = plan.op(f.add);
-      const int y = conv.outputs()[0], z = add.outputs()[0];
-      const Shape& s = plan.shape(y);
-      const FoldTarget* target = conv.fold_target();
-      FoldSource* source = add.fold_source();
-      ResidualAdd r;
-      if (conv.has_residual() || conv.has_folded_clamp() || conv.has_epilogue() ||
-          add.has_epilogue() || !target || !source || !plan.SamePrecision(f.producer, {f.add}) ||
-          !source->IsResidualAdd(f.residual, &r) || plan.shape(f.residual) != s ||
-          plan.shape(z) != s ||
-          !target->CanFuseResidual(plan.StorageCtx(f.producer), plan.InputShapes(f.producer)))
-        continue;
-      AttachResidual(plan.attachments(f.producer), f.residual, z, r);
-      plan.SetOutShapes(f.producer, {s});
-      plan.Absorb(f.add, f.producer);
-      plan.Elide(y);
-    }
-  }
-
- private:
-  std::vector<ResidualFusion> found_;
-};
-
-}  // namespace
-
-std::unique_ptr<FusionPass> MakeResidualPass() { return std::make_unique<ResidualPass>(); }
-
-void OrderForFolds(const GraphView& g, std::vector<NodeInfo>* nodes, const std::set<int>& outputs,
-                   const std::vector<std::string>& fuse) {
-  if (std::find(fuse.begin(), fuse.end(), "residual") == fuse.end()) return;
+// The pass's Order: a linear conv that only an ADD reads, whose other operand is computed between
+// the two, runs just before the ADD, so that the operand exists when the conv runs.
+void SinkConvsToTheirAdds(const GraphView& g, std::vector<NodeInfo>* nodes,
+                          const std::set<int>& outputs) {
   std::vector<NodeInfo>& ns = *nodes;
   // A conv that could take a residual: float ones without an activation (act(conv) + r is not
   // act(conv + r)), as the pass requires.
@@ -155,5 +117,48 @@ void OrderForFolds(const GraphView& g, std::vector<NodeInfo>* nodes, const std::
     ns.insert(ns.begin() + long(add) - 1, std::move(conv));
   }
 }
+
+class ResidualPass : public FusionPass {
+ public:
+  const char* name() const override { return "residual"; }
+  void Order(const GraphView& g, std::vector<NodeInfo>* nodes,
+             const std::set<int>& outputs) override {
+    SinkConvsToTheirAdds(g, nodes, outputs);
+  }
+  void Find(const FoldGraph& g, Folds* folds) override {
+    found_ = FindResidualFusions(g.g, g.nodes, g.outputs);
+    for (const ResidualFusion& f : found_) folds->folded.insert(f.add);
+  }
+  // Each eligible ADD folds into its conv for this plan's shapes, or both stay as they are: the
+  // operands' shapes differ now (a resize made the ADD broadcast) or the conv cannot take it.
+  void Apply(FoldPlan& plan) override {
+    for (const ResidualFusion& f : found_) {
+      Op& conv = plan.op(f.producer);
+      Op& add = plan.op(f.add);
+      const int y = conv.outputs()[0], z = add.outputs()[0];
+      const Shape& s = plan.shape(y);
+      const FoldTarget* target = conv.fold_target();
+      FoldSource* source = add.fold_source();
+      ResidualAdd r;
+      if (conv.has_residual() || conv.has_folded_clamp() || conv.has_epilogue() ||
+          add.has_epilogue() || !target || !source || !plan.SamePrecision(f.producer, {f.add}) ||
+          !source->IsResidualAdd(f.residual, &r) || plan.shape(f.residual) != s ||
+          plan.shape(z) != s ||
+          !target->CanFuseResidual(plan.StorageCtx(f.producer), plan.InputShapes(f.producer)))
+        continue;
+      AttachResidual(plan.attachments(f.producer), f.residual, z, r);
+      plan.SetOutShapes(f.producer, {s});
+      plan.Absorb(f.add, f.producer);
+      plan.Elide(y);
+    }
+  }
+
+ private:
+  std::vector<ResidualFusion> found_;
+};
+
+}  // namespace
+
+std::unique_ptr<FusionPass> MakeResidualPass() { return std::make_unique<ResidualPass>(); }
 
 }  // namespace clgpu
