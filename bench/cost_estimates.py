@@ -40,6 +40,19 @@ ESTIMATE = re.compile(
 PARTS = re.compile(
     r"device: ([\d.]+) us/kernel, .*?; ([\d.]+) ms arithmetic, ([\d.]+) ms more for kernel floors"
 )
+# Its launches by kind (cost_model.cc KernelKind): what a per-kind cost would be fitted on.
+KINDS = re.compile(
+    r"kernels: (\d+) gemm, (\d+) fused, (\d+) split, (\d+) small, ([a-z ]+), ([\d.]+) us gap"
+)
+KIND_NAMES = ("gemm", "fused", "split", "small")
+
+
+def kind_fields(kinds: re.Match[str]) -> dict[str, Any]:
+    """A KINDS match as a row's fields: launches per kind, how they were costed, the gap."""
+    counts = kinds.groups()[: len(KIND_NAMES)]
+    out: dict[str, Any] = {f"est_{k}": int(v) for k, v in zip(KIND_NAMES, counts, strict=True)}
+    out["est_costing"], out["est_gap_us"] = kinds[5], float(kinds[6])
+    return out
 
 
 def estimate(model: bytes) -> dict[str, Any] | None:
@@ -53,6 +66,7 @@ def estimate(model: bytes) -> dict[str, Any] | None:
             m = ESTIMATE.search(text)
             if m:
                 parts = PARTS.search(text)
+                kinds = KINDS.search(text)
                 return {
                     "est_device_ms": float(m[1]),
                     "kernels": int(m[2]),
@@ -61,6 +75,7 @@ def estimate(model: bytes) -> dict[str, Any] | None:
                     "us_per_kernel": float(parts[1]) if parts else None,
                     "est_arith_ms": float(parts[2]) if parts else None,
                     "est_floors_ms": float(parts[3]) if parts else None,
+                    **(kind_fields(kinds) if kinds else {}),
                 }
     return None
 

@@ -36,7 +36,7 @@ from clgpu_delegate.runtime import make_interpreter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import small_models  # noqa: E402
-from cost_estimates import ESTIMATE, PARTS  # noqa: E402
+from cost_estimates import ESTIMATE, KINDS, PARTS, kind_fields  # noqa: E402
 
 LIMIT = 1.05
 
@@ -90,6 +90,9 @@ def _time(
         row.update(est_device_ms=float(m[1]), est_kernels=int(m[2]), est_cpu_ms=float(m[3]))
         if parts := PARTS.search(texts):
             row["est_us_per_kernel"] = float(parts[1])
+            row["est_arith_ms"], row["est_floors_ms"] = float(parts[2]), float(parts[3])
+        if kinds := KINDS.search(texts):
+            row.update(kind_fields(kinds))
     row["model_nodes"] = _node_count(data)
     row["ratio"] = row["default_ms"] / min(row["cpu_ms"], row["all_ms"])
     row["passes"] = row["ratio"] <= LIMIT

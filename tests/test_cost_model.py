@@ -142,6 +142,58 @@ def test_the_layer_extras_tune_moves_each_kernel_by_its_value(
     assert ms == pytest.approx(base_ms - kernels * 2e-3, abs=2e-3)
 
 
+KINDS = r"kernels: (\d+) gemm, (\d+) fused, (\d+) split, (\d+) small, ([a-z ]+), ([0-9.]+) us gap"
+
+
+def _kinds(text: str) -> tuple[list[int], str, float]:
+    """The estimate's launches per kind (gemm, fused, split, small), how it costed them and
+    the gap it counted after each."""
+    m = re.search(KINDS, text)
+    assert m, text
+    return [int(m.group(i)) for i in range(1, 5)], m.group(5), float(m.group(6))
+
+
+def _kinds_net() -> bytes:
+    """Tiny layers of each kind but a split's: a depthwise folded into the next 1x1 (fused), a
+    max pool (small), a 3x3 conv (gemm), each far below a launch's cost in arithmetic."""
+    net, x = start(6, 8, seed=0, fp16_weights=False)
+    x = net.b.max_pool2d(net.conv(net.dwconv(x, 3), 8, 1, act=None), 2, 2)
+    return net.finish(net.conv(x, 8, 3, act=None), softmax=False)
+
+
+def test_launch_costs_by_kind_replace_the_calibrated_figure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the device profile (or $CLGPU_LAUNCH_US) has a cost per launch kind, the estimate
+    counts each launch at its kind's cost, with no gap on top and no calibrated figure: raising
+    one kind's cost by 1 us moves the estimate by exactly that kind's launches. "0,0,0,0" keeps
+    the calibration's one figure, as a device without the profile's costs does (PoCL)."""
+    model = _kinds_net()
+    base = _estimate(model)
+    counts, costing, gap = _kinds(base)
+    ms, kernels, _ = _device_estimate(model)
+    assert costing == "one cost" and gap > 0 and sum(counts) == kernels, base
+    assert counts[0] >= 1 and counts[1] >= 1 and counts[3] >= 1, base
+    monkeypatch.setenv("CLGPU_LAUNCH_US", "0,0,0,0")
+    assert _estimate(model) == base
+    costs = [8.0, 10.0, 4.5, 6.0]
+    monkeypatch.setenv("CLGPU_LAUNCH_US", ",".join(map(str, costs)))
+    text = _estimate(model)
+    by_kind, costing, gap = _kinds(text)
+    by_kind_ms, _, per_kernel = _device_estimate(model)
+    assert by_kind == counts and costing == "costs by kind" and gap == 0, text
+    mean_us = sum(c * n for c, n in zip(costs, counts, strict=True)) / kernels
+    assert per_kernel == pytest.approx(mean_us, abs=0.051)
+    for kind in range(4):
+        if not counts[kind]:
+            continue
+        more = list(costs)
+        more[kind] += 1
+        monkeypatch.setenv("CLGPU_LAUNCH_US", ",".join(map(str, more)))
+        moved_ms = _device_estimate(model)[0]
+        assert moved_ms == pytest.approx(by_kind_ms + counts[kind] * 1e-3, abs=1.5e-3), kind
+
+
 def _small_layers(count: int) -> bytes:
     """Layers so small that each node's hand-off between XNNPACK's threads is their CPU time."""
     net, x = start(4, 8, seed=0, fp16_weights=False)
@@ -307,6 +359,7 @@ def test_the_estimate_counts_the_kernels_the_partition_launches(kind: str) -> No
     make_interpreter(model, [cost], reference=True).allocate_tensors()
     edge = frozenset(d.op_name for d in cost.decisions() if d.reason.startswith(EDGE))
     assert estimated == _launches_per_invoke(model, edge)
+    assert sum(_kinds(_estimate(model))[0]) == estimated
 
 
 @pytest.mark.parametrize(

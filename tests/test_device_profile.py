@@ -197,3 +197,14 @@ def test_the_blocked_tuners_winner_is_its_best_over_every_shape(tmp_path) -> Non
         {"shape": "b", "config": "8,8,16,8", "tflops": 9.0, "ok": True},
     ]
     assert tool.blocked_winner(rows) == [8, 8, 16, 8]
+
+
+def test_launch_costs_by_kind_only_where_they_were_fitted() -> None:
+    """The cost model counts launches by kind only on the architecture their costs were fitted
+    on (sm_90, bench/fit_launch_costs.py); every other device keeps the calibration's figure
+    (all zero), so a device nobody measured is never costed with another's numbers."""
+    h200 = profile(H200)["launch_us"]
+    assert len(h200) == 4 and all(0 < us < 100 for us in h200)
+    assert profile({**H200, "name": "NVIDIA H100 80GB HBM3"})["launch_us"] == h200
+    for facts in (MALI, ADRENO, RDNA3, ARC, POCL, {**H200, "nv_compute": (8, 0)}):
+        assert profile(facts)["launch_us"] == [0.0] * 4, facts

@@ -201,6 +201,9 @@ def test_int8_long_tap_chains_do_not_fold(runtime: str) -> None:
         ("CLGPU_COST_TUNE", "0,0.9x", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
         ("CLGPU_COST_TUNE", "2,0.95,-1", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
         ("CLGPU_COST_TUNE", "2,0.95,1,1", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
+        ("CLGPU_LAUNCH_US", "8,10,5", "CLGPU_LAUNCH_US must be GEMM,FUSED,SPLIT,SMALL"),
+        ("CLGPU_LAUNCH_US", "0,10,5,6", "CLGPU_LAUNCH_US must be GEMM,FUSED,SPLIT,SMALL"),
+        ("CLGPU_LAUNCH_US", "8,10,5,1e9", "CLGPU_LAUNCH_US must be GEMM,FUSED,SPLIT,SMALL"),
     ],
 )
 def test_bad_research_knobs_are_clear_errors(
@@ -212,8 +215,9 @@ def test_bad_research_knobs_are_clear_errors(
     monkeypatch.setenv(var, value)
     if var == "CLGPU_EXPAND_CHAIN":  # read for the GEMM's EXPAND_A, not the block kernel's
         monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
-    # Partitioning "cost" estimates every candidate partition (CLGPU_COST_TUNE), counting its
-    # folds (CLGPU_EXPAND_CHAIN), whatever the device (conftest makes "all" the tests' default).
+    # Partitioning "cost" estimates every candidate partition (CLGPU_COST_TUNE, CLGPU_LAUNCH_US),
+    # counting its folds (CLGPU_EXPAND_CHAIN), whatever the device (conftest makes "all" the
+    # tests' default).
     d = clgpu_delegate.load(partitioning="cost", cpu_warmup=False)
     with pytest.raises(RuntimeError, match=message):
         make_interpreter(block((1, 8, 8, 8), seed=33), [d], runtime=runtime).allocate_tensors()

@@ -129,6 +129,8 @@ DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
   p.event_target_ns = p.gpu ? 40e3 : 400e3;
   p.measure_costs = p.gpu;
   p.fill_items_per_unit = p.gpu ? 4096 : 256;
+  // Fitted on the H200 (bench/results/launch-costs-NVIDIA_H200.md): gemm, fused, split, small.
+  if (nvidia_gpu && p.architecture == "sm_90") p.launch_us = {8.5, 10, 4.5, 6};
 
   const std::string vendor = VendorKey(p.vendor);
   if (!p.architecture.empty()) {

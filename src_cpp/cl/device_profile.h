@@ -5,6 +5,7 @@
 // `tuning_keys`).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ struct DeviceFacts {
   std::string amd_board;                           // CL_DEVICE_BOARD_NAME_AMD, else ""
   bool host_unified_memory = false;
 };
+
+// A kernel launch as the cost model counts it (delegate/cost_model.cc): a GEMM-like op's kernel,
+// one that also computes a folded depthwise or a whole block (a longer chain per work-item), a
+// split reduction's further launches, and the rest (element-wise, pooling, layout, copies).
+enum LaunchKind { kGemmLaunch, kFusedLaunch, kSplitLaunch, kSmallLaunch, kLaunchKinds };
 
 struct DeviceProfile {
   Vendor vendor = Vendor::kOther;
@@ -69,6 +75,11 @@ struct DeviceProfile {
   // element: measured on NVIDIA sm_90 (bench/results/ab-options-chain-NVIDIA_H200.md), the same
   // for other devices until measured there.
   long expand_chain_cap = 216;
+  // What one launch of each kind adds to an invoke (us, the host's enqueue and the device's run
+  // with the gap to the next), fitted on real models' wall times on the device
+  // (bench/fit_launch_costs.py); all 0 where none was fitted: the cost model then counts the
+  // calibration's small kernel, a figure that varied 30 % between processes of one H200.
+  std::array<double, kLaunchKinds> launch_us{};
   // The tuning tables' keys, most specific first: "<vendor>/<architecture>/<device name>",
   // "<vendor>/<architecture>", "<vendor>", then "gpu" (any GPU) or "cpu" (any other device).
   std::vector<std::string> tuning_keys;

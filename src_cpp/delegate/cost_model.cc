@@ -1,6 +1,7 @@
 #include "delegate/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -107,15 +108,17 @@ double NodeFlops(const GraphView& g, const NodeInfo& n) {
 // passes find (fusion/pass.h, the partition's own table), and the group rewrites' nodes.
 void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
                 const std::vector<int>& outputs, const DeviceInfo& dev,
-                const std::vector<std::string>& fuse, Folds* folds) {
+                const std::vector<std::string>& fuse, Folds* folds, std::set<size_t>* groups) {
   const std::set<int> outs(outputs.begin(), outputs.end());
   const FoldGraph fold_graph{g, nodes, outs, dev};
   for (const auto& pass : FusionPasses())
     if (std::find(fuse.begin(), fuse.end(), pass->name()) != fuse.end())
       pass->Find(fold_graph, folds);
   std::set<size_t>* folded = &folds->folded;
-  for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs))
+  for (const GroupRewrite& r : FindGroupRewrites(g, nodes, outs)) {
     folded->insert(r.nodes.begin(), r.nodes.end() - 1);  // one launch for the group
+    groups->insert(r.nodes.back());
+  }
   // A RESHAPE keeps its input's storage, or its input the output's (the partition's
   // AliasFlatCopies), unless both are boundary tensors: no copy.
   std::set<int> written;
@@ -148,6 +151,50 @@ int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i, c
   const OpHandler* h = FindOpHandler(n.op);
   return h && h->launches ? std::max(1, h->launches(g, n, dev)) : 1;
 }
+
+// What a launch is (cl/device_profile.h): its node's op, and what its folds add to it.
+LaunchKind KindOf(const NodeInfo& n, size_t i, const Folds& folds, const std::set<size_t>& groups) {
+  if (IsCopy(n.op)) return kSmallLaunch;
+  if (folds.depthwise_of.count(i) || groups.count(i)) return kFusedLaunch;
+  const bool gemm = n.op == tfl::kConv2d || n.op == tfl::kFullyConnected ||
+                    n.op == tfl::kBatchMatMul || n.op == tfl::kTransposeConv;
+  return gemm ? kGemmLaunch : kSmallLaunch;
+}
+
+// Each kind's cost per launch: $CLGPU_LAUNCH_US ("GEMM,FUSED,SPLIT,SMALL", to fit or weigh them;
+// "0,0,0,0": the calibration's figure) or the device profile's; all 0: the calibration's.
+std::array<double, kLaunchKinds> LaunchCosts(const DeviceInfo& dev) {
+  const std::vector<double> v = EnvNumbers(
+      "CLGPU_LAUNCH_US", kLaunchKinds, "GEMM,FUSED,SPLIT,SMALL (each 0 < us < 1000, or all 0)",
+      [](const std::vector<double>& x) {
+        const bool off = std::all_of(x.begin(), x.end(), [](double u) { return u == 0; });
+        return off || std::all_of(x.begin(), x.end(), [](double u) { return u > 0 && u < 1e3; });
+      });
+  if (v.empty()) return dev.profile.launch_us;
+  std::array<double, kLaunchKinds> out{};
+  std::copy(v.begin(), v.end(), out.begin());
+  return out;
+}
+
+// What the estimate counts for a launch: its kind's cost, the gap included, where the device
+// profile (or $CLGPU_LAUNCH_US) has them; else the calibration's small kernel with a layer's
+// extras (an int8 kernel's more), the same for every kernel, and a gap after each.
+struct LaunchFloor {
+  LaunchFloor(const DeviceInfo& dev, const DeviceCosts& c, const CostTune& t)
+      : kind_us(LaunchCosts(dev)),
+        by_kind(kind_us[kSmallLaunch] > 0),
+        kernel_us(c.min_kernel_us + t.layer_extra_us / 2),
+        gap_us(by_kind ? 0 : c.launch_gap_us + t.layer_extra_us / 2),
+        int8_us(t.int8_kernel_us) {}
+  // A node's `launches` kernels, the first of `kind`, the others a split's (us).
+  double Us(LaunchKind kind, int launches, bool int8) const {
+    return by_kind ? kind_us[kind] + (launches - 1) * kind_us[kSplitLaunch]
+                   : launches * (kernel_us + (int8 ? int8_us : 0));
+  }
+  std::array<double, kLaunchKinds> kind_us;
+  bool by_kind;
+  double kernel_us, gap_us, int8_us;
+};
 
 // Node n's time on the CPU (f: its arithmetic): XNNPACK's roofline, the longer of its
 // arithmetic and its memory traffic (every input, weights included, and output). int8 nodes'
@@ -182,17 +229,17 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   // ADDs, clamp activations and depthwise convolutions that run inside another op's kernel:
   // compute, no launch.
   Folds folds;
-  if (!fuse.empty()) FindFolded(g, nodes, outputs, dev, fuse, &folds);
+  std::set<size_t> groups;  // the launching node of each group rewrite
+  if (!fuse.empty()) FindFolded(g, nodes, outputs, dev, fuse, &folds, &groups);
+  int kinds[kLaunchKinds] = {};
+  const LaunchFloor launch(dev, costs, tune);
   const std::set<size_t>& folded = folds.folded;
   const std::set<size_t>& one_kernel = folds.one_kernel;
   const double peak_gflops = costs.gflops > 0 ? costs.gflops : NominalGflops(dev);
   const double dev_gflops = kDeviceEfficiency * peak_gflops;
-  const double min_kernel_us = costs.min_kernel_us + tune.layer_extra_us / 2;
-  const double launch_gap_us = costs.launch_gap_us + tune.layer_extra_us / 2;
   double device_compute_ms = 0;
-  // Its two parts, reported for fitting (bench/cost_estimates.py): the arithmetic at the
-  // device's rate, and the launched kernels' floors where those exceed it.
-  double arith_ms = 0, floors_ms = 0;
+  // Its parts, for fitting (bench/fit_launch_costs.py): arithmetic, and floors above it.
+  double arith_ms = 0, floors_ms = 0, launches_us = 0;
   auto bytes = [&](int t) { return HostBytes(g, t); };
   // The CPU's time on the interpreter's threads, and on the fit's: the lower of the two counts.
   // The sweep's shorter hand-off on fewer threads held (keyword spotters ran 1.3-1.5x faster on
@@ -221,8 +268,13 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     const int launches =
         IsCopy(n.op) || one_kernel.count(i) ? 1 : Launches(g, nodes, i, folds, dev);
     e.kernels += launches;
-    const double floor_us = min_kernel_us + (int8 ? tune.int8_kernel_us : 0);
-    const double floor_ms = IsCopy(n.op) ? costs.copy_us * 1e-3 : launches * floor_us * 1e-3;
+    const LaunchKind kind = KindOf(n, i, folds, groups);
+    kinds[kind] += 1;
+    kinds[kSplitLaunch] += launches - 1;
+    const double floor_us = launch.Us(kind, launches, int8);
+    const double floor_ms =
+        IsCopy(n.op) && !launch.by_kind ? costs.copy_us * 1e-3 : floor_us * 1e-3;
+    launches_us += floor_us;
     if (IsCopy(n.op) || floor_ms > node_arith_ms) floors_ms += floor_ms - node_arith_ms;
     device_compute_ms += IsCopy(n.op) ? floor_ms : std::max(node_arith_ms, floor_ms);
   }
@@ -240,16 +292,20 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                       : dev.host_unified_memory ? kUnifiedGBps
                                                 : kDiscreteGBps;
   e.device_ms = device_compute_ms + e.boundary_bytes / (gbps * 1e9) * 1e3 +
-                (e.kernels * launch_gap_us + costs.sync_us) * 1e-3;
-  char buf[512];
+                (e.kernels * launch.gap_us + costs.sync_us) * 1e-3;
+  const double kernel_us =
+      launch.by_kind ? launches_us / std::max(e.kernels, 1) : launch.kernel_us + launch.gap_us;
+  char buf[640];
   std::snprintf(buf, sizeof buf,
                 "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU "
                 "(%zu nodes, %d threads; %.2f MFLOP, %.0f KB transferred; device: %.1f us/kernel, "
-                "%.0f us sync, %.1f GB/s %s; %.3f ms arithmetic, %.3f ms more for kernel floors)",
+                "%.0f us sync, %.1f GB/s %s; %.3f ms arithmetic, %.3f ms more for kernel floors; "
+                "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap)",
                 e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0),
-                cpu.threads, e.flops / 1e6, e.boundary_bytes / 1e3, min_kernel_us + launch_gap_us,
-                costs.sync_us, gbps, costs.source == "constants" ? "assumed" : "measured", arith_ms,
-                floors_ms);
+                cpu.threads, e.flops / 1e6, e.boundary_bytes / 1e3, kernel_us, costs.sync_us, gbps,
+                costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms,
+                kinds[kGemmLaunch], kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
+                launch.by_kind ? "costs by kind" : "one cost", launch.gap_us);
   e.figures = buf;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
   if (dev.profile.decline_partitions) {
@@ -282,6 +338,8 @@ CpuCosts CpuCostsFor(int num_threads) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   return CpuCostsAt(cores > 0 ? std::min(num_threads, cores) : num_threads);
 }
+
+bool LaunchCostsByKind(const DeviceInfo& dev) { return LaunchCosts(dev)[kSmallLaunch] > 0; }
 
 std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs,
                                const CpuCosts& cpu) {

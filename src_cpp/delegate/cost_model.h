@@ -69,4 +69,9 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
 std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs,
                                const CpuCosts& cpu);
 
+// Whether the estimate counts each launch by its kind (the device profile's costs, or
+// $CLGPU_LAUNCH_US), not by the calibration's small kernel: a close call then has no figure
+// to measure again.
+bool LaunchCostsByKind(const DeviceInfo& dev);
+
 }  // namespace clgpu

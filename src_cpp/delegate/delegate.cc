@@ -26,8 +26,8 @@ namespace clgpu {
 namespace {
 
 // A partition's estimate this close to the margin (device_ms / (margin x cpu_ms)) is refined
-// before it is decided: the driver's two launch levels move a host-bound estimate by up to
-// about a fifth either way (docs/partitioning.md).
+// before it is decided where it counts the calibrated launch: the driver's two launch levels
+// move it by up to a fifth either way (docs/partitioning.md; by kind, nothing is measured).
 constexpr double kCloseCallLow = 0.8, kCloseCallHigh = 1.25;
 
 TfLiteStatus PrepareTrampoline(TfLiteContext* ctx, TfLiteDelegate* d) {
@@ -71,8 +71,7 @@ void DelegateCore::Destroy(TfLiteDelegate* d) {
 DelegateCore::DelegateCore(const Options& options) : options_(options) {
   const auto t0 = std::chrono::steady_clock::now();
   env_ = Environment::ForDevice(SelectDevice(options_.device));
-  // Device listing and context creation: the driver's one-time cost in a process (or
-  // the wait for warm_up()'s), reported apart from the delegate's own setup.
+  // Listing and context: the driver's one-time cost (or warm_up()'s wait), reported apart.
   driver_setup_us_ =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
           .count();
@@ -284,7 +283,8 @@ PartitionEstimate DelegateCore::EstimateClaim(const GraphView& graph,
   PartitionEstimate e = estimate();
   // Too close to call on a first reading of the launch cost, which may have met the driver's
   // slower level: measure the lower level once, and estimate again.
-  if (e.margin_ratio > kCloseCallLow && e.margin_ratio < kCloseCallHigh && !device_costs_.refined) {
+  if (e.margin_ratio > kCloseCallLow && e.margin_ratio < kCloseCallHigh && !device_costs_.refined &&
+      !LaunchCostsByKind(env_->device())) {
     RefineDeviceCosts();
     e = estimate();
   }

@@ -84,6 +84,7 @@ py::typing::Dict<py::str, py::object> ProfileDict(
   r["zero_copy_io"] = p.zero_copy_io, r["auto_fp16"] = p.auto_fp16;
   r["shared_arena"] = p.shared_arena, r["decline_partitions"] = p.decline_partitions;
   r["nvidia_ptx"] = p.nvidia_ptx, r["tuning_keys"] = p.tuning_keys;
+  r["launch_us"] = std::vector<double>(p.launch_us.begin(), p.launch_us.end());
   py::dict t;
   for (const std::string& name : tiles) {
     const GemmTiles g = TilesFor(name, d);
