@@ -152,13 +152,12 @@ int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i, c
   return h && h->launches ? std::max(1, h->launches(g, n, dev)) : 1;
 }
 
-// What a launch is (cl/device_profile.h): its node's op, and what its folds add to it.
+// What a launch is (cl/device_profile.h): its op's kernel, and what its folds add to it.
 LaunchKind KindOf(const NodeInfo& n, size_t i, const Folds& folds, const std::set<size_t>& groups) {
   if (IsCopy(n.op)) return kSmallLaunch;
   if (folds.depthwise_of.count(i) || groups.count(i)) return kFusedLaunch;
-  const bool gemm = n.op == tfl::kConv2d || n.op == tfl::kFullyConnected ||
-                    n.op == tfl::kBatchMatMul || n.op == tfl::kTransposeConv;
-  return gemm ? kGemmLaunch : kSmallLaunch;
+  const OpHandler* h = FindOpHandler(n.op);
+  return h && h->gemm_launch ? kGemmLaunch : kSmallLaunch;
 }
 
 // Each kind's cost per launch: $CLGPU_LAUNCH_US ("GEMM,FUSED,SPLIT,SMALL", to fit or weigh them;

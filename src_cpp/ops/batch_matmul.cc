@@ -246,7 +246,8 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kBatchMatMulHandler = {
-    tfl::kBatchMatMul, "BATCH_MATMUL", Check, Create, Describe, Work};
+extern const OpHandler kBatchMatMulHandler = {tfl::kBatchMatMul, "BATCH_MATMUL", Check, Create,
+                                              Describe,          Work,           false, false,
+                                              nullptr,           false,          0,     true};
 
 }  // namespace clgpu

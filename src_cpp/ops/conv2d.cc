@@ -351,7 +351,7 @@ int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
 
 }  // namespace
 
-extern const OpHandler kConv2dHandler = {tfl::kConv2d, "CONV_2D", Check, Create,  Describe,
-                                         Work,         false,     true,  Launches};
+extern const OpHandler kConv2dHandler = {tfl::kConv2d, "CONV_2D", Check,    Create, Describe, Work,
+                                         false,        true,      Launches, false,  0,        true};
 
 }  // namespace clgpu

@@ -280,7 +280,17 @@ int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
 
 }  // namespace
 
-extern const OpHandler kFullyConnectedHandler = {
-    tfl::kFullyConnected, "FULLY_CONNECTED", Check, Create, Describe, Work, false, true, Launches};
+extern const OpHandler kFullyConnectedHandler = {tfl::kFullyConnected,
+                                                 "FULLY_CONNECTED",
+                                                 Check,
+                                                 Create,
+                                                 Describe,
+                                                 Work,
+                                                 false,
+                                                 true,
+                                                 Launches,
+                                                 false,
+                                                 0,
+                                                 true};
 
 }  // namespace clgpu

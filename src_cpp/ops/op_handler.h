@@ -47,6 +47,9 @@ struct OpHandler {
   // The CPU's time per output element of its int8 / uint8 form, where XNNPACK takes none and
   // TFLite's own kernel runs it on one thread (the cost model's CPU side; 0: XNNPACK's roofline).
   double cpu_int8_ns_per_element = 0;
+  // Its kernel is a GEMM (or convolution): a launch of that kind for the cost model
+  // (cl/device_profile.h LaunchKind), which the device profile may cost above an element-wise one.
+  bool gemm_launch = false;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

@@ -229,7 +229,17 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kTransposeConvHandler = {
-    tfl::kTransposeConv, "TRANSPOSE_CONV", Check, Create, Describe, Work, false, true};
+extern const OpHandler kTransposeConvHandler = {tfl::kTransposeConv,
+                                                "TRANSPOSE_CONV",
+                                                Check,
+                                                Create,
+                                                Describe,
+                                                Work,
+                                                false,
+                                                true,
+                                                nullptr,
+                                                false,
+                                                0,
+                                                true};
 
 }  // namespace clgpu
