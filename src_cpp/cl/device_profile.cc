@@ -129,7 +129,8 @@ DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
   p.event_target_ns = p.gpu ? 40e3 : 400e3;
   p.measure_costs = p.gpu;
   p.fill_items_per_unit = p.gpu ? 4096 : 256;
-  // Fitted on the H200 (bench/results/launch-costs-NVIDIA_H200.md): gemm, fused, split, small.
+  // gemm, fused, split, small: fitted on H200s, held on an H100 of the same architecture
+  // (bench/results/launch-costs-NVIDIA_H200.md, never-slower-launch-costs-NVIDIA_H100_*.md).
   if (nvidia_gpu && p.architecture == "sm_90") p.launch_us = {8.5, 10, 4.5, 6};
 
   const std::string vendor = VendorKey(p.vendor);
