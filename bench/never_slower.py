@@ -140,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=30, help="at least this many runs per plan")
     ap.add_argument("--min-seconds", type=float, default=1.0, help="per model, all plans")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads")
+    ap.add_argument(
+        "--made-first",
+        choices=("alternate", "default", "all"),
+        default="alternate",
+        help="which plan's delegate each row makes first (alternate: every other row)",
+    )
     ap.add_argument("--tag", default="", help="file name part: never-slower-TAG-<device>")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args(argv)
@@ -157,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         # Of two delegates with one plan, the one made first ran about 1 % slower in turns
         # (bench/results/first-delegate-NVIDIA_H200.md; pose_detection, 2026-11-27: default /
         # all 1.002-1.009 made first, 0.989-0.993 made second): every other row makes `all` first.
-        row = {"model": name, **_time(data, args, dev.type == "cpu", len(rows) % 2 == 1)}
+        # --made-first tells an order effect from a model's own (a row over with the same plan).
+        all_first = {"alternate": len(rows) % 2 == 1, "default": False, "all": True}
+        row = {"model": name, **_time(data, args, dev.type == "cpu", all_first[args.made_first])}
         rows.append(row)
         print(
             f"{name:<36} cpu {row['cpu_ms']:8.3f} default {row['default_ms']:8.3f} all "
