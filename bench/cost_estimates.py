@@ -17,7 +17,9 @@ kernel's extra, the margin, what a layer's kernel costs over the calibration's) 
 the measurements: --dir's models are estimated again under each value, in this one
 process (one calibration for all), and each row counts the decisions that break the
 never-slower rule on each --measured table (kept where `all` is over 1.05x the CPU, declined
-where it is under 1/1.05). Writes cost-tunes[-TAG]-<device>.json and .md too.
+where it is under 1/1.05). Writes cost-tunes[-TAG]-<device>.json and .md too. Where the
+device profile costs launches by kind (NVIDIA sm_90), INT8_US and LAYER_US do not enter the
+estimate: weigh CLGPU_LAUNCH_US there (bench/fit_launch_costs.py fits it).
 """
 
 from __future__ import annotations
