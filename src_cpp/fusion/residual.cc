@@ -21,6 +21,18 @@ struct ResidualFusion {
   int residual = -1;             // the ADD's other operand
 };
 
+// A conv whose output can take a residual inside its kernel: act(conv) + residual is not
+// act(conv + residual) in float, so a float one has no activation; an int8 conv's integers are
+// exact, its clamp applied before the ADD's arithmetic as the CPU does.
+bool TakesResidual(const GraphView& g, const NodeInfo& c) {
+  if (c.op != tfl::kConv2d || !c.builtin_data || c.outputs.size() != 1 ||
+      !g.valid_tensor(c.outputs[0]))
+    return false;
+  tfl::ConvParams params;
+  std::memcpy(&params, c.builtin_data, sizeof params);
+  return params.activation == tfl::kActNone || g.type(c.outputs[0]) != kTfLiteFloat32;
+}
+
 std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
                                                 const std::vector<NodeInfo>& nodes,
                                                 const std::set<int>& outputs) {
@@ -33,14 +45,7 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
   auto foldable_conv = [&](int t, size_t add) -> long {
     const auto p = producer.find(t);
     if (p == producer.end() || p->second >= add) return -1;
-    const NodeInfo& c = nodes[p->second];
-    if (c.op != tfl::kConv2d || !c.builtin_data || c.outputs.size() != 1) return -1;
-    tfl::ConvParams params;
-    std::memcpy(&params, c.builtin_data, sizeof params);
-    // act(conv) + residual is not act(conv + residual) in float; an int8 conv's integers are
-    // exact, its clamp applied before the ADD's arithmetic as the CPU does.
-    if (params.activation != tfl::kActNone && g.type(t) == kTfLiteFloat32) return -1;
-    if (reads[t] != 1 || outputs.count(t)) return -1;
+    if (!TakesResidual(g, nodes[p->second]) || reads[t] != 1 || outputs.count(t)) return -1;
     return static_cast<long>(p->second);
   };
   std::vector<ResidualFusion> out;
@@ -79,15 +84,9 @@ std::vector<ResidualFusion> FindResidualFusions(const GraphView& g,
 void SinkConvsToTheirAdds(const GraphView& g, std::vector<NodeInfo>* nodes,
                           const std::set<int>& outputs) {
   std::vector<NodeInfo>& ns = *nodes;
-  // A conv that could take a residual: float ones without an activation (act(conv) + r is not
-  // act(conv + r)), as the pass requires.
+  // A conv the pass could fold an ADD into.
   auto linear_conv = [&](const NodeInfo& c) {
-    if (c.op != tfl::kConv2d || c.outputs.size() != 1 || !c.builtin_data ||
-        !g.valid_tensor(c.outputs[0]) || outputs.count(c.outputs[0]))
-      return false;
-    tfl::ConvParams params;
-    std::memcpy(&params, c.builtin_data, sizeof params);
-    return params.activation == tfl::kActNone || g.type(c.outputs[0]) != kTfLiteFloat32;
+    return TakesResidual(g, c) && !outputs.count(c.outputs[0]);
   };
   std::set<int> moved;  // each conv moves once at most
   for (size_t i = 0; i < ns.size();) {
