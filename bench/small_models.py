@@ -11,12 +11,17 @@
   NCHW converters emit.
 
     python bench/small_models.py --out DIR      # writes DIR/<name>.tflite
+    python bench/small_models.py --out DIR --held-out 24 --seed 1
+
+`--held-out N`: N models of the same kinds with shapes drawn at random (named by their
+parameters), to check that a rule tuned on the fixed set holds on shapes nobody tuned it to.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -150,14 +155,57 @@ def models() -> dict[str, Callable[[], bytes]]:
     return out
 
 
+def held_out(count: int, seed: int) -> dict[str, Callable[[], bytes]]:
+    """`count` models of this set's kinds with parameters drawn from `seed` (half of the
+    spotters quantized to int8): name -> builder, the name spelling the parameters."""
+    rng = random.Random(seed)
+    out: dict[str, Callable[[], bytes]] = {}
+    while len(out) < count:
+        kind = rng.choice(("kws", "kws", "ds", "ds", "dense", "prelu", "audio"))
+        s = rng.randrange(1000)
+        if kind == "kws":
+            a = dict(frames=rng.choice((49, 61, 98, 124)), bins=rng.choice((10, 40, 64, 104)),
+                     blocks=rng.randrange(6, 21), width=rng.choice((16, 24, 32, 48)), seed=s)
+            name, make = "ho_kws_f{frames}_b{bins}_n{blocks}_w{width}".format(**a), kws_mnv2
+        elif kind == "ds":
+            a = dict(frames=rng.choice((49, 61, 98)), bins=rng.choice((10, 13, 40)),
+                     width=rng.choice((32, 64, 128, 172, 276)), blocks=rng.randrange(3, 7), seed=s)
+            name, make = "ho_ds_f{frames}_b{bins}_w{width}_n{blocks}".format(**a), ds_cnn
+        elif kind == "dense":
+            a = dict(features=rng.choice((64, 256, 784, 2048)),
+                     hidden=rng.choice((128, 512, 1024, 3072)), layers=rng.randrange(2, 6), seed=s)
+            name, make = "ho_dense_f{features}_h{hidden}_l{layers}".format(**a), dense
+        elif kind == "prelu":
+            a = dict(size=rng.choice((64, 96, 128, 192)), width=rng.choice((8, 16, 32)),
+                     stages=rng.randrange(2, 6), seed=s, shared=rng.random() < 0.5)
+            name = "ho_prelu_s{size}_w{width}_n{stages}".format(**a)
+            name += "_sh" if a["shared"] else ""
+            make = prelu_cnn
+        else:
+            a = dict(frames=rng.choice((32, 64, 96)), bins=rng.choice((32, 64, 80)),
+                     convs=rng.randrange(8, 33), width=rng.choice((16, 32, 48)), seed=s)
+            name, make = "ho_audio_f{frames}_b{bins}_n{convs}_w{width}".format(**a), audio_layout
+        if kind in ("kws", "ds") and rng.random() < 0.5:
+            out[name + "_int8"] = lambda m=make, a=a: quantize_model(m(**a), samples=2)
+        else:
+            out[name] = lambda m=make, a=a: m(**a)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="folder for the .tflite files")
     ap.add_argument("--only", default="", help="comma-separated names (default: all)")
+    ap.add_argument(
+        "--held-out", type=int, default=0, metavar="N",
+        help="instead: N models of these kinds with shapes drawn at random",
+    )
+    ap.add_argument("--seed", type=int, default=1, help="--held-out's draw")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name, make in models().items():
+    made = held_out(args.held_out, args.seed) if args.held_out > 0 else models()
+    for name, make in made.items():
         if args.only and name not in args.only.split(","):
             continue
         (out / f"{name}.tflite").write_bytes(make())

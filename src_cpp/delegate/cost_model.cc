@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/env.h"
+#include "common/host_cache.h"
 #include "fusion/pass.h"
 #include "ops/conv2d_selector.h"
 #include "ops/group_rewrite.h"
@@ -35,6 +36,10 @@ namespace {
 constexpr int kCpuFitThreads = 16;
 constexpr double kCpuGflopsPerThread = 42.0;  // at kCpuFitThreads
 constexpr double kCpuGBpsPerThread = 13.0;
+// Weights that all fit in the host's last-level cache stream from it on every invoke of a loop:
+// dense layers of 2-39 MB ran at 400-610 GB/s on the H200 host's 16 threads, against the 208
+// above, which an 84 MB one still held to (bench/results/never-slower-heldout-*.md).
+constexpr double kCpuCachedGBpsPerThread = 30.0;
 constexpr double kCpuNodeUs = 4.7;
 constexpr double kCpuThreadExponent = 0.8;
 constexpr double kCpuNodeUsOneThread = 1.88;       // no pool: XNNPACK makes none below 2 threads
@@ -72,6 +77,14 @@ struct CostTune {
 // A tensor's bytes in TFLite's memory.
 double HostBytes(const GraphView& g, int t) {
   return double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
+}
+
+// The model's constants as the CPU interpreter holds them: its working set of weights.
+double ModelWeightBytes(const GraphView& g) {
+  double bytes = 0;
+  for (int t = 0; g.valid_tensor(t); ++t)
+    if (g.IsConstant(t)) bytes += HostBytes(g, t);
+  return bytes;
 }
 
 // Read at each estimate: ab_options.py sets it between delegates of one process.
@@ -196,17 +209,21 @@ struct LaunchFloor {
 };
 
 // Node n's time on the CPU (f: its arithmetic): XNNPACK's roofline, the longer of its
-// arithmetic and its memory traffic (every input, weights included, and output). int8 nodes'
+// arithmetic and its memory traffic (every input, weights included, and output; the weights
+// from the cache where the whole model's fit in it: weights_cached). int8 nodes'
 // arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by less than 2x
 // on most models (docs/partitioning.md). An int8 op XNNPACK leaves to TFLite's own kernel costs
 // that kernel's one thread per element, where that is longer.
-double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, const CpuCosts& cpu) {
-  double traffic = 0;
+double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, const CpuCosts& cpu,
+                 bool weights_cached) {
+  double traffic = 0, weights = 0;
   for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
     for (int t : *ts)
-      if (g.valid_tensor(t)) traffic += HostBytes(g, t);
+      if (g.valid_tensor(t)) (g.IsConstant(t) ? weights : traffic) += HostBytes(g, t);
   const double cpu_flops = int8 ? f / kCpuInt8Speedup : f;
-  const double roofline_ms = std::max(cpu_flops / cpu.gflops, traffic / cpu.gbps) * 1e-6;
+  const double memory =
+      traffic / cpu.gbps + weights / (weights_cached ? cpu.cached_gbps : cpu.gbps);
+  const double roofline_ms = std::max(cpu_flops / cpu.gflops, memory) * 1e-6;
   const OpHandler* h = FindOpHandler(n.op);
   if (!int8 || !h || h->cpu_int8_ns_per_element <= 0) return roofline_ms;
   return std::max(roofline_ms,
@@ -246,6 +263,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   // either way (one-thread int8 spotters, a dense layer in cache), and a CPU estimated too slow
   // keeps what it runs faster (bench/results/never-slower-t*-*.md).
   const CpuCosts at_fit = CpuCostsAt(kCpuFitThreads);
+  const double weight_bytes = ModelWeightBytes(g);
+  const bool cached = cpu.cache_bytes > 0 && weight_bytes <= cpu.cache_bytes;
   double cpu_node_ms = 0, fit_node_ms = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo& n = nodes[i];
@@ -253,8 +272,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     e.flops += f;
     const bool int8 = !n.outputs.empty() && g.valid_tensor(n.outputs[0]) &&
                       IsQuantized(g.value_type(n.outputs[0]));
-    cpu_node_ms += CpuNodeMs(g, n, f, int8, cpu);
-    fit_node_ms += CpuNodeMs(g, n, f, int8, at_fit);
+    cpu_node_ms += CpuNodeMs(g, n, f, int8, cpu, cached);
+    fit_node_ms += CpuNodeMs(g, n, f, int8, at_fit, cached);
     // A folded FLOAT16 weight runs nothing (an int8 DEQUANTIZE is a kernel).
     if (n.op == tfl::kDequantize && !n.outputs.empty() && g.IsFoldedDequantizeOutput(n.outputs[0]))
       continue;
@@ -295,16 +314,17 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   const double kernel_us =
       launch.by_kind ? launches_us / std::max(e.kernels, 1) : launch.kernel_us + launch.gap_us;
   char buf[640];
-  std::snprintf(buf, sizeof buf,
-                "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU "
-                "(%zu nodes, %d threads; %.2f MFLOP, %.0f KB transferred; device: %.1f us/kernel, "
-                "%.0f us sync, %.1f GB/s %s; %.3f ms arithmetic, %.3f ms more for kernel floors; "
-                "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap)",
-                e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0),
-                cpu.threads, e.flops / 1e6, e.boundary_bytes / 1e3, kernel_us, costs.sync_us, gbps,
-                costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms,
-                kinds[kGemmLaunch], kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
-                launch.by_kind ? "costs by kind" : "one cost", launch.gap_us);
+  std::snprintf(
+      buf, sizeof buf,
+      "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU "
+      "(%zu nodes, %d threads; %.2f MFLOP, %.0f KB transferred%s; device: %.1f us/kernel, "
+      "%.0f us sync, %.1f GB/s %s; %.3f ms arithmetic, %.3f ms more for kernel floors; "
+      "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap)",
+      e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0), cpu.threads,
+      e.flops / 1e6, e.boundary_bytes / 1e3, cached ? ", the CPU's weights in its cache" : "",
+      kernel_us, costs.sync_us, gbps, costs.source == "constants" ? "assumed" : "measured",
+      arith_ms, floors_ms, kinds[kGemmLaunch], kinds[kFusedLaunch], kinds[kSplitLaunch],
+      kinds[kSmallLaunch], launch.by_kind ? "costs by kind" : "one cost", launch.gap_us);
   e.figures = buf;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
   if (dev.profile.decline_partitions) {
@@ -326,6 +346,8 @@ CpuCosts CpuCostsAt(int threads) {
   const double scale = std::pow(double(c.threads) / kCpuFitThreads, kCpuThreadExponent);
   c.gflops = kCpuGflopsPerThread * kCpuFitThreads * scale;
   c.gbps = kCpuGBpsPerThread * kCpuFitThreads * scale;
+  c.cached_gbps = kCpuCachedGBpsPerThread * kCpuFitThreads * scale;
+  c.cache_bytes = double(WeightCacheBytes(c.threads));
   auto handoff = [](int t) {
     return t > 1 ? kCpuPoolNodeUs + kCpuPoolNodeUsPerThread * t : kCpuNodeUsOneThread;
   };

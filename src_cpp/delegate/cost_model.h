@@ -32,6 +32,9 @@ struct CpuCosts {
   int threads = 1;
   double gflops = 0, gbps = 0;  // over those threads
   double node_us = 0;           // per node, whatever its size: the hand-off between the threads
+  // A model's weights read from the host's last-level cache (cache_bytes, 0: unknown) when all
+  // of them fit in it, at cached_gbps instead of gbps.
+  double cached_gbps = 0, cache_bytes = 0;
 };
 
 // num_threads: TfLiteContext::recommended_num_threads, what the interpreter gives XNNPACK

@@ -1,0 +1,76 @@
+#include "common/host_cache.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/env.h"
+
+namespace clgpu {
+namespace {
+
+std::string ReadLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+// "32768K", "105M" -> bytes; 0 when unreadable.
+int64_t ParseSize(const std::string& s) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (...) {
+    return 0;
+  }
+  const char unit = used < s.size() ? s[used] : ' ';
+  const int64_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : unit == 'G' ? 1 << 30 : 1;
+  return v > 0 ? int64_t(v) * scale : 0;
+}
+
+// The highest cache level any CPU lists; each instance (its shared_cpu_list) counted once.
+int64_t FromSysfs() {
+  std::map<int, std::map<std::string, int64_t>> levels;  // level -> instance -> bytes
+  for (int cpu = 0; cpu < 4096; ++cpu) {
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/";
+    if (ReadLine(dir + "index0/level").empty()) {
+      if (cpu == 0) return 0;
+      break;
+    }
+    for (int i = 0; i < 16; ++i) {
+      const std::string idx = dir + "index" + std::to_string(i) + "/";
+      const std::string level = ReadLine(idx + "level");
+      if (level.empty()) break;
+      if (ReadLine(idx + "type") == "Instruction") continue;
+      const int64_t lv = ParseSize(level), bytes = ParseSize(ReadLine(idx + "size"));
+      if (lv > 0 && bytes > 0) levels[int(lv)][ReadLine(idx + "shared_cpu_list")] = bytes;
+    }
+  }
+  if (levels.empty()) return 0;
+  int64_t total = 0;
+  for (const auto& [instance, bytes] : levels.rbegin()->second) total += bytes;
+  return total;
+}
+
+}  // namespace
+
+int64_t HostCacheBytes() {
+  static std::once_flag once;
+  static int64_t bytes = 0;
+  std::call_once(once, [] { bytes = FromSysfs(); });
+  return bytes;
+}
+
+int64_t WeightCacheBytes(int threads) {
+  const std::vector<double> mb =
+      EnvNumbers("CLGPU_CPU_CACHE_MB", 1, "a size in MB (0 <= MB < 1e6)",
+                 [](const std::vector<double>& v) { return v[0] >= 0 && v[0] < 1e6; });
+  if (!mb.empty()) return int64_t(mb[0] * 1024 * 1024);
+  return std::min(HostCacheBytes(), kCacheShareBytesPerThread * std::max(threads, 1));
+}
+
+}  // namespace clgpu
