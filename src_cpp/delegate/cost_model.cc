@@ -212,8 +212,8 @@ struct LaunchFloor {
 // arithmetic and its memory traffic (every input, weights included, and output; the weights
 // from the cache where the whole model's fit in it: weights_cached). int8 nodes'
 // arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by less than 2x
-// on most models (docs/partitioning.md). An int8 op XNNPACK leaves to TFLite's own kernel costs
-// that kernel's one thread per element, where that is longer.
+// on most models (docs/partitioning.md). An op XNNPACK leaves to TFLite's own kernel (in its int8
+// or its float form) costs that kernel's time per element, where that is longer.
 double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, const CpuCosts& cpu,
                  bool weights_cached) {
   double traffic = 0, weights = 0;
@@ -225,10 +225,36 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, con
       traffic / cpu.gbps + weights / (weights_cached ? cpu.cached_gbps : cpu.gbps);
   const double roofline_ms = std::max(cpu_flops / cpu.gflops, memory) * 1e-6;
   const OpHandler* h = FindOpHandler(n.op);
-  if (!int8 || !h || h->cpu_int8_ns_per_element <= 0) return roofline_ms;
-  return std::max(roofline_ms,
-                  double(NumElements(g.shape(n.outputs[0]))) * h->cpu_int8_ns_per_element * 1e-6);
+  const double ns = !h ? 0 : int8 ? h->cpu_int8_ns_per_element : h->cpu_float_ns_per_element;
+  if (ns <= 0 || n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return roofline_ms;
+  return std::max(roofline_ms, double(NumElements(g.shape(n.outputs[0]))) * ns * 1e-6);
 }
+
+// The CPU's time on the interpreter's threads, and on the fit's: the lower of the two counts.
+// The sweep's shorter hand-off on fewer threads held (keyword spotters ran 1.3-1.5x faster on
+// 4 threads than on 16), but its slower arithmetic there missed small models by up to 5x
+// either way (one-thread int8 spotters, a dense layer in cache), and a CPU estimated too slow
+// keeps what it runs faster (bench/results/never-slower-t*-*.md).
+struct CpuSide {
+  CpuSide(const GraphView& graph, const CpuCosts& costs)
+      : g(graph),
+        cpu(costs),
+        fit(CpuCostsAt(kCpuFitThreads)),
+        cached(cpu.cache_bytes > 0 && ModelWeightBytes(g) <= cpu.cache_bytes) {}
+  void Add(const NodeInfo& n, double f, bool int8) {
+    node_ms += CpuNodeMs(g, n, f, int8, cpu, cached);
+    fit_ms += CpuNodeMs(g, n, f, int8, fit, cached);
+  }
+  // With the hand-off between the threads of `nodes` nodes.
+  double Ms(double nodes) const {
+    return std::min(node_ms + nodes * cpu.node_us * 1e-3, fit_ms + nodes * fit.node_us * 1e-3);
+  }
+  const GraphView& g;
+  const CpuCosts& cpu;
+  const CpuCosts fit;
+  const bool cached;  // the model's weights all in the host's cache
+  double node_ms = 0, fit_ms = 0;
+};
 
 }  // namespace
 
@@ -257,23 +283,14 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   // Its parts, for fitting (bench/fit_launch_costs.py): arithmetic, and floors above it.
   double arith_ms = 0, floors_ms = 0, launches_us = 0;
   auto bytes = [&](int t) { return HostBytes(g, t); };
-  // The CPU's time on the interpreter's threads, and on the fit's: the lower of the two counts.
-  // The sweep's shorter hand-off on fewer threads held (keyword spotters ran 1.3-1.5x faster on
-  // 4 threads than on 16), but its slower arithmetic there missed small models by up to 5x
-  // either way (one-thread int8 spotters, a dense layer in cache), and a CPU estimated too slow
-  // keeps what it runs faster (bench/results/never-slower-t*-*.md).
-  const CpuCosts at_fit = CpuCostsAt(kCpuFitThreads);
-  const double weight_bytes = ModelWeightBytes(g);
-  const bool cached = cpu.cache_bytes > 0 && weight_bytes <= cpu.cache_bytes;
-  double cpu_node_ms = 0, fit_node_ms = 0;
+  CpuSide cpu_side(g, cpu);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo& n = nodes[i];
     const double f = NodeFlops(g, n);
     e.flops += f;
     const bool int8 = !n.outputs.empty() && g.valid_tensor(n.outputs[0]) &&
                       IsQuantized(g.value_type(n.outputs[0]));
-    cpu_node_ms += CpuNodeMs(g, n, f, int8, cpu, cached);
-    fit_node_ms += CpuNodeMs(g, n, f, int8, at_fit, cached);
+    cpu_side.Add(n, f, int8);
     // A folded FLOAT16 weight runs nothing (an int8 DEQUANTIZE is a kernel).
     if (n.op == tfl::kDequantize && !n.outputs.empty() && g.IsFoldedDequantizeOutput(n.outputs[0]))
       continue;
@@ -304,8 +321,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   // The CPU runs the nodes the device folds away too: fp16-weight models' CPU times fit
   // counting their DEQUANTIZE nodes as nodes (face and hand detectors, selfie segmentation).
   const double cpu_nodes = double(nodes.size() + std::max(folded_nodes, 0));
-  e.cpu_ms = std::min(cpu_node_ms + cpu_nodes * cpu.node_us * 1e-3,
-                      fit_node_ms + cpu_nodes * at_fit.node_us * 1e-3);
+  e.cpu_ms = cpu_side.Ms(cpu_nodes);
   const double gbps = costs.gbps > 0            ? costs.gbps
                       : dev.host_unified_memory ? kUnifiedGBps
                                                 : kDiscreteGBps;
@@ -321,10 +337,11 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       "%.0f us sync, %.1f GB/s %s; %.3f ms arithmetic, %.3f ms more for kernel floors; "
       "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap)",
       e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0), cpu.threads,
-      e.flops / 1e6, e.boundary_bytes / 1e3, cached ? ", the CPU's weights in its cache" : "",
-      kernel_us, costs.sync_us, gbps, costs.source == "constants" ? "assumed" : "measured",
-      arith_ms, floors_ms, kinds[kGemmLaunch], kinds[kFusedLaunch], kinds[kSplitLaunch],
-      kinds[kSmallLaunch], launch.by_kind ? "costs by kind" : "one cost", launch.gap_us);
+      e.flops / 1e6, e.boundary_bytes / 1e3,
+      cpu_side.cached ? ", the CPU's weights in its cache" : "", kernel_us, costs.sync_us, gbps,
+      costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms, kinds[kGemmLaunch],
+      kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
+      launch.by_kind ? "costs by kind" : "one cost", launch.gap_us);
   e.figures = buf;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
   if (dev.profile.decline_partitions) {

@@ -50,6 +50,9 @@ struct OpHandler {
   // Its kernel is a GEMM (or convolution): a launch of that kind for the cost model
   // (cl/device_profile.h LaunchKind), which the device profile may cost above an element-wise one.
   bool gemm_launch = false;
+  // The same for its float form, where XNNPACK takes none (MIRROR_PAD): TFLite's own kernel
+  // between XNNPACK's subgraphs, whatever the interpreter's threads (0: XNNPACK's roofline).
+  double cpu_float_ns_per_element = 0;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

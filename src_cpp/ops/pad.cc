@@ -155,6 +155,16 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 
 extern const OpHandler kPadHandler = {tfl::kPad, "PAD", Check, Create};
 extern const OpHandler kPadV2Handler = {tfl::kPadV2, "PADV2", Check, Create};
-extern const OpHandler kMirrorPadHandler = {tfl::kMirrorPad, "MIRROR_PAD", Check, Create};
+// XNNPACK takes no MIRROR_PAD: TFLite's own kernel runs it between XNNPACK's subgraphs, 16 ns per
+// element on one thread of the H200's host, 2-8 on 2-16 (bench/results/cpu-float-ops-h200-host-*),
+// and models of NCHW converter chains around it ran 2.6-4x their CPU estimate without it, up to
+// 12x on a host whose threads contended (never-slower-heldout-*). Counted at 8 whatever the
+// interpreter's threads.
+constexpr double kCpuFloatMirrorPadNs = 8.0;
+extern const OpHandler kMirrorPadHandler = [] {
+  OpHandler h{tfl::kMirrorPad, "MIRROR_PAD", Check, Create};
+  h.cpu_float_ns_per_element = kCpuFloatMirrorPadNs;
+  return h;
+}();
 
 }  // namespace clgpu
