@@ -1,0 +1,59 @@
+"""bench/small_models.py --held-out, the models of the small set's kinds with shapes drawn at
+random that check the default on shapes nobody tuned it to: a seed names the same models each
+time, the draws cover every kind, and what it writes loads and runs on the CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clgpu_delegate.runtime import make_interpreter, random_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "bench" / "small_models.py"
+pytestmark = pytest.mark.skipif(not SCRIPT.is_file(), reason="not in the checkout")
+
+
+def _module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("small_models", SCRIPT)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_seed_draws_the_same_models_of_every_kind() -> None:
+    sm = _module()
+    names = list(sm.held_out(40, 3))
+    assert names == list(sm.held_out(40, 3))
+    assert len(set(names)) == 40
+    assert names != list(sm.held_out(40, 4))
+    for kind in ("kws", "ds", "dense", "prelu", "audio"):
+        assert any(n.startswith(f"ho_{kind}_") for n in names), (kind, names)
+    assert any(n.endswith("_int8") for n in names) and not any(
+        n.endswith("_int8") for n in names if n.split("_")[1] in ("dense", "prelu", "audio")
+    )
+
+
+def test_the_written_models_run_on_the_cpu(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--held-out", "3", "--seed", "11"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    files = sorted(tmp_path.glob("ho_*.tflite"))
+    assert len(files) == 3, run.stdout
+    for f in files:
+        interp = make_interpreter(f.read_bytes(), None, num_threads=1, reference=True)
+        interp.allocate_tensors()
+        details = interp.get_input_details()
+        for d, x in zip(details, random_inputs(details, 0), strict=True):
+            interp.set_tensor(d["index"], x)
+        interp.invoke()
+        out = interp.get_tensor(interp.get_output_details()[0]["index"])
+        assert out.size and np.isfinite(out.astype(np.float32)).all(), f.name
