@@ -10,10 +10,12 @@ passes when
 default_ms <= 1.05 x min(cpu_ms, all_ms).
 
     python bench/never_slower.py [--zoo a,b] [--dir DIR ...] [--small] [--runs N]
-        [--min-seconds S] [--tag T] [--out bench/results]
+        [--held-out N [--held-out-seeds S,S]] [--min-seconds S] [--tag T] [--out bench/results]
 
 --small adds bench/small_models.py's set (keyword spotters float and int8, DS-CNNs, wide dense
-layers, a PRELU CNN, layout-chain audio CNN). Writes never-slower[-TAG]-<device>.json and .md;
+layers, a PRELU CNN, layout-chain audio CNN); --held-out N --held-out-seeds 7,8 adds N models
+per seed of those kinds with shapes drawn at random (small_models.held_out), which nothing was
+tuned to. Writes never-slower[-TAG]-<device>.json and .md;
 each JSON row also carries the default's estimate of its first weighed partition (est_*).
 """
 
@@ -49,6 +51,8 @@ def _models(args: argparse.Namespace) -> list[tuple[str, bytes]]:
         ]
     if args.small:
         out += [(name, make()) for name, make in small_models.models().items()]
+    for seed in (int(x) for x in args.held_out_seeds.split(",") if args.held_out > 0 and x):
+        out += [(name, make()) for name, make in small_models.held_out(args.held_out, seed).items()]
     return out
 
 
@@ -137,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--zoo", default=",".join(zoo.MODELS), help="built-in models")
     ap.add_argument("--dir", action="append", default=[], help="a folder of .tflite files")
     ap.add_argument("--small", action="store_true", help="add bench/small_models.py's set")
+    ap.add_argument(
+        "--held-out", type=int, default=0, metavar="N",
+        help="add N models per seed of the small set's kinds with shapes drawn at random",
+    )
+    ap.add_argument("--held-out-seeds", default="1", help="comma-separated draws for --held-out")
     ap.add_argument("--runs", type=int, default=30, help="at least this many runs per plan")
     ap.add_argument("--min-seconds", type=float, default=1.0, help="per model, all plans")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads")

@@ -5,6 +5,7 @@ time, the draws cover every kind, and what it writes loads and runs on the CPU."
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,21 @@ def test_the_written_models_run_on_the_cpu(tmp_path: Path) -> None:
         interp.invoke()
         out = interp.get_tensor(interp.get_output_details()[0]["index"])
         assert out.size and np.isfinite(out.astype(np.float32)).all(), f.name
+
+
+def test_never_slower_times_the_drawn_models_of_each_seed(tmp_path: Path) -> None:
+    """bench/never_slower.py --held-out N --held-out-seeds A,B adds held_out(N, A) and
+    held_out(N, B) to its rows (dense draws: quick to build on any device)."""
+    sm = _module()
+    expected = list(sm.held_out(1, 5)) + list(sm.held_out(1, 30))
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "never_slower.py"), "--zoo=", "--held-out", "1",
+         "--held-out-seeds", "5,30", "--runs", "2", "--min-seconds", "0", "--threads", "1",
+         "--tag", "t", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    (table,) = tmp_path.glob("never-slower-t-*.json")
+    rows = json.loads(table.read_text())["rows"]
+    assert [r["model"] for r in rows] == expected
+    assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in rows), rows
