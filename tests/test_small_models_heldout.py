@@ -41,6 +41,15 @@ def test_a_seed_draws_the_same_models_of_every_kind() -> None:
     )
 
 
+def test_image_draws_only_when_asked_and_unknown_kinds_are_refused() -> None:
+    sm = _module()
+    assert not any("mobilenet" in n for n in sm.held_out(40, 3))
+    names = list(sm.held_out(6, 1, ("image",)))
+    assert len(names) == 6 and all(n.startswith("ho_mobilenet_v") for n in names), names
+    with pytest.raises(ValueError, match="held-out kinds are"):
+        sm.held_out(2, 1, ("resnet",))
+
+
 def test_the_written_models_run_on_the_cpu(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--held-out", "3", "--seed", "11"],
