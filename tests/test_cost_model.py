@@ -11,7 +11,7 @@ import pytest
 from parity import random_inputs, run
 
 import clgpu_delegate
-from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.modelgen import dynamic_range_model, zoo
 from clgpu_delegate.modelgen._layers import start
 from clgpu_delegate.modelgen._ptq import quantize_model
 from clgpu_delegate.report import format_report, inspect_model
@@ -139,6 +139,25 @@ def test_a_float_mirror_pad_costs_tflites_own_kernel_on_the_cpu() -> None:
         est[op] = _cpu_estimate_ms(net.finish(y, softmax=False))[0]
     expected_ms = 66 * 82 * 32 * 8e-6
     assert 0.9 < (est["mirror_pad"] - est["pad"]) / expected_ms < 1.05, (est, expected_ms)
+
+
+def test_dynamic_range_weights_cost_the_cpu_its_hybrid_kernels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TFLite runs a dynamic-range DEPTHWISE_CONV_2D in its hybrid kernel, not XNNPACK: 40 us a
+    node and 2.8 ns an output element on the CPU side, over its float form's estimate; a
+    dynamic-range FC reads its int8 weights, a byte each, where the float one reads four."""
+    monkeypatch.setenv("CLGPU_CPU_CACHE_MB", "0")
+    net, x = start(56, 64, seed=0, fp16_weights=False)
+    dw = net.finish(net.dwconv(x, 3, 1, act=None), softmax=False)
+    float_ms = _cpu_estimate_ms(dw)[0]
+    hybrid_ms = _cpu_estimate_ms(dynamic_range_model(dw))[0]
+    expected_ms = 0.040 + 56 * 56 * 64 * 2.8e-6
+    assert 0.9 < (hybrid_ms - float_ms) / expected_ms < 1.1, (float_ms, hybrid_ms, expected_ms)
+    fc = _one_layer("fc")  # 16 MB of float weights: their bytes set its CPU time
+    fc_float_ms = _cpu_estimate_ms(fc)[0]
+    fc_hybrid_ms = _cpu_estimate_ms(dynamic_range_model(fc))[0]
+    assert fc_hybrid_ms < 0.4 * fc_float_ms, (fc_float_ms, fc_hybrid_ms)
 
 
 def _cpu_estimate_at(model: bytes, threads: int | None, runtime: str) -> tuple[float, int]:

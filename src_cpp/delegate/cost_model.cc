@@ -8,10 +8,8 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "common/env.h"
-#include "common/host_cache.h"
 #include "fusion/pass.h"
 #include "ops/conv2d_selector.h"
 #include "ops/group_rewrite.h"
@@ -22,32 +20,6 @@
 namespace clgpu {
 namespace {
 
-// The CPU side: XNNPACK as a roofline per node: a node takes the longer of its arithmetic and its
-// memory traffic (inputs, weights, output), plus a hand-off between the threads however small it
-// is. Fitted by bench/fit_cpu_costs.py on the CPU times of 60 real, converted and generated
-// models on the H200 machine's 16 host threads; arithmetic alone called depthwise,
-// squeeze-excite and element-wise layers, which move more bytes than they compute, 1.5-2x too
-// fast (MobileNetV3, LR-ASPP). On t threads (the interpreter's, CpuCostsFor) the figures follow
-// a sweep over 1-16 threads of a GPU machine's 16-core host (bench/results/cpu-threads-*.md):
-// arithmetic and bandwidth as t^0.8, the hand-off as 2.03 + 0.186 t us in a pool and 1.88 us on
-// one thread, scaled to the 16-thread fit. The CPU that runs XNNPACK cannot be measured cheaply
-// from inside the delegate; its thread count can. The device side comes in DeviceCosts: measured
-// on the device (delegate/calibration.h) or the constants it defaults to.
-constexpr int kCpuFitThreads = 16;
-constexpr double kCpuGflopsPerThread = 42.0;  // at kCpuFitThreads
-constexpr double kCpuGBpsPerThread = 13.0;
-// Weights that all fit in the host's last-level cache stream from it on every invoke of a loop:
-// dense layers of 2-39 MB ran at 400-610 GB/s on the H200 host's 16 threads, against the 208
-// above, which an 84 MB one still held to (bench/results/never-slower-heldout-*.md).
-constexpr double kCpuCachedGBpsPerThread = 30.0;
-constexpr double kCpuNodeUs = 4.7;
-constexpr double kCpuThreadExponent = 0.8;
-constexpr double kCpuNodeUsOneThread = 1.88;       // no pool: XNNPACK makes none below 2 threads
-constexpr double kCpuPoolNodeUs = 2.03;            // a pool of t threads: this...
-constexpr double kCpuPoolNodeUsPerThread = 0.186;  // ...plus this per thread
-// An edge conversion's bandwidth: XNNPACK may not split so small a conversion over threads.
-constexpr double kCpuConversionGBps = kCpuGBpsPerThread;
-constexpr double kCpuInt8Speedup = 1.5;     // XNNPACK's int8 kernels over its float ones
 constexpr double kDeviceEfficiency = 0.25;  // of the device's arithmetic peak
 constexpr double kDiscreteGBps = 8.0;       // host <-> device copies (PCIe, pageable)...
 constexpr double kUnifiedGBps = 15.0;       // ...and on shared-memory devices, unmeasured
@@ -73,19 +45,6 @@ struct CostTune {
   double win_margin = 0.95;
   double layer_extra_us = kLayerKernelExtraUs + kLayerGapExtraUs;
 };
-
-// A tensor's bytes in TFLite's memory.
-double HostBytes(const GraphView& g, int t) {
-  return double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
-}
-
-// The model's constants as the CPU interpreter holds them: its working set of weights.
-double ModelWeightBytes(const GraphView& g) {
-  double bytes = 0;
-  for (int t = 0; g.valid_tensor(t); ++t)
-    if (g.IsConstant(t)) bytes += HostBytes(g, t);
-  return bytes;
-}
 
 // Read at each estimate: ab_options.py sets it between delegates of one process.
 CostTune Tune() {
@@ -208,54 +167,6 @@ struct LaunchFloor {
   double kernel_us, gap_us, int8_us;
 };
 
-// Node n's time on the CPU (f: its arithmetic): XNNPACK's roofline, the longer of its
-// arithmetic and its memory traffic (every input, weights included, and output; the weights
-// from the cache where the whole model's fit in it: weights_cached). int8 nodes'
-// arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by less than 2x
-// on most models (docs/partitioning.md). An op XNNPACK leaves to TFLite's own kernel (in its int8
-// or its float form) costs that kernel's time per element, where that is longer.
-double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, const CpuCosts& cpu,
-                 bool weights_cached) {
-  double traffic = 0, weights = 0;
-  for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
-    for (int t : *ts)
-      if (g.valid_tensor(t)) (g.IsConstant(t) ? weights : traffic) += HostBytes(g, t);
-  const double cpu_flops = int8 ? f / kCpuInt8Speedup : f;
-  const double memory =
-      traffic / cpu.gbps + weights / (weights_cached ? cpu.cached_gbps : cpu.gbps);
-  const double roofline_ms = std::max(cpu_flops / cpu.gflops, memory) * 1e-6;
-  const OpHandler* h = FindOpHandler(n.op);
-  const double ns = !h ? 0 : int8 ? h->cpu_int8_ns_per_element : h->cpu_float_ns_per_element;
-  if (ns <= 0 || n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return roofline_ms;
-  return std::max(roofline_ms, double(NumElements(g.shape(n.outputs[0]))) * ns * 1e-6);
-}
-
-// The CPU's time on the interpreter's threads, and on the fit's: the lower of the two counts.
-// The sweep's shorter hand-off on fewer threads held (keyword spotters ran 1.3-1.5x faster on
-// 4 threads than on 16), but its slower arithmetic there missed small models by up to 5x
-// either way (one-thread int8 spotters, a dense layer in cache), and a CPU estimated too slow
-// keeps what it runs faster (bench/results/never-slower-t*-*.md).
-struct CpuSide {
-  CpuSide(const GraphView& graph, const CpuCosts& costs)
-      : g(graph),
-        cpu(costs),
-        fit(CpuCostsAt(kCpuFitThreads)),
-        cached(cpu.cache_bytes > 0 && ModelWeightBytes(g) <= cpu.cache_bytes) {}
-  void Add(const NodeInfo& n, double f, bool int8) {
-    node_ms += CpuNodeMs(g, n, f, int8, cpu, cached);
-    fit_ms += CpuNodeMs(g, n, f, int8, fit, cached);
-  }
-  // With the hand-off between the threads of `nodes` nodes.
-  double Ms(double nodes) const {
-    return std::min(node_ms + nodes * cpu.node_us * 1e-3, fit_ms + nodes * fit.node_us * 1e-3);
-  }
-  const GraphView& g;
-  const CpuCosts& cpu;
-  const CpuCosts fit;
-  const bool cached;  // the model's weights all in the host's cache
-  double node_ms = 0, fit_ms = 0;
-};
-
 }  // namespace
 
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& claimed,
@@ -338,7 +249,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap)",
       e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0), cpu.threads,
       e.flops / 1e6, e.boundary_bytes / 1e3,
-      cpu_side.cached ? ", the CPU's weights in its cache" : "", kernel_us, costs.sync_us, gbps,
+      cpu_side.cached() ? ", the CPU's weights in its cache" : "", kernel_us, costs.sync_us, gbps,
       costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms, kinds[kGemmLaunch],
       kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
       launch.by_kind ? "costs by kind" : "one cost", launch.gap_us);
@@ -357,26 +268,6 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   return e;
 }
 
-CpuCosts CpuCostsAt(int threads) {
-  CpuCosts c;
-  c.threads = std::max(1, threads);
-  const double scale = std::pow(double(c.threads) / kCpuFitThreads, kCpuThreadExponent);
-  c.gflops = kCpuGflopsPerThread * kCpuFitThreads * scale;
-  c.gbps = kCpuGBpsPerThread * kCpuFitThreads * scale;
-  c.cached_gbps = kCpuCachedGBpsPerThread * kCpuFitThreads * scale;
-  c.cache_bytes = double(WeightCacheBytes(c.threads));
-  auto handoff = [](int t) {
-    return t > 1 ? kCpuPoolNodeUs + kCpuPoolNodeUsPerThread * t : kCpuNodeUsOneThread;
-  };
-  c.node_us = kCpuNodeUs * handoff(c.threads) / handoff(kCpuFitThreads);
-  return c;
-}
-
-CpuCosts CpuCostsFor(int num_threads) {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return CpuCostsAt(cores > 0 ? std::min(num_threads, cores) : num_threads);
-}
-
 bool LaunchCostsByKind(const DeviceInfo& dev) { return LaunchCosts(dev)[kSmallLaunch] > 0; }
 
 std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs,
@@ -385,8 +276,7 @@ std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const Devi
   for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
     for (int t : *ts)
       if (g.valid_tensor(t)) bytes += HostBytes(g, t);
-  const double cpu_us = std::min(cpu.node_us, CpuCostsAt(kCpuFitThreads).node_us) +
-                        bytes / (kCpuConversionGBps * 1e3);
+  const double cpu_us = CpuConversionUs(cpu, bytes);
   const double device_us = costs.min_kernel_us + costs.launch_gap_us + Tune().layer_extra_us;
   if (cpu_us >= device_us) return "";
   char buf[200];

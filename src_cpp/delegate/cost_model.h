@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cl/device.h"
+#include "delegate/cpu_costs.h"
 #include "fusion/pass.h"
 #include "graph/graph.h"
 
@@ -26,23 +27,6 @@ struct DeviceCosts {
   // min_kernel_us is the lower launch level's, over a longer window (RefinedDeviceCosts).
   bool refined = false;
 };
-
-// The CPU side: XNNPACK on the interpreter's threads, as the cost model figures them.
-struct CpuCosts {
-  int threads = 1;
-  double gflops = 0, gbps = 0;  // over those threads
-  double node_us = 0;           // per node, whatever its size: the hand-off between the threads
-  // A model's weights read from the host's last-level cache (cache_bytes, 0: unknown) when all
-  // of them fit in it, at cached_gbps instead of gbps.
-  double cached_gbps = 0, cache_bytes = 0;
-};
-
-// num_threads: TfLiteContext::recommended_num_threads, what the interpreter gives XNNPACK
-// (-1 on tflite_runtime and 1 on ai_edge_litert when the user sets none: one thread, no pool);
-// counted up to the host's cores.
-CpuCosts CpuCostsFor(int num_threads);
-// At `threads`, whatever the host's cores.
-CpuCosts CpuCostsAt(int threads);
 
 struct PartitionEstimate {
   double flops = 0;

@@ -266,7 +266,18 @@ double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, -1)
 
 }  // namespace
 
-extern const OpHandler kDepthwiseConv2dHandler = {
-    tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D", Check, Create, Describe, Work, false, true};
+// Its dynamic-range form runs in TFLite's hybrid kernel, not XNNPACK: on the H200's host at 16
+// threads a 56x56x64 one took 2.9x its float time alone, and each one between 1x1 convs cost
+// 27-110 us more than in float (bench/results/cpu-hybrid-ops-h200-host-*.md); over 34 held-out
+// dynamic-range models the CPU's time beyond its float estimate fitted 43 us a node and 2.8 ns
+// an output element (never-slower-heldout-dynamic-NVIDIA_H200.md, before this rule).
+constexpr double kCpuHybridNodeUs = 40.0, kCpuHybridNsPerElement = 2.8;
+extern const OpHandler kDepthwiseConv2dHandler = [] {
+  OpHandler h{
+      tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D", Check, Create, Describe, Work, false, true};
+  h.cpu_hybrid_node_us = kCpuHybridNodeUs;
+  h.cpu_hybrid_ns_per_element = kCpuHybridNsPerElement;
+  return h;
+}();
 
 }  // namespace clgpu

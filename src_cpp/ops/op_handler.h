@@ -53,6 +53,10 @@ struct OpHandler {
   // The same for its float form, where XNNPACK takes none (MIRROR_PAD): TFLite's own kernel
   // between XNNPACK's subgraphs, whatever the interpreter's threads (0: XNNPACK's roofline).
   double cpu_float_ns_per_element = 0;
+  // Its dynamic-range form (int8 weights, float activations) where TFLite's hybrid kernel runs
+  // it between XNNPACK's subgraphs: a fixed cost per node and a time per output element
+  // (0: XNNPACK's roofline, with the weights a byte an element).
+  double cpu_hybrid_node_us = 0, cpu_hybrid_ns_per_element = 0;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

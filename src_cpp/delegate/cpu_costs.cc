@@ -1,0 +1,133 @@
+#include "delegate/cpu_costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "common/host_cache.h"
+#include "ops/op.h"
+#include "ops/op_handler.h"
+
+namespace clgpu {
+namespace {
+
+// The CPU side: XNNPACK as a roofline per node: a node takes the longer of its arithmetic and its
+// memory traffic (inputs, weights, output), plus a hand-off between the threads however small it
+// is. Fitted by bench/fit_cpu_costs.py on the CPU times of 60 real, converted and generated
+// models on the H200 machine's 16 host threads; arithmetic alone called depthwise,
+// squeeze-excite and element-wise layers, which move more bytes than they compute, 1.5-2x too
+// fast (MobileNetV3, LR-ASPP). On t threads (the interpreter's, CpuCostsFor) the figures follow
+// a sweep over 1-16 threads of a GPU machine's 16-core host (bench/results/cpu-threads-*.md):
+// arithmetic and bandwidth as t^0.8, the hand-off as 2.03 + 0.186 t us in a pool and 1.88 us on
+// one thread, scaled to the 16-thread fit. The CPU that runs XNNPACK cannot be measured cheaply
+// from inside the delegate; its thread count can. The device side comes in DeviceCosts: measured
+// on the device (delegate/calibration.h) or the constants it defaults to.
+constexpr int kCpuFitThreads = 16;
+constexpr double kCpuGflopsPerThread = 42.0;  // at kCpuFitThreads
+constexpr double kCpuGBpsPerThread = 13.0;
+// Weights that all fit in the host's last-level cache stream from it on every invoke of a loop:
+// dense layers of 2-39 MB ran at 400-610 GB/s on the H200 host's 16 threads, against the 208
+// above, which an 84 MB one still held to (bench/results/never-slower-heldout-*.md).
+constexpr double kCpuCachedGBpsPerThread = 30.0;
+constexpr double kCpuNodeUs = 4.7;
+constexpr double kCpuThreadExponent = 0.8;
+constexpr double kCpuNodeUsOneThread = 1.88;       // no pool: XNNPACK makes none below 2 threads
+constexpr double kCpuPoolNodeUs = 2.03;            // a pool of t threads: this...
+constexpr double kCpuPoolNodeUsPerThread = 0.186;  // ...plus this per thread
+// An edge conversion's bandwidth: XNNPACK may not split so small a conversion over threads.
+constexpr double kCpuConversionGBps = kCpuGBpsPerThread;
+constexpr double kCpuInt8Speedup = 1.5;  // XNNPACK's int8 kernels over its float ones
+
+// A tensor's bytes as the CPU reads them: a weight a dynamic-range op reads as int8
+// (GraphView::IsDequantizedWeight) is a byte an element to TFLite's hybrid kernel, where the
+// device runs its dequantized floats.
+double CpuBytes(const GraphView& g, int t) {
+  return g.IsDequantizedWeight(t) ? double(NumElements(g.shape(t))) : HostBytes(g, t);
+}
+
+// The model's constants as the CPU interpreter holds them: its working set of weights.
+double ModelWeightBytes(const GraphView& g) {
+  double bytes = 0;
+  for (int t = 0; g.valid_tensor(t); ++t)
+    if (g.IsConstant(t)) bytes += CpuBytes(g, t);
+  return bytes;
+}
+
+bool ReadsHybridWeights(const GraphView& g, const NodeInfo& n) {
+  return std::any_of(n.inputs.begin(), n.inputs.end(),
+                     [&](int t) { return g.valid_tensor(t) && g.IsDequantizedWeight(t); });
+}
+
+// Node n's time on the CPU (f: its arithmetic): XNNPACK's roofline, the longer of its
+// arithmetic and its memory traffic (every input, weights included, and output; the weights
+// from the cache where the whole model's fit in it: weights_cached). int8 nodes'
+// arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by less than 2x
+// on most models (docs/partitioning.md). An op XNNPACK leaves to TFLite's own kernel (in its int8
+// or its float form, or reading dynamic-range weights) costs that kernel's time, where longer.
+double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, const CpuCosts& cpu,
+                 bool weights_cached) {
+  double traffic = 0, weights = 0;
+  for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
+    for (int t : *ts)
+      if (g.valid_tensor(t)) (g.IsConstant(t) ? weights : traffic) += CpuBytes(g, t);
+  const double cpu_flops = int8 ? f / kCpuInt8Speedup : f;
+  const double memory =
+      traffic / cpu.gbps + weights / (weights_cached ? cpu.cached_gbps : cpu.gbps);
+  const double roofline_ms = std::max(cpu_flops / cpu.gflops, memory) * 1e-6;
+  const OpHandler* h = FindOpHandler(n.op);
+  if (!h || n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return roofline_ms;
+  const double elements = double(NumElements(g.shape(n.outputs[0])));
+  if (!int8 && h->cpu_hybrid_node_us > 0 && ReadsHybridWeights(g, n))
+    return std::max(roofline_ms, elements * h->cpu_hybrid_ns_per_element * 1e-6) +
+           h->cpu_hybrid_node_us * 1e-3;
+  const double ns = int8 ? h->cpu_int8_ns_per_element : h->cpu_float_ns_per_element;
+  return ns > 0 ? std::max(roofline_ms, elements * ns * 1e-6) : roofline_ms;
+}
+
+}  // namespace
+
+double HostBytes(const GraphView& g, int t) {
+  return double(HostElementBytes(g.value_type(t))) * double(NumElements(g.shape(t)));
+}
+
+double CpuConversionUs(const CpuCosts& cpu, double bytes) {
+  return std::min(cpu.node_us, CpuCostsAt(kCpuFitThreads).node_us) +
+         bytes / (kCpuConversionGBps * 1e3);
+}
+
+CpuSide::CpuSide(const GraphView& g, const CpuCosts& cpu)
+    : g_(g),
+      cpu_(cpu),
+      fit_(CpuCostsAt(kCpuFitThreads)),
+      cached_(cpu.cache_bytes > 0 && ModelWeightBytes(g) <= cpu.cache_bytes) {}
+
+void CpuSide::Add(const NodeInfo& n, double f, bool int8) {
+  node_ms_ += CpuNodeMs(g_, n, f, int8, cpu_, cached_);
+  fit_ms_ += CpuNodeMs(g_, n, f, int8, fit_, cached_);
+}
+
+double CpuSide::Ms(double nodes) const {
+  return std::min(node_ms_ + nodes * cpu_.node_us * 1e-3, fit_ms_ + nodes * fit_.node_us * 1e-3);
+}
+
+CpuCosts CpuCostsAt(int threads) {
+  CpuCosts c;
+  c.threads = std::max(1, threads);
+  const double scale = std::pow(double(c.threads) / kCpuFitThreads, kCpuThreadExponent);
+  c.gflops = kCpuGflopsPerThread * kCpuFitThreads * scale;
+  c.gbps = kCpuGBpsPerThread * kCpuFitThreads * scale;
+  c.cached_gbps = kCpuCachedGBpsPerThread * kCpuFitThreads * scale;
+  c.cache_bytes = double(WeightCacheBytes(c.threads));
+  auto handoff = [](int t) {
+    return t > 1 ? kCpuPoolNodeUs + kCpuPoolNodeUsPerThread * t : kCpuNodeUsOneThread;
+  };
+  c.node_us = kCpuNodeUs * handoff(c.threads) / handoff(kCpuFitThreads);
+  return c;
+}
+
+CpuCosts CpuCostsFor(int num_threads) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return CpuCostsAt(cores > 0 ? std::min(num_threads, cores) : num_threads);
+}
+
+}  // namespace clgpu
