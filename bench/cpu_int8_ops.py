@@ -5,10 +5,13 @@ int8 1x1 conv to a 56 x 56 x 64 map; its time is the model's less that of the co
 
     python bench/cpu_int8_ops.py [--threads 1,2] [--runs 40] [--tag NAME] [--out bench/results]
     python bench/cpu_int8_ops.py --float ...   # float MIRROR_PAD (XNNPACK leaves it), PAD, ...
+    python bench/cpu_int8_ops.py --hybrid ...  # dynamic-range CONV_2D, DEPTHWISE, FC vs float
 
 Writes cpu-int8-ops[-TAG]-<host CPU>.json and .md (cpu-float-ops with --float: the figure is
-OpHandler::cpu_float_ns_per_element's) with the interpreter's runtime, its threads, date and
-command.
+OpHandler::cpu_float_ns_per_element's; cpu-hybrid-ops with --hybrid: each op alone on a 56 x 56
+x 64 map, or a 2048 -> 3072 FC, in float and in TF's dynamic-range form, whose int8 weights
+TFLite's own hybrid kernels read: OpHandler::cpu_hybrid_ns_per_flop's figure) with the
+interpreter's runtime, its threads, date and command.
 """
 
 from __future__ import annotations
@@ -46,6 +49,57 @@ def _model(op: str | None, as_float: bool = False) -> bytes:
     return b.build() if as_float else quantize_model(b.build(), io="int8")
 
 
+HYBRID_OPS = ("conv_1x1", "conv_3x3", "depthwise_3x3", "fully_connected", "chain_49x1x96",
+              "chain_28x28x64")
+CHAIN_BLOCKS = 8  # 1x1 conv + 3x3 depthwise each: a hybrid depthwise between XNNPACK's subgraphs
+
+
+def _hybrid_pair(op: str) -> tuple[bytes, bytes, float]:
+    """(float model, its dynamic-range form, the op's FLOPs)."""
+    from clgpu_delegate.modelgen import ModelBuilder, dynamic_range_model
+
+    b = ModelBuilder(seed=0)
+    c = SHAPE[3]
+    if op.startswith("chain_"):  # per block: 1x1 conv, then a 3x3 depthwise
+        h, w, c = (int(v) for v in op[len("chain_"):].split("x"))
+        y = b.input("x", (1, h, w, c))
+        for _ in range(CHAIN_BLOCKS):
+            y = b.conv2d(y, b.rand((c, 1, 1, c)), b.rand((c,), 0.1), 1, 1, "SAME")
+            y = b.depthwise_conv2d(y, b.rand((1, 3, 3, c)), b.rand((c,), 0.1), stride=(1, 1))
+        b.output(y)
+        model = b.build()
+        return model, dynamic_range_model(model), 2.0 * CHAIN_BLOCKS * h * w * c * (c + 9)
+    if op == "fully_connected":
+        x = b.input("x", (1, 2048))
+        b.output(b.fully_connected(x, b.rand((3072, 2048)), b.rand((3072,), 0.1)))
+        flops = 2.0 * 2048 * 3072
+    else:
+        x = b.input("x", SHAPE)
+        pixels = SHAPE[1] * SHAPE[2]
+        if op == "depthwise_3x3":
+            y = b.depthwise_conv2d(x, b.rand((1, 3, 3, c)), b.rand((c,), 0.1), stride=(1, 1))
+            flops = 2.0 * pixels * c * 9
+        else:
+            k = 3 if op == "conv_3x3" else 1
+            y = b.conv2d(x, b.rand((c, k, k, c)), b.rand((c,), 0.1), 1, 1, "SAME")
+            flops = 2.0 * pixels * c * c * k * k
+        b.output(y)
+    model = b.build()
+    return model, dynamic_range_model(model), flops
+
+
+def _hybrid_rows(runtime: str, threads: int, runs: int) -> list[dict[str, Any]]:
+    rows = []
+    for op in HYBRID_OPS:
+        model, hybrid, flops = _hybrid_pair(op)
+        f_ms, h_ms = _ms(model, runtime, threads, runs), _ms(hybrid, runtime, threads, runs)
+        rows.append({"runtime": runtime, "threads": threads, "op": op, "float_ms": f_ms,
+                     "hybrid_ms": h_ms, "hybrid_ns_per_flop": h_ms * 1e6 / flops,
+                     "hybrid_over_float": h_ms / f_ms})
+        print(rows[-1])
+    return rows
+
+
 def _ms(model: bytes, runtime: str, threads: int, runs: int) -> float:
     """Median invoke of the model on the CPU alone (planning's Timed, as never_slower.py)."""
     from clgpu_delegate.planning import Timed
@@ -75,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--float", action="store_true", help="the float ops XNNPACK leaves")
+    ap.add_argument("--hybrid", action="store_true", help="dynamic-range ops against float")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
@@ -82,6 +137,17 @@ def main(argv: list[str] | None = None) -> int:
 
     elements = int(np.prod(SHAPE))
     rows: list[dict[str, Any]] = []
+    if a.hybrid:
+        for runtime in available_runtimes():
+            for threads in (int(t) for t in a.threads.split(",")):
+                rows += _hybrid_rows(runtime, threads, a.runs)
+        cols = [("runtime", "runtime"), ("threads", "threads"), ("op", "op"),
+                ("float_ms", "float ms"), ("hybrid_ms", "dynamic-range ms"),
+                ("hybrid_ns_per_flop", "dynamic-range ns per FLOP"),
+                ("hybrid_over_float", "dynamic-range / float")]
+        stem = "cpu-hybrid-ops" + (f"-{a.tag}" if a.tag else "")
+        print(write_results(stem, {"device": _host_cpu()}, rows, cols, Path(a.out)))
+        return 0
     for runtime in available_runtimes():
         for threads in (int(t) for t in a.threads.split(",")):
             base = _ms(_model(None, a.float), runtime, threads, a.runs)

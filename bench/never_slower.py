@@ -53,7 +53,7 @@ def _models(args: argparse.Namespace) -> list[tuple[str, bytes]]:
         out += [(name, make()) for name, make in small_models.models().items()]
     kinds = tuple(k for k in args.held_out_kinds.split(",") if k) or small_models.HELD_OUT_KINDS
     for seed in (int(x) for x in args.held_out_seeds.split(",") if args.held_out > 0 and x):
-        drawn = small_models.held_out(args.held_out, seed, kinds)
+        drawn = small_models.held_out(args.held_out, seed, kinds, args.held_out_dynamic)
         out += [(name, make()) for name, make in drawn.items()]
     return out
 
@@ -150,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--held-out-seeds", default="1", help="comma-separated draws for --held-out")
     ap.add_argument(
         "--held-out-kinds", default="", help="small_models.py's --held-out-kinds (image: MobileNet)"
+    )
+    ap.add_argument(
+        "--held-out-dynamic", action="store_true", help="small_models.py's --held-out-dynamic"
     )
     ap.add_argument("--runs", type=int, default=30, help="at least this many runs per plan")
     ap.add_argument("--min-seconds", type=float, default=1.0, help="per model, all plans")

@@ -15,7 +15,8 @@
 
 `--held-out N`: N models of the same kinds with shapes drawn at random (named by their
 parameters), to check that a rule tuned on the fixed set holds on shapes nobody tuned it to;
-`--held-out-kinds image` draws the zoo's MobileNets at input sizes 32-224 instead.
+`--held-out-kinds image` draws the zoo's MobileNets at input sizes 32-224 instead;
+`--held-out-dynamic` turns the float draws into their dynamic-range form.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.modelgen import dynamic_range_model, zoo
 from clgpu_delegate.modelgen._layers import Net, start
 from clgpu_delegate.modelgen._ptq import quantize_model
 from clgpu_delegate.modelgen.builder import ModelBuilder
@@ -164,10 +165,23 @@ HELD_OUT_KINDS = ("kws", "kws", "ds", "ds", "dense", "prelu", "audio")
 
 
 def held_out(
-    count: int, seed: int, kinds: tuple[str, ...] = HELD_OUT_KINDS
+    count: int, seed: int, kinds: tuple[str, ...] = HELD_OUT_KINDS, dynamic: bool = False
 ) -> dict[str, Callable[[], bytes]]:
     """`count` models of `kinds` with parameters drawn from `seed` (half of the spotters and a
-    third of the images quantized to int8): name -> builder, the name spelling the parameters."""
+    third of the images quantized to int8): name -> builder, the name spelling the parameters.
+    `dynamic`: the same draws' float models only, in TF's dynamic-range form (int8 weights,
+    float activations, hybrid kernels on the CPU), named `..._dyn`."""
+    drawn = _draw(count, seed, kinds)
+    if not dynamic:
+        return drawn
+    return {
+        name + "_dyn": lambda m=make: dynamic_range_model(m())
+        for name, make in drawn.items()
+        if not name.endswith("_int8")
+    }
+
+
+def _draw(count: int, seed: int, kinds: tuple[str, ...]) -> dict[str, Callable[[], bytes]]:
     unknown = set(kinds) - set(HELD_OUT_KINDS) - {"image"}
     if unknown or not kinds:
         raise ValueError(f"held-out kinds are {sorted(set(HELD_OUT_KINDS)) + ['image']}")
@@ -228,11 +242,19 @@ def main() -> int:
         help="comma-separated kinds to draw from (kws, ds, dense, prelu, audio, image); "
         "default: all but image, spotters twice as often",
     )
+    ap.add_argument(
+        "--held-out-dynamic", action="store_true",
+        help="the draws' float models in their dynamic-range form (int8 weights)",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     kinds = tuple(k for k in args.held_out_kinds.split(",") if k) or HELD_OUT_KINDS
-    made = held_out(args.held_out, args.seed, kinds) if args.held_out > 0 else models()
+    made = (
+        held_out(args.held_out, args.seed, kinds, args.held_out_dynamic)
+        if args.held_out > 0
+        else models()
+    )
     for name, make in made.items():
         if args.only and name not in args.only.split(","):
             continue

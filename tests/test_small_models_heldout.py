@@ -50,6 +50,22 @@ def test_image_draws_only_when_asked_and_unknown_kinds_are_refused() -> None:
         sm.held_out(2, 1, ("resnet",))
 
 
+def test_dynamic_draws_are_the_float_draws_with_int8_weights() -> None:
+    """--held-out-dynamic: the same seed's float draws (no int8 ones), named `_dyn`, whose
+    weights are int8 and whose activations stay float."""
+    import tflite
+
+    sm = _module()
+    plain = sm.held_out(12, 9)
+    dynamic = sm.held_out(12, 9, dynamic=True)
+    assert list(dynamic) == [n + "_dyn" for n in plain if not n.endswith("_int8")]
+    model = tflite.Model.GetRootAsModel(next(iter(dynamic.values()))(), 0)
+    graph = model.Subgraphs(0)
+    types = {graph.Tensors(i).Type() for i in range(graph.TensorsLength())}
+    assert tflite.TensorType.INT8 in types and tflite.TensorType.FLOAT32 in types
+    assert graph.Tensors(graph.Inputs(0)).Type() == tflite.TensorType.FLOAT32
+
+
 def test_the_written_models_run_on_the_cpu(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--held-out", "3", "--seed", "11"],
