@@ -1,4 +1,4 @@
-"""Fits the cost model's CPU side (src_cpp/delegate/cost_model.cc) to measured CPU times.
+"""Fits the cost model's CPU side (src_cpp/delegate/cpu_costs.cc) to measured CPU times.
 
 The model: XNNPACK runs each node in max(FLOP / (rate x threads), bytes / (bandwidth x threads))
 plus a fixed hand-off per node; an int8 node's FLOP count 1/1.5. bytes: every input (weights
