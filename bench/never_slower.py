@@ -51,7 +51,7 @@ def _models(args: argparse.Namespace) -> list[tuple[str, bytes]]:
         ]
     if args.small:
         out += [(name, make()) for name, make in small_models.models().items()]
-    kinds = tuple(k for k in args.held_out_kinds.split(",") if k) or small_models.HELD_OUT_KINDS
+    kinds = small_models.held_out_kinds(args.held_out_kinds)
     for seed in (int(x) for x in args.held_out_seeds.split(",") if args.held_out > 0 and x):
         drawn = small_models.held_out(args.held_out, seed, kinds, args.held_out_dynamic)
         out += [(name, make()) for name, make in drawn.items()]

@@ -181,6 +181,11 @@ def held_out(
     }
 
 
+def held_out_kinds(text: str) -> tuple[str, ...]:
+    """--held-out-kinds' comma-separated value; empty: HELD_OUT_KINDS."""
+    return tuple(k for k in text.split(",") if k) or HELD_OUT_KINDS
+
+
 def _draw(count: int, seed: int, kinds: tuple[str, ...]) -> dict[str, Callable[[], bytes]]:
     unknown = set(kinds) - set(HELD_OUT_KINDS) - {"image"}
     if unknown or not kinds:
@@ -194,12 +199,7 @@ def _draw(count: int, seed: int, kinds: tuple[str, ...]) -> dict[str, Callable[[
             net_name = rng.choice(("mobilenet_v1", "mobilenet_v2"))
             a = dict(size=rng.choice((32, 64, 96, 128, 160, 192, 224)), seed=s)
             name, make = f"ho_{net_name}_s{a['size']}", zoo.MODELS[net_name]
-            if rng.random() < 1 / 3:
-                out[name + "_int8"] = lambda m=make, a=a: quantize_model(m(**a), samples=2)
-            else:
-                out[name] = lambda m=make, a=a: m(**a)
-            continue
-        if kind == "kws":
+        elif kind == "kws":
             a = dict(frames=rng.choice((49, 61, 98, 124)), bins=rng.choice((10, 40, 64, 104)),
                      blocks=rng.randrange(6, 21), width=rng.choice((16, 24, 32, 48)), seed=s)
             name, make = "ho_kws_f{frames}_b{bins}_n{blocks}_w{width}".format(**a), kws_mnv2
@@ -221,7 +221,8 @@ def _draw(count: int, seed: int, kinds: tuple[str, ...]) -> dict[str, Callable[[
             a = dict(frames=rng.choice((32, 64, 96)), bins=rng.choice((32, 64, 80)),
                      convs=rng.randrange(8, 33), width=rng.choice((16, 32, 48)), seed=s)
             name, make = "ho_audio_f{frames}_b{bins}_n{convs}_w{width}".format(**a), audio_layout
-        if kind in ("kws", "ds") and rng.random() < 0.5:
+        int8_share = {"image": 1 / 3, "kws": 0.5, "ds": 0.5}.get(kind, 0)
+        if int8_share and rng.random() < int8_share:
             out[name + "_int8"] = lambda m=make, a=a: quantize_model(m(**a), samples=2)
         else:
             out[name] = lambda m=make, a=a: m(**a)
@@ -249,9 +250,9 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    kinds = tuple(k for k in args.held_out_kinds.split(",") if k) or HELD_OUT_KINDS
     made = (
-        held_out(args.held_out, args.seed, kinds, args.held_out_dynamic)
+        held_out(args.held_out, args.seed, held_out_kinds(args.held_out_kinds),
+                 args.held_out_dynamic)
         if args.held_out > 0
         else models()
     )
