@@ -6,12 +6,15 @@ int8 1x1 conv to a 56 x 56 x 64 map; its time is the model's less that of the co
     python bench/cpu_int8_ops.py [--threads 1,2] [--runs 40] [--tag NAME] [--out bench/results]
     python bench/cpu_int8_ops.py --float ...   # float MIRROR_PAD (XNNPACK leaves it), PAD, ...
     python bench/cpu_int8_ops.py --hybrid ...  # dynamic-range CONV_2D, DEPTHWISE, FC vs float
+    python bench/cpu_int8_ops.py --builtin ... # int8 ops and forms XNNPACK leaves (pools, ...)
 
 Writes cpu-int8-ops[-TAG]-<host CPU>.json and .md (cpu-float-ops with --float: the figure is
 OpHandler::cpu_float_ns_per_element's; cpu-hybrid-ops with --hybrid: each op alone on a 56 x 56
 x 64 map, or a 2048 -> 3072 FC, in float and in TF's dynamic-range form, whose int8 weights
 TFLite's own hybrid kernels read: OpHandler::cpu_hybrid_ns_per_flop's figure) with the
-interpreter's runtime, its threads, date and command.
+interpreter's runtime, its threads, date and command; cpu-int8-builtin with --builtin: int8
+AVERAGE_POOL_2D and SOFTMAX per output element, DEPTHWISE_CONV_2D with a depth multiplier per
+output pixel x input channel x filter tap, each after the 1x1 conv.
 """
 
 from __future__ import annotations
@@ -47,6 +50,48 @@ def _model(op: str | None, as_float: bool = False) -> bytes:
         y = getattr(b, op)(y)
     b.output(y)
     return b.build() if as_float else quantize_model(b.build(), io="int8")
+
+
+# op -> (unit of its figure, the unit's count in the op)
+BUILTIN_OPS: dict[str, tuple[str, int]] = {
+    "average_pool_2x2": ("output element", 28 * 28 * 64),
+    "softmax": ("output element", 56 * 56 * 64),
+    # 64 channels x 2, and 8 channels x 8 (a 1x1 conv to 8 first): pixel x input channel x tap
+    "depthwise_m2": ("pixel x channel x tap", 56 * 56 * 64 * 9),
+    "depthwise_m8": ("pixel x channel x tap", 56 * 56 * 8 * 9),
+}
+
+
+def _builtin_model(op: str | None) -> bytes:
+    from clgpu_delegate.modelgen import ModelBuilder, quantize_model
+
+    b = ModelBuilder(seed=0)
+    x = b.input("x", SHAPE)
+    c = 8 if op and op.startswith("depthwise_m8") else SHAPE[3]  # "_base": the conv alone
+    y = b.conv2d(x, b.rand((c, 1, 1, SHAPE[3])), b.rand((c,), 0.1), 1, 1, "SAME")
+    if op == "average_pool_2x2":
+        y = b.avg_pool2d(y, 2, 2)
+    elif op == "softmax":
+        y = b.softmax(y)
+    elif op in ("depthwise_m2", "depthwise_m8"):
+        m = int(op[-1])
+        y = b.depthwise_conv2d(y, b.rand((1, 3, 3, c * m)), b.rand((c * m,), 0.1),
+                               depth_multiplier=m)
+    b.output(y)
+    return quantize_model(b.build(), io="int8")
+
+
+def _builtin_rows(runtime: str, threads: int, runs: int) -> list[dict[str, Any]]:
+    rows = []
+    bases = {c: _ms(_builtin_model(op), runtime, threads, runs)
+             for c, op in ((64, None), (8, "depthwise_m8_base"))}
+    for op, (unit, count) in BUILTIN_OPS.items():
+        base = bases[8 if op == "depthwise_m8" else 64]
+        ms = _ms(_builtin_model(op), runtime, threads, runs)
+        rows.append({"runtime": runtime, "threads": threads, "op": op, "conv_ms": base, "ms": ms,
+                     "ns_per_unit": (ms - base) * 1e6 / count, "unit": unit})
+        print(rows[-1])
+    return rows
 
 
 HYBRID_OPS = ("conv_1x1", "conv_3x3", "depthwise_3x3", "fully_connected", "chain_49x1x96",
@@ -130,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--float", action="store_true", help="the float ops XNNPACK leaves")
     ap.add_argument("--hybrid", action="store_true", help="dynamic-range ops against float")
+    ap.add_argument("--builtin", action="store_true", help="int8 forms XNNPACK leaves")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
@@ -137,6 +183,16 @@ def main(argv: list[str] | None = None) -> int:
 
     elements = int(np.prod(SHAPE))
     rows: list[dict[str, Any]] = []
+    if a.builtin:
+        for runtime in available_runtimes():
+            for threads in (int(t) for t in a.threads.split(",")):
+                rows += _builtin_rows(runtime, threads, a.runs)
+        cols = [("runtime", "runtime"), ("threads", "threads"), ("op", "op"),
+                ("conv_ms", "conv alone ms"), ("ms", "conv + op ms"),
+                ("ns_per_unit", "op ns per unit"), ("unit", "unit")]
+        stem = "cpu-int8-builtin" + (f"-{a.tag}" if a.tag else "")
+        print(write_results(stem, {"device": _host_cpu()}, rows, cols, Path(a.out)))
+        return 0
     if a.hybrid:
         for runtime in available_runtimes():
             for threads in (int(t) for t in a.threads.split(",")):

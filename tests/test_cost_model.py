@@ -45,7 +45,7 @@ def test_default_is_cost_without_the_test_override(run_python) -> None:
     out = run_python(
         "import clgpu_delegate\n"
         "from clgpu_delegate.modelgen import zoo\n"
-        "from clgpu_delegate.runtime import make_interpreter\n"
+        "from clgpu_delegate.runtime import available_runtimes, make_interpreter\n"
         "d = clgpu_delegate.load()\n"
         "make_interpreter(zoo.build('lenet5'), [d], reference=True)\n"
         "print(d.device.type, len(d.delegated_nodes()),"
@@ -158,6 +158,48 @@ def test_dynamic_range_weights_cost_the_cpu_its_hybrid_kernels(
     fc_float_ms = _cpu_estimate_ms(fc)[0]
     fc_hybrid_ms = _cpu_estimate_ms(dynamic_range_model(fc))[0]
     assert fc_hybrid_ms < 0.4 * fc_float_ms, (fc_float_ms, fc_hybrid_ms)
+
+
+def _int8_after_conv(op: str, channels: int = 64) -> bytes:
+    """An int8 1x1 conv on a 56 x 56 map, then `op`: 'avg' / 'max' (2x2 pools), 'softmax',
+    'dw1' / 'dw2' (3x3 depthwise with depth multiplier 1 / 2)."""
+    from clgpu_delegate.modelgen import ModelBuilder
+
+    b = ModelBuilder(seed=0)
+    x = b.input("x", (1, 56, 56, 64))
+    y = b.conv2d(x, b.rand((channels, 1, 1, 64)), b.rand((channels,), 0.1), 1, 1, "SAME")
+    if op in ("avg", "max"):
+        y = getattr(b, f"{op}_pool2d")(y, 2, 2)
+    elif op == "softmax":
+        y = b.softmax(y)
+    elif op in ("dw1", "dw2"):
+        m = int(op[-1])
+        c = channels * m
+        y = b.depthwise_conv2d(y, b.rand((1, 3, 3, c)), b.rand((c,), 0.1), depth_multiplier=m)
+    b.output(y)
+    return quantize_model(b.build(), io="int8")
+
+
+def test_int8_forms_xnnpack_leaves_cost_tflites_own_kernels(
+    monkeypatch: pytest.MonkeyPatch, runtime: str
+) -> None:
+    """XNNPACK takes no int8 AVERAGE_POOL_2D or SOFTMAX, nor an int8 depthwise conv with a depth
+    multiplier: TFLite's own kernels run them at 5.3 and 3.7 ns an output element and 9.5 ns x
+    threads^-0.92 a pixel x input channel x tap (H200 host), far over XNNPACK's roofline. At
+    the fit's 16 threads the CPU estimate of each exceeds that of a form XNNPACK takes
+    (MAX_POOL_2D, the conv alone, depth multiplier 1 over as many output channels) by that
+    kernel's time."""
+    monkeypatch.setenv("CLGPU_CPU_CACHE_MB", "0")
+    ms = {op: _cpu_estimate_at(_int8_after_conv(op), 16, runtime)[0] for op in ("max", "avg")}
+    expected = 28 * 28 * 64 * 5.3e-6
+    assert 0.9 < (ms["avg"] - ms["max"]) / expected < 1.1, (ms, expected)
+    base = _cpu_estimate_at(_int8_after_conv(""), 16, runtime)[0]
+    soft = _cpu_estimate_at(_int8_after_conv("softmax"), 16, runtime)[0]
+    assert 0.9 < (soft - base) / (56 * 56 * 64 * 3.7e-6) < 1.1, (base, soft)
+    dw1 = _cpu_estimate_at(_int8_after_conv("dw1", 64), 16, runtime)[0]
+    dw2 = _cpu_estimate_at(_int8_after_conv("dw2", 32), 16, runtime)[0]
+    expected = 56 * 56 * 32 * 9 * 9.5e-6 * 16**-0.92
+    assert 0.85 < (dw2 - dw1) / expected < 1.1, (dw1, dw2, expected)
 
 
 def _cpu_estimate_at(model: bytes, threads: int | None, runtime: str) -> tuple[float, int]:

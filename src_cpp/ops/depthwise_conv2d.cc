@@ -1,4 +1,6 @@
 // DEPTHWISE_CONV_2D: claim check, shapes, weights and launches.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -272,11 +274,27 @@ double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, -1)
 // dynamic-range models the CPU's time beyond its float estimate fitted 43 us a node and 2.8 ns
 // an output element (never-slower-heldout-dynamic-NVIDIA_H200.md, before this rule).
 constexpr double kCpuHybridNodeUs = 40.0, kCpuHybridNsPerElement = 2.8;
+// XNNPACK takes no int8 depthwise convolution with a depth multiplier: TFLite's own kernel runs
+// it at 9.4-9.7 ns per output pixel x input channel x filter tap on one of the H200 host's
+// threads, 0.72-0.76 on 16 (bench/results/cpu-int8-builtin-h200-host-*.md): threads^-0.92.
+constexpr double kCpuInt8MultiplierNs = 9.5, kCpuInt8MultiplierThreadExponent = 0.92;
+double CpuInt8KernelNs(const GraphView& g, const NodeInfo& n, int threads) {
+  tfl::DepthwiseConvParams p;
+  std::memcpy(&p, n.builtin_data, sizeof p);
+  if (p.depth_multiplier <= 1) return 0;
+  const Shape& f = g.shape(n.inputs[1]);  // [1, KH, KW, C x M]
+  const double units =
+      double(NumElements(g.shape(n.outputs[0]))) / p.depth_multiplier * double(f[1]) * double(f[2]);
+  return units * kCpuInt8MultiplierNs *
+         std::pow(double(std::max(threads, 1)), -kCpuInt8MultiplierThreadExponent);
+}
+
 extern const OpHandler kDepthwiseConv2dHandler = [] {
   OpHandler h{
       tfl::kDepthwiseConv2d, "DEPTHWISE_CONV_2D", Check, Create, Describe, Work, false, true};
   h.cpu_hybrid_node_us = kCpuHybridNodeUs;
   h.cpu_hybrid_ns_per_element = kCpuHybridNsPerElement;
+  h.cpu_int8_kernel_ns = CpuInt8KernelNs;
   return h;
 }();
 

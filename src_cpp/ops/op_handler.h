@@ -57,6 +57,10 @@ struct OpHandler {
   // it between XNNPACK's subgraphs: a fixed cost per node and a time per output element
   // (0: XNNPACK's roofline, with the weights a byte an element).
   double cpu_hybrid_node_us = 0, cpu_hybrid_ns_per_element = 0;
+  // Where XNNPACK takes the op but leaves one of its int8 forms to TFLite's own kernel
+  // (DEPTHWISE_CONV_2D with a depth multiplier): that kernel's ns at the interpreter's threads;
+  // null or 0: XNNPACK runs the node.
+  double (*cpu_int8_kernel_ns)(const GraphView& graph, const NodeInfo& node, int threads) = nullptr;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

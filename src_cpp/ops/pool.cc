@@ -303,7 +303,14 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 extern const OpHandler kMaxPool2dHandler = {tfl::kMaxPool2d, "MAX_POOL_2D", Check, CreateMax,
                                             Describe,        Work,          false, true};
-extern const OpHandler kAveragePool2dHandler = {
-    tfl::kAveragePool2d, "AVERAGE_POOL_2D", Check, CreateAverage, Describe, Work, false, true};
+// XNNPACK takes no int8 AVERAGE_POOL_2D: TFLite's own kernel runs a 2x2 one at 5.3-5.4 ns per
+// output element on the H200's host, one thread or 16 (bench/results/cpu-int8-builtin-*.md).
+constexpr double kCpuInt8AveragePoolNs = 5.3;
+extern const OpHandler kAveragePool2dHandler = [] {
+  OpHandler h{
+      tfl::kAveragePool2d, "AVERAGE_POOL_2D", Check, CreateAverage, Describe, Work, false, true};
+  h.cpu_int8_ns_per_element = kCpuInt8AveragePoolNs;
+  return h;
+}();
 
 }  // namespace clgpu

@@ -117,7 +117,14 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 }  // namespace
 
-extern const OpHandler kSoftmaxHandler = {tfl::kSoftmax, "SOFTMAX", Check, Create, Describe, Work};
+// XNNPACK takes no int8 SOFTMAX: TFLite's own kernel runs it at 3.5-3.8 ns per element on the
+// H200's host, one thread or 16 (bench/results/cpu-int8-builtin-*.md).
+constexpr double kCpuInt8SoftmaxNs = 3.7;
+extern const OpHandler kSoftmaxHandler = [] {
+  OpHandler h{tfl::kSoftmax, "SOFTMAX", Check, Create, Describe, Work};
+  h.cpu_int8_ns_per_element = kCpuInt8SoftmaxNs;
+  return h;
+}();
 extern const OpHandler kLogSoftmaxHandler = {tfl::kLogSoftmax, "LOG_SOFTMAX", Check,
                                              Create,           Describe,      Work};
 
