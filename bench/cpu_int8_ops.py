@@ -59,6 +59,8 @@ BUILTIN_OPS: dict[str, tuple[str, int]] = {
     # 64 channels x 2, and 8 channels x 8 (a 1x1 conv to 8 first): pixel x input channel x tap
     "depthwise_m2": ("pixel x channel x tap", 56 * 56 * 64 * 9),
     "depthwise_m8": ("pixel x channel x tap", 56 * 56 * 8 * 9),
+    # one channel x 8, 7x7 taps, stride 2 (a 1x1 conv to one channel first): an audio front end's
+    "depthwise_m8_k7s2": ("pixel x channel x tap", 28 * 28 * 1 * 49),
 }
 
 
@@ -67,26 +69,28 @@ def _builtin_model(op: str | None) -> bytes:
 
     b = ModelBuilder(seed=0)
     x = b.input("x", SHAPE)
-    c = 8 if op and op.startswith("depthwise_m8") else SHAPE[3]  # "_base": the conv alone
+    c = {"depthwise_m8": 8, "depthwise_m8_base": 8, "depthwise_m8_k7s2": 1,
+         "depthwise_m8_k7s2_base": 1}.get(op or "", SHAPE[3])  # "_base": the conv alone
     y = b.conv2d(x, b.rand((c, 1, 1, SHAPE[3])), b.rand((c,), 0.1), 1, 1, "SAME")
     if op == "average_pool_2x2":
         y = b.avg_pool2d(y, 2, 2)
     elif op == "softmax":
         y = b.softmax(y)
-    elif op in ("depthwise_m2", "depthwise_m8"):
-        m = int(op[-1])
-        y = b.depthwise_conv2d(y, b.rand((1, 3, 3, c * m)), b.rand((c * m,), 0.1),
-                               depth_multiplier=m)
+    elif op in ("depthwise_m2", "depthwise_m8", "depthwise_m8_k7s2"):
+        m, k = (8, 7) if op.endswith("k7s2") else (int(op[-1]), 3)
+        s = 2 if op.endswith("k7s2") else 1
+        y = b.depthwise_conv2d(y, b.rand((1, k, k, c * m)), b.rand((c * m,), 0.1),
+                               stride=(s, s), depth_multiplier=m)
     b.output(y)
     return quantize_model(b.build(), io="int8")
 
 
 def _builtin_rows(runtime: str, threads: int, runs: int) -> list[dict[str, Any]]:
     rows = []
-    bases = {c: _ms(_builtin_model(op), runtime, threads, runs)
-             for c, op in ((64, None), (8, "depthwise_m8_base"))}
+    bases = {op: _ms(_builtin_model(f"{op}_base" if op.startswith("depthwise_m8") else None),
+                     runtime, threads, runs) for op in ("", "depthwise_m8", "depthwise_m8_k7s2")}
     for op, (unit, count) in BUILTIN_OPS.items():
-        base = bases[8 if op == "depthwise_m8" else 64]
+        base = bases[op if op.startswith("depthwise_m8") else ""]
         ms = _ms(_builtin_model(op), runtime, threads, runs)
         rows.append({"runtime": runtime, "threads": threads, "op": op, "conv_ms": base, "ms": ms,
                      "ns_per_unit": (ms - base) * 1e6 / count, "unit": unit})

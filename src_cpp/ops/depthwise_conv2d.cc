@@ -274,19 +274,23 @@ double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, -1)
 // dynamic-range models the CPU's time beyond its float estimate fitted 43 us a node and 2.8 ns
 // an output element (never-slower-heldout-dynamic-NVIDIA_H200.md, before this rule).
 constexpr double kCpuHybridNodeUs = 40.0, kCpuHybridNsPerElement = 2.8;
+
 // XNNPACK takes no int8 depthwise convolution with a depth multiplier: TFLite's own kernel runs
-// it at 9.4-9.7 ns per output pixel x input channel x filter tap on one of the H200 host's
-// threads, 0.72-0.76 on 16 (bench/results/cpu-int8-builtin-h200-host-*.md): threads^-0.92.
-constexpr double kCpuInt8MultiplierNs = 9.5, kCpuInt8MultiplierThreadExponent = 0.92;
+// it. Per output pixel x input channel x filter tap at 16 threads three H200 hosts gave 0.72-0.93
+// ns (3x3), 0.76-0.79 (5x5 and 3x3 of one channel) and 0.46-0.54 (7x7, stride 2); 5.1-10.4 on
+// one thread (bench/results/cpu-int8-builtin-h200-host-*.md). The 7x7 kernel's 0.54, so that
+// the estimate stays near the fastest kind (a 0.74 claimed a 7x7 one where the CPU was 1.35x
+// faster), and the thread sweep's t^0.8 between thread counts.
+constexpr double kCpuInt8MultiplierNsAt16 = 0.54, kCpuInt8MultiplierThreadExponent = 0.8;
 double CpuInt8KernelNs(const GraphView& g, const NodeInfo& n, int threads) {
   tfl::DepthwiseConvParams p;
   std::memcpy(&p, n.builtin_data, sizeof p);
   if (p.depth_multiplier <= 1) return 0;
-  const Shape& f = g.shape(n.inputs[1]);  // [1, KH, KW, C x M]
+  const Shape f = g.shape(n.inputs[1]);  // [1, KH, KW, C x M]
   const double units =
       double(NumElements(g.shape(n.outputs[0]))) / p.depth_multiplier * double(f[1]) * double(f[2]);
-  return units * kCpuInt8MultiplierNs *
-         std::pow(double(std::max(threads, 1)), -kCpuInt8MultiplierThreadExponent);
+  return units * kCpuInt8MultiplierNsAt16 *
+         std::pow(16.0 / double(std::max(threads, 1)), kCpuInt8MultiplierThreadExponent);
 }
 
 extern const OpHandler kDepthwiseConv2dHandler = [] {
