@@ -303,8 +303,9 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 extern const OpHandler kMaxPool2dHandler = {tfl::kMaxPool2d, "MAX_POOL_2D", Check, CreateMax,
                                             Describe,        Work,          false, true};
-// XNNPACK takes no int8 AVERAGE_POOL_2D: TFLite's own kernel runs a 2x2 one at 5.3-5.4 ns per
-// output element on the H200's host, one thread or 16 (bench/results/cpu-int8-builtin-*.md).
+// XNNPACK takes no int8 AVERAGE_POOL_2D: TFLite's own kernel runs a 2x2 one on one thread at
+// 5.3-6.3 ns per output element on two H200 hosts, the interpreter's threads 1 or 16
+// (bench/results/cpu-int8-builtin-*.md): the lower end.
 constexpr double kCpuInt8AveragePoolNs = 5.3;
 extern const OpHandler kAveragePool2dHandler = [] {
   OpHandler h{

@@ -117,8 +117,9 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 }  // namespace
 
-// XNNPACK takes no int8 SOFTMAX: TFLite's own kernel runs it at 3.5-3.8 ns per element on the
-// H200's host, one thread or 16 (bench/results/cpu-int8-builtin-*.md).
+// XNNPACK takes no int8 SOFTMAX: TFLite's own kernel runs it on one thread at 3.5-4.5 ns per
+// element on two H200 hosts, the interpreter's threads 1 or 16
+// (bench/results/cpu-int8-builtin-*.md): near the lower end.
 constexpr double kCpuInt8SoftmaxNs = 3.7;
 extern const OpHandler kSoftmaxHandler = [] {
   OpHandler h{tfl::kSoftmax, "SOFTMAX", Check, Create, Describe, Work};
