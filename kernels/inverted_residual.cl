@@ -133,14 +133,16 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
         ws[r * wstride + (i - r * EC)] = LOADF(ex_f, (long)c0 * EC + i);
       }
     }
-    for (int i = lid; i < (taps + 2) * cn; i += IRB_WG) {
+    // Branch-free and unrolled, so that a work-item's loads are in flight together: on a small
+    // map the block's time is these chains of loads, not its arithmetic.
+#pragma unroll 4
+    for (int i = lid; i < taps * cn; i += IRB_WG) {
       const int t = i / cn, e = i - t * cn;
-      if (t < taps)
-        wd[t * chunk + e] = LOADF(dw_f, t * C + c0 + e);
-      else if (t == taps)
-        eb[e] = ex_bias[c0 + e];
-      else
-        db[e] = dw_bias[c0 + e];
+      wd[t * chunk + e] = LOADF(dw_f, t * C + c0 + e);
+    }
+    for (int e = lid; e < cn; e += IRB_WG) {
+      eb[e] = ex_bias[c0 + e];
+      db[e] = dw_bias[c0 + e];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     // The expand at every input pixel the group's taps reach: items i = lid + j * IRB_WG of
