@@ -283,10 +283,14 @@ constexpr double kCpuHybridNodeUs = 40.0, kCpuHybridNsPerElement = 2.8;
 // faster), and the thread sweep's t^0.8 between thread counts.
 constexpr double kCpuInt8MultiplierNsAt16 = 0.54, kCpuInt8MultiplierThreadExponent = 0.8;
 double CpuInt8KernelNs(const GraphView& g, const NodeInfo& n, int threads) {
+  if (!n.builtin_data || n.inputs.size() < 2 || n.outputs.empty() || !g.valid_tensor(n.inputs[1]) ||
+      !g.valid_tensor(n.outputs[0]))
+    return 0;  // no node the check passes
   tfl::DepthwiseConvParams p;
   std::memcpy(&p, n.builtin_data, sizeof p);
   if (p.depth_multiplier <= 1) return 0;
   const Shape f = g.shape(n.inputs[1]);  // [1, KH, KW, C x M]
+  if (f.size() != 4) return 0;
   const double units =
       double(NumElements(g.shape(n.outputs[0]))) / p.depth_multiplier * double(f[1]) * double(f[2]);
   return units * kCpuInt8MultiplierNsAt16 *
