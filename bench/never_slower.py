@@ -10,12 +10,15 @@ passes when
 default_ms <= 1.05 x min(cpu_ms, all_ms).
 
     python bench/never_slower.py [--zoo a,b] [--dir DIR ...] [--small] [--runs N]
-        [--held-out N [--held-out-seeds S,S]] [--min-seconds S] [--tag T] [--out bench/results]
+        [--held-out N [--held-out-seeds S,S]] [--held-interpreter] [--min-seconds S] [--tag T]
+        [--out bench/results]
 
 --small adds bench/small_models.py's set (keyword spotters float and int8, DS-CNNs, wide dense
 layers, a PRELU CNN, layout-chain audio CNN); --held-out N --held-out-seeds 7,8 adds N models
 per seed of those kinds with shapes drawn at random (small_models.held_out), which nothing was
-tuned to. Writes never-slower[-TAG]-<device>.json and .md;
+tuned to. --held-interpreter also makes, per row, an untimed interpreter of the model whose
+device buffers come first (research: whether the first-made candidate's slowness is its buffers').
+Writes never-slower[-TAG]-<device>.json and .md;
 each JSON row also carries the default's estimate of its first weighed partition (est_*).
 """
 
@@ -65,9 +68,24 @@ def _node_count(data: bytes) -> int:
     return int(tflite.Model.GetRootAsModel(data, 0).Subgraphs(0).OperatorsLength())
 
 
+def _held_interpreter(data: bytes, args: argparse.Namespace) -> Any:
+    """--held-interpreter: an interpreter of the model with its own `all` delegate, allocated
+    and run once before the candidates are made, kept until they are timed, never timed: the
+    row's first device buffers are its, not a candidate's. (The held delegate allocates none;
+    on some machines the first-made candidate of one plan still ran 3.5 % slower,
+    bench/results/never-slower-NVIDIA_H200.md.)"""
+    d = clgpu_delegate.load(partitioning="all")
+    t = Timed(lambda: (d, make_interpreter(data, [d], num_threads=args.threads)))
+    t.interp.allocate_tensors()
+    d.wait_ready()
+    t.run(_feeds(t.inputs, 0))
+    return t
+
+
 def _time(
     data: bytes, args: argparse.Namespace, cpu_device: bool, all_first: bool
 ) -> dict[str, Any]:
+    held = _held_interpreter(data, args) if args.held_interpreter else None
     made: dict[str, Timed] = {}
     plans: list[tuple[str, dict[str, str] | None]] = [
         ("default", {}),
@@ -99,6 +117,7 @@ def _time(
             row["est_arith_ms"], row["est_floors_ms"] = float(parts[2]), float(parts[3])
         if kinds := KINDS.search(texts):
             row.update(kind_fields(kinds))
+    del held  # kept alive through the timing
     row["model_nodes"] = _node_count(data)
     row["ratio"] = row["default_ms"] / min(row["cpu_ms"], row["all_ms"])
     row["passes"] = row["ratio"] <= LIMIT
@@ -163,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         default="alternate",
         help="which plan's delegate each row makes first (alternate: every other row)",
     )
+    ap.add_argument(
+        "--held-interpreter", action="store_true",
+        help="per row, an untimed interpreter of the model with its buffers made first",
+    )
     ap.add_argument("--tag", default="", help="file name part: never-slower-TAG-<device>")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args(argv)
@@ -198,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_threads": args.threads,
         "runs": args.runs,
         "min_seconds": args.min_seconds,
+        "held_interpreter": args.held_interpreter,
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -101,3 +101,20 @@ def test_never_slower_times_the_drawn_models_of_each_seed(tmp_path: Path) -> Non
     rows = json.loads(table.read_text())["rows"]
     assert [r["model"] for r in rows] == expected
     assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in rows), rows
+
+
+def test_never_slower_can_hold_an_interpreter_of_each_model(tmp_path: Path) -> None:
+    """--held-interpreter makes an untimed interpreter of each row's model (its buffers first)
+    before the candidates: the rows are timed as before and the table says it held one."""
+    sm = _module()
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "never_slower.py"), "--zoo=", "--held-out", "1",
+         "--held-out-seeds", "5", "--runs", "2", "--min-seconds", "0", "--threads", "1",
+         "--held-interpreter", "--tag", "h", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = json.loads(next(tmp_path.glob("never-slower-h-*.json")).read_text())
+    assert table["meta"]["held_interpreter"] is True
+    assert [r["model"] for r in table["rows"]] == list(sm.held_out(1, 5))
+    assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in table["rows"]), table["rows"]
