@@ -187,10 +187,12 @@ def main(argv: list[str] | None = None) -> int:
 
     elements = int(np.prod(SHAPE))
     rows: list[dict[str, Any]] = []
+    def sweep(rows_at: Any) -> list[dict[str, Any]]:  # every runtime, every --threads
+        return [row for runtime in available_runtimes() for t in a.threads.split(",")
+                for row in rows_at(runtime, int(t), a.runs)]
+
     if a.builtin:
-        for runtime in available_runtimes():
-            for threads in (int(t) for t in a.threads.split(",")):
-                rows += _builtin_rows(runtime, threads, a.runs)
+        rows = sweep(_builtin_rows)
         cols = [("runtime", "runtime"), ("threads", "threads"), ("op", "op"),
                 ("conv_ms", "conv alone ms"), ("ms", "conv + op ms"),
                 ("ns_per_unit", "op ns per unit"), ("unit", "unit")]
@@ -198,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(write_results(stem, {"device": _host_cpu()}, rows, cols, Path(a.out)))
         return 0
     if a.hybrid:
-        for runtime in available_runtimes():
-            for threads in (int(t) for t in a.threads.split(",")):
-                rows += _hybrid_rows(runtime, threads, a.runs)
+        rows = sweep(_hybrid_rows)
         cols = [("runtime", "runtime"), ("threads", "threads"), ("op", "op"),
                 ("float_ms", "float ms"), ("hybrid_ms", "dynamic-range ms"),
                 ("hybrid_ns_per_flop", "dynamic-range ns per FLOP"),

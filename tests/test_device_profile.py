@@ -131,14 +131,9 @@ def test_this_machines_devices_carry_their_profile() -> None:
 
 
 def _tuning_table():
-    import importlib.util
+    from bench_scripts import load_bench
 
-    spec = importlib.util.spec_from_file_location(
-        "tuning_table", ROOT / "bench" / "tuning_table.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("tuning_table")
 
 
 @needs_checkout

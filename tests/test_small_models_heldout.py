@@ -4,7 +4,6 @@ time, the draws cover every kind, and what it writes loads and runs on the CPU."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_bench
 
 from clgpu_delegate.runtime import make_interpreter, random_inputs
 
@@ -21,11 +21,7 @@ pytestmark = pytest.mark.skipif(not SCRIPT.is_file(), reason="not in the checkou
 
 
 def _module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("small_models", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("small_models")
 
 
 def test_a_seed_draws_the_same_models_of_every_kind() -> None:

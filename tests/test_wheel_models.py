@@ -5,12 +5,12 @@ Built on small zip files here: no network."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import zipfile
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "bench" / "wheel_models.py"
@@ -18,11 +18,7 @@ pytestmark = pytest.mark.skipif(not SCRIPT.is_file(), reason="not in the checkou
 
 
 def _module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("wheel_models", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("wheel_models")
 
 
 def _zip(files: dict[str, bytes]) -> bytes:
