@@ -11,9 +11,9 @@
 //                         dw_min, dw_max, act_min, act_max[, residual])
 //   __global const T* in [N][H][W][EC] (the expand's input); ex_f [C][EC]; ex_bias (float) [C];
 //   dw_f [KH][KW][C]; dw_bias (float) [C]; pw_f [OC][C]; bias (float) [OC]; __global T* out
-//   [N][OH][OW][OC]; __local float* lm: max(in_pixels * EC + chunk * (EC + 1 + KH * KW + 2 +
-//   in_pixels + rows * OW), rows * OW * OC * lanes) floats, in_pixels = ((rows - 1) * SH +
-//   (KH - 1) * DH + 1) * W.
+//   [N][OH][OW][OC]; __local float* lm: max(in_pixels * EC + chunk * (IRB_WSTRIDE(EC) + KH * KW +
+//   2 + in_pixels + rows * OW), rows * OW * OC * lanes) floats, 3 more with IRB_VEC, in_pixels =
+//   ((rows - 1) * SH + (KH - 1) * DH + 1) * W.
 //   PT, PL: the depthwise's top / left padding (taps outside the input are skipped: it pads the
 //   expand's output with zeros). Clamps: each stage's own (a NaN kept, as their kernels keep it);
 //   the depthwise's folded epilogue (CLGPU_DW_*) after its clamp, the project's (CLGPU_EPILOGUE,
@@ -26,7 +26,14 @@
 //   multiple of 4 or C; IRB_WG a multiple of lanes.
 //   -DPACKED: ex_f .. bias are offsets in one buffer, the last argument (common.cl's CONST_IN).
 //   Defines: DW_KH, DW_KW (the depthwise's filter size; its loops unroll; 3 x 3 when unset, so
-//   that the file builds alone).
+//   that the file builds alone); IRB_OPT, IRB_YPT (the bounds above, as small as the plan allows:
+//   registers a block does not use cost it occupancy); -DIRB_VEC where EC, C and chunk are
+//   multiples of 4: a chunk's weights and biases (and, with the first, the input pixels) load in
+//   batches of float4s whose loads are all issued before any is stored, and the expand reads
+//   float4s of local memory; IRB_PWI: the project's first IRB_PWI float4 steps of weights per
+//   slot, loaded into registers with the chunk's other loads rather than after the expand and
+//   depthwise (C a multiple of 4). On a small map the block's time is chains of loads, not
+//   arithmetic (bench/results/irb-probe-*.md has the stages' cycles).
 
 #ifndef IRB_WG
 #define IRB_WG 256
@@ -43,6 +50,20 @@
 #ifndef IRB_YPT
 #define IRB_YPT 4
 #endif
+#ifndef IRB_PWI
+#define IRB_PWI 0
+#endif
+#ifndef IRB_BATCH
+#define IRB_BATCH 8
+#endif
+// The expand's weight rows in local memory: EC + 1 floats apart (odd: neighbouring channels'
+// rows in different banks), or with IRB_VEC a multiple of 4 whose quarter is odd (float4 reads
+// of eight neighbouring rows in different banks).
+#ifdef IRB_VEC
+#define IRB_WSTRIDE(EC) ((EC) + (((EC) >> 2) % 2 == 0 ? 4 : 0))
+#else
+#define IRB_WSTRIDE(EC) ((EC) + 1)
+#endif
 
 __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_residual_block(
     __global const T* restrict in, CONST_IN(T, ex_f), CONST_IN(float, ex_bias), CONST_IN(T, dw_f),
@@ -57,6 +78,11 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
   CONST_AT(float, dw_bias);
   CONST_AT(T, pw_f);
   CONST_AT(float, bias);
+#ifdef IRB_VEC
+  // float4 reads of local memory need 16-byte alignment, which a local argument need not have
+  // (NVIDIA's is 4): the plan allocates 3 floats more.
+  lm += ((16 - ((uint)(size_t)lm & 15)) & 15) >> 2;
+#endif
   const int lid = get_local_id(0);
   const int blocks = (OH + rows - 1) / rows;
   const int n = get_group_id(0) / blocks;
@@ -68,7 +94,7 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
   const int p_in = in_rows * W;
   const int p_in_max = ((rows - 1) * SH + (DW_KH - 1) * DH + 1) * W;
   const int taps = DW_KH * DW_KW;
-  const int wstride = EC + 1;  // odd: neighbouring channels' rows in different banks
+  const int wstride = IRB_WSTRIDE(EC);
   __local float* xs = lm;                   // [p_in][EC]: the block's input pixels
   __local float* ws = xs + p_in_max * EC;   // [chunk][EC + 1]: the expand's weights
   __local float* wd = ws + chunk * wstride; // [taps][chunk]: the depthwise's
@@ -78,6 +104,21 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
   __local float* zs = ys + p_in_max * chunk;  // [p_out][chunk]: the depthwise's
   const int outputs = p_out * OC;
   const long out0 = ((long)n * OH + oh0) * OW * OC;
+  // The outputs this work-item finishes (o = lid + j * IRB_WG): their bias and residual, loaded
+  // first and only summed at the end, so that no work-item waits for them before it issues the
+  // block's other loads.
+  float fb[IRB_OPT], fr[IRB_OPT];
+#pragma unroll
+  for (int j = 0; j < IRB_OPT; ++j) {
+    const int o = lid + j * IRB_WG, ov = o < outputs ? o : 0;  // ov: inside both buffers
+    fb[j] = bias[ov % OC];
+#ifdef HAS_RESIDUAL
+    fr[j] = LOADF(residual, out0 + ov);
+#else
+    fr[j] = 0.0f;
+#endif
+  }
+#ifndef IRB_VEC
   // The input rows the taps read, once (rows outside the image: zero, never read).
   {
     const int first = ih0 < 0 ? -ih0 * W * EC : 0;  // elements before the image's first row
@@ -87,15 +128,7 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
     for (int i = lid; i < rows_in * W * EC; i += IRB_WG)
       xs[i] = i < first ? 0.0f : LOADF(in, origin + i);
   }
-  // The outputs this work-item finishes (o = lid + j * IRB_WG): their bias and residual, loaded
-  // now so that their latency passes while the block computes.
-  float fin[IRB_OPT];
-#pragma unroll
-  for (int j = 0; j < IRB_OPT; ++j) {
-    const int o = lid + j * IRB_WG;
-    fin[j] = 0.0f;
-    if (o < outputs) fin[j] = PLUS_RESIDUAL(bias[o % OC], out0 + o);
-  }
+#endif
   const bool vec_c = (C & 3) == 0;  // then chunk is a multiple of 4 or C
   // The work-item's project slots q = lid + j * IRB_WG (the first `slots` of them exist): output
   // q / lanes, channels e = 4 * s, 4 * (s + lanes), ... of each chunk (s = q % lanes, the same
@@ -116,6 +149,72 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
 
   for (int c0 = 0; c0 < C; c0 += chunk) {
     const int cn = min(chunk, C - c0);
+#if IRB_PWI > 0
+    // The project's first weights of this chunk (see the project below), issued with the
+    // chunk's other loads.
+    float4 pwr[IRB_PWI][IRB_OPT];
+#pragma unroll
+    for (int it = 0; it < IRB_PWI; ++it) {
+      const int e = 4 * s + it * 4 * lanes, ev = e < cn ? e : 0;  // ev: inside pw_f
+#pragma unroll
+      for (int j = 0; j < IRB_OPT; ++j)
+        pwr[it][j] = j < slots && e < cn ? LOADF4(pw_f, (poc[j] * C + c0 + ev) >> 2) : (float4)(0.0f);
+    }
+#endif
+#ifdef IRB_VEC
+    // One loop of float4s over the chunk's regions (with the first chunk, the input pixels
+    // before them), unrolled, so that a work-item's loads are in flight together: the input
+    // pixels [p_in][EC] (rows outside the image zero), the expand's rows c0 .. c0 + cn of
+    // [C][EC], the depthwise's taps [taps][C] and the two biases of those channels.
+    {
+      const int ec4 = EC >> 2, cn4 = cn >> 2;
+      const int nx = c0 == 0 ? p_in * ec4 : 0, nw = cn * ec4, nt = taps * cn4;
+      const int total = nx + nw + nt + 2 * cn4;
+      const long x0 = ((long)n * H + ih0) * W * ec4;  // float4 index of the block's first row
+      const int row4 = W * ec4;
+      // Batches of IRB_BATCH float4s per work-item: every load of a batch issued before any
+      // store, so that their latencies overlap.
+      for (int i0 = lid; i0 < total; i0 += IRB_BATCH * IRB_WG) {
+        float4 v[IRB_BATCH];
+        int dst[IRB_BATCH];
+#pragma unroll
+        for (int u = 0; u < IRB_BATCH; ++u) {
+          const int i = i0 + u * IRB_WG;
+          // src 0: input, 1: expand weights, 2: taps, 3, 4: biases, -1: none. Both indices stay
+          // inside their buffers whatever src is (at_t 0 unless src < 3, at_b 0 unless
+          // src > 2): a compiler may load both before it selects.
+          int k = i - nx, src = -1;
+          long at_t = 0;
+          int at_b = 0;
+          dst[u] = -1;
+          if (i >= total) {
+          } else if (i < nx) {
+            const int ih = ih0 + i / row4;
+            dst[u] = 4 * i;
+            if ((uint)ih < (uint)H) src = 0, at_t = x0 + i;
+          } else if (k < nw) {
+            const int r = k / ec4;
+            src = 1, dst[u] = (int)(ws - lm) + r * wstride + 4 * (k - r * ec4);
+            at_t = ((long)c0 * EC >> 2) + k;
+          } else if ((k -= nw) < nt) {
+            const int t = k / cn4, e4 = k - t * cn4;
+            src = 2, dst[u] = (int)(wd - lm) + t * chunk + 4 * e4, at_t = ((t * C + c0) >> 2) + e4;
+          } else {
+            k -= nt;
+            const int b = k >= cn4;
+            src = 3 + b, k -= b * cn4;
+            dst[u] = (int)((b ? db : eb) - lm) + 4 * k, at_b = (c0 >> 2) + k;
+          }
+          __global const T* p = src == 0 ? in : src == 1 ? ex_f : dw_f;
+          __global const float* q = src == 3 ? ex_bias : dw_bias;
+          v[u] = src < 0 ? (float4)(0.0f) : src < 3 ? LOADF4(p, at_t) : vload4(at_b, q);
+        }
+#pragma unroll
+        for (int u = 0; u < IRB_BATCH; ++u)
+          if (dst[u] >= 0) *(__local float4*)(lm + dst[u]) = v[u];
+      }
+    }
+#else
     // The chunk's weights and biases, read coalesced: the expand's rows c0 .. c0 + cn of
     // [C][EC] (contiguous), the depthwise's taps of those channels.
     if ((EC & 3) == 0) {
@@ -144,6 +243,7 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
       eb[e] = ex_bias[c0 + e];
       db[e] = dw_bias[c0 + e];
     }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
     // The expand at every input pixel the group's taps reach: items i = lid + j * IRB_WG of
     // [p_in][chunk] (rows outside the image and channels past C: zero, unused).
@@ -158,12 +258,23 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
         wb[j] = j < expands && e < cn ? e * wstride : 0;
         y[j] = 0.0f;
       }
+#ifdef IRB_VEC
+#pragma unroll 2
+      for (int k = 0; k < EC; k += 4) {
+#pragma unroll
+        for (int j = 0; j < IRB_YPT; ++j)
+          if (j < expands)
+            y[j] += dot(*(__local const float4*)(xs + xb[j] + k),
+                        *(__local const float4*)(ws + wb[j] + k));
+      }
+#else
 #pragma unroll 4
       for (int k = 0; k < EC; ++k) {
 #pragma unroll
         for (int j = 0; j < IRB_YPT; ++j)
           if (j < expands) y[j] += xs[xb[j] + k] * ws[wb[j] + k];
       }
+#endif
 #pragma unroll
       for (int j = 0; j < IRB_YPT; ++j) {
         if (j < expands) {
@@ -202,8 +313,17 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
     barrier(CLK_LOCAL_MEM_FENCE);
     // The project's products over this chunk.
     if (vec_c) {
+#if IRB_PWI > 0
+#pragma unroll
+      for (int it = 0; it < IRB_PWI; ++it) {
+        const int e = 4 * s + it * 4 * lanes;
+#pragma unroll
+        for (int j = 0; j < IRB_OPT; ++j)
+          if (j < slots && e < cn) acc[j] += vload4(0, zs + pm[j] * chunk + e) * pwr[it][j];
+      }
+#endif
 #pragma unroll 2
-      for (int e = 4 * s; e < cn; e += 4 * lanes) {
+      for (int e = 4 * s + IRB_PWI * 4 * lanes; e < cn; e += 4 * lanes) {
 #pragma unroll
         for (int j = 0; j < IRB_OPT; ++j)
           if (j < slots)
@@ -238,7 +358,13 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
       } else {
         for (int t = 0; t < lanes; ++t) v += rs[o * lanes + t];
       }
-      STOREF(ACTIVATE(v + fin[j], act_min, act_max), out, out0 + o);
+      // As PLUS_RESIDUAL(bias, .) summed them.
+#ifdef HAS_RESIDUAL
+      v += fb[j] + fr[j];
+#else
+      v += fb[j];
+#endif
+      STOREF(ACTIVATE(v, act_min, act_max), out, out0 + o);
     }
   }
 }

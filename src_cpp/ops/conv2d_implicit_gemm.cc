@@ -138,14 +138,25 @@ GemmPlan PlanDepthwiseGemm(const OpContext& ctx, const ConvGeometry& dw, int oc)
   return PlanDepthwiseGemm(ctx.env.device(), dw, oc, ctx.options.gemm_splits);
 }
 
-// The inverted-residual block kernel (kernels/inverted_residual.cl): its group size and the
-// outputs one work-item sums at most, as the kernel defines them.
-constexpr int kBlockWg = 256, kBlockOutputsPerItem = 8, kBlockExpandsPerItem = 4;
+// The inverted-residual block kernel (kernels/inverted_residual.cl): its group size, and the
+// most outputs one work-item sums (IRB_OPT) and expands it computes (IRB_YPT) in a pass.
+constexpr int kBlockWg = 256, kBlockOutputsPerItem = 8, kBlockExpandsPerItem = 8;
+// The project's weights one work-item holds in registers across a pass (IRB_PWI x IRB_OPT
+// float4s): more would cost the group its occupancy on larger maps.
+constexpr int kBlockHeldWeights = 12;
 
 struct BlockPlan {
   int rows = 1, chunk = 0, lanes = 1;
+  int outputs_per_item = 1, expands_per_item = 1, held_steps = 0;
+  bool vec = false;
   size_t local_floats = 0;
   long groups = 0;
+  // The kernel's defines for this plan.
+  std::string Defines() const {
+    return "-DIRB_OPT=" + std::to_string(outputs_per_item) +
+           " -DIRB_YPT=" + std::to_string(expands_per_item) +
+           " -DIRB_PWI=" + std::to_string(held_steps) + (vec ? " -DIRB_VEC" : "");
+  }
 };
 
 // $CLGPU_IR_BLOCK: 0 runs a folded expand inside the GEMM (EXPAND_A) instead of the block kernel
@@ -157,25 +168,33 @@ bool BlockKernelAllowed() {
   return v.empty() || v[0] == 1;
 }
 
+long CeilDiv(long a, long b) { return (a + b - 1) / b; }
+
 // How the block kernel runs expand -> depthwise -> project on this device, or nullopt where it
 // cannot: a group takes `rows` output rows of one image (about one group per compute unit: rows
 // of 1 were the fastest on the H200, bench/results/ab-options-irblock-*.md), all their output
 // channels, and `chunk` expanded channels at a time, with the block's input pixels, the chunk's
 // weights and the expand's and depthwise's outputs in local memory (at most 7/8 of the
-// device's, and 44 KB), in at most two passes over the expanded channels.
+// device's, and 44 KB), in as few passes over the expanded channels as fit, at most two, of
+// equal size: each pass is a chain of loads and barriers whatever its width
+// (bench/results/irb-probe-*.md).
 std::optional<BlockPlan> PlanBlock(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc) {
   if (ec <= 0 || dw.n <= 0 || dw.oh <= 0 || dw.ow <= 0 || dw.c <= 0 || oc <= 0 || dw.kh <= 0 ||
       dev.max_work_group_size < size_t(kBlockWg))
     return std::nullopt;
   const long budget =
-      long(std::min<uint64_t>(dev.local_mem_bytes * 7 / 8, 44 * 1024) / sizeof(float));
+      long(std::min<uint64_t>(dev.local_mem_bytes * 7 / 8, 44 * 1024) / sizeof(float)) - 3;
   const long units = std::max(dev.compute_units, 1);
+  const bool vec = ec % 4 == 0 && dw.c % 4 == 0;
+  // The expand's weight rows as the kernel strides them (IRB_WSTRIDE).
+  const long wstride = vec ? ec + ((ec / 4) % 2 == 0 ? 4 : 0) : ec + 1;
   int rows = int(std::clamp<long>((long(dw.n) * dw.oh + units - 1) / units, 1, dw.oh));
   for (; rows >= 1; --rows) {
     const long outputs = long(rows) * dw.ow * oc;
     if (outputs > long(kBlockWg) * kBlockOutputsPerItem) continue;
     BlockPlan p;
     p.rows = rows;
+    p.vec = vec;
     // Lanes per output: as many as the slots allow, no more than the channels' fours.
     const long lane_cap = std::min<long>(32, std::max<long>(1, (dw.c + 3) / 4));
     while (p.lanes * 2 <= lane_cap &&
@@ -186,23 +205,32 @@ std::optional<BlockPlan> PlanBlock(const DeviceInfo& dev, const ConvGeometry& dw
     if (fixed >= budget) continue;
     // Per expanded channel: its expand weights (a padded row), depthwise taps, two biases and
     // its outputs at the input and output pixels (kernels/inverted_residual.cl's layout).
-    const long per_channel = ec + 1 + long(dw.kh) * dw.kw + 2 + in_pixels + long(rows) * dw.ow;
+    const long per_channel = wstride + long(dw.kh) * dw.kw + 2 + in_pixels + long(rows) * dw.ow;
     long chunk = std::min<long>(
         {dw.c, (budget - fixed) / per_channel, long(kBlockWg) * kBlockExpandsPerItem / in_pixels});
     // More passes over the expanded channels than two: slower than the GEMM on the H200 (blocks
     // of 432 and 576 expanded channels in four passes, 25-28 us against 19-22 us for its
     // kernels; docs/performance.md).
     if (chunk < dw.c) chunk -= chunk % 4;
-    if (chunk <= 0 || (dw.c + chunk - 1) / chunk > 2) continue;
+    if (chunk <= 0 || CeilDiv(dw.c, chunk) > 2) continue;
     if (const std::vector<double> cap = EnvNumbers(
             "CLGPU_IR_BLOCK_CHUNK", 1, "a positive multiple of 4",
             [](const std::vector<double>& x) { return WholeAtLeast(x, 4) && long(x[0]) % 4 == 0; });
         !cap.empty())
       chunk = std::min<long>(chunk, long(cap[0]));
-    if (chunk < dw.c) chunk -= chunk % 4;
+    if (chunk < dw.c) {
+      // Passes of equal width (a second of a few channels costs as much as the first).
+      const long even = CeilDiv(CeilDiv(dw.c, CeilDiv(dw.c, chunk)), 4) * 4;
+      chunk = std::min(chunk - chunk % 4, even);
+    }
     if (chunk <= 0 || outputs * p.lanes > budget) continue;
     p.chunk = int(chunk);
-    p.local_floats = size_t(std::max(fixed + per_channel * chunk, outputs * p.lanes));
+    p.outputs_per_item = int(CeilDiv(outputs * p.lanes, kBlockWg));
+    p.expands_per_item = int(CeilDiv(in_pixels * chunk, kBlockWg));
+    if (dw.c % 4 == 0)
+      p.held_steps =
+          int(std::min<long>(CeilDiv(chunk, 4L * p.lanes), kBlockHeldWeights / p.outputs_per_item));
+    p.local_floats = size_t(std::max(fixed + per_channel * chunk, outputs * p.lanes) + 3);
     p.groups = long(dw.n) * ((dw.oh + rows - 1) / rows);
     return p;
   }
@@ -218,12 +246,12 @@ std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const
   std::vector<int> at;
   Buffer consts;
   const bool packed = PackConstants(ctx, parts, &consts, &at);
-  auto prog = ctx.GetProgram(
-      "inverted_residual",
-      With(With(With("-DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" + std::to_string(g.kw),
-                     dw.epilogue),
-                residual ? "-DHAS_RESIDUAL" : ""),
-           packed ? "-DPACKED" : ""));
+  auto prog = ctx.GetProgram("inverted_residual",
+                             With(With(With("-DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" +
+                                                std::to_string(g.kw) + " " + p.Defines(),
+                                            dw.epilogue),
+                                       residual ? "-DHAS_RESIDUAL" : ""),
+                                  packed ? "-DPACKED" : ""));
   Launch l = Make1d(prog, "inverted_residual_block", size_t(p.groups) * kBlockWg, kBlockWg);
   l.consts = std::move(consts);
   // A compiler that cannot fit the group's registers (CL_KERNEL_WORK_GROUP_SIZE below it): the
