@@ -91,6 +91,11 @@ def check_expand(
         ((1, 6, 6, 8), {"k": 5, "act": None}),
         ((2, 4, 4, 8), {"out": 5}),
         ((1, 7, 7, 8), {"residual": True}),
+        # A spotter's wide blocks (9 taps, 160-200 expanded channels): up to 8 expands per
+        # work-item, the project's weights held in registers; here (a group of 10 rows on a
+        # 2-unit device) in two passes of equal width.
+        ((1, 20, 1, 40), {"expand": 5, "k": 9, "kw": 1}),
+        ((1, 20, 1, 40), {"expand": 4, "k": 9, "kw": 1, "residual": True}),
     ],
 )
 def test_block_runs_as_one_launch(
