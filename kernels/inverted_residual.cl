@@ -96,7 +96,7 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
   const int taps = DW_KH * DW_KW;
   const int wstride = IRB_WSTRIDE(EC);
   __local float* xs = lm;                   // [p_in][EC]: the block's input pixels
-  __local float* ws = xs + p_in_max * EC;   // [chunk][EC + 1]: the expand's weights
+  __local float* ws = xs + p_in_max * EC;   // [chunk][wstride]: the expand's weights
   __local float* wd = ws + chunk * wstride; // [taps][chunk]: the depthwise's
   __local float* eb = wd + taps * chunk;    // [chunk]: the expand's bias
   __local float* db = eb + chunk;           // [chunk]: the depthwise's
@@ -158,7 +158,8 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
       const int e = 4 * s + it * 4 * lanes, ev = e < cn ? e : 0;  // ev: inside pw_f
 #pragma unroll
       for (int j = 0; j < IRB_OPT; ++j)
-        pwr[it][j] = j < slots && e < cn ? LOADF4(pw_f, (poc[j] * C + c0 + ev) >> 2) : (float4)(0.0f);
+        pwr[it][j] =
+            j < slots && e < cn ? LOADF4(pw_f, (poc[j] * C + c0 + ev) >> 2) : (float4)(0.0f);
     }
 #endif
 #ifdef IRB_VEC
