@@ -29,10 +29,10 @@
 //   that the file builds alone); IRB_OPT, IRB_YPT (the bounds above, as small as the plan allows:
 //   registers a block does not use cost it occupancy); -DIRB_VEC where EC, C and chunk are
 //   multiples of 4: a chunk's weights and biases (and, with the first, the input pixels) load in
-//   batches of float4s whose loads are all issued before any is stored, and the expand reads
-//   float4s of local memory; IRB_PWI: the project's first IRB_PWI float4 steps of weights per
-//   slot, loaded into registers with the chunk's other loads rather than after the expand and
-//   depthwise (C a multiple of 4). On a small map the block's time is chains of loads, not
+//   batches of IRB_BATCH float4s per work-item (8; 4 and 16 ran no faster) whose loads are all
+//   issued before any is stored, and the expand reads float4s of local memory; IRB_PWI: the
+//   project's first IRB_PWI float4 steps of weights per slot, loaded into registers with the
+//   chunk's other loads rather than after the expand and depthwise (C a multiple of 4). On a small map the block's time is chains of loads, not
 //   arithmetic (bench/results/irb-probe-*.md has the stages' cycles).
 
 #ifndef IRB_WG
