@@ -93,14 +93,19 @@ def check_expand(
         ((1, 7, 7, 8), {"residual": True}),
         # A spotter's wide blocks (9 taps, 160-200 expanded channels): up to 8 expands per
         # work-item, the project's weights held in registers; here (a group of 10 rows on a
-        # 2-unit device) in two passes of equal width.
+        # 2-unit device, past the products per work-item a GPU's profile allows: raised) in two
+        # passes of equal width.
         ((1, 20, 1, 40), {"expand": 5, "k": 9, "kw": 1}),
         ((1, 20, 1, 40), {"expand": 4, "k": 9, "kw": 1, "residual": True}),
     ],
 )
 def test_block_runs_as_one_launch(
-    runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any]
+    runtime: str,
+    monkeypatch: pytest.MonkeyPatch,
+    shape: tuple[int, int, int, int],
+    kw: dict[str, Any],
 ) -> None:
+    monkeypatch.setenv("CLGPU_IR_BLOCK_ITEM", "100000")
     model = block(shape, seed=shape[1] * 7 + shape[3], **kw)
     on = check_expand(model, runtime, 1)
     off = check_parity(model, runtime, expect_delegated="all", profiling=True, fuse_add=False)
@@ -181,15 +186,28 @@ def test_long_tap_chains_fold_only_into_the_block_kernel(
     check_expand(block((1, 8, 1, 25), k=3, kw=1, expand=1, seed=32), runtime, 1)
 
 
-def test_int8_long_tap_chains_do_not_fold(runtime: str) -> None:
-    """int8 blocks have no block kernel: 9 taps of 28 channels (252 products) keep the expand's
-    launch; 3 taps of them (84) fold."""
+def test_int8_long_tap_chains_fold_only_into_the_block_kernel(
+    runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """9 taps of an int8 expand from 28 channels (252 products) are past the GEMM's chain cap,
+    but the int8 block kernel computes the expand once per input pixel, so it takes the block
+    (the keyword spotters' int8 blocks: one launch instead of two). Without the block kernel
+    the expand keeps its launch, and 3 taps of it (84) fold into the GEMM."""
     common: dict[str, Any] = {"min_fraction": 1.0, "profiling": True}
-    for k, expanded in ((9, 0), (3, 1)):
-        m = quantize_model(
+
+    def model(k: int) -> bytes:
+        return quantize_model(
             block((1, 12, 1, 28), k=k, kw=1, expand=1, seed=34), io="int8", seed=34, jitter=0.3
         )
-        r = check_int8_parity(m, runtime, **common)
+
+    r = check_int8_parity(model(9), runtime, **common)
+    assert _expanded(r) == 1, r.delegate.profile().table()
+    assert any(
+        k.algorithm.startswith("int8_inverted_residual/") for k in r.delegate.profile().kernels
+    )
+    monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
+    for k, expanded in ((9, 0), (3, 1)):
+        r = check_int8_parity(model(k), runtime, **common)
         assert _expanded(r) == expanded, r.delegate.profile().table()
         assert folded_nodes(r, "+DEPTHWISE") == 1
 
@@ -201,6 +219,7 @@ def test_int8_long_tap_chains_do_not_fold(runtime: str) -> None:
         ("CLGPU_EXPAND_CHAIN", "216x", "CLGPU_EXPAND_CHAIN must be a positive integer"),
         ("CLGPU_IR_BLOCK", "2", "CLGPU_IR_BLOCK must be 0 or 1"),
         ("CLGPU_IR_BLOCK_CHUNK", "6", "CLGPU_IR_BLOCK_CHUNK must be a positive multiple of 4"),
+        ("CLGPU_IR_BLOCK_ITEM", "0", "CLGPU_IR_BLOCK_ITEM must be a positive integer"),
         ("CLGPU_COST_TUNE", "5", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
         ("CLGPU_COST_TUNE", "5,1.5", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
         ("CLGPU_COST_TUNE", "0,0.9x", "CLGPU_COST_TUNE must be INT8_US,MARGIN"),
@@ -256,26 +275,60 @@ def test_repeated_invokes_and_a_resize(runtime: str) -> None:
     assert any("+EXPAND" in k.algorithm for k in d.profile().kernels)
 
 
+# CLGPU_EXPAND_CHAIN=1: every block past the GEMM's chain cap, so the block kernel takes it.
+_BLOCK = {"CLGPU_EXPAND_CHAIN": "1"}
+
+
 @pytest.mark.parametrize(
-    "shape,kw",
+    "shape,kw,env,kernel",
     [
-        ((1, 8, 8, 8), {}),
-        ((1, 9, 7, 8), {"stride": 2}),
-        ((1, 20, 1, 12), {"k": 3, "kw": 1}),
-        ((1, 6, 6, 8), {"padding": "VALID", "dilation": 2, "act": "RELU"}),
-        ((2, 4, 4, 8), {"out": 5, "act": None}),
-        ((1, 7, 7, 8), {"residual": True}),
+        ((1, 8, 8, 8), {}, _BLOCK, "block"),
+        ((1, 9, 7, 8), {"stride": 2}, _BLOCK, "block"),
+        ((1, 20, 1, 12), {"k": 3, "kw": 1}, _BLOCK, "block"),
+        ((1, 6, 6, 8), {"padding": "VALID", "dilation": 2, "act": "RELU"}, _BLOCK, "block"),
+        ((2, 4, 4, 8), {"out": 5, "act": None}, _BLOCK, "block"),
+        ((1, 7, 7, 8), {"residual": True}, _BLOCK, "block"),
+        # A spotter's block (9 taps along time of an expand from 40 channels: past the cap).
+        ((1, 20, 1, 40), {"expand": 3, "k": 9, "kw": 1, "residual": True}, {}, "block"),
+        # Passes over the expanded channels (capped chunks).
+        ((1, 9, 7, 8), {"stride": 2}, {**_BLOCK, "CLGPU_IR_BLOCK_CHUNK": "4"}, "block"),
+        (
+            (2, 10, 1, 12),
+            {"k": 5, "kw": 1, "residual": True},
+            {**_BLOCK, "CLGPU_IR_BLOCK_CHUNK": "8"},
+            "block",
+        ),
+        # Under the cap the GEMM's EXPAND_A takes the block.
+        ((1, 8, 8, 8), {}, {}, "gemm"),
+        ((1, 9, 7, 8), {"stride": 2}, {}, "gemm"),
+        ((1, 7, 7, 8), {"residual": True}, {}, "gemm"),
+        ((1, 6, 6, 8), {"padding": "VALID", "dilation": 2, "act": "RELU"}, {}, "gemm"),
+        ((2, 4, 4, 8), {"out": 5, "act": None}, {}, "gemm"),
     ],
 )
 def test_int8_block_runs_as_one_launch(
-    runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any]
+    runtime: str,
+    monkeypatch: pytest.MonkeyPatch,
+    shape: tuple[int, int, int, int],
+    kw: dict[str, Any],
+    env: dict[str, str],
+    kernel: str,
 ) -> None:
+    """Bit for bit with TFLite's integer kernels: the int8 block kernel (the expand's, the
+    depthwise's and the project's requantizations, the residual ADD's rescaling), or the GEMM's
+    EXPAND_A."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
     seed = shape[1] * 5 + shape[3]
     model = quantize_model(block(shape, seed=seed, **kw), io="int8", seed=seed, jitter=0.3)
     common: dict[str, Any] = {"min_fraction": 1.0, "profiling": True}
     on = check_int8_parity(model, runtime, **common)
     assert _expanded(on) == 1, on.delegate.profile().table()
     assert _launches(on) == 2  # the first conv, the block
+    prefix = "int8_inverted_residual/" if kernel == "block" else "int8_gemm"
+    assert any(k.algorithm.startswith(prefix) for k in on.delegate.profile().kernels), (
+        on.delegate.profile().table()
+    )
     off = check_int8_parity(model, runtime, fuse_add=False, **common)
     assert _expanded(off) == 0
     assert _launches(off) == _launches(on) + 2 + (1 if kw.get("residual") else 0)

@@ -75,6 +75,12 @@ struct DeviceProfile {
   // element: measured on NVIDIA sm_90 (bench/results/ab-options-chain-NVIDIA_H200.md), the same
   // for other devices until measured there.
   long expand_chain_cap = 216;
+  // The block kernels (kernels/inverted_residual*.cl) take a block only while its expand costs a
+  // group's work-items at most this many products each (input pixels x C x EC / 256): past it a
+  // block's few groups (one per output row or so) ran slower than the GEMMs' many. NVIDIA sm_90
+  // (bench/results/ab-options-block-sweep-*.md): the blocks at 169 ran faster, those at 432 and
+  // more slower; 300 lies between. The same elsewhere until measured.
+  long block_item_products = 300;
   // What one launch of each kind adds to an invoke (us, the host's enqueue and the device's run
   // with the gap to the next), fitted on real models' wall times on the device
   // (bench/fit_launch_costs.py); all 0 where none was fitted: the cost model then counts the

@@ -9,7 +9,6 @@
 #include <map>
 #include <optional>
 
-#include "common/env.h"
 #include "fusion/pass.h"
 #include "graph/quant.h"
 #include "ops/conv2d_selector.h"
@@ -22,9 +21,9 @@ namespace clgpu {
 // Whether computing the depthwise `dw`'s input from an expand of `ec` channels inside the kernel
 // of the `oc`-output project adds less arithmetic than about one launch's worth of the device's
 // time (a tenth of its nominal rate for ~6 us): layers of small models, where the launch is the
-// cost, and never the large layers of an image model. A float block the block kernel runs
-// computes the expand once per input pixel of each group; the GEMM's EXPAND_A (int8, or a map
-// too large for the block kernel) at each tap of each output pixel, once per tile of 32 outputs.
+// cost, and never the large layers of an image model. A block the block kernels run (float or
+// int8) computes the expand once per input pixel of each group; the GEMM's EXPAND_A (a map too
+// large for the block kernels) at each tap of each output pixel, once per tile of 32 outputs.
 bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc, bool int8);
 
 namespace {
@@ -144,21 +143,11 @@ class ExpandPass : public FusionPass {
 
 }  // namespace
 
-// The products one depthwise output element may cost inside the GEMM (taps x EC), each a chain
-// of loads in one work-item: past the device profile's cap the fused kernel waits on that chain
-// longer than the launch it saves takes. $CLGPU_EXPAND_CHAIN replaces it (research:
-// bench/ab_options.py env.*), read at each use since ab_options sets it between delegates.
-static long ExpandChainCap(const DeviceInfo& dev) {
-  const std::vector<double> v =
-      EnvNumbers("CLGPU_EXPAND_CHAIN", 1, "a positive integer",
-                 [](const std::vector<double>& x) { return WholeAtLeast(x, 1); });
-  return v.empty() ? dev.profile.expand_chain_cap : static_cast<long>(v[0]);
-}
-
 bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int oc, bool int8) {
-  // The block kernel's expand is no chain per tap: keyword_spotting_alexa's 9-tap blocks of 32
+  // The block kernels' expand is no chain per tap: keyword_spotting_alexa's 9-tap blocks of 32
   // channels, past the cap, ran in three kernels instead of one.
-  double fused = int8 ? -1 : BlockExpandProducts(dev, dw, oc, ec);
+  double fused =
+      int8 ? Int8BlockExpandProducts(dev, dw, oc, ec) : BlockExpandProducts(dev, dw, oc, ec);
   if (fused < 0) {
     if (long(dw.kh) * dw.kw * ec > ExpandChainCap(dev)) return false;
     const double tiles = std::ceil(oc / 32.0);

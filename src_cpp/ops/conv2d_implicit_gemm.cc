@@ -5,7 +5,6 @@
 #include <optional>
 #include <utility>
 
-#include "common/env.h"
 #include "ops/conv2d_algorithm.h"
 #include "ops/tuning.h"
 
@@ -159,15 +158,6 @@ struct BlockPlan {
   }
 };
 
-// $CLGPU_IR_BLOCK: 0 runs a folded expand inside the GEMM (EXPAND_A) instead of the block kernel
-// (research: bench/ab_options.py env.*); read at each use, as ab_options sets it between delegates.
-bool BlockKernelAllowed() {
-  const std::vector<double> v =
-      EnvNumbers("CLGPU_IR_BLOCK", 1, "0 or 1",
-                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
-  return v.empty() || v[0] == 1;
-}
-
 long CeilDiv(long a, long b) { return (a + b - 1) / b; }
 
 // How the block kernel runs expand -> depthwise -> project on this device, or nullopt where it
@@ -202,7 +192,7 @@ std::optional<BlockPlan> PlanBlock(const DeviceInfo& dev, const ConvGeometry& dw
       p.lanes *= 2;
     const long in_pixels = (long(rows - 1) * dw.sh + long(dw.kh - 1) * dw.dh + 1) * dw.w;
     const long fixed = in_pixels * ec;  // the input pixels
-    if (fixed >= budget) continue;
+    if (fixed >= budget || !BlockItemsFit(dev, in_pixels, dw.c, ec)) continue;
     // Per expanded channel: its expand weights (a padded row), depthwise taps, two biases and
     // its outputs at the input and output pixels (kernels/inverted_residual.cl's layout).
     const long per_channel = wstride + long(dw.kh) * dw.kw + 2 + in_pixels + long(rows) * dw.ow;
@@ -213,11 +203,7 @@ std::optional<BlockPlan> PlanBlock(const DeviceInfo& dev, const ConvGeometry& dw
     // kernels; docs/performance.md).
     if (chunk < dw.c) chunk -= chunk % 4;
     if (chunk <= 0 || CeilDiv(dw.c, chunk) > 2) continue;
-    if (const std::vector<double> cap = EnvNumbers(
-            "CLGPU_IR_BLOCK_CHUNK", 1, "a positive multiple of 4",
-            [](const std::vector<double>& x) { return WholeAtLeast(x, 4) && long(x[0]) % 4 == 0; });
-        !cap.empty())
-      chunk = std::min<long>(chunk, long(cap[0]));
+    if (const long cap = BlockChunkCap()) chunk = std::min(chunk, cap);
     if (chunk < dw.c) {
       // Passes of equal width (a second of a few channels costs as much as the first).
       const long even = CeilDiv(CeilDiv(dw.c, CeilDiv(dw.c, chunk)), 4) * 4;

@@ -105,6 +105,7 @@ class Conv2dInt8Op : public ConvOpBase {
   std::string algorithm() const override {
     const std::string split = split_ ? "_splitk/" : "/";
     return (algo_ == Algo::kDirect         ? "int8_direct"
+            : block_                       ? "int8_inverted_residual/" + dot_
             : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
                                            : "int8_gemm" + split + dot_) +
            (folded_expand() ? "+EXPAND" : "") + (folded_depthwise() ? "+DEPTHWISE" : "") +
@@ -159,7 +160,7 @@ class Conv2dInt8Op : public ConvOpBase {
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = Choose(ctx, g);
     launches_.clear();
-    split_ = false;
+    split_ = block_ = false;
     OutputStage stage = src_->StageOf(oc0_, g.oc);
     // A chunk applies its whole op's table (the chunk's program is built with its define).
     stage.table = chunk_ ? chunk_table_ : epilogue_table();
@@ -201,11 +202,18 @@ class Conv2dInt8Op : public ConvOpBase {
       dw.expand_up_below = ex.stage.up_below, dw.expand_zero = ex.stage.zero_point;
       dw.expand_min = ex.stage.act_min, dw.expand_max = ex.stage.act_max;
     }
-    launches_ =
-        EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
-                       algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
-                       has_residual() ? &residual : nullptr, folded_depthwise() ? &dw : nullptr);
-    split_ = Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()), folded_depthwise() != nullptr);
+    // A folded expand: the block kernel where it runs the block, else the GEMM's EXPAND_A.
+    if (dw.expand)
+      launches_ = EncodeInt8Block(ctx, w, in[0], out[0], src_->in_zero, stage, &state_,
+                                  has_residual() ? &residual : nullptr, dw, &dot_);
+    block_ = !launches_.empty();
+    if (!block_)
+      launches_ =
+          EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
+                         algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
+                         has_residual() ? &residual : nullptr, folded_depthwise() ? &dw : nullptr);
+    split_ = !block_ &&
+             Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()), folded_depthwise() != nullptr);
   }
 
  private:
@@ -227,6 +235,7 @@ class Conv2dInt8Op : public ConvOpBase {
   Algo algo_ = Algo::kImplicitGemm;
   std::string dot_;
   bool split_ = false;
+  bool block_ = false;  // the folded expand, depthwise and this conv in one block kernel
 };
 
 }  // namespace

@@ -142,5 +142,20 @@ bool Gemm1x1TakesSlopes(const DeviceInfo& dev, const ConvGeometry& g);
 // for the depthwise `dw` and `oc` outputs (each group's input pixels once), or -1 where that
 // kernel would not run the block (float blocks of small maps only).
 double BlockExpandProducts(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c);
+// Whether the block kernels may run (research: $CLGPU_IR_BLOCK=0 leaves blocks to the GEMMs'
+// EXPAND_A; bench/ab_options.py env.*), read at each use, as ab_options sets it between delegates.
+bool BlockKernelAllowed();
+// The products one depthwise output element may cost inside the GEMM (taps x EC), each a chain
+// of loads in one work-item: past the device profile's cap the GEMM's EXPAND_A waits on that
+// chain longer than the launch it saves takes. $CLGPU_EXPAND_CHAIN replaces it (research:
+// bench/ab_options.py env.*), read at each use since ab_options sets it between delegates.
+long ExpandChainCap(const DeviceInfo& dev);
+// Whether a block kernel's group of 256 work-items may take an expand over `in_pixels` input
+// pixels from `ec` to `c` channels: the device profile's block_item_products per work-item, or
+// $CLGPU_IR_BLOCK_ITEM's (research: bench/ab_options.py env.*).
+bool BlockItemsFit(const DeviceInfo& dev, long in_pixels, long c, long ec);
+// The block kernels' cap on the expanded channels of a pass (research: $CLGPU_IR_BLOCK_CHUNK, a
+// multiple of 4, to test several passes on small blocks), or 0: none.
+long BlockChunkCap();
 
 }  // namespace clgpu

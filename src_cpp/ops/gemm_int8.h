@@ -77,6 +77,17 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw = false);
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k);
 
+// The int8 inverted-residual block kernel (kernels/inverted_residual_int8.cl), for the 1x1
+// GEMM `w` whose A is the depthwise `dw` over its folded expand (dw.expand): the expand's
+// products it computes (ExpandFoldPays), or -1 where it would not run that block; and the block
+// as one launch with the GEMM's stage and residual (a_zero: the depthwise's output zero point),
+// or none (no plan, a table stage, a kernel that does not fit): EncodeInt8Gemm runs it then.
+double Int8BlockExpandProducts(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int ec);
+std::vector<Launch> EncodeInt8Block(OpContext& ctx, const Int8GemmWeights& w, cl_mem in, cl_mem out,
+                                    int a_zero, const OutputStage& stage, Int8GemmState* state,
+                                    const Int8Residual* residual, const Int8DepthwiseA& dw,
+                                    std::string* path_used);
+
 // The dot-product path probed on this context's device (cl/int8_dot.h).
 const std::string& Int8DotPathOf(const OpContext& ctx);
 
