@@ -175,6 +175,10 @@ def test_long_tap_chains_fold_only_into_the_block_kernel(
     assert any(
         k.algorithm.startswith("inverted_residual+EXPAND") for k in on.delegate.profile().kernels
     )
+    # Past the products per work-item the device profile allows (here 1): the GEMMs run it.
+    monkeypatch.setenv("CLGPU_IR_BLOCK_ITEM", "1")
+    check_expand(model, runtime, 0)
+    monkeypatch.delenv("CLGPU_IR_BLOCK_ITEM")
     monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
     gemm = check_expand(model, runtime, 0)
     assert folded_nodes(gemm, "+DEPTHWISE") == 1  # the depthwise still folds
@@ -205,6 +209,12 @@ def test_int8_long_tap_chains_fold_only_into_the_block_kernel(
     assert any(
         k.algorithm.startswith("int8_inverted_residual/") for k in r.delegate.profile().kernels
     )
+    # A block whose expand would cost a group's work-items more products each than the device
+    # profile allows (here 1) is left to the GEMMs: past the chain cap, two launches.
+    monkeypatch.setenv("CLGPU_IR_BLOCK_ITEM", "1")
+    r = check_int8_parity(model(9), runtime, **common)
+    assert _expanded(r) == 0, r.delegate.profile().table()
+    monkeypatch.delenv("CLGPU_IR_BLOCK_ITEM")
     monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
     for k, expanded in ((9, 0), (3, 1)):
         r = check_int8_parity(model(k), runtime, **common)
