@@ -344,6 +344,40 @@ def test_int8_block_runs_as_one_launch(
     assert _launches(off) == _launches(on) + 2 + (1 if kw.get("residual") else 0)
 
 
+def test_int8_block_kernel_repeated_invokes_and_a_resize(runtime: str) -> None:
+    """The int8 block kernel recomputes each invoke from its own input, and a resize of the
+    batch plans it anew: bit for bit with the CPU at every shape."""
+    import clgpu_delegate
+    from clgpu_delegate.runtime import make_interpreter
+
+    model = quantize_model(
+        block((1, 20, 1, 40), expand=3, k=9, kw=1, residual=True, seed=44),
+        io="int8",
+        seed=44,
+        jitter=0.3,
+    )
+    d = clgpu_delegate.load(partitioning="all", profiling=True)
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    ref = make_interpreter(model, None, runtime=runtime, reference=True)
+    it.allocate_tensors()
+    ref.allocate_tensors()
+    rng = np.random.default_rng(5)
+    for shape in [(1, 20, 1, 40), (1, 20, 1, 40), (3, 20, 1, 40), (1, 20, 1, 40)]:
+        for interp in (it, ref):
+            idx = interp.get_input_details()[0]["index"]
+            if tuple(interp.get_input_details()[0]["shape"]) != shape:
+                interp.resize_tensor_input(idx, shape)
+                interp.allocate_tensors()
+        x = rng.integers(-128, 128, size=shape).astype(np.int8)
+        outs = []
+        for interp in (it, ref):
+            interp.set_tensor(interp.get_input_details()[0]["index"], x)
+            interp.invoke()
+            outs.append(interp.get_tensor(interp.get_output_details()[0]["index"]).copy())
+        np.testing.assert_array_equal(outs[0], outs[1])
+    assert any(k.algorithm.startswith("int8_inverted_residual/") for k in d.profile().kernels)
+
+
 def test_int8_what_must_not_fold(runtime: str) -> None:
     common: dict[str, Any] = {"min_fraction": 1.0, "profiling": True}
     # The block's input channels not in fours (the expand's packed rows would be padded).
