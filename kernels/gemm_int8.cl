@@ -120,11 +120,6 @@
 #error "gemm_int8.cl: TM and TN must be multiples of WM and WN"
 #endif
 
-// Four bytes packed as one int, lane 0 lowest.
-static inline int pack4(int x0, int x1, int x2, int x3) {
-  return (x0 & 0xff) | (x1 & 0xff) << 8 | (x2 & 0xff) << 16 | (x3 & 0xff) << 24;
-}
-
 #ifdef IM2COL
 // Byte (tap / channel) k of the im2col row of a pixel whose tap (0, 0) is at (ih0, iw0) of the
 // image starting at `base`; a_zero outside the input or past K.

@@ -79,10 +79,6 @@
                 PRM_CONST(int2, pw_stage) RP_CONST
 #endif
 
-static inline int irb_pack4(int x0, int x1, int x2, int x3) {
-  return (x0 & 0xff) | (x1 & 0xff) << 8 | (x2 & 0xff) << 16 | (x3 & 0xff) << 24;
-}
-
 __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_residual_int8(
     __global const char* restrict in,
     __global char* restrict out IRB_CONSTS RES_ARG OVERFLOW_PARAM) {
@@ -228,7 +224,7 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
           const int p = i / chunk4, e4 = i - p * chunk4, e = 4 * e4, c = c0 + e;
           int v = 0;
           if (e4 < cn4)
-            v = irb_pack4(
+            v = pack4(
                 quant_output(y[j].x, vload2(e, es), c, ex_up_below, ex_zero, ex_lo, ex_hi),
                 quant_output(y[j].y, vload2(e + 1, es), c + 1, ex_up_below, ex_zero, ex_lo, ex_hi),
                 quant_output(y[j].z, vload2(e + 2, es), c + 2, ex_up_below, ex_zero, ex_lo, ex_hi),
@@ -262,7 +258,7 @@ __kernel __attribute__((reqd_work_group_size(IRB_WG, 1, 1))) void inverted_resid
           }
         }
         const int e = 4 * e4, c = c0 + e;
-        v = irb_pack4(quant_output(a.x, vload2(e, ds), c, dw_up_below, dw_zero, dw_lo, dw_hi),
+        v = pack4(quant_output(a.x, vload2(e, ds), c, dw_up_below, dw_zero, dw_lo, dw_hi),
                       quant_output(a.y, vload2(e + 1, ds), c + 1, dw_up_below, dw_zero, dw_lo,
                                    dw_hi),
                       quant_output(a.z, vload2(e + 2, ds), c + 2, dw_up_below, dw_zero, dw_lo,

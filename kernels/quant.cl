@@ -18,6 +18,11 @@ static inline int quant_multiply(int x, int multiplier, int shift, bool up) {
   return (int)((high >> right) + ((high & mask) > threshold ? 1 : 0));
 }
 
+// Four bytes packed as one int, lane 0 lowest.
+static inline int pack4(int x0, int x1, int x2, int x3) {
+  return (x0 & 0xff) | (x1 & 0xff) << 8 | (x2 & 0xff) << 16 | (x3 & 0xff) << 24;
+}
+
 // An int32 accumulator of output channel `c` to the output's integer value: the channel's
 // (multiplier, shift) in `ms`, then + zero point, clamped to [lo, hi] (the type's range narrowed
 // by a fused activation). Channels below up_below round ties up (quant_multiply).

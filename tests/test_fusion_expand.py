@@ -257,31 +257,48 @@ def test_bad_research_knobs_are_clear_errors(
         make_interpreter(block((1, 8, 8, 8), seed=33), [d], runtime=runtime).allocate_tensors()
 
 
-def test_repeated_invokes_and_a_resize(runtime: str) -> None:
-    """Each invoke recomputes from its own input; a resize plans the fold anew."""
+def _invoke_in_turns(
+    model: bytes, runtime: str, shapes: list[tuple[int, ...]], draw: Any
+) -> tuple[Any, list[tuple[np.ndarray, np.ndarray]]]:
+    """The model with the delegate and on the CPU, invoked in turns on a fresh input `draw(shape)`
+    of each shape (resizing both where it changes): the delegate and (delegate output, CPU
+    output) per invoke."""
     import clgpu_delegate
     from clgpu_delegate.runtime import make_interpreter
 
-    model = block((1, 6, 6, 8), residual=True, seed=26)
     d = clgpu_delegate.load(partitioning="all", profiling=True)
     it = make_interpreter(model, [d], runtime=runtime, reference=True)
     ref = make_interpreter(model, None, runtime=runtime, reference=True)
     it.allocate_tensors()
     ref.allocate_tensors()
-    rng = np.random.default_rng(3)
-    for shape in [(1, 6, 6, 8), (1, 6, 6, 8), (2, 5, 7, 8), (1, 6, 6, 8)]:
+    pairs = []
+    for shape in shapes:
         for interp in (it, ref):
             idx = interp.get_input_details()[0]["index"]
             if tuple(interp.get_input_details()[0]["shape"]) != shape:
                 interp.resize_tensor_input(idx, shape)
                 interp.allocate_tensors()
-        x = rng.standard_normal(shape).astype(np.float32)
+        x = draw(shape)
         outs = []
         for interp in (it, ref):
             interp.set_tensor(interp.get_input_details()[0]["index"], x)
             interp.invoke()
             outs.append(interp.get_tensor(interp.get_output_details()[0]["index"]).copy())
-        np.testing.assert_allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4 * np.abs(outs[1]).max())
+        pairs.append((outs[0], outs[1]))
+    return d, pairs
+
+
+def test_repeated_invokes_and_a_resize(runtime: str) -> None:
+    """Each invoke recomputes from its own input; a resize plans the fold anew."""
+    rng = np.random.default_rng(3)
+    d, pairs = _invoke_in_turns(
+        block((1, 6, 6, 8), residual=True, seed=26),
+        runtime,
+        [(1, 6, 6, 8), (1, 6, 6, 8), (2, 5, 7, 8), (1, 6, 6, 8)],
+        lambda shape: rng.standard_normal(shape).astype(np.float32),
+    )
+    for got, ref in pairs:
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
     assert any("+EXPAND" in k.algorithm for k in d.profile().kernels)
 
 
@@ -347,34 +364,21 @@ def test_int8_block_runs_as_one_launch(
 def test_int8_block_kernel_repeated_invokes_and_a_resize(runtime: str) -> None:
     """The int8 block kernel recomputes each invoke from its own input, and a resize of the
     batch plans it anew: bit for bit with the CPU at every shape."""
-    import clgpu_delegate
-    from clgpu_delegate.runtime import make_interpreter
-
     model = quantize_model(
         block((1, 20, 1, 40), expand=3, k=9, kw=1, residual=True, seed=44),
         io="int8",
         seed=44,
         jitter=0.3,
     )
-    d = clgpu_delegate.load(partitioning="all", profiling=True)
-    it = make_interpreter(model, [d], runtime=runtime, reference=True)
-    ref = make_interpreter(model, None, runtime=runtime, reference=True)
-    it.allocate_tensors()
-    ref.allocate_tensors()
     rng = np.random.default_rng(5)
-    for shape in [(1, 20, 1, 40), (1, 20, 1, 40), (3, 20, 1, 40), (1, 20, 1, 40)]:
-        for interp in (it, ref):
-            idx = interp.get_input_details()[0]["index"]
-            if tuple(interp.get_input_details()[0]["shape"]) != shape:
-                interp.resize_tensor_input(idx, shape)
-                interp.allocate_tensors()
-        x = rng.integers(-128, 128, size=shape).astype(np.int8)
-        outs = []
-        for interp in (it, ref):
-            interp.set_tensor(interp.get_input_details()[0]["index"], x)
-            interp.invoke()
-            outs.append(interp.get_tensor(interp.get_output_details()[0]["index"]).copy())
-        np.testing.assert_array_equal(outs[0], outs[1])
+    d, pairs = _invoke_in_turns(
+        model,
+        runtime,
+        [(1, 20, 1, 40), (1, 20, 1, 40), (3, 20, 1, 40), (1, 20, 1, 40)],
+        lambda shape: rng.integers(-128, 128, size=shape).astype(np.int8),
+    )
+    for got, ref in pairs:
+        np.testing.assert_array_equal(got, ref)
     assert any(k.algorithm.startswith("int8_inverted_residual/") for k in d.profile().kernels)
 
 
