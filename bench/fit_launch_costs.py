@@ -3,7 +3,7 @@ wall times of real models: the per-kind costs a device profile carries
 (src_cpp/cl/device_profile.h `launch_us`) in place of the calibration's one figure.
 
     python bench/fit_launch_costs.py --measured NEVER_SLOWER.json [--measured ...] \\
-        [--kinds-from NEVER_SLOWER.json ...] [--tag NAME] [--out DIR]
+        [--kinds-from NEVER_SLOWER.json ...] [--invoke] [--tag NAME] [--out DIR]
 
 Each never_slower.py row carries the default's estimate with its launches by kind (gemm,
 fused, split, small). Of the rows whose one partition runs the whole model and whose device
@@ -54,16 +54,20 @@ def _with_kinds(row: dict[str, Any], source: dict[str, Any] | None) -> dict[str,
 
 
 def _rest_ms(r: dict[str, Any]) -> float:
-    """The estimate less its launches: arithmetic, transfers and the sync."""
-    return r["est_device_ms"] - r["est_floors_ms"] - r["est_kernels"] * r["est_gap_us"] / 1e3
+    """The estimate less its launches and its per-invoke cost: arithmetic, transfers, the sync."""
+    launches = r["est_floors_ms"] + r["est_kernels"] * r["est_gap_us"] / 1e3
+    return r["est_device_ms"] - launches - r.get("est_invoke_us", 0.0) / 1e3
 
 
 def _predict(r: dict[str, Any], costs: np.ndarray) -> float:
-    return _rest_ms(r) + sum(r[k] * c for k, c in zip(KINDS, costs, strict=True)) / 1e3
+    """costs: one per kind, then (with --invoke) the per-invoke cost."""
+    per_kind = sum(r[k] * c for k, c in zip(KINDS, costs[: len(KINDS)], strict=True))
+    return _rest_ms(r) + (per_kind + sum(costs[len(KINDS):])) / 1e3
 
 
-def _fit(rows: list[dict[str, Any]]) -> np.ndarray:
-    a = np.array([[r[k] / 1e3 / r["all_ms"] for k in KINDS] for r in rows])
+def _fit(rows: list[dict[str, Any]], invoke: bool = False) -> np.ndarray:
+    a = np.array([[r[k] / 1e3 / r["all_ms"] for k in KINDS] + ([1e-3 / r["all_ms"]] * invoke)
+                  for r in rows])
     b = np.array([(r["all_ms"] - _rest_ms(r)) / r["all_ms"] for r in rows])
     costs, *_ = np.linalg.lstsq(a, b, rcond=None)
     return costs
@@ -79,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--kinds-from", action="append", default=[], help="a table of the same build with kinds"
     )
-    ap.add_argument("--profile", default="", help="the costs the profile has now: G,F,S,M")
+    ap.add_argument("--profile", default="", help="the costs the profile has now: G,F,S,M[,I]")
+    ap.add_argument("--invoke", action="store_true", help="fit a cost per invoke too")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
@@ -106,15 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     if len(rows) < 2 * len(KINDS):
         print(f"fit_launch_costs: {len(rows)} rows, too few to fit {len(KINDS)} costs")
         return 1
-    costs = _fit(rows)
+    costs = _fit(rows, a.invoke)
     rounded = np.round(costs * 2) / 2
     loo: list[float] = []
     for model in sorted({r["model"] for r in rows}):
-        c = _fit([r for r in rows if r["model"] != model])
+        c = _fit([r for r in rows if r["model"] != model], a.invoke)
         loo += [math.log(_predict(r, c) / r["all_ms"]) for r in rows if r["model"] == model]
+    names = [*KIND_NAMES, "invoke"] if a.invoke else KIND_NAMES
     summary = {
-        "fitted_us": dict(zip(KIND_NAMES, costs.round(2).tolist(), strict=True)),
-        "rounded_us": dict(zip(KIND_NAMES, rounded.tolist(), strict=True)),
+        "fitted_us": dict(zip(names, costs.round(2).tolist(), strict=True)),
+        "rounded_us": dict(zip(names, rounded.tolist(), strict=True)),
         "rms_log_as_estimated": _rms([math.log(r["est_device_ms"] / r["all_ms"]) for r in rows]),
         "rms_log_fitted": _rms([math.log(_predict(r, costs) / r["all_ms"]) for r in rows]),
         "rms_log_rounded": _rms([math.log(_predict(r, rounded) / r["all_ms"]) for r in rows]),

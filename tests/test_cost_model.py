@@ -484,3 +484,57 @@ def test_edge_knob_picks_which_conversions_may_stay_on_the_cpu(
             runtime=runtime,
             reference=True,
         ).allocate_tensors()
+
+
+def _int8_conv_3x3(hw: int, channels: int) -> bytes:
+    """One int8 3x3 convolution from `channels` to 16, int8 in and out: one partition."""
+    from clgpu_delegate.modelgen import ModelBuilder
+
+    b = ModelBuilder(seed=0)
+    x = b.input("x", (1, hw, hw, channels))
+    b.output(b.conv2d(x, b.rand((16, 3, 3, channels)), b.rand((16,), 0.1)))
+    return quantize_model(b.build(), io="int8")
+
+
+def test_int8_convolutions_on_amx_tiles_cost_by_pixel_not_by_multiply_add(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where XNNPACK runs int8 convolutions on AMX tiles (CLGPU_CPU_INT8_TILES=1, else the
+    host's CPUID), a convolution's CPU time follows its output pixels and filter taps, whatever
+    its input channels (bench/results/cpu-int8-conv-*.md: a 3x3 from one channel ran 4x its
+    float form's time). Without tiles the roofline counts multiply-adds: 16 input channels cost
+    more than one. A bad value is a clear error."""
+    est = {}
+    for tiles in ("0", "1"):
+        monkeypatch.setenv("CLGPU_CPU_INT8_TILES", tiles)
+        for hw, c in ((64, 1), (64, 16), (128, 1)):
+            est[tiles, hw, c] = _cpu_estimate_ms(_int8_conv_3x3(hw, c))[0]
+    assert est["0", 64, 16] > est["0", 64, 1], est
+    assert est["1", 64, 1] > 2 * est["0", 64, 1], est
+    assert est["1", 64, 16] == pytest.approx(est["1", 64, 1], rel=0.15), est
+    assert 3 < est["1", 128, 1] / est["1", 64, 1] < 4.5, est
+    monkeypatch.setenv("CLGPU_CPU_INT8_TILES", "2")
+    with pytest.raises(RuntimeError, match="CLGPU_CPU_INT8_TILES must be 0 or 1"):
+        _estimate(_int8_conv_3x3(64, 1))
+
+
+def test_an_invoke_costs_the_profiles_figure_beside_the_launch_kinds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With costs by launch kind (the device profile's, or $CLGPU_LAUNCH_US) the estimate adds
+    the cost of an invoke fitted with them ($CLGPU_INVOKE_US replaces the profile's): 20 us
+    more moves the device estimate by 0.020 ms and the figures name it. With the calibration's
+    one figure it adds nothing: the calibrated sync already is the invoke's."""
+    model = _kinds_net()
+    monkeypatch.setenv("CLGPU_LAUNCH_US", "8,10,4.5,6")
+    times = {}
+    for us in ("0", "20"):
+        monkeypatch.setenv("CLGPU_INVOKE_US", us)
+        times[us] = _device_estimate(model)[0]
+        assert f"{float(us):.1f} us invoke" in _estimate(model)
+    assert times["20"] - times["0"] == pytest.approx(0.020, abs=1.5e-3), times
+    monkeypatch.setenv("CLGPU_LAUNCH_US", "0,0,0,0")
+    one_cost = _device_estimate(model)[0]
+    assert "0.0 us invoke" in _estimate(model)
+    monkeypatch.setenv("CLGPU_INVOKE_US", "0")
+    assert _device_estimate(model)[0] == one_cost

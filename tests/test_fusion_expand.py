@@ -238,6 +238,8 @@ def test_int8_long_tap_chains_fold_only_into_the_block_kernel(
         ("CLGPU_LAUNCH_US", "8,10,5", "CLGPU_LAUNCH_US must be GEMM,FUSED,SPLIT,SMALL"),
         ("CLGPU_LAUNCH_US", "0,10,5,6", "CLGPU_LAUNCH_US must be GEMM,FUSED,SPLIT,SMALL"),
         ("CLGPU_LAUNCH_US", "8,10,5,1e9", "CLGPU_LAUNCH_US must be GEMM,FUSED,SPLIT,SMALL"),
+        ("CLGPU_INVOKE_US", "-1", "CLGPU_INVOKE_US must be a cost in us"),
+        ("CLGPU_INVOKE_US", "5,5", "CLGPU_INVOKE_US must be a cost in us"),
     ],
 )
 def test_bad_research_knobs_are_clear_errors(

@@ -129,9 +129,13 @@ DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
   p.event_target_ns = p.gpu ? 40e3 : 400e3;
   p.measure_costs = p.gpu;
   p.fill_items_per_unit = p.gpu ? 4096 : 256;
-  // gemm, fused, split, small: fitted on H200s, held on an H100 of the same architecture
-  // (bench/results/launch-costs-NVIDIA_H200.md, never-slower-launch-costs-NVIDIA_H100_*.md).
-  if (nvidia_gpu && p.architecture == "sm_90") p.launch_us = {8.5, 10, 4.5, 6};
+  // gemm, fused, split, small and the invoke: fitted together on an H200's real models
+  // (bench/results/launch-costs-invoke-NVIDIA_H200.md); the kinds alone had models of 3-7
+  // kernels at 0.6-0.8 of their measured time.
+  if (nvidia_gpu && p.architecture == "sm_90") {
+    p.launch_us = {7, 10, 5, 7.5};
+    p.invoke_us = 9;
+  }
 
   const std::string vendor = VendorKey(p.vendor);
   if (!p.architecture.empty()) {

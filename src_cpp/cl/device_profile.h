@@ -86,6 +86,10 @@ struct DeviceProfile {
   // (bench/fit_launch_costs.py); all 0 where none was fitted: the cost model then counts the
   // calibration's small kernel, a figure that varied 30 % between processes of one H200.
   std::array<double, kLaunchKinds> launch_us{};
+  // What an invoke costs beyond its launches and the calibrated sync round trip (us: the
+  // delegate's invoke path, its inputs and outputs through TFLite), fitted with launch_us; a
+  // model of a few kernels feels it most. 0 where none was fitted.
+  double invoke_us = 0;
   // The tuning tables' keys, most specific first: "<vendor>/<architecture>/<device name>",
   // "<vendor>/<architecture>", "<vendor>", then "gpu" (any GPU) or "cpu" (any other device).
   std::vector<std::string> tuning_keys;

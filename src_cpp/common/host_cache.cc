@@ -8,6 +8,10 @@
 
 #include "common/env.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace clgpu {
 namespace {
 
@@ -56,7 +60,34 @@ int64_t FromSysfs() {
   return total;
 }
 
+// CPUID leaf 7's AMX-INT8 and AMX-TILE bits, and XCR0's tile state bits (17, 18): the OS
+// enables the tiles, as XNNPACK's own check asks.
+bool CpuHasInt8Tiles() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // no OSXSAVE
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  if (!(d & (1u << 25)) || !(d & (1u << 24))) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & (3u << 17)) == (3u << 17);
+#else
+  return false;
+#endif
+}
+
 }  // namespace
+
+bool HostInt8Tiles() {
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_CPU_INT8_TILES", 1, "0 or 1",
+                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
+  if (!v.empty()) return v[0] == 1;
+  static std::once_flag once;
+  static bool tiles = false;
+  std::call_once(once, [] { tiles = CpuHasInt8Tiles(); });
+  return tiles;
+}
 
 int64_t HostCacheBytes() {
   static std::once_flag once;

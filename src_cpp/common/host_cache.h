@@ -1,5 +1,5 @@
-// The host CPU's last-level cache, for the cost model's CPU side: a model whose weights fit in it
-// reads them from the cache on every invoke after the first.
+// The host CPU as the cost model's CPU side sees it: its last-level cache (a model whose weights
+// fit in it reads them from the cache on every invoke after the first) and its int8 tiles.
 #pragma once
 
 #include <cstdint>
@@ -17,5 +17,11 @@ int64_t HostCacheBytes();
 // (0: none).
 int64_t WeightCacheBytes(int threads);
 constexpr int64_t kCacheShareBytesPerThread = 5 * 1024 * 1024 / 2;
+
+// Whether the host has x86 AMX tiles for int8 (AMX-INT8, and the OS saves their state), on which
+// XNNPACK runs its int8 convolutions: a convolution then costs by output pixel and filter tap far
+// more than by multiply-add (bench/results/cpu-int8-conv-*.md). $CLGPU_CPU_INT8_TILES (0 or 1)
+// replaces it.
+bool HostInt8Tiles();
 
 }  // namespace clgpu

@@ -150,10 +150,20 @@ std::array<double, kLaunchKinds> LaunchCosts(const DeviceInfo& dev) {
 // What the estimate counts for a launch: its kind's cost, the gap included, where the device
 // profile (or $CLGPU_LAUNCH_US) has them; else the calibration's small kernel with a layer's
 // extras (an int8 kernel's more), the same for every kernel, and a gap after each.
+// The device profile's cost per invoke, or $CLGPU_INVOKE_US (read, and a bad one refused,
+// either way): 0 without costs by kind, where the calibrated sync stands for the invoke.
+double InvokeCost(const DeviceInfo& dev, bool by_kind) {
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_INVOKE_US", 1, "a cost in us (0 <= us < 1000)",
+                 [](const std::vector<double>& x) { return x[0] >= 0 && x[0] < 1e3; });
+  return by_kind ? (v.empty() ? dev.profile.invoke_us : v[0]) : 0;
+}
+
 struct LaunchFloor {
   LaunchFloor(const DeviceInfo& dev, const DeviceCosts& c, const CostTune& t)
       : kind_us(LaunchCosts(dev)),
         by_kind(kind_us[kSmallLaunch] > 0),
+        invoke_us(InvokeCost(dev, by_kind)),
         kernel_us(c.min_kernel_us + t.layer_extra_us / 2),
         gap_us(by_kind ? 0 : c.launch_gap_us + t.layer_extra_us / 2),
         int8_us(t.int8_kernel_us) {}
@@ -164,6 +174,7 @@ struct LaunchFloor {
   }
   std::array<double, kLaunchKinds> kind_us;
   bool by_kind;
+  double invoke_us;  // with the costs by kind, fitted with them
   double kernel_us, gap_us, int8_us;
 };
 
@@ -237,7 +248,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                       : dev.host_unified_memory ? kUnifiedGBps
                                                 : kDiscreteGBps;
   e.device_ms = device_compute_ms + e.boundary_bytes / (gbps * 1e9) * 1e3 +
-                (e.kernels * launch.gap_us + costs.sync_us) * 1e-3;
+                (e.kernels * launch.gap_us + costs.sync_us + launch.invoke_us) * 1e-3;
   const double kernel_us =
       launch.by_kind ? launches_us / std::max(e.kernels, 1) : launch.kernel_us + launch.gap_us;
   char buf[640];
@@ -246,13 +257,13 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU "
       "(%zu nodes, %d threads; %.2f MFLOP, %.0f KB transferred%s; device: %.1f us/kernel, "
       "%.0f us sync, %.1f GB/s %s; %.3f ms arithmetic, %.3f ms more for kernel floors; "
-      "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap)",
+      "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap, %.1f us invoke)",
       e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0), cpu.threads,
       e.flops / 1e6, e.boundary_bytes / 1e3,
       cpu_side.cached() ? ", the CPU's weights in its cache" : "", kernel_us, costs.sync_us, gbps,
       costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms, kinds[kGemmLaunch],
       kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
-      launch.by_kind ? "costs by kind" : "one cost", launch.gap_us);
+      launch.by_kind ? "costs by kind" : "one cost", launch.gap_us, launch.invoke_us);
   e.figures = buf;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
   if (dev.profile.decline_partitions) {

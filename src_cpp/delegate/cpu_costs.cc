@@ -81,7 +81,7 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, con
     return std::max(roofline_ms, elements * h->cpu_hybrid_ns_per_element * 1e-6) +
            h->cpu_hybrid_node_us * 1e-3;
   if (int8 && h->cpu_int8_kernel_ns)
-    if (const double k = h->cpu_int8_kernel_ns(g, n, cpu.threads); k > 0)
+    if (const double k = h->cpu_int8_kernel_ns(g, n, CpuHost{cpu.threads, cpu.int8_tiles}); k > 0)
       return std::max(roofline_ms, k * 1e-6);
   const double ns = int8 ? h->cpu_int8_ns_per_element : h->cpu_float_ns_per_element;
   return ns > 0 ? std::max(roofline_ms, elements * ns * 1e-6) : roofline_ms;
@@ -121,6 +121,7 @@ CpuCosts CpuCostsAt(int threads) {
   c.gbps = kCpuGBpsPerThread * kCpuFitThreads * scale;
   c.cached_gbps = kCpuCachedGBpsPerThread * kCpuFitThreads * scale;
   c.cache_bytes = double(WeightCacheBytes(c.threads));
+  c.int8_tiles = HostInt8Tiles();
   auto handoff = [](int t) {
     return t > 1 ? kCpuPoolNodeUs + kCpuPoolNodeUsPerThread * t : kCpuNodeUsOneThread;
   };

@@ -16,6 +16,7 @@ struct CpuCosts {
   // A model's weights read from the host's last-level cache (cache_bytes, 0: unknown) when all
   // of them fit in it, at cached_gbps instead of gbps.
   double cached_gbps = 0, cache_bytes = 0;
+  bool int8_tiles = false;  // XNNPACK's int8 convolutions on AMX tiles (HostInt8Tiles)
 };
 
 // num_threads: TfLiteContext::recommended_num_threads, what the interpreter gives XNNPACK

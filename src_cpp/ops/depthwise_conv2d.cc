@@ -282,7 +282,7 @@ constexpr double kCpuHybridNodeUs = 40.0, kCpuHybridNsPerElement = 2.8;
 // the estimate stays near the fastest kind (a 0.74 claimed a 7x7 one where the CPU was 1.35x
 // faster), and the thread sweep's t^0.8 between thread counts.
 constexpr double kCpuInt8MultiplierNsAt16 = 0.54, kCpuInt8MultiplierThreadExponent = 0.8;
-double CpuInt8KernelNs(const GraphView& g, const NodeInfo& n, int threads) {
+double CpuInt8KernelNs(const GraphView& g, const NodeInfo& n, const CpuHost& host) {
   if (!n.builtin_data || n.inputs.size() < 2 || n.outputs.empty() || !g.valid_tensor(n.inputs[1]) ||
       !g.valid_tensor(n.outputs[0]))
     return 0;  // no node the check passes
@@ -294,7 +294,7 @@ double CpuInt8KernelNs(const GraphView& g, const NodeInfo& n, int threads) {
   const double units =
       double(NumElements(g.shape(n.outputs[0]))) / p.depth_multiplier * double(f[1]) * double(f[2]);
   return units * kCpuInt8MultiplierNsAt16 *
-         std::pow(16.0 / double(std::max(threads, 1)), kCpuInt8MultiplierThreadExponent);
+         std::pow(16.0 / double(std::max(host.threads, 1)), kCpuInt8MultiplierThreadExponent);
 }
 
 extern const OpHandler kDepthwiseConv2dHandler = [] {

@@ -17,6 +17,12 @@ namespace clgpu {
 
 class Op;  // ops/op.h
 
+// The host CPU as an op's CPU figures need it (delegate/cpu_costs.h CpuCosts).
+struct CpuHost {
+  int threads = 1;          // the interpreter's, counted up to the host's cores
+  bool int8_tiles = false;  // common/host_cache.h HostInt8Tiles
+};
+
 // Everything the delegate knows of one op code, defined in the op's own file as
 // `extern const OpHandler k<Name>Handler = {...};`: the build collects those definitions
 // into the registry (cmake/ClgpuOps.cmake), so adding an op is adding its files.
@@ -57,10 +63,12 @@ struct OpHandler {
   // it between XNNPACK's subgraphs: a fixed cost per node and a time per output element
   // (0: XNNPACK's roofline, with the weights a byte an element).
   double cpu_hybrid_node_us = 0, cpu_hybrid_ns_per_element = 0;
-  // Where XNNPACK takes the op but leaves one of its int8 forms to TFLite's own kernel
-  // (DEPTHWISE_CONV_2D with a depth multiplier): that kernel's ns at the interpreter's threads;
-  // null or 0: XNNPACK runs the node.
-  double (*cpu_int8_kernel_ns)(const GraphView& graph, const NodeInfo& node, int threads) = nullptr;
+  // Its int8 form's ns on the CPU where the roofline misses it: TFLite's own kernel where XNNPACK
+  // leaves that form (DEPTHWISE_CONV_2D with a depth multiplier), or XNNPACK's int8 kernel where
+  // it runs far off the roofline (CONV_2D on int8 tiles, DEPTHWISE_CONV_2D). The node costs the
+  // longer of this and the roofline; null or 0: the roofline alone.
+  double (*cpu_int8_kernel_ns)(const GraphView& graph, const NodeInfo& node,
+                               const CpuHost& host) = nullptr;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.
