@@ -6,7 +6,8 @@
 - ds_cnn_*: the classic depthwise-separable keyword spotter (conv 10x4/2, DS blocks, pool, FC);
 - dense_*: a few wide FULLY_CONNECTED layers (weight-bound on the CPU);
 - prelu_cnn: a face-landmark-style CNN of conv + PRELU residual blocks (_shared: one slope
-  per PRELU, as PyTorch's nn.PReLU() converts);
+  per PRELU, as PyTorch's nn.PReLU() converts; _int8: its integer form, whose PRELUs XNNPACK
+  leaves to TFLite's one-thread kernel);
 - audio_layout: convolutions wrapped in the TRANSPOSE / RESHAPE / PAD / MIRROR_PAD chains that
   NCHW converters emit.
 
@@ -153,7 +154,7 @@ def models() -> dict[str, Callable[[], bytes]]:
         "audio_layout": audio_layout,
     }
     out = dict(float_models)
-    for name in ("kws_mnv2_small", "kws_mnv2_large", "ds_cnn_s", "ds_cnn_l"):
+    for name in ("kws_mnv2_small", "kws_mnv2_large", "ds_cnn_s", "ds_cnn_l", "prelu_cnn"):
         out[name + "_int8"] = lambda f=float_models[name]: quantize_model(f(), samples=2)
     return out
 

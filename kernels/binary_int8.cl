@@ -12,6 +12,9 @@
 //
 // mul_int8(a, b, out, total, rank, meta, p, up_below): out = (a + a_offset) * (b + b_offset)
 //   rescaled by p[3], p[4] (multiplier, shift), + out_zero, clamped; the same arguments.
+//
+// prelu_int8(a, b, out, total, rank, meta, p, up_below): x = a + a_offset; x rescaled by p[3],
+//   p[4] where x >= 0, else x * (b + b_offset) by p[5], p[6]; + out_zero, clamped. b: alpha.
 #include "quant.cl"
 
 // The offsets of output element i in a and b.
@@ -44,4 +47,17 @@ __kernel void mul_int8(__global const QT* a, __global const QT* b, __global QT* 
   const int prod = ((int)a[at.x] + p[0]) * ((int)b[at.y] + p[1]);
   const int v = quant_multiply(prod, p[3], p[4], i < up_below) + p[9];
   out[i] = (QT)clamp(v, p[10], p[11]);
+}
+
+__kernel void prelu_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
+                         int rank, __global const int* meta, __global const int* p,
+                         int up_below OVERFLOW_PARAM) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int2 at = broadcast_index(i, rank, meta);
+  const int x = (int)a[at.x] + p[0];
+  const bool up = i < up_below;
+  const int v = x >= 0 ? quant_multiply(x, p[3], p[4], up)
+                       : quant_multiply(x * ((int)b[at.y] + p[1]), p[5], p[6], up);
+  out[i] = (QT)clamp(v + p[9], p[10], p[11]);
 }

@@ -538,3 +538,24 @@ def test_an_invoke_costs_the_profiles_figure_beside_the_launch_kinds(
     assert "0.0 us invoke" in _estimate(model)
     monkeypatch.setenv("CLGPU_INVOKE_US", "0")
     assert _device_estimate(model)[0] == one_cost
+
+
+def test_int8_prelu_costs_the_cpu_tflites_own_kernel() -> None:
+    """XNNPACK takes no int8 PRELU: TFLite's own kernel runs it on one thread, about 10 ns an
+    element on the H200's host (12 ms for 128 x 128 x 64), so the CPU estimate of a conv and a
+    PRELU over 200,704 elements is about 2 ms over the conv and a LOGISTIC; in float, XNNPACK's
+    roofline stays."""
+    logistic_ms = _cpu_estimate_ms(_activated("logistic", True))[0]
+
+    def prelu(int8: bool) -> bytes:
+        net, x = start(56, 16, seed=0, fp16_weights=False)
+        y = net.conv(x, 64, 1, act=None)
+        model = net.finish(net.b.prelu(y, np.full((1, 1, 64), 0.2, np.float32)), softmax=False)
+        return quantize_model(model) if int8 else model
+
+    prelu_ms = _cpu_estimate_ms(prelu(True))[0]
+    assert 1.9 < prelu_ms - logistic_ms < 2.1, (prelu_ms, logistic_ms)
+    float_gap = (
+        _cpu_estimate_ms(prelu(False))[0] - _cpu_estimate_ms(_activated("logistic", False))[0]
+    )
+    assert abs(float_gap) < 0.05, float_gap

@@ -247,10 +247,11 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   float lo, hi;
   if (const int act = ActivationOf(kind, node); !ActivationRange(act, &lo, &hi))
     return "fused activation " + std::to_string(act) + " is not supported";
-  // Quantized tensors: binary_int8.cc (ADD, SUB, MUL).
+  // Quantized tensors: binary_int8.cc (ADD, SUB, MUL, PRELU).
   const bool quantized =
       g.valid_tensor(node.inputs[0]) && IsQuantized(g.value_type(node.inputs[0]));
-  if (quantized && kind.code != tfl::kAdd && kind.code != 41 && kind.code != 18)
+  if (quantized && kind.code != tfl::kAdd && kind.code != 41 && kind.code != 18 &&
+      kind.code != tfl::kPrelu)
     return std::string("int8 ") + kind.name + " is not supported";
   if (auto why = quantized
                      ? (kind.code == 18 ? CheckMulInt8(g, node) : CheckAddInt8(g, node))
@@ -298,7 +299,13 @@ extern const OpHandler kSquaredDifferenceHandler = {
     tfl::kSquaredDifference, "SQUARED_DIFFERENCE", Check, Create, Describe, nullptr, false, true};
 extern const OpHandler kPowHandler = {tfl::kPow, "POW",   Check, Create,
                                       Describe,  nullptr, false, true};
-extern const OpHandler kPreluHandler = {tfl::kPrelu, "PRELU", Check, Create,
-                                        Describe,    nullptr, false, true};
+// XNNPACK takes no int8 PRELU: TFLite's own kernel runs it on one thread at 6.6-12 ns an element
+// on an H200 host, whatever the interpreter's threads (bench/results/cpu-channel-ops-*.md).
+constexpr double kCpuInt8PreluNs = 10;
+extern const OpHandler kPreluHandler = [] {
+  OpHandler h{tfl::kPrelu, "PRELU", Check, Create, Describe, nullptr, false, true};
+  h.cpu_int8_ns_per_element = kCpuInt8PreluNs;
+  return h;
+}();
 
 }  // namespace clgpu

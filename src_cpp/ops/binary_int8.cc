@@ -1,10 +1,13 @@
-// ADD, SUB and MUL on int8 / uint8 tensors, with broadcasting (binary_int8.cl): TFLite's integer
-// arithmetic. ADD / SUB rescale each operand to twice the larger input scale with 20 bits of
-// headroom and the sum to the output; MUL rescales the product of the offset operands by
-// in1_scale * in2_scale / out_scale (that product and ratio in float, as MUL's Prepare computes
-// it). Their multipliers are applied by TFLite's own rounding (ties away from zero, ops/quant.h)
-// in both runtimes, measured with power-of-two scale ratios (many ties): LiteRT's NEON MUL loop
-// divides with gemmlowp's RoundingDivideByPOT, which rounds as the scalar code does.
+// ADD, SUB, MUL and PRELU on int8 / uint8 tensors, with broadcasting (binary_int8.cl): TFLite's
+// integer arithmetic. PRELU rescales x - zero point by in_scale / out_scale where it is >= 0, else
+// its product with alpha - alpha's zero point by in_scale * alpha_scale / out_scale (both ratios
+// in float, as PRELU's Prepare computes them). ADD / SUB rescale each operand to twice the larger
+// input scale with 20 bits of headroom and the sum to the output; MUL rescales the product of the
+// offset operands by in1_scale * in2_scale / out_scale (that product and ratio in float, as MUL's
+// Prepare computes it). Their multipliers are applied by TFLite's own rounding (ties away from
+// zero, ops/quant.h) in both runtimes, measured with power-of-two scale ratios (many ties):
+// LiteRT's NEON MUL loop divides with gemmlowp's RoundingDivideByPOT, which rounds as the scalar
+// code does.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +46,25 @@ class AddInt8Op : public Op, public FoldSource {
                       out = g.quant(node.outputs[0]);
     int lo = 0, hi = 0;
     QuantizedActivationRange(activation, out, type_, &lo, &hi);
+    if (op_ == tfl::kPrelu) {
+      const FixedPoint m1 = QuantizeMultiplier(a.scale[0] / out.scale[0]);
+      const FixedPoint m2 = QuantizeMultiplier(a.scale[0] * b.scale[0] / out.scale[0]);
+      params_ = {-a.zero_point[0],
+                 -b.zero_point[0],
+                 0,
+                 m1.multiplier,
+                 m1.shift,
+                 m2.multiplier,
+                 m2.shift,
+                 0,
+                 0,
+                 out.zero_point[0],
+                 lo,
+                 hi,
+                 0,
+                 0};
+      return;
+    }
     if (op_ == tfl::kMul) {
       const FixedPoint m = QuantizeMultiplier(a.scale[0] * b.scale[0] / out.scale[0]);
       params_ = {-a.zero_point[0],
@@ -85,7 +107,10 @@ class AddInt8Op : public Op, public FoldSource {
   }
 
   const char* type_name() const override {
-    return op_ == tfl::kMul ? "MUL" : op_ == tfl::kSub ? "SUB" : "ADD";
+    return op_ == tfl::kPrelu ? "PRELU"
+           : op_ == tfl::kMul ? "MUL"
+           : op_ == tfl::kSub ? "SUB"
+                              : "ADD";
   }
   std::string algorithm() const override { return "int8"; }
   FoldSource* fold_source() override { return this; }
@@ -127,7 +152,7 @@ class AddInt8Op : public Op, public FoldSource {
     meta_ = UploadInts(ctx, BroadcastMeta(in_shapes[0], in_shapes[1], o));
     const int up_below = 0;
     Launch l;
-    l.name = op_ == tfl::kMul ? "mul_int8" : "add_int8";
+    l.name = op_ == tfl::kPrelu ? "prelu_int8" : op_ == tfl::kMul ? "mul_int8" : "add_int8";
     l.kernel = CreateKernel(
         *ctx.GetProgram("binary_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""), l.name);
     SetArgs(l.kernel, in[0], in[1], out[0], total, static_cast<int>(o.size()), meta_.get(),
@@ -203,8 +228,8 @@ std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
 }
 
 std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node) {
-  int activation = 0;
-  std::memcpy(&activation, node.builtin_data, sizeof activation);
+  int activation = 0;  // PRELU has no parameters
+  if (node.builtin_data) std::memcpy(&activation, node.builtin_data, sizeof activation);
   return std::make_unique<AddInt8Op>(g, node, activation);
 }
 

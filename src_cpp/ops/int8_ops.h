@@ -22,7 +22,8 @@ std::unique_ptr<Op> CreateDepthwiseConv2dInt8(const GraphView& g, const NodeInfo
 std::string CheckFullyConnectedInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateFullyConnectedInt8(const GraphView& g, const NodeInfo& node);
 
-// ADD, SUB and MUL (binary_int8.cc; CreateAddInt8 makes all three).
+// ADD, SUB, MUL and PRELU (binary_int8.cc; CreateAddInt8 makes all four, CheckAddInt8 checks
+// all but MUL).
 std::string CheckAddInt8(const GraphView& g, const NodeInfo& node);
 std::string CheckMulInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node);
