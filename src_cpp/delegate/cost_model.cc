@@ -147,9 +147,6 @@ std::array<double, kLaunchKinds> LaunchCosts(const DeviceInfo& dev) {
   return out;
 }
 
-// What the estimate counts for a launch: its kind's cost, the gap included, where the device
-// profile (or $CLGPU_LAUNCH_US) has them; else the calibration's small kernel with a layer's
-// extras (an int8 kernel's more), the same for every kernel, and a gap after each.
 // The device profile's cost per invoke, or $CLGPU_INVOKE_US (read, and a bad one refused,
 // either way): 0 without costs by kind, where the calibrated sync stands for the invoke.
 double InvokeCost(const DeviceInfo& dev, bool by_kind) {
@@ -159,6 +156,9 @@ double InvokeCost(const DeviceInfo& dev, bool by_kind) {
   return by_kind ? (v.empty() ? dev.profile.invoke_us : v[0]) : 0;
 }
 
+// What the estimate counts for a launch: its kind's cost, the gap included, where the device
+// profile (or $CLGPU_LAUNCH_US) has them; else the calibration's small kernel with a layer's
+// extras (an int8 kernel's more), the same for every kernel, and a gap after each.
 struct LaunchFloor {
   LaunchFloor(const DeviceInfo& dev, const DeviceCosts& c, const CostTune& t)
       : kind_us(LaunchCosts(dev)),

@@ -364,7 +364,7 @@ double CpuInt8KernelNs(const GraphView& g, const NodeInfo& n, const CpuHost& hos
     if (!g.valid_tensor(t)) return 0;
   const Shape f = g.shape(n.inputs[1]), out = g.shape(n.outputs[0]);  // [OC, KH, KW, IC], NHWC
   if (f.size() != 4 || out.size() != 4) return 0;
-  const long tiles = (out[0] * out[1] * out[2] + kTilePixels - 1) / kTilePixels;
+  const long tiles = (long(out[0]) * out[1] * out[2] + kTilePixels - 1) / kTilePixels;
   const long threads = std::max(host.threads, 1);
   const double busiest = double((tiles + threads - 1) / threads * kTilePixels);  // one thread's
   return busiest *

@@ -65,8 +65,8 @@ struct OpHandler {
   double cpu_hybrid_node_us = 0, cpu_hybrid_ns_per_element = 0;
   // Its int8 form's ns on the CPU where the roofline misses it: TFLite's own kernel where XNNPACK
   // leaves that form (DEPTHWISE_CONV_2D with a depth multiplier), or XNNPACK's int8 kernel where
-  // it runs far off the roofline (CONV_2D on int8 tiles, DEPTHWISE_CONV_2D). The node costs the
-  // longer of this and the roofline; null or 0: the roofline alone.
+  // it runs far off the roofline (CONV_2D on AMX tiles). The node costs the longer of this and
+  // the roofline; null or 0: the roofline alone.
   double (*cpu_int8_kernel_ns)(const GraphView& graph, const NodeInfo& node,
                                const CpuHost& host) = nullptr;
 };
