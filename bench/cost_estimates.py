@@ -12,6 +12,12 @@ partition's first node, or in the reason of a declined one), beside the CPU and
 kernels, est_cpu_ms, kept), read back with the measurements' device. Writes
 cost-estimates[-TAG]-<device>.json and .md.
 
+--margins M,M,...: the margin a partition must win by, weighed on the --measured tables' own
+estimates (no estimate is made here): a row's partition is kept at margin M where its device
+estimate is below M x its CPU estimate; each margin counts the rows that then break the
+never-slower rule, on the rows whose one partition is the whole model. Writes
+cost-margins[-TAG]-<device>.json and .md.
+
 --tunes INT8_US,MARGIN[,LAYER_US] ...: the cost model's tuned constants ($CLGPU_COST_TUNE: an int8
 kernel's extra, the margin, what a layer's kernel costs over the calibration's) weighed against
 the measurements: --dir's models are estimated again under each value, in this one
@@ -129,17 +135,57 @@ def _tune_rows(a: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _margin_rows(tables: dict[str, list[dict[str, Any]]], margins: list[float]) -> list[dict]:
+    """Per margin: the rows of each table whose decision at that margin breaks the rule."""
+    out = []
+    for m in margins:
+        row: dict[str, Any] = {"margin": m, "weighed": 0}
+        broken: list[str] = []
+        for i, table in enumerate(tables.values()):
+            names = []
+            for r in table:
+                whole = r.get("all_partitions") == 1 and r["all_nodes"] >= 0.95 * r["model_nodes"]
+                if "est_device_ms" not in r or "cpu_ms" not in r or not whole:
+                    continue
+                row["weighed"] += 1
+                kept = r["est_device_ms"] < m * r["est_cpu_ms"]
+                ratio = r["all_ms"] / r["cpu_ms"]
+                if (kept and ratio > LIMIT) or (not kept and ratio < 1 / LIMIT):
+                    names.append(r["model"])
+            row[f"broken_{i}"] = len(names)
+            broken += names
+        row["total"] = len(broken)
+        row["models"] = ", ".join(sorted(set(broken)))
+        out.append(row)
+        print(row)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--measured", action="append", required=True, help="never_slower.py JSON")
     ap.add_argument("--dir", action="append", default=[])
     ap.add_argument("--estimates", default="", help="this script's JSON from an earlier run")
     ap.add_argument("--tunes", nargs="*", default=[], help="CLGPU_COST_TUNE values to weigh")
+    ap.add_argument("--margins", default="", help="margins to weigh on the tables' estimates")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
     if a.tunes and not a.dir:
         ap.error("--tunes estimates again: it needs --dir")
+    if a.margins:
+        tables = {f: json.loads(Path(f).read_text()) for f in a.measured}
+        rows = _margin_rows({f: t["rows"] for f, t in tables.items()},
+                            [float(x) for x in a.margins.split(",")])
+        first = next(iter(tables.values()))["meta"]
+        meta = {k: first.get(k, "") for k in ("device", "driver")}
+        meta["measured"] = ", ".join(a.measured)
+        cols = [("margin", "margin"), ("weighed", "rows weighed")]
+        cols += [(f"broken_{i}", f"broken on table {i + 1}") for i in range(len(a.measured))]
+        cols += [("total", "broken in all"), ("models", "models")]
+        stem = "cost-margins" + (f"-{a.tag}" if a.tag else "")
+        print(write_results(stem, meta, rows, cols, Path(a.out)))
+        return 0
     measured: dict[str, dict[str, Any]] = {}
     for f in a.measured:
         for r in json.loads(Path(f).read_text())["rows"]:

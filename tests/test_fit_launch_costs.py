@@ -70,3 +70,79 @@ def test_the_fit_finds_the_costs_the_times_were_made_of(tmp_path: Path) -> None:
     assert result["meta"]["rows"] == 14
     assert {r["model"] for r in result["rows"]} == {f"m{i}" for i in range(14)}
     assert result["meta"]["rms_log_fitted"] == pytest.approx(0, abs=1e-3)
+
+
+def test_the_fit_finds_an_invokes_cost_beside_the_kinds(tmp_path: Path) -> None:
+    """--invoke: times made of the kinds' costs and 9 us an invoke give back both, with the
+    estimate's own per-invoke figure (est_invoke_us) taken out of what the rows leave over."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for i in range(16):
+        counts = rng.integers(0, 40, 4)
+        row = _row(f"m{i}", counts, 0.03 + 0.01 * i, est_invoke_us=4.0)
+        row["all_ms"] += 9e-3
+        row["est_device_ms"] += 4e-3
+        rows.append(row)
+    table = tmp_path / "ns.json"
+    table.write_text(json.dumps({"meta": {"device": "X", "driver": "1"}, "rows": rows}))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--measured", str(table), "--invoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=SCRIPT.parent,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    fitted = json.loads(
+        json.loads((tmp_path / "launch-costs-X.json").read_text())["meta"]["fitted_us"]
+    )
+    assert [fitted[k] for k in KINDS] == pytest.approx(COSTS, abs=0.01)
+    assert fitted["invoke"] == pytest.approx(9.0, abs=0.01)
+
+
+def test_margins_are_weighed_on_the_tables_own_estimates(tmp_path: Path) -> None:
+    """bench/cost_estimates.py --margins: a row is kept at margin M where its device estimate is
+    below M x its CPU estimate, and breaks the rule when that keeps a GPU over 1.05x the CPU or
+    declines one under 1 / 1.05; rows of several partitions are not weighed."""
+    base = {"all_partitions": 1, "all_nodes": 10, "model_nodes": 10, "cpu_ms": 1.0}
+    rows = [
+        # estimated 0.97 of the CPU, the GPU 0.8x: declined at 0.95 (broken), kept at 1.0
+        {**base, "model": "near_win", "est_device_ms": 0.97, "est_cpu_ms": 1.0, "all_ms": 0.8},
+        # estimated 1.02, the GPU 1.3x: kept only at 1.05 (broken there)
+        {**base, "model": "near_loss", "est_device_ms": 1.02, "est_cpu_ms": 1.0, "all_ms": 1.3},
+        {
+            **base,
+            "model": "two",
+            "est_device_ms": 0.5,
+            "est_cpu_ms": 1.0,
+            "all_ms": 2.0,
+            "all_partitions": 2,
+        },
+    ]
+    table = tmp_path / "ns.json"
+    table.write_text(json.dumps({"meta": {"device": "X", "driver": "1"}, "rows": rows}))
+    script = ROOT / "bench" / "cost_estimates.py"
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--measured",
+            str(table),
+            "--margins",
+            "0.95,1.0,1.05",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=script.parent,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads((tmp_path / "cost-margins-X.json").read_text())["rows"]
+    assert [(r["margin"], r["total"], r["models"]) for r in result] == [
+        (0.95, 1, "near_win"),
+        (1.0, 0, ""),
+        (1.05, 1, "near_loss"),
+    ]
+    assert {r["weighed"] for r in result} == {2}
