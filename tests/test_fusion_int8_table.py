@@ -1,15 +1,16 @@
 """Element-wise int8 chains folded into the int8 op producing their input as one table of its
 output integers (fusion/attach.h, AttachTable): swish (LOGISTIC + MUL, EfficientNet's), HARD_SWISH,
-LOGISTIC, TANH, LEAKY_RELU and a standalone RELU after int8 convolutions (every algorithm, split
-along K, in chunks), depthwise convolutions and FULLY_CONNECTED. The table is the chain's CPU
-arithmetic tabulated, so each case is bit-exact against TFLite's int8 kernels, with fusion on and
-off (option fuse_add), and launches that many fewer kernels."""
+LOGISTIC, TANH, LEAKY_RELU, a standalone RELU and a PRELU of one slope after int8 convolutions
+(every algorithm, split along K, in chunks), depthwise convolutions and FULLY_CONNECTED. The
+table is the chain's CPU arithmetic tabulated, so each case is bit-exact against TFLite's int8
+kernels, with fusion on and off (option fuse_add), and launches that many fewer kernels."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import tflite
 from folds import launches as _launches
@@ -46,6 +47,16 @@ CHAINS: dict[str, tuple[Callable[[ModelBuilder, int], int], int]] = {
     "tanh": (lambda b, y: b.tanh(y), 1),
     "leaky_relu": (lambda b, y: _unary(b, B.LEAKY_RELU, y), 1),
     "relu": (lambda b, y: b.relu(y), 1),
+    # PyTorch's nn.PReLU(): one slope, however shaped; slopes that differ stay a kernel of their own
+    "prelu_one_slope": (
+        lambda b, y: b.prelu(y, np.full((1, 1, b.shape(y)[-1]), 0.25, np.float32)),
+        1,
+    ),
+    "prelu_scalar": (lambda b, y: b.prelu(y, np.array([-0.5], np.float32)), 1),
+    "prelu_channels": (
+        lambda b, y: b.prelu(y, np.linspace(-0.5, 0.5, b.shape(y)[-1], dtype=np.float32)),
+        0,
+    ),
 }
 PRODUCERS: dict[str, Callable[[ModelBuilder, int], int]] = {
     "conv3x3": lambda b, x: b.conv2d(x, b.rand((12, 3, 3, 8)), b.rand((12,)), padding="SAME"),

@@ -6,10 +6,10 @@
 // SUB / DIV with a constant scalar, each its input's only reader (PostClamp: hard sigmoid's / 6
 // after a RELU6 as Keras and litert-torch convert it; also with no unary op before them:
 // kIdentityEpilogue). The producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no
-// intermediate is a partition output. On int8 tensors the same (and the RELU family; no RESHAPEs
-// between) as one table of the producer's output integers, the chain's CPU arithmetic tabulated
-// (kTableEpilogue): exact, whatever the chain. After the clamps; before the residuals, which
-// leave an op with an epilogue alone.
+// intermediate is a partition output. On int8 tensors the same (and the RELU family, and a PRELU
+// of one slope; no RESHAPEs between) as one table of the producer's output integers, the chain's
+// CPU arithmetic tabulated (kTableEpilogue): exact, whatever the chain. After the clamps; before
+// the residuals, which leave an op with an epilogue alone.
 #include "ops/epilogue.h"
 
 #include <cmath>
@@ -100,7 +100,8 @@ bool SwishReaders(const std::vector<NodeInfo>& nodes, size_t p, const std::vecto
 }
 
 // The int8 form: after a quantized producer's output y, a table-able element-wise op that alone
-// reads y, or swish (LOGISTIC(y) and MUL(y, s) its only readers), as one table of y's integers.
+// reads y (a PRELU of one slope among them), or swish (LOGISTIC(y) and MUL(y, s) its only
+// readers), as one table of y's integers.
 bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t p,
                       const std::vector<size_t>& r, const std::set<int>& outputs,
                       std::map<int, std::vector<size_t>>& readers, EpilogueFusion* f) {
@@ -109,8 +110,9 @@ bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, si
   f->intermediates = {y};
   if (r.size() == 1) {
     const NodeInfo& u = nodes[r[0]];
-    if (r[0] <= p || u.inputs.size() != 1 || u.outputs.size() != 1 ||
-        !Int8UnaryTable(g, u, &f->table).empty())
+    if (r[0] <= p || u.outputs.size() != 1) return false;
+    if (u.op == tfl::kPrelu ? !Int8PreluTable(g, u, y, &f->table).empty()
+                            : u.inputs.size() != 1 || !Int8UnaryTable(g, u, &f->table).empty())
       return false;
     f->absorbed = {r[0]};
     f->output = u.outputs[0];

@@ -227,6 +227,38 @@ std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
   return "";
 }
 
+std::string Int8PreluTable(const GraphView& g, const NodeInfo& prelu, int x,
+                           std::vector<uint8_t>* table) {
+  if (prelu.op != tfl::kPrelu || prelu.inputs.size() != 2 || prelu.outputs.size() != 1 ||
+      prelu.inputs[0] != x)
+    return "not a PRELU of the folded tensor";
+  if (auto why = CheckAddInt8(g, prelu); !why.empty()) return why;
+  const int a = prelu.inputs[1];
+  if (!g.IsConstant(a)) return "PRELU slopes are not a constant";
+  const std::vector<uint8_t> slopes = g.ConstantBytes(a);
+  if (slopes.empty() ||
+      std::any_of(slopes.begin(), slopes.end(), [&](uint8_t v) { return v != slopes[0]; }))
+    return "PRELU slopes differ";
+  if (g.shape(prelu.outputs[0]) != g.shape(x)) return "PRELU broadcasts beyond its input";
+  // The same arithmetic as prelu_int8 (binary_int8.cl) with AddInt8Op's parameters.
+  const ValueType t = g.value_type(prelu.outputs[0]);
+  const QuantParams in = g.quant(x), al = g.quant(a), o = g.quant(prelu.outputs[0]);
+  const FixedPoint m1 = QuantizeMultiplier(in.scale[0] / o.scale[0]);
+  const FixedPoint m2 = QuantizeMultiplier(in.scale[0] * al.scale[0] / o.scale[0]);
+  const int alpha =
+      (t == ValueType::kUInt8 ? int(slopes[0]) : int(static_cast<int8_t>(slopes[0]))) -
+      al.zero_point[0];
+  table->assign(256, 0);
+  for (int q = QuantMin(t); q <= QuantMax(t); ++q) {
+    const int32_t v = q - in.zero_point[0];
+    const int r = v >= 0 ? MultiplyByQuantizedMultiplier(v, m1.multiplier, m1.shift)
+                         : MultiplyByQuantizedMultiplier(v * alpha, m2.multiplier, m2.shift);
+    (*table)[static_cast<uint8_t>(q)] =
+        static_cast<uint8_t>(std::clamp(r + o.zero_point[0], QuantMin(t), QuantMax(t)));
+  }
+  return "";
+}
+
 std::unique_ptr<Op> CreateAddInt8(const GraphView& g, const NodeInfo& node) {
   int activation = 0;  // PRELU has no parameters
   if (node.builtin_data) std::memcpy(&activation, node.builtin_data, sizeof activation);

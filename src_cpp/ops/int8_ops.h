@@ -37,10 +37,13 @@ std::unique_ptr<Op> CreateLutInt8(const GraphView& g, const NodeInfo& node, cons
 // AttachTable), indexed by the input integer's low byte: "" and the table, or the reason there
 // is none. Int8UnaryTable: one of the ops above. Int8MulTable: MUL(x, s) or MUL(s, x)
 // (binary_int8.cc) whose operand s is s_of_x applied to x (swish: x * LOGISTIC(x)), both of the
-// output's shape.
+// output's shape. Int8PreluTable: PRELU(x, alpha) (binary_int8.cc) whose alpha is one constant
+// slope however it is shaped (PyTorch's nn.PReLU(), one parameter).
 std::string Int8UnaryTable(const GraphView& g, const NodeInfo& node, std::vector<uint8_t>* table);
 std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
                          const std::vector<uint8_t>& s_of_x, std::vector<uint8_t>* table);
+std::string Int8PreluTable(const GraphView& g, const NodeInfo& prelu, int x,
+                           std::vector<uint8_t>* table);
 
 // SOFTMAX (softmax_int8.cc).
 std::string CheckSoftmaxInt8(const GraphView& g, const NodeInfo& node);
