@@ -35,6 +35,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,56 +110,56 @@ def _decisions(dirs: list[str], tune: str) -> dict[str, bool]:
         del os.environ["CLGPU_COST_TUNE"]
 
 
+def _count_breaks(row: dict[str, Any], tables: list[list[dict[str, Any]]],
+                  kept_of: Callable[[dict[str, Any]], bool | None]) -> dict[str, Any]:
+    """Adds to `row` the rows of each table whose decision (kept_of: kept, declined, or None
+    where not weighed) breaks the never-slower rule: kept where `all` is over LIMIT x the CPU,
+    declined where it is under 1 / LIMIT."""
+    broken: list[str] = []
+    for i, table in enumerate(tables):
+        names = []
+        for r in table:
+            kept = kept_of(r) if "cpu_ms" in r else None
+            if kept is None:
+                continue
+            ratio = r["all_ms"] / r["cpu_ms"]
+            if (kept and ratio > LIMIT) or (not kept and ratio < 1 / LIMIT):
+                names.append(r["model"])
+        row[f"broken_{i}"] = len(names)
+        broken += names
+    row["total"] = len(broken)
+    row["models"] = ", ".join(sorted(set(broken)))
+    print(row)
+    return row
+
+
 def _tune_rows(a: argparse.Namespace) -> list[dict[str, Any]]:
-    tables = {f: json.loads(Path(f).read_text())["rows"] for f in a.measured}
+    tables = [json.loads(Path(f).read_text())["rows"] for f in a.measured]
     rows = []
     for tune in a.tunes:
         kept = _decisions(a.dir, tune)
         row: dict[str, Any] = {"tune": tune, "kept": sum(kept.values()), "weighed": len(kept)}
-        broken = []
-        for i, table in enumerate(tables.values()):
-            names = []
-            for r in table:
-                if "cpu_ms" not in r or r["model"] not in kept:
-                    continue
-                ratio = r["all_ms"] / r["cpu_ms"]
-                if (kept[r["model"]] and ratio > LIMIT) or (
-                    not kept[r["model"]] and ratio < 1 / LIMIT
-                ):
-                    names.append(r["model"])
-            row[f"broken_{i}"] = len(names)
-            broken += names
-        row["total"] = len(broken)
-        row["models"] = ", ".join(sorted(set(broken)))
-        rows.append(row)
-        print(row)
+        rows.append(_count_breaks(row, tables, lambda r, k=kept: k.get(r["model"])))
     return rows
 
 
-def _margin_rows(tables: dict[str, list[dict[str, Any]]], margins: list[float]) -> list[dict]:
+def _whole(r: dict[str, Any]) -> bool:
+    """The row's one partition is the whole model, and it has the estimate of it."""
+    return ("est_device_ms" in r and r.get("all_partitions") == 1
+            and r["all_nodes"] >= 0.95 * r["model_nodes"])
+
+
+def _margin_rows(tables: list[list[dict[str, Any]]], margins: list[float]) -> list[dict]:
     """Per margin: the rows of each table whose decision at that margin breaks the rule."""
-    out = []
-    for m in margins:
-        row: dict[str, Any] = {"margin": m, "weighed": 0}
-        broken: list[str] = []
-        for i, table in enumerate(tables.values()):
-            names = []
-            for r in table:
-                whole = r.get("all_partitions") == 1 and r["all_nodes"] >= 0.95 * r["model_nodes"]
-                if "est_device_ms" not in r or "cpu_ms" not in r or not whole:
-                    continue
-                row["weighed"] += 1
-                kept = r["est_device_ms"] < m * r["est_cpu_ms"]
-                ratio = r["all_ms"] / r["cpu_ms"]
-                if (kept and ratio > LIMIT) or (not kept and ratio < 1 / LIMIT):
-                    names.append(r["model"])
-            row[f"broken_{i}"] = len(names)
-            broken += names
-        row["total"] = len(broken)
-        row["models"] = ", ".join(sorted(set(broken)))
-        out.append(row)
-        print(row)
-    return out
+    weighed = sum(1 for t in tables for r in t if _whole(r) and "cpu_ms" in r)
+    return [
+        _count_breaks(
+            {"margin": m, "weighed": weighed},
+            tables,
+            lambda r, m=m: r["est_device_ms"] < m * r["est_cpu_ms"] if _whole(r) else None,
+        )
+        for m in margins
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--tunes estimates again: it needs --dir")
     if a.margins:
         tables = {f: json.loads(Path(f).read_text()) for f in a.measured}
-        rows = _margin_rows({f: t["rows"] for f, t in tables.items()},
+        rows = _margin_rows([t["rows"] for t in tables.values()],
                             [float(x) for x in a.margins.split(",")])
         first = next(iter(tables.values()))["meta"]
         meta = {k: first.get(k, "") for k in ("device", "driver")}
