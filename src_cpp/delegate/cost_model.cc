@@ -246,8 +246,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
 
   // The CPU runs the nodes the device folds away too: fp16-weight models' CPU times fit
   // counting their DEQUANTIZE nodes as nodes (face and hand detectors, selfie segmentation).
-  const double cpu_nodes = double(nodes.size() + std::max(folded_nodes, 0));
-  e.cpu_ms = cpu_side.Ms(cpu_nodes);
+  e.cpu_ms = cpu_side.Ms(double(std::max(folded_nodes, 0)));
   const double gbps = costs.gbps > 0            ? costs.gbps
                       : dev.host_unified_memory ? kUnifiedGBps
                                                 : kDiscreteGBps;

@@ -29,7 +29,14 @@ constexpr double kCpuGBpsPerThread = 13.0;
 // dense layers of 2-39 MB ran at 400-610 GB/s on the H200 host's 16 threads, against the 208
 // above, which an 84 MB one still held to (bench/results/never-slower-heldout-*.md).
 constexpr double kCpuCachedGBpsPerThread = 30.0;
-constexpr double kCpuNodeUs = 4.7;
+// The hand-off per node at kCpuFitThreads, by kind (CpuCosts::node_us): fitted with
+// bench/fit_cpu_costs.py --handoff on five H200 never-slower tables (222 models); one figure for
+// every node, 4.7 us, had float keyword spotters 20-30 % too fast on the CPU and int8 ones
+// right (bench/results/cpu-handoff-NVIDIA_H200.md).
+constexpr double kCpuFloatConvNodeUs = 8.0;
+constexpr double kCpuInt8ConvNodeUs = 6.0;
+constexpr double kCpuFcNodeUs = 4.0;
+constexpr double kCpuNodeUs = 2.0;
 constexpr double kCpuThreadExponent = 0.8;
 constexpr double kCpuNodeUsOneThread = 1.88;       // no pool: XNNPACK makes none below 2 threads
 constexpr double kCpuPoolNodeUs = 2.03;            // a pool of t threads: this...
@@ -87,6 +94,20 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, con
   return ns > 0 ? std::max(roofline_ms, elements * ns * 1e-6) : roofline_ms;
 }
 
+// Node n's hand-off between the threads (us): by what XNNPACK makes of it.
+double HandoffUs(const NodeInfo& n, bool int8, const CpuCosts& cpu) {
+  const OpHandler* h = FindOpHandler(n.op);
+  switch (h ? h->cpu_handoff : CpuHandoff::kOther) {
+    case CpuHandoff::kConvolution:
+      return int8 ? cpu.int8_conv_node_us : cpu.float_conv_node_us;
+    case CpuHandoff::kFullyConnected:
+      return cpu.fc_node_us;
+    case CpuHandoff::kOther:
+      break;
+  }
+  return cpu.node_us;
+}
+
 }  // namespace
 
 double HostBytes(const GraphView& g, int t) {
@@ -105,12 +126,13 @@ CpuSide::CpuSide(const GraphView& g, const CpuCosts& cpu)
       cached_(cpu.cache_bytes > 0 && ModelWeightBytes(g) <= cpu.cache_bytes) {}
 
 void CpuSide::Add(const NodeInfo& n, double f, bool int8) {
-  node_ms_ += CpuNodeMs(g_, n, f, int8, cpu_, cached_);
-  fit_ms_ += CpuNodeMs(g_, n, f, int8, fit_, cached_);
+  node_ms_ += CpuNodeMs(g_, n, f, int8, cpu_, cached_) + HandoffUs(n, int8, cpu_) * 1e-3;
+  fit_ms_ += CpuNodeMs(g_, n, f, int8, fit_, cached_) + HandoffUs(n, int8, fit_) * 1e-3;
 }
 
-double CpuSide::Ms(double nodes) const {
-  return std::min(node_ms_ + nodes * cpu_.node_us * 1e-3, fit_ms_ + nodes * fit_.node_us * 1e-3);
+double CpuSide::Ms(double extra_nodes) const {
+  return std::min(node_ms_ + extra_nodes * cpu_.node_us * 1e-3,
+                  fit_ms_ + extra_nodes * fit_.node_us * 1e-3);
 }
 
 CpuCosts CpuCostsAt(int threads) {
@@ -125,7 +147,11 @@ CpuCosts CpuCostsAt(int threads) {
   auto handoff = [](int t) {
     return t > 1 ? kCpuPoolNodeUs + kCpuPoolNodeUsPerThread * t : kCpuNodeUsOneThread;
   };
-  c.node_us = kCpuNodeUs * handoff(c.threads) / handoff(kCpuFitThreads);
+  const double handoff_scale = handoff(c.threads) / handoff(kCpuFitThreads);
+  c.node_us = kCpuNodeUs * handoff_scale;
+  c.float_conv_node_us = kCpuFloatConvNodeUs * handoff_scale;
+  c.int8_conv_node_us = kCpuInt8ConvNodeUs * handoff_scale;
+  c.fc_node_us = kCpuFcNodeUs * handoff_scale;
   return c;
 }
 

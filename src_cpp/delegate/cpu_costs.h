@@ -12,7 +12,11 @@ namespace clgpu {
 struct CpuCosts {
   int threads = 1;
   double gflops = 0, gbps = 0;  // over those threads
-  double node_us = 0;           // per node, whatever its size: the hand-off between the threads
+  // Per node, whatever its size: the hand-off between the threads, by what XNNPACK makes of the
+  // node. A float convolution (CONV_2D, DEPTHWISE_CONV_2D) hands off longest, an int8 one less,
+  // a FULLY_CONNECTED less again, anything else (element-wise ops, pools, reshapes, conversions)
+  // least: node_us.
+  double node_us = 0, float_conv_node_us = 0, int8_conv_node_us = 0, fc_node_us = 0;
   // A model's weights read from the host's last-level cache (cache_bytes, 0: unknown) when all
   // of them fit in it, at cached_gbps instead of gbps.
   double cached_gbps = 0, cache_bytes = 0;
@@ -43,8 +47,9 @@ class CpuSide {
   CpuSide(const GraphView& g, const CpuCosts& cpu);
   // Node n, its arithmetic f, int8 or not.
   void Add(const NodeInfo& n, double f, bool int8);
-  // With the hand-off between the threads of `nodes` nodes (ms).
-  double Ms(double nodes) const;
+  // With `extra_nodes` more nodes that the CPU runs and no kernel of the device's does (a
+  // converter's fp16 DEQUANTIZE the device folds), each at the least hand-off (ms).
+  double Ms(double extra_nodes) const;
   bool cached() const { return cached_; }  // the model's weights all in the host's cache
 
  private:

@@ -378,6 +378,7 @@ extern const OpHandler kConv2dHandler = [] {
   OpHandler h{tfl::kConv2d, "CONV_2D", Check,    Create, Describe, Work,
               false,        true,      Launches, false,  0,        true};
   h.cpu_int8_kernel_ns = CpuInt8KernelNs;
+  h.cpu_handoff = CpuHandoff::kConvolution;
   return h;
 }();
 

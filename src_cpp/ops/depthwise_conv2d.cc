@@ -303,6 +303,7 @@ extern const OpHandler kDepthwiseConv2dHandler = [] {
   h.cpu_hybrid_node_us = kCpuHybridNodeUs;
   h.cpu_hybrid_ns_per_element = kCpuHybridNsPerElement;
   h.cpu_int8_kernel_ns = CpuInt8KernelNs;
+  h.cpu_handoff = CpuHandoff::kConvolution;
   return h;
 }();
 

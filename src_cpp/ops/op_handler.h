@@ -23,6 +23,10 @@ struct CpuHost {
   bool int8_tiles = false;  // common/host_cache.h HostInt8Tiles
 };
 
+// What XNNPACK makes of a node, as its hand-off between the CPU's threads goes (delegate/
+// cpu_costs.h CpuCosts::node_us): convolutions hand off longest, dense layers less, the rest least.
+enum class CpuHandoff { kOther, kConvolution, kFullyConnected };
+
 // Everything the delegate knows of one op code, defined in the op's own file as
 // `extern const OpHandler k<Name>Handler = {...};`: the build collects those definitions
 // into the registry (cmake/ClgpuOps.cmake), so adding an op is adding its files.
@@ -69,6 +73,7 @@ struct OpHandler {
   // the roofline; null or 0: the roofline alone.
   double (*cpu_int8_kernel_ns)(const GraphView& graph, const NodeInfo& node,
                                const CpuHost& host) = nullptr;
+  CpuHandoff cpu_handoff = CpuHandoff::kOther;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.
