@@ -29,10 +29,10 @@ constexpr double kCpuGBpsPerThread = 13.0;
 // dense layers of 2-39 MB ran at 400-610 GB/s on the H200 host's 16 threads, against the 208
 // above, which an 84 MB one still held to (bench/results/never-slower-heldout-*.md).
 constexpr double kCpuCachedGBpsPerThread = 30.0;
-// The hand-off per node at kCpuFitThreads, by kind (CpuCosts::node_us): fitted with
-// bench/fit_cpu_costs.py --handoff on five H200 never-slower tables (222 models); one figure for
-// every node, 4.7 us, had float keyword spotters 20-30 % too fast on the CPU and int8 ones
-// right (bench/results/cpu-handoff-NVIDIA_H200.md).
+// The hand-off per node at kCpuFitThreads, by kind (CpuCosts::node_us): fitted by
+// bench/fit_cpu_handoff.py on five H200 never-slower tables (222 models); one figure for every
+// node, 4.7 us, had float keyword spotters 20-30 % too fast on the CPU and int8 ones right
+// (bench/results/cpu-handoff-NVIDIA_H200.md).
 constexpr double kCpuFloatConvNodeUs = 8.0;
 constexpr double kCpuInt8ConvNodeUs = 6.0;
 constexpr double kCpuFcNodeUs = 4.0;

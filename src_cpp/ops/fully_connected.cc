@@ -280,21 +280,14 @@ int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
 
 }  // namespace
 
+// The handler's fields in order (ops/op_handler.h), a few lines rather than one a field.
+// clang-format off
 extern const OpHandler kFullyConnectedHandler = [] {
-  OpHandler h{tfl::kFullyConnected,
-              "FULLY_CONNECTED",
-              Check,
-              Create,
-              Describe,
-              Work,
-              false,
-              true,
-              Launches,
-              false,
-              0,
-              true};
+  OpHandler h{tfl::kFullyConnected, "FULLY_CONNECTED", Check, Create, Describe, Work, false, true,
+              Launches, false, 0, true};
   h.cpu_handoff = CpuHandoff::kFullyConnected;
   return h;
 }();
+// clang-format on
 
 }  // namespace clgpu
