@@ -28,10 +28,17 @@ print(json.dumps(out))
 
 
 def _load_twice(run_python, cache: Path | None = None) -> list[dict]:
+    """The two delegates' figures. A busy 2-core host can make PoCL's slopes implausible in
+    all three of the calibration's tries (it then uses its constants and writes no file: one
+    full test run in several did): such a process is run again, twice at most."""
     args = ["-c", LOAD_TWICE] + ([str(cache)] if cache else [])
-    out = run_python(args, env={"CLGPU_CALIBRATION": "force"})
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    for _ in range(3):
+        out = run_python(args, env={"CLGPU_CALIBRATION": "force"})
+        assert out.returncode == 0, out.stderr
+        figures = json.loads(out.stdout)
+        if figures[0]["calibration_source"] != "constants":
+            break
+    return figures
 
 
 def _assert_sane(c: dict) -> None:
