@@ -38,9 +38,9 @@ import small_models  # noqa: E402
 from _common import RESULTS, write_results  # noqa: E402
 
 from clgpu_delegate.modelgen import zoo  # noqa: E402
+from clgpu_delegate.report import op_name  # noqa: E402
 
 KINDS = ("float_conv", "int8_conv", "fc", "other")
-_OPS = {v: k for k, v in vars(tflite.BuiltinOperator).items() if isinstance(v, int)}
 _CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 
 
@@ -53,7 +53,7 @@ def node_kinds(data: bytes) -> dict[str, int]:
     for i in range(g.OperatorsLength()):
         op = g.Operators(i)
         code = m.OperatorCodes(op.OpcodeIndex())
-        name = _OPS.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "")
+        name = op_name(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
         outs = op.OutputsAsNumpy() if op.OutputsLength() else []
         int8 = len(outs) > 0 and g.Tensors(int(outs[0])).Type() in (3, 9)
         if name in _CONVS:

@@ -65,14 +65,14 @@ bool ReadsHybridWeights(const GraphView& g, const NodeInfo& n) {
                      [&](int t) { return g.valid_tensor(t) && g.IsDequantizedWeight(t); });
 }
 
-// Node n's time on the CPU (f: its arithmetic): XNNPACK's roofline, the longer of its
-// arithmetic and its memory traffic (every input, weights included, and output; the weights
+// Node n's time on the CPU (h: its handler, f: its arithmetic): XNNPACK's roofline, the longer
+// of its arithmetic and its memory traffic (every input, weights included, and output; the weights
 // from the cache where the whole model's fit in it: weights_cached). int8 nodes'
 // arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by less than 2x
 // on most models (docs/partitioning.md). An op XNNPACK leaves to TFLite's own kernel (in its int8
 // or its float form, or reading dynamic-range weights) costs that kernel's time, where longer.
-double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, const CpuCosts& cpu,
-                 bool weights_cached) {
+double CpuNodeMs(const GraphView& g, const NodeInfo& n, const OpHandler* h, double f, bool int8,
+                 const CpuCosts& cpu, bool weights_cached) {
   double traffic = 0, weights = 0;
   for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
     for (int t : *ts)
@@ -81,7 +81,6 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, con
   const double memory =
       traffic / cpu.gbps + weights / (weights_cached ? cpu.cached_gbps : cpu.gbps);
   const double roofline_ms = std::max(cpu_flops / cpu.gflops, memory) * 1e-6;
-  const OpHandler* h = FindOpHandler(n.op);
   if (!h || n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return roofline_ms;
   const double elements = double(NumElements(g.shape(n.outputs[0])));
   if (!int8 && h->cpu_hybrid_node_us > 0 && ReadsHybridWeights(g, n))
@@ -94,9 +93,8 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, double f, bool int8, con
   return ns > 0 ? std::max(roofline_ms, elements * ns * 1e-6) : roofline_ms;
 }
 
-// Node n's hand-off between the threads (us): by what XNNPACK makes of it.
-double HandoffUs(const NodeInfo& n, bool int8, const CpuCosts& cpu) {
-  const OpHandler* h = FindOpHandler(n.op);
+// A node's hand-off between the threads (us): by what XNNPACK makes of it (h: its handler).
+double HandoffUs(const OpHandler* h, bool int8, const CpuCosts& cpu) {
   switch (h ? h->cpu_handoff : CpuHandoff::kOther) {
     case CpuHandoff::kConvolution:
       return int8 ? cpu.int8_conv_node_us : cpu.float_conv_node_us;
@@ -126,8 +124,9 @@ CpuSide::CpuSide(const GraphView& g, const CpuCosts& cpu)
       cached_(cpu.cache_bytes > 0 && ModelWeightBytes(g) <= cpu.cache_bytes) {}
 
 void CpuSide::Add(const NodeInfo& n, double f, bool int8) {
-  node_ms_ += CpuNodeMs(g_, n, f, int8, cpu_, cached_) + HandoffUs(n, int8, cpu_) * 1e-3;
-  fit_ms_ += CpuNodeMs(g_, n, f, int8, fit_, cached_) + HandoffUs(n, int8, fit_) * 1e-3;
+  const OpHandler* h = FindOpHandler(n.op);
+  node_ms_ += CpuNodeMs(g_, n, h, f, int8, cpu_, cached_) + HandoffUs(h, int8, cpu_) * 1e-3;
+  fit_ms_ += CpuNodeMs(g_, n, h, f, int8, fit_, cached_) + HandoffUs(h, int8, fit_) * 1e-3;
 }
 
 double CpuSide::Ms(double extra_nodes) const {

@@ -36,6 +36,14 @@ std::vector<int> BroadcastMeta(const Shape& a, const Shape& b, const Shape& out)
   return meta;
 }
 
+// PRELU's two multipliers, as its Prepare computes them: x >= 0 by in / out, else x * alpha by
+// in * alpha / out. The kernel and the folded table (Int8PreluTable) both take them from here.
+std::pair<FixedPoint, FixedPoint> PreluMultipliers(const QuantParams& in, const QuantParams& alpha,
+                                                   const QuantParams& out) {
+  return {QuantizeMultiplier(in.scale[0] / out.scale[0]),
+          QuantizeMultiplier(in.scale[0] * alpha.scale[0] / out.scale[0])};
+}
+
 class AddInt8Op : public Op, public FoldSource {
  public:
   AddInt8Op(const GraphView& g, const NodeInfo& node, int activation)
@@ -47,8 +55,7 @@ class AddInt8Op : public Op, public FoldSource {
     int lo = 0, hi = 0;
     QuantizedActivationRange(activation, out, type_, &lo, &hi);
     if (op_ == tfl::kPrelu) {
-      const FixedPoint m1 = QuantizeMultiplier(a.scale[0] / out.scale[0]);
-      const FixedPoint m2 = QuantizeMultiplier(a.scale[0] * b.scale[0] / out.scale[0]);
+      const auto [m1, m2] = PreluMultipliers(a, b, out);
       params_ = {-a.zero_point[0],
                  -b.zero_point[0],
                  0,
@@ -243,8 +250,7 @@ std::string Int8PreluTable(const GraphView& g, const NodeInfo& prelu, int x,
   // The same arithmetic as prelu_int8 (binary_int8.cl) with AddInt8Op's parameters.
   const ValueType t = g.value_type(prelu.outputs[0]);
   const QuantParams in = g.quant(x), al = g.quant(a), o = g.quant(prelu.outputs[0]);
-  const FixedPoint m1 = QuantizeMultiplier(in.scale[0] / o.scale[0]);
-  const FixedPoint m2 = QuantizeMultiplier(in.scale[0] * al.scale[0] / o.scale[0]);
+  const auto [m1, m2] = PreluMultipliers(in, al, o);
   const int alpha =
       (t == ValueType::kUInt8 ? int(slopes[0]) : int(static_cast<int8_t>(slopes[0]))) -
       al.zero_point[0];
