@@ -4,7 +4,7 @@ over the timed invokes. What a fold changes on the device side, layer by layer, 
 itself is bound by the host (bench_host_bound.py): compare two builds' tables.
 
     python bench/kernel_profile.py MODEL [--runs 100] [--warmup 20] [--batch N] [--tag NAME]
-        [--out bench/results]
+        [--option key=value ...] [--out bench/results]
 
 Event times include each launch's own overhead on the device; the invoke without profiling is
 shorter than their sum. Writes kernel-profile[-TAG]-<device>.json and .md (device, driver, date,
@@ -24,12 +24,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def profile(
-    model: str, runs: int, warmup: int, batch: int = 0
+    model: str, runs: int, warmup: int, batch: int = 0, options: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], float]:
     import clgpu_delegate
     from clgpu_delegate.runtime import make_interpreter
 
-    d = clgpu_delegate.load(partitioning="all", profiling=True)
+    d = clgpu_delegate.load(**{"partitioning": "all", **(options or {}), "profiling": True})
     it = make_interpreter(model, [d])
     if batch:  # axis 0 of every input, as bench/batch_throughput.py resizes
         for det in it.get_input_details():
@@ -61,6 +61,17 @@ def profile(
     return rows, p.kernel_ms_per_invoke()
 
 
+def _option(text: str) -> tuple[str, Any]:
+    """KEY=VALUE, the value an int where it reads as one."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--option takes KEY=VALUE, not {text!r}")
+    try:
+        return key, int(value)
+    except ValueError:
+        return key, value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model", help="a .tflite path")
@@ -68,9 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--batch", type=int, default=0, help="resize axis 0 of the inputs to this")
     ap.add_argument("--tag", default="")
+    ap.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="a load() option"
+    )
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
-    rows, total = profile(args.model, args.runs, args.warmup, args.batch)
+    options = dict(_option(o) for o in args.option)
+    rows, total = profile(args.model, args.runs, args.warmup, args.batch, options)
     sys.path.insert(0, str(HERE))
     from _common import device_info, write_results
 
@@ -81,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "kernels_per_invoke": len(rows),
         "device_ms_per_invoke": round(total, 4),
         "runs": args.runs,
+        **({"options": options} if options else {}),
     }
     cols = [
         ("node", "node"),

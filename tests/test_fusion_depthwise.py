@@ -5,7 +5,8 @@ as one launch. Bit-exact against TFLite's int8 kernels with the fold on and off 
 strides, padding, dilation, 5x5 filters, activations, a residual ADD and a table folded into the
 same GEMM, split-K, repeated invokes, inputs at the int8 extremes; and the graphs that must not
 fold (the tensor read elsewhere, channels not in fours, a depth multiplier, a depthwise with a
-table of its own, a 3x3 convolution after it, the direct algorithm, tensors in chunks). Float
+table of its own, a 3x3 convolution after it, the direct algorithm, tensors in chunks, a layer
+whose taps the GEMM would compute again for too many tiles of outputs). Float
 (kernels/conv2d_implicit_gemm.cl's DW_A) within the fp32 / fp16 tolerances: the same shapes,
 channels not in fours (the scalar loads), the 1x1's epilogue, the depthwise's own clamp and
 epilogue (HARD_SWISH, swish, a RELU6 node, a post clamp), fp16 storage, split-K."""
@@ -97,7 +98,7 @@ def check_fold(model: bytes, runtime: str, folded: int, **options: Any) -> Int8R
         ((1, 15, 13, 24), {"stride": 2}),  # odd sizes, stride 2 (SAME pads one side)
         ((1, 12, 12, 8), {"padding": "VALID", "dilation": 2}),
         ((1, 11, 9, 16), {"k": 5, "act": None}),  # EfficientNet's 5x5, no activation
-        ((1, 7, 7, 160), {"out": 320, "act": "RELU"}),  # several column tiles recompute A
+        ((1, 5, 5, 32), {"out": 128, "act": "RELU"}),  # several column tiles recompute A
         ((2, 6, 6, 12), {"out": 7}),  # two images, an odd output width
     ],
 )
@@ -229,7 +230,7 @@ def check_float_fold(
         ((1, 15, 13, 24), {"stride": 2}),
         ((1, 12, 12, 6), {"padding": "VALID", "dilation": 2}),  # channels not in fours
         ((1, 11, 9, 16), {"k": 5, "act": None}),
-        ((1, 7, 7, 160), {"out": 320, "act": "RELU"}),
+        ((1, 5, 5, 32), {"out": 128, "act": "RELU"}),
         ((2, 6, 6, 12), {"out": 7, "residual": False}),
         ((1, 9, 9, 32), {"out": 32, "residual": True}),
         ((1, 8, 8, 16), {"after": "hard_swish"}),  # the 1x1's own epilogue
@@ -239,6 +240,15 @@ def test_float_depthwise_runs_inside_the_pointwise_gemm(
     runtime: str, shape: tuple[int, int, int, int], kw: dict[str, Any]
 ) -> None:
     check_float_fold(float_block(shape, seed=shape[3], **kw), runtime, 1)
+
+
+@pytest.mark.parametrize("quantize", [True, False], ids=["int8", "float"])
+def test_a_layer_too_large_to_compute_again_stays_apart(runtime: str, quantize: bool) -> None:
+    # Ten tiles of 32 outputs would compute 7 x 7 x 160 x 9 taps ten times over, more than a
+    # launch costs this machine's device (DepthwiseFoldPays): the depthwise keeps its kernel.
+    model = block((1, 7, 7, 160), out=320, act="RELU", seed=30, quantize=quantize)
+    r = check_fold(model, runtime, 0) if quantize else check_float_fold(model, runtime, 0)
+    assert any(k.op == "DEPTHWISE_CONV_2D" for k in r.delegate.profile().kernels)
 
 
 def test_float_fp16_and_split_k(runtime: str) -> None:

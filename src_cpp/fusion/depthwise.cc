@@ -5,9 +5,13 @@
 // After the residuals and epilogues (the pointwise op's ADD and table are folded by then); a
 // float depthwise keeps its folded clamp and epilogue (applied to A), other folds of its own
 // keep it apart, and neither op may run in chunks.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
+#include "common/env.h"
 #include "fusion/pass.h"
 #include "graph/quant.h"
 #include "ops/conv2d_selector.h"
@@ -17,9 +21,31 @@
 namespace clgpu {
 namespace {
 
+// Whether folding the depthwise `dw` into the GEMM of its `oc`-output pointwise costs the device
+// less than the depthwise's own launch. The GEMM computes the depthwise's taps where each group
+// loads its A, once for each tile of outputs, so a layer of many pixels, channels and tiles
+// computes them many times over: on the H200, Keras Xception's 728-channel layers (12 tiles)
+// ran in 3.86 ms folded against 1.77 ms apart, and MobileNetV1's in 0.50 against 0.31, where the
+// keyword spotters' layers gained from the fold (bench/results/ab-options-nodw-NVIDIA_H200.md).
+// A tap computed again costs about 80 flops of the nominal rate (int8, four channels to a load:
+// 30), fitted on those models; the launch saved is the device profile's cost of a small kernel
+// (6 us where it has none). $CLGPU_TRIAL_DW_FOLD_ALWAYS folds every pair (research: the A/B).
+bool DepthwiseFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int oc, bool int8) {
+  if (GetEnv("CLGPU_TRIAL_DW_FOLD_ALWAYS")) return true;
+  const long m = long(dw.n) * dw.oh * dw.ow;
+  const int tile_n =
+      int8 ? Int8DepthwiseGemmTileN(dev, int(m), oc, dw.c) : DepthwiseGemmTileN(dev, dw, oc);
+  const double again = std::ceil(double(oc) / std::max(tile_n, 1)) - 1;
+  const double taps = double(m) * dw.c * dw.kh * dw.kw * again;
+  const double taps_per_s = NominalGflops(dev) * 1e9 / (int8 ? 30 : 80);
+  const double small_us = dev.profile.launch_us[kSmallLaunch];
+  return taps <= taps_per_s * (small_us > 0 ? small_us : 6) * 1e-6;
+}
+
 std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<NodeInfo>& nodes,
                                        const std::set<int>& outputs,
-                                       const std::map<int, int>& written_instead) {
+                                       const std::map<int, int>& written_instead,
+                                       const DeviceInfo& dev) {
   std::map<int, size_t> reader;
   std::map<int, int> reads;
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -45,6 +71,8 @@ std::vector<size_t> FindDepthwiseFolds(const GraphView& g, const std::vector<Nod
         p.stride_height != 1 || p.stride_width != 1 || df[3] != x[3] || f[3] != x[3])
       continue;
     if (IsQuantized(g.value_type(t)) && x[3] % 4 != 0) continue;
+    const std::optional<ConvGeometry> dg = GraphConvGeometry(g, dw);
+    if (!dg || !DepthwiseFoldPays(dev, *dg, f[0], IsQuantized(g.value_type(t)))) continue;
     out.push_back(i);
   }
   return out;
@@ -54,7 +82,7 @@ class DepthwisePass : public FusionPass {
  public:
   const char* name() const override { return "depthwise"; }
   void Find(const FoldGraph& g, Folds* folds) override {
-    for (size_t d : FindDepthwiseFolds(g.g, g.nodes, g.outputs, folds->written_instead)) {
+    for (size_t d : FindDepthwiseFolds(g.g, g.nodes, g.outputs, folds->written_instead, g.dev)) {
       folds->folded.insert(d);
       const int t = WrittenAs(folds->written_instead, g.nodes[d].outputs[0]);
       for (size_t j = d + 1; j < g.nodes.size(); ++j)
@@ -82,10 +110,12 @@ class DepthwisePass : public FusionPass {
       FloatDepthwiseA float_form;
       const FoldTarget* target = pw.fold_target();
       FoldSource* source = dw.fold_source();
-      if (!target || !source || !target->TakesDepthwise(pctx, in) ||
-          !(source->GetInt8Depthwise(dctx, plan.shape(x), &int8_form) ||
-            source->GetFloatDepthwise(dctx, plan.shape(x), &float_form)) ||
-          !plan.RunsWhole(i, in))
+      if (!target || !source || !target->TakesDepthwise(pctx, in)) continue;
+      const bool int8 = source->GetInt8Depthwise(dctx, plan.shape(x), &int8_form);
+      if (!(int8 || source->GetFloatDepthwise(dctx, plan.shape(x), &float_form)) ||
+          !plan.RunsWhole(i, in) ||
+          !DepthwiseFoldPays(dctx.env.device(), int8 ? int8_form.g : float_form.g,
+                             plan.shape(pw.outputs()[0]).back(), int8))
         continue;
       AttachDepthwise(plan.attachments(i), &dw, x, plan.shape(t));
       plan.Absorb(size_t(producer), i);

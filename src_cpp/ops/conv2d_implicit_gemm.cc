@@ -271,6 +271,10 @@ int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
   return PlanDepthwiseGemm(dev, dw, oc, 0).splits > 1 ? 2 : 1;
 }
 
+int DepthwiseGemmTileN(const DeviceInfo& dev, const ConvGeometry& dw, int oc) {
+  return PlanDepthwiseGemm(dev, dw, oc, 0).tiles.tile_n;
+}
+
 double BlockExpandProducts(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c) {
   if (expand_c <= 0 || !BlockKernelAllowed()) return -1;
   const std::optional<BlockPlan> p = PlanBlock(dev, dw, expand_c, oc);

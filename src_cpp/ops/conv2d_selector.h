@@ -112,6 +112,9 @@ std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGe
 // channels of a folded expand (0: none), which small layers run in one block kernel
 // (kernels/inverted_residual.cl).
 int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c);
+// The output channels one group of that GEMM computes: it computes the depthwise's taps once for
+// each such tile of the `oc` outputs.
+int DepthwiseGemmTileN(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
 // Per-channel MUL and ADD nodes between a convolution and its input (fusion/affine.cc), applied
 // where the implicit GEMM reads each input element (kernels/conv2d_implicit_gemm.cl's
 // A_AFFINE): x -> clamp(clamp(x * scale, lo1, hi1) + shift, lo2, hi2). scale, shift: [C] in the

@@ -104,6 +104,10 @@ ParamBlock LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const Out
 
 }  // namespace
 
+int Int8DepthwiseGemmTileN(const DeviceInfo& dev, int m, int n, int k) {
+  return TilesFor(dev, ShortK(dev, m, n, (k + 3) / 4 * 4)).tn;
+}
+
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw) {
   const long kp = (k + 3) / 4 * 4;
   const Int8Tiles t = TilesFor(ctx.env.device(), dw && ShortK(ctx.env.device(), m, n, kp));

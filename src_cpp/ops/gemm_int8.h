@@ -75,6 +75,9 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
 // algorithm's name in profiles), and the bytes of the int32 sums it would keep if the device's
 // largest allocation allowed them (0: no split), which a chunk of a convolution must fit.
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw = false);
+// The output channels one group of an m x n GEMM over k with a folded depthwise computes (its
+// taps are computed once for each such tile).
+int Int8DepthwiseGemmTileN(const DeviceInfo& dev, int m, int n, int k);
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k);
 
 // The int8 inverted-residual block kernel (kernels/inverted_residual_int8.cl), for the 1x1
