@@ -1,7 +1,9 @@
 // Depthwise folds: a DEPTHWISE_CONV_2D (depth multiplier 1; int8: channels in fours) whose output
 // only a later 1x1 CONV_2D of stride 1 reads, not a partition output, runs inside that
 // convolution's GEMM, which computes the depthwise's output where its tiles load A
-// (AttachDepthwise; int8 or float): one launch for the pair, the tensor between never written.
+// (AttachDepthwise; int8 or float): one launch for the pair, the tensor between never written,
+// where the taps that GEMM computes again for each tile of outputs cost less than the launch
+// (DepthwiseFoldPays).
 // After the residuals and epilogues (the pointwise op's ADD and table are folded by then); a
 // float depthwise keeps its folded clamp and epilogue (applied to A), other folds of its own
 // keep it apart, and neither op may run in chunks.
