@@ -27,20 +27,19 @@ def _delegated(model: bytes, runtime: str, invokes: int = 1, **options):
 
 
 def test_profile_covers_every_delegated_node_and_traces_each_kernel(
-    runtime: str, tmp_path: Path
+    runtime: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Every depthwise folds, as the comments below assume: on this 2-core device the later
+    # layers' would not pay (DepthwiseFoldPays), which tests/test_fusion_depthwise.py checks.
+    monkeypatch.setenv("CLGPU_TRIAL_DW_FOLD_ALWAYS", "1")
     d, _, _ = _delegated(zoo.build("mobilenet_v2"), runtime, invokes=3, profiling=True)
     prof = d.profile()
     # Every residual ADD of MobileNetV2 is folded into its projection conv (option fuse_add):
     # it runs no kernel of its own, and the conv's records say "+ADD".
     # Its RESHAPE between two activations shares their memory and runs nothing either, and each
     # depthwise convolution runs inside the GEMM of the 1x1 conv after it ("+DEPTHWISE").
-    folded = {
-        x.node for x in d.decisions() if x.op_name in ("ADD", "RESHAPE", "DEPTHWISE_CONV_2D")
-    }
-    compute = {
-        x.node for x in d.decisions() if x.delegated and x.op_name != "DEQUANTIZE"
-    } - folded
+    folded = {x.node for x in d.decisions() if x.op_name in ("ADD", "RESHAPE", "DEPTHWISE_CONV_2D")}
+    compute = {x.node for x in d.decisions() if x.delegated and x.op_name != "DEQUANTIZE"} - folded
     # The classifier's RESHAPE keeps its output in its input's storage: no command either.
     reshapes = {x.node for x in d.decisions() if x.op_name == "RESHAPE"}
     compute -= reshapes
