@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tflite
 from folds import launches
 from parity import check_parity
 
@@ -21,7 +22,7 @@ def f32(v: object) -> np.ndarray:
 
 def mask_of_constants(b: ModelBuilder) -> int:
     """A (4, 4) attention bias from constants only, through ops the delegate runs (PAD, SLICE,
-    SUB) and ops it does not (NOT_EQUAL, SELECT_V2): 0 where two windows' region ids agree,
+    SUB, NOT_EQUAL, SELECT_V2): 0 where two windows' region ids agree,
     -100 elsewhere."""
     ids = b.const(np.tile(f32([0, 0, 1, 2]), (3, 1)))  # (3, 4) region ids
     padded = b.pad(ids, [(1, 0), (0, 0)])  # (4, 4)
@@ -56,14 +57,15 @@ def test_a_mask_of_constants_folds(runtime: str) -> None:
 
 
 def test_a_folded_constant_also_read_on_the_cpu_stays_there(runtime: str) -> None:
-    # The mask also feeds an op the delegate leaves to the CPU (SELECT_V2 on a run-time
-    # condition): the chain computing it must run there too, every invoke.
+    # The mask also feeds an op the delegate leaves to the CPU (FLOOR_DIV, with a run-time
+    # divisor): the chain computing it must run there too, every invoke.
     b = ModelBuilder(seed=12)
     x = b.input("scores", SHAPE)
     m = mask_of_constants(b)
     y = b.add(x, m)
     b.output(b.softmax(y))
-    b.output(b.select_v2(b.not_equal(x, f32(0)), m, x))
+    floor_div = tflite.BuiltinOperator.FLOOR_DIV
+    b.output(b._binary(floor_div, "FloorDivOptions", m, x, None, fused=False))
     r = check_parity(b.build(), runtime)
     chain = [d for d in r.decisions if d.op_name in ("PAD", "SLICE", "SUB", "TRANSPOSE")]
     assert chain and not any(d.delegated for d in chain), r.decisions

@@ -3,6 +3,8 @@ SELECT_V2 and CAST."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import tflite
 
@@ -127,6 +129,77 @@ class ElementwiseOps(_GraphBuilder):
     def not_equal(self, a: Operand, b2: Operand) -> int:
         """NOT_EQUAL with numpy broadcasting: a bool tensor."""
         return self._compare(tflite.BuiltinOperator.NOT_EQUAL, "NotEqualOptions", a, b2)
+
+    def less(self, a: Operand, b2: Operand) -> int:
+        """LESS with numpy broadcasting: a bool tensor."""
+        return self._compare(tflite.BuiltinOperator.LESS, "LessOptions", a, b2)
+
+    def less_equal(self, a: Operand, b2: Operand) -> int:
+        """LESS_EQUAL with numpy broadcasting: a bool tensor."""
+        return self._compare(tflite.BuiltinOperator.LESS_EQUAL, "LessEqualOptions", a, b2)
+
+    def greater(self, a: Operand, b2: Operand) -> int:
+        """GREATER with numpy broadcasting: a bool tensor."""
+        return self._compare(tflite.BuiltinOperator.GREATER, "GreaterOptions", a, b2)
+
+    def greater_equal(self, a: Operand, b2: Operand) -> int:
+        """GREATER_EQUAL with numpy broadcasting: a bool tensor."""
+        return self._compare(tflite.BuiltinOperator.GREATER_EQUAL, "GreaterEqualOptions", a, b2)
+
+    def logical_and(self, a: int, b2: int) -> int:
+        """LOGICAL_AND of two bool tensors, broadcasting."""
+        return self._compare(tflite.BuiltinOperator.LOGICAL_AND, "LogicalAndOptions", a, b2)
+
+    def logical_or(self, a: int, b2: int) -> int:
+        """LOGICAL_OR of two bool tensors, broadcasting."""
+        return self._compare(tflite.BuiltinOperator.LOGICAL_OR, "LogicalOrOptions", a, b2)
+
+    def logical_not(self, x: int) -> int:
+        """LOGICAL_NOT of a bool tensor."""
+        code = tflite.BuiltinOperator.LOGICAL_NOT
+        return self._op(
+            code, [x], [self.shape(x)], options="LogicalNotOptions", out_dtype=np.dtype(bool)
+        )[0]
+
+    def select(self, cond: int, a: int, b2: int) -> int:
+        """SELECT (v1): operands of one shape."""
+        code = tflite.BuiltinOperator.SELECT
+        return self._op(
+            code, [cond, a, b2], [self.shape(a)], options="SelectOptions", out_dtype=self.dtype(a)
+        )[0]
+
+    def rfft2d(self, x: int, fft_length: Sequence[int]) -> int:
+        """RFFT2D over the last two axes of float `x`: complex64 [..., fft_length[0],
+        fft_length[1] // 2 + 1] (each axis cropped or zero-padded to its length first)."""
+        shape = (*self.shape(x)[:-2], int(fft_length[0]), int(fft_length[1]) // 2 + 1)
+        n = self.const(np.asarray(fft_length, np.int32))
+        code = tflite.BuiltinOperator.RFFT2D
+        return self._op(
+            code, [x, n], [shape], options="Rfft2dOptions", out_dtype=np.dtype(np.complex64)
+        )[0]
+
+    def _complex_part(self, code: int, x: int) -> int:
+        return self._op(code, [x], [self.shape(x)])[0]
+
+    def real(self, x: int) -> int:
+        """REAL of a complex64 tensor."""
+        return self._complex_part(tflite.BuiltinOperator.REAL, x)
+
+    def imag(self, x: int) -> int:
+        """IMAG of a complex64 tensor."""
+        return self._complex_part(tflite.BuiltinOperator.IMAG, x)
+
+    def complex_abs(self, x: int) -> int:
+        """COMPLEX_ABS: the magnitudes of a complex64 tensor."""
+        return self._complex_part(tflite.BuiltinOperator.COMPLEX_ABS, x)
+
+    def reverse_v2(self, x: int, axes: Sequence[int]) -> int:
+        """REVERSE_V2 along `axes` (a constant)."""
+        ax = self.const(np.asarray(axes, np.int32))
+        code = tflite.BuiltinOperator.REVERSE_V2
+        return self._op(
+            code, [x, ax], [self.shape(x)], options="ReverseV2Options", out_dtype=self.dtype(x)
+        )[0]
 
     def select_v2(self, cond: Operand, a: Operand, b2: Operand) -> int:
         """SELECT_V2 (numpy's where, broadcasting all three)."""

@@ -26,6 +26,7 @@ _INPUT_DTYPES = {
     "float32": np.dtype(np.float32),
     "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64),
+    "bool": np.dtype(np.bool_),
 }
 
 _ACTIVATIONS = {

@@ -28,6 +28,7 @@ _TYPES = {  # numpy dtype -> TensorType
     np.dtype(np.int8): tflite.TensorType.INT8,
     np.dtype(np.uint8): tflite.TensorType.UINT8,
     np.dtype(np.bool_): tflite.TensorType.BOOL,
+    np.dtype(np.complex64): tflite.TensorType.COMPLEX64,
 }
 
 

@@ -16,6 +16,10 @@ ValueType ValueTypeOf(TfLiteType t) {
       return ValueType::kUInt8;
     case kTfLiteInt32:
       return ValueType::kInt32;
+    case kTfLiteBool:
+      return ValueType::kBool;
+    case kTfLiteComplex64:
+      return ValueType::kComplex64;
     default:
       return ValueType::kUnsupported;
   }
@@ -33,13 +37,18 @@ const char* ValueTypeName(ValueType t) {
       return "int32";
     case ValueType::kFloat32:
       return "float32 (kept)";
+    case ValueType::kBool:
+      return "bool";
+    case ValueType::kComplex64:
+      return "complex64";
     default:
       return "unsupported";
   }
 }
 
 size_t HostElementBytes(ValueType t) {
-  return t == ValueType::kInt8 || t == ValueType::kUInt8 ? 1 : 4;
+  if (t == ValueType::kComplex64) return 8;
+  return t == ValueType::kInt8 || t == ValueType::kUInt8 || t == ValueType::kBool ? 1 : 4;
 }
 
 int QuantMin(ValueType t) { return t == ValueType::kUInt8 ? 0 : -128; }

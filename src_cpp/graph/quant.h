@@ -17,7 +17,18 @@ namespace clgpu {
 // a float value a partition keeps float32 whatever its float storage (the float side of a
 // QUANTIZE / DEQUANTIZE at its boundary, where half would change the integers); the graph
 // reports float tensors as kFloat.
-enum class ValueType : uint8_t { kFloat, kInt8, kUInt8, kInt32, kFloat32, kUnsupported };
+// kBool: a comparison's result (TFLite's one byte an element), read by SELECT / SELECT_V2.
+// kComplex64: an RFFT2D's result, (real, imaginary) float pairs, kept in float32 in any storage.
+enum class ValueType : uint8_t {
+  kFloat,
+  kInt8,
+  kUInt8,
+  kInt32,
+  kFloat32,
+  kBool,
+  kComplex64,
+  kUnsupported
+};
 
 ValueType ValueTypeOf(TfLiteType t);
 const char* ValueTypeName(ValueType t);

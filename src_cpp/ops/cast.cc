@@ -1,11 +1,14 @@
 // CAST of run-time int32 values to float (an attention mask given as token flags, turned into
 // the additive mask in float): each integer converted to the nearest float, as the CPU kernel's
-// static_cast does, then stored in the partition's float storage. Casts of constants and of
-// shapes are folded instead (delegate/constant_folding.h, ops/shape_folding.h).
+// static_cast does, then stored in the partition's float storage. A CAST of complex64 values to
+// float (an STFT's bins, as tf.cast converts them) keeps the real parts, as TFLite's does
+// (ops/spectral.h). Casts of constants and of shapes are folded instead
+// (delegate/constant_folding.h, ops/shape_folding.h).
 #include <algorithm>
 
 #include "ops/op.h"
 #include "ops/op_helpers.h"
+#include "ops/spectral.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -39,8 +42,10 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (node.inputs.size() != 1 || node.outputs.size() != 1) return "unexpected input/output count";
   const int x = node.inputs[0], y = node.outputs[0];
   if (!g.valid_tensor(x) || !g.valid_tensor(y)) return "invalid tensor index";
+  if (g.type(x) == kTfLiteComplex64) return CheckComplexPart(g, node);
   if (g.type(x) != kTfLiteInt32)
-    return "input type " + std::to_string(g.type(x)) + " (only a CAST of int32 is claimed)";
+    return "input type " + std::to_string(g.type(x)) +
+           " (only a CAST of int32 or complex64 is claimed)";
   if (g.IsConstant(x)) return "a constant input (the constant fold's case)";
   if (!g.tensor(x).dims) return "tensor " + g.name(x) + " has no shape";
   if (auto why = CheckFloatTensors(g, {y}); !why.empty()) return why;
@@ -48,7 +53,8 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   return "";
 }
 
-std::unique_ptr<Op> Create(const GraphView&, const NodeInfo& node) {
+std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
+  if (g.type(node.inputs[0]) == kTfLiteComplex64) return CreateComplexPart(node, "CAST", kPartReal);
   return std::make_unique<CastOp>(node);
 }
 

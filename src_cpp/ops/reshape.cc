@@ -226,13 +226,15 @@ std::string ReadRule(const GraphView& g, const NodeInfo& node, Kind kind, Rule* 
   if (IsQuantized(t)) {
     for (int x : {node.inputs[0], node.outputs[0]})
       if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
-  } else if (t == ValueType::kInt32) {
-    // Run-time int32 values (an attention mask on its way to a CAST): a flat copy of the integers.
-    // A constant one is a shape computation's or the constant fold's, not a copy's.
+  } else if (t == ValueType::kInt32 || t == ValueType::kComplex64) {
+    // Run-time int32 values (an attention mask on its way to a CAST) or complex ones (an RFFT2D's
+    // bins on their way to a CAST or COMPLEX_ABS): a flat copy of the elements. A constant one is
+    // a shape computation's or the constant fold's, not a copy's.
     for (int x : {node.inputs[0], node.outputs[0]})
       if (!g.valid_tensor(x) || g.value_type(x) != t || !g.tensor(x).dims)
-        return std::string(NameOf(kind)) + " of int32 values to another type";
-    if (g.IsConstant(node.inputs[0])) return "a constant int32 input";
+        return std::string(NameOf(kind)) + " of " + ValueTypeName(t) + " values to another type";
+    if (g.IsConstant(node.inputs[0]))
+      return std::string("a constant ") + ValueTypeName(t) + " input";
   } else if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) {
     return why;
   }

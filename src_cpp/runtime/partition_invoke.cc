@@ -301,8 +301,10 @@ void Partition::CaptureValues() {
       }
       if (v.type == ValueType::kInt8) {
         for (size_t i = 0; i < n; ++i) c.data[i] = static_cast<int8_t>(raw[i]);
-      } else if (v.type == ValueType::kUInt8) {
+      } else if (v.type == ValueType::kUInt8 || v.type == ValueType::kBool) {
         for (size_t i = 0; i < n; ++i) c.data[i] = raw[i];
+      } else if (v.type == ValueType::kComplex64) {  // the real parts
+        for (size_t i = 0; i < n; ++i) std::memcpy(&c.data[i], raw.data() + 8 * i, 4);
       } else if (v.type == ValueType::kInt32) {
         for (size_t i = 0; i < n; ++i) {
           int32_t x;
