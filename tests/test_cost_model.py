@@ -11,7 +11,7 @@ from estimates import estimate_text, small_layers
 from parity import random_inputs, run
 
 import clgpu_delegate
-from clgpu_delegate.modelgen import zoo
+from clgpu_delegate.modelgen import ModelBuilder, zoo
 from clgpu_delegate.modelgen._layers import start
 from clgpu_delegate.modelgen._ptq import quantize_model
 from clgpu_delegate.report import format_report, inspect_model
@@ -298,3 +298,21 @@ def test_an_invoke_costs_the_profiles_figure_beside_the_launch_kinds(
     assert "0.0 us invoke" in estimate_text(model)
     monkeypatch.setenv("CLGPU_INVOKE_US", "0")
     assert _device_estimate(model)[0] == one_cost
+
+
+@pytest.mark.parametrize("signature", [(1, -1, 16), (-1, 12, 16)], ids=["frames", "batch"])
+def test_run_time_extents_are_named_and_kept(signature: tuple[int, ...], runtime: str) -> None:
+    # tf.signal's frames: the model declares 1 where the run has hundreds, so the estimate weighs
+    # placeholders; a GPU keeps such a partition whatever it says (a CPU device still declines).
+    # A -1 batch axis alone is every Keras model's and changes nothing.
+    b = ModelBuilder(seed=3)
+    # Declared with 1 where the signature has -1, as converters write it.
+    x = b.input("frames", tuple(max(d, 1) for d in signature), signature=signature)
+    b.output(b.fully_connected(b.relu(x), b.rand((8, 16)), keep_num_dims=True))
+    delegate = clgpu_delegate.load(partitioning="cost")
+    make_interpreter(b.build(), [delegate], runtime=runtime, reference=True).allocate_tensors()
+    texts = " ".join(d.reason + " " + d.note for d in delegate.decisions())
+    named = "frames has extents the run decides" in texts
+    assert named == (signature[1] == -1), texts
+    if delegate.device.type == "gpu" and named:
+        assert delegate.delegated_nodes(), delegate.decisions()

@@ -182,6 +182,25 @@ struct LaunchFloor {
   double kernel_us, gap_us, int8_us;
 };
 
+// Why the estimate cannot size this partition ("" where it can): one of `inputs` has extents the
+// model leaves to the run (a -1 in its shape signature past the batch axis, declared as a
+// placeholder: tf.signal's frames of BirdNET's spectrogram, 1 at Prepare and 511 at the invoke).
+// A GPU keeps such a partition as `all` would: on BirdNET the four small partitions so declined
+// cost the default 1.23x `all`'s time (bench/results/never-slower-newwheels-NVIDIA_H200.md).
+std::string RunTimeExtents(const GraphView& g, const std::vector<int>& inputs) {
+  for (int t : inputs) {
+    if (!g.valid_tensor(t) || g.IsConstant(t)) continue;
+    const TfLiteIntArray* sig = g.tensor(t).dims_signature;
+    for (int a = 1; sig && a < sig->size; ++a)
+      if (sig->data[a] < 0)
+        return "; input " + g.name(t) +
+               " has extents the run decides (a -1 past the batch axis of its shape signature) "
+               "that the estimate sizes by the model's placeholders: a GPU keeps it whatever "
+               "the estimate";
+  }
+  return "";
+}
+
 }  // namespace
 
 PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeInfo>& claimed,
@@ -267,7 +286,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms, kinds[kGemmLaunch],
       kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
       launch.by_kind ? "costs by kind" : "one cost", launch.gap_us, launch.invoke_us);
-  e.figures = buf;
+  const std::string run_time = RunTimeExtents(g, inputs);
+  e.figures = buf + run_time;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
   if (dev.profile.decline_partitions) {
     e.keep = false;
@@ -275,7 +295,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
         "cost: the OpenCL device is the CPU itself, where the runtime's CPU kernels are "
         "faster (" +
         e.figures + ")";
-  } else if (e.margin_ratio >= 1) {
+  } else if (run_time.empty() && e.margin_ratio >= 1) {
     e.keep = false;
     e.reason = "cost: " + e.figures;
   }
