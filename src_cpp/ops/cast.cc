@@ -14,12 +14,19 @@
 namespace clgpu {
 namespace {
 
-class CastOp : public Op {
+class ConvertOp : public Op {
  public:
-  explicit CastOp(const NodeInfo& node) : Op(node, {node.inputs[0]}, {node.outputs[0]}) {}
+  ConvertOp(const NodeInfo& node, const char* type, const char* algorithm, const char* program,
+            const char* kernel, int op)
+      : Op(node, {node.inputs[0]}, {node.outputs[0]}),
+        type_(type),
+        algorithm_(algorithm),
+        program_(program),
+        kernel_(kernel),
+        op_(op) {}
 
-  const char* type_name() const override { return "CAST"; }
-  std::string algorithm() const override { return "int32_to_float"; }
+  const char* type_name() const override { return type_; }
+  std::string algorithm() const override { return algorithm_; }
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return double(NumElements(in[0]));
@@ -29,13 +36,18 @@ class CastOp : public Op {
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const int n = static_cast<int>(NumElements(in_shapes[0]));
     Launch l;
-    l.name = "cast_int32";
-    l.kernel = CreateKernel(*ctx.GetProgram("convert"), l.name);
+    l.name = kernel_;
+    l.kernel = CreateKernel(*ctx.GetProgram(program_), l.name);
     SetArgs(l.kernel, in[0], out[0], n);
+    if (op_ >= 0) SetArgsFrom(l.kernel, 3, op_);
     l.global[0] = RoundUp(std::max(n, 1), 64);
     launches_.clear();
     launches_.push_back(std::move(l));
   }
+
+ private:
+  const char *type_, *algorithm_, *program_, *kernel_;
+  int op_;
 };
 
 std::string Check(const GraphView& g, const NodeInfo& node) {
@@ -55,10 +67,15 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
 
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   if (g.type(node.inputs[0]) == kTfLiteComplex64) return CreateComplexPart(node, "CAST", kPartReal);
-  return std::make_unique<CastOp>(node);
+  return MakeConvertOp(node, "CAST", "int32_to_float", "convert", "cast_int32");
 }
 
 }  // namespace
+
+std::unique_ptr<Op> MakeConvertOp(const NodeInfo& node, const char* type, const char* algorithm,
+                                  const char* program, const char* kernel, int op) {
+  return std::make_unique<ConvertOp>(node, type, algorithm, program, kernel, op);
+}
 
 extern const OpHandler kCastHandler = {tfl::kCast, "CAST", Check, Create};
 

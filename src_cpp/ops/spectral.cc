@@ -71,34 +71,6 @@ class Rfft2dOp : public Op {
   Buffer twiddles_;
 };
 
-class ComplexPartOp : public Op {
- public:
-  ComplexPartOp(const NodeInfo& node, const char* name, int part)
-      : Op(node, {node.inputs[0]}, {node.outputs[0]}), name_(name), part_(part) {}
-  const char* type_name() const override { return name_; }
-  std::string algorithm() const override { return "complex_part"; }
-  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
-  double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
-    return double(NumElements(in[0]));
-  }
-
-  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
-               const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
-    const int n = static_cast<int>(NumElements(in_shapes[0]));
-    Launch l;
-    l.name = "complex_part";
-    l.kernel = CreateKernel(*ctx.GetProgram("spectral"), l.name);
-    SetArgs(l.kernel, in[0], out[0], n, part_);
-    l.global[0] = RoundUp(std::max(n, 1), 64);
-    launches_.clear();
-    launches_.push_back(std::move(l));
-  }
-
- private:
-  const char* name_;
-  int part_;
-};
-
 std::string CheckComplexIn(const GraphView& g, int t) {
   if (!g.valid_tensor(t)) return "tensor index " + std::to_string(t) + " is invalid";
   if (g.value_type(t) != ValueType::kComplex64) return "tensor " + g.name(t) + " is not complex64";
@@ -161,7 +133,7 @@ std::string CheckComplexPart(const GraphView& g, const NodeInfo& node) {
 }
 
 std::unique_ptr<Op> CreateComplexPart(const NodeInfo& node, const char* name, int part) {
-  return std::make_unique<ComplexPartOp>(node, name, part);
+  return MakeConvertOp(node, name, "complex_part", "spectral", "complex_part", part);
 }
 
 // TFLite's own RFFT2D (Ooura's real FFT, twiddle tables made at each call): 12 ns an output bin
