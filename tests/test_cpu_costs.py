@@ -53,6 +53,18 @@ def test_the_cpu_reads_a_models_weights_from_its_cache_when_they_all_fit(
         make_interpreter(model, [delegate], reference=True).allocate_tensors()
 
 
+def test_a_float16_weight_counts_once_against_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dense layer's 16.8 MB of floats from FLOAT16 weights: the interpreter reads the floats at
+    each invoke, not the 8.4 MB half source as well, so a 20 MB cache holds them (24.1 MB with
+    the source counted too would not)."""
+    net, x = start((1, 1), 2048, seed=0, fp16_weights=True)
+    model = net.finish(net.fc(net.b.reshape(x, (1, 2048)), 2048, act=None), softmax=False)
+    monkeypatch.setenv("CLGPU_CPU_CACHE_MB", "20")
+    assert "the CPU's weights in its cache" in estimate_text(model)
+    monkeypatch.setenv("CLGPU_CPU_CACHE_MB", "16")
+    assert "in its cache" not in estimate_text(model)
+
+
 def test_a_float_mirror_pad_costs_tflites_own_kernel_on_the_cpu() -> None:
     """XNNPACK takes no MIRROR_PAD: TFLite's kernel runs it at several ns per element (16 on
     one thread of the H200's host), which the roofline of a PAD's bytes misses by 40x. The CPU

@@ -85,6 +85,12 @@ class GraphView {
   // FLOAT16, int8 or uint8 tensor; its output then counts as a float constant.
   void AddFoldedDequantize(int out, int src) { folded_[out] = src; }
   bool IsFoldedDequantizeOutput(int t) const { return folded_.count(t) != 0; }
+  // Whether t is the source of one (the interpreter reads its dequantized copy at each invoke).
+  bool IsFoldedDequantizeSource(int t) const {
+    for (const auto& [out, src] : folded_)
+      if (src == t) return true;
+    return false;
+  }
 
   // Records an int8 constant that a dynamic-range ("hybrid") op reads as its weights
   // (ops/hybrid_weights.h): it is then a float constant, its dequantized values.
