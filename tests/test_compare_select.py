@@ -133,3 +133,17 @@ def test_select_in_half_storage(runtime: str) -> None:
     x = b.input("x", (4, 8, 8))
     b.output(b.select_v2(b.greater(x, b.rand((8,))), b.mul(x, np.array(2, np.float32)), x))
     check_parity(b.build(), runtime, expect_delegated="all", precision="fp16", rtol=2e-3, atol=2e-3)
+
+
+def test_a_bool_model_input_and_output(runtime: str) -> None:
+    # A mask given to the model (uploaded a byte an element) and one it returns.
+    b = ModelBuilder(seed=9)
+    x = b.input("x", (2, 3, 4))
+    keep = b.input("keep", (3, 1), dtype="bool")
+    b.output(b.select_v2(keep, x, b.mul(x, np.array(2, np.float32))))
+    b.output(b.logical_not(keep))
+    mask = np.array([[True], [False], [True]])
+    xs = halves((2, 3, 4), 10)
+    r = check_parity(b.build(), runtime, [xs, mask], expect_delegated="all")
+    np.testing.assert_array_equal(r.outputs[0], np.where(mask, xs, 2 * xs))
+    np.testing.assert_array_equal(r.outputs[1], ~mask)
