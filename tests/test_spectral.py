@@ -95,3 +95,13 @@ def test_reverse_v2_over_two_axes_stays_on_the_cpu(runtime: str) -> None:
     x = b.input("x", (2, 3, 4, 5))
     b.output(b.reverse_v2(b.add(x, np.array(1, np.float32)), (1, 2)))
     check_parity(b.build(), runtime, expect_cpu={"REVERSE_V2"})
+
+
+def test_reverse_v2_in_chunks_within_a_tiny_allocation(runtime: str) -> None:
+    # An index map like the slices (ops/strided_copy.h): it runs in chunks where a buffer is large.
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (4, 16, 24))
+    b.output(b.reverse_v2(b.add(x, np.array(1, np.float32)), (1,)))
+    r = check_parity(b.build(), runtime, expect_delegated="all", max_alloc_bytes=2048)
+    np.testing.assert_array_equal(r.outputs[0], np.flip(r.inputs[0] + 1, 1))
+    assert r.delegate.memory()["chunked_ops"] >= 1

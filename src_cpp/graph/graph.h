@@ -83,14 +83,13 @@ class GraphView {
 
   // Records a DEQUANTIZE node `out = dequantize(src)` whose source is a constant
   // FLOAT16, int8 or uint8 tensor; its output then counts as a float constant.
-  void AddFoldedDequantize(int out, int src) { folded_[out] = src; }
+  void AddFoldedDequantize(int out, int src) {
+    folded_[out] = src;
+    folded_sources_.insert(src);
+  }
   bool IsFoldedDequantizeOutput(int t) const { return folded_.count(t) != 0; }
   // Whether t is the source of one (the interpreter reads its dequantized copy at each invoke).
-  bool IsFoldedDequantizeSource(int t) const {
-    for (const auto& [out, src] : folded_)
-      if (src == t) return true;
-    return false;
-  }
+  bool IsFoldedDequantizeSource(int t) const { return folded_sources_.count(t) != 0; }
 
   // Records an int8 constant that a dynamic-range ("hybrid") op reads as its weights
   // (ops/hybrid_weights.h): it is then a float constant, its dequantized values.
@@ -141,6 +140,7 @@ class GraphView {
   TfLiteContext* ctx_;
   CpuKernels cpu_kernels_;
   std::map<int, int> folded_;
+  std::set<int> folded_sources_;  // their sources
   std::map<int, std::vector<float>> computed_;
   std::map<int, FoldedInts> folded_ints_;
   std::map<int, Shape> inferred_;

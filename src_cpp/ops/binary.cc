@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "ops/broadcast.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
@@ -43,31 +44,8 @@ const BinaryKind& KindOf(int32_t code) {
   throw Error("not a binary op: " + std::to_string(code));
 }
 
-// Broadcast output shape, or throws.
 Shape BroadcastShape(const char* op, const Shape& a, const Shape& b) {
-  const size_t rank = std::max(a.size(), b.size());
-  Shape out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    const int da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    const int db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      throw Error(std::string(op) + " shapes " + ShapeString(a) + " and " + ShapeString(b) +
-                  " do not broadcast");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-// Strides of `s` aligned to `out`'s rank, 0 along broadcast axes.
-std::vector<int> BroadcastStrides(const Shape& s, const Shape& out) {
-  std::vector<int> strides(out.size(), 0);
-  int stride = 1;
-  for (int i = static_cast<int>(s.size()) - 1; i >= 0; --i) {
-    const size_t o = out.size() - s.size() + i;
-    strides[o] = s[i] == 1 ? 0 : stride;
-    stride *= s[i];
-  }
-  return strides;
+  return BroadcastShapes(op, {a, b});
 }
 
 // The output seen as [d0][d1][d2], each operand's strides along those three axes (0 where it

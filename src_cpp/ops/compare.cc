@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "ops/broadcast.h"
 #include "ops/op.h"
 #include "ops/op_helpers.h"
 #include "tflite/builtin.h"
@@ -46,22 +47,6 @@ const Kind& KindOf(int32_t code) {
   throw Error("not a comparison or select op: " + std::to_string(code));
 }
 
-// The broadcast shape of all operands, or throws.
-Shape BroadcastAll(const char* op, const std::vector<Shape>& in) {
-  size_t rank = 0;
-  for (const Shape& s : in) rank = std::max(rank, s.size());
-  Shape out(rank, 1);
-  for (const Shape& s : in)
-    for (size_t i = 0; i < s.size(); ++i) {
-      int& o = out[rank - s.size() + i];
-      if (s[i] != 1 && o != 1 && s[i] != o)
-        throw Error(std::string(op) + " operand shapes do not broadcast: " + ShapeString(s) +
-                    " against " + ShapeString(out));
-      if (s[i] != 1) o = s[i];
-    }
-  return out;
-}
-
 class CompareOp : public Op {
  public:
   CompareOp(const NodeInfo& node, const Kind& kind)
@@ -70,7 +55,7 @@ class CompareOp : public Op {
   std::string algorithm() const override { return "broadcast"; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
-    return {BroadcastAll(kind_.name, in)};
+    return {BroadcastShapes(kind_.name, in)};
   }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
     return static_cast<double>(NumElements(out[0]));
@@ -85,14 +70,8 @@ class CompareOp : public Op {
     // broadcasts), two operands' worth even for LOGICAL_NOT.
     std::vector<int> meta(o.begin(), o.end());
     for (size_t k = 0; k < std::max<size_t>(in_shapes.size(), 2); ++k) {
-      const Shape& s = in_shapes[std::min(k, in_shapes.size() - 1)];
-      std::vector<int> strides(rank, 0);
-      int stride = 1;
-      for (int i = static_cast<int>(s.size()) - 1; i >= 0; --i) {
-        strides[rank - s.size() + i] = s[i] == 1 ? 0 : stride;
-        stride *= s[i];
-      }
-      meta.insert(meta.end(), strides.begin(), strides.end());
+      const std::vector<int> st = BroadcastStrides(in_shapes[std::min(k, in_shapes.size() - 1)], o);
+      meta.insert(meta.end(), st.begin(), st.end());
     }
     meta_ = UploadInts(ctx, meta);
     const int total = static_cast<int>(NumElements(o));
@@ -158,7 +137,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
   if (kind.code == tfl::kSelect && (in[0] != in[1] || in[1] != in[2]))
     return "SELECT operands of different shapes";
   try {
-    if (BroadcastAll(kind.name, in) != g.shape(y)) return "output shape is not the operands'";
+    if (BroadcastShapes(kind.name, in) != g.shape(y)) return "output shape is not the operands'";
   } catch (const Error& e) {
     return What(e);
   }
