@@ -20,6 +20,8 @@
 #define U_SQUARE 15
 #define U_ABS 16
 #define U_NEG 17
+#define U_SIN 18
+#define U_COS 19
 
 // Clamps written as comparisons: fmin/fmax would turn a NaN into the bound, TFLite's CPU
 // kernels keep it.
@@ -47,6 +49,8 @@ static inline float unary_op(float x, int op, float alpha) {
     case U_RSQRT: return rsqrt(x);
     case U_SQUARE: return x * x;
     case U_ABS: return fabs(x);
+    case U_SIN: return sin(x);
+    case U_COS: return cos(x);
     default: return -x;  // U_NEG
   }
 }

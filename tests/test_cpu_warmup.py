@@ -30,7 +30,7 @@ HOLD = "CLGPU_SETUP_DELAY_MS"
 
 
 def two_partitions(batch: int = 1) -> bytes:
-    """conv, depthwise | SIN | add, fully connected, transpose: two partitions."""
+    """conv, depthwise | CUMSUM | add, fully connected, transpose: two partitions."""
     b = ModelBuilder(seed=31)
     x = b.input("x", (batch, 10, 10, 3))
     y = b.conv2d(x, b.rand((8, 3, 3, 3)), b.rand((8,)), activation="RELU")

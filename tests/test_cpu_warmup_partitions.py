@@ -87,7 +87,7 @@ def hybrid_fc(b: ModelBuilder, x: int, n_out: int) -> int:
 
 
 def many_partitions(parts: int, between: str) -> bytes:
-    """`parts` partitions of a 3x3 conv and an ADD, each followed by an op on the CPU (SIN, or a
+    """`parts` partitions of a 3x3 conv and an ADD, each followed by an op on the CPU (CUMSUM, or a
     dynamic-range FULLY_CONNECTED as in the real models that failed). The conv's CPU kernel adds
     its temporaries at its first prepare, so the ADD after it needs room that TFLite's promise at
     the partition's prepare no longer covers."""

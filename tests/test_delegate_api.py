@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tflite
-from parity import CONV_ALGORITHMS, check_parity, compare, cpu_op, random_inputs, run
+from parity import CONV_ALGORITHMS, CPU_OP, check_parity, compare, cpu_op, random_inputs, run
 
 import clgpu_delegate
 from clgpu_delegate._native import core
@@ -416,7 +416,7 @@ def test_plugin_runs_a_conv_model(runtime: str) -> None:
 
 
 def test_plugin_options(runtime: str) -> None:
-    # max_delegated_partitions through the plugin's string options: conv | SIN | conv.
+    # max_delegated_partitions through the plugin's string options: conv | CUMSUM | conv.
     b = ModelBuilder(seed=6)
     x = b.input("x", (1, 8, 8, 3))
     y = b.conv2d(x, b.rand((4, 3, 3, 3)))
@@ -477,7 +477,7 @@ def test_inspect_cli(runtime: str, run_python, tmp_path: Path) -> None:
     rows = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\s*(\d+)\s+(\S.*)$", out, re.M)}
     assert re.match(r"CONV_2D\s+(GPU|OpenCL)", rows[0]), rows  # OpenCL: not a GPU
     assert re.match(r"CONV_2D\s+CPU\s+.*bias", rows[1]), rows
-    assert re.match(r"SIN\s+CPU\s+op not supported", rows[2]), rows
+    assert re.match(rf"{CPU_OP}\s+CPU\s+op not supported", rows[2]), rows
     assert re.match(r"ADD\s+(GPU|OpenCL)", rows[3]), rows
 
 

@@ -94,7 +94,7 @@ def test_folded_nodes_follow_their_consumers(runtime: str) -> None:
             y = cpu_op(b, y)
     b.output(y)
     r = check_parity(b.build(), runtime, expect_delegated={0, 1, 2, 6}, expect_partitions=2)
-    # Node order: DENSIFY, DEQUANTIZE, CONV_2D, SIN, DENSIFY, DEQUANTIZE, CONV_2D.
+    # Node order: DENSIFY, DEQUANTIZE, CONV_2D, CUMSUM, DENSIFY, DEQUANTIZE, CONV_2D.
     part = {n: k for k, p in enumerate(r.partitions) for n in p}
     assert part[0] == part[1] == part[2] != part[6], r.partitions
     for n in (4, 5):

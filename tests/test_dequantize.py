@@ -108,7 +108,7 @@ def test_dequantize_read_only_by_a_cpu_op_is_not_claimed(runtime: str) -> None:
 
 
 def converter_ordered_model(blocks: int = 4) -> tuple[bytes, set[int]]:
-    """conv -> SIN blocks whose fp16 weights are all dequantized first, as TF's converter
+    """conv -> CUMSUM blocks whose fp16 weights are all dequantized first, as TF's converter
     orders them (face_detection_back has 138 such DEQUANTIZEs ahead of its first conv).
     Returns the model and the DEQUANTIZE output tensors."""
     b = ModelBuilder(seed=13)

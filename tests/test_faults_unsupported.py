@@ -68,8 +68,8 @@ def _unsupported() -> dict[str, tuple[bytes, set[int], str]]:
         x = b.input("x", (1, 4, 4, 3))
         # 0, 1: DEQUANTIZE of the filter and of the (zero) bias, 2: CONV_2D
         y = b.conv2d(x, b.rand((3, 1, 1, 3)), fp16_weights=True)
-        w = b._weights(b.rand((3,)), 1, True, "w")  # 3: DEQUANTIZE read by ADD and SIN
-        b.output(b.add(b.add(y, w), cpu_op(b, w)))  # 4 ADD (GPU), 5 SIN (CPU), 6 ADD
+        w = b._weights(b.rand((3,)), 1, True, "w")  # 3: DEQUANTIZE read by ADD and CUMSUM
+        b.output(b.add(b.add(y, w), cpu_op(b, w)))  # 4 ADD (GPU), 5 CUMSUM (CPU), 6 ADD
 
     model(add_act, {0}, "activation", "add_tanh")
     model(conv_runtime_filter, {0}, "constant", "conv2d_runtime_filter")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import tflite
 from folds import launches as _launches
-from parity import ParityResult, check_parity, cpu_op
+from parity import CPU_OP, ParityResult, check_parity, cpu_op
 
 from clgpu_delegate.modelgen import ModelBuilder
 
@@ -98,7 +98,7 @@ def test_clamp_after_a_cpu_op_runs_alone(runtime: str) -> None:
     b = ModelBuilder(seed=8)
     x = b.input("x", (1, 6, 5, 4))
     b.output(clamp(b, "RELU", cpu_op(b, b.conv2d(x, b.rand((4, 3, 3, 4))))))
-    check_parity(b.build(), runtime, expect_cpu={"SIN"}, expect_partitions=2)
+    check_parity(b.build(), runtime, expect_cpu={CPU_OP}, expect_partitions=2)
 
 
 def test_folded_clamp_in_chunks_and_fp16(runtime: str) -> None:

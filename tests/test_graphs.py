@@ -16,7 +16,7 @@ from clgpu_delegate.runtime import make_interpreter
 
 
 def alternating_model() -> bytes:
-    """conv | SIN | conv, add | MUL | depthwise, transpose, add | SIN: partitions of 1, 2, 3
+    """conv | CUMSUM | conv, add | MUL | depthwise, transpose, add | CUMSUM: partitions of 1, 2, 3
     nodes."""
     b = ModelBuilder(seed=21)
     x = b.input("x", (2, 9, 7, 3))

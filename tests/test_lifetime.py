@@ -36,7 +36,7 @@ RSS_BUDGET_KB = 5 * 1024
 
 
 def tiny_model(seed: int = 0) -> bytes:
-    """conv | SIN | add: two partitions, a few hundred bytes of weights."""
+    """conv | CUMSUM | add: two partitions, a few hundred bytes of weights."""
     b = ModelBuilder(seed=seed)
     x = b.input("x", (1, 5, 4, 2))
     y = b.conv2d(x, b.rand((3, 3, 3, 2)), b.rand((3,)), activation="RELU")

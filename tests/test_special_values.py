@@ -235,7 +235,7 @@ CASES: dict[str, Case] = {
 }
 UNARY_OPS = (
     "RELU RELU6 RELU_N1_TO_1 RELU_0_TO_1 LEAKY_RELU HARD_SWISH LOGISTIC TANH ELU GELU EXP LOG SQRT "
-    "RSQRT SQUARE ABS NEG"
+    "RSQRT SQUARE ABS NEG SIN COS"
 )
 for _name in UNARY_OPS.split():  # noqa: SIM905
     CASES[_name.lower()] = Case(

@@ -32,6 +32,8 @@ UNARY = {
     "SQUARE": (None, False),
     "ABS": (None, False),
     "NEG": (None, False),
+    "SIN": (None, False),
+    "COS": (None, False),
 }
 
 
@@ -62,7 +64,7 @@ def test_unary_parity(name: str, shape: tuple[int, ...], runtime: str) -> None:
     assert r.stats["invokes"] == 1
 
 
-@pytest.mark.parametrize("name", ["HARD_SWISH", "LOGISTIC", "GELU", "LOG"])
+@pytest.mark.parametrize("name", ["HARD_SWISH", "LOGISTIC", "GELU", "LOG", "SIN"])
 def test_unary_fp16_storage(name: str, runtime: str) -> None:
     shape = (1, 9, 6, 5)
     check_parity(
@@ -74,6 +76,16 @@ def test_unary_fp16_storage(name: str, runtime: str) -> None:
         expect_delegated="all",
         precision="fp16",
     )
+
+
+@pytest.mark.parametrize("name", ["SIN", "COS"])
+def test_sin_cos_of_large_arguments(name: str, runtime: str) -> None:
+    # Angles far past 2 pi, as a positional or time encoding computes them: the kernel reduces
+    # the range in full precision (no fast-math sin), so the values match the CPU's.
+    rng = np.random.default_rng(5)
+    x = (rng.uniform(-1, 1, (4, 257)) * np.logspace(0, 4, 257)).astype(np.float32)
+    r = check_parity(unary_model(name, x.shape), runtime, [x], expect_delegated="all")
+    np.testing.assert_allclose(r.outputs[0], getattr(np, name.lower())(x), atol=2e-6)
 
 
 def test_unary_in_chunks_within_a_tiny_allocation(runtime: str) -> None:

@@ -1,5 +1,6 @@
 // Element-wise unary ops: the RELU family, LEAKY_RELU, HARD_SWISH, LOGISTIC, TANH, ELU, GELU
-// and EXP, LOG, SQRT, RSQRT, SQUARE, ABS, NEG. One kernel (kernels/unary.cl) for all of them.
+// and EXP, LOG, SQRT, RSQRT, SQUARE, ABS, NEG, SIN, COS. One kernel (kernels/unary.cl) for all of
+// them.
 #include <cstring>
 
 #include "common/error.h"
@@ -34,6 +35,8 @@ constexpr UnaryKind kKinds[] = {
     {tfl::kSquare, "SQUARE", 15},
     {tfl::kAbs, "ABS", 16},
     {tfl::kNeg, "NEG", 17},
+    {tfl::kSin, "SIN", 18},
+    {tfl::kCos, "COS", 19},
 };
 constexpr int kGeluTanh = 10;  // GELU with approximate=true
 
@@ -169,5 +172,8 @@ extern const OpHandler kRsqrtHandler = {tfl::kRsqrt, "RSQRT", Check, Create, Des
 extern const OpHandler kSquareHandler = {tfl::kSquare, "SQUARE", Check, Create, Describe};
 extern const OpHandler kAbsHandler = {tfl::kAbs, "ABS", Check, Create, Describe};
 extern const OpHandler kNegHandler = {tfl::kNeg, "NEG", Check, Create, Describe};
+// Float only, as TFLite's kernels (an int8 SIN has no table: lut_int8.cc declines it).
+extern const OpHandler kSinHandler = {tfl::kSin, "SIN", Check, Create, Describe};
+extern const OpHandler kCosHandler = {tfl::kCos, "COS", Check, Create, Describe};
 
 }  // namespace clgpu
