@@ -78,6 +78,22 @@ def test_a_float_mirror_pad_costs_tflites_own_kernel_on_the_cpu() -> None:
     assert 0.9 < (est["mirror_pad"] - est["pad"]) / expected_ms < 1.05, (est, expected_ms)
 
 
+def test_a_pad_of_the_channels_costs_the_cpu_a_row_at_a_time() -> None:
+    """XNNPACK pads the last axis one output pixel at a time, about 3 ns each at 16 threads
+    (bench/results/cpu-channel-ops-*), far over the bytes: a PAD of the channels costs its rows at
+    3 ns, where the same elements padded along H cost their bytes alone."""
+    est = {}
+    padding = {
+        "channels": [(0, 0), (0, 0), (0, 0), (0, 1)],
+        "height": [(0, 0), (0, 256), (0, 0), (0, 0)],
+    }
+    for axis, pads in padding.items():
+        net, x = start((256, 256), 1, seed=0, fp16_weights=False)
+        est[axis] = cpu_estimate_ms(net.finish(net.b.pad(x, pads), softmax=False))[0]
+    rows_ms = 256 * 256 * 3e-6
+    assert 0.85 < (est["channels"] - est["height"]) / rows_ms < 1.01, (est, rows_ms)
+
+
 def test_dynamic_range_weights_cost_the_cpu_its_hybrid_kernels(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

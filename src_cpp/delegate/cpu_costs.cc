@@ -89,9 +89,9 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, const OpHandler* h, doub
   if (!int8 && h->cpu_hybrid_node_us > 0 && ReadsHybridWeights(g, n))
     return std::max(roofline_ms, elements * h->cpu_hybrid_ns_per_element * 1e-6) +
            h->cpu_hybrid_node_us * 1e-3;
-  if (int8 && h->cpu_int8_kernel_ns)
-    if (const double k = h->cpu_int8_kernel_ns(g, n, CpuHost{cpu.threads, cpu.int8_tiles}); k > 0)
-      return std::max(roofline_ms, k * 1e-6);
+  const CpuHost host{cpu.threads, cpu.int8_tiles};
+  if (auto* kernel_ns = int8 ? h->cpu_int8_kernel_ns : h->cpu_float_kernel_ns)
+    if (const double k = kernel_ns(g, n, host); k > 0) return std::max(roofline_ms, k * 1e-6);
   const double ns = int8 ? h->cpu_int8_ns_per_element : h->cpu_float_ns_per_element;
   return ns > 0 ? std::max(roofline_ms, elements * ns * 1e-6) : roofline_ms;
 }

@@ -153,8 +153,30 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kPadHandler = {tfl::kPad, "PAD", Check, Create};
-extern const OpHandler kPadV2Handler = {tfl::kPadV2, "PADV2", Check, Create};
+namespace {
+// XNNPACK pads the last axis a row at a time: about 3 ns an output row (pixel) at 16 threads,
+// float or int8, at 4-64 channels, far over its bytes (128 x 128 x 8 channels: 46 us, a roofline
+// of 4; bench/results/cpu-channel-ops-h200-host-*.md). MediaPipe's blocks pad their shortcut's
+// channels so; counted whatever the interpreter's threads.
+constexpr double kCpuPadNsPerRow = 3.0;
+double CpuPadRowsNs(const GraphView& g, const NodeInfo& node, const CpuHost&) {
+  PadSpec spec;
+  if (!ReadPadSpec(g, node, &spec).empty() || spec.before.empty() ||
+      (spec.before.back() == 0 && spec.after.back() == 0))
+    return 0;
+  const Shape out = g.shape(node.outputs[0]);
+  return out.empty() || out.back() <= 0 ? 0
+                                        : double(NumElements(out) / out.back()) * kCpuPadNsPerRow;
+}
+OpHandler PadHandler(int32_t op, const char* name) {
+  OpHandler h{op, name, Check, Create};
+  h.cpu_int8_kernel_ns = CpuPadRowsNs;
+  h.cpu_float_kernel_ns = CpuPadRowsNs;
+  return h;
+}
+}  // namespace
+extern const OpHandler kPadHandler = PadHandler(tfl::kPad, "PAD");
+extern const OpHandler kPadV2Handler = PadHandler(tfl::kPadV2, "PADV2");
 // XNNPACK takes no MIRROR_PAD: TFLite's own kernel runs it between XNNPACK's subgraphs, 16 ns per
 // element on one thread of the H200's host, 2-8 on 2-16 (bench/results/cpu-float-ops-h200-host-*),
 // and models of NCHW converter chains around it ran 2.6-4x their CPU estimate without it, up to
