@@ -45,6 +45,13 @@
 // A depthwise convolution folded in as A (-DDW_A), and the expand before it (-DEXPAND_A):
 //   gemm_int8_depthwise.cl.
 //
+// A 2x2 max pool of stride 2 folded in (-DPOOL2, with IM2COL; fusion/pool.cc): the output is the
+//   pool's, [n][PH][PW][N] (prm[41], prm[42] PH, PW), and M = 4 * n * PH * PW rows, four to each
+//   pooled pixel p = m / 4, its window's pixel m % 4 (row-major) the convolution's output
+//   (2 * ph + (m % 4) / 2, 2 * pw + m % 2). A group requantizes its TM x TN block into local
+//   memory and writes the largest byte of each window: TFLite's MAX_POOL_2D of the bytes
+//   (a pool's output and input share their quantization), after the conv's own clamp and table.
+//
 // -DPACKED: prm and the constant buffers (b, bias, stage, rp, dw_f, dw_bias, dw_stage, ex_b,
 //   ex_bias, ex_stage) are regions of one, `consts`, prm first (offset 0), each other at the
 //   byte offset prm gives (16-byte aligned): fewer buffer arguments, each of which NVIDIA's
@@ -116,6 +123,9 @@
 #if defined(IM2COL) || defined(DW_A)
 #define PIXEL_A  // A's rows are output pixels of a convolution over `a`
 #endif
+#if defined(POOL2) && (!defined(IM2COL) || defined(DW_A) || defined(QUANT_RESIDUAL) || TM % 4)
+#error "gemm_int8.cl: POOL2 needs IM2COL, no DW_A or residual, and TM a multiple of 4"
+#endif
 #if (TM % WM) || (TN % WN)
 #error "gemm_int8.cl: TM and TN must be multiples of WM and WN"
 #endif
@@ -146,6 +156,10 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
   const int H = prm[19], W = prm[20], C = prm[21], OW = prm[22], OH = prm[23], KW = prm[24];
   const int SH = prm[25], SW = prm[26], DH = prm[27], DW = prm[28], PT = prm[29], PL = prm[30];
   const int k_per_split = prm[31];
+#ifdef POOL2
+  const int PH = prm[41], PW = prm[42];
+  __local char pooled[TM][TN];  // the block's output bytes, four rows to a window
+#endif
 #ifdef QUANT_RESIDUAL
   PRM_AT(int, rp, 3);
 #endif
@@ -179,7 +193,13 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
   for (int i = 0; i < A_PER; ++i) {
     const int m = m0 + (lid + i * GEMM_WG) / TK4;
     a_row[i] = m;
-#ifdef PIXEL_A
+#if defined(POOL2)
+    // Row m: pixel m % 4 of pooled pixel m / 4's window.
+    const int q = m & 3, pw = (m >> 2) % PW, t = (m >> 2) / PW;
+    a_base[i] = (t / PH) * H * W * IN_C;
+    a_ih[i] = ((t % PH) * 2 + (q >> 1)) * SH - PT;
+    a_iw[i] = (pw * 2 + (q & 1)) * SW - PL;
+#elif defined(PIXEL_A)
     const int ow = m % OW, t = m / OW;
     a_base[i] = (t / OH) * H * W * IN_C;
     a_ih[i] = (t % OH) * SH - PT;
@@ -287,22 +307,52 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
 #pragma unroll
     for (int j = 0; j < WN; ++j) {
       const int n = n0 + tx + j * RTN;
+#ifdef POOL2
+      if (n >= N) {
+#pragma unroll
+        for (int i = 0; i < WM; ++i) pooled[ty + i * RTM][tx + j * RTN] = -128;
+        continue;
+      }
+#else
       if (n >= N) continue;
+#endif
       const int2 ms = stage[n];
       const int bn = bias[n];
 #pragma unroll
       for (int i = 0; i < WM; ++i) {
         const int m = m0 + ty + i * RTM;
+#ifdef POOL2
+        if (m >= M) {
+          pooled[ty + i * RTM][tx + j * RTN] = -128;
+          continue;
+        }
+#else
         if (m >= M) continue;
+#endif
         const int idx = m * N + n;
 #ifdef SPLIT_K
         const int s = global_take(&sums[idx]);
 #else
         const int s = acc[i][j];
 #endif
+#ifdef POOL2
+        pooled[ty + i * RTM][tx + j * RTN] =
+            GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx);
+#else
         out[idx] = GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx);
+#endif
       }
     }
+#ifdef POOL2
+    // Each window's largest byte, one pooled pixel and channel at a time.
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = lid; e < (TM / 4) * TN; e += GEMM_WG) {
+      const int r = (e / TN) * 4, c = e % TN, p = (m0 + r) >> 2, n = n0 + c;
+      if (m0 + r < M && n < N)
+        out[p * N + n] = max(max(pooled[r][c], pooled[r + 1][c]),
+                             max(pooled[r + 2][c], pooled[r + 3][c]));
+    }
+#endif
 #ifdef SPLIT_K
   }
 #endif

@@ -120,4 +120,11 @@ void AttachPad(Attachments& a, int input, InputPad pad) {
   a.inputs[0] = input;
 }
 
+void AttachPool(Attachments& a, int output) {
+  if (a.outputs.size() != 1 || a.pool.on || a.residual.on)
+    throw Error("only an op with one output and no residual can fold in a pool, once");
+  a.pool.on = true;
+  a.outputs[0] = output;
+}
+
 }  // namespace clgpu

@@ -51,5 +51,8 @@ void AttachAffine(Attachments& a, int input, int scale, int shift, float lo1, fl
                   float hi2);
 // A PAD: input 0 becomes the PAD's input `input`.
 void AttachPad(Attachments& a, int input, InputPad pad);
+// A 2x2 max pool of stride 2 after the op (FoldTarget::TakesPool checked by the pass): output 0
+// becomes the pool's `output`.
+void AttachPool(Attachments& a, int output);
 
 }  // namespace clgpu

@@ -20,6 +20,7 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses() {
   p.push_back(MakeDepthwisePass());
   p.push_back(MakePreluPass());
   p.push_back(MakeExpandPass());
+  p.push_back(MakePoolPass());
   return p;
 }
 

@@ -92,6 +92,12 @@ struct Attachments {
     bool on = false;
     InputPad pad;
   } pad;
+
+  // A 2x2 max pool of stride 2 after the op (fusion/pool.cc): output 0 is the pool's, and the op
+  // writes each window's largest value.
+  struct Pool {
+    bool on = false;
+  } pool;
 };
 
 }  // namespace clgpu

@@ -109,7 +109,14 @@ class Conv2dInt8Op : public ConvOpBase {
             : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
                                            : "int8_gemm" + split + dot_) +
            (folded_expand() ? "+EXPAND" : "") + (folded_depthwise() ? "+DEPTHWISE" : "") +
-           (has_residual() ? "+ADD" : "");
+           (has_residual() ? "+ADD" : "") + (has_pool() ? "+POOL" : "");
+  }
+  // The implicit GEMM writes each 2x2 window's largest byte (kernels/gemm_int8.cl's POOL2),
+  // whatever it would run alone (a 1x1 layer's plain GEMM reads no pixels).
+  bool TakesPool(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    return !chunk_ && in.size() == 1 && in[0].size() == 4 && !has_residual() &&
+           !folded_depthwise() && Choose(ctx, Geometry(in[0])) != Algo::kDirect &&
+           Int8GemmTakesPool(ctx.env.device());
   }
   // The 1x1 GEMM computes a depthwise convolution's output as its A (ops/gemm_int8.h).
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
@@ -155,10 +162,11 @@ class Conv2dInt8Op : public ConvOpBase {
                                           oc0_ + out.begin[3]);
   }
 
-  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
-               const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
+               const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
+               const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
-    algo_ = Choose(ctx, g);
+    algo_ = has_pool() ? Algo::kImplicitGemm : Choose(ctx, g);
     launches_.clear();
     split_ = block_ = false;
     OutputStage stage = src_->StageOf(oc0_, g.oc);
@@ -184,7 +192,15 @@ class Conv2dInt8Op : public ConvOpBase {
     }
     // One packed filter serves both GEMM algorithms: OHWI is already [OC][KH * KW * C].
     const Int8GemmWeights& w = src_->Gemm(ctx, oc0_, g.oc);
-    const int m = g.n * g.oh * g.ow;
+    Int8Pool pool;
+    if (has_pool()) {
+      const Shape& p = out_shapes.at(0);
+      pool = Int8Pool{p.size() == 4 ? int(p[1]) : 0, p.size() == 4 ? int(p[2]) : 0};
+      if (p.size() != 4 || p[0] != g.n || p[3] != g.oc || pool.ph != g.oh / 2 ||
+          pool.pw != g.ow / 2)
+        throw Error("CONV_2D: the folded pool no longer fits its output");
+    }
+    const int m = has_pool() ? 4 * g.n * pool.ph * pool.pw : g.n * g.oh * g.ow;
     Int8Residual residual;
     if (has_residual()) residual = Int8Residual{in.at(1), Op::residual().quant};
     Int8DepthwiseA dw;
@@ -208,10 +224,10 @@ class Conv2dInt8Op : public ConvOpBase {
                                   has_residual() ? &residual : nullptr, dw, &dot_);
     block_ = !launches_.empty();
     if (!block_)
-      launches_ =
-          EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
-                         algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
-                         has_residual() ? &residual : nullptr, folded_depthwise() ? &dw : nullptr);
+      launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
+                                 algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
+                                 has_residual() ? &residual : nullptr,
+                                 folded_depthwise() ? &dw : nullptr, has_pool() ? &pool : nullptr);
     split_ = !block_ &&
              Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()), folded_depthwise() != nullptr);
   }

@@ -66,6 +66,11 @@ class FoldTarget {
     (void)ctx, (void)in;
     return false;
   }
+  // A 2x2 max pool of stride 2 over its output (fusion/pool.cc), for these input shapes.
+  virtual bool TakesPool(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
 
  protected:
   ~FoldTarget() = default;  // owned as the op it is part of

@@ -18,7 +18,7 @@ namespace {
 
 // The launch's integers (kernels/gemm_int8.cl's prm): the constant buffers' offsets, then from kM
 // the GEMM's and the geometry's, from kDwInZero the folded depthwise's, from kExC its expand's.
-enum GemmInt8Param { kM = 10, kDwInZero = 32, kExC = 36, kParamCount = 41 };
+enum GemmInt8Param { kM = 10, kDwInZero = 32, kExC = 36, kPoolH = 41, kParamCount = 43 };
 
 struct Int8Tiles {
   int tm, tn, tk4, wm, wn;
@@ -82,7 +82,8 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 
 // The launch's integers but the offsets, in kernels/gemm_int8.cl's order (GemmInt8Param).
 ParamBlock LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const OutputStage& s,
-                          const ConvGeometry& geo, int k_per_split, const Int8DepthwiseA* dw) {
+                          const ConvGeometry& geo, int k_per_split, const Int8DepthwiseA* dw,
+                          const Int8Pool* pool) {
   ParamBlock prm(kParamCount);
   const int scalars[] = {m,          w.n,       w.k,    w.kp,   a_zero, s.up_below,  s.zero_point,
                          s.act_min,  s.act_max, geo.h,  geo.w,  geo.c,  geo.ow,      geo.oh,
@@ -99,10 +100,13 @@ ParamBlock LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const Out
                      dw->expand_max};
     for (size_t i = 0; i < std::size(e); ++i) prm.Int(kExC + i, e[i]);
   }
+  if (pool) prm.Int(kPoolH, pool->ph), prm.Int(kPoolH + 1, pool->pw);
   return prm;
 }
 
 }  // namespace
+
+bool Int8GemmTakesPool(const DeviceInfo& dev) { return TilesFor(dev).tm % 4 == 0; }
 
 int Int8DepthwiseGemmTileN(const DeviceInfo& dev, int m, int n, int k) {
   return TilesFor(dev, ShortK(dev, m, n, (k + 3) / 4 * 4)).tn;
@@ -151,10 +155,14 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& s, Int8GemmState* state,
                                    const ConvGeometry* g, std::string* path_used,
-                                   const Int8Residual* residual, const Int8DepthwiseA* dw) {
+                                   const Int8Residual* residual, const Int8DepthwiseA* dw,
+                                   const Int8Pool* pool) {
   if (dw && (g || dw->g.c != w.k || dw->g.c % 4 || dw->g.oc != dw->g.c ||
              m != dw->g.n * dw->g.oh * dw->g.ow))
     throw Error("int8 GEMM: the folded depthwise does not match its A");
+  if (pool && (!g || dw || residual || m != 4 * g->n * pool->ph * pool->pw ||
+               2 * pool->ph > g->oh || 2 * pool->pw > g->ow))
+    throw Error("int8 GEMM: the folded pool does not match its convolution");
   cl_mem stage = w.stage.get();
   if (!s.table.empty()) {
     state->table_stage = UploadOutputStage(ctx, s);
@@ -184,10 +192,14 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   if (vec) defines += " -DVEC_A";
   if (split) defines += " -DSPLIT_K";
   if (residual) defines += " -DQUANT_RESIDUAL";
+  if (pool) {
+    if (t.tm % 4) throw Error("int8 GEMM: a pool needs tiles of four rows at a time");
+    defines += " -DPOOL2";
+  }
   // The launch's integers, in kernels/gemm_int8.cl's order (GemmInt8Param), read from memory.
   ConvGeometry none;
   const ConvGeometry& g_ = g ? *g : dw ? dw->g : none;
-  ParamBlock prm = LaunchIntegers(w, m, a_zero, s, g_, split ? p.k_per_split : w.kp, dw);
+  ParamBlock prm = LaunchIntegers(w, m, a_zero, s, g_, split ? p.k_per_split : w.kp, dw, pool);
   // The constant buffers, each at its slot of prm's first ten.
   state->residual_params = residual ? UploadInts(ctx, residual->params) : Buffer();
   std::vector<cl_mem> slots = {w.b.get(), w.bias.get(), stage, state->residual_params.get()};
@@ -217,7 +229,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   l.name = std::string(g    ? "gemm_int8_im2col"
                        : dw ? "gemm_int8_depthwise"
                             : "gemm_int8") +
-           (split ? "_splitk" : "");
+           (pool ? "_pool" : "") + (split ? "_splitk" : "");
   l.kernel = CreateKernel(*prog, "gemm_int8");
   SetArgs(l.kernel, a, out);
   cl_uint next = prm.Set(l.kernel, 2);

@@ -42,6 +42,15 @@ struct Int8Residual {
   std::vector<int> params;
 };
 
+// A 2x2 max pool of stride 2 after an implicit GEMM's convolution (fusion/pool.cc,
+// kernels/gemm_int8.cl's POOL2): the output is the pool's, ph x pw pixels an image, and the GEMM's
+// m is four rows to each of them.
+struct Int8Pool {
+  int ph = 0, pw = 0;
+};
+// Whether this device's int8 GEMM tiles can take one (four rows to a window within a tile).
+bool Int8GemmTakesPool(const DeviceInfo& dev);
+
 // A depthwise convolution whose output is A (fusion/depthwise.cc, kernels/gemm_int8.cl's DW_A):
 // A[m][k] is its output at pixel m (of g's output), channel k, computed from its input where the
 // GEMM reads it. Depth multiplier 1, g.c % 4 == 0 and g.c == the GEMM's k; its output zero point is
@@ -69,7 +78,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
                                    Int8GemmState* state, const ConvGeometry* im2col = nullptr,
                                    std::string* path_used = nullptr,
                                    const Int8Residual* residual = nullptr,
-                                   const Int8DepthwiseA* dw = nullptr);
+                                   const Int8DepthwiseA* dw = nullptr,
+                                   const Int8Pool* pool = nullptr);
 
 // Whether EncodeInt8Gemm of this shape (with a depthwise folded in: dw) splits K (the
 // algorithm's name in profiles), and the bytes of the int32 sums it would keep if the device's

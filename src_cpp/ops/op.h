@@ -167,6 +167,7 @@ class Op {
     return att().affine.on ? &att().affine : nullptr;
   }
   bool has_gate() const { return att().gate.on; }
+  bool has_pool() const { return att().pool.on; }
   size_t gate_input() const { return att().gate.input; }
 
   const std::vector<Launch>& launches() const { return launches_; }
