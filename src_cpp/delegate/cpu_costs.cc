@@ -73,7 +73,8 @@ bool ReadsHybridWeights(const GraphView& g, const NodeInfo& n) {
 // from the cache where the whole model's fit in it: weights_cached). int8 nodes'
 // arithmetic counts 1 / kCpuInt8Speedup: the CPU's integer kernels are faster, by less than 2x
 // on most models (docs/partitioning.md). An op XNNPACK leaves to TFLite's own kernel (in its int8
-// or its float form, or reading dynamic-range weights) costs that kernel's time, where longer.
+// or its float form, or reading dynamic-range weights), or runs far off its roofline (a PAD of the
+// channels), costs that kernel's time, where longer.
 double CpuNodeMs(const GraphView& g, const NodeInfo& n, const OpHandler* h, double f, bool int8,
                  const CpuCosts& cpu, bool weights_cached) {
   double traffic = 0, weights = 0;

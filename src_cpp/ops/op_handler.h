@@ -74,8 +74,8 @@ struct OpHandler {
   double (*cpu_int8_kernel_ns)(const GraphView& graph, const NodeInfo& node,
                                const CpuHost& host) = nullptr;
   CpuHandoff cpu_handoff = CpuHandoff::kOther;
-  // The same for its float form, where XNNPACK runs it far off the roofline (a PAD of the last
-  // axis, a row at a time); null or 0: the roofline alone.
+  // cpu_int8_kernel_ns for its float form: XNNPACK's kernel where it runs far off the roofline (a
+  // PAD of the last axis, a row at a time); null or 0: the roofline alone.
   double (*cpu_float_kernel_ns)(const GraphView& graph, const NodeInfo& node,
                                 const CpuHost& host) = nullptr;
 };
