@@ -307,28 +307,13 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
 #pragma unroll
     for (int j = 0; j < WN; ++j) {
       const int n = n0 + tx + j * RTN;
-#ifdef POOL2
-      if (n >= N) {
-#pragma unroll
-        for (int i = 0; i < WM; ++i) pooled[ty + i * RTM][tx + j * RTN] = -128;
-        continue;
-      }
-#else
-      if (n >= N) continue;
-#endif
+      if (n >= N) continue;  // POOL2: windows past N or M are never read back
       const int2 ms = stage[n];
       const int bn = bias[n];
 #pragma unroll
       for (int i = 0; i < WM; ++i) {
         const int m = m0 + ty + i * RTM;
-#ifdef POOL2
-        if (m >= M) {
-          pooled[ty + i * RTM][tx + j * RTN] = -128;
-          continue;
-        }
-#else
         if (m >= M) continue;
-#endif
         const int idx = m * N + n;
 #ifdef SPLIT_K
         const int s = global_take(&sums[idx]);
@@ -344,7 +329,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
       }
     }
 #ifdef POOL2
-    // Each window's largest byte, one pooled pixel and channel at a time.
+    // Each window's largest byte, one pooled pixel and channel at a time (M and TM are multiples
+    // of four: a window's rows are all below M or none).
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int e = lid; e < (TM / 4) * TN; e += GEMM_WG) {
       const int r = (e / TN) * 4, c = e % TN, p = (m0 + r) >> 2, n = n0 + c;
