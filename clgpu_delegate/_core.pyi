@@ -236,6 +236,11 @@ class DelegateStats:
     def calibration_kernel_us(self) -> float:
         ...
     @property
+    def calibration_mapped_gbps(self) -> float | None:
+        """
+        Host <-> device transfers through a mapped host-pointer buffer, as partitions make them with zero_copy (the figure the estimate then uses); None when not measured.
+        """
+    @property
     def calibration_refined(self) -> bool:
         """
         Whether a close decision had the kernel figure measured again, over a window that meets the driver's lower launch level.

@@ -12,7 +12,7 @@ import pytest
 
 import clgpu_delegate
 
-FIGURES = ("kernel_us", "copy_us", "sync_us", "gbps", "gflops")
+FIGURES = ("kernel_us", "copy_us", "sync_us", "gbps", "mapped_gbps", "gflops")
 
 # Prints the calibration fields of two delegates created one after the other; argv[1], when
 # given, is their serialization_dir.
@@ -46,6 +46,7 @@ def _assert_sane(c: dict) -> None:
         v = c[f"calibration_{name}"]
         assert isinstance(v, float) and math.isfinite(v) and v > 0, (name, c)
     assert c["calibration_gbps"] < 1e4 and c["calibration_gflops"] < 1e6, c
+    assert c["calibration_mapped_gbps"] < 1e4, c
     assert c["calibration_kernel_us"] < 1e5 and c["calibration_sync_us"] < 1e6, c
 
 
@@ -92,8 +93,8 @@ def test_a_bad_file_is_ignored_and_rewritten(run_python, tmp_path: Path, damage:
         path.write_bytes(good.encode()[: len(good) // 2] + b"\x00garbage")
     elif damage == "implausible":
         path.write_text(good.replace("\nsync_us ", "\nsync_us -"))
-    elif damage == "older":  # format 2 timed one kernel back to back: its figure is not ours
-        path.write_text(good.replace("calibration 3\n", "calibration 2\n"))
+    elif damage == "older":  # format 3 had no mapped transfers: its figures are not ours
+        path.write_text(good.replace("calibration 4\n", "calibration 3\n"))
     elif damage == "huge":
         path.write_text(good + "# padding\n" * 100_000)
     else:
@@ -104,7 +105,7 @@ def test_a_bad_file_is_ignored_and_rewritten(run_python, tmp_path: Path, damage:
     assert first["calibration_source"] == "measured", first
     _assert_sane(first)
     assert not path.is_symlink() and path.stat().st_size < 4096
-    assert path.read_text().startswith("clgpu_delegate calibration 3\n")
+    assert path.read_text().startswith("clgpu_delegate calibration 4\n")
     assert "\nsync_us " in path.read_text() and "garbage" not in path.read_text()
     if damage == "symlink":
         assert target.read_text() == good  # the link was replaced, not written through
@@ -142,7 +143,7 @@ def test_a_close_call_refines_the_kernel_figure_once_and_stores_it(
     assert after["calibration_refined"] and after["calibration_source"] == "measured", after
     _assert_sane(after)
     # Only the kernel figure is measured again.
-    for name in ("copy_us", "sync_us", "gbps", "gflops"):
+    for name in ("copy_us", "sync_us", "gbps", "mapped_gbps", "gflops"):
         assert after[f"calibration_{name}"] == before[f"calibration_{name}"], name
     assert second == after  # once per device in a process
     # The next process reads the refined figure from the file, as it is.
@@ -169,6 +170,7 @@ def test_off_uses_the_constants(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     assert s.calibration_source == "constants"
     assert (s.calibration_kernel_us, s.calibration_copy_us, s.calibration_sync_us) == (7.5, 2, 40)
     assert s.calibration_gbps is None and s.calibration_gflops is None
+    assert s.calibration_mapped_gbps is None
     assert not list(tmp_path.glob("calibration-*"))
 
 

@@ -17,11 +17,14 @@ namespace clgpu {
 // fitted with on the H200 machine (bench/compare_cpu.py); delegate/calibration.h measures
 // them on the delegate's own device and queue.
 struct DeviceCosts {
-  double min_kernel_us = 6.0;        // device time of even the smallest kernel
-  double launch_gap_us = 1.5;        // between kernels, the enqueue overlapping
-  double copy_us = 2.0;              // a RESHAPE's buffer copy: no kernel, no arithmetic
-  double sync_us = 40.0;             // one clFinish + read-back per invoke
-  double gbps = 0;                   // host <-> device copies; 0: 8 (PCIe, pageable), 15 (unified)
+  double min_kernel_us = 6.0;  // device time of even the smallest kernel
+  double launch_gap_us = 1.5;  // between kernels, the enqueue overlapping
+  double copy_us = 2.0;        // a RESHAPE's buffer copy: no kernel, no arithmetic
+  double sync_us = 40.0;       // one clFinish + read-back per invoke
+  double gbps = 0;             // host <-> device copies; 0: 8 (PCIe, pageable), 15 (unified)
+  // The same through a buffer over host memory, mapped and unmapped, as partitions transfer with
+  // zero_copy (a DMA of pinned memory on NVIDIA's driver); 0: not measured, gbps stands for it.
+  double mapped_gbps = 0;
   double gflops = 0;                 // arithmetic peak; 0: compute units x clock x 128 FLOP/cycle
   std::string source = "constants";  // "measured", "cache" (this process), "file", "constants"
   // min_kernel_us is the lower launch level's, over a longer window (RefinedDeviceCosts).

@@ -277,7 +277,10 @@ PartitionEstimate DelegateCore::EstimateClaim(const GraphView& graph,
                                               const PartitionPreview& p, const CpuCosts& cpu) {
   const int folded = static_cast<int>(p.nodes.size() - ops.size());
   auto estimate = [&] {
-    return EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), device_costs_, cpu,
+    DeviceCosts costs = device_costs_;
+    // A zero-copy partition moves its boundary as the mapped figure was measured.
+    if (zero_copy() && costs.mapped_gbps > 0) costs.gbps = costs.mapped_gbps;
+    return EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), costs, cpu,
                              options_.fuse, folded);
   };
   PartitionEstimate e = estimate();

@@ -119,6 +119,10 @@ void BindStats(py::module_& m) {
           "calibration_gbps", [](const S& s) { return Measured(s.calibration.gbps); },
           "Host <-> device copies; None when not measured.")
       .computed(
+          "calibration_mapped_gbps", [](const S& s) { return Measured(s.calibration.mapped_gbps); },
+          "Host <-> device transfers through a mapped host-pointer buffer, as partitions make "
+          "them with zero_copy (the figure the estimate then uses); None when not measured.")
+      .computed(
           "calibration_gflops", [](const S& s) { return Measured(s.calibration.gflops); },
           "The arithmetic peak; None when not measured.")
       .field("disk_cache", &S::disk_cache,
