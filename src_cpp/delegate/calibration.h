@@ -12,8 +12,16 @@
 namespace clgpu {
 
 // Back-to-back small kernels and buffer copies, the host's sync round trip, host <-> device
-// bandwidth and multiply-add throughput, each the best of three tries. Throws Error / ClError.
+// bandwidth (pageable, and through a mapped host-pointer buffer) and multiply-add throughput,
+// each the best of three tries (calibration_rig.cc). Throws Error / ClError; the figures are
+// not checked for plausibility here (CalibratedDeviceCosts does).
 DeviceCosts MeasureDeviceCosts(Environment& env, cl_command_queue queue);
+
+// The lower of the driver's launch levels, us per small kernel in turn: batches of 64 and 8
+// taking turns for `window_ms` (at least three of each, at most max_tries), the fastest of each
+// (RefinedDeviceCosts). Throws Error / ClError.
+double LowerLaunchLevelUs(Environment& env, cl_command_queue queue, double window_ms,
+                          int max_tries);
 
 // The figures for env's device: this process's earlier measurement ("cache"), else `dir`'s
 // calibration file when `dir` is not empty ("file"), else a measurement on `queue`
