@@ -304,6 +304,11 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
 
 bool LaunchCostsByKind(const DeviceInfo& dev) { return LaunchCosts(dev)[kSmallLaunch] > 0; }
 
+DeviceCosts TransferCosts(DeviceCosts c, bool zero_copy) {
+  if (zero_copy && c.mapped_gbps > 0) c.gbps = c.mapped_gbps;
+  return c;
+}
+
 std::string EdgeConversionCost(const GraphView& g, const NodeInfo& n, const DeviceCosts& costs,
                                const CpuCosts& cpu) {
   double bytes = 0;

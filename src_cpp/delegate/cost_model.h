@@ -53,6 +53,10 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                                     const std::vector<std::string>& fuse = FusionPassNames(),
                                     int folded_nodes = 0);
 
+// `c` with the host <-> device figure of the way partitions transfer: the mapped one where they
+// map host-pointer buffers (zero_copy) and it was measured, else the pageable copies'.
+DeviceCosts TransferCosts(DeviceCosts c, bool zero_copy);
+
 // "" when the device should run `n`, a type conversion at the model's edge (claim.h,
 // LeaveEdgeConversionsToCpu), else why the CPU runs it: it converts the tensor in less time
 // than a kernel costs the device (a launch and its host side, `costs`).

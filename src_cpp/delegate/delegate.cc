@@ -277,11 +277,8 @@ PartitionEstimate DelegateCore::EstimateClaim(const GraphView& graph,
                                               const PartitionPreview& p, const CpuCosts& cpu) {
   const int folded = static_cast<int>(p.nodes.size() - ops.size());
   auto estimate = [&] {
-    DeviceCosts costs = device_costs_;
-    // A zero-copy partition moves its boundary as the mapped figure was measured.
-    if (zero_copy() && costs.mapped_gbps > 0) costs.gbps = costs.mapped_gbps;
-    return EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(), costs, cpu,
-                             options_.fuse, folded);
+    return EstimatePartition(graph, ops, p.inputs, p.outputs, env_->device(),
+                             TransferCosts(device_costs_, zero_copy()), cpu, options_.fuse, folded);
   };
   PartitionEstimate e = estimate();
   // Too close to call on a first reading of the launch cost, which may have met the driver's
