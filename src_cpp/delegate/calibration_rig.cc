@@ -1,8 +1,6 @@
 // The calibration's measurements (delegate/calibration.h): small kernels in turn, a buffer
 // copy, host round trips (pageable and through a mapped host-pointer buffer) and an arithmetic
 // kernel, each timed from the host. Keeping, reading and refining the figures is calibration.cc's.
-#include "delegate/calibration.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,6 +10,7 @@
 
 #include "cl/errors.h"
 #include "common/error.h"
+#include "delegate/calibration.h"
 
 namespace clgpu {
 namespace {
