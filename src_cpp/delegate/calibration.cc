@@ -27,16 +27,10 @@ namespace {
 constexpr char kHeader[] = "clgpu_delegate calibration 4";  // 4: mapped transfers
 constexpr size_t kMaxFileBytes = 4096;
 
-using Clock = std::chrono::steady_clock;
-
 // The refinement's window (ms; a level lasts tens of ms) and most batches of each length; the
 // lower level's distance below the mean of first readings (us; six H100 processes).
 constexpr double kRefineWindowMs = 40, kLowerLevelUs = 1.0;
 constexpr int kRefineMaxTries = 400;
-
-double UsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
 
 // One line per field; newlines in driver strings would break the format.
 std::string OneLine(std::string s) {
@@ -164,15 +158,17 @@ DeviceCosts RefinedDeviceCosts(Environment& env, cl_command_queue queue, const s
   if (auto it = refined.find(key); it != refined.end()) return it->second;
   DeviceCosts out = c;
   try {
-    const auto t0 = Clock::now();
+    const auto t0 = std::chrono::steady_clock::now();
     const double lower = LowerLaunchLevelUs(env, queue, kRefineWindowMs, kRefineMaxTries);
     if (!(lower > 0 && lower < 1e5)) throw Error("an implausible figure");
     out.min_kernel_us = lower + kLowerLevelUs;
     out.refined = true;
     char buf[160];
-    std::snprintf(buf, sizeof buf,
-                  "calibration refined for a close decision: %.2f us/kernel (was %.2f), in %.1f ms",
-                  out.min_kernel_us, c.min_kernel_us, UsSince(t0) / 1e3);
+    std::snprintf(
+        buf, sizeof buf,
+        "calibration refined for a close decision: %.2f us/kernel (was %.2f), in %.1f ms",
+        out.min_kernel_us, c.min_kernel_us,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     Log(LogLevel::kInfo, buf);
   } catch (const std::exception& e) {
     Log(LogLevel::kInfo, std::string("calibration not refined: ") + e.what());
@@ -202,7 +198,7 @@ DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue,
     c = stored;
   } else {
     try {
-      const auto t0 = Clock::now();
+      const auto t0 = std::chrono::steady_clock::now();
       // A busy host can make one slope negative: measure again before giving up.
       for (int attempt = 0;; ++attempt) {
         try {
@@ -221,11 +217,12 @@ DeviceCosts CalibratedDeviceCosts(Environment& env, cl_command_queue queue,
         }
       }
       char buf[240];
-      std::snprintf(buf, sizeof buf,
-                    "calibration: %.2f us/kernel, %.2f us/copy, %.1f us sync, %.2f GB/s, "
-                    "%.2f GB/s mapped, %.1f GFLOP/s, measured in %.1f ms on ",
-                    c.min_kernel_us, c.copy_us, c.sync_us, c.gbps, c.mapped_gbps, c.gflops,
-                    UsSince(t0) / 1e3);
+      std::snprintf(
+          buf, sizeof buf,
+          "calibration: %.2f us/kernel, %.2f us/copy, %.1f us sync, %.2f GB/s, "
+          "%.2f GB/s mapped, %.1f GFLOP/s, measured in %.1f ms on ",
+          c.min_kernel_us, c.copy_us, c.sync_us, c.gbps, c.mapped_gbps, c.gflops,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       Log(LogLevel::kInfo, buf + dev.name);
     } catch (const std::exception& e) {
       Log(LogLevel::kWarning,
