@@ -127,4 +127,10 @@ void AttachPool(Attachments& a, int output) {
   a.outputs[0] = output;
 }
 
+void AttachChain(Attachments& a, int input, std::vector<IndexStage> stages) {
+  if (a.inputs.size() != 1 || a.chain.on) throw Error("a gather chain needs an op of one input");
+  a.chain = Attachments::Chain{true, std::move(stages)};
+  a.inputs[0] = input;
+}
+
 }  // namespace clgpu

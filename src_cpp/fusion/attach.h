@@ -54,5 +54,8 @@ void AttachPad(Attachments& a, int input, InputPad pad);
 // A 2x2 max pool of stride 2 after the op (FoldTarget::TakesPool checked by the pass): output 0
 // becomes the pool's `output`.
 void AttachPool(Attachments& a, int output);
+// A chain of data-movement ops ending in the op (Op::IndexStageOf): input 0 becomes the first
+// one's `input`, and the op writes through `stages`, its own first.
+void AttachChain(Attachments& a, int input, std::vector<IndexStage> stages);
 
 }  // namespace clgpu

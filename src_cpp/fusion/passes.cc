@@ -21,6 +21,7 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses() {
   p.push_back(MakePreluPass());
   p.push_back(MakeExpandPass());
   p.push_back(MakePoolPass());
+  p.push_back(MakeGathersPass());
   return p;
 }
 

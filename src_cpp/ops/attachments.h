@@ -9,6 +9,7 @@
 
 #include "graph/graph.h"
 #include "ops/epilogue.h"
+#include "ops/index_chain.h"
 #include "ops/op_parts.h"
 
 namespace clgpu {
@@ -98,6 +99,14 @@ struct Attachments {
   struct Pool {
     bool on = false;
   } pool;
+
+  // Data-movement ops before the op (fusion/gathers.cc), itself one of them: input 0 is the
+  // first one's input, and the op writes its output through `stages` (its own first) in one
+  // gather.
+  struct Chain {
+    bool on = false;
+    std::vector<IndexStage> stages;
+  } chain;
 };
 
 }  // namespace clgpu

@@ -256,4 +256,21 @@ size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row) {
   return group;
 }
 
+bool Op::PrepareChain(OpContext& ctx, const Shape& out_shape, const std::vector<cl_mem>& in,
+                      const std::vector<cl_mem>& out) {
+  if (!chained()) return false;
+  constexpr size_t kGroup = 64;
+  chain_meta_ = UploadInts(ctx, ChainMeta(att().chain.stages));
+  const int total = static_cast<int>(NumElements(out_shape));
+  Launch l;
+  l.name = "gather_chain";
+  l.kernel = CreateKernel(*ctx.GetProgram("gather_chain"), l.name);
+  SetArgs(l.kernel, in.at(0), out.at(0), total, chain_meta_.get());
+  l.global[0] = RoundUp(static_cast<size_t>(std::max(total, 1)), kGroup);
+  l.local[0] = kGroup;
+  launches_.clear();
+  launches_.push_back(std::move(l));
+  return true;
+}
+
 }  // namespace clgpu

@@ -168,6 +168,17 @@ class Op {
   }
   bool has_gate() const { return att().gate.on; }
   bool has_pool() const { return att().pool.on; }
+  bool chained() const { return att().chain.on; }
+
+  // The op's output 0 as one index stage over its input 0 for these shapes (ops/index_chain.h),
+  // or false: what lets it join a chain of data-movement ops (fusion/gathers.cc). A flat copy
+  // is the identity.
+  virtual bool IndexStageOf(const Shape& in, const Shape& out, IndexStage* stage) const {
+    (void)in, (void)out;
+    if (!IsFlatCopy()) return false;
+    *stage = IndexStage{};
+    return true;
+  }
   size_t gate_input() const { return att().gate.input; }
 
   const std::vector<Launch>& launches() const { return launches_; }
@@ -206,12 +217,17 @@ class Op {
     return att().out_view.on ? &att().out_view.view : nullptr;
   }
   float output_scale() const { return att().out_view.on ? att().out_view.scale : 1.0f; }
+  // With a chain attached, its one gather launch, writing `out_shape`, in place of the op's own
+  // (the ops that take chains call it first; false: none attached).
+  bool PrepareChain(OpContext& ctx, const Shape& out_shape, const std::vector<cl_mem>& in,
+                    const std::vector<cl_mem>& out);
   std::vector<IndexInput> index_inputs_;  // set by the op's Prepare
   // Facts of the op's kind, set by its constructor (KeepsFloat32, IsFlatCopy).
   bool keeps_float32_ = false;
   bool flat_copy_ = false;
 
  private:
+  Buffer chain_meta_;
   const Attachments& att() const {
     static const Attachments none;
     return att_ ? *att_ : none;

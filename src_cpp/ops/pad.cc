@@ -30,7 +30,7 @@ class PadOp : public Op {
   PadOp(const NodeInfo& node, PadSpec spec)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), op_(node.op), spec_(std::move(spec)) {}
   const char* type_name() const override { return NameOf(op_); }
-  std::string algorithm() const override { return "gather"; }
+  std::string algorithm() const override { return chained() ? "gather_chain" : "gather"; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     const Shape& s = in.at(0);
@@ -51,10 +51,16 @@ class PadOp : public Op {
   double Flops(const std::vector<Shape>&, const std::vector<Shape>& out) const override {
     return static_cast<double>(NumElements(out[0]));
   }
+  bool IndexStageOf(const Shape& in, const Shape& out, IndexStage* stage) const override {
+    if (in.size() != spec_.before.size() || out.size() != in.size()) return false;
+    *stage = PadStage(in, out, spec_.before, spec_.mode, spec_.value);
+    return true;
+  }
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
                const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
                const std::vector<cl_mem>& out) override {
+    if (PrepareChain(ctx, out_shapes[0], in, out)) return;
     const Shape &s = in_shapes[0], &o = out_shapes[0];
     std::vector<int> meta(o.begin(), o.end());
     meta.insert(meta.end(), s.begin(), s.end());

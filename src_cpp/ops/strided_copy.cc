@@ -157,6 +157,7 @@ bool AxisMapFlatRange(const AxisMap& m, size_t* first) {
 }
 
 bool StridedCopyOp::FlatRanges(const std::vector<Shape>& in, std::vector<size_t>* first) const {
+  if (chained()) return false;  // its input is a chain's: one gather
   const std::vector<AxisMap> maps = Maps(in);
   first->assign(maps.size(), 0);
   for (size_t j = 0; j < maps.size(); ++j)
@@ -164,9 +165,29 @@ bool StridedCopyOp::FlatRanges(const std::vector<Shape>& in, std::vector<size_t>
   return true;
 }
 
+bool StridedCopyOp::IndexStageOf(const Shape& in, const Shape& out, IndexStage* stage) const {
+  const std::vector<AxisMap> maps = Maps({in});
+  if (maps.size() != 1 || maps[0].table_axis >= 0 || NumElements(maps[0].out) != NumElements(out))
+    return false;
+  const FlatMap f = Flatten(maps[0]);
+  *stage = IndexStage{};
+  stage->out.assign(f.dims.begin(), f.dims.end());
+  if (stage->out.empty()) stage->out = {1};
+  for (int64_t st : f.strides) {
+    if (st < INT_MIN || st > INT_MAX) return false;
+    stage->coef.push_back(static_cast<int>(st));
+  }
+  if (stage->coef.empty()) stage->coef = {0};
+  stage->off.assign(stage->out.size(), 0);
+  stage->bound.assign(stage->out.size(), 0);
+  stage->base = f.base;
+  return true;
+}
+
 void StridedCopyOp::Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
-                            const std::vector<Shape>&, const std::vector<cl_mem>& in,
+                            const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
                             const std::vector<cl_mem>& out) {
+  if (PrepareChain(ctx, out_shapes.at(0), in, out)) return;
   constexpr size_t kGroup = 64;
   const std::vector<AxisMap> maps = Maps(in_shapes);
   launches_.clear();

@@ -44,10 +44,13 @@ class StridedCopyOp : public Op, public Chunker {
   // One map per output for these input shapes; throws Error if they do not fit the node.
   virtual std::vector<AxisMap> Maps(const std::vector<Shape>& in) const = 0;
 
-  std::string algorithm() const override { return algorithm_; }
-  const Chunker* chunker() const override { return this; }
+  std::string algorithm() const override { return chained() ? "gather_chain" : algorithm_; }
+  // A chained op runs whole (fusion/gathers.cc checked it fits).
+  const Chunker* chunker() const override { return chained() ? nullptr : this; }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>&) const override { return 0; }
   bool FlatRanges(const std::vector<Shape>& in, std::vector<size_t>* first) const override;
+  // One map without a table: its stage (ops/index_chain.h).
+  bool IndexStageOf(const Shape& in, const Shape& out, IndexStage* stage) const override;
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
                const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
                const std::vector<cl_mem>& out) override;

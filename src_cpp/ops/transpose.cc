@@ -57,8 +57,9 @@ class TransposeOp : public Op, public Chunker {
   explicit TransposeOp(const TransposeOp& whole) : Op(whole.node_index()), perm_(whole.perm_) {}
 
   const char* type_name() const override { return "TRANSPOSE"; }
-  std::string algorithm() const override { return algorithm_; }
-  const Chunker* chunker() const override { return this; }
+  std::string algorithm() const override { return chained() ? "gather_chain" : algorithm_; }
+  // A chained op runs whole (fusion/gathers.cc checked it fits).
+  const Chunker* chunker() const override { return chained() ? nullptr : this; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     if (in[0].size() != perm_.size())
@@ -68,6 +69,11 @@ class TransposeOp : public Op, public Chunker {
     return {out};
   }
   double Flops(const std::vector<Shape>&, const std::vector<Shape>&) const override { return 0; }
+  bool IndexStageOf(const Shape& in, const Shape& out, IndexStage* stage) const override {
+    if (in.size() != perm_.size() || out.size() != in.size()) return false;
+    *stage = TransposeStage(in, out, perm_);
+    return true;
+  }
 
   // Output axis i reads input axis perm[i]: a box of the output reads the box of the
   // input with the same ranges, permuted.
@@ -91,6 +97,7 @@ class TransposeOp : public Op, public Chunker {
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes,
                const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
                const std::vector<cl_mem>& out) override {
+    if (PrepareChain(ctx, out_shapes[0], in, out)) return;
     const Shape& s = in_shapes[0];
     const int total = static_cast<int>(NumElements(s));
     const Reduced r = Reduce(s, perm_);

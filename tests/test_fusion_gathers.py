@@ -1,0 +1,127 @@
+"""Chains of data-movement ops run as one gather (fusion/gathers.cc, kernels/gather_chain.cl):
+TRANSPOSE, PAD / PADV2 / MIRROR_PAD, STRIDED_SLICE / SLICE and the RESHAPE / EXPAND_DIMS between
+them, as NCHW converters write them around 1-D convolutions. Against TFLite's CPU kernels with
+the pass on and off, float32, fp16 storage and int8 (bit-exact): an op read by two chains runs in
+both; no fold through a partition output; the cost model counts the launches saved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from folds import estimated_and_launched, folded_nodes, launches
+from int8_parity import check_int8_parity
+from parity import check_parity, precision_tolerances
+
+from clgpu_delegate.modelgen import ModelBuilder, quantize_model
+
+NO_GATHERS = "affine,pad,clamp,epilogue,residual,views,squeeze,gate,depthwise,prelu,expand,pool"
+
+
+def audio_stage(length: int = 40, seed: int = 0, quantize: bool = False, output_t: bool = False):
+    """One stage of an NCHW audio front end: a TRANSPOSE read by a zero PAD and a MIRROR_PAD, each
+    transposed back and given a unit axis before its convolution (basic-pitch's pattern)."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", (1, length, 1))
+    t = b.transpose(x, (0, 2, 1))  # (1, 1, L)
+    if output_t:  # a partition output: nothing folds through it
+        b.output(t)
+    p = b.pad(t, [[0, 0], [0, 0], [3, 4]])
+    m = b.mirror_pad(t, [[0, 0], [0, 0], [5, 5]], "REFLECT")
+    for y, k in ((p, 4), (m, 6)):
+        y = b.expand_dims(b.transpose(y, (0, 2, 1)), 1)  # (1, 1, L', 1)
+        b.output(b.conv2d(y, b.rand((2, 1, k, 1)), b.rand((2,), 0.2), 1, 2, "VALID", None))
+    model = b.build()
+    return quantize_model(model, io="int8", seed=seed) if quantize else model
+
+
+def slice_pad_concat(seed: int = 1, quantize: bool = False) -> bytes:
+    """Harmonic stacking: strided slices of a spectrogram, each padded back to its width, then
+    concatenated (a STRIDED_SLICE -> PAD per shift), and a rank-4 TRANSPOSE -> strided slice
+    of step 2 -> SYMMETRIC MIRROR_PAD row."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", (1, 6, 20, 1))
+    parts = []
+    for shift in (0, 3, 7):
+        s = b.strided_slice(x, [0, 0, shift, 0], [1, 6, 20, 1])
+        parts.append(b.pad(s, [[0, 0], [0, 0], [0, shift], [0, 0]]))
+    b.output(b.concat(parts, 3))
+    t = b.transpose(x, (0, 2, 1, 3))  # (1, 20, 6, 1)
+    s = b.strided_slice(t, [0, 1, 0, 0], [1, 19, 6, 1], [1, 2, 1, 1])  # (1, 9, 6, 1)
+    b.output(b.mirror_pad(s, [[0, 0], [2, 1], [1, 2], [0, 0]], "SYMMETRIC"))
+    model = b.build()
+    return quantize_model(model, io="int8", seed=seed) if quantize else model
+
+
+def chained(r: Any) -> int:
+    return folded_nodes(r, "gather_chain")
+
+
+def check_float(model: bytes, runtime: str, ends: int, saved: int, precision: str = "fp32") -> None:
+    common: dict[str, Any] = {
+        "profiling": True,
+        "partitioning": "all",
+        "expect_delegated": "all",
+        "precision": precision,
+        **precision_tolerances(precision),
+    }
+    on = check_parity(model, runtime, **common)
+    off = check_parity(model, runtime, fuse=NO_GATHERS, **common)
+    assert chained(off) == 0
+    assert chained(on) == ends, on.delegate.profile().table()
+    assert launches(on) == launches(off) - saved, on.delegate.profile().table()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_an_audio_front_end_stage_runs_two_gathers(runtime: str, precision: str) -> None:
+    # Off: TRANSPOSE, PAD, TRANSPOSE, MIRROR_PAD, TRANSPOSE; on: the two last TRANSPOSEs, each
+    # running the first TRANSPOSE and its pad (the EXPAND_DIMS cost nothing either way).
+    check_float(audio_stage(seed=2), runtime, ends=2, saved=3, precision=precision)
+
+
+def test_slices_padded_back_and_a_symmetric_pad(runtime: str) -> None:
+    # Three STRIDED_SLICE -> PAD pairs (a copy each, the whole width a buffer copy) and
+    # TRANSPOSE -> STRIDED_SLICE -> MIRROR_PAD: four launches and CONCATENATION's, from ten.
+    check_float(slice_pad_concat(), runtime, ends=4, saved=5)
+
+
+def test_no_fold_through_a_partition_output(runtime: str) -> None:
+    # The first TRANSPOSE is a model output: the pads keep reading it; only the TRANSPOSEs after
+    # them take their pads.
+    check_float(audio_stage(seed=3, output_t=True), runtime, ends=2, saved=2)
+
+
+@pytest.mark.parametrize("make", [audio_stage, slice_pad_concat], ids=["audio", "slices"])
+def test_int8_chains_are_bit_exact(runtime: str, make: Any) -> None:
+    model = make(seed=4, quantize=True)
+    common = {"min_fraction": 1.0, "max_quanta": 0, "profiling": True, "partitioning": "all"}
+    on = check_int8_parity(model, runtime, **common)
+    off = check_int8_parity(model, runtime, **common, fuse=NO_GATHERS)
+    assert chained(off) == 0 and chained(on) >= 2, on.delegate.profile().table()
+    assert launches(on) < launches(off)
+
+
+def test_the_cost_model_counts_the_gathers(runtime: str) -> None:
+    estimated, launched = estimated_and_launched(audio_stage(length=64, seed=5), runtime)
+    assert estimated and set(estimated) == {launched}, (estimated, launched)
+
+
+def test_a_long_chain_matches_numpy(runtime: str) -> None:
+    # Reflect, transpose, slice with a negative step, constant pad of a value, reshape: one
+    # launch, checked against numpy's own ops as well as TFLite's.
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (2, 5, 7))
+    y = b.mirror_pad(x, [[0, 0], [1, 2], [2, 0]], "REFLECT")  # (2, 8, 9)
+    y = b.transpose(y, (2, 0, 1))  # (9, 2, 8)
+    y = b.strided_slice(y, [8, 0, 0], [0, 2, 8], [-2, 1, 1])  # (4, 2, 8)
+    y = b.reshape(y, (4, 16))
+    y = b.pad_v2(y, [[1, 0], [0, 3]], 2.5)  # (5, 19)
+    b.output(b.transpose(y, (1, 0)))
+    model = b.build()
+    xs = np.random.default_rng(7).standard_normal((2, 5, 7)).astype(np.float32)
+    want = np.pad(xs, [[0, 0], [1, 2], [2, 0]], mode="reflect").transpose(2, 0, 1)[8:0:-2]
+    want = np.pad(want.reshape(4, 16), [[1, 0], [0, 3]], constant_values=2.5).T
+    r = check_parity(model, runtime, inputs=[xs], profiling=True, partitioning="all", atol=0)
+    np.testing.assert_array_equal(r.outputs[0], want)
+    assert launches(r) == 1, r.delegate.profile().table()
