@@ -2,10 +2,9 @@
 // ADD, per-channel PRELU slopes, views, a squeeze, a gate, a depthwise, an expand, a pool, a
 // chain of data movement) is one file here, with a graph-level Find that the cost model and the
 // partition both use and an Apply that decides per plan, with the plan's shapes and ops, what
-// actually folds. FusionPasses() is the
-// one ordered table of them; option `fuse` names its entries. Between ops/ (what an op can take)
-// and runtime/ (which implements FoldPlan). A pass records what folds in the ops' Attachments,
-// through fusion/attach.h.
+// actually folds. FusionPasses() is the one ordered table of them; option `fuse` names its
+// entries. Between ops/ (what an op can take) and runtime/ (which implements FoldPlan). A pass
+// records what folds in the ops' Attachments, through fusion/attach.h.
 #pragma once
 
 #include <cstddef>
