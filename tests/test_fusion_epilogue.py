@@ -296,9 +296,9 @@ def test_folded_clamps_put_nans_where_tflite_does(first: bool, runtime: str) -> 
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
 
 
-# A MUL, ADD, SUB or DIV of a constant scalar with no activation, after the producer's clamp and
-# epilogue (PostClamp): hard sigmoid as Keras and litert-torch convert it (a conv with RELU6 and
-# the + 3 in its bias, then MUL by 1/6), a rescale.
+# A MUL, ADD, SUB or DIV of a constant scalar with no activation, or a NEG, after the producer's
+# clamp and epilogue (PostClamp): hard sigmoid as Keras and litert-torch convert it (a conv with
+# RELU6 and the + 3 in its bias, then MUL by 1/6), a rescale.
 @pytest.mark.parametrize("producer", ["conv", "depthwise", "fully_connected", "mul_broadcast"])
 @pytest.mark.parametrize(
     ("kind", "ops"),
@@ -306,6 +306,7 @@ def test_folded_clamps_put_nans_where_tflite_does(first: bool, runtime: str) -> 
         (None, [("mul", 1 / 6, True)]),
         (None, [("mul", -0.5, False), ("add", 0.5, False)]),
         (None, [("sub", 0.25, True), ("div", 3.0, True)]),
+        (None, [("neg", 0.0, True), ("add", 0.5, True)]),  # NEG is a MUL by -1
         ("LEAKY_RELU", [("add", -1.0, True), ("max", -0.3, True)]),
     ],
 )
@@ -321,6 +322,8 @@ def test_constant_arithmetic_folds_after_the_epilogue(
         k = np.array(c, np.float32)
         if op in ("max", "min"):
             y = _clamp(b, y, op, c, first)
+        elif op == "neg":
+            y = b.neg(y)
         else:
             f = getattr(b, op)
             y = f(y, k) if first else f(k, y)

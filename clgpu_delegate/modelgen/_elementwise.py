@@ -94,6 +94,10 @@ class ElementwiseOps(_GraphBuilder):
         """RELU6."""
         return self._unary(tflite.BuiltinOperator.RELU6, x)
 
+    def neg(self, x: int) -> int:
+        """NEG."""
+        return self._unary(tflite.BuiltinOperator.NEG, x)
+
     def tanh(self, x: int) -> int:
         """TANH."""
         return self._unary(tflite.BuiltinOperator.TANH, x)

@@ -3,8 +3,9 @@
 // LEAKY_RELU or a PRELU of one slope reading the producer's output alone (directly, or through
 // RESHAPEs that only it reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no
 // broadcast) that are its output's only readers; then up to two MAXIMUM / MINIMUM / MUL / ADD /
-// SUB / DIV with a constant scalar, each its input's only reader (PostClamp: hard sigmoid's / 6
-// after a RELU6 as Keras and litert-torch convert it; also with no unary op before them:
+// SUB / DIV with a constant scalar or a NEG (a MUL by -1, exact), each its input's only reader
+// (PostClamp: hard sigmoid's / 6 after a RELU6 as Keras and litert-torch convert it; also with no
+// unary op before them:
 // kIdentityEpilogue). The producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no
 // intermediate is a partition output. On int8 tensors the same (and the RELU family, and a PRELU
 // of one slope; no RESHAPEs between) as one table of the producer's output integers, the chain's
@@ -133,9 +134,16 @@ bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, si
 }
 
 // nodes[i] as a post op of tensor t with a constant float32 scalar, its output float32 of t's
-// shape: a MAXIMUM or MINIMUM (either operand order), or a MUL, ADD, SUB or DIV with no
-// activation (SUB and DIV of t first).
+// shape: a MAXIMUM or MINIMUM (either operand order), a MUL, ADD, SUB or DIV with no activation
+// (SUB and DIV of t first), or a NEG of t.
 bool AsPostClamp(const GraphView& g, const NodeInfo& n, int t, PostClamp* c) {
+  if (n.op == tfl::kNeg) {  // -x is x * -1 bit for bit, NaN and signed zeros included
+    const bool ok = n.inputs.size() == 1 && n.inputs[0] == t && n.outputs.size() == 1 &&
+                    g.valid_tensor(n.outputs[0]) && g.type(n.outputs[0]) == kTfLiteFloat32 &&
+                    g.shape(n.outputs[0]) == g.shape(t);
+    if (ok) *c = PostClamp{PostClamp::kMul, -1.0f, true};
+    return ok;
+  }
   static const std::map<int32_t, PostClamp::Op> kOps = {
       {tfl::kMaximum, PostClamp::kMaximum}, {tfl::kMinimum, PostClamp::kMinimum},
       {tfl::kMul, PostClamp::kMul},         {tfl::kAdd, PostClamp::kAdd},

@@ -6,6 +6,7 @@
 // whose every reader is such a row runs inside each of them, its few index operations done again
 // rather than a launch and a round trip through memory. Last of the passes: it takes only ops
 // that no other pass folded.
+#include <algorithm>
 #include <map>
 
 #include "fusion/pass.h"
@@ -66,7 +67,10 @@ std::vector<Chain> FindChains(const GraphView& g, const std::vector<NodeInfo>& n
     for (auto p = producer.find(nodes[i].inputs[0]); p != producer.end() && inside[p->second];
          p = producer.find(nodes[p->second].inputs[0]))
       c.before.push_back(p->second);
-    if (!c.before.empty()) chains.push_back(std::move(c));
+    // Flat copies alone cost no launch to begin with (and a TRANSPOSE keeps its tiled kernel).
+    const bool moves =
+        std::any_of(c.before.begin(), c.before.end(), [&](size_t b) { return !Flat(nodes[b].op); });
+    if (moves) chains.push_back(std::move(c));
   }
   return chains;
 }
