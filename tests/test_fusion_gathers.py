@@ -125,3 +125,56 @@ def test_a_long_chain_matches_numpy(runtime: str) -> None:
     r = check_parity(model, runtime, inputs=[xs], profiling=True, partitioning="all", atol=0)
     np.testing.assert_array_equal(r.outputs[0], want)
     assert launches(r) == 1, r.delegate.profile().table()
+
+
+def round_trip(
+    back: tuple[int, ...] = (0, 2, 3, 1),
+    quantize: bool = False,
+    seed: int = 8,
+    out_mid: bool = False,
+) -> bytes:
+    """conv -> TRANSPOSE to NCHW -> RESHAPE (H and W merged) -> RESHAPE back -> TRANSPOSE `back`
+    -> conv, and the model input through a TRANSPOSE pair before the first conv: with `back` the
+    inverse, each row comes back to where it started."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", (1, 6, 5, 3))
+    x = b.transpose(b.transpose(x, (0, 3, 1, 2)), (0, 2, 3, 1))
+    y = b.conv2d(x, b.rand((4, 3, 3, 3)), b.rand((4,), 0.2), 1, 1, "SAME", "RELU")
+    t = b.transpose(y, (0, 3, 1, 2))  # (1, 4, 6, 5)
+    if out_mid:
+        b.output(t)
+    t = b.reshape(b.reshape(t, (1, 4, 30)), (1, 4, 6, 5))
+    z = b.transpose(t, back)
+    cin = b.shape(z)[3]
+    b.output(b.conv2d(z, b.rand((2, 3, 3, cin)), b.rand((2,), 0.2), 1, 1, "SAME", None))
+    model = b.build()
+    return quantize_model(model, io="int8", seed=seed) if quantize else model
+
+
+def test_a_row_back_to_its_start_runs_no_kernel(runtime: str) -> None:
+    # Both rows (four TRANSPOSEs) launch nothing: the convolutions read the input and each other.
+    check_float(round_trip(), runtime, ends=0, saved=4)
+
+
+def test_a_row_to_another_layout_keeps_its_gather(runtime: str) -> None:
+    # (0, 2, 1, 3) after NCHW is not the way back: one gather for that row; the input's pair
+    # still runs nothing.
+    check_float(round_trip(back=(0, 2, 1, 3)), runtime, ends=1, saved=3)
+
+
+def test_no_bypass_through_a_partition_output(runtime: str) -> None:
+    # The first TRANSPOSE's output is a model output: it runs, and the second reads it.
+    check_float(round_trip(out_mid=True), runtime, ends=0, saved=2)
+
+
+def test_int8_round_trip_is_bit_exact(runtime: str) -> None:
+    model = round_trip(quantize=True, seed=9)
+    common = {"min_fraction": 1.0, "max_quanta": 0, "profiling": True, "partitioning": "all"}
+    on = check_int8_parity(model, runtime, **common)
+    off = check_int8_parity(model, runtime, **common, fuse=NO_GATHERS)
+    assert launches(on) == launches(off) - 4, on.delegate.profile().table()
+
+
+def test_the_cost_model_counts_the_bypass(runtime: str) -> None:
+    estimated, launched = estimated_and_launched(round_trip(seed=10), runtime)
+    assert estimated and set(estimated) == {launched}, (estimated, launched)

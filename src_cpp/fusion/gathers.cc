@@ -4,10 +4,13 @@
 // (Op::IndexStageOf, kernels/gather_chain.cl), and the others run no kernel. Converters from
 // NCHW frameworks write such rows around their layers (a TRANSPOSE, a PAD, a TRANSPOSE back). An op
 // whose every reader is such a row runs inside each of them, its few index operations done again
-// rather than a launch and a round trip through memory. Last of the passes: it takes only ops
-// that no other pass folded.
+// rather than a launch and a round trip through memory. A row that comes back to where it
+// started (a TRANSPOSE to NCHW, RESHAPEs, a TRANSPOSE back) runs nothing: its readers read its
+// source. Last of the passes: it takes only ops that no other pass folded.
 #include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "fusion/pass.h"
 #include "tflite/builtin.h"
@@ -27,7 +30,66 @@ bool Moves(int32_t op) {
 struct Chain {
   size_t end = 0;
   std::vector<size_t> before;  // the ops folded into `end`, nearest first
+  // The row maps every element to itself at these shapes of its tensors (the graph's).
+  bool identity = false;
+  std::vector<std::pair<int, Shape>> shapes;
 };
+
+// Whether a row of TRANSPOSEs and flat copies sends every element back to where it started. The
+// source's axes of extent above 1 are followed through each op as atoms: a TRANSPOSE moves the
+// current axes (each a run of atoms), a flat copy regroups the run of all atoms into its output's
+// axes (a boundary inside an atom: not followed, no bypass), and the row is the identity when the
+// atoms end in their first order. Records the tensors' shapes it holds for.
+bool GraphIdentity(const GraphView& g, const std::vector<NodeInfo>& nodes, Chain* c) {
+  const int src = nodes[c->before.back()].inputs[0], y = nodes[c->end].outputs[0];
+  if (g.shape(src) != g.shape(y)) return false;
+  std::vector<size_t> order(c->before.rbegin(), c->before.rend());  // source first
+  order.push_back(c->end);
+  std::vector<int> size;               // per atom
+  std::vector<std::vector<int>> axes;  // per axis of the current tensor: its atoms (none: 1)
+  for (int d : g.shape(src)) {
+    axes.emplace_back();
+    if (d != 1) axes.back().push_back(static_cast<int>(size.size())), size.push_back(d);
+  }
+  c->shapes = {{src, g.shape(src)}};
+  for (size_t i : order) {
+    const NodeInfo& n = nodes[i];
+    const Shape in = g.shape(n.inputs[0]), out = g.shape(n.outputs[0]);
+    c->shapes.emplace_back(n.outputs[0], out);
+    if (NumElements(out) <= 0 || in.size() != axes.size()) return false;
+    std::vector<std::vector<int>> next;
+    if (Flat(n.op)) {
+      std::vector<int> run;
+      for (const auto& a : axes) run.insert(run.end(), a.begin(), a.end());
+      size_t k = 0;
+      for (int d : out) {
+        next.emplace_back();
+        for (int64_t p = 1; p < d; ++k) {
+          if (k >= run.size()) return false;
+          next.back().push_back(run[k]);
+          p *= size[size_t(run[k])];
+          if (p > d) return false;
+        }
+      }
+      if (k != run.size()) return false;
+    } else {
+      if (n.op != tfl::kTranspose || n.inputs.size() != 2 || !g.IsConstant(n.inputs[1]))
+        return false;
+      const std::vector<int64_t> perm = g.ConstantInts(n.inputs[1]);
+      if (perm.size() != in.size() || out.size() != in.size()) return false;
+      for (int64_t p : perm) {
+        if (p < 0 || p >= static_cast<int64_t>(in.size())) return false;
+        next.push_back(axes[size_t(p)]);
+      }
+    }
+    axes = std::move(next);
+  }
+  int expect = 0;
+  for (const auto& a : axes)
+    for (int atom : a)
+      if (atom != expect++) return false;
+  return true;
+}
 
 // Chains ending in an op that is not flat and that nothing further folds, each with the ops
 // before it whose every reader is a chain's op reading it as its data input.
@@ -70,7 +132,10 @@ std::vector<Chain> FindChains(const GraphView& g, const std::vector<NodeInfo>& n
     // Flat copies alone cost no launch to begin with (and a TRANSPOSE keeps its tiled kernel).
     const bool moves =
         std::any_of(c.before.begin(), c.before.end(), [&](size_t b) { return !Flat(nodes[b].op); });
-    if (moves) chains.push_back(std::move(c));
+    // A constant source would not be on the device: the partition uploads what ops read first.
+    if (!moves || g.IsConstant(nodes[c.before.back()].inputs[0])) continue;
+    c.identity = !outputs.count(nodes[i].outputs[0]) && GraphIdentity(g, nodes, &c);
+    chains.push_back(std::move(c));
   }
   return chains;
 }
@@ -80,7 +145,10 @@ class GathersPass : public FusionPass {
   const char* name() const override { return "gathers"; }
   void Find(const FoldGraph& g, Folds* folds) override {
     found_ = FindChains(g.g, g.nodes, g.outputs, folds->folded);
-    for (const Chain& c : found_) folds->folded.insert(c.before.begin(), c.before.end());
+    for (const Chain& c : found_) {
+      folds->folded.insert(c.before.begin(), c.before.end());
+      if (c.identity) folds->folded.insert(c.end);
+    }
   }
   // A chain folds where its end and every op before it can say their stages for this plan's
   // shapes, all in one precision, with each tensor whole in one buffer. An op shared by several
@@ -102,6 +170,7 @@ class GathersPass : public FusionPass {
       Op& end = plan.op(c.end);
       end.IndexStageOf(plan.shape(end.inputs()[0]), plan.shape(end.outputs()[0]), &stages[0]);
       int input = end.inputs()[0];
+      size_t taken = 0;
       for (size_t b : c.before) {
         if (!shared_ok[b]) break;
         Op& op = plan.op(b);
@@ -110,8 +179,11 @@ class GathersPass : public FusionPass {
         plan.Absorb(b, c.end);
         plan.Elide(op.outputs()[0]);
         input = op.inputs()[0];
+        ++taken;
       }
-      if (stages.size() > 1) AttachChain(plan.attachments(c.end), input, std::move(stages));
+      if (taken == 0) continue;
+      if (!(c.identity && taken == c.before.size() && Bypass(plan, c, input)))
+        AttachChain(plan.attachments(c.end), input, std::move(stages));
     }
   }
 
@@ -138,6 +210,25 @@ class GathersPass : public FusionPass {
           !op.IndexStageOf(plan.shape(op.inputs()[0]), plan.shape(op.outputs()[0]), &s))
         return false;
     }
+    return true;
+  }
+
+  // A row that maps every element to itself, its source `x` stored as its output: the readers
+  // of the output read x instead, and the row's last op runs no kernel either.
+  static bool Bypass(FoldPlan& plan, const Chain& c, int x) {
+    const size_t end = c.end;
+    const int y = plan.op(end).outputs()[0];
+    if (!plan.internal(y) || plan.bytes(x) != plan.bytes(y)) return false;
+    for (const auto& [t, shape] : c.shapes)
+      if (plan.shape(t) != shape) return false;  // resized since: the gather runs
+    int reader = -1;
+    for (size_t j = 0; j < plan.size(); ++j)
+      if (j != end && !plan.absorbed(j))
+        for (int& t : plan.attachments(j).inputs)
+          if (t == y) t = x, reader = reader < 0 ? int(j) : reader;
+    if (reader < 0) return false;  // nothing read it: keep the kernel (never the case inside)
+    plan.Absorb(end, size_t(reader));
+    plan.Elide(y);
     return true;
   }
 
