@@ -168,6 +168,7 @@ class Op {
   }
   bool has_gate() const { return att().gate.on; }
   bool has_pool() const { return att().pool.on; }
+  size_t gate_input() const { return att().gate.input; }
   bool chained() const { return att().chain.on; }
 
   // The op's output 0 as one index stage over its input 0 for these shapes (ops/index_chain.h),
@@ -179,7 +180,6 @@ class Op {
     *stage = IndexStage{};
     return true;
   }
-  size_t gate_input() const { return att().gate.input; }
 
   const std::vector<Launch>& launches() const { return launches_; }
   // Run-time indices the op reads (GATHER, EMBEDDING_LOOKUP): int32 tensor `tensor`, each value

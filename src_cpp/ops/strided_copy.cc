@@ -166,7 +166,12 @@ bool StridedCopyOp::FlatRanges(const std::vector<Shape>& in, std::vector<size_t>
 }
 
 bool StridedCopyOp::IndexStageOf(const Shape& in, const Shape& out, IndexStage* stage) const {
-  const std::vector<AxisMap> maps = Maps({in});
+  std::vector<AxisMap> maps;
+  try {
+    maps = Maps({in});
+  } catch (const Error&) {
+    return false;  // shapes the node does not take: no stage (the op's own check says why)
+  }
   if (maps.size() != 1 || maps[0].table_axis >= 0 || NumElements(maps[0].out) != NumElements(out))
     return false;
   const FlatMap f = Flatten(maps[0]);
