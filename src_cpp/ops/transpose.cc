@@ -121,11 +121,11 @@ class TransposeOp : public Op, public Chunker {
                     kTile * kRows;
       algorithm_ = "tiled_2d";
     } else {
+      // Output dims, then per output axis the input stride it walks: the op's own index stage.
       const int rank = static_cast<int>(s.size());
-      std::vector<int> in_strides(rank, 1);
-      for (int i = rank - 2; i >= 0; --i) in_strides[i] = in_strides[i + 1] * s[i + 1];
+      const std::vector<int> coef = TransposeStage(s, out_shapes[0], perm_).coef;
       std::vector<int> meta(out_shapes[0].begin(), out_shapes[0].end());
-      for (int i = 0; i < rank; ++i) meta.push_back(in_strides[perm_[i]]);
+      meta.insert(meta.end(), coef.begin(), coef.end());
       meta_ = UploadInts(ctx, meta);
       auto prog = ctx.GetProgram("transpose");
       l.name = "transpose_nd";
