@@ -17,7 +17,9 @@
 //   bits of floats: [24, 25] act_min, act_max; [26, 27] dw_min, dw_max (DW_A); [28] EC (an int),
 //   [29, 30] ex_min, ex_max (EXPAND_A); [31..34] a_lo1, a_hi1, a_lo2, a_hi2 (A_AFFINE); [35] with
 //   -DPACKED the offset of T slopes [OC] (CHANNEL_SLOPES, gemm_tiles.cl: the whole kernel applies
-//   them, the split one leaves them to gemm_splitk_reduce, which takes them as an argument).
+//   them, the split one leaves them to gemm_splitk_reduce, which takes them as an argument);
+//   [36, 37] out_ldc, out_off (OUT_SLICE, gemm_tiles.cl: the whole kernel reads them, the reduce
+//   takes them as arguments).
 //   src_cpp/ops/conv2d_implicit_gemm.cc's IgParam names them.
 //   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
 //            global = ceil(N * OH * OW / TILE_M) * ceil(OC / TILE_N) * WG.
@@ -284,8 +286,11 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
 #endif
   igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, 0, K, o.x,
                    o.y, &As[0][0], &Bs[0][0], acc DW_PASS);
+#ifdef OUT_SLICE
+  const int out_ldc = prm[36], out_off = prm[37];  // IgParam's kOutSlice
+#endif
   store_output_tile(acc, bias, out, N * OH * OW, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                    act_max RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
+                    act_max RESIDUAL_PASS SLOPES_PASS OUT_SLICE_PASS OVERFLOW_PASS);
 }
 #else
 

@@ -27,7 +27,8 @@
 // Defines: SPLIT_K (off) builds gemm_nt_splitk and gemm_splitk_reduce instead of gemm_nt: a GEMM
 // runs either whole or split, and its program holds only the kernels it launches (compiling the
 // others made a cold start slower: PoCL compiles every kernel of a program it is asked the binary
-// of, NVIDIA every kernel of a program it builds).
+// of, NVIDIA every kernel of a program it builds). OUT_SLICE: the output written into a folded
+// CONCATENATION's tensor (gemm_tiles.cl), two more int arguments of gemm_nt / the reduce.
 
 #ifndef TILE_M
 #define TILE_M 128
@@ -60,7 +61,7 @@
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min,
-    float act_max RESIDUAL_PARAM SLOPES_PARAM K_SCALE_PARAM OVERFLOW_PARAM) {
+    float act_max RESIDUAL_PARAM SLOPES_PARAM K_SCALE_PARAM OUT_SLICE_PARAM OVERFLOW_PARAM) {
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
 
@@ -69,7 +70,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
   float acc[WPT_M][WPT_N];
   gemm_accumulate(A, B, M, N, K, 0, K, o.x, o.y, &As[0][0], &Bs[0][0], acc K_SCALE_PASS);
   store_output_tile(acc, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                    act_max RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
+                    act_max RESIDUAL_PASS SLOPES_PASS OUT_SLICE_PASS OVERFLOW_PASS);
 }
 #else
 

@@ -297,12 +297,28 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
 #define SLOPED4(v, n) (v)
 #endif
 
+// OUT_SLICE (fusion/concat.cc): a CONCATENATION folded into the op, which writes its output
+// row m at out_ldc * m + out_off of the concatenation's tensor instead of at N * m; two more
+// arguments before OVERFLOW_PARAM. A residual is still read at N * m + n.
+#ifdef OUT_SLICE
+#define OUT_SLICE_PARAM , int out_ldc, int out_off
+#define OUT_SLICE_PASS , out_ldc, out_off
+#define OUT_ROW(m, N) ((m) * out_ldc + out_off)
+#define OUT_ROW4_OK (((out_ldc | out_off) & 3) == 0)
+#else
+#define OUT_SLICE_PARAM
+#define OUT_SLICE_PASS
+#define OUT_ROW(m, N) ((m) * (N))
+#define OUT_ROW4_OK 1
+#endif
+
 // C[m0.., n0..] = act(acc + bias [+ residual]) for this work-item's WPT_M x WPT_N outputs of a row-major
 // M x N output (float4 stores when N % 4 == 0 and VWN == 4), skipping rows / columns past the end.
 static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const float* restrict bias,
                                      __global T* restrict C, int M, int N, int m0, int n0, int tx,
                                      int ty, float act_min,
-                                     float act_max RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
+                                     float act_max RESIDUAL_PARAM SLOPES_PARAM OUT_SLICE_PARAM
+                                         OVERFLOW_PARAM) {
 #pragma unroll
   for (int i = 0; i < WPT_M; ++i) {
     const int m = m0 + ROW_OF(ty, i);
@@ -311,13 +327,13 @@ static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const flo
     for (int q = 0; q < WPT_N / VWN; ++q) {
       const int n = n0 + COL_OF(tx, q * VWN);
 #if VWN == 4
-      if ((N & 3) == 0) {
+      if ((N & 3) == 0 && OUT_ROW4_OK) {
         if (n < N) {
           const float4 v =
               (float4)(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]) +
               vload4(n >> 2, bias);
           STOREF4(SLOPED4(ACTIVATE(PLUS_RESIDUAL4(v, (m * N + n) >> 2), act_min, act_max), n), C,
-                  (m * N + n) >> 2);
+                  (OUT_ROW(m, N) + n) >> 2);
         }
         continue;
       }
@@ -328,7 +344,7 @@ static inline void store_output_tile(float acc[WPT_M][WPT_N], __global const flo
           STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(acc[i][q * VWN + e] + bias[n + e], m * N + n + e),
                                  act_min, act_max),
                         n + e),
-                 C, m * N + n + e);
+                 C, OUT_ROW(m, N) + n + e);
     }
   }
 }
@@ -350,18 +366,25 @@ static inline void store_partial_tile(float acc[WPT_M][WPT_N], __global float* r
 }
 
 #ifdef SPLIT_K  // built only into the programs of split GEMMs (gemm.cl)
-// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max[, residual][, slopes]) -- C =
+// gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max[, residual][, slopes]
+//   [, out_ldc, out_off]) -- C =
 //   act(sum_z P[z] + bias [+ residual]) after a split-K GEMM (gemm_nt_splitk,
 //   conv2d_implicit_gemm_splitk), then the slopes (CHANNEL_SLOPES): a fused residual ADD is added
 //   here, once, not by each split.
 //   NDRange: 1-D, global >= M * N, any local size.
 __kernel void gemm_splitk_reduce(__global const float* restrict P, __global const float* restrict bias,
                                  __global T* restrict C, int M, int N, int splits, float act_min,
-                                 float act_max RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
+                                 float act_max RESIDUAL_PARAM SLOPES_PARAM OUT_SLICE_PARAM
+                                     OVERFLOW_PARAM) {
   const int idx = get_global_id(0);
   if (idx >= M * N) return;
   float s = bias[idx % N];
   for (int z = 0; z < splits; ++z) s += P[(long)z * M * N + idx];
-  STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(s, idx), act_min, act_max), idx % N), C, idx);
+#ifdef OUT_SLICE
+  const int o = OUT_ROW(idx / N, N) + idx % N;
+#else
+  const int o = idx;
+#endif
+  STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(s, idx), act_min, act_max), idx % N), C, o);
 }
 #endif  // SPLIT_K

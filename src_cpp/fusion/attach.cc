@@ -127,6 +127,14 @@ void AttachPool(Attachments& a, int output) {
   a.outputs[0] = output;
 }
 
+void AttachOutputSlice(Attachments& a, int output, int ldc, int offset) {
+  if (a.outputs.size() != 1 || a.out_slice.on || a.out_view.on || a.pool.on || ldc <= 0 ||
+      offset < 0)
+    throw Error("only an op with one output written as it is can write into a concatenation");
+  a.out_slice = Attachments::OutSlice{true, ldc, offset};
+  a.outputs[0] = output;
+}
+
 void AttachChain(Attachments& a, int input, std::vector<IndexStage> stages) {
   if (a.inputs.size() != 1 || a.chain.on) throw Error("a gather chain needs an op of one input");
   a.chain = Attachments::Chain{true, std::move(stages)};

@@ -57,5 +57,8 @@ void AttachPool(Attachments& a, int output);
 // A chain of data-movement ops ending in the op (Op::IndexStageOf): input 0 becomes the first
 // one's `input`, and the op writes through `stages`, its own first.
 void AttachChain(Attachments& a, int input, std::vector<IndexStage> stages);
+// A CONCATENATION of the op's output (FoldTarget::TakesOutputSlice checked by the pass): output 0
+// becomes the concatenation's `output`, row m of the op's written at ldc * m + offset there.
+void AttachOutputSlice(Attachments& a, int output, int ldc, int offset);
 
 }  // namespace clgpu

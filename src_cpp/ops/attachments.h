@@ -107,6 +107,15 @@ struct Attachments {
     bool on = false;
     std::vector<IndexStage> stages;
   } chain;
+
+  // A CONCATENATION of the op's output with others (fusion/concat.cc): output 0 is the
+  // concatenation's, and the op writes its row m (its output as [M, N], N its last axis) at
+  // ldc * m + offset there, so the concatenation copies nothing.
+  struct OutSlice {
+    bool on = false;
+    int ldc = 0;
+    int offset = 0;
+  } out_slice;
 };
 
 }  // namespace clgpu

@@ -96,7 +96,8 @@ class Conv2dOp : public ConvOpBase {
     return (block_ ? std::string("inverted_residual") : ConvAlgorithmName(algo_)) +
            (input_affine() ? "+AFFINE" : "") + (folded_expand() ? "+EXPAND" : "") +
            (folded_depthwise() ? "+DEPTHWISE" : "") + (has_gate() ? "+GATE" : "") +
-           (has_residual() ? "+ADD" : "") + (has_slopes() ? "+PRELU" : "");
+           (has_residual() ? "+ADD" : "") + (has_slopes() ? "+PRELU" : "") +
+           (output_slice() ? "+CONCAT" : "");
   }
 
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
@@ -136,6 +137,13 @@ class Conv2dOp : public ConvOpBase {
       return false;
     const ConvGeometry g = Geometry(in[0]);
     return Algorithm(ctx, g) == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g);
+  }
+  // The GEMMs write their rows into a concatenation (kernels/gemm_tiles.cl's OUT_SLICE): those
+  // it runs anyway, but for the small-M kernel and a folded depthwise's.
+  bool TakesOutputSlice(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    if (chunk_ || in.empty() || in[0].size() != 4 || folded_depthwise() || output_slice())
+      return false;
+    return input_affine() || GemmWrites(ctx, Geometry(in[0]));
   }
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).
@@ -183,8 +191,11 @@ class Conv2dOp : public ConvOpBase {
     return true;
   }
 
-  void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
+  void Prepare(OpContext& octx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+    OpContext ctx = octx;
+    if (const Attachments::OutSlice* s = output_slice())
+      ctx.out_ldc = s->ldc, ctx.out_offset = s->offset;
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = Algorithm(ctx, g);
     const bool r = has_residual();
@@ -232,6 +243,8 @@ class Conv2dOp : public ConvOpBase {
                                          out[0], lo, hi, nullptr, &affine, slopes);
       return;
     }
+    if (ctx.out_ldc && !GemmWrites(ctx, g))
+      throw Error("CONV_2D: its folded concatenation needs one of the GEMMs");
     weights_ = &src_->Weights(ctx, algo_, g, oc0_);
     const float elo = r ? residual().act_min : lo, ehi = r ? residual().act_max : hi;
     cl_mem res = r ? in.at(1) : nullptr;
@@ -265,6 +278,12 @@ class Conv2dOp : public ConvOpBase {
   ConvAlgorithm Algorithm(const OpContext& ctx, const ConvGeometry& g) const {
     return src_->NonFinite() && g.groups == 1 ? ConvAlgorithm::kImplicitGemm
                                               : ChooseConvAlgorithm(ctx, g);
+  }
+  // Whether the implicit GEMM or the plain one (not its small-M kernel) runs g.
+  bool GemmWrites(const OpContext& ctx, const ConvGeometry& g) const {
+    const ConvAlgorithm a = Algorithm(ctx, g);
+    return a == ConvAlgorithm::kImplicitGemm ||
+           (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g));
   }
 
   std::shared_ptr<ConvSource> src_;
@@ -349,35 +368,12 @@ int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
   return geometry ? ConvLaunches(*geometry, dev) : 1;
 }
 
-// XNNPACK's int8 convolution on AMX tiles, fitted on the H200 host's 16 and 4 threads
-// (bench/results/cpu-int8-conv-*.md, 469 shapes each: 1x1 to 10x8 filters, 1-128 input
-// channels): each thread runs tiles of 16 output pixels, each tile costing ns per pixel, per
-// pixel x filter tap (for each 128 output channels) and per output element. The thread with the
-// most tiles sets the time; one set of figures fits both thread counts. The multiply-adds
-// hardly count: 1 to 128 input channels took about the same time, so a filter over few
-// channels runs slower than its float form (3x3 from one channel: 4x).
-constexpr long kTilePixels = 16;
-constexpr double kTilePixelNs = 17.4, kTilePixelTapNs = 6.42, kTileOutputNs = 0.312;
-double CpuInt8KernelNs(const GraphView& g, const NodeInfo& n, const CpuHost& host) {
-  if (!host.int8_tiles || n.inputs.size() < 2 || n.outputs.empty()) return 0;
-  for (int t : {n.inputs[1], n.outputs[0]})
-    if (!g.valid_tensor(t)) return 0;
-  const Shape f = g.shape(n.inputs[1]), out = g.shape(n.outputs[0]);  // [OC, KH, KW, IC], NHWC
-  if (f.size() != 4 || out.size() != 4) return 0;
-  const long tiles = (long(out[0]) * out[1] * out[2] + kTilePixels - 1) / kTilePixels;
-  const long threads = std::max(host.threads, 1);
-  const double busiest = double((tiles + threads - 1) / threads * kTilePixels);  // one thread's
-  return busiest *
-         (double((f[0] + 127) / 128) * (kTilePixelNs + double(f[1] * f[2]) * kTilePixelTapNs) +
-          double(out[3]) * kTileOutputNs);
-}
-
 }  // namespace
 
 extern const OpHandler kConv2dHandler = [] {
   OpHandler h{tfl::kConv2d, "CONV_2D", Check,    Create, Describe, Work,
               false,        true,      Launches, false,  0,        true};
-  h.cpu_int8_kernel_ns = CpuInt8KernelNs;
+  h.cpu_int8_kernel_ns = Conv2dInt8CpuNs;
   h.cpu_handoff = CpuHandoff::kConvolution;
   return h;
 }();

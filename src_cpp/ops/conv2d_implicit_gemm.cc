@@ -38,7 +38,8 @@ enum IgParam {
   kExAct = 29,
   kAffine = 31,
   kSlopes = 35,
-  kIgParams = 36
+  kOutSlice = 36,
+  kIgParams = 38
 };
 
 // A launch's scalars and constant buffers as the kernel reads them (ParamBlock): the geometry,
@@ -84,12 +85,15 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
     args.Float(kAffine + 2, affine->lo2), args.Float(kAffine + 3, affine->hi2);
   }
   if (slopes) args.Slot(kSlopes, slopes);
+  if (ctx.out_ldc) args.Int(kOutSlice, ctx.out_ldc), args.Int(kOutSlice + 1, ctx.out_offset);
   const std::string packed = args.Upload(ctx);
   // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
   // ignores the residual, the reduce adds it.
   auto prog = ctx.GetProgram(
       "conv2d_implicit_gemm",
-      With(With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""), ad), packed));
+      With(With(With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""), ad),
+                packed),
+           ctx.out_ldc ? "-DOUT_SLICE" : ""));
   if (p.splits <= 1) {
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
     SetArgsAndOptional(l.kernel, residual, in, out);
@@ -111,7 +115,7 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
   Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * g.oc);
   SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc,
                      p.splits, act_min, act_max);
-  if (slopes) SetArgsFrom(r.kernel, residual ? 9 : 8, slopes);
+  SetReduceExtras(r.kernel, ctx, residual, slopes);
   launches.push_back(std::move(r));
   return launches;
 }
@@ -296,6 +300,7 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
                                         cl_mem slopes) {
   const ConvGeometry& g = dw.g;
   if (g.oc != g.c) throw Error("a folded depthwise needs depth multiplier 1");
+  if (ctx.out_ldc) throw Error("a folded depthwise's GEMM writes no concatenation");
   // The block kernel takes no slopes: the GEMM runs such a block.
   if (dw.expand_filter && !slopes && BlockKernelAllowed())
     if (const std::optional<BlockPlan> b = PlanBlock(ctx.env.device(), g, dw.expand_c, oc))

@@ -268,4 +268,27 @@ std::unique_ptr<Op> CreateConv2dInt8(const GraphView& g, const NodeInfo& node) {
   return std::make_unique<Conv2dInt8Op>(g, node, p);
 }
 
+// XNNPACK's int8 convolution on AMX tiles, fitted on the H200 host's 16 and 4 threads
+// (bench/results/cpu-int8-conv-*.md, 469 shapes each: 1x1 to 10x8 filters, 1-128 input
+// channels): each thread runs tiles of 16 output pixels, each tile costing ns per pixel, per
+// pixel x filter tap (for each 128 output channels) and per output element. The thread with the
+// most tiles sets the time; one set of figures fits both thread counts. The multiply-adds
+// hardly count: 1 to 128 input channels took about the same time, so a filter over few
+// channels runs slower than its float form (3x3 from one channel: 4x).
+constexpr long kTilePixels = 16;
+constexpr double kTilePixelNs = 17.4, kTilePixelTapNs = 6.42, kTileOutputNs = 0.312;
+double Conv2dInt8CpuNs(const GraphView& g, const NodeInfo& n, const CpuHost& host) {
+  if (!host.int8_tiles || n.inputs.size() < 2 || n.outputs.empty()) return 0;
+  for (int t : {n.inputs[1], n.outputs[0]})
+    if (!g.valid_tensor(t)) return 0;
+  const Shape f = g.shape(n.inputs[1]), out = g.shape(n.outputs[0]);  // [OC, KH, KW, IC], NHWC
+  if (f.size() != 4 || out.size() != 4) return 0;
+  const long tiles = (long(out[0]) * out[1] * out[2] + kTilePixels - 1) / kTilePixels;
+  const long threads = std::max(host.threads, 1);
+  const double busiest = double((tiles + threads - 1) / threads * kTilePixels);  // one thread's
+  return busiest *
+         (double((f[0] + 127) / 128) * (kTilePixelNs + double(f[1] * f[2]) * kTilePixelTapNs) +
+          double(out[3]) * kTileOutputNs);
+}
+
 }  // namespace clgpu

@@ -71,6 +71,12 @@ class FoldTarget {
     (void)ctx, (void)in;
     return false;
   }
+  // Its output written into a CONCATENATION's tensor, rows at a pitch and an offset
+  // (fusion/concat.cc), for these input shapes with its folds so far.
+  virtual bool TakesOutputSlice(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
 
  protected:
   ~FoldTarget() = default;  // owned as the op it is part of

@@ -69,6 +69,12 @@ const char* GemmAlgorithm(const GemmPlan& p) {
   return p.small_m ? "gemv" : p.splits > 1 ? "gemm_splitk" : "gemm";
 }
 
+void SetReduceExtras(const Kernel& k, const OpContext& ctx, cl_mem residual, cl_mem slopes) {
+  cl_uint next = residual ? 9 : 8;
+  if (slopes) SetArgsFrom(k, next++, slopes);
+  if (ctx.out_ldc > 0) SetArgsFrom(k, next, ctx.out_ldc, ctx.out_offset);
+}
+
 float MaxAbs(const std::vector<float>& v) {
   float m = 0.0f;
   for (float x : v) m = std::fabs(x) > m ? std::fabs(x) : m;  // a NaN compares false
@@ -79,8 +85,9 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
                                cl_mem residual, float b_max_abs, cl_mem slopes, cl_mem kscale) {
   std::vector<Launch> out;
-  if (p.small_m && (slopes || kscale))
-    throw Error("the small-M GEMM takes no PRELU slopes and no gate");
+  if (p.small_m && (slopes || kscale || ctx.out_ldc))
+    throw Error("the small-M GEMM takes no PRELU slopes, no gate and no concatenation");
+  const bool slice = ctx.out_ldc > 0;
   if (p.small_m) {
     // SM_N columns per group of SM_WG work-items (kernels/gemm.cl's defaults).
     constexpr size_t kSmallN = 8, kSmallWg = 128;
@@ -101,10 +108,10 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   const bool even =
       m % p.tiles.tile_m == 0 && n % p.tiles.tile_n == 0 && k % p.tiles.tile_k == 0 && k % 4 == 0;
   // Split or whole: the program holds only the kernels it launches (kernels/gemm.cl).
-  auto prog =
-      ctx.GetProgram("gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
-                                 (residual ? " -DHAS_RESIDUAL" : "") +
-                                 (kscale ? " -DK_SCALE" : "") + (p.splits > 1 ? " -DSPLIT_K" : ""));
+  auto prog = ctx.GetProgram(
+      "gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
+                  (residual ? " -DHAS_RESIDUAL" : "") + (kscale ? " -DK_SCALE" : "") +
+                  (p.splits > 1 ? " -DSPLIT_K" : "") + (slice ? " -DOUT_SLICE" : ""));
   Launch l;
   l.dims = 1;
   l.global[0] = p.tiles.Global(m, n);
@@ -115,7 +122,8 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
     SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max);
     cl_uint next = residual ? 10 : 9;
     if (slopes) SetArgsFrom(l.kernel, next++, slopes);
-    if (kscale) SetArgsFrom(l.kernel, next, kscale);
+    if (kscale) SetArgsFrom(l.kernel, next++, kscale);
+    if (slice) SetArgsFrom(l.kernel, next, ctx.out_ldc, ctx.out_offset);
     out.push_back(std::move(l));
     return out;
   }
@@ -132,7 +140,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   r.name = "gemm_splitk_reduce";
   r.kernel = CreateKernel(*prog, r.name);
   SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, c, m, n, p.splits, act_min, act_max);
-  if (slopes) SetArgsFrom(r.kernel, residual ? 9 : 8, slopes);
+  SetReduceExtras(r.kernel, ctx, residual, slopes);
   r.dims = 1;
   r.global[0] = RoundUp(size_t(m) * n, 64);
   out.push_back(std::move(r));

@@ -50,6 +50,13 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
                                cl_mem residual = nullptr, float b_max_abs = -1.0f,
                                cl_mem slopes = nullptr, cl_mem kscale = nullptr);
 
+// ctx.out_ldc > 0: rows of C written at that pitch and ctx.out_offset into a folded
+// CONCATENATION's tensor (kernels/gemm_tiles.cl's OUT_SLICE; not with the small-M kernel).
+
+// gemm_splitk_reduce's arguments after those SetArgsAndOptional set (the residual's included):
+// the slopes when given, then ctx's concatenation slice when it has one.
+void SetReduceExtras(const Kernel& k, const OpContext& ctx, cl_mem residual, cl_mem slopes);
+
 // The largest |v| of the values (NaN ignored; +Inf if one is infinite): EncodeGemm's b_max_abs.
 float MaxAbs(const std::vector<float>& v);
 

@@ -15,6 +15,8 @@ namespace clgpu {
 
 std::string CheckConv2dInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateConv2dInt8(const GraphView& g, const NodeInfo& node);
+// XNNPACK's time for an int8 CONV_2D node on this host (OpHandler::cpu_int8_kernel_ns).
+double Conv2dInt8CpuNs(const GraphView& g, const NodeInfo& n, const CpuHost& host);
 
 std::string CheckDepthwiseConv2dInt8(const GraphView& g, const NodeInfo& node);
 std::unique_ptr<Op> CreateDepthwiseConv2dInt8(const GraphView& g, const NodeInfo& node);

@@ -47,6 +47,9 @@ struct OpContext {
   // Ops preparing on threads that take turns (runtime/build_threads.h): the turn this
   // thread holds, let go while a program builds. Null: preparing alone.
   std::mutex* turn = nullptr;
+  // Where the op's output rows go in a folded CONCATENATION's tensor (Attachments::OutSlice;
+  // out_ldc 0: none). Only the GEMMs' launches write so (ops/gemm.h); others refuse it.
+  int out_ldc = 0, out_offset = 0;
 
   // This context for an op whose activations are all of type `t`: int8 / uint8 programs build
   // with -DSTORAGE_INT8 / -DSTORAGE_UINT8 (kernels/common.cl: T is the integer type, loads are
@@ -168,6 +171,10 @@ class Op {
   }
   bool has_gate() const { return att().gate.on; }
   bool has_pool() const { return att().pool.on; }
+  // The CONCATENATION the op writes its output into (null: none).
+  const Attachments::OutSlice* output_slice() const {
+    return att().out_slice.on ? &att().out_slice : nullptr;
+  }
   size_t gate_input() const { return att().gate.input; }
   bool chained() const { return att().chain.on; }
 
