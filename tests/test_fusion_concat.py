@@ -191,3 +191,21 @@ def test_detector_heads_through_reshapes(runtime: str) -> None:
 def test_regrouped_rows_do_not_fold(runtime: str) -> None:
     r = check_parity(heads(True), runtime, profiling=True, expect_delegated="all")
     assert folded_nodes(r, "+CONCAT") == 0 and op_nodes(r, "CONCATENATION") == 1
+
+
+def test_heads_with_a_folded_depthwise(runtime: str) -> None:
+    """MediaPipe's heads: a depthwise then a 1x1 convolution (one GEMM with the depthwise folded
+    in) per scale, RESHAPEd to [1, boxes, 1] and concatenated along the boxes."""
+    b = ModelBuilder(seed=10)
+    x = b.input("x", (1, 14, 14, 16))
+    d = b.conv2d(x, b.rand((24, 3, 3, 16)), b.rand((24,), 0.2), 2, 1, "SAME", "RELU")  # 7x7
+    parts = []
+    for y, oc in ((x, 2), (d, 6)):
+        c = b.shape(y)[3]
+        w = b.depthwise_conv2d(y, b.rand((1, 3, 3, c)), b.rand((c,), 0.2), activation="RELU")
+        h = b.conv2d(w, b.rand((oc, 1, 1, c)), b.rand((oc,), 0.2), 1, 1, "SAME", None)
+        n = b.shape(h)[1] * b.shape(h)[2] * oc
+        parts.append(b.reshape(h, (1, n, 1)))
+    b.output(b.concat(parts, 1))
+    on = concat_folds(b.build(), runtime, gemm_splits=2)
+    assert folded_nodes(on, "+DEPTHWISE+CONCAT") == 2, on.delegate.profile().table()

@@ -1,13 +1,13 @@
 // Concatenation folds: a float CONCATENATION whose inputs are each the output of a CONV_2D (or
-// what its folded clamp, epilogue or residual writes instead) that only the concatenation reads.
-// Each convolution writes its rows straight into the concatenation's tensor, at that tensor's
-// row pitch and its own offset (AttachOutputSlice, kernels/gemm_tiles.cl's OUT_SLICE), so the
-// concatenation launches nothing and the inputs are never written: an Inception block's
-// branches, a Fire module's two expands, a detector's heads (each through a RESHAPE, which then
-// runs nothing either, where it keeps the convolution's rows). Along the last axis (channels),
-// or along any axis whose dims before it are 1 (then each input is one block of the output). All
-// inputs or none: one left over would keep the copy's launch. Where the convolutions run one of the
-// GEMMs (FoldTarget::TakesOutputSlice); after the folds that change what a convolution writes.
+// what its folded clamp or epilogue writes instead) that only the concatenation reads, or a
+// flat copy (RESHAPE) of one. Each convolution writes its rows straight into the concatenation's
+// tensor, at that tensor's row pitch and its own offset (AttachOutputSlice, kernels/gemm_tiles.cl's
+// OUT_SLICE), so the concatenation and the flat copies launch nothing and the inputs are never
+// written: an Inception block's branches, a Fire module's two expands, a detector's heads. Along
+// the last axis (channels; a flat copy must keep the rows), or along any axis whose dims before
+// it are 1 (each input one block of the output). All inputs or none: one left over would keep the
+// copy's launch. Where the convolutions run one of the GEMMs (FoldTarget::TakesOutputSlice), a
+// depthwise folded in or not; after the folds that change what a convolution writes.
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -84,13 +84,17 @@ std::vector<ConcatFusion> FindConcatFusions(const FoldGraph& fg, Folds* folds) {
     for (int t : n.inputs) ++reads[t];
     if (FlatCopy(n) && !folds->folded.count(i)) flat[n.outputs[0]] = i;
     if (n.op != tfl::kConv2d || n.outputs.size() != 1 || !g.valid_tensor(n.outputs[0]) ||
-        g.value_type(n.outputs[0]) != ValueType::kFloat || folds->folded.count(i) ||
-        folds->depthwise_of.count(i))
+        g.value_type(n.outputs[0]) != ValueType::kFloat || folds->folded.count(i))
       continue;
-    // What the default would run it with (the plan asks the op itself).
+    // A folded depthwise runs the implicit GEMM, one with its expand too the block kernel; else
+    // what the default would run it with (the plan asks the op itself).
+    const auto dw = folds->depthwise_of.find(i);
     const std::optional<ConvGeometry> cg = GraphConvGeometry(g, n);
-    if (!cg || cg->groups != 1) continue;
-    const ConvAlgorithm a = SelectConvAlgorithm(*cg, fg.dev, "");
+    if (dw != folds->depthwise_of.end() ? folds->expand_of.count(dw->second) > 0
+                                        : !cg || cg->groups != 1)
+      continue;
+    const ConvAlgorithm a = dw != folds->depthwise_of.end() ? ConvAlgorithm::kImplicitGemm
+                                                            : SelectConvAlgorithm(*cg, fg.dev, "");
     if (a == ConvAlgorithm::kImplicitGemm ||
         (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(fg.dev, *cg)))
       writer[WrittenAs(folds->written_instead, n.outputs[0])] = i;

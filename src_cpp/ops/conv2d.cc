@@ -139,11 +139,12 @@ class Conv2dOp : public ConvOpBase {
     return Algorithm(ctx, g) == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g);
   }
   // The GEMMs write their rows into a concatenation (kernels/gemm_tiles.cl's OUT_SLICE): those
-  // it runs anyway, but for the small-M kernel and a folded depthwise's.
+  // it runs anyway, but for the small-M kernel, and the implicit one with a folded depthwise
+  // but no expand (which may run as the block kernel instead).
   bool TakesOutputSlice(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    if (chunk_ || in.empty() || in[0].size() != 4 || folded_depthwise() || output_slice())
+    if (chunk_ || in.empty() || in[0].size() != 4 || folded_expand() || output_slice())
       return false;
-    return input_affine() || GemmWrites(ctx, Geometry(in[0]));
+    return folded_depthwise() || input_affine() || GemmWrites(ctx, Geometry(in[0]));
   }
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).

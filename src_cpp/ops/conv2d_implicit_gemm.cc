@@ -300,9 +300,8 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
                                         cl_mem slopes) {
   const ConvGeometry& g = dw.g;
   if (g.oc != g.c) throw Error("a folded depthwise needs depth multiplier 1");
-  if (ctx.out_ldc) throw Error("a folded depthwise's GEMM writes no concatenation");
-  // The block kernel takes no slopes: the GEMM runs such a block.
-  if (dw.expand_filter && !slopes && BlockKernelAllowed())
+  // The block kernel takes no slopes and writes no concatenation: the GEMM runs such a block.
+  if (dw.expand_filter && !slopes && !ctx.out_ldc && BlockKernelAllowed())
     if (const std::optional<BlockPlan> b = PlanBlock(ctx.env.device(), g, dw.expand_c, oc))
       if (std::vector<Launch> l =
               EncodeBlock(ctx, dw, *b, oc, in, w, bias, out, act_min, act_max, residual);
@@ -321,12 +320,14 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
     args.Float(kExAct, dw.expand_min), args.Float(kExAct + 1, dw.expand_max);
   }
   if (slopes) args.Slot(kSlopes, slopes);
+  if (ctx.out_ldc) args.Int(kOutSlice, ctx.out_ldc), args.Int(kOutSlice + 1, ctx.out_offset);
   const std::string packed = args.Upload(ctx);
-  const std::string defines =
+  const std::string defines = With(
       With(With(With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" +
                                             std::to_string(g.kw) + (expand ? " -DEXPAND_A" : "")),
                 dw.epilogue),
-           packed);
+           packed),
+      ctx.out_ldc ? "-DOUT_SLICE" : "");
   std::vector<Launch> launches;
   if (p.splits <= 1) {
     auto prog =
@@ -353,7 +354,7 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
   Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * oc);
   SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), oc,
                      p.splits, act_min, act_max);
-  if (slopes) SetArgsFrom(r.kernel, residual ? 9 : 8, slopes);
+  SetReduceExtras(r.kernel, ctx, residual, slopes);
   launches.push_back(std::move(r));
   return launches;
 }
