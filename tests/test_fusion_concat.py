@@ -3,10 +3,11 @@ writes its rows straight into the concatenation's tensor (kernels/gemm_tiles.cl'
 the concatenation runs no kernel. Against TFLite's CPU kernels with the pass on and off: the
 plain and the implicit GEMM, split K (the reduce writes), channel counts and offsets that are not
 multiples of 4 (scalar stores), fp16 storage, a clamp and an epilogue folded into a convolution
-before it, two images, blocks along H of one image, a detector's heads through RESHAPEs; not
-folded where an input has another reader, is a partition output or comes from an op that is no
-convolution, where a RESHAPE regroups the rows of a last-axis concatenation, for int8, and for
-the outer one of two nested; the cost model counts the launch it saves."""
+before it, a folded per-channel MUL / ADD or PRELU, two images, blocks along H of one image, a
+detector's heads through RESHAPEs (with a folded depthwise too); not folded where an input has
+another reader, is a partition output or comes from an op that is no convolution, where a
+RESHAPE regroups the rows of a last-axis concatenation, for int8, and for the outer one of two
+nested; the cost model counts the launch it saves."""
 
 from __future__ import annotations
 
@@ -209,3 +210,31 @@ def test_heads_with_a_folded_depthwise(runtime: str) -> None:
     b.output(b.concat(parts, 1))
     on = concat_folds(b.build(), runtime, gemm_splits=2)
     assert folded_nodes(on, "+DEPTHWISE+CONCAT") == 2, on.delegate.profile().table()
+
+
+@pytest.mark.parametrize("fold", ["affine", "prelu"], ids=["affine", "prelu"])
+def test_other_folds_then_the_concatenation(runtime: str, fold: str) -> None:
+    """A convolution that reads its input through a folded per-channel MUL / ADD (fusion/
+    affine.cc), or applies a folded PRELU of a slope per channel (fusion/prelu.cc), writes its
+    slice as well: whole and split."""
+    b = ModelBuilder(seed=11)
+    x = b.input("x", (1, 8, 8, 8))
+    h = b.conv2d(x, b.rand((8, 1, 1, 8)), b.rand((8,), 0.2))
+    parts = []
+    for oc in (6, 5):
+        y = h
+        if fold == "affine":
+            y = b.add(b.mul(y, b.rand((8,), 1.0) + 0.5), b.rand((1, 1, 1, 8), 0.5), "RELU")
+        y = b.conv2d(y, b.rand((oc, 3, 3, 8)), b.rand((oc,), 0.2), 1, 1, "SAME", None)
+        if fold == "prelu":
+            y = b.prelu(y, b.rand((1, 1, oc), 0.3))
+        parts.append(y)
+    b.output(b.conv2d(b.concat(parts, 3), b.rand((4, 1, 1, 11)), None))
+    model = b.build()
+    tag = "+AFFINE" if fold == "affine" else "+PRELU"
+    for splits in (0, 2):
+        on = concat_folds(model, runtime, gemm_splits=splits)
+        tagged = {k.node for k in on.delegate.profile().kernels if tag in k.algorithm}
+        assert tagged and all(
+            "+CONCAT" in k.algorithm for k in on.delegate.profile().kernels if k.node in tagged
+        ), on.delegate.profile().table()
