@@ -15,7 +15,6 @@
 
 #include "fusion/pass.h"
 #include "ops/conv2d_selector.h"
-#include "ops/gemm.h"
 #include "ops/op_handler.h"
 #include "tflite/builtin.h"
 
@@ -95,8 +94,7 @@ std::vector<ConcatFusion> FindConcatFusions(const FoldGraph& fg, Folds* folds) {
       continue;
     const ConvAlgorithm a = dw != folds->depthwise_of.end() ? ConvAlgorithm::kImplicitGemm
                                                             : SelectConvAlgorithm(*cg, fg.dev, "");
-    if (a == ConvAlgorithm::kImplicitGemm ||
-        (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(fg.dev, *cg)))
+    if (GemmWritesSlices(a, fg.dev, *cg))
       writer[WrittenAs(folds->written_instead, n.outputs[0])] = i;
   }
   std::vector<ConcatFusion> out;

@@ -280,11 +280,8 @@ class Conv2dOp : public ConvOpBase {
     return src_->NonFinite() && g.groups == 1 ? ConvAlgorithm::kImplicitGemm
                                               : ChooseConvAlgorithm(ctx, g);
   }
-  // Whether the implicit GEMM or the plain one (not its small-M kernel) runs g.
   bool GemmWrites(const OpContext& ctx, const ConvGeometry& g) const {
-    const ConvAlgorithm a = Algorithm(ctx, g);
-    return a == ConvAlgorithm::kImplicitGemm ||
-           (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g));
+    return GemmWritesSlices(Algorithm(ctx, g), ctx.env.device(), g);
   }
 
   std::shared_ptr<ConvSource> src_;

@@ -36,6 +36,11 @@ bool Gemm1x1TakesSlopes(const DeviceInfo& dev, const ConvGeometry& g) {
   return Applies(g) && !PlanGemm(dev, long(g.n) * g.h * g.w, g.oc, g.c).small_m;
 }
 
+bool GemmWritesSlices(ConvAlgorithm a, const DeviceInfo& dev, const ConvGeometry& g) {
+  return a == ConvAlgorithm::kImplicitGemm ||
+         (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(dev, g));
+}
+
 std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                       const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                       float act_max, cl_mem residual, cl_mem slopes, cl_mem gate) {

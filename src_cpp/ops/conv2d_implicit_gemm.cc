@@ -55,6 +55,13 @@ ParamBlock IgParams(const ConvGeometry& g, int oc, cl_mem filter, cl_mem bias, f
   return p;
 }
 
+// ctx's concatenation slice (OpContext::out_ldc) into the launch's parameters; its define.
+std::string SliceParams(const OpContext& ctx, ParamBlock& args) {
+  if (!ctx.out_ldc) return "";
+  args.Int(kOutSlice, ctx.out_ldc), args.Int(kOutSlice + 1, ctx.out_offset);
+  return "-DOUT_SLICE";
+}
+
 std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
   const size_t bytes =
       GemmScratchBytes(PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits),
@@ -85,7 +92,7 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
     args.Float(kAffine + 2, affine->lo2), args.Float(kAffine + 3, affine->hi2);
   }
   if (slopes) args.Slot(kSlopes, slopes);
-  if (ctx.out_ldc) args.Int(kOutSlice, ctx.out_ldc), args.Int(kOutSlice + 1, ctx.out_offset);
+  const std::string slice = SliceParams(ctx, args);
   const std::string packed = args.Upload(ctx);
   // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
   // ignores the residual, the reduce adds it.
@@ -93,7 +100,7 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
       "conv2d_implicit_gemm",
       With(With(With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""), ad),
                 packed),
-           ctx.out_ldc ? "-DOUT_SLICE" : ""));
+           slice));
   if (p.splits <= 1) {
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
     SetArgsAndOptional(l.kernel, residual, in, out);
@@ -320,14 +327,14 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
     args.Float(kExAct, dw.expand_min), args.Float(kExAct + 1, dw.expand_max);
   }
   if (slopes) args.Slot(kSlopes, slopes);
-  if (ctx.out_ldc) args.Int(kOutSlice, ctx.out_ldc), args.Int(kOutSlice + 1, ctx.out_offset);
+  const std::string slice = SliceParams(ctx, args);
   const std::string packed = args.Upload(ctx);
   const std::string defines = With(
       With(With(With(p.tiles.Defines(), "-DDW_A -DDW_KH=" + std::to_string(g.kh) + " -DDW_KW=" +
                                             std::to_string(g.kw) + (expand ? " -DEXPAND_A" : "")),
                 dw.epilogue),
            packed),
-      ctx.out_ldc ? "-DOUT_SLICE" : "");
+      slice);
   std::vector<Launch> launches;
   if (p.splits <= 1) {
     auto prog =

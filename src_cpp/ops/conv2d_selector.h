@@ -140,6 +140,10 @@ std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_
                                       const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                       float act_max, cl_mem residual, cl_mem slopes, cl_mem gate);
 bool Gemm1x1TakesSlopes(const DeviceInfo& dev, const ConvGeometry& g);
+// Whether algorithm `a` runs g as one of the GEMMs whose stores take a row pitch and an offset
+// (OpContext::out_ldc, a folded concatenation): the implicit GEMM, or the plain one but for its
+// small-M kernel. The op (Conv2dOp) and the pass's graph-level Find (fusion/concat.cc) ask it.
+bool GemmWritesSlices(ConvAlgorithm a, const DeviceInfo& dev, const ConvGeometry& g);
 
 // The products of a folded expand (`expand_c` input channels) that the block kernel computes
 // for the depthwise `dw` and `oc` outputs (each group's input pixels once), or -1 where that
