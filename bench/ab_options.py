@@ -7,9 +7,12 @@ its device setup (cpu_warmup) before it is timed.
         --sets 'warmup:cpu_warmup=true' 'build-first:cpu_warmup=false' [--runs 200] [--tag NAME]
 
 A set is NAME:key=value,key=value (load()'s options; "true"/"false" and integers are parsed);
-a key env.VAR sets that environment variable while the set's delegate loads and prepares (the
-delegate's $CLGPU_* knobs, e.g. 'f4:partitioning=all,env.CLGPU_FLUSH=1,4': an item without '='
-continues the value before it).
+a key env.VAR sets that environment variable while the set's delegate loads, prepares and runs
+its first invoke (the delegate's $CLGPU_* knobs, e.g. 'f4:partitioning=all,env.CLGPU_FLUSH=1,4':
+an item without '=' continues the value before it). That first invoke binds the partitions again
+where zero-copy wraps TFLite's tensors (NVIDIA's default), and the ops read their knobs as they
+bind; a set whose delegate binds again while it is timed, outside its environment, gets an error
+in its row instead of times.
 Rows: model, and per set the median and the fastest-turn ms, and each set's median over the first
 set's. Writes bench/results/ab-options[-TAG]-<device>.{json,md}.
 """
@@ -64,22 +67,35 @@ def environment(env: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+def prepared(path: str, opts: dict[str, Any], feeds: list[Any] | None = None) -> Timed:
+    """A set's delegate and interpreter, loaded, prepared, set up and invoked once (on `feeds`,
+    zeros when None) inside the set's environment: the invoke's bind, where zero-copy wraps
+    TFLite's tensors, reads the set's knobs too."""
+    import numpy as np
+
+    env = {k[4:]: str(v) for k, v in opts.items() if k.startswith("env.")}
+    with environment(env):
+        d = cd.load(**{k: v for k, v in opts.items() if not k.startswith("env.")})
+        t = Timed(lambda d=d: (d, make_interpreter(path, [d])))
+        t.interp.allocate_tensors()
+        d.wait_ready()
+        xs = feeds or [np.zeros(x["shape"], x["dtype"]) for x in t.inputs]
+        t.run(xs)
+    return t
+
+
 def one_model(path: str, sets: list[tuple[str, dict[str, Any]]], runs: int) -> dict[str, Any]:
     import numpy as np
 
-    timed: dict[str, Timed] = {}
-    for name, opts in sets:
-        env = {k[4:]: str(v) for k, v in opts.items() if k.startswith("env.")}
-        with environment(env):
-            d = cd.load(**{k: v for k, v in opts.items() if not k.startswith("env.")})
-            t = Timed(lambda d=d: (d, make_interpreter(path, [d])))
-            t.interp.allocate_tensors()
-            d.wait_ready()
-        timed[name] = t
+    timed = {name: prepared(path, opts) for name, opts in sets}
+    binds = {name: t.delegate.stats().binds for name, t in timed.items()}
     rng = np.random.default_rng(0)
     first = next(iter(timed.values()))
     feeds = [rng.standard_normal(x["shape"]).astype(x["dtype"]) for x in first.inputs]
     time_candidates(list(timed.values()), feeds, runs, 5, 0, cpu_device=False)
+    rebound = [n for n, t in timed.items() if t.delegate.stats().binds != binds[n]]
+    if rebound:
+        raise RuntimeError(f"{', '.join(rebound)} bound again outside the set's environment")
     base = statistics.median(first.times)
     row: dict[str, Any] = {}
     for name, t in timed.items():

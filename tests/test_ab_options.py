@@ -1,0 +1,68 @@
+"""bench/ab_options.py's sets: a set's $CLGPU_* knobs (env.VAR) reach every bind of its delegate,
+including the one its first invoke does where zero-copy wraps TFLite's tensors (NVIDIA's
+default), since the ops read those knobs as they bind; a delegate that binds again while timed
+is an error, not a row of times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bench_scripts import load_bench
+from test_fusion_expand import block
+
+
+def _block_kernels(t: object) -> int:
+    kernels = t.delegate.profile().kernels  # type: ignore[attr-defined]
+    return sum(k.algorithm.startswith("inverted_residual") for k in kernels)
+
+
+def test_a_sets_knob_reaches_the_first_invokes_bind(tmp_path: Path) -> None:
+    ab = load_bench("ab_options")
+    model = tmp_path / "block.tflite"
+    model.write_bytes(block((1, 8, 8, 8), seed=3))
+    common = {"partitioning": "all", "profiling": True, "zero_copy": "on"}
+    gemm = ab.prepared(str(model), {**common, "env.CLGPU_IR_BLOCK": 0})
+    kernel = ab.prepared(str(model), dict(common))
+    # The first invoke bound again (zero-copy), inside the set's environment.
+    assert gemm.delegate.stats().binds == 2
+    binds = gemm.delegate.stats().binds
+    feeds = [np.ones(x["shape"], x["dtype"]) for x in gemm.inputs]
+    for t in (gemm, kernel):
+        t.run(feeds)
+    assert gemm.delegate.stats().binds == binds
+    assert _block_kernels(gemm) == 0, gemm.delegate.profile().table()
+    assert _block_kernels(kernel) == 1, kernel.delegate.profile().table()
+    np.testing.assert_allclose(
+        gemm.interp.get_tensor(gemm.outputs[0]["index"]),
+        kernel.interp.get_tensor(kernel.outputs[0]["index"]),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_a_set_bound_again_while_timed_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ab = load_bench("ab_options")
+    model = tmp_path / "block.tflite"
+    model.write_bytes(block((1, 8, 8, 8), seed=4))
+    sets = [("a", {"partitioning": "all"}), ("b", {"partitioning": "all"})]
+    row = ab.one_model(str(model), sets, 3)
+    assert row["a_ms"] > 0 and row["b_ms"] > 0
+    # A timing loop during which a delegate binds again (a stand-in that resizes) is refused.
+    calls = {"n": 0}
+
+    def rebinding(candidates, feeds, runs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        for t in candidates:
+            # A new shape: TFLite moves the tensors, and the delegate plans and binds again.
+            t.interp.resize_tensor_input(t.inputs[0]["index"], [2, 8, 8, 8])
+            t.interp.allocate_tensors()
+            t.run([np.zeros((2, 8, 8, 8), np.float32)])
+            calls["n"] += 1
+
+    monkeypatch.setattr(ab, "time_candidates", rebinding)
+    with pytest.raises(RuntimeError, match="bound again outside"):
+        ab.one_model(str(model), [(n, {**o, "zero_copy": "on"}) for n, o in sets], 3)
+    assert calls["n"] == 2
