@@ -61,6 +61,41 @@ Int8Tiles TilesFor(const DeviceInfo& dev, bool short_dw = false) {
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
 
+// Which GEMMs the small tiles ("gemm_int8_small") may run where the tuned tiles spread them over
+// fewer groups than the device has units: 0 none, 1 those without a folded depthwise, 2 all,
+// 3 (the default) those with one. On the H200 (bench/results/ab-options-int8-small-*.md) the
+// plain GEMMs' large layers ran slower in small tiles (ResNet50V2 int8 1.12x) and the folded
+// depthwise's gained on small models (0.86-0.95x). Research: $CLGPU_INT8_SMALL_TILES
+// (bench/ab_options.py env.*), read at each use.
+int SmallTilesMode() {
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_INT8_SMALL_TILES", 1, "0, 1, 2 or 3", [](const std::vector<double>& x) {
+        return x[0] == 0 || x[0] == 1 || x[0] == 2 || x[0] == 3;
+      });
+  return v.empty() ? 3 : int(v[0]);
+}
+
+Int8Tiles SmallTiles(const DeviceInfo& dev) {
+  const GemmTiles g = clgpu::TilesFor("gemm_int8_small", dev, "gemm_int8");
+  return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
+}
+
+// The tiles of an m x n GEMM over kp (dw: with a folded depthwise). Where the tuned tiles leave
+// units without a group (batch-1 layers of small models) and SmallTilesMode takes the GEMM, the
+// device profile's small tiles: a group's time there is its chain of loads (the depthwise's
+// taps), and more groups of fewer rows shorten it. Else the tuned tiles, or TilesFor's for a
+// folded depthwise's short K. CLGPU_TUNE_GEMM_INT8 overrides them all.
+Int8Tiles Tiles(const DeviceInfo& dev, long m, long n, long kp, bool dw) {
+  if (GetEnv("CLGPU_TUNE_GEMM_INT8")) return TunedTiles(dev);
+  const Int8Tiles t = TunedTiles(dev);
+  const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+  const int mode = SmallTilesMode();
+  if ((mode == 2 || (mode == 1 && !dw) || (mode == 3 && dw)) &&
+      groups < std::max(dev.compute_units, 1))
+    return SmallTiles(dev);
+  return TilesFor(dev, dw && ShortK(dev, m, n, kp));
+}
+
 // Splits of K as the float GEMM chooses them (PlanSplitK: option gemm_splits, GPUs only,
 // CLGPU_SPLITK_THREADS), a tile of K being TK4 groups of four, aiming at 1024 work-items per
 // compute unit: on the H200 that ran ResNet50V2's 3x3 layers faster than splits that only give
@@ -106,21 +141,23 @@ ParamBlock LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const Out
 
 }  // namespace
 
-bool Int8GemmTakesPool(const DeviceInfo& dev) { return TilesFor(dev).tm % 4 == 0; }
+bool Int8GemmTakesPool(const DeviceInfo& dev) {
+  return TilesFor(dev).tm % 4 == 0 && SmallTiles(dev).tm % 4 == 0;
+}
 
 int Int8DepthwiseGemmTileN(const DeviceInfo& dev, int m, int n, int k) {
-  return TilesFor(dev, ShortK(dev, m, n, (k + 3) / 4 * 4)).tn;
+  return Tiles(dev, m, n, (k + 3) / 4 * 4, true).tn;
 }
 
 bool Int8GemmSplits(const OpContext& ctx, int m, int n, int k, bool dw) {
   const long kp = (k + 3) / 4 * 4;
-  const Int8Tiles t = TilesFor(ctx.env.device(), dw && ShortK(ctx.env.device(), m, n, kp));
+  const Int8Tiles t = Tiles(ctx.env.device(), m, n, kp, dw);
   return PlanInt8(ctx, t, m, n, kp, ctx.max_alloc, dw).splits > 1;
 }
 
 size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k) {
   const long kp = (k + 3) / 4 * 4;
-  const Int8Tiles t = TilesFor(ctx.env.device());
+  const Int8Tiles t = Tiles(ctx.env.device(), m, n, kp, false);
   const GemmPlan p = PlanInt8(ctx, t, m, n, kp, SIZE_MAX, false);
   const size_t groups = size_t((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
   return p.splits > 1 ? (size_t(m) * n + groups) * sizeof(int32_t) : 0;
@@ -170,7 +207,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   }
   // Decided once: the tiles and the tap loads follow the same rule.
   const bool short_dw = dw && ShortK(ctx.env.device(), m, w.n, w.kp);
-  const Int8Tiles t = TilesFor(ctx.env.device(), short_dw);
+  const Int8Tiles t = Tiles(ctx.env.device(), m, w.n, w.kp, dw != nullptr);
   const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc, dw != nullptr);
   const bool split = p.splits > 1;
   const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
