@@ -80,19 +80,25 @@ Int8Tiles SmallTiles(const DeviceInfo& dev) {
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
 
+long Groups(const Int8Tiles& t, long m, long n) {
+  return ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+}
+
 // The tiles of an m x n GEMM over kp (dw: with a folded depthwise). Where the tuned tiles leave
 // units without a group (batch-1 layers of small models) and SmallTilesMode takes the GEMM, the
-// device profile's small tiles: a group's time there is its chain of loads (the depthwise's
-// taps), and more groups of fewer rows shorten it. Else the tuned tiles, or TilesFor's for a
-// folded depthwise's short K. CLGPU_TUNE_GEMM_INT8 overrides them all.
+// device profile's small tiles, if they give it more groups: a group's time there is its chain of
+// loads (the depthwise's taps), and more groups of fewer rows shorten it; where they give it as
+// many (a 4x4 map), they would only take the short-K row's finer split. Else the tuned tiles, or
+// TilesFor's for a folded depthwise's short K. CLGPU_TUNE_GEMM_INT8 overrides them all.
 Int8Tiles Tiles(const DeviceInfo& dev, long m, long n, long kp, bool dw) {
   if (GetEnv("CLGPU_TUNE_GEMM_INT8")) return TunedTiles(dev);
-  const Int8Tiles t = TunedTiles(dev);
-  const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+  const long groups = Groups(TunedTiles(dev), m, n);
   const int mode = SmallTilesMode();
   if ((mode == 2 || (mode == 1 && !dw) || (mode == 3 && dw)) &&
-      groups < std::max(dev.compute_units, 1))
-    return SmallTiles(dev);
+      groups < std::max(dev.compute_units, 1)) {
+    const Int8Tiles small = SmallTiles(dev);
+    if (Groups(small, m, n) > groups) return small;
+  }
   return TilesFor(dev, dw && ShortK(dev, m, n, kp));
 }
 
