@@ -40,12 +40,17 @@ Int8Tiles TunedTiles(const DeviceInfo& dev) {
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
 
+// The tiles' groups over an m x n output.
+long Groups(const Int8Tiles& t, long m, long n) {
+  return ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+}
+
 // Whether an m x n GEMM over k (kp) leaves the device's units idle in the tuned tiles even with
 // K split into every step (PlanSplitK's fill: two groups per unit): batch-1 layers of small
 // models, whose fused kernels wait on latency chains, not on throughput.
 bool ShortK(const DeviceInfo& dev, long m, long n, long kp) {
   const Int8Tiles t = TunedTiles(dev);
-  const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+  const long groups = Groups(t, m, n);
   const long units = std::max(dev.compute_units, 1);
   return groups > 0 && groups < units && kp / (4 * t.tk4) < (2 * units + groups - 1) / groups;
 }
@@ -80,10 +85,6 @@ Int8Tiles SmallTiles(const DeviceInfo& dev) {
   return {g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n};
 }
 
-long Groups(const Int8Tiles& t, long m, long n) {
-  return ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
-}
-
 // The tiles of an m x n GEMM over kp (dw: with a folded depthwise). Where the tuned tiles leave
 // units without a group (batch-1 layers of small models) and SmallTilesMode takes the GEMM, the
 // device profile's small tiles, if they give it more groups: a group's time there is its chain of
@@ -112,7 +113,7 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
                   size_t max_alloc, bool dw) {
   GemmPlan p;
   p.tiles = GemmTiles{t.tm, t.tn, 4 * t.tk4, t.wm, t.wn};
-  const long groups = ((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+  const long groups = Groups(t, m, n);
   PlanSplitK(p, ctx.env.device(), groups, kp, ctx.options.gemm_splits, /*work_items=*/1024,
              /*min_tiles=*/dw ? 1 : 4);
   // Its int32 sums and tile counters are one buffer: none larger than the device allows (chunks
@@ -165,7 +166,7 @@ size_t Int8GemmSumBytes(const OpContext& ctx, int m, int n, int k) {
   const long kp = (k + 3) / 4 * 4;
   const Int8Tiles t = Tiles(ctx.env.device(), m, n, kp, false);
   const GemmPlan p = PlanInt8(ctx, t, m, n, kp, SIZE_MAX, false);
-  const size_t groups = size_t((m + t.tm - 1) / t.tm) * ((n + t.tn - 1) / t.tn);
+  const size_t groups = size_t(Groups(t, m, n));
   return p.splits > 1 ? (size_t(m) * n + groups) * sizeof(int32_t) : 0;
 }
 
@@ -216,7 +217,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   const Int8Tiles t = Tiles(ctx.env.device(), m, w.n, w.kp, dw != nullptr);
   const GemmPlan p = PlanInt8(ctx, t, m, w.n, w.kp, ctx.max_alloc, dw != nullptr);
   const bool split = p.splits > 1;
-  const long groups = long((m + t.tm - 1) / t.tm) * ((w.n + t.tn - 1) / t.tn);
+  const long groups = Groups(t, m, w.n);
   char tiles[96];
   std::snprintf(tiles, sizeof tiles, "-DTM=%d -DTN=%d -DTK4=%d -DWM=%d -DWN=%d", t.tm, t.tn, t.tk4,
                 t.wm, t.wn);
