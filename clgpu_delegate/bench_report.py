@@ -137,7 +137,9 @@ def format_report(report: BenchReport) -> str:
     if "profile_table" in report:
         lines += ["", "top ops:", report["profile_table"]]
         share = report.get("kernel_share_of_invoke")
-        if share:
+        # 0 is a real answer: on a busy host the event overhead measured at load can
+        # cover a tiny model's kernels whole.
+        if share is not None:
             lines.append(
                 f"kernels {report['kernel_ms_per_invoke']:.3f} ms per invoke = "
                 f"{100 * share:.0f}% of the median delegate invoke "
