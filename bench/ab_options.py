@@ -13,8 +13,10 @@ an item without '=' continues the value before it). That first invoke binds the 
 where zero-copy wraps TFLite's tensors (NVIDIA's default), and the ops read their knobs as they
 bind; a set whose delegate binds again while it is timed, outside its environment, gets an error
 in its row instead of times.
-Rows: model, and per set the median and the fastest-turn ms, and each set's median over the first
-set's. Writes bench/results/ab-options[-TAG]-<device>.{json,md}.
+Rows: model, and per set the median and the fastest-turn ms, each set's median over the first
+set's, and the host's time per invoke until the last command was enqueued and waiting after it
+(DelegateStats: which side a difference between two sets of one plan is on).
+Writes bench/results/ab-options[-TAG]-<device>.{json,md}.
 """
 
 from __future__ import annotations
@@ -92,8 +94,10 @@ def one_model(path: str, sets: list[tuple[str, dict[str, Any]]], runs: int) -> d
     rng = np.random.default_rng(0)
     first = next(iter(timed.values()))
     feeds = [rng.standard_normal(x["shape"]).astype(x["dtype"]) for x in first.inputs]
+    before = {name: t.delegate.stats() for name, t in timed.items()}
     time_candidates(list(timed.values()), feeds, runs, 5, 0, cpu_device=False)
-    rebound = [n for n, t in timed.items() if t.delegate.stats().binds != binds[n]]
+    after = {name: t.delegate.stats() for name, t in timed.items()}
+    rebound = [n for n in timed if after[n].binds != binds[n]]
     if rebound:
         raise RuntimeError(f"{', '.join(rebound)} bound again outside the set's environment")
     base = statistics.median(first.times)
@@ -104,7 +108,21 @@ def one_model(path: str, sets: list[tuple[str, dict[str, Any]]], runs: int) -> d
         row[f"{name}_min_ms"] = min(t.times)
         row[f"{name}_ratio"] = med / base
         row[f"{name}_nodes"] = len(t.delegate.delegated_nodes())
+        row.update(host_split(name, before[name], after[name]))
     return row
+
+
+def host_split(name: str, s0: Any, s1: Any) -> dict[str, float]:
+    """A set's host time per invoke over its timed turns (their untimed openers too): until its
+    last command was enqueued, and waiting after. Where two sets of one plan differ, this says
+    whether the host or the device took the difference."""
+    n = s1.invokes - s0.invokes
+    if n <= 0:
+        return {}
+    return {
+        f"{name}_enqueue_us": (s1.host_enqueue_us - s0.host_enqueue_us) / n,
+        f"{name}_wait_us": (s1.host_wait_us - s0.host_wait_us) / n,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, _ in sets:
         cols += [(f"{name}_ms", f"{name} median ms"), (f"{name}_min_ms", f"{name} min ms")]
     cols += [(f"{name}_ratio", f"{name} / {sets[0][0]}") for name, _ in sets[1:]]
+    for name, _ in sets:
+        cols += [
+            (f"{name}_enqueue_us", f"{name} enqueue us"),
+            (f"{name}_wait_us", f"{name} wait us"),
+        ]
     cols += [(f"{sets[0][0]}_nodes", "delegated nodes"), ("error", "error")]
     meta = {**device_info(), "sets": dict(sets), "runs": args.runs}
     stem = "ab-options" + (f"-{args.tag}" if args.tag else "")

@@ -6,6 +6,7 @@ is an error, not a row of times."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -51,6 +52,12 @@ def test_a_set_bound_again_while_timed_is_an_error(
     sets = [("a", {"partitioning": "all"}), ("b", {"partitioning": "all"})]
     row = ab.one_model(str(model), sets, 3)
     assert row["a_ms"] > 0 and row["b_ms"] > 0
+    # Each set's host time per invoke over its turns: enqueueing, then waiting.
+    assert row["a_enqueue_us"] > 0 and row["b_wait_us"] >= 0
+    s0 = SimpleNamespace(invokes=10, host_enqueue_us=100.0, host_wait_us=40.0)
+    s1 = SimpleNamespace(invokes=14, host_enqueue_us=180.0, host_wait_us=60.0)
+    assert ab.host_split("a", s0, s1) == {"a_enqueue_us": 20.0, "a_wait_us": 5.0}
+    assert ab.host_split("a", s0, s0) == {}
     # A timing loop during which a delegate binds again (a stand-in that resizes) is refused.
     calls = {"n": 0}
 
