@@ -44,6 +44,7 @@ def block(
     residual: bool = False,
     after: str = "",
     pw_kernel: int = 1,
+    pw_stride: int = 1,
     seed: int = 0,
     quantize: bool = True,
 ) -> bytes:
@@ -58,7 +59,8 @@ def block(
     d = b.depthwise_conv2d(
         h, b.rand((1, k, k, cm)), b.rand((cm,), 0.2), stride, dilation, padding, multiplier, act
     )
-    y = b.conv2d(d, b.rand((out, pw_kernel, pw_kernel, cm)), b.rand((out,), 0.2), 1, 1, "SAME")
+    f = b.rand((out, pw_kernel, pw_kernel, cm))
+    y = b.conv2d(d, f, b.rand((out,), 0.2), pw_stride, 1, "SAME")
     if residual:
         y = b.add(y, h)
     if after == "logistic":
@@ -176,6 +178,7 @@ def test_depthwise_read_elsewhere_does_not_fold(runtime: str) -> None:
         ((1, 8, 8, 6), {}),  # channels not in fours
         ((1, 8, 8, 8), {"multiplier": 2}),  # a depth multiplier
         ((1, 8, 8, 16), {"act": None, "pw_kernel": 3}),  # a 3x3 convolution reads it
+        ((1, 8, 7, 8), {"pw_stride": 2}),  # a 1x1 of stride 2 reads every other pixel
     ],
 )
 def test_other_shapes_do_not_fold(
@@ -295,6 +298,8 @@ def test_float_depthwise_epilogue_fp16_and_split_k(runtime: str) -> None:
 
 def test_float_depthwise_multiplier_does_not_fold(runtime: str) -> None:
     check_float_fold(float_block((1, 8, 8, 8), multiplier=2, seed=16), runtime, 0)
+    # Nor into a 1x1 of stride 2, which reads every other pixel.
+    check_float_fold(float_block((1, 8, 7, 8), pw_stride=2, seed=18), runtime, 0)
 
 
 @pytest.mark.parametrize("quantize", [True, False])

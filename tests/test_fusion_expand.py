@@ -43,6 +43,7 @@ def block(
     residual: bool = False,
     expand_read_twice: bool = False,
     expand_epilogue: bool = False,
+    expand_stride: tuple[int, int] = (1, 1),
     seed: int = 0,
 ) -> bytes:
     """x -> a first conv (so the block's input is an activation) -> 1x1 expand (act) ->
@@ -52,7 +53,7 @@ def block(
     c = shape[3]
     h = b.conv2d(x, b.rand((c, 1, 1, c)), b.rand((c,), 0.2), 1, 1, "SAME", "RELU")
     e = c * expand
-    xe = b.conv2d(h, b.rand((e, 1, 1, c)), b.rand((e,), 0.2), 1, 1, "SAME", act)
+    xe = b.conv2d(h, b.rand((e, 1, 1, c)), b.rand((e,), 0.2), expand_stride, 1, "SAME", act)
     if expand_epilogue:
         xe = b.hard_swish(xe)
     kw = k if kw is None else kw
@@ -161,6 +162,10 @@ def test_what_must_not_fold(runtime: str) -> None:
     check_expand(block((1, 8, 8, 8), expand_epilogue=True, seed=24), runtime, 0)
     # A layer large enough that repeating the expand at every tap costs more than its launch.
     check_expand(block((1, 48, 48, 16), expand=6, seed=25), runtime, 0)
+    # An expand of stride 2 (a fuzzed keyword spotter's): the depthwise reads every other pixel.
+    check_expand(block((1, 8, 7, 8), expand_stride=(2, 1), seed=26), runtime, 0)
+    # Over one row a stride down the rows changes nothing: that expand folds.
+    check_expand(block((1, 1, 8, 8), expand_stride=(2, 1), seed=27), runtime, 1)
 
 
 def test_long_tap_chains_fold_only_into_the_block_kernel(
@@ -397,6 +402,11 @@ def test_int8_what_must_not_fold(runtime: str) -> None:
     # Too large to repeat at every tap.
     m = quantize_model(block((1, 48, 48, 16), expand=6, seed=33), io="int8", seed=33, jitter=0.3)
     assert _expanded(check_int8_parity(m, runtime, **common)) == 0
+    # An expand of stride 2, and one whose stride a single row makes no stride (that one folds).
+    for shape, n, seed in (((1, 8, 7, 8), 0, 34), ((1, 1, 8, 8), 1, 35)):
+        f = block(shape, expand_stride=(2, 1), seed=seed)
+        m = quantize_model(f, io="int8", seed=seed, jitter=0.3)
+        assert _expanded(check_int8_parity(m, runtime, **common)) == n
 
 
 def test_fuse_option_names_the_passes(runtime: str) -> None:

@@ -1,8 +1,9 @@
-// Expand folds: after a depthwise fold (depthwise.cc), the 1x1 CONV_2D of stride 1 (float32;
-// int8 with channels in fours) that alone writes the depthwise's input (an inverted-residual
-// block's expand), not itself taking a depthwise, runs inside the same GEMM: each depthwise tap
-// computes its input there (AttachExpand, kernels' EXPAND_A), so the whole block is one launch,
-// where ExpandFoldPays. Last of the passes.
+// Expand folds: after a depthwise fold (depthwise.cc), the 1x1 CONV_2D that keeps its map
+// (stride 1, or a stride over a single row or column; float32; int8 with channels in fours) that
+// alone writes the depthwise's input (an inverted-residual block's expand), not itself taking a
+// depthwise, runs inside the same GEMM: each depthwise tap computes its input there
+// (AttachExpand, kernels' EXPAND_A), so the whole block is one launch, where ExpandFoldPays.
+// Last of the passes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -58,8 +59,9 @@ std::vector<std::pair<size_t, size_t>> FindExpandFolds(const GraphView& g,
     tfl::ConvParams cp;
     std::memcpy(&cp, ex.builtin_data, sizeof cp);
     const Shape xin = g.shape(ex.inputs[0]), f = g.shape(ex.inputs[1]);
+    // Apply's rule: the expand keeps its input's map (a stride over one row or column does).
     if (xin.size() != 4 || f.size() != 4 || f[1] != 1 || f[2] != 1 || f[3] != xin[3] ||
-        cp.stride_height != 1 || cp.stride_width != 1)
+        (cp.stride_height != 1 && xin[1] != 1) || (cp.stride_width != 1 && xin[2] != 1))
       continue;
     if (IsQuantized(g.value_type(x)) && xin[3] % 4 != 0) continue;
     std::optional<ConvGeometry> dg = GraphConvGeometry(g, dw);
@@ -112,8 +114,12 @@ class ExpandPass : public FusionPass {
         !plan.SamePrecision(i, {size_t(producer)}))
       return;
     const int e_in = ex.inputs()[0];
-    const Shape es = plan.shape(e_in);
+    const Shape es = plan.shape(e_in), xs = plan.shape(x);
     if (es.size() != 4 || plan.split(e_in) || !plan.Fits(e_in)) return;
+    // The kernels compute x's pixel from e_in's same pixel: only where the expand keeps its input's
+    // map (stride 1, or a stride over a single row or column). Its dense form below is one pixel's,
+    // which no stride changes.
+    if (xs.size() != 4 || xs[0] != es[0] || xs[1] != es[1] || xs[2] != es[2]) return;
     OpContext dctx = plan.Ctx(dwi), ectx = plan.Ctx(size_t(producer));
     Int8DepthwiseA int8_form;
     FloatDepthwiseA float_form;
