@@ -15,7 +15,9 @@ import json
 import os
 from pathlib import Path
 
-from fuzz.run import fuzz
+from fuzz.run import fuzz, seed_models
+
+from clgpu_delegate.modelgen import ModelBuilder, dynamic_range_model, quantize_model
 
 
 def test_mutants_never_crash_or_differ_where_the_cpu_survives(runtime: str, tmp_path: Path) -> None:
@@ -43,3 +45,18 @@ def test_mutants_never_crash_or_differ_where_the_cpu_survives(runtime: str, tmp_
     log = (tmp_path / f"{runtime}-log.jsonl").read_text()
     for edit in ("produced tensor", "operand"):
         assert log.count(edit) >= mutants // 20, edit
+
+
+def test_dynamic_range_models_are_no_seeds(tmp_path: Path) -> None:
+    # TFLite's hybrid kernels quantize activations; the delegate computes the float model: such a
+    # model's CPU outputs are no reference for a mismatch, so it is left out of the seeds.
+    f = ModelBuilder(seed=3)
+    x = f.input("x", (1, 8))
+    f.output(f.fully_connected(x, f.rand((4, 8)), f.rand((4,), 0.1)))
+    flt = f.build()
+    (tmp_path / "float.tflite").write_bytes(flt)
+    (tmp_path / "hybrid.tflite").write_bytes(dynamic_range_model(flt))
+    (tmp_path / "dequantize.tflite").write_bytes(dynamic_range_model(flt, form="dequantize"))
+    (tmp_path / "int8.tflite").write_bytes(quantize_model(flt, io="int8", seed=3))
+    seeds = seed_models(str(tmp_path))
+    assert {"float", "dequantize", "int8"} <= set(seeds) and "hybrid" not in seeds
