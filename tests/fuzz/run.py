@@ -272,7 +272,10 @@ def hybrid(model: bytes) -> bool:
     """Whether an op takes float activations and int8 weights itself (dynamic-range, hybrid
     form): TFLite's hybrid kernels quantize the activations, the delegate computes the float
     model (docs/numerics.md), so stock TFLite's outputs are no bit-level reference for it."""
-    m = read_model(model)
+    try:
+        m = read_model(model)
+    except ValueError:  # the model reader takes one subgraph: a model of more is kept
+        return False
     for op in m.ops:
         at = WEIGHT_OPS.get(op.code, (-1,))[0]
         if op.code == tflite.BuiltinOperator.GATHER or not 0 <= at < len(op.inputs):

@@ -1,7 +1,8 @@
 """Seed models of the mutation fuzzer, built with clgpu_delegate.modelgen: small graphs that
 together use every op family the delegate claims (convolutions of each algorithm's shapes with
 fp16 weights behind DEQUANTIZE, pools, element-wise ops, reductions, copies, splits, slices,
-gathers), so a mutation lands on each op's checks. Real models are added with `--models DIR`."""
+gathers) and the folds of a keyword spotter's blocks, float and int8, so a mutation lands on each
+op's checks and each fold's. Real models are added with `--models DIR`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import tflite
 
-from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
 OPS = tflite.BuiltinOperator
 
@@ -104,6 +105,38 @@ def _selects() -> bytes:
     return b.build()
 
 
+def _block_chain(seed: int) -> ModelBuilder:
+    """A keyword spotter's tail in small: inverted-residual blocks (1x1 expand, a PAD and a
+    depthwise of stride 2, 1x1 project, a residual ADD) and a squeeze (global average pool,
+    RESHAPE, FULLY_CONNECTED, SOFTMAX): the shapes the depthwise, expand, residual and squeeze
+    folds take."""
+    b = ModelBuilder(seed=seed)
+    x = b.input("x", (1, 10, 6, 1))
+    h = b.conv2d(x, b.rand((8, 3, 3, 1)), b.rand((8,)), activation="RELU")
+    e = b.conv2d(h, b.rand((16, 1, 1, 8)), b.rand((16,)), activation="RELU6")
+    d = b.depthwise_conv2d(e, b.rand((1, 3, 3, 16), 0.5), b.rand((16,)), activation="RELU6")
+    h = b.add(b.conv2d(d, b.rand((8, 1, 1, 16)), b.rand((8,))), h)
+    e = b.pad(
+        b.conv2d(h, b.rand((16, 1, 1, 8)), b.rand((16,)), activation="RELU6"),
+        [[0, 0], [0, 1], [0, 1], [0, 0]],
+    )
+    d = b.depthwise_conv2d(
+        e, b.rand((1, 3, 3, 16), 0.5), b.rand((16,)), stride=2, padding="VALID", activation="RELU6"
+    )
+    y = b.conv2d(d, b.rand((12, 1, 1, 16)), b.rand((12,)))
+    y = b.reshape(b.avg_pool2d(y, (5, 3), 1), (1, 12))
+    b.output(b.softmax(b.fully_connected(y, b.rand((4, 12)), b.rand((4,)))))
+    return b
+
+
+def _blocks() -> bytes:
+    return _block_chain(8).build()
+
+
+def _blocks_int8() -> bytes:
+    return quantize_model(_block_chain(9).build(), io="int8", seed=9, jitter=0.3)
+
+
 SEEDS: dict[str, Callable[[], bytes]] = {
     "convs": _convs,
     "pools_and_copies": _pools_and_copies,
@@ -112,6 +145,8 @@ SEEDS: dict[str, Callable[[], bytes]] = {
     "splits": _splits,
     "transpose_conv": _transpose_conv,
     "selects": _selects,
+    "blocks": _blocks,
+    "blocks_int8": _blocks_int8,
 }
 
 
