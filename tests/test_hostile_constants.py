@@ -238,3 +238,43 @@ def test_gather_indices_with_negative_bytes_past_their_shape(runtime: str) -> No
         except (RuntimeError, ValueError) as e:
             outcomes.append(str(e).split("Node")[0])
     assert outcomes[0] != "ran" and outcomes[1] == outcomes[0], outcomes
+
+
+def _outlier_filter(weight: float) -> bytes:
+    """conv 3x3 (RELU: zeros in its output) -> conv 3x3 with one weight `weight` (RELU): where
+    that tap reads a positive value the CPU's sum is below zero, else it sums small terms."""
+    b = ModelBuilder(seed=12)
+    x = b.input("x", (1, 12, 12, 8))
+    h = b.conv2d(x, b.rand((8, 3, 3, 8)), b.rand((8,)), activation="RELU")
+    f = b.rand((8, 3, 3, 8))
+    f[0, 1, 1, 0] = weight
+    b.output(b.conv2d(h, f, b.rand((8,)), activation="RELU"))
+    return b.build()
+
+
+@pytest.mark.parametrize("algorithm", ["auto", "winograd", "winograd4", "winograd4_fused"])
+def test_a_filter_with_an_outlier_runs_no_winograd(runtime: str, algorithm: str) -> None:
+    # Winograd's transforms spread one weight over a tile's products: the outputs the CPU sums
+    # from small terms came out as the rounding error of 3e36-sized ones (a fuzzed bit flip).
+    from parity import check_parity
+
+    r = check_parity(
+        _outlier_filter(-3e36),
+        runtime,
+        expect_delegated="all",
+        profiling=True,
+        conv_algorithm=algorithm,
+    )
+    algos = {k.node: k.algorithm for k in r.delegate.profile().kernels}
+    assert algos[1] == "implicit_gemm", algos
+    # Weights of ordinary spread keep the algorithm that was asked for.
+    if algorithm != "auto":
+        r = check_parity(
+            _outlier_filter(3.0),
+            runtime,
+            expect_delegated="all",
+            profiling=True,
+            conv_algorithm=algorithm,
+        )
+        algos = {k.node: k.algorithm for k in r.delegate.profile().kernels}
+        assert algos[1] == algorithm, algos

@@ -61,6 +61,12 @@ struct ConvSource {
     return nonfinite > 0;
   }
   int nonfinite = -1;
+  // Whether Winograd would spread an outlier weight (WinogradSpreadsOutlier), worked out once.
+  bool Outlier() {
+    if (outlier < 0) outlier = WinogradSpreadsOutlier(filter.values());
+    return outlier > 0;
+  }
+  int outlier = -1;
   size_t Bytes() const {
     size_t n = 0;
     for (const auto& [k, w] : weights) n += w->filter.bytes() + w->plain.bytes();
@@ -275,10 +281,14 @@ class Conv2dOp : public ConvOpBase {
 
  private:
   // ChooseConvAlgorithm, except that a filter with a non-finite weight runs implicit GEMM,
-  // whose padded taps multiply zeros as TFLite's im2col does (ConvSource::NonFinite).
+  // whose padded taps multiply zeros as TFLite's im2col does (ConvSource::NonFinite), and so does
+  // one with an outlier that Winograd would spread (ConvSource::Outlier).
   ConvAlgorithm Algorithm(const OpContext& ctx, const ConvGeometry& g) const {
-    return src_->NonFinite() && g.groups == 1 ? ConvAlgorithm::kImplicitGemm
-                                              : ChooseConvAlgorithm(ctx, g);
+    if (src_->NonFinite() && g.groups == 1) return ConvAlgorithm::kImplicitGemm;
+    const ConvAlgorithm a = ChooseConvAlgorithm(ctx, g);
+    const bool winograd = a == ConvAlgorithm::kWinograd || a == ConvAlgorithm::kWinograd4 ||
+                          a == ConvAlgorithm::kWinograd4Fused;
+    return winograd && src_->Outlier() ? ConvAlgorithm::kImplicitGemm : a;
   }
   bool GemmWrites(const OpContext& ctx, const ConvGeometry& g) const {
     return GemmWritesSlices(Algorithm(ctx, g), ctx.env.device(), g);

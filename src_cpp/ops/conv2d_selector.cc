@@ -3,6 +3,8 @@
 // these choices are in bench/results/conv-algorithms-*.md and conv2d-*.md.
 #include "ops/conv2d_selector.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -170,6 +172,16 @@ std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeomet
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                float act_max, cl_mem residual) {
   return Def(a).encode(ctx, g, in, w, bias, out, act_min, act_max, residual);
+}
+
+bool WinogradSpreadsOutlier(const std::vector<float>& filter) {
+  std::vector<float> mags;
+  for (float v : filter)
+    if (v != 0) mags.push_back(std::fabs(v));
+  if (mags.empty()) return false;
+  const auto mid = mags.begin() + mags.size() / 2;
+  std::nth_element(mags.begin(), mid, mags.end());
+  return *std::max_element(mags.begin(), mags.end()) > 1024.0 * *mid;
 }
 
 }  // namespace clgpu

@@ -55,6 +55,14 @@ size_t ConvWeightBytes(const OpContext& ctx, ConvAlgorithm a, const ConvGeometry
 // filter is the plain OHWI one (and splits by output channels).
 ConvAlgorithm ChooseConvAlgorithm(const OpContext& ctx, const ConvGeometry& g);
 
+// Whether a filter has a weight that dwarfs the others (|w| over 1024 times the median nonzero
+// |w|), which Winograd must not run: its transforms spread each weight over a tile's products,
+// so an output that the CPU sums from small terms comes out as the rounding error of huge ones
+// (a fuzzed weight of 3e36 whose products a RELU zeroes on the CPU). The public models' trained
+// filters wider than 1x1 reach 80 (palm_detection_lite's 5x5); their 1x1 ones, which no Winograd
+// runs, 4500.
+bool WinogradSpreadsOutlier(const std::vector<float>& filter);
+
 // Device-side weights in the layout the algorithm wants (transformed once).
 struct ConvWeights {
   // OHWI, the Winograd-transformed U, direct_blocked's [OC / OCB][KH][KW][C][OCB] or
