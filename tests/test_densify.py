@@ -76,8 +76,15 @@ def test_pose_detection_chain_is_one_partition(runtime: str) -> None:
 
 
 def test_pose_detection_chain_fp16_storage(runtime: str) -> None:
-    check_parity(pose_like(3), runtime, rtol=1e-2, atol=2e-2, expect_delegated="all",
-                 expect_partitions=1, precision="fp16")
+    check_parity(
+        pose_like(3),
+        runtime,
+        rtol=1e-2,
+        atol=2e-2,
+        expect_delegated="all",
+        expect_partitions=1,
+        precision="fp16",
+    )
 
 
 def test_folded_nodes_follow_their_consumers(runtime: str) -> None:
@@ -111,3 +118,27 @@ def test_densify_read_by_a_cpu_op_stays_on_cpu(runtime: str) -> None:
     b.output(cpu_op(b, w))
     r = check_parity(b.build(), runtime, expect_delegated={"CONV_2D"})
     assert "also read by an op that stays on the CPU" in r.reason(0), r.reason(0)
+
+
+@pytest.mark.parametrize(
+    "damage", ["index_out_of_range", "values_short"], ids=["bad_index", "short_values"]
+)
+def test_metadata_the_expansion_refuses_stays_on_the_cpu(damage: str, runtime: str) -> None:
+    # TFLite's DENSIFY writes where a CSR index says, past its row (here still inside its output;
+    # past it on a fuzzed pose_detection, where evaluating it for the delegate's constant fold
+    # corrupted the fold's memory), and reads on past a short values buffer. The delegate's own
+    # expansion refuses such metadata: the DENSIFY and its reader run on the CPU as they are.
+    rng = np.random.default_rng(6)
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (1, 4, 4, 8))
+    w = b.sparse_const(pruned(rng, (6, 1, 1, 8), keep=0.6), fp16=True)
+    sparse = next(t for t in b._tensors if getattr(t, "sparsity", None) is not None)
+    csr = sparse.sparsity.levels[-1]
+    if damage == "index_out_of_range":
+        csr.indices[csr.segments[1] - 1] = 9  # row 0's last value, at column 9 of 8
+    else:
+        sparse.data = sparse.data[:-1]  # one FLOAT16 value fewer than the segments count
+    b.output(b.conv2d(x, w, b.rand((6,))))
+    r = check_parity(b.build(), runtime, expect_cpu={"DENSIFY", "DEQUANTIZE", "CONV_2D"})
+    why = "a CSR index is out of range" if damage == "index_out_of_range" else "more values than"
+    assert why in r.reason(0), r.reason(0)
