@@ -23,11 +23,13 @@
 #define RED_SEQ(acc, v) RED(acc, v)
 #elif RED_OP == RED_MAX
 #define RED_INIT (-INFINITY)
+#define RED_EMPTY (-FLT_MAX)  // TFLite's result over an empty axis: its running value's start
 #define RED(acc, v) ((v) > (acc) ? (v) : (acc))
 #define RED_SEQ(acc, v) ((acc) > (v) ? (acc) : (v))
 #define RED_NAN_RESETS
 #elif RED_OP == RED_MIN
 #define RED_INIT INFINITY
+#define RED_EMPTY FLT_MAX
 #define RED(acc, v) ((v) < (acc) ? (v) : (acc))
 #define RED_SEQ(acc, v) ((acc) < (v) ? (acc) : (v))
 #define RED_NAN_RESETS
@@ -100,6 +102,9 @@ __kernel void reduce_tiled(__global const T* x, __global T* out, int outer, int 
 #ifdef RED_NAN_RESETS
     if (p == reduce - 1) result = NAN;
 #endif
+#ifdef RED_EMPTY
+    if (reduce == 0) result = RED_EMPTY;
+#endif
     STOREF(ACTIVATE(result, act_lo, act_hi), out, ((long)o * slices + slice) * inner + ix);
   }
 }
@@ -130,5 +135,8 @@ __kernel void reduce_general(__global const T* x, __global T* out, int total, in
     }
     acc = RED_SEQ(acc, LOADF(x, off));  // in input order, so NaNs behave as in TFLite
   }
+#ifdef RED_EMPTY
+  if (count == 0) acc = RED_EMPTY;
+#endif
   STOREF(acc / divisor, out, i);
 }

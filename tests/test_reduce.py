@@ -6,6 +6,7 @@ REDUCE_MIN; fp16 storage; chunks within a tiny largest allocation; refusals."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -69,8 +70,14 @@ def test_mean_parity(
 
 @pytest.mark.parametrize(
     ("shape", "axes"),
-    [((37,), (0,)), ((4, 9), (0,)), ((2, 3, 4), (1,)), ((2, 3, 4, 5), (3, 1)),
-     ((2, 3, 4, 5, 6), (0, 2, 4)), ((2, 3, 4, 5, 6), (1, 2, 3))],
+    [
+        ((37,), (0,)),
+        ((4, 9), (0,)),
+        ((2, 3, 4), (1,)),
+        ((2, 3, 4, 5), (3, 1)),
+        ((2, 3, 4, 5, 6), (0, 2, 4)),
+        ((2, 3, 4, 5, 6), (1, 2, 3)),
+    ],
     ids=["rank1", "rank2", "rank3", "rank4", "rank5_general", "rank5_tiled"],
 )
 @pytest.mark.parametrize("op", ["mean", "sum", "reduce_max", "reduce_min"])
@@ -117,8 +124,12 @@ def test_reductions_with_nan_and_inf_match_tflite(
 
 @pytest.mark.parametrize(
     ("op", "shape", "axes"),
-    [("mean", (1, 12, 10, 40), (1, 2)), ("mean", (4, 300), (-1,)),
-     ("reduce_max", (3, 4, 5, 6), (0, 2)), ("sum", (2, 3, 4), (0, 1, 2))],
+    [
+        ("mean", (1, 12, 10, 40), (1, 2)),
+        ("mean", (4, 300), (-1,)),
+        ("reduce_max", (3, 4, 5, 6), (0, 2)),
+        ("sum", (2, 3, 4), (0, 1, 2)),
+    ],
 )
 def test_reductions_fp16_storage(
     op: str, shape: tuple[int, ...], axes: tuple[int, ...], runtime: str
@@ -187,8 +198,13 @@ def test_out_of_range_axis_is_refused() -> None:
     b = ModelBuilder(seed=10)
     x = b.input("x", (2, 3))
     b.output(
-        b._op(OPS.MEAN, [x, b._int_const([2], "axes")], [(2,)], options="ReducerOptions",
-              KeepDims=False)[0]
+        b._op(
+            OPS.MEAN,
+            [x, b._int_const([2], "axes")],
+            [(2,)],
+            options="ReducerOptions",
+            KeepDims=False,
+        )[0]
     )
     d = clgpu_delegate.load(partitioning="all")
     try:
@@ -223,3 +239,40 @@ def test_long_reduction_over_few_outputs_runs_in_slices(op: str, runtime: str) -
     prof = r.delegate.profile()
     assert [k.algorithm for k in prof.kernels] == ["tiled_split"]
     assert prof.partitions[0].kernels_per_invoke == 2
+
+
+def _resized_to_empty(model: bytes, runtime: str, shape: tuple[int, ...], delegate: object) -> Any:
+    it = make_interpreter(model, [delegate] if delegate else None, runtime=runtime, reference=True)
+    x = it.get_input_details()[0]
+    it.resize_tensor_input(x["index"], list(shape))
+    it.allocate_tensors()
+    it.set_tensor(x["index"], np.zeros(shape, x["dtype"]))
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+@pytest.mark.parametrize("op", ["mean", "sum", "reduce_max", "reduce_min", "reduce_prod"])
+@pytest.mark.parametrize("axes", [(1, 2), (1, 3)], ids=["tiled", "general"])
+def test_an_input_resized_empty_along_a_reduced_axis(
+    op: str, axes: tuple[int, ...], runtime: str
+) -> None:
+    # TFLite's kernels give their running value's start where nothing is reduced: 0, 1, and
+    # -FLT_MAX / FLT_MAX for MAX / MIN (not the infinities), NaN for a float MEAN.
+    model = reduce_model(op, (1, 4, 5, 8), axes)
+    want = _resized_to_empty(model, runtime, (1, 0, 5, 8), None)
+    with clgpu_delegate.load(partitioning="all", cpu_warmup=False) as d:
+        got = _resized_to_empty(model, runtime, (1, 0, 5, 8), d)
+        assert d.delegated_nodes() == [0]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_int8_mean_resized_empty_is_a_clear_error(runtime: str) -> None:
+    from clgpu_delegate.modelgen import quantize_model
+
+    model = quantize_model(reduce_model("mean", (1, 4, 5, 8), (1, 2)), io="int8", seed=4)
+    empty = r"int8 MEAN over an empty axis: input \[1,0,5,8\]"
+    with (
+        clgpu_delegate.load(partitioning="all", cpu_warmup=False) as d,
+        pytest.raises(RuntimeError, match=empty),
+    ):
+        _resized_to_empty(model, runtime, (1, 0, 5, 8), d)

@@ -80,6 +80,11 @@ class MeanInt8Op : public Op, public FoldTarget {
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     std::vector<bool> mask;
     if (auto why = Mask(axes_, in[0].size(), &mask); !why.empty()) throw Error("MEAN: " + why);
+    // An input resized to nothing along a reduced axis (an op before it made it so): a mean of
+    // no values has no int8 value to match, so a clear error rather than a made-up one.
+    for (size_t a = 0; a < mask.size(); ++a)
+      if (mask[a] && in[0][a] == 0)
+        throw Error("int8 MEAN over an empty axis: input " + ShapeString(in[0]));
     return {Reduced(in[0], mask, keep_dims_)};
   }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
