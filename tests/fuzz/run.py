@@ -184,6 +184,13 @@ class Fuzz:
                 self.counts[f"cpu_{kind}es" if kind == "crash" else "cpu_hangs"] += 1
                 self._keep("cpu", name, path, f"{cpu.status} in {cpu.stage}: {cpu.detail}")
                 return
+        if first.stage in ("xnnpack", "cpu_reference_kernels"):
+            # A second reference (worker.py) failed: stock TFLite's own path, if it fails alone.
+            ref = self._alone(first.stage, path)
+            if ref.status != "done":
+                self.counts[f"cpu_{kind}es" if kind == "crash" else "cpu_hangs"] += 1
+                self._keep("cpu", name, path, f"{ref.status} in {ref.stage}: {ref.detail}")
+                return
         if kind == "crash" and (memcheck := self._cpu_memcheck(path)):
             # Stock TFLite alone survived by luck: its kernels corrupt memory on this model.
             self.counts["cpu_crashes"] += 1

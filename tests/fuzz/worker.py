@@ -1,7 +1,8 @@
 """Child process of the mutation fuzzer (tests/fuzz/run.py): reads "MODE PATH" lines on stdin and
 runs each model, MODE "all" (the delegated interpreter, then stock TFLite twice), "cpu" (stock
-TFLite alone), "delegate" (the delegated interpreter alone) or "none" (the delegate loaded with
-partitioning="none": stock TFLite's kernels in the delegated run's surroundings). Before each
+TFLite alone), "delegate" (the delegated interpreter alone), "none" (the delegate loaded with
+partitioning="none": stock TFLite's kernels in the delegated run's surroundings), or
+"xnnpack" / "cpu_reference_kernels" (one of the second references alone). Before each
 stage it prints "BEGIN STAGE", so that the parent knows where a crash happened; after a model,
 "RESULT {json}".
 
@@ -148,6 +149,10 @@ def run_one(runtime: str, mode: str, model: bytes, strict: Any) -> dict[str, Any
     if mode in ("all", "delegate"):
         print("BEGIN delegate", flush=True)
         result["delegate"], got, result["claimed"] = _attempt(runtime, model, True)
+    if mode in ("xnnpack", "cpu_reference_kernels"):  # a second reference alone (attribution)
+        print(f"BEGIN {mode}", flush=True)
+        kw = {"ref_kernels": True} if mode == "cpu_reference_kernels" else {"xnnpack": True}
+        result[mode], _, _ = _attempt(runtime, model, False, **kw)
     if mode == "none":  # the delegate loaded, every node on the CPU (crash attribution)
         print("BEGIN none", flush=True)
         result["none"], _, _ = _attempt(runtime, model, True, partitioning="none")
