@@ -278,3 +278,38 @@ def test_a_filter_with_an_outlier_runs_no_winograd(runtime: str, algorithm: str)
         )
         algos = {k.node: k.algorithm for k in r.delegate.profile().kernels}
         assert algos[1] == algorithm, algos
+
+
+@pytest.mark.parametrize("act", ["RELU6", "RELU_N1_TO_1"])
+def test_an_activation_bound_past_int32_in_the_output_scale_stays_with_the_cpu(
+    act: str, runtime: str
+) -> None:
+    # TFLite quantizes a fused activation's bounds in the output's scale and fails its prepare
+    # when one leaves int32 (a fuzzed scale of a few 1e-12); the delegate would have saturated
+    # them and run the model. Now the node is the CPU's, and allocate_tensors fails as it does
+    # without the delegate.
+    from clgpu_delegate.modelgen import quantize_model
+    from clgpu_delegate.modelgen._reader import read_model
+    from clgpu_delegate.modelgen.flatbuffer import QuantParams, _Tensor, write_model
+
+    b = ModelBuilder(seed=14)
+    x = b.input("x", (1, 6, 6, 4))
+    y = b.conv2d(x, b.rand((4, 3, 3, 4)), b.rand((4,)), activation=act)
+    b.output(b.conv2d(y, b.rand((4, 1, 1, 4)), b.rand((4,))))
+    m = read_model(quantize_model(b.build(), io="int8", seed=14))
+    conv_out = m.ops[0].outputs[0]
+    tensors = []
+    for i, t in enumerate(m.tensors):
+        if i == conv_out:
+            q = QuantParams((1e-12,), t.quant.zero_point, t.quant.axis)
+            t = _Tensor(t.name, t.shape, t.dtype, t.data, quant=q)
+        tensors.append(t)
+    model = write_model(tensors, m.ops, m.inputs, m.outputs)
+    for delegated in (False, True):
+        d = clgpu_delegate.load(partitioning="all", cpu_warmup=False) if delegated else None
+        it = make_interpreter(model, [d] if d else None, runtime=runtime, reference=True)
+        with pytest.raises(RuntimeError, match="no_integer_overflow_from_quantization"):
+            it.allocate_tensors()
+        if d is not None:
+            why = next(x["reason"] for x in d.decisions() if x["node"] == 0)
+            assert "overflow int32 in the output's scale" in why, why

@@ -220,6 +220,7 @@ NodeDecision DelegateCore::DecideNode(const GraphView& graph, const NodeInfo& n,
     try {
       d.reason = !whole.empty() ? whole : CheckNodeCommon(graph, n);
       if (d.reason.empty()) d.reason = CheckCpuOperandRanks(graph, n);
+      if (d.reason.empty()) d.reason = CheckCpuActivationRange(graph, n);
       if (d.reason.empty()) d.reason = h->check(graph, n);
     } catch (const std::exception& e) {
       d.reason = "could not read the node: " + What(e);

@@ -1,7 +1,12 @@
 #include "ops/cpu_kernel_rules.h"
 
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <vector>
 
+#include "graph/quant.h"
 #include "graph/validate.h"
 #include "tflite/builtin.h"
 
@@ -37,6 +42,54 @@ std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n) {
       return std::string(r.what) + " has rank " +
              std::to_string(g.shape(n.inputs[r.input]).size()) + ", TFLite's kernel takes " +
              std::to_string(r.rank);
+  return "";
+}
+
+namespace {
+
+// Where an op with a fused activation keeps it in its params; -1: none that this rule reads.
+long ActivationOffset(int op) {
+  switch (op) {
+    case tfl::kConv2d:
+      return long(offsetof(tfl::ConvParams, activation));
+    case tfl::kDepthwiseConv2d:
+      return long(offsetof(tfl::DepthwiseConvParams, activation));
+    case tfl::kFullyConnected:
+      return long(offsetof(tfl::FullyConnectedParams, activation));
+    case tfl::kAdd:
+    case tfl::kSub:
+    case tfl::kMul:
+      return long(offsetof(tfl::AddParams, activation));
+    case tfl::kAveragePool2d:
+    case tfl::kMaxPool2d:
+      return long(offsetof(tfl::PoolParams, activation));
+    default:
+      return -1;
+  }
+}
+
+}  // namespace
+
+std::string CheckCpuActivationRange(const GraphView& g, const NodeInfo& n) {
+  const long at = ActivationOffset(n.op);
+  if (at < 0 || !n.builtin_data || n.outputs.empty() || !g.valid_tensor(n.outputs[0]) ||
+      !IsQuantized(g.value_type(n.outputs[0])))
+    return "";
+  int activation = 0;
+  std::memcpy(&activation, static_cast<const char*>(n.builtin_data) + at, sizeof activation);
+  const QuantParams q = g.quant(n.outputs[0]);
+  if (q.scale.empty()) return "";
+  // RELU, RELU_N1_TO_1, RELU6: the bounds TFLite quantizes, round(f / scale) in float.
+  const std::vector<float> bounds = activation == 1   ? std::vector<float>{0.f}
+                                    : activation == 2 ? std::vector<float>{-1.f, 1.f}
+                                    : activation == 3 ? std::vector<float>{0.f, 6.f}
+                                                      : std::vector<float>{};
+  for (float f : bounds) {
+    const float r = std::round(f / q.scale[0]);
+    if (!(r >= static_cast<float>(INT_MIN) && r <= static_cast<float>(INT_MAX)))
+      return "its fused activation's bounds overflow int32 in the output's scale, which TFLite's "
+             "kernel refuses at prepare";
+  }
   return "";
 }
 

@@ -14,6 +14,11 @@ namespace clgpu {
 // rank 2, SPLIT_V's size_splits of shape [2, 1]): why the node is not claimed, or "".
 std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n);
 
+// A quantized output's fused RELU, RELU_N1_TO_1 or RELU6 whose bounds, quantized as TFLite's
+// CalculateActivationRangeQuantized does, overflow an int32 (a tiny output scale): the CPU kernel
+// fails its prepare, so the node is not claimed (the delegate would saturate them). Or "".
+std::string CheckCpuActivationRange(const GraphView& g, const NodeInfo& n);
+
 // Why TFLite's CPU kernel for this node may write out of bounds, or "": a convolution or pool
 // with a stride, dilation or window beyond 32767 (tflite_runtime 2.14's CONV_2D wrote past its
 // arena at stride 65537; with part of the model delegated, the smaller arena turned that into a
