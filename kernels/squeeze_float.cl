@@ -18,7 +18,8 @@
 //   -DSQ_SOFTMAX: out is a SOFTMAX over the last layer's n values (n <= SQ_TILE), exp(sm_beta *
 //   (v - max)) over their sum; one more, last argument: float sm_beta.
 //   -DPACKED: w1, bias1, w2, bias2 are offsets in one buffer, the last argument (common.cl's
-//   CONST_IN).
+//   CONST_IN). -DSQ_MEAN_BOUNDED: the mean clamped to +-FLT_MAX first (an AVERAGE_POOL_2D's,
+//   whose activation range TFLite applies even without an activation).
 #include "quant.cl"
 
 #ifdef SQ_SOFTMAX
@@ -121,7 +122,11 @@ __kernel void squeeze_float(__global const T* x, __global T* out, __global float
     float total = 0.0f;
     for (int s = 0; s < slices; ++s)
       total += as_float(global_take((__global int*)partial + (long)s * channels + k));
+#ifdef SQ_MEAN_BOUNDED
+    vec1[k] = CLAMP_KEEP_NAN(total / divisor, -FLT_MAX, FLT_MAX);
+#else
     vec1[k] = total / divisor;
+#endif
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   SQ_DENSE(1, vec1, k1, w1, bias1, n1, lo1, hi1, vec2, part);

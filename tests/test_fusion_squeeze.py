@@ -338,8 +338,11 @@ def test_global_average_pool_heads_the_squeeze(
     m = head_model(shape, (12,), pool=padding, seed=shape[1])
     on = check_squeeze(m, runtime, 1)
     assert _softmax_kernels(on) == 0
-    assert not [k for k in on.delegate.profile().kernels if k.op == "AVERAGE_POOL_2D" and
-                k.algorithm != "int8_squeeze"], on.delegate.profile().table()
+    assert not [
+        k
+        for k in on.delegate.profile().kernels
+        if k.op == "AVERAGE_POOL_2D" and k.algorithm != "int8_squeeze"
+    ], on.delegate.profile().table()
     f = head_model(shape, (12,), pool=padding, quantize=False, seed=shape[1])
     fon = check_float_squeeze(f, runtime, 1)
     assert _softmax_kernels(fon) == 0
@@ -356,3 +359,24 @@ def test_pool_that_is_not_global_or_clamps_keeps_its_kernel(runtime: str) -> Non
         b.output(b.softmax(y))
         r = check_squeeze(quantize_model(b.build(), io="int8", seed=3), runtime, 0)
         assert _softmax_kernels(r) == 1
+
+
+@pytest.mark.parametrize("head", ["pool", "mean"])
+def test_a_pooled_sum_past_flt_max(runtime: str, head: str) -> None:
+    # Fifteen values of 3e38 sum to +Inf. TFLite's AVERAGE_POOL_2D bounds its mean at FLT_MAX
+    # (its activation range, even without an activation), so FULLY_CONNECTED's products stay
+    # finite and the SOFTMAX picks one class; a MEAN keeps the Inf. The squeeze once left a
+    # pool's Inf, and three classes tied at the FC's own FLT_MAX bound.
+    b = ModelBuilder(seed=9)
+    x = b.input("x", (1, 5, 3, 4))
+    y = b.avg_pool2d(x, (5, 3), 1) if head == "pool" else b.mean(x, (1, 2), keep_dims=True)
+    w = np.zeros((4, 4), np.float32)
+    w[:, 0] = [0.5, 0.25, -0.5, 0.1]
+    y = b.fully_connected(b.reshape(y, (1, 4)), w, np.zeros(4, np.float32))
+    b.output(b.softmax(y))
+    feed = np.full((1, 5, 3, 4), 0.5, np.float32)
+    feed[..., 0] = 3e38
+    r = check_parity(b.build(), runtime, inputs=[feed], expect_delegated="all", profiling=True)
+    assert [k.algorithm for k in r.delegate.profile().kernels] == ["squeeze"]
+    if head == "pool":
+        np.testing.assert_array_equal(r.outputs[0], [[1, 0, 0, 0]])

@@ -143,7 +143,8 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
         algorithm_ = "int8_squeeze";
       } else {
         launches_.push_back(EncodeFoldedFloatSqueeze(ctx, *this, in[0], out[0], hw, g.c, float(hw),
-                                                     &float_squeeze_, &dense_flops_));
+                                                     /*bounded=*/true, &float_squeeze_,
+                                                     &dense_flops_));
         algorithm_ = "squeeze";
       }
       return;

@@ -154,9 +154,9 @@ class ReduceOp : public Op, public Chunker, public FoldTarget {
     const int reduced_runs = View(s, &outer, &reduce, &inner);
     dense_flops_ = 0;
     if (!squeeze_dense().empty()) {
-      launches_.push_back(
-          EncodeFoldedFloatSqueeze(ctx, *this, in[0], out[0], static_cast<int>(reduce),
-                                   static_cast<int>(inner), divisor, &squeeze_, &dense_flops_));
+      launches_.push_back(EncodeFoldedFloatSqueeze(
+          ctx, *this, in[0], out[0], static_cast<int>(reduce), static_cast<int>(inner), divisor,
+          /*bounded=*/false, &squeeze_, &dense_flops_));
       algorithm_ = "squeeze";
       return;
     }

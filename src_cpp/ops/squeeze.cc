@@ -118,7 +118,7 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
 }
 
 Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
-                          float divisor, const std::vector<FloatDense>& dense,
+                          float divisor, bool bounded, const std::vector<FloatDense>& dense,
                           FloatSqueezeState* state, const SqueezeSoftmax* softmax) {
   bool fits = !dense.empty() && dense.size() <= 2 && channels <= kMaxFloatSqueezeVector;
   for (const FloatDense& d : dense)
@@ -135,6 +135,7 @@ Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int 
   if (softmax && dense.back().n > kMaxSqueezeSoftmax)
     throw Error("squeeze: a SOFTMAX over " + std::to_string(dense.back().n) + " values");
   if (softmax) defines += " -DSQ_SOFTMAX";
+  if (bounded) defines += " -DSQ_MEAN_BOUNDED";
   const std::vector<cl_mem> parts = {d1.weights, d1.bias, d2.weights, d2.bias};
   std::vector<int> at;
   Buffer consts;
@@ -180,7 +181,7 @@ Launch EncodeFoldedInt8Squeeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem ou
 }
 
 Launch EncodeFoldedFloatSqueeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem out, int reduce,
-                                int channels, float divisor, FloatSqueezeState* state,
+                                int channels, float divisor, bool bounded, FloatSqueezeState* state,
                                 double* flops) {
   std::vector<FloatDense> dense(op.squeeze_dense().size());
   Shape row = {1, channels};
@@ -195,7 +196,7 @@ Launch EncodeFoldedFloatSqueeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem o
   if (op.squeeze_softmax() &&
       !op.squeeze_softmax()->fold_source()->GetSqueezeSoftmax(ctx, row[1], false, &softmax))
     throw Error(std::string(op.type_name()) + ": a folded SOFTMAX has no float form");
-  return EncodeFloatSqueeze(ctx, x, out, reduce, channels, divisor, dense, state,
+  return EncodeFloatSqueeze(ctx, x, out, reduce, channels, divisor, bounded, dense, state,
                             op.squeeze_softmax() ? &softmax : nullptr);
 }
 

@@ -98,9 +98,11 @@ struct FloatSqueezeState {
 };
 
 // The launch computing out (the last dense op's n values) from x [reduce][channels]: the mean
-// (the sum over `reduce` divided by `divisor`), then the dense ops (and `softmax`, as above).
+// (the sum over `reduce` divided by `divisor`; `bounded`: then clamped to +-FLT_MAX, as an
+// AVERAGE_POOL_2D's activation range bounds it in TFLite and a MEAN's does not), then the dense
+// ops (and `softmax`, as above).
 Launch EncodeFloatSqueeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
-                          float divisor, const std::vector<FloatDense>& dense,
+                          float divisor, bool bounded, const std::vector<FloatDense>& dense,
                           FloatSqueezeState* state, const SqueezeSoftmax* softmax = nullptr);
 
 // The same for `op`'s folded squeeze (its squeeze_dense() and squeeze_softmax()), their forms
@@ -109,7 +111,7 @@ Launch EncodeFoldedInt8Squeeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem ou
                                int channels, const Int8MeanStage& mean, Int8SqueezeState* state,
                                double* flops);
 Launch EncodeFoldedFloatSqueeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem out, int reduce,
-                                int channels, float divisor, FloatSqueezeState* state,
+                                int channels, float divisor, bool bounded, FloatSqueezeState* state,
                                 double* flops);
 
 }  // namespace clgpu
