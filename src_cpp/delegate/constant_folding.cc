@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/half.h"
+#include "ops/densify.h"
 #include "runtime/cpu_fallback.h"
 #include "tflite/builtin.h"
 
@@ -39,7 +40,7 @@ std::set<int> Candidates(const GraphView& g, const std::vector<NodeInfo>& nodes)
     // A DENSIFY of a constant left here is one whose sparsity metadata FoldConstantDensifies
     // refused: TFLite's kernel writes where its indices say, past its output on a bad one
     // (a fuzzed pose_detection corrupted the fold's own memory so).
-    if (n.op == tfl::kDensify) continue;
+    if (*DensifyNodeName(n.op)) continue;
     bool ok = std::any_of(n.inputs.begin(), n.inputs.end(), [](int t) { return t >= 0; });
     for (int t : n.inputs) ok = ok && (t < 0 || g.IsModelConstant(t) || values.count(t));
     size_t bytes = 0;

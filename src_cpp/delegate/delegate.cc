@@ -219,8 +219,7 @@ NodeDecision DelegateCore::DecideNode(const GraphView& graph, const NodeInfo& n,
     d.op_name = h->name;
     try {
       d.reason = !whole.empty() ? whole : CheckNodeCommon(graph, n);
-      if (d.reason.empty()) d.reason = CheckCpuOperandRanks(graph, n);
-      if (d.reason.empty()) d.reason = CheckCpuActivationRange(graph, n);
+      if (d.reason.empty()) d.reason = CheckCpuPrepare(graph, n);
       if (d.reason.empty()) d.reason = h->check(graph, n);
     } catch (const std::exception& e) {
       d.reason = "could not read the node: " + What(e);

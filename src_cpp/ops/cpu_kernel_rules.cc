@@ -93,6 +93,11 @@ std::string CheckCpuActivationRange(const GraphView& g, const NodeInfo& n) {
   return "";
 }
 
+std::string CheckCpuPrepare(const GraphView& g, const NodeInfo& n) {
+  const std::string why = CheckCpuOperandRanks(g, n);
+  return why.empty() ? CheckCpuActivationRange(g, n) : why;
+}
+
 namespace {
 
 // A SLICE whose constant begin and size leave its input (tflite_runtime 2.14's kernel does not

@@ -19,6 +19,10 @@ std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n);
 // fails its prepare, so the node is not claimed (the delegate would saturate them). Or "".
 std::string CheckCpuActivationRange(const GraphView& g, const NodeInfo& n);
 
+// What TFLite's CPU kernel refuses at its prepare that the delegate's own op checks would take:
+// CheckCpuOperandRanks, then CheckCpuActivationRange. Why the node is not claimed, or "".
+std::string CheckCpuPrepare(const GraphView& g, const NodeInfo& n);
+
 // Why TFLite's CPU kernel for this node may write out of bounds, or "": a convolution or pool
 // with a stride, dilation or window beyond 32767 (tflite_runtime 2.14's CONV_2D wrote past its
 // arena at stride 65537; with part of the model delegated, the smaller arena turned that into a
