@@ -10,8 +10,11 @@ import pytest
 import tflite
 from parity import check_parity, compare, random_inputs, run
 
+import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
 from clgpu_delegate.runtime import make_interpreter
+
+OPS = tflite.BuiltinOperator
 
 
 def dense_model(shape: tuple[int, ...] = (1, 6, 8), units: int = 5, gelu: bool = True,
@@ -115,3 +118,33 @@ def test_keras_dense_dynamic_range_is_one_partition(form: str, runtime: str) -> 
                                  None, runtime=runtime, reference=True)
     reference.allocate_tensors()
     compare(r.outputs, run(reference, r.inputs), 1e-4, None, f" [{runtime}]")
+
+
+@pytest.mark.parametrize("damage", ["begin_rank_0", "shape_out_type_float16"])
+def test_what_the_cpu_refuses_is_not_folded(damage: str, runtime: str) -> None:
+    # A shape computation TFLite's kernels refuse at prepare (a STRIDED_SLICE begin of rank 0, a
+    # SHAPE whose options name FLOAT16) was folded all the same, so the model ran with the
+    # delegate where it fails without (found by the fuzzer on the Keras set's int8 models).
+    from clgpu_delegate.modelgen._reader import read_model
+    from clgpu_delegate.modelgen.flatbuffer import write_model
+
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (2, 3, 4))
+    y = b.add(x, b.rand((4,)))
+    b.output(b.add(b._op(OPS.RESHAPE, [y, b.dynamic_flatten_target(y)], [(2, 12)])[0], 1.0))
+    m = read_model(b.build())
+    tensors = list(m.tensors)
+    if damage == "begin_rank_0":
+        begin = next(o for o in m.ops if o.code == OPS.STRIDED_SLICE).inputs[1]
+        tensors[begin].shape = ()
+    else:
+        next(o for o in m.ops if o.code == OPS.SHAPE).fields["OutType"] = tflite.TensorType.FLOAT16
+    model = write_model(tensors, m.ops, m.inputs, m.outputs)
+    cpu = make_interpreter(model, None, runtime=runtime, reference=True)
+    with pytest.raises(RuntimeError) as want:
+        cpu.allocate_tensors()
+    d = clgpu_delegate.load(partitioning="all", cpu_warmup=False)
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    with pytest.raises(RuntimeError) as got:
+        it.allocate_tensors()
+    assert str(want.value).splitlines()[0] in str(got.value), (want.value, got.value)

@@ -94,6 +94,14 @@ std::string CheckCpuActivationRange(const GraphView& g, const NodeInfo& n) {
 }
 
 std::string CheckCpuPrepare(const GraphView& g, const NodeInfo& n) {
+  if (n.op == tfl::kShape && n.outputs.size() == 1 && g.valid_tensor(n.outputs[0])) {
+    // SHAPE writes the type its options name: int32 or int64, or its prepare fails.
+    int out_type = -1;
+    if (n.builtin_data) std::memcpy(&out_type, n.builtin_data, sizeof out_type);
+    if ((out_type != kTfLiteInt32 && out_type != kTfLiteInt64) || out_type != g.type(n.outputs[0]))
+      return "SHAPE's options name the output type " + std::to_string(out_type) +
+             ", TFLite's kernel writes int32 or int64 as its output is declared";
+  }
   const std::string why = CheckCpuOperandRanks(g, n);
   return why.empty() ? CheckCpuActivationRange(g, n) : why;
 }

@@ -20,7 +20,8 @@ std::string CheckCpuOperandRanks(const GraphView& g, const NodeInfo& n);
 std::string CheckCpuActivationRange(const GraphView& g, const NodeInfo& n);
 
 // What TFLite's CPU kernel refuses at its prepare that the delegate's own op checks would take:
-// CheckCpuOperandRanks, then CheckCpuActivationRange. Why the node is not claimed, or "".
+// a SHAPE whose options name another output type than int32 or int64 or than its output's,
+// CheckCpuOperandRanks, then CheckCpuActivationRange. Why the node is not claimed or folded, or "".
 std::string CheckCpuPrepare(const GraphView& g, const NodeInfo& n);
 
 // Why TFLite's CPU kernel for this node may write out of bounds, or "": a convolution or pool

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "ops/cpu_kernel_rules.h"
 #include "ops/op.h"
 #include "tflite/builtin.h"
 
@@ -262,7 +263,9 @@ std::vector<const NodeInfo*> FoldShapeComputations(GraphView& g,
                                                    const std::vector<NodeInfo>& nodes) {
   std::vector<const NodeInfo*> folded;
   for (const NodeInfo& n : nodes) {
-    if (!*ShapeNodeName(n.op)) continue;
+    // Nothing the CPU's kernel refuses at prepare (a STRIDED_SLICE begin of rank 0, a SHAPE of
+    // FLOAT16).
+    if (!*ShapeNodeName(n.op) || !CheckCpuPrepare(g, n).empty()) continue;
     std::optional<Folded> v = Evaluate(g, n);
     // The value must fill the output the model declares.
     if (!v || static_cast<int64_t>(v->values.size()) != NumElements(g.shape(n.outputs[0])))
