@@ -203,3 +203,15 @@ def test_launch_costs_by_kind_only_where_they_were_fitted() -> None:
     assert profile({**H200, "name": "NVIDIA H100 80GB HBM3"})["launch_us"] == h200
     for facts in (MALI, ADRENO, RDNA3, ARC, POCL, {**H200, "nv_compute": (8, 0)}):
         assert profile(facts)["launch_us"] == [0.0] * 4, facts
+
+
+def test_the_int8_expand_chain_is_longer_only_where_it_was_measured() -> None:
+    """The int8 GEMM folds longer expand chains than the float one only on the architecture the
+    sweep ran on (sm_90, bench/results/ab-options-int8-chain-NVIDIA_H200.md); every other device
+    keeps the float cap for both, and the block kernels' cap is the same everywhere."""
+    h200 = profile(H200)
+    assert h200["expand_chain_cap_int8"] > h200["expand_chain_cap"] > 0
+    for facts in (MALI, ADRENO, RDNA3, ARC, POCL, {**H200, "nv_compute": (8, 0)}):
+        p = profile(facts)
+        assert p["expand_chain_cap_int8"] == p["expand_chain_cap"] == h200["expand_chain_cap"]
+        assert p["block_item_products"] == h200["block_item_products"] > 0

@@ -311,6 +311,8 @@ def test_repeated_invokes_and_a_resize(runtime: str) -> None:
 
 # CLGPU_EXPAND_CHAIN=1: every block past the GEMM's chain cap, so the block kernel takes it.
 _BLOCK = {"CLGPU_EXPAND_CHAIN": "1"}
+# The int8 GEMM's chain cap as NVIDIA sm_90's profile sets it (cl/device_profile.cc).
+_INT8_576 = {"CLGPU_EXPAND_CHAIN_INT8": "576"}
 
 
 @pytest.mark.parametrize(
@@ -332,6 +334,10 @@ _BLOCK = {"CLGPU_EXPAND_CHAIN": "1"}
             {**_BLOCK, "CLGPU_IR_BLOCK_CHUNK": "8"},
             "block",
         ),
+        # A longer int8 chain cap (the H200's profile) leaves the block kernel the blocks it
+        # plans past the float cap, and folds into the GEMM one it does not plan (9 x 32 taps).
+        ((1, 20, 1, 40), {"expand": 3, "k": 9, "kw": 1, "residual": True}, _INT8_576, "block"),
+        ((1, 3, 3, 32), {}, {**_INT8_576, "CLGPU_IR_BLOCK_ITEM": "1"}, "gemm"),
         # Under the cap the GEMM's EXPAND_A takes the block.
         ((1, 8, 8, 8), {}, {}, "gemm"),
         ((1, 9, 7, 8), {"stride": 2}, {}, "gemm"),
@@ -402,6 +408,12 @@ def test_int8_what_must_not_fold(runtime: str) -> None:
     # Too large to repeat at every tap.
     m = quantize_model(block((1, 48, 48, 16), expand=6, seed=33), io="int8", seed=33, jitter=0.3)
     assert _expanded(check_int8_parity(m, runtime, **common)) == 0
+    # Past the int8 GEMM's chain cap (9 taps x 32 channels over this device's 216), with no block
+    # kernel to take it: two launches (under a cap of 576 it folds, test above).
+    m = quantize_model(block((1, 3, 3, 32), seed=36), io="int8", seed=36, jitter=0.3)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CLGPU_IR_BLOCK_ITEM", "1")
+        assert _expanded(check_int8_parity(m, runtime, **common)) == 0
     # An expand of stride 2, and one whose stride a single row makes no stride (that one folds).
     for shape, n, seed in (((1, 8, 7, 8), 0, 34), ((1, 1, 8, 8), 1, 35)):
         f = block(shape, expand_stride=(2, 1), seed=seed)

@@ -135,6 +135,7 @@ DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
   if (nvidia_gpu && p.architecture == "sm_90") {
     p.launch_us = {7, 10, 5, 7.5};
     p.invoke_us = 9;
+    p.expand_chain_cap_int8 = 576;
   }
 
   const std::string vendor = VendorKey(p.vendor);

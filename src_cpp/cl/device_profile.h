@@ -75,6 +75,11 @@ struct DeviceProfile {
   // element: measured on NVIDIA sm_90 (bench/results/ab-options-chain-NVIDIA_H200.md), the same
   // for other devices until measured there.
   long expand_chain_cap = 216;
+  // The same for the int8 GEMM's EXPAND_A, whose chain is of dp4a steps over four channels: on
+  // NVIDIA sm_90 blocks of 288-576 ran as fast folded or faster (0.75-0.96x the two launches;
+  // bench/results/ab-options-int8-chain-NVIDIA_H200.md). The int8 block kernel still takes the
+  // blocks past expand_chain_cap that it plans. Elsewhere expand_chain_cap until measured.
+  long expand_chain_cap_int8 = 216;
   // The block kernels (kernels/inverted_residual*.cl) take a block only while its expand costs a
   // group's work-items at most this many products each (input pixels x C x EC / 256): past it a
   // block's few groups (one per output row or so) ran slower than the GEMMs' many. NVIDIA sm_90

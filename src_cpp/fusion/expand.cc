@@ -155,7 +155,7 @@ bool ExpandFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int ec, int o
   double fused =
       int8 ? Int8BlockExpandProducts(dev, dw, oc, ec) : BlockExpandProducts(dev, dw, oc, ec);
   if (fused < 0) {
-    if (long(dw.kh) * dw.kw * ec > ExpandChainCap(dev)) return false;
+    if (long(dw.kh) * dw.kw * ec > ExpandChainCap(dev, int8)) return false;
     const double tiles = std::ceil(oc / 32.0);
     fused = double(dw.n) * dw.oh * dw.ow * dw.c * dw.kh * dw.kw * ec * tiles;
   }

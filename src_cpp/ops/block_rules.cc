@@ -8,11 +8,16 @@
 
 namespace clgpu {
 
-long ExpandChainCap(const DeviceInfo& dev) {
-  const std::vector<double> v =
-      EnvNumbers("CLGPU_EXPAND_CHAIN", 1, "a positive integer",
-                 [](const std::vector<double>& x) { return WholeAtLeast(x, 1); });
-  return v.empty() ? dev.profile.expand_chain_cap : static_cast<long>(v[0]);
+long ExpandChainCap(const DeviceInfo& dev, bool int8) {
+  const auto positive = [](const std::vector<double>& x) { return WholeAtLeast(x, 1); };
+  if (int8) {
+    const std::vector<double> v8 =
+        EnvNumbers("CLGPU_EXPAND_CHAIN_INT8", 1, "a positive integer", positive);
+    if (!v8.empty()) return static_cast<long>(v8[0]);
+  }
+  const std::vector<double> v = EnvNumbers("CLGPU_EXPAND_CHAIN", 1, "a positive integer", positive);
+  if (!v.empty()) return static_cast<long>(v[0]);
+  return int8 ? dev.profile.expand_chain_cap_int8 : dev.profile.expand_chain_cap;
 }
 
 // 256: both block kernels' work-group.

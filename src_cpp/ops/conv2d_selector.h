@@ -162,9 +162,10 @@ double BlockExpandProducts(const DeviceInfo& dev, const ConvGeometry& dw, int oc
 bool BlockKernelAllowed();
 // The products one depthwise output element may cost inside the GEMM (taps x EC), each a chain
 // of loads in one work-item: past the device profile's cap the GEMM's EXPAND_A waits on that
-// chain longer than the launch it saves takes. $CLGPU_EXPAND_CHAIN replaces it (research:
-// bench/ab_options.py env.*), read at each use since ab_options sets it between delegates.
-long ExpandChainCap(const DeviceInfo& dev);
+// chain longer than the launch it saves takes. `int8`: the int8 GEMM's cap. $CLGPU_EXPAND_CHAIN
+// replaces both, $CLGPU_EXPAND_CHAIN_INT8 the int8 one (research: bench/ab_options.py env.*),
+// read at each use since ab_options sets them between delegates.
+long ExpandChainCap(const DeviceInfo& dev, bool int8 = false);
 // Whether a block kernel's group of 256 work-items may take an expand over `in_pixels` input
 // pixels from `ec` to `c` channels: the device profile's block_item_products per work-item, or
 // $CLGPU_IR_BLOCK_ITEM's (research: bench/ab_options.py env.*).

@@ -40,10 +40,12 @@ std::optional<Int8BlockPlan> PlanInt8Block(const DeviceInfo& dev, const ConvGeom
       dw.ow <= 0 || oc <= 0 || dw.kh <= 0 || dw.kw <= 0 || dev.max_work_group_size < size_t(kWg) ||
       !BlockKernelAllowed())
     return std::nullopt;
-  // A block whose expand the GEMM repeats at each tap (EXPAND_A, under its chain cap) stays
-  // there: the GEMM ran every such block of the sweep as fast or faster
-  // (bench/results/ab-options-block-sweep-*.md). This kernel takes blocks the GEMM would leave
-  // in two launches, and only small ones (BlockItemsFit).
+  // A block under the float chain cap stays with the GEMM's EXPAND_A: there the sweep's blocks
+  // ran 0.71-1.40x as long in this kernel, no rule between (H200,
+  // bench/results/ab-options-block-sweep2-NVIDIA_H200.md). Past it this kernel takes the small
+  // blocks it plans (BlockItemsFit), even where the int8 GEMM's longer chain
+  // (expand_chain_cap_int8) would fold them: the 9-tap spotter blocks ran 1.24-1.26x as long
+  // there (ab-options-int8-chain-NVIDIA_H200.md).
   if (long(dw.kh) * dw.kw * ec <= ExpandChainCap(dev)) return std::nullopt;
   const long budget = long(std::min<uint64_t>(dev.local_mem_bytes * 7 / 8, 44 * 1024) / 4);
   const long units = std::max(dev.compute_units, 1);
