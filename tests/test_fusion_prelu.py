@@ -163,3 +163,44 @@ def test_the_cost_model_counts_the_folded_launches(runtime: str) -> None:
     # decisions' estimate counts the kernels the partition launches.
     counts, launched = estimated_and_launched(_mediapipe_block((1, 16, 16, 8), seed=8), runtime)
     assert counts and counts[0] == launched
+
+
+def _one_slope_residual_block(
+    shape: tuple[int, int, int, int], *, k: int = 3, act: str | None = None, seed: int = 0
+) -> bytes:
+    """conv -> PRELU -> conv -> ADD(x) -> PRELU, each PRELU of one slope: a residual block as
+    PyTorch's nn.PReLU() converts (bench/small_models.py's prelu_cnn_shared)."""
+    b = ModelBuilder(seed=seed)
+    c = shape[3]
+    x = b.input("x", shape)
+    h = b.conv2d(x, b.rand((c, k, k, c)), b.rand((c,), 0.2), 1, 1, "SAME")
+    h = b.prelu(h, np.full((1, 1, 1), 0.25, np.float32))
+    h = b.conv2d(h, b.rand((c, k, k, c)), b.rand((c,), 0.2), 1, 1, "SAME")
+    h = b.add(h, x, act)
+    b.output(b.prelu(h, np.full((1, 1, 1), -0.3, np.float32)))
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    "shape,kw,options",
+    [
+        ((1, 9, 9, 8), {}, {}),  # the implicit GEMM
+        ((1, 8, 8, 8), {"k": 1}, {}),  # the plain GEMM of a 1x1
+        ((1, 12, 12, 32), {}, {}),  # Winograd on this device
+        ((1, 9, 9, 8), {"act": "RELU6"}, {}),  # the ADD's clamp, then the slope
+        ((1, 9, 9, 8), {}, {"conv_algorithm": "direct"}),
+    ],
+)
+def test_an_adds_one_slope_prelu_moves_with_it_into_the_convolution(
+    runtime: str, shape: tuple[int, int, int, int], kw: Any, options: Any
+) -> None:
+    """The epilogue fold gives the block's last PRELU to the ADD; the residual fold then takes
+    the ADD into its convolution with that epilogue (applied after the residual and the ADD's
+    clamp, as the CPU does): one launch for conv, ADD and PRELU. Before, the ADD kept a launch
+    of its own while the cost model counted it folded."""
+    model = _one_slope_residual_block(shape, seed=shape[1] + shape[3], **kw)
+    r = check_parity(model, runtime, expect_delegated="all", profiling=True, **options)
+    assert op_nodes(r, "ADD") == 0 and _prelu_kernels(r) == 0, r.delegate.profile().table()
+    assert folded_nodes(r, "+ADD") == 1
+    counts, launched = estimated_and_launched(model, runtime)
+    assert counts and counts[0] == launched

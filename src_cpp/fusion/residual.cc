@@ -3,7 +3,8 @@
 // before the conv runs: the conv writes act(conv(x) + bias + residual) straight to the ADD's
 // output and the ADD runs no kernel (one launch fewer per block of ResNet / MobileNetV2). When
 // both operands qualify, the later conv takes the earlier one's output as its residual. After
-// the clamps and epilogues: an op with an epilogue takes no residual. Its Order first moves a
+// the clamps and epilogues: an op with an epilogue takes no residual, an ADD's epilogue moves
+// with the ADD into the conv. Its Order first moves a
 // conv whose ADD's other operand is computed after it (MediaPipe's blocks pad or pool their
 // shortcut after the convolution) to just before the ADD, so that the operand is ready for it.
 #include <algorithm>
@@ -138,12 +139,22 @@ class ResidualPass : public FusionPass {
       const Shape& s = plan.shape(y);
       const FoldTarget* target = conv.fold_target();
       FoldSource* source = add.fold_source();
+      // The ADD's epilogue (a one-slope PRELU after a block's ADD, as PyTorch's nn.PReLU()
+      // converts; fusion/epilogue.cc) moves with it: the convolutions' kernels apply an epilogue
+      // after the residual and the activation, as ADD then epilogue did. Float only; the ADD's
+      // own clamp stays the ADD's.
+      const Attachments::Epilogue moved = plan.attachments(f.add).epilogue;
+      const bool float_epilogue = moved.kind != kTableEpilogue && moved.kind != kSlopeEpilogue;
       ResidualAdd r;
       if (conv.has_residual() || conv.has_folded_clamp() || conv.has_epilogue() ||
-          add.has_epilogue() || !target || !source || !plan.SamePrecision(f.producer, {f.add}) ||
+          (add.has_epilogue() && (!float_epilogue || add.has_folded_clamp())) || !target ||
+          !source || !plan.SamePrecision(f.producer, {f.add}) ||
           !source->IsResidualAdd(f.residual, &r) || plan.shape(f.residual) != s ||
           plan.shape(z) != s ||
           !target->CanFuseResidual(plan.StorageCtx(f.producer), plan.InputShapes(f.producer)))
+        continue;
+      if (moved.kind != 0 && !AttachEpilogue(plan.attachments(f.producer), conv, z, moved.kind,
+                                             moved.alpha, moved.post))
         continue;
       AttachResidual(plan.attachments(f.producer), f.residual, z, r);
       plan.SetOutShapes(f.producer, {s});
