@@ -3,10 +3,10 @@
 // before the conv runs: the conv writes act(conv(x) + bias + residual) straight to the ADD's
 // output and the ADD runs no kernel (one launch fewer per block of ResNet / MobileNetV2). When
 // both operands qualify, the later conv takes the earlier one's output as its residual. After
-// the clamps and epilogues: an op with an epilogue takes no residual, an ADD's epilogue moves
-// with the ADD into the conv. Its Order first moves a
-// conv whose ADD's other operand is computed after it (MediaPipe's blocks pad or pool their
-// shortcut after the convolution) to just before the ADD, so that the operand is ready for it.
+// the clamps and epilogues: an op with an epilogue takes no residual, and an ADD's epilogue
+// moves with the ADD into the conv. Its Order first moves a conv whose ADD's other operand is
+// computed after it (MediaPipe's blocks pad or pool their shortcut after the convolution) to
+// just before the ADD, so that the operand is ready for it.
 #include <algorithm>
 #include <cstring>
 #include <map>
