@@ -24,7 +24,10 @@ from clgpu_delegate.modelgen import quantize_model
     [
         ((1, 20, 1, 12), {"k": 3, "kw": 1, "residual": True}),  # a keyword spotter's block
         ((1, 9, 7, 8), {"stride": 2}),
-        ((1, 4, 4, 16), {"expand": 6, "residual": True}),  # a small map: split K
+        # A small map. Its expand fold must pay (fusion/expand.cc's ExpandFoldPays: its repeated
+        # products within a budget of the device's nominal arithmetic): expand 6 crossed it on a
+        # 2-core PoCL device at 2.4 GHz, 4 leaves a third of it.
+        ((1, 4, 4, 16), {"expand": 4, "residual": True}),
     ],
 )
 def test_packed_and_unpacked_constants_agree_with_the_cpu(
