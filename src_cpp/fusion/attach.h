@@ -12,7 +12,8 @@
 namespace clgpu {
 
 // A residual ADD (after FoldTarget::CanFuseResidual): `residual` becomes the last input and
-// `output` the only output.
+// `output` the only output. The kernels add it before the clamp and any epilogue, so an epilogue
+// attached first for the same fold is the ADD's, applied after it (fusion/residual.cc).
 void AttachResidual(Attachments& a, int residual, int output, const ResidualAdd& add);
 // The clamp [lo, hi], writing `output`; false (nothing changed) if the op applies no clamp,
 // already takes one, has a residual, or the bounds do not overlap its own.

@@ -141,14 +141,15 @@ class ResidualPass : public FusionPass {
       FoldSource* source = add.fold_source();
       // The ADD's epilogue (a one-slope PRELU after a block's ADD, as PyTorch's nn.PReLU()
       // converts; fusion/epilogue.cc) moves with it: the convolutions' kernels apply an epilogue
-      // after the residual and the activation, as ADD then epilogue did. Float only; the ADD's
-      // own clamp stays the ADD's.
-      const Attachments::Epilogue moved = plan.attachments(f.add).epilogue;
-      const bool float_epilogue = moved.kind != kTableEpilogue && moved.kind != kSlopeEpilogue;
+      // after the residual and the activation, as ADD then epilogue did. Float only (an int8
+      // ADD's table reads its own requantized sum); the ADD's own folded clamp stays the ADD's.
+      const Attachments::Epilogue& moved = plan.attachments(f.add).epilogue;
+      const bool movable =
+          moved.kind == 0 ||
+          (moved.kind != kTableEpilogue && moved.kind != kSlopeEpilogue && !add.has_folded_clamp());
       ResidualAdd r;
-      if (conv.has_residual() || conv.has_folded_clamp() || conv.has_epilogue() ||
-          (add.has_epilogue() && (!float_epilogue || add.has_folded_clamp())) || !target ||
-          !source || !plan.SamePrecision(f.producer, {f.add}) ||
+      if (conv.has_residual() || conv.has_folded_clamp() || conv.has_epilogue() || !movable ||
+          !target || !source || !plan.SamePrecision(f.producer, {f.add}) ||
           !source->IsResidualAdd(f.residual, &r) || plan.shape(f.residual) != s ||
           plan.shape(z) != s ||
           !target->CanFuseResidual(plan.StorageCtx(f.producer), plan.InputShapes(f.producer)))
