@@ -61,6 +61,10 @@ static inline float expand1(__global const T* restrict in, int p, int k, int C E
 #endif
 
 #ifdef DW_A
+// A tap's pixel of the input, clamped into the image (a load that is always in bounds), and
+// whether it lies inside, where the depthwise's zero padding does not.
+#define TAP_INSIDE(ih, iw) ((uint)(ih) < (uint)H && (uint)(iw) < (uint)W)
+#define TAP_PIXEL(ih, iw) (clamp((ih), 0, H - 1) * W + clamp((iw), 0, W - 1))
 #define DW_PARAM                                                                      \
   , __global const T *restrict dw_f, __global const float *restrict dw_bias, float dw_min, \
       float dw_max EX_PARAM
@@ -81,13 +85,23 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
 #pragma unroll
       for (int kh = 0; kh < KH; ++kh) {
         const int ih = pix_ih[i] + kh * DH;
+#ifdef EXPAND_A
         if ((uint)ih >= (uint)H) continue;
+#endif
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw) {
           const int iw = pix_iw[i] + kw * DW;
+#ifdef EXPAND_A
           if ((uint)iw < (uint)W)
             v += DW_IN4(pix_base[i] + (ih * W + iw) * IN_C, k) *
                  LOADF4(dw_f, ((kh * KW + kw) * C + k) >> 2);
+#else
+          // Every tap loads, from its pixel clamped into the image, and a padding tap adds
+          // nothing: loads outside a branch issue together instead of one after another.
+          const float4 x = DW_IN4(pix_base[i] + (TAP_PIXEL(ih, iw)) * IN_C, k);
+          const float4 f = LOADF4(dw_f, ((kh * KW + kw) * C + k) >> 2);
+          if (TAP_INSIDE(ih, iw)) v += x * f;
+#endif
         }
       }
       // Clamped as the depthwise kernel clamps (CLAMP_KEEP_NAN): a NaN passes.
@@ -108,13 +122,21 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
 #pragma unroll
       for (int kh = 0; kh < KH; ++kh) {
         const int ih = pix_ih[i] + kh * DH;
+#ifdef EXPAND_A
         if ((uint)ih >= (uint)H) continue;
+#endif
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw) {
           const int iw = pix_iw[i] + kw * DW;
+#ifdef EXPAND_A
           if ((uint)iw < (uint)W)
             v += DW_IN1(pix_base[i] + (ih * W + iw) * IN_C, k) *
                  LOADF(dw_f, (kh * KW + kw) * C + k);
+#else
+          const float x = DW_IN1(pix_base[i] + (TAP_PIXEL(ih, iw)) * IN_C, k);
+          const float f = LOADF(dw_f, (kh * KW + kw) * C + k);
+          if (TAP_INSIDE(ih, iw)) v += x * f;
+#endif
         }
       }
       r[i] = k < K ? DW_ACTIVATE(CLAMP_KEEP_NAN(v, lo, hi)) : 0.0f;
