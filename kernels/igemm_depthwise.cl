@@ -77,6 +77,13 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
                                    __global const T* restrict dw_f,
                                    __global const float* restrict dw_bias, float lo,
                                    float hi EX_PARAM) {
+  // A column past the split's end is zero and loads nothing (past C its taps would read beyond
+  // the input's last pixel).
+  if (k >= K) {
+#pragma unroll
+    for (int i = 0; i < NREG(TILE_M); ++i) r[i] = 0.0f;
+    return;
+  }
   if (vec) {
     const float4 b = k < K ? vload4(0, dw_bias + k) : (float4)(0.0f);
 #pragma unroll
