@@ -329,18 +329,18 @@ def _folded_profile(d: Any) -> int:
     return len({k.node for k in d.profile().kernels if "+DEPTHWISE" in k.algorithm})
 
 
-def test_float_nans_as_the_depthwise_kernel_leaves_them(runtime: str) -> None:
-    # A NaN through the depthwise's RELU6: its own kernel keeps it (its clamp compares, as
-    # LiteRT's CPU kernel does), and so does the fold, NaN for NaN.
-    b = ModelBuilder(seed=18)
+def _relu6_block_folded_and_apart(
+    runtime: str, seed: int, x: np.ndarray
+) -> tuple[bytes, list[np.ndarray]]:
+    """A 3x3 depthwise (RELU6) into a 1x1 on `x` [1, 8, 8, 16]: the model, and its outputs
+    with the depthwise folded into the GEMM and with it apart (fuse_add off)."""
+    b = ModelBuilder(seed=seed)
     x_in = b.input("x", (1, 8, 8, 16))
     d = b.depthwise_conv2d(
         x_in, b.rand((1, 3, 3, 16)), b.rand((16,), 0.2), 1, 1, "SAME", 1, "RELU6"
     )
     b.output(b.conv2d(d, b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME"))
     model = b.build()
-    x = np.random.default_rng(2).standard_normal((1, 8, 8, 16)).astype(np.float32)
-    x[0, 3, 3, 0] = np.nan
     outs, delegates = [], []
     for options in ({}, {"fuse_add": False}):
         delegates.append(clgpu_delegate.load(partitioning="all", profiling=True, **options))
@@ -348,38 +348,36 @@ def test_float_nans_as_the_depthwise_kernel_leaves_them(runtime: str) -> None:
         interp.allocate_tensors()
         outs.append(run(interp, [x])[0])
     assert _folded_profile(delegates[0]) == 1 and _folded_profile(delegates[1]) == 0
+    return model, outs
+
+
+def _cpu(model: bytes, runtime: str, x: np.ndarray) -> np.ndarray:
+    cpu = make_interpreter(model, None, runtime=runtime, reference=True)
+    cpu.allocate_tensors()
+    return run(cpu, [x])[0]
+
+
+def test_float_nans_as_the_depthwise_kernel_leaves_them(runtime: str) -> None:
+    # A NaN through the depthwise's RELU6: its own kernel keeps it (its clamp compares, as
+    # LiteRT's CPU kernel does), and so does the fold, NaN for NaN.
+    x = np.random.default_rng(2).standard_normal((1, 8, 8, 16)).astype(np.float32)
+    x[0, 3, 3, 0] = np.nan
+    model, outs = _relu6_block_folded_and_apart(runtime, 18, x)
     assert np.isnan(outs[1]).any()
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
     if runtime == "ai_edge_litert":
-        cpu = make_interpreter(model, None, runtime=runtime, reference=True)
-        cpu.allocate_tensors()
-        np.testing.assert_allclose(outs[0], run(cpu, [x])[0], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(outs[0], _cpu(model, runtime, x), rtol=1e-4, atol=1e-5)
 
 
 def test_float_infinities_at_the_border_reach_only_their_own_windows(runtime: str) -> None:
     # The fold loads a padding tap from the nearest pixel inside the image and adds nothing for
     # it: an infinite border pixel must not turn the padding taps that land on it into NaN (0 x
     # inf), and reaches exactly the outputs whose windows hold it, as on the CPU.
-    b = ModelBuilder(seed=19)
-    x_in = b.input("x", (1, 8, 8, 16))
-    d = b.depthwise_conv2d(
-        x_in, b.rand((1, 3, 3, 16)), b.rand((16,), 0.2), 1, 1, "SAME", 1, "RELU6"
-    )
-    b.output(b.conv2d(d, b.rand((8, 1, 1, 16)), b.rand((8,), 0.2), 1, 1, "SAME"))
-    model = b.build()
     x = np.random.default_rng(3).standard_normal((1, 8, 8, 16)).astype(np.float32)
     for h, w, c, v in ((0, 3, 0, np.inf), (4, 7, 1, -np.inf), (7, 0, 2, np.inf), (0, 0, 3, np.inf)):
         x[0, h, w, c] = v  # on the border, one per channel: no window holds two
-    outs, delegates = [], []
-    for options in ({}, {"fuse_add": False}):
-        delegates.append(clgpu_delegate.load(partitioning="all", profiling=True, **options))
-        interp = make_interpreter(model, delegates[-1:], runtime=runtime, reference=True)
-        interp.allocate_tensors()
-        outs.append(run(interp, [x])[0])
-    assert _folded_profile(delegates[0]) == 1 and _folded_profile(delegates[1]) == 0
-    cpu = make_interpreter(model, None, runtime=runtime, reference=True)
-    cpu.allocate_tensors()
-    want = run(cpu, [x])[0]
+    model, outs = _relu6_block_folded_and_apart(runtime, 19, x)
+    want = _cpu(model, runtime, x)
     assert np.isfinite(want).all()  # RELU6 clamps each window's one infinite tap
     np.testing.assert_allclose(outs[1], want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-5)
