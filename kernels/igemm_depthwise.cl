@@ -85,7 +85,7 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
     return;
   }
   if (vec) {
-    const float4 b = k < K ? vload4(0, dw_bias + k) : (float4)(0.0f);
+    const float4 b = vload4(0, dw_bias + k);
 #pragma unroll
     for (int i = 0; i < NV_OF(TILE_M); ++i) {
       float4 v = b;
@@ -115,14 +115,13 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
       v = select(v, (float4)(lo), v < lo);
       v = select(v, (float4)(hi), v > hi);
       v = DW_ACTIVATE(v);
-      if (k >= K) v = (float4)(0.0f);
       r[4 * i] = v.x;
       r[4 * i + 1] = v.y;
       r[4 * i + 2] = v.z;
       r[4 * i + 3] = v.w;
     }
   } else {
-    const float b = k < K ? dw_bias[k] : 0.0f;
+    const float b = dw_bias[k];
 #pragma unroll
     for (int i = 0; i < NS_OF(TILE_M); ++i) {
       float v = b;
@@ -146,7 +145,7 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
 #endif
         }
       }
-      r[i] = k < K ? DW_ACTIVATE(CLAMP_KEEP_NAN(v, lo, hi)) : 0.0f;
+      r[i] = DW_ACTIVATE(CLAMP_KEEP_NAN(v, lo, hi));
     }
   }
 }
