@@ -102,7 +102,7 @@ def format_table(devs: list[Device]) -> str:
             d.opencl_version,
             d.driver_version,
             str(d.compute_units),
-            str(d.max_clock_mhz),
+            str(d.max_clock_mhz) if d.max_clock_mhz > 0 else "-",  # some drivers report none
             _gib(d.global_mem_bytes),
             f"{d.local_mem_bytes // 1024} KiB",
             _gib(d.max_alloc_bytes),

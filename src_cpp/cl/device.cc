@@ -51,7 +51,7 @@ std::string Lower(std::string s) {
 
 // Higher is faster-looking: GPUs first, then by parallelism x clock.
 double Score(const DeviceInfo& d) {
-  double s = double(std::max(d.compute_units, 1)) * std::max(d.max_clock_mhz, 1);
+  double s = double(std::max(d.compute_units, 1)) * AssumedClockMhz(d);
   return d.type == "gpu" ? 1e12 + s : s;
 }
 

@@ -32,10 +32,17 @@ struct DeviceInfo {
   DeviceProfile profile;
 };
 
+// The clock the estimates assume: the device's highest, or where the driver reports none a
+// usual one of its type, 2.5 GHz for a CPU and 1 GHz for the rest (Intel's CPU runtime answers
+// 0, which read as 1 MHz made every fold budget a 2,500th of its size: no expand ever folded).
+inline int AssumedClockMhz(const DeviceInfo& dev) {
+  return dev.max_clock_mhz > 0 ? dev.max_clock_mhz : dev.type == "cpu" ? 2500 : 1000;
+}
+
 // The device's nominal arithmetic rate, GFLOP/s: 128 flops per compute unit and cycle at its
-// highest clock (what the cost model assumes before it measures, and the fold budgets' scale).
+// assumed clock (what the cost model assumes before it measures, and the fold budgets' scale).
 inline double NominalGflops(const DeviceInfo& dev) {
-  return std::max(dev.compute_units, 1) * std::max(dev.max_clock_mhz, 1) * 128e-3;
+  return std::max(dev.compute_units, 1) * AssumedClockMhz(dev) * 128e-3;
 }
 
 // Every device of every platform (listed once per process). Throws NoDeviceError
