@@ -251,13 +251,8 @@ std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const
                                   packed ? "-DPACKED" : ""));
   Launch l = Make1d(prog, "inverted_residual_block", size_t(p.groups) * kBlockWg, kBlockWg);
   l.consts = std::move(consts);
-  // A compiler that cannot fit the group's registers (CL_KERNEL_WORK_GROUP_SIZE below it): the
-  // GEMM runs the block instead (nothing launched here).
-  size_t fits = 0;
-  CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
-                                        CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
-          "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-  if (fits < size_t(kBlockWg)) return {};
+  // A compiler that cannot fit the group: the GEMM runs the block instead (nothing launched here).
+  if (!BlockGroupFits(ctx, l.kernel, kBlockWg, "inverted_residual_block")) return {};
   auto c = [&](size_t i) { return ConstArg{parts[i], packed ? at[i] : 0, packed}; };
   SetArgsAndOptional(l.kernel, residual, in, c(0), c(1), c(2), c(3), c(4), c(5), out,
                      LocalBytes{p.local_floats * sizeof(float)}, g.n, g.h, g.w, dw.expand_c, g.c,

@@ -105,10 +105,7 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
   l.name = "conv2d_winograd4_fused";
   for (;;) {
     l.kernel = CreateKernel(*ctx.GetProgram(l.name, With(FusedDefines(t), rd)), l.name);
-    size_t fits = 0;
-    CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), dev.id, CL_KERNEL_WORK_GROUP_SIZE,
-                                          sizeof fits, &fits, nullptr),
-            "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+    const size_t fits = KernelGroupLimit(ctx, l.kernel);
     const size_t group = t.Group();
     if (group <= fits) break;
     if (t.tp == t.rt)

@@ -146,12 +146,8 @@ std::vector<Launch> EncodeInt8Block(OpContext& ctx, const Int8GemmWeights& w, cl
     }
   }
   Launch l = Make1d(prog, "inverted_residual_int8", size_t(p->groups) * kWg, kWg);
-  // A compiler that cannot fit the group's registers: the GEMM runs the block instead.
-  size_t fits = 0;
-  CheckCl(Cl().clGetKernelWorkGroupInfo(l.kernel.get(), ctx.env.device().id,
-                                        CL_KERNEL_WORK_GROUP_SIZE, sizeof fits, &fits, nullptr),
-          "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-  if (fits < size_t(kWg)) return {};
+  // A compiler that cannot fit the group: the GEMM runs the block instead.
+  if (!BlockGroupFits(ctx, l.kernel, kWg, "inverted_residual_int8")) return {};
   state->consts = prm.TakeBuffer();
   SetArgs(l.kernel, in, out);
   const cl_uint next = prm.Set(l.kernel, 2);

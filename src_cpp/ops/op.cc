@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/half.h"
+#include "common/log.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -245,12 +246,27 @@ std::string CheckFloatTensors(const GraphView& g, const std::vector<int>& tensor
   return "";
 }
 
-size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row) {
+size_t KernelGroupLimit(const OpContext& ctx, const Kernel& k) {
   size_t fits = 0;
   CheckCl(Cl().clGetKernelWorkGroupInfo(k.get(), ctx.env.device().id, CL_KERNEL_WORK_GROUP_SIZE,
                                         sizeof fits, &fits, nullptr),
           "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-  fits = std::min<size_t>({fits, ctx.env.device().max_work_group_size, limit});
+  return fits;
+}
+
+bool BlockGroupFits(const OpContext& ctx, const Kernel& k, size_t group, const char* what) {
+  const size_t fits = KernelGroupLimit(ctx, k);
+  if (fits >= group) return true;
+  if (LogEnabled(LogLevel::kDebug))
+    Log(LogLevel::kDebug, std::string(what) + ": groups of " + std::to_string(group) +
+                              " work-items do not fit this compiler's build (at most " +
+                              std::to_string(fits) + "); the block runs as separate kernels");
+  return false;
+}
+
+size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row) {
+  const size_t fits =
+      std::min<size_t>({KernelGroupLimit(ctx, k), ctx.env.device().max_work_group_size, limit});
   size_t group = 1;
   while (group * 2 <= fits && static_cast<int64_t>(group) < row) group *= 2;
   return group;

@@ -90,6 +90,14 @@ size_t RoundUp(size_t x, size_t m);
 // `limit`, and no wider than the row needs.
 size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row);
 
+// The most work-items a group of this kernel may have on this device (CL_KERNEL_WORK_GROUP_SIZE:
+// what the compiler fitted its registers or private memory to, often below the device's limit).
+size_t KernelGroupLimit(const OpContext& ctx, const Kernel& k);
+
+// Whether a group of `group` work-items of this block kernel (`what`) fits; says at debug level
+// where it does not, and the caller runs the block as separate kernels.
+bool BlockGroupFits(const OpContext& ctx, const Kernel& k, size_t group, const char* what);
+
 // A __local buffer argument of `bytes` bytes (its size is the argument; no host data).
 struct LocalBytes {
   size_t bytes;
