@@ -111,7 +111,9 @@ def _child(
         timeout=400,
     )
     assert p.returncode == 0, f"cpu_warmup={warm}: {p.stderr[-3000:]}"
-    return json.loads(p.stdout.strip().splitlines()[-1]), np.load(tmp_path / "out.npz")
+    # Read now: the next child writes the same file, under a lazy reader of this one.
+    with np.load(tmp_path / "out.npz") as out:
+        return json.loads(p.stdout.strip().splitlines()[-1]), dict(out)
 
 
 @pytest.mark.parametrize("between", ["sin", "hybrid_fc"])
