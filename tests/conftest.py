@@ -227,7 +227,26 @@ SANITIZE_FILES = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _sample(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """CLGPU_TEST_EVERY=N[:K]: only every N-th collected test, from the K-th (a spread sample of
+    the whole suite, for a slower platform: .ci/second-opencl.sh)."""
+    spec = os.environ.get("CLGPU_TEST_EVERY", "")
+    if not spec:
+        return
+    try:
+        every, _, first = spec.partition(":")
+        n, k = int(every), int(first or 0)
+        if n < 1 or not 0 <= k < n:
+            raise ValueError
+    except ValueError:
+        want = "want N or N:K with 0 <= K < N"
+        raise pytest.UsageError(f"CLGPU_TEST_EVERY={spec!r}: {want}") from None
+    config.hook.pytest_deselected(items=[t for i, t in enumerate(items) if i % n != k])
+    items[:] = [t for i, t in enumerate(items) if i % n == k]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _sample(config, items)
     for item in items:
         if item.path.name in QUICK_FILES:
             item.add_marker(pytest.mark.quick)
