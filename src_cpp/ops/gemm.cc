@@ -89,18 +89,28 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
     throw Error("the small-M GEMM takes no PRELU slopes, no gate and no concatenation");
   const bool slice = ctx.out_ldc > 0;
   if (p.small_m) {
-    // SM_N columns per group of SM_WG work-items (kernels/gemm.cl's defaults).
-    constexpr size_t kSmallN = 8, kSmallWg = 128;
+    // SM_N columns per group of SM_WG work-items (kernels/gemm_small_m.cl's defaults), each
+    // work-item's SM_MAX_M x SM_N partial sums in local memory: 32 KiB and the maxima at 128
+    // work-items, past the whole of it on GPUs of 32 KiB (Mali, Adreno; Oclgrind's device
+    // refused the launch), which take groups of 64.
+    constexpr size_t kSmallN = 8, kMaxima = 1 + kSmallN;
+    const DeviceInfo& dev = ctx.env.device();
+    size_t wg = 128;
+    while (wg > 16 && (kGemvMaxM * kSmallN * wg * sizeof(float) + kMaxima * sizeof(int) >
+                           dev.local_mem_bytes ||
+                       wg > dev.max_work_group_size))
+      wg /= 2;
     std::string defines = residual ? "-DHAS_RESIDUAL" : "";
     if (b_max_abs < 0) defines += " -DTRACK_B_MAX";
+    if (wg != 128) defines += " -DSM_WG=" + std::to_string(wg);
     auto prog = ctx.GetProgram("gemm_small_m", defines);
     Launch l;
     l.name = "gemm_nt_small_m";
     l.kernel = CreateKernel(*prog, l.name);
     SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max,
                        b_max_abs < 0 ? 0.0f : b_max_abs);
-    l.global[0] = RoundUp(static_cast<size_t>(n), kSmallN) / kSmallN * kSmallWg;
-    l.local[0] = kSmallWg;
+    l.global[0] = RoundUp(static_cast<size_t>(n), kSmallN) / kSmallN * wg;
+    l.local[0] = wg;
     out.push_back(std::move(l));
     return out;
   }

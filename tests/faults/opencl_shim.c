@@ -159,10 +159,29 @@ CL_API_ENTRY cl_kernel CL_API_CALL clCreateKernel(cl_program p, const char* n, c
   FAIL_OBJECT(clCreateKernel, e);
   cl_kernel k = REAL(clCreateKernel)(p, n, e); COUNT(KERNEL, k); return k;
 }
+/* A smaller device (CLGPU_SHIM_LOCAL_MEM=BYTES): the device reports that much local memory, and
+   a launch of a kernel that uses more (its own __local arrays and the __local arguments set, as
+   CL_KERNEL_LOCAL_MEM_SIZE counts them) fails as a driver of such a GPU fails it. */
+static cl_ulong local_limit(void) {
+  const char* v = getenv("CLGPU_SHIM_LOCAL_MEM");
+  return v && *v ? (cl_ulong)strtoull(v, NULL, 10) : 0;
+}
+static int over_local_limit(cl_command_queue q, cl_kernel k) {
+  const cl_ulong limit = local_limit();
+  if (!limit) return 0;
+  cl_device_id d = NULL;
+  cl_ulong used = 0;
+  if (REAL(clGetCommandQueueInfo)(q, CL_QUEUE_DEVICE, sizeof d, &d, NULL) != CL_SUCCESS ||
+      REAL(clGetKernelWorkGroupInfo)(k, d, CL_KERNEL_LOCAL_MEM_SIZE, sizeof used, &used, NULL) !=
+          CL_SUCCESS)
+    return 0;
+  return used > limit;
+}
 CL_API_ENTRY cl_int CL_API_CALL clEnqueueNDRangeKernel(
     cl_command_queue q, cl_kernel k, cl_uint dim, const size_t* o, const size_t* g,
     const size_t* l, cl_uint n, const cl_event* w, cl_event* ev) {
   FAIL_STATUS(clEnqueueNDRangeKernel);
+  if (over_local_limit(q, k)) return CL_OUT_OF_RESOURCES;
   cl_int st = REAL(clEnqueueNDRangeKernel)(q, k, dim, o, g, l, n, w, ev); EVENT_OUT(ev, st);
   return st;
 }
@@ -243,7 +262,7 @@ CL_API_ENTRY cl_int CL_API_CALL clGetPlatformIDs(cl_uint n, cl_platform_id* p, c
   return REAL(clGetPlatformIDs)(n, p, np);
 }
 /* A driver's odd answer, for a child that sets CLGPU_SHIM_CLOCK_MHZ=N: the device's highest
-   clock reads N (Intel's CPU runtime answers 0). */
+   clock reads N (Intel's CPU runtime answers 0). With CLGPU_SHIM_LOCAL_MEM, its local memory. */
 CL_API_ENTRY cl_int CL_API_CALL clGetDeviceInfo(cl_device_id d, cl_device_info w, size_t n,
                                                 void* v, size_t* r) {
   FAIL_STATUS(clGetDeviceInfo);
@@ -252,5 +271,8 @@ CL_API_ENTRY cl_int CL_API_CALL clGetDeviceInfo(cl_device_id d, cl_device_info w
   if (st == CL_SUCCESS && w == CL_DEVICE_MAX_CLOCK_FREQUENCY && clock && *clock && v &&
       n >= sizeof(cl_uint))
     *(cl_uint*)v = (cl_uint)strtoul(clock, NULL, 10);
+  if (st == CL_SUCCESS && w == CL_DEVICE_LOCAL_MEM_SIZE && local_limit() && v &&
+      n >= sizeof(cl_ulong))
+    *(cl_ulong*)v = local_limit();
   return st;
 }
