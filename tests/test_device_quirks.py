@@ -113,3 +113,23 @@ def test_a_gpu_with_32_kib_of_local_memory_runs_small_dense_layers(
     )
     assert r["local"] == 32768, r
     assert r["algorithms"] == ["gemv"], r
+
+
+def test_a_mobile_sized_gpu_runs_a_whole_mobilenet(
+    runtime: str, opencl_shim: Path, run_python: Callable[..., Any], tmp_path: Path
+) -> None:
+    """32 KiB of local memory and groups of at most 256 work-items (Mali's smaller parts): every
+    kernel of MobileNetV2 (convolutions, depthwise, the inverted-residual blocks, the classifier,
+    softmax) launches within both."""
+    from clgpu_delegate.modelgen import zoo
+
+    r = run_child(
+        run_python,
+        tmp_path,
+        runtime,
+        zoo.mobilenet_v2(size=64, seed=2),
+        opencl_shim,
+        CLGPU_SHIM_LOCAL_MEM="32768",
+        CLGPU_SHIM_MAX_GROUP="256",
+    )
+    assert r["local"] == 32768 and len(r["algorithms"]) >= 5, r

@@ -166,6 +166,19 @@ static cl_ulong local_limit(void) {
   const char* v = getenv("CLGPU_SHIM_LOCAL_MEM");
   return v && *v ? (cl_ulong)strtoull(v, NULL, 10) : 0;
 }
+/* And CLGPU_SHIM_MAX_GROUP=N: the device's largest work-group (Mali's is 256 to 1024); a launch
+   with a larger local size fails with CL_INVALID_WORK_GROUP_SIZE. */
+static size_t group_limit(void) {
+  const char* v = getenv("CLGPU_SHIM_MAX_GROUP");
+  return v && *v ? (size_t)strtoull(v, NULL, 10) : 0;
+}
+static int over_group_limit(cl_uint dim, const size_t* l) {
+  const size_t limit = group_limit();
+  if (!limit || !l) return 0;
+  size_t items = 1;
+  for (cl_uint i = 0; i < dim; ++i) items *= l[i];
+  return items > limit;
+}
 static int over_local_limit(cl_command_queue q, cl_kernel k) {
   const cl_ulong limit = local_limit();
   if (!limit) return 0;
@@ -182,6 +195,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueNDRangeKernel(
     const size_t* l, cl_uint n, const cl_event* w, cl_event* ev) {
   FAIL_STATUS(clEnqueueNDRangeKernel);
   if (over_local_limit(q, k)) return CL_OUT_OF_RESOURCES;
+  if (over_group_limit(dim, l)) return CL_INVALID_WORK_GROUP_SIZE;
   cl_int st = REAL(clEnqueueNDRangeKernel)(q, k, dim, o, g, l, n, w, ev); EVENT_OUT(ev, st);
   return st;
 }
@@ -274,5 +288,8 @@ CL_API_ENTRY cl_int CL_API_CALL clGetDeviceInfo(cl_device_id d, cl_device_info w
   if (st == CL_SUCCESS && w == CL_DEVICE_LOCAL_MEM_SIZE && local_limit() && v &&
       n >= sizeof(cl_ulong))
     *(cl_ulong*)v = local_limit();
+  if (st == CL_SUCCESS && w == CL_DEVICE_MAX_WORK_GROUP_SIZE && group_limit() && v &&
+      n >= sizeof(size_t))
+    *(size_t*)v = group_limit();
   return st;
 }
