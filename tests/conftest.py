@@ -230,7 +230,8 @@ SANITIZE_FILES = {
 def _sample(config: pytest.Config, items: list[pytest.Item]) -> None:
     """CLGPU_TEST_EVERY=N[:K]: only every N-th collected test, from the K-th (a spread sample of
     the whole suite, for a slower platform: .ci/second-opencl.sh)."""
-    spec = os.environ.get("CLGPU_TEST_EVERY", "")
+    # Taken out of the environment: the tests that run pytest in a child mean all of theirs.
+    spec = os.environ.pop("CLGPU_TEST_EVERY", "")
     if not spec:
         return
     try:
