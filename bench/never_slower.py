@@ -124,6 +124,23 @@ def _time(
     return row
 
 
+def _launch_levels() -> dict[str, Any]:
+    """This machine's host cost per small kernel as the calibration reads it (us): at a
+    delegate's load, and the lower of the driver's two levels over a longer window (the refined
+    figure, docs/partitioning.md). Measured after the rows, so that no row's estimate sees the
+    refinement. The tables' device time per launch differs between machines of one kind by
+    about as much as the close calls' margins; this records each machine's figure beside it."""
+    try:
+        d = clgpu_delegate.load()
+        load = d.stats().calibration_kernel_us
+        d._native._refine_calibration()
+        s = d.stats()
+        return {"load_us": round(load, 2), "lower_us": round(s.calibration_kernel_us, 2),
+                "source": s.calibration_source, "refined": s.calibration_refined}
+    except Exception as e:  # noqa: BLE001 - a record beside the table, not part of it
+        return {"error": str(e).splitlines()[0][:160] if str(e) else type(e).__name__}
+
+
 def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     ran = [r for r in rows if "skipped" not in r]
     failing = [r["model"] for r in ran if not r["passes"]]
@@ -136,6 +153,8 @@ def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "on alternate rows (made first)",
         "",
         f"command: `{meta['command']}`",
+        "",
+        f"the calibration's kernel figure after the rows: {meta.get('launch_levels', {})}",
         "",
         f"rows: {len(ran)}; default <= {LIMIT} x min(CPU, all) on {len(ran) - len(failing)}"
         + (f"; not on: {', '.join(failing)}" if failing else ""),
@@ -222,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
         "min_seconds": args.min_seconds,
         "held_interpreter": args.held_interpreter,
+        "launch_levels": _launch_levels() if dev.type != "cpu" else {},
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
