@@ -32,6 +32,11 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
         groups < dev.compute_units ? (2L * dev.compute_units + groups - 1) / groups : 1;
     const long want =
         std::max(fill, (target * dev.compute_units + groups * wg - 1) / (groups * wg));
+    // CLGPU_SPLITK_MIN_TILES overrides the tiles of K a split keeps where min_tiles > 1 (tuning).
+    const std::vector<double> tiles =
+        EnvNumbers("CLGPU_SPLITK_MIN_TILES", 1, "a whole number of tiles >= 1",
+                   [](const std::vector<double>& x) { return WholeAtLeast(x, 1); });
+    if (!tiles.empty() && min_tiles > 1) min_tiles = static_cast<long>(tiles[0]);
     const long max_splits = k / (min_tiles * p.tiles.tile_k);
     if (want >= 2 && max_splits >= 2)
       splits = static_cast<int>(std::min<long>({want, max_splits, 32}));
