@@ -125,17 +125,18 @@ def _time(
 
 
 def _launch_levels() -> dict[str, Any]:
-    """This machine's host cost per small kernel as the calibration reads it (us): at a
-    delegate's load, and the lower of the driver's two levels over a longer window (the refined
-    figure, docs/partitioning.md). Measured after the rows, so that no row's estimate sees the
-    refinement. The tables' device time per launch differs between machines of one kind by
-    about as much as the close calls' margins; this records each machine's figure beside it."""
+    """This machine's cost per small kernel as the calibration reads it (us): at a delegate's
+    load, and refined (the lower of the driver's two launch levels over a longer window, plus
+    the extra its constants were fitted with: RefinedDeviceCosts, docs/partitioning.md).
+    Measured after the rows, so that no row's estimate sees the refinement. The tables' device
+    time per launch differs between machines of one kind by about as much as the close calls'
+    margins; this records each machine's figure beside it."""
     try:
         d = clgpu_delegate.load()
         load = d.stats().calibration_kernel_us
         d._native._refine_calibration()
         s = d.stats()
-        return {"load_us": round(load, 2), "lower_us": round(s.calibration_kernel_us, 2),
+        return {"load_us": round(load, 2), "refined_us": round(s.calibration_kernel_us, 2),
                 "source": s.calibration_source, "refined": s.calibration_refined}
     except Exception as e:  # noqa: BLE001 - a record beside the table, not part of it
         return {"error": str(e).splitlines()[0][:160] if str(e) else type(e).__name__}
