@@ -3,11 +3,13 @@ what the delegate claimed, and the device commands (kernels and copies) one invo
 
     python bench/real_model_parity.py MODEL.tflite [...] [--precision fp32|fp16]
         [--partitioning all|cost] [--batch N] [--runtime tflite_runtime|ai_edge_litert]
-        [--json out.json]
+        [--invokes N] [--json out.json]
 
 Not a test (the models come from TensorFlow's converter, which the tests never need): the
 check behind issue #22's converted models (bench/keras_models.py). Inputs are seeded N(0, 1);
---batch resizes axis 0 of every input first (the models' batch is dynamic).
+--batch resizes axis 0 of every input first (the models' batch is dynamic). --invokes N: N - 1
+more invokes after the first comparison, each with fresh inputs, each compared (state a kernel
+keeps between its launches, such as split-K's tile counters, must not leak into the next one).
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def _interpreter(path: str, delegates: Any, runtime: str, batch: int) -> Any:
     return interp
 
 
-def check(path: str, precision: str, partitioning: str, batch: int, runtime: str) -> dict[str, Any]:
+def check(
+    path: str, precision: str, partitioning: str, batch: int, runtime: str, invokes: int = 1
+) -> dict[str, Any]:
     ref = _interpreter(path, None, runtime, batch)
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(d["shape"]).astype(d["dtype"]) for d in ref.get_input_details()]
@@ -59,8 +63,14 @@ def check(path: str, precision: str, partitioning: str, batch: int, runtime: str
     got = _run(interp, inputs)
     decisions = delegate.decisions()
     prof = delegate.profile()
+    pairs = list(zip(got, expected, strict=True))
+    # Both interpreters see the same sequence of inputs from here on (a stateful model included).
+    for _ in range(invokes - 1):
+        details = ref.get_input_details()
+        fresh = [rng.standard_normal(d["shape"]).astype(d["dtype"]) for d in details]
+        pairs += list(zip(_run(interp, fresh), _run(ref, fresh), strict=True))
     worst_abs, peak = 0.0, 0.0
-    for g, e in zip(got, expected, strict=True):
+    for g, e in pairs:
         worst_abs = max(worst_abs, float(np.abs(g.astype(np.float64) - e).max(initial=0.0)))
         peak = max(peak, float(np.abs(e).max(initial=0.0)))
     return {
@@ -68,6 +78,7 @@ def check(path: str, precision: str, partitioning: str, batch: int, runtime: str
         "runtime": runtime,
         "precision": precision,
         "batch": batch or "as declared",
+        "invokes_compared": invokes,
         "nodes": len(decisions),
         "delegated": sum(d["delegated"] for d in decisions),
         "partitions": len(delegate.partitions()),
@@ -86,12 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitioning", default="all")
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--runtime", default="ai_edge_litert")
+    ap.add_argument("--invokes", type=int, default=1, help="invokes compared, fresh inputs each")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     rows = []
     for m in args.models:
         try:
-            rows.append(check(m, args.precision, args.partitioning, args.batch, args.runtime))
+            rows.append(
+                check(m, args.precision, args.partitioning, args.batch, args.runtime, args.invokes)
+            )
         except RuntimeError as e:  # the CPU itself cannot run it (XNNPACK, custom ops): a row
             why = (str(e).strip().splitlines() or [type(e).__name__])[0]
             rows.append({"model": Path(m).name, "skipped": why[:200]})
