@@ -297,31 +297,16 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
 // Split-K: batch-1 layers on small maps (a 7x7 output, K in the thousands) give a few output
 // tiles, so most compute units would idle while each group walks the whole of K. Split z =
 // get_group_id(1) sums columns [z * k_per_split, (z + 1) * k_per_split) of K into
-// P[z][M][OC] (float, no bias). Then, with -DSPLIT_K_LAST, the split of each tile that counts
-// itself last in counters[tile] (group_sync.cl) adds the tile's splits in split order and
-// stores it as the whole kernel would (bias, residual, activation, slopes, slice): one launch,
-// no reduction kernel, whose launch cost a host-bound model feels on every invoke. Without it,
-// gemm_splitk_reduce does that (the bias and clamp in prm are not read).
-// conv2d_implicit_gemm_splitk(in, P, prm, filter, bias, ...) or with -DPACKED (in, P, consts);
-// with -DSPLIT_K_LAST (in, P, out[, residual], counters, ...): int counters [tiles], zero before
-// the first launch and left zero by each.
+// P[z][M][OC] (float, no bias; the bias and clamp in prm are not read); gemm_splitk_reduce adds
+// the splits, the bias and the activation.
+// conv2d_implicit_gemm_splitk(in, P, prm, filter, bias, ...) or with -DPACKED (in, P, consts).
 // NDRange: 2-D, local (GEMM_WG, 1), global (as conv2d_implicit_gemm, splits).
-#ifdef SPLIT_K_LAST  // gemm_tiles.cl includes group_sync.cl
-#define SPLIT_OUT_PARAM , __global T* restrict out RESIDUAL_PARAM, __global int* restrict counters
-#define SPLIT_P_RESTRICT
-#else
-#define SPLIT_OUT_PARAM
-#define SPLIT_P_RESTRICT restrict
-#endif
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm_splitk(
-    __global const T* restrict in,
-    __global float* SPLIT_P_RESTRICT P SPLIT_OUT_PARAM IG_CONSTS OVERFLOW_PARAM) {
+    __global const T* restrict in, __global float* restrict P IG_CONSTS OVERFLOW_PARAM) {
   IG_READ
-#ifndef SPLIT_K_LAST
   (void)bias, (void)act_min, (void)act_max;
 #ifdef CHANNEL_SLOPES
   (void)slopes;  // the reduce applies them
-#endif
 #endif
   __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
@@ -338,16 +323,5 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
                    o.x, o.y, &As[0][0], &Bs[0][0], acc DW_PASS);
   store_partial_tile(acc, P + (long)get_group_id(1) * M * OC, M, OC, o.x, o.y, lid % RT_N,
                      lid / RT_N);
-#ifdef SPLIT_K_LAST
-  __local int flag;
-  if (last_to_count(counters + get_group_id(0), get_num_groups(1), &flag)) {
-    load_split_sums(acc, P, M, OC, get_num_groups(1), o.x, o.y, lid % RT_N, lid / RT_N);
-#ifdef OUT_SLICE
-    const int out_ldc = prm[36], out_off = prm[37];  // IgParam's kOutSlice
-#endif
-    store_output_tile(acc, bias, out, M, OC, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
-                      act_max RESIDUAL_PASS SLOPES_PASS OUT_SLICE_PASS OVERFLOW_PASS);
-  }
-#endif
 }
 #endif  // SPLIT_K

@@ -365,28 +365,6 @@ static inline void store_partial_tile(float acc[WPT_M][WPT_N], __global float* r
   }
 }
 
-#ifdef SPLIT_K_LAST
-#include "group_sync.cl"
-// The sums of a tile's `splits` partial tiles (store_partial_tile's elements, P[z][M][N]), added
-// in split order whichever group came last, read where the other groups' stores landed
-// (group_sync.cl's global_load_float; the caller has passed last_to_count).
-static inline void load_split_sums(float acc[WPT_M][WPT_N], __global const float* P, int M, int N,
-                                   int splits, int m0, int n0, int tx, int ty) {
-#pragma unroll
-  for (int i = 0; i < WPT_M; ++i) {
-    const int m = m0 + ROW_OF(ty, i);
-#pragma unroll
-    for (int j = 0; j < WPT_N; ++j) {
-      const int n = n0 + COL_OF(tx, j);
-      float s = 0.0f;
-      if (m < M && n < N)
-        for (int z = 0; z < splits; ++z) s += global_load_float(P + ((long)z * M + m) * N + n);
-      acc[i][j] = s;
-    }
-  }
-}
-#endif
-
 #ifdef SPLIT_K  // built only into the programs of split GEMMs (gemm.cl)
 // gemm_splitk_reduce(P, bias, C, M, N, splits, act_min, act_max[, residual][, slopes]
 //   [, out_ldc, out_off]) -- C =

@@ -134,14 +134,11 @@ def test_every_conv_algorithm_adds_the_residual(algorithm: str, runtime: str) ->
 
 @pytest.mark.parametrize(("algorithm", "kernel"), [("gemm", 1), ("implicit_gemm", 3)])
 def test_split_k_reduce_adds_the_residual(algorithm: str, kernel: int, runtime: str) -> None:
-    # K = 96 (x 9) in 3 slices: the residual is added once, by the reduce, not by each slice
-    # (the GEMM's reduce kernel; the convolution's last slice of each tile, in its own kernel).
+    # K = 96 (x 9) in 3 slices: the residual is added once, by the reduce, not by each slice.
     model = block((1, 7, 7, 96), 40, kernel=kernel, activation="RELU", residual="second_input")
     r = check_fusion(model, runtime, fused=1, conv_algorithm=algorithm, gemm_splits=3)
     ran = {k.kernel for k in r.delegate.profile().kernels}
-    want = {"gemm_nt_splitk", "gemm_splitk_reduce"} if algorithm == "gemm" else {
-        "conv2d_implicit_gemm_splitk"}
-    assert ran == want, ran
+    assert "gemm_splitk_reduce" in ran, ran
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1, 40), (6, 1, 1, 40), (2, 2, 2, 40)])

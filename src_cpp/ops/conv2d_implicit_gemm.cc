@@ -2,13 +2,9 @@
 // rows read in place, split along K when its output tiles cannot fill the device.
 #include <algorithm>
 #include <iterator>
-#include <memory>
 #include <optional>
-#include <string>
 #include <utility>
-#include <vector>
 
-#include "cl/int8_dot.h"
 #include "ops/conv2d_algorithm.h"
 #include "ops/tuning.h"
 
@@ -73,48 +69,6 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
   return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
 }
 
-// A split convolution's launches (its program built with -DSPLIT_K, and -DSPLIT_K_LAST where
-// SplitKInKernel()): the split kernel, which in-kernel also stores the output (its tile
-// counters the launch's state), else the split kernel and gemm_splitk_reduce. `args`: the
-// uploaded scalars and constants, which the split kernel takes after its buffers.
-std::vector<Launch> SplitLaunches(OpContext& ctx, std::shared_ptr<Program> prog, const GemmPlan& p,
-                                  long m, int oc, cl_mem in, ParamBlock& args, cl_mem bias,
-                                  cl_mem out, float act_min, float act_max, cl_mem residual,
-                                  cl_mem slopes) {
-  Launch l =
-      Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, oc), p.tiles.work_group());
-  l.dims = 2;
-  l.global[1] = p.splits;
-  l.local[1] = 1;
-  std::vector<Launch> launches;
-  if (SplitKInKernel()) {
-    l.state = ZeroBuffer(ctx, l.global[0] / l.local[0] * sizeof(cl_int));
-    SetArgsAndOptional(l.kernel, residual, in, ctx.scratch[0], out);
-    const cl_uint next = residual ? 4 : 3;
-    SetArgsFrom(l.kernel, next, l.state.get());
-    args.Set(l.kernel, next + 1);
-    l.consts = args.TakeBuffer();
-    launches.push_back(std::move(l));
-    return launches;
-  }
-  SetArgs(l.kernel, in, ctx.scratch[0]);
-  args.Set(l.kernel, 2);
-  l.consts = args.TakeBuffer();
-  launches.push_back(std::move(l));
-  Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * oc);
-  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), oc,
-                     p.splits, act_min, act_max);
-  SetReduceExtras(r.kernel, ctx, residual, slopes);
-  launches.push_back(std::move(r));
-  return launches;
-}
-
-// The split kernel's defines beyond -DSPLIT_K.
-std::string SplitDefines(const OpContext& ctx) {
-  return SplitKInKernel() ? "-DSPLIT_K -DSPLIT_K_LAST " + PtxDefines(ctx.env.device())
-                          : "-DSPLIT_K";
-}
-
 // The plain convolution's launches, its input seen through `affine` when one is given.
 std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
@@ -140,10 +94,11 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
   if (slopes) args.Slot(kSlopes, slopes);
   const std::string slice = SliceParams(ctx, args);
   const std::string packed = args.Upload(ctx);
-  // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl).
+  // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
+  // ignores the residual, the reduce adds it.
   auto prog = ctx.GetProgram(
       "conv2d_implicit_gemm",
-      With(With(With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? SplitDefines(ctx) : ""), ad),
+      With(With(With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""), ad),
                 packed),
            slice));
   if (p.splits <= 1) {
@@ -155,8 +110,21 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
     return launches;
   }
   if (ctx.scratch.empty()) throw Error("split-K implicit GEMM without a scratch buffer");
-  return SplitLaunches(ctx, prog, p, m, g.oc, in, args, bias, out, act_min, act_max, residual,
-                       slopes);
+  Launch l =
+      Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, g.oc), p.tiles.work_group());
+  SetArgs(l.kernel, in, ctx.scratch[0]);
+  args.Set(l.kernel, 2);
+  l.consts = args.TakeBuffer();
+  l.dims = 2;
+  l.global[1] = p.splits;
+  l.local[1] = 1;
+  launches.push_back(std::move(l));
+  Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * g.oc);
+  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc,
+                     p.splits, act_min, act_max);
+  SetReduceExtras(r.kernel, ctx, residual, slopes);
+  launches.push_back(std::move(r));
+  return launches;
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
@@ -297,16 +265,16 @@ std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const
   return launches;
 }
 
-// Split, a split kernel and its reduce, unless the split kernel reduces (SplitKInKernel).
+// Split, a split kernel and its reduce.
 int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
-  return PlanImplicitGemm(dev, g, 0).splits > 1 && !SplitKInKernel() ? 2 : 1;
+  return PlanImplicitGemm(dev, g, 0).splits > 1 ? 2 : 1;
 }
 
 }  // namespace
 
 int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c) {
   if (expand_c > 0 && BlockKernelAllowed() && PlanBlock(dev, dw, expand_c, oc)) return 1;
-  return PlanDepthwiseGemm(dev, dw, oc, 0).splits > 1 && !SplitKInKernel() ? 2 : 1;
+  return PlanDepthwiseGemm(dev, dw, oc, 0).splits > 1 ? 2 : 1;
 }
 
 int DepthwiseGemmTileN(const DeviceInfo& dev, const ConvGeometry& dw, int oc) {
@@ -374,11 +342,23 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
     return launches;
   }
   if (ctx.scratch.empty()) throw Error("split-K depthwise GEMM without a scratch buffer");
-  auto prog =
-      ctx.GetProgram("conv2d_implicit_gemm",
-                     With(With(defines, residual ? "-DHAS_RESIDUAL" : ""), SplitDefines(ctx)));
-  return SplitLaunches(ctx, prog, p, m, oc, in, args, bias, out, act_min, act_max, residual,
-                       slopes);
+  auto prog = ctx.GetProgram("conv2d_implicit_gemm",
+                             With(With(defines, residual ? "-DHAS_RESIDUAL" : ""), "-DSPLIT_K"));
+  Launch l =
+      Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, oc), p.tiles.work_group());
+  SetArgs(l.kernel, in, ctx.scratch[0]);
+  args.Set(l.kernel, 2);
+  l.consts = args.TakeBuffer();
+  l.dims = 2;
+  l.global[1] = p.splits;
+  l.local[1] = 1;
+  launches.push_back(std::move(l));
+  Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * oc);
+  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), oc,
+                     p.splits, act_min, act_max);
+  SetReduceExtras(r.kernel, ctx, residual, slopes);
+  launches.push_back(std::move(r));
+  return launches;
 }
 
 // K splits when the output tiles cannot fill the device (strided convs on 14x14 and 7x7

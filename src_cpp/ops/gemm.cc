@@ -47,13 +47,6 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
   if (p.splits <= 1) p.splits = 1, p.k_per_split = 0;
 }
 
-bool SplitKInKernel() {
-  const std::vector<double> v =
-      EnvNumbers("CLGPU_SPLITK_REDUCE", 1, "0 or 1",
-                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
-  return v.empty() || v[0] == 0;
-}
-
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {
   GemmPlan p;
   if (m <= kGemvMaxM && forced_splits <= 0) {

@@ -29,11 +29,6 @@ constexpr int kGemvMaxM = 8;  // SM_MAX_M of kernels/gemm.cl
 void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits,
                 long work_items = 2048, long min_tiles = 4);
 
-// Whether a split convolution's last split of each tile adds the splits and stores the output
-// in the split kernel itself (kernels/conv2d_implicit_gemm.cl, SPLIT_K_LAST): one launch, not a
-// split kernel and gemm_splitk_reduce. $CLGPU_SPLITK_REDUCE=1 keeps the reduce kernel (A/B).
-bool SplitKInKernel();
-
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);
 

@@ -58,7 +58,6 @@ struct Launch {
   size_t global[3] = {1, 1, 1};
   size_t local[3] = {0, 0, 0};  // all zero = let the driver choose
   Buffer consts;                // its packed constants (PackConstants), if the op keeps none
-  Buffer state;  // what its own groups hand each other between launches (split-K's tile counters)
 };
 
 // What a residual ADD folded into the op producing one of its operands applies (FoldSource::
