@@ -122,6 +122,8 @@ def host_split(name: str, s0: Any, s1: Any) -> dict[str, float]:
     return {
         f"{name}_enqueue_us": (s1.host_enqueue_us - s0.host_enqueue_us) / n,
         f"{name}_wait_us": (s1.host_wait_us - s0.host_wait_us) / n,
+        # Partition invokes in the launch form with fewer launches (runtime/launch_forms.h).
+        f"{name}_fewer_form": (s1.fewer_launch_invokes - s0.fewer_launch_invokes) / n,
     }
 
 
@@ -156,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         cols += [
             (f"{name}_enqueue_us", f"{name} enqueue us"),
             (f"{name}_wait_us", f"{name} wait us"),
+            (f"{name}_fewer_form", f"{name} fewer-launch form share"),
         ]
     cols += [(f"{sets[0][0]}_nodes", "delegated nodes"), ("error", "error")]
     meta = {**device_info(), "sets": dict(sets), "runs": args.runs}

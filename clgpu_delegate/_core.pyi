@@ -290,6 +290,11 @@ class DelegateStats:
         OpenCL device listing + context creation (0 when reused).
         """
     @property
+    def fewer_launch_invokes(self) -> int:
+        """
+        Partition invokes that ran the form with fewer launches and more device work (split-K convolutions summing their splits themselves), which a partition measures against the other in its first invokes and keeps where faster (CLGPU_LAUNCH_FORM).
+        """
+    @property
     def fp16_saturated_ops(self) -> list[int]:
         """
         precision='fp16': the nodes whose values were saturated (said once in a warning). Sorted.

@@ -297,31 +297,19 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implic
 // Split-K: batch-1 layers on small maps (a 7x7 output, K in the thousands) give a few output
 // tiles, so most compute units would idle while each group walks the whole of K. Split z =
 // get_group_id(1) sums columns [z * k_per_split, (z + 1) * k_per_split) of K into
-// P[z][M][OC] (float, no bias; the bias and clamp in prm are not read); gemm_splitk_reduce adds
-// the splits, the bias and the activation.
-// conv2d_implicit_gemm_splitk(in, P, prm, filter, bias, ...) or with -DPACKED (in, P, consts).
-// NDRange: 2-D, local (GEMM_WG, 1), global (as conv2d_implicit_gemm, splits).
-__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm_splitk(
-    __global const T* restrict in, __global float* restrict P IG_CONSTS OVERFLOW_PARAM) {
-  IG_READ
-  (void)bias, (void)act_min, (void)act_max;
-#ifdef CHANNEL_SLOPES
-  (void)slopes;  // the reduce applies them
+// P[z][M][OC] (float, no bias); gemm_splitk_reduce adds the splits, the bias and the activation.
+// With -DSPLIT_K_LAST the program also has conv2d_implicit_gemm_splitk_last, which adds them
+// itself: the split of each tile that counts itself last stores the tile (one launch, where a
+// host-bound invoke feels each; conv2d_implicit_gemm_splitk.cl). A partition runs one form or the
+// other (runtime/launch_forms.h).
+#define SPLITK_KERNEL conv2d_implicit_gemm_splitk
+#include "conv2d_implicit_gemm_splitk.cl"
+#undef SPLITK_KERNEL
+#ifdef SPLIT_K_LAST
+#define SPLITK_KERNEL conv2d_implicit_gemm_splitk_last
+#define SPLITK_STORES_OUTPUT
+#include "conv2d_implicit_gemm_splitk.cl"
+#undef SPLITK_STORES_OUTPUT
+#undef SPLITK_KERNEL
 #endif
-  __local float As[2 * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
-  __local float Bs[2 * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
-  const int lid = get_local_id(0);
-  const int2 o = group_tile_origin(OC);
-#ifdef DW_A
-  const int2 k = split_k_range(C, k_per_split);
-#else
-  const int2 k = split_k_range(KH * KW * C, k_per_split);
-#endif
-  const int M = N * OH * OW;
-  float acc[WPT_M][WPT_N];
-  igemm_accumulate(in, filter, N, H, W, C, OH, OW, OC, KH, KW, SH, SW, DH, DW, PT, PL, k.x, k.y,
-                   o.x, o.y, &As[0][0], &Bs[0][0], acc DW_PASS);
-  store_partial_tile(acc, P + (long)get_group_id(1) * M * OC, M, OC, o.x, o.y, lid % RT_N,
-                     lid / RT_N);
-}
 #endif  // SPLIT_K

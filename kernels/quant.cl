@@ -69,15 +69,14 @@ static inline int quant_add(int qa, int qb, __global const int* p, bool up) {
   return clamp(quant_multiply(sum, p[7], p[8], up) + p[9], p[10], p[11]);
 }
 
-// Sums that work-groups add into global memory for one of them, the last, to read:
-// global_add(p, v): *p += v atomically; global_fence(): this work-item's global writes (atomics
-// included) visible to every other work-group before its later ones; global_take(p): *p, read
-// where the others' additions landed, left zero for the next launch (no one else touches it any
-// more). OpenCL 1.2's atomics return the old value, and NVIDIA's driver then waits for each
-// one: with -DQUANT_PTX (NVIDIA, inline PTX probed: src_cpp/cl/int8_dot.h) PTX's reduction,
-// which returns nothing, an L2 load and membar.gl, which guarantees the fence.
+// Sums that work-groups add into global memory for one of them, the last, to read
+// (group_sync.cl: global_fence, last_to_count): global_add(p, v): *p += v atomically;
+// global_take(p): *p, read where the others' additions landed, left zero for the next launch (no
+// one else touches it any more). OpenCL 1.2's atomics return the old value, and NVIDIA's driver
+// then waits for each one: with -DQUANT_PTX (NVIDIA, inline PTX probed: src_cpp/cl/int8_dot.h)
+// PTX's reduction, which returns nothing, and an L2 load.
+#include "group_sync.cl"
 #if defined(QUANT_PTX)
-#define global_fence() asm volatile("membar.gl;")
 static inline void global_add(__global int* p, int v) {
   asm volatile("red.global.add.s32 [%0], %1;" : : "l"(p), "r"(v));
 }
@@ -88,27 +87,9 @@ static inline int global_take(__global int* p) {
   return v;
 }
 #else
-#define global_fence() mem_fence(CLK_GLOBAL_MEM_FENCE)
 static inline void global_add(__global int* p, int v) { atomic_add(p, v); }
 static inline int global_take(__global int* p) { return atomic_xchg(p, 0); }
 #endif
-
-// last_to_count(counter, groups, flag): called by every work-item of a group after its
-// global_add's; true in the group that is the `groups`-th to count itself in *counter, which it
-// resets for the next launch. Those additions are then all visible to it (global_take). `flag`:
-// one int of local memory. Returns the same in every work-item of the group (barriers inside).
-static inline bool last_to_count(__global int* counter, int groups, __local int* flag) {
-  global_fence();
-  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-  if (get_local_id(0) == 0 && get_local_id(1) == 0) {
-    *flag = atomic_inc(counter) == groups - 1;
-    if (*flag) atomic_xchg(counter, 0);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const bool last = *flag;
-  if (last) global_fence();
-  return last;
-}
 
 // quant_store(v, stage, channels): the output byte of requantized integer v. With -DQUANT_TABLE an
 // element-wise chain folded into the op (src_cpp/fusion/attach.h) maps it through its 256 results,

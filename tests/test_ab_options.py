@@ -54,9 +54,18 @@ def test_a_set_bound_again_while_timed_is_an_error(
     assert row["a_ms"] > 0 and row["b_ms"] > 0
     # Each set's host time per invoke over its turns: enqueueing, then waiting.
     assert row["a_enqueue_us"] > 0 and row["b_wait_us"] >= 0
-    s0 = SimpleNamespace(invokes=10, host_enqueue_us=100.0, host_wait_us=40.0)
-    s1 = SimpleNamespace(invokes=14, host_enqueue_us=180.0, host_wait_us=60.0)
-    assert ab.host_split("a", s0, s1) == {"a_enqueue_us": 20.0, "a_wait_us": 5.0}
+    assert row["a_fewer_form"] == 0  # PoCL offers no second launch form
+    s0 = SimpleNamespace(
+        invokes=10, host_enqueue_us=100.0, host_wait_us=40.0, fewer_launch_invokes=2
+    )
+    s1 = SimpleNamespace(
+        invokes=14, host_enqueue_us=180.0, host_wait_us=60.0, fewer_launch_invokes=5
+    )
+    assert ab.host_split("a", s0, s1) == {
+        "a_enqueue_us": 20.0,
+        "a_wait_us": 5.0,
+        "a_fewer_form": 0.75,
+    }
     assert ab.host_split("a", s0, s0) == {}
     # A timing loop during which a delegate binds again (a stand-in that resizes) is refused.
     calls = {"n": 0}

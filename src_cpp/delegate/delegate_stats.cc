@@ -92,6 +92,7 @@ void DelegateCore::CountInvoke(const InvokeCounts& c) {
   t.download_bytes += c.download_bytes;
   t.enqueue_ns += c.enqueue_ns;
   t.wait_ns += c.wait_ns;
+  t.fewer_launch_invokes += c.fewer_launch_invokes;
 }
 void DelegateCore::CountFp16Overflow(const std::vector<int>& nodes, bool fell_back) {
   std::lock_guard<std::mutex> l(report_mutex_);

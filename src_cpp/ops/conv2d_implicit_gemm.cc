@@ -2,9 +2,13 @@
 // rows read in place, split along K when its output tiles cannot fill the device.
 #include <algorithm>
 #include <iterator>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "cl/int8_dot.h"
 #include "ops/conv2d_algorithm.h"
 #include "ops/tuning.h"
 
@@ -69,6 +73,54 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
   return bytes ? std::vector<size_t>{bytes} : std::vector<size_t>{};
 }
 
+// A split convolution's launches (its program built with SplitDefines): the split kernel and
+// gemm_splitk_reduce, and where SplitKLastOffered the split kernel that stores the output itself
+// (its tile counters the launch's state), one launch: a partition runs one form or the other
+// (LaunchForm). `args`: the uploaded scalars and constants, which the split kernels take after
+// their buffers.
+std::vector<Launch> SplitLaunches(OpContext& ctx, std::shared_ptr<Program> prog, const GemmPlan& p,
+                                  long m, int oc, cl_mem in, ParamBlock& args, cl_mem bias,
+                                  cl_mem out, float act_min, float act_max, cl_mem residual,
+                                  cl_mem slopes) {
+  const auto split_kernel = [&](const char* name) {
+    Launch l = Make1d(prog, name, p.tiles.Global(m, oc), p.tiles.work_group());
+    l.dims = 2;
+    l.global[1] = p.splits;
+    l.local[1] = 1;
+    return l;
+  };
+  std::vector<Launch> launches;
+  if (SplitKLastOffered(ctx.env.device(), p.splits)) {
+    Launch l = split_kernel("conv2d_implicit_gemm_splitk_last");
+    l.state = ZeroBuffer(ctx, l.global[0] / l.local[0] * sizeof(cl_int));
+    SetArgsAndOptional(l.kernel, residual, in, ctx.scratch[0], out);
+    const cl_uint next = residual ? 4 : 3;
+    SetArgsFrom(l.kernel, next, l.state.get());
+    args.Set(l.kernel, next + 1);
+    l.form = LaunchForm::kFewerLaunches;
+    launches.push_back(std::move(l));
+  }
+  Launch l = split_kernel("conv2d_implicit_gemm_splitk");
+  SetArgs(l.kernel, in, ctx.scratch[0]);
+  args.Set(l.kernel, 2);
+  l.consts = args.TakeBuffer();
+  Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * oc);
+  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), oc,
+                     p.splits, act_min, act_max);
+  SetReduceExtras(r.kernel, ctx, residual, slopes);
+  if (!launches.empty()) l.form = r.form = LaunchForm::kShorterDevice;
+  launches.push_back(std::move(l));
+  launches.push_back(std::move(r));
+  return launches;
+}
+
+// The split kernels' defines.
+std::string SplitDefines(const OpContext& ctx, int splits) {
+  return SplitKLastOffered(ctx.env.device(), splits)
+             ? "-DSPLIT_K -DSPLIT_K_LAST " + PtxDefines(ctx.env.device())
+             : "-DSPLIT_K";
+}
+
 // The plain convolution's launches, its input seen through `affine` when one is given.
 std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
@@ -94,13 +146,13 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
   if (slopes) args.Slot(kSlopes, slopes);
   const std::string slice = SliceParams(ctx, args);
   const std::string packed = args.Upload(ctx);
-  // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl); split, the split kernel
-  // ignores the residual, the reduce adds it.
-  auto prog = ctx.GetProgram(
-      "conv2d_implicit_gemm",
-      With(With(With(With(With(p.tiles.Defines(), rd), p.splits > 1 ? "-DSPLIT_K" : ""), ad),
-                packed),
-           slice));
+  // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl).
+  auto prog = ctx.GetProgram("conv2d_implicit_gemm",
+                             With(With(With(With(With(p.tiles.Defines(), rd),
+                                                 p.splits > 1 ? SplitDefines(ctx, p.splits) : ""),
+                                            ad),
+                                       packed),
+                                  slice));
   if (p.splits <= 1) {
     Launch l = Make1d(prog, "conv2d_implicit_gemm", p.tiles.Global(m, g.oc), p.tiles.work_group());
     SetArgsAndOptional(l.kernel, residual, in, out);
@@ -110,21 +162,8 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
     return launches;
   }
   if (ctx.scratch.empty()) throw Error("split-K implicit GEMM without a scratch buffer");
-  Launch l =
-      Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, g.oc), p.tiles.work_group());
-  SetArgs(l.kernel, in, ctx.scratch[0]);
-  args.Set(l.kernel, 2);
-  l.consts = args.TakeBuffer();
-  l.dims = 2;
-  l.global[1] = p.splits;
-  l.local[1] = 1;
-  launches.push_back(std::move(l));
-  Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * g.oc);
-  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), g.oc,
-                     p.splits, act_min, act_max);
-  SetReduceExtras(r.kernel, ctx, residual, slopes);
-  launches.push_back(std::move(r));
-  return launches;
+  return SplitLaunches(ctx, prog, p, m, g.oc, in, args, bias, out, act_min, act_max, residual,
+                       slopes);
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
@@ -265,7 +304,8 @@ std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const
   return launches;
 }
 
-// Split, a split kernel and its reduce.
+// Split, a split kernel and its reduce: the form with the shorter device time, which the estimate
+// counts (a partition runs the other where it measures that faster).
 int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
   return PlanImplicitGemm(dev, g, 0).splits > 1 ? 2 : 1;
 }
@@ -342,23 +382,11 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
     return launches;
   }
   if (ctx.scratch.empty()) throw Error("split-K depthwise GEMM without a scratch buffer");
-  auto prog = ctx.GetProgram("conv2d_implicit_gemm",
-                             With(With(defines, residual ? "-DHAS_RESIDUAL" : ""), "-DSPLIT_K"));
-  Launch l =
-      Make1d(prog, "conv2d_implicit_gemm_splitk", p.tiles.Global(m, oc), p.tiles.work_group());
-  SetArgs(l.kernel, in, ctx.scratch[0]);
-  args.Set(l.kernel, 2);
-  l.consts = args.TakeBuffer();
-  l.dims = 2;
-  l.global[1] = p.splits;
-  l.local[1] = 1;
-  launches.push_back(std::move(l));
-  Launch r = Make1d(prog, "gemm_splitk_reduce", size_t(m) * oc);
-  SetArgsAndOptional(r.kernel, residual, ctx.scratch[0], bias, out, static_cast<int>(m), oc,
-                     p.splits, act_min, act_max);
-  SetReduceExtras(r.kernel, ctx, residual, slopes);
-  launches.push_back(std::move(r));
-  return launches;
+  auto prog = ctx.GetProgram(
+      "conv2d_implicit_gemm",
+      With(With(defines, residual ? "-DHAS_RESIDUAL" : ""), SplitDefines(ctx, p.splits)));
+  return SplitLaunches(ctx, prog, p, m, oc, in, args, bias, out, act_min, act_max, residual,
+                       slopes);
 }
 
 // K splits when the output tiles cannot fill the device (strided convs on 14x14 and 7x7

@@ -47,6 +47,14 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
   if (p.splits <= 1) p.splits = 1, p.k_per_split = 0;
 }
 
+bool SplitKLastOffered(const DeviceInfo& dev, int splits) {
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_SPLITK_LAST_MAX", 1, "a whole number of splits >= 0",
+                 [](const std::vector<double>& x) { return WholeAtLeast(x, 0); });
+  const int most = v.empty() ? (dev.profile.gpu_plans ? kSplitKLastMax : 0) : int(v[0]);
+  return splits > 1 && splits <= most;
+}
+
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {
   GemmPlan p;
   if (m <= kGemvMaxM && forced_splits <= 0) {

@@ -29,6 +29,16 @@ constexpr int kGemvMaxM = 8;  // SM_MAX_M of kernels/gemm.cl
 void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int forced_splits,
                 long work_items = 2048, long min_tiles = 4);
 
+// Whether a split convolution of `splits` splits also offers the form where the last split of
+// each tile adds the splits and stores the output in the split kernel itself
+// (kernels/conv2d_implicit_gemm_splitk.cl): one launch where the other form has the split kernel
+// and gemm_splitk_reduce (LaunchForm; the partition measures which runs faster). Its last group
+// reads the partial sums a batch of splits per round trip to L2, which many splits lengthen: GPUs
+// offer it up to kSplitKLastMax splits, other devices not (their launches cost the host little);
+// $CLGPU_SPLITK_LAST_MAX sets the most splits instead (0: never).
+constexpr int kSplitKLastMax = 4;
+bool SplitKLastOffered(const DeviceInfo& dev, int splits);
+
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);
 

@@ -51,6 +51,16 @@ constexpr int kTableEpilogue = 100;
 // slopes a constant input of the op, its kernels built with -DCHANNEL_SLOPES.
 constexpr int kSlopeEpilogue = 101;
 
+// Which of a partition's two forms runs a launch (runtime/launch_forms.h). Some ops offer a form
+// with fewer launches and more device time (split-K summed in the split kernel): it wins where
+// the host's enqueue bounds the invoke and loses where the device does, which the partition
+// measures.
+enum class LaunchForm : uint8_t {
+  kBoth,
+  kFewerLaunches,  // only in the form with fewer launches
+  kShorterDevice,  // only in the form with the shorter device time
+};
+
 struct Launch {
   Kernel kernel;
   std::string name;  // kernel function name, for profiles
@@ -58,6 +68,8 @@ struct Launch {
   size_t global[3] = {1, 1, 1};
   size_t local[3] = {0, 0, 0};  // all zero = let the driver choose
   Buffer consts;                // its packed constants (PackConstants), if the op keeps none
+  Buffer state;  // what its own groups hand each other between launches (split-K's tile counters)
+  LaunchForm form = LaunchForm::kBoth;
 };
 
 // What a residual ADD folded into the op producing one of its operands applies (FoldSource::

@@ -103,6 +103,11 @@ void BindStats(py::module_& m) {
           "host_wait_us", [](const S& s) { return s.transfers.wait_ns / 1000; },
           "Host time of all invokes from then on, waiting for the device to finish.")
       .computed(
+          "fewer_launch_invokes", [](const S& s) { return s.transfers.fewer_launch_invokes; },
+          "Partition invokes that ran the form with fewer launches and more device work (split-K "
+          "convolutions summing their splits themselves), which a partition measures against "
+          "the other in its first invokes and keeps where faster (CLGPU_LAUNCH_FORM).")
+      .computed(
           "calibration_source", [](const S& s) { return s.calibration.source; },
           "The cost model's device figures (CLGPU_CALIBRATION): 'measured', 'cache' (this "
           "process), 'file' (serialization_dir) or 'constants'.")

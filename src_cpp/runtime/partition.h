@@ -28,6 +28,7 @@
 #include "ops/matmul_views.h"
 #include "ops/op.h"
 #include "runtime/cpu_fallback.h"
+#include "runtime/launch_forms.h"
 #include "runtime/memory_planner.h"
 #include "runtime/partition_host.h"
 #include "runtime/setup_progress.h"
@@ -271,6 +272,8 @@ class Partition {
   MemoryReport report_;
   bool planned_ = false, device_planned_ = false, bound_ = false;
   cl_event last_event_ = nullptr;  // out-parameter of the enqueue being issued
+  LaunchFormTrial forms_;          // which launch form the invokes run (runtime/launch_forms.h)
+  LaunchForm form_ = LaunchForm::kBoth;  // this invoke's
   // cpu_warmup: the replaced nodes on TFLite's CPU kernels while setup_ plans and binds.
   std::unique_ptr<CpuFallback> cpu_;
   std::thread setup_;

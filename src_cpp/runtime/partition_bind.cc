@@ -59,6 +59,11 @@ void Partition::Bind(TfLiteContext* ctx) {
   report.scratch_bytes = scratch_total;
   host_->SetMemoryReport(id_, report);
   BindOverflowFlags();
+  bool forms = false;
+  for (const OpRun& run : runs_)
+    for (const Step& st : run.steps)
+      forms = forms || (st.launch && st.launch->form != LaunchForm::kBoth);
+  forms_.Reset(forms);
   bound_ = true;
 }
 

@@ -55,6 +55,8 @@ struct InvokeCounts {
   // Host time of the invoke until its last command was enqueued, then waiting for the device
   // (with no profiling events: a host-bound invoke spends most of it enqueueing).
   int64_t enqueue_ns = 0, wait_ns = 0;
+  // Invokes that ran the launch form with fewer launches (runtime/launch_forms.h).
+  int64_t fewer_launch_invokes = 0;
 };
 
 // The delegate options a partition runs with.

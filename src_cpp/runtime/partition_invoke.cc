@@ -162,6 +162,7 @@ int Partition::EnqueueOps(cl_command_queue q, Recorder& rec) {
     const std::vector<Step>& steps = runs_[i].steps;
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& st = steps[k];
+      if (st.launch && !LaunchFormTrial::Runs(*st.launch, form_)) continue;
       cl_event* ev = rec.Slot(static_cast<int>(i), 0, static_cast<int>(k));
       if (st.launch) {
         const Launch& l = *st.launch;
@@ -245,6 +246,7 @@ void Partition::Invoke(TfLiteContext* ctx) {
   // otherwise the index of the op (and of its step).
   Recorder rec{host_->settings().profiling, last_event_};
   InvokeCounts counts;  // this invoke's syncs and boundary transfers
+  form_ = forms_.Next();
   EnqueueUploads(ctx, q, rec, counts);
   const int commands = EnqueueOps(q, rec);
   EnqueueDownloads(ctx, q, rec, counts);
@@ -268,6 +270,8 @@ void Partition::Invoke(TfLiteContext* ctx) {
   drain.armed = false;
   // Values past fp16's range under precision auto: this invoke runs again, in float32.
   if (HandleOverflow()) return Invoke(ctx);
+  forms_.Record(form_, counts.enqueue_ns + counts.wait_ns);
+  counts.fewer_launch_invokes = form_ == LaunchForm::kFewerLaunches;
   host_->CountInvoke(counts);
   if (host_->settings().capture_tensors) CaptureValues();
   if (rec.on) {
