@@ -215,3 +215,11 @@ def test_the_int8_expand_chain_is_longer_only_where_it_was_measured() -> None:
         p = profile(facts)
         assert p["expand_chain_cap_int8"] == p["expand_chain_cap"] == h200["expand_chain_cap"]
         assert p["block_item_products"] == h200["block_item_products"] > 0
+
+
+def test_split_k_one_launch_form_on_gpus_only() -> None:
+    """Every GPU offers split convolutions of a few splits the one-launch form (a partition then
+    measures which form is faster there); a CPU device, whose launches cost the host little, not."""
+    for facts in (H200, MALI, ADRENO, RDNA3, ARC):
+        assert profile(facts)["split_k_last_max"] == 4, facts
+    assert profile(POCL)["split_k_last_max"] == 0

@@ -86,6 +86,12 @@ struct DeviceProfile {
   // (bench/results/ab-options-block-sweep-*.md): the blocks at 169 ran faster, those at 432 and
   // more slower; 300 lies between. The same elsewhere until measured.
   long block_item_products = 300;
+  // Split convolutions of up to this many splits also get the form in which the split kernel
+  // sums the splits itself (one launch, a little more device time; ops/gemm.h
+  // SplitKLastOffered), which a partition measures against the other (runtime/launch_forms.h).
+  // GPUs: 4, measured on NVIDIA sm_90 (bench/results/ab-options-splitk-inkernel-v3-*: more
+  // splits ran 1.4-1.8x slower); a CPU device 0, its launches cost the host little.
+  int split_k_last_max = 0;
   // What one launch of each kind adds to an invoke (us, the host's enqueue and the device's run
   // with the gap to the next), fitted on real models' wall times on the device
   // (bench/fit_launch_costs.py); all 0 where none was fitted: the cost model then counts the

@@ -51,7 +51,7 @@ bool SplitKLastOffered(const DeviceInfo& dev, int splits) {
   const std::vector<double> v =
       EnvNumbers("CLGPU_SPLITK_LAST_MAX", 1, "a whole number of splits >= 0",
                  [](const std::vector<double>& x) { return WholeAtLeast(x, 0); });
-  const int most = v.empty() ? (dev.profile.gpu_plans ? kSplitKLastMax : 0) : int(v[0]);
+  const int most = v.empty() ? dev.profile.split_k_last_max : static_cast<int>(v[0]);
   return splits > 1 && splits <= most;
 }
 

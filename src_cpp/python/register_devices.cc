@@ -86,7 +86,7 @@ py::typing::Dict<py::str, py::object> ProfileDict(
   r["nvidia_ptx"] = p.nvidia_ptx, r["tuning_keys"] = p.tuning_keys;
   r["launch_us"] = std::vector<double>(p.launch_us.begin(), p.launch_us.end());
   r["expand_chain_cap"] = p.expand_chain_cap, r["expand_chain_cap_int8"] = p.expand_chain_cap_int8;
-  r["block_item_products"] = p.block_item_products;
+  r["block_item_products"] = p.block_item_products, r["split_k_last_max"] = p.split_k_last_max;
   py::dict t;
   for (const std::string& name : tiles) {
     const GemmTiles g = TilesFor(name, d);
