@@ -129,7 +129,7 @@ DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
   p.event_target_ns = p.gpu ? 40e3 : 400e3;
   p.measure_costs = p.gpu;
   p.fill_items_per_unit = p.gpu ? 4096 : 256;
-  p.split_k_last_max = p.gpu ? 4 : 0;
+  p.split_k_last_max = p.nvidia_ptx ? 4 : 0;
   // gemm, fused, split, small and the invoke: fitted together on an H200's real models
   // (bench/results/launch-costs-invoke-NVIDIA_H200.md); the kinds alone had models of 3-7
   // kernels at 0.6-0.8 of their measured time.

@@ -89,8 +89,10 @@ struct DeviceProfile {
   // Split convolutions of up to this many splits also get the form in which the split kernel
   // sums the splits itself (one launch, a little more device time; ops/gemm.h
   // SplitKLastOffered), which a partition measures against the other (runtime/launch_forms.h).
-  // GPUs: 4, measured on NVIDIA sm_90 (bench/results/ab-options-splitk-inkernel-v3-*: more
-  // splits ran 1.4-1.8x slower); a CPU device 0, its launches cost the host little.
+  // Its last group reads the others' plain stores: only where PTX's membar.gl and L2 loads make
+  // them visible (nvidia_ptx; OpenCL 1.2's fences order one work-item's accesses, nothing
+  // across work-groups). There 4, measured on sm_90 (bench/results/ab-options-splitk-inkernel-
+  // v3-*: more splits ran 1.4-1.8x slower); elsewhere 0.
   int split_k_last_max = 0;
   // What one launch of each kind adds to an invoke (us, the host's enqueue and the device's run
   // with the gap to the next), fitted on real models' wall times on the device

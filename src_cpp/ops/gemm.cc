@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "cl/int8_dot.h"
 #include "common/env.h"
 #include "common/error.h"
 
@@ -51,8 +52,9 @@ bool SplitKLastOffered(const DeviceInfo& dev, int splits) {
   const std::vector<double> v =
       EnvNumbers("CLGPU_SPLITK_LAST_MAX", 1, "a whole number of splits >= 0",
                  [](const std::vector<double>& x) { return WholeAtLeast(x, 0); });
-  const int most = v.empty() ? dev.profile.split_k_last_max : static_cast<int>(v[0]);
-  return splits > 1 && splits <= most;
+  if (!v.empty()) return splits > 1 && splits <= static_cast<int>(v[0]);
+  // The profile's limit, where the PTX that the last group's reads rely on compiles and runs.
+  return splits > 1 && splits <= dev.profile.split_k_last_max && !PtxDefines(dev).empty();
 }
 
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {

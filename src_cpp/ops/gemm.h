@@ -34,8 +34,9 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
 // (kernels/conv2d_implicit_gemm_splitk.cl): one launch where the other form has the split kernel
 // and gemm_splitk_reduce (LaunchForm; the partition measures which runs faster). Its last group
 // reads the partial sums a batch of splits per round trip to L2, which many splits lengthen: up to
-// the device profile's split_k_last_max splits; $CLGPU_SPLITK_LAST_MAX sets the most instead (0:
-// never).
+// the device profile's split_k_last_max splits, where inline PTX runs (PtxDefines: the fence and
+// loads those reads rely on); $CLGPU_SPLITK_LAST_MAX sets the most instead, anywhere (tests,
+// A/B; 0: never).
 bool SplitKLastOffered(const DeviceInfo& dev, int splits);
 
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
