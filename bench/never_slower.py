@@ -107,6 +107,10 @@ def _time(
         d = made[k].delegate
         row[f"{k}_nodes"] = len(d.delegated_nodes())
         row[f"{k}_partitions"] = len(d.partitions())
+        # Its partitions' invokes in the one-launch split-K form (runtime/launch_forms.h): two
+        # delegates of one plan may keep different forms until they measure again.
+        s = d.stats()
+        row[f"{k}_fewer_form"] = s.fewer_launch_invokes / s.invokes if s.invokes else 0.0
     row["made_first"] = "all" if all_first else "default"
     # The default's estimate of its first weighed partition, kept or not: why it decided so.
     texts = " ".join(f"{x.reason} {x.note}" for x in made["default"].delegate.decisions())
