@@ -6,6 +6,8 @@
 // output (in, P, out[, residual], counters, ...): int counters [tiles], zero before the first
 // launch and left zero by each.
 // NDRange: 2-D, local (GEMM_WG, 1), global (as conv2d_implicit_gemm, splits).
+// Built alone (not included) it is an empty program.
+#ifdef SPLITK_KERNEL
 #ifdef SPLITK_STORES_OUTPUT
 #define SPLIT_OUT_PARAM , __global T* restrict out RESIDUAL_PARAM, __global int* restrict counters
 #define SPLIT_P_RESTRICT
@@ -52,3 +54,4 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void SPLITK_KERNEL
 }
 #undef SPLIT_OUT_PARAM
 #undef SPLIT_P_RESTRICT
+#endif  // SPLITK_KERNEL
