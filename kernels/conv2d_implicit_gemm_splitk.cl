@@ -9,6 +9,50 @@
 // Built alone (not included) it is an empty program.
 #ifdef SPLITK_KERNEL
 #ifdef SPLITK_STORES_OUTPUT
+#include "group_sync.cl"
+// Splits whose loads of the tile are issued together before their adds: one round trip to L2 a
+// batch, with at most 64 loads in flight per work-item (registers the GEMM's main loop has freed).
+#define SPLIT_BATCH_RAW (64 / (WPT_M * WPT_N))
+#define SPLIT_BATCH (SPLIT_BATCH_RAW < 1 ? 1 : SPLIT_BATCH_RAW > 8 ? 8 : SPLIT_BATCH_RAW)
+// The sums of a tile's `splits` partial tiles (store_partial_tile's elements, P[z][M][N]), added
+// in split order whichever group came last, read where the other groups' stores landed
+// (group_sync.cl's global_load_float; the caller has passed last_to_count). One round trip per
+// element and split (the first version's) ran the models up to 2.7x slower on the H200, one per
+// split up to 1.4x: the last group's reads are the launch's tail.
+static inline void load_split_sums(float acc[WPT_M][WPT_N], __global const float* P, int M, int N,
+                                   int splits, int m0, int n0, int tx, int ty) {
+  int offset[WPT_M][WPT_N];  // the element's index in a split, or -1 past the output's edge
+#pragma unroll
+  for (int i = 0; i < WPT_M; ++i) {
+    const int m = m0 + ROW_OF(ty, i);
+#pragma unroll
+    for (int j = 0; j < WPT_N; ++j) {
+      const int n = n0 + COL_OF(tx, j);
+      offset[i][j] = m < M && n < N ? m * N + n : -1;
+      acc[i][j] = 0.0f;
+    }
+  }
+  const long split_stride = (long)M * N;
+  for (int z0 = 0; z0 < splits; z0 += SPLIT_BATCH) {
+    float v[SPLIT_BATCH][WPT_M][WPT_N];
+#pragma unroll
+    for (int u = 0; u < SPLIT_BATCH; ++u) {
+      __global const float* Pz = P + (z0 + u) * split_stride;
+      const bool split_in = z0 + u < splits;
+#pragma unroll
+      for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+        for (int j = 0; j < WPT_N; ++j)
+          v[u][i][j] = split_in && offset[i][j] >= 0 ? global_load_float(Pz + offset[i][j]) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < SPLIT_BATCH; ++u)
+#pragma unroll
+      for (int i = 0; i < WPT_M; ++i)
+#pragma unroll
+        for (int j = 0; j < WPT_N; ++j) acc[i][j] += v[u][i][j];
+  }
+}
 #define SPLIT_OUT_PARAM , __global T* restrict out RESIDUAL_PARAM, __global int* restrict counters
 #define SPLIT_P_RESTRICT
 #else
