@@ -775,6 +775,10 @@ def devices(probe_fp16: bool = True) -> list[Device]:
     """
     Every OpenCL device of every platform; with probe_fp16, also FP16 and the int8 dot-product path probed by compiling.
     """
+def launch_form_trial(fewer_ns: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], shorter_ns: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> str:
+    """
+    The forms a partition's invokes run ('F': fewer launches, 'S': shorter on the device) where invoke i would take fewer_ns[i] or shorter_ns[i].
+    """
 def opencl_library() -> str:
     """
     Path of the OpenCL library that was loaded.

@@ -1,15 +1,18 @@
-// plan_shared_objects(): the shared-objects memory planner on its own, for tests
-// (a partition plans through it only on devices without sub-buffers).
+// The runtime's planners on their own, for tests: plan_shared_objects() (a partition plans
+// through it only on devices without sub-buffers) and launch_form_trial() (which launch form a
+// partition keeps, fed made-up invoke times).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/typing.h>
 
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "common/error.h"
 #include "python/register.h"
+#include "runtime/launch_forms.h"
 #include "runtime/memory_planner.h"
 
 namespace py = pybind11;
@@ -44,6 +47,25 @@ void RegisterPlanner(py::module_& m) {
       },
       py::arg("usages"), py::arg("strategy") = "search",
       "Shared buffers for tensors given as (bytes, first step, last step inclusive).");
+  m.def(
+      "launch_form_trial",
+      [](const std::vector<int64_t>& fewer_ns, const std::vector<int64_t>& shorter_ns) {
+        if (fewer_ns.size() != shorter_ns.size())
+          throw Error("launch_form_trial: one time per invoke in each form");
+        LaunchFormTrial trial;
+        trial.Reset(true);
+        std::string forms;
+        for (size_t i = 0; i < fewer_ns.size(); ++i) {
+          const LaunchForm f = trial.Next();
+          const bool fewer = f == LaunchForm::kFewerLaunches;
+          forms += fewer ? 'F' : 'S';
+          trial.Record(f, fewer ? fewer_ns[i] : shorter_ns[i]);
+        }
+        return forms;
+      },
+      py::arg("fewer_ns"), py::arg("shorter_ns"),
+      "The forms a partition's invokes run ('F': fewer launches, 'S': shorter on the device) "
+      "where invoke i would take fewer_ns[i] or shorter_ns[i].");
 }
 
 }  // namespace clgpu::python

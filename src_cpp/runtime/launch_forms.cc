@@ -1,6 +1,7 @@
 #include "runtime/launch_forms.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "common/env.h"
@@ -9,9 +10,14 @@
 namespace clgpu {
 namespace {
 
-int64_t Median(std::vector<int64_t> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+LaunchForm Other(LaunchForm f) {
+  return f == LaunchForm::kFewerLaunches ? LaunchForm::kShorterDevice : LaunchForm::kFewerLaunches;
 }
 
 }  // namespace
@@ -19,8 +25,8 @@ int64_t Median(std::vector<int64_t> v) {
 void LaunchFormTrial::Reset(bool offered) {
   offered_ = offered;
   seen_ = kept_ = 0;
-  fewer_ns_.clear();
-  shorter_ns_.clear();
+  draw_ = 0x9E3779B9u;  // the same draws after every bind: a run repeats
+  StartPairs();
   fixed_ = LaunchForm::kBoth;
   const std::string f = GetEnv("CLGPU_LAUNCH_FORM").value_or("");
   if (f == "fewer")
@@ -32,30 +38,43 @@ void LaunchFormTrial::Reset(bool offered) {
   from_env_ = fixed_ != LaunchForm::kBoth;
 }
 
+void LaunchFormTrial::StartPairs() {
+  ratios_.clear();
+  NextPair();
+}
+
+void LaunchFormTrial::NextPair() {
+  first_ns_ = -1;
+  draw_ ^= draw_ << 13, draw_ ^= draw_ >> 17, draw_ ^= draw_ << 5;
+  first_ = draw_ & 1 ? LaunchForm::kFewerLaunches : LaunchForm::kShorterDevice;
+}
+
 LaunchForm LaunchFormTrial::Next() const {
   if (!offered_) return LaunchForm::kBoth;
   if (fixed_ != LaunchForm::kBoth) return fixed_;
-  // In turns, the shorter form first (as untimed invokes run it).
-  if (seen_ < kSkip) return LaunchForm::kShorterDevice;
-  return (seen_ - kSkip) % 2 ? LaunchForm::kFewerLaunches : LaunchForm::kShorterDevice;
+  if (seen_ < kSkip) return LaunchForm::kShorterDevice;  // as untimed invokes run it
+  return first_ns_ < 0 ? first_ : Other(first_);
 }
 
 void LaunchFormTrial::Record(LaunchForm ran, int64_t ns) {
   if (!offered_ || from_env_) return;
   if (fixed_ != LaunchForm::kBoth) {
     if (++kept_ < kRecheck) return;
-    fixed_ = LaunchForm::kBoth;  // measure again, in turns from the next invoke
+    fixed_ = LaunchForm::kBoth;  // measure again, in pairs from the next invoke
     seen_ = kSkip;
-    fewer_ns_.clear();
-    shorter_ns_.clear();
+    StartPairs();
     return;
   }
   if (seen_++ < kSkip) return;
-  (ran == LaunchForm::kFewerLaunches ? fewer_ns_ : shorter_ns_).push_back(ns);
-  if (int(fewer_ns_.size()) < kPerForm || int(shorter_ns_.size()) < kPerForm) return;
-  fixed_ = double(Median(fewer_ns_)) <= kKeepFewer * double(Median(shorter_ns_))
-               ? LaunchForm::kFewerLaunches
-               : LaunchForm::kShorterDevice;
+  if (first_ns_ < 0) {
+    first_ns_ = ns;
+    return;
+  }
+  const int64_t fewer = ran == LaunchForm::kFewerLaunches ? ns : first_ns_;
+  const int64_t shorter = ran == LaunchForm::kFewerLaunches ? first_ns_ : ns;
+  ratios_.push_back(double(fewer) / double(std::max<int64_t>(shorter, 1)));
+  if (int(ratios_.size()) < kPairs) return NextPair();
+  fixed_ = Median(ratios_) <= kKeepFewer ? LaunchForm::kFewerLaunches : LaunchForm::kShorterDevice;
   kept_ = 0;
 }
 
