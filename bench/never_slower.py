@@ -18,7 +18,7 @@ layers, a PRELU CNN, layout-chain audio CNN); --held-out N --held-out-seeds 7,8 
 per seed of those kinds with shapes drawn at random (small_models.held_out), which nothing was
 tuned to. --held-interpreter also makes, per row, an untimed interpreter of the model whose
 device buffers come first (research: whether the first-made candidate's slowness is its buffers').
-Writes never-slower[-TAG]-<device>.json and .md;
+Writes never-slower[-TAG]-<device>.json and .md after every row (meta `complete` once all ran);
 each JSON row also carries the default's estimate of its first weighed partition (est_*).
 """
 
@@ -161,7 +161,8 @@ def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "",
         f"the calibration's kernel figure after the rows: {meta.get('launch_levels', {})}",
         "",
-        f"rows: {len(ran)}; default <= {LIMIT} x min(CPU, all) on {len(ran) - len(failing)}"
+        ("" if meta.get("complete", True) else "**cut short: the rows the run reached**\n\n")
+        + f"rows: {len(ran)}; default <= {LIMIT} x min(CPU, all) on {len(ran) - len(failing)}"
         + (f"; not on: {', '.join(failing)}" if failing else ""),
         "",
         "| model | CPU ms | default ms | all ms | default / min(CPU, all) | nodes default / all "
@@ -216,27 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     dev = clgpu_delegate.select_device("auto")
     rows: list[dict[str, Any]] = []
     held = held_delegate()  # neither default nor all is the context's first delegate
-    for name, data in _models(args):
-        try:
-            make_interpreter(data).allocate_tensors()
-        except Exception as e:  # noqa: BLE001 - custom ops etc.: the CPU itself cannot run it
-            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            rows.append({"model": name, "skipped": f"the CPU interpreter fails: {why}"[:160]})
-            print(f"{name:<36} skipped", flush=True)
-            continue
-        # Of two delegates with one plan, the one made first ran about 1 % slower in turns
-        # (bench/results/first-delegate-NVIDIA_H200.md; pose_detection, 2026-11-27: default /
-        # all 1.002-1.009 made first, 0.989-0.993 made second): every other row makes `all` first.
-        # --made-first tells an order effect from a model's own (a row over with the same plan).
-        all_first = {"alternate": len(rows) % 2 == 1, "default": False, "all": True}
-        row = {"model": name, **_time(data, args, dev.type == "cpu", all_first[args.made_first])}
-        rows.append(row)
-        print(
-            f"{name:<36} cpu {row['cpu_ms']:8.3f} default {row['default_ms']:8.3f} all "
-            f"{row['all_ms']:8.3f}  {row['ratio']:.2f}{'' if row['passes'] else '  OVER'}",
-            flush=True,
-        )
-    held.close()
     meta = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -246,14 +226,43 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
         "min_seconds": args.min_seconds,
         "held_interpreter": args.held_interpreter,
-        "launch_levels": _launch_levels() if dev.type != "cpu" else {},
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "never-slower-" + (f"{args.tag}-" if args.tag else "")
     stem += re.sub(r"[^A-Za-z0-9]+", "_", dev.name).strip("_")
-    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    (out / f"{stem}.md").write_text(_markdown(meta, rows))
+
+    def write(complete: bool) -> None:
+        # After every row: a run cut short (a device visit's time) keeps the rows it reached.
+        meta["complete"] = complete
+        (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+        (out / f"{stem}.md").write_text(_markdown(meta, rows))
+
+    for name, data in _models(args):
+        try:
+            make_interpreter(data).allocate_tensors()
+        except Exception as e:  # noqa: BLE001 - custom ops etc.: the CPU itself cannot run it
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            rows.append({"model": name, "skipped": f"the CPU interpreter fails: {why}"[:160]})
+            write(False)
+            print(f"{name:<36} skipped", flush=True)
+            continue
+        # Of two delegates with one plan, the one made first ran about 1 % slower in turns
+        # (bench/results/first-delegate-NVIDIA_H200.md; pose_detection, 2026-11-27: default /
+        # all 1.002-1.009 made first, 0.989-0.993 made second): every other row makes `all` first.
+        # --made-first tells an order effect from a model's own (a row over with the same plan).
+        all_first = {"alternate": len(rows) % 2 == 1, "default": False, "all": True}
+        row = {"model": name, **_time(data, args, dev.type == "cpu", all_first[args.made_first])}
+        rows.append(row)
+        write(False)  # before the row's line: a reader of that line finds it in the files
+        print(
+            f"{name:<36} cpu {row['cpu_ms']:8.3f} default {row['default_ms']:8.3f} all "
+            f"{row['all_ms']:8.3f}  {row['ratio']:.2f}{'' if row['passes'] else '  OVER'}",
+            flush=True,
+        )
+    held.close()
+    meta["launch_levels"] = _launch_levels() if dev.type != "cpu" else {}
+    write(True)
     print(out / f"{stem}.md")
     return 0
 

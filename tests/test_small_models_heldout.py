@@ -99,6 +99,30 @@ def test_never_slower_times_the_drawn_models_of_each_seed(tmp_path: Path) -> Non
     assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in rows), rows
     # PoCL offers no one-launch split-K form, so no invoke ran one.
     assert all(r["default_fewer_form"] == r["all_fewer_form"] == 0 for r in rows), rows
+    assert json.loads(table.read_text())["meta"]["complete"] is True
+
+
+def test_never_slower_cut_short_keeps_the_rows_it_reached(tmp_path: Path) -> None:
+    """A run stopped after its first row (a device visit's time) leaves that row in its
+    files, marked incomplete."""
+    sm = _module()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "never_slower.py"), "--zoo=", "--held-out", "1",
+         "--held-out-seeds", "5,30", "--runs", "2", "--min-seconds", "0", "--threads", "1",
+         "--tag", "c", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        first = next(line for line in proc.stdout if line.startswith(tuple(sm.held_out(1, 5))))
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert " cpu " in first, first
+    table = json.loads(next(tmp_path.glob("never-slower-c-*.json")).read_text())
+    assert table["meta"]["complete"] is False
+    assert [r["model"] for r in table["rows"]] == list(sm.held_out(1, 5))
+    md = next(tmp_path.glob("never-slower-c-*.md")).read_text()
+    assert "cut short" in md and "rows: 1;" in md
 
 
 def test_never_slower_can_hold_an_interpreter_of_each_model(tmp_path: Path) -> None:
