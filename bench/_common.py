@@ -66,6 +66,26 @@ def device_info() -> dict[str, Any]:
             "tuning_keys": list(getattr(dev, "tuning_keys", ()))}
 
 
+def run_meta(device: str | None, driver: str | None, **fields: Any) -> dict[str, Any]:
+    """What every results file says first: date, the command that made it, device, driver;
+    then the script's own fields."""
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "device": device,
+        "driver": driver,
+        **fields,
+    }
+
+
+def results_base(out: str | Path, prefix: str, tag: str, device: str | None) -> Path:
+    """OUT/<prefix>[-TAG]-<device> (the folder made): the results' path less its suffix."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = re.sub(r"[^A-Za-z0-9]+", "_", device or "unknown").strip("_")
+    return out / (f"{prefix}-" + (f"{tag}-" if tag else "") + dev)
+
+
 def json_rows_per_line(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """{"meta": ..., "rows": [...]} with one row per line: a few hundred rows stay readable
     and diffable without one line per field."""

@@ -22,11 +22,11 @@ import re
 import statistics
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import results_base, run_meta
 
 import clgpu_delegate
 from clgpu_delegate.modelgen import zoo
@@ -171,23 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     held.close()
 
-    meta = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "device": dev.name,
-        "driver": dev.driver_version,
-        "cpu_threads": args.threads,
-        "runs": args.runs,
-        "min_seconds": args.min_seconds,
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = (
-        "plans-"
-        + (f"{args.tag}-" if args.tag else "")
-        + re.sub(r"[^A-Za-z0-9]+", "_", dev.name).strip("_")
+    meta = run_meta(
+        dev.name, dev.driver_version, cpu_threads=args.threads, runs=args.runs,
+        min_seconds=args.min_seconds,
     )
-    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    base = results_base(args.out, "plans", args.tag, dev.name)
+    Path(f"{base}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     md = [
         f"# Partitioning plans on {meta['device']}",
         "",
@@ -222,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['measure_vs_best']:.2f} | {r['nodes']['default']} / {r['nodes']['all']} | "
             f"{r['partitions']['all']} | {est} |"
         )
-    (out / f"{stem}.md").write_text("\n".join(md) + "\n")
-    print(f"wrote {out / stem}.json/.md")
+    Path(f"{base}.md").write_text("\n".join(md) + "\n")
+    print(f"wrote {base}.json/.md")
     return 0
 
 

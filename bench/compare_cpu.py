@@ -18,16 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import add_turn_arguments
+from _common import add_turn_arguments, results_base, run_meta
 
 import clgpu_delegate
 from clgpu_delegate.bench import run_benchmark
@@ -205,28 +203,16 @@ def main(argv: list[str] | None = None) -> int:
             f"rel diff {dlg['max_rel_diff']:.1e})",
             flush=True,
         )
-    meta = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "device": device["device"] if device else None,
-        "driver": device["driver"] if device else None,
-        "cpu_threads": os.cpu_count(),
-        "precision": args.precision,
-        "partitioning": args.partitioning,
-        "runs": args.runs,
-        "min_seconds": args.min_seconds,
-        "block": args.block,
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    meta = run_meta(
+        device["device"] if device else None, device["driver"] if device else None,
+        cpu_threads=os.cpu_count(), precision=args.precision, partitioning=args.partitioning,
+        runs=args.runs, min_seconds=args.min_seconds, block=args.block,
+    )
     failed = [r for r in rows if "error" in r]
     rows = [r for r in rows if "error" not in r]
-    stem = (
-        ("models-real-" if args.set == "real" else "models-")
-        + (f"{args.tag}-" if args.tag else "")
-        + re.sub(r"[^A-Za-z0-9]+", "_", meta["device"] or "unknown").strip("_")
-    )
-    (out / f"{stem}.json").write_text(
+    prefix = "models-real" if args.set == "real" else "models"
+    base = results_base(args.out, prefix, args.tag, meta["device"])
+    Path(f"{base}.json").write_text(
         json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
     )
     md = [
@@ -303,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{p['kernel_ms_per_invoke_as_timed']:.3f} | {p['kernel_ms_per_invoke']:.3f} | "
                 f"{100 * p['kernel_share_of_invoke']:.0f}% |"
             )
-    (out / f"{stem}.md").write_text("\n".join(md) + "\n")
+    Path(f"{base}.md").write_text("\n".join(md) + "\n")
     try:
         import matplotlib
 
@@ -324,10 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         ax.legend()
         ax.set_title(meta["device"] or "")
         fig.tight_layout()
-        fig.savefig(out / f"{stem}.png", dpi=110)
+        fig.savefig(f"{base}.png", dpi=110)
     except ImportError:
         pass
-    print(f"wrote {out / stem}.json/.md")
+    print(f"wrote {base}.json/.md")
     return 0
 
 

@@ -27,10 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +39,7 @@ from clgpu_delegate.runtime import make_interpreter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import small_models  # noqa: E402
+from _common import results_base, run_meta  # noqa: E402
 from cost_estimates import ESTIMATE, KINDS, PARTS, kind_fields  # noqa: E402
 
 LIMIT = 1.05
@@ -217,26 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     dev = clgpu_delegate.select_device("auto")
     rows: list[dict[str, Any]] = []
     held = held_delegate()  # neither default nor all is the context's first delegate
-    meta = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "device": dev.name,
-        "driver": dev.driver_version,
-        "cpu_threads": args.threads,
-        "runs": args.runs,
-        "min_seconds": args.min_seconds,
-        "held_interpreter": args.held_interpreter,
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = "never-slower-" + (f"{args.tag}-" if args.tag else "")
-    stem += re.sub(r"[^A-Za-z0-9]+", "_", dev.name).strip("_")
+    meta = run_meta(
+        dev.name, dev.driver_version, cpu_threads=args.threads, runs=args.runs,
+        min_seconds=args.min_seconds, held_interpreter=args.held_interpreter,
+    )
+    base = results_base(args.out, "never-slower", args.tag, dev.name)
 
     def write(complete: bool) -> None:
         # After every row: a run cut short (a device visit's time) keeps the rows it reached.
         meta["complete"] = complete
-        (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-        (out / f"{stem}.md").write_text(_markdown(meta, rows))
+        Path(f"{base}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+        Path(f"{base}.md").write_text(_markdown(meta, rows))
 
     for name, data in _models(args):
         try:
@@ -263,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     held.close()
     meta["launch_levels"] = _launch_levels() if dev.type != "cpu" else {}
     write(True)
-    print(out / f"{stem}.md")
+    print(Path(f"{base}.md"))
     return 0
 
 
