@@ -110,6 +110,8 @@ def _time(
         # delegates of one plan may keep different forms until they measure again.
         s = d.stats()
         row[f"{k}_fewer_form"] = s.fewer_launch_invokes / s.invokes if s.invokes else 0.0
+        # What its pairs of invokes measured (fewer / other form), beside the form it kept.
+        row[f"{k}_pair_ratio"] = s.launch_form_pair_ratio
     row["made_first"] = "all" if all_first else "default"
     # The default's estimate of its first weighed partition, kept or not: why it decided so.
     texts = " ".join(f"{x.reason} {x.note}" for x in made["default"].delegate.decisions())

@@ -292,7 +292,7 @@ class DelegateStats:
     @property
     def fewer_launch_invokes(self) -> int:
         """
-        Partition invokes that ran the form with fewer launches and more device work (split-K convolutions summing their splits themselves), which a partition measures against the other in its first invokes and keeps where faster (CLGPU_LAUNCH_FORM).
+        Partition invokes that ran the form with fewer launches and more device work (split-K convolutions summing their splits themselves), which a partition measures against the other in pairs of invokes and keeps where faster (CLGPU_LAUNCH_FORM).
         """
     @property
     def fp16_saturated_ops(self) -> list[int]:
@@ -325,6 +325,16 @@ class DelegateStats:
     @property
     def kernels_created(self) -> int:
         ...
+    @property
+    def launch_form_pair_ratio(self) -> float:
+        """
+        Those pairs' geometric mean of fewer-launch time / other form's time (0: no pairs): under 1 where the fewer launches ran faster in the pairs.
+        """
+    @property
+    def launch_form_pairs(self) -> int:
+        """
+        Pairs of invokes, one in each launch form, that the partitions timed to choose one.
+        """
     @property
     def plans(self) -> int:
         """

@@ -16,6 +16,7 @@ from clgpu_delegate._native import core
 from clgpu_delegate.runtime import make_interpreter
 
 PAIRS = 12  # LaunchFormTrial::kPairs (its kSkip is 2)
+EVERY = 32  # LaunchFormTrial::kEvery: invokes in the kept form between later pairs
 
 
 # Split-K implicit GEMM (what a GPU runs on small maps with long K): forced on PoCL, where
@@ -96,20 +97,25 @@ def test_conv2d_split_k_forms_measured_invoke_after_invoke(
 
 
 def test_split_k_forms_measured_again(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The kept form is measured again after LaunchFormTrial::kRecheck invokes (the host's launch
-    # cost can change within a process): a second trial's pairs, then its form.
+    # After the first pairs, one pair after every LaunchFormTrial::kEvery invokes in the kept form
+    # (the host's launch cost changes within a process), each deciding again: each block between
+    # pairs runs one form, and the outputs stay the CPU's through the switches.
     d, it, ref = _split_forms("3x3_s2_nobias_relu6", 3, runtime, monkeypatch)
-    skip, per_form, recheck, after = 2, PAIRS, 2000, 4
+    skip, blocks = 2, 3
     inputs = random_inputs(ref.get_input_details(), seed=0)
     for d_in, x in zip(it.get_input_details(), inputs, strict=True):
         it.set_tensor(d_in["index"], x)
-    for _ in range(skip + 2 * per_form + recheck + 2 * per_form):
+    for _ in range(skip + 2 * PAIRS + blocks * (EVERY + 2) - 1):
         it.invoke()
-    compare(run(it, inputs), run(ref, inputs), 1e-4, 1e-4)  # the first of `after`
-    for _ in range(after - 1):
-        it.invoke()
+    compare(run(it, inputs), run(ref, inputs), 1e-4, 1e-4)  # the last pair's second invoke
     n = d.stats().fewer_launch_invokes
-    assert n in (2 * per_form + f + a for f in (0, recheck) for a in (0, after)), n
+    # One invoke of each pair in the fewer form, and each block all or none.
+    assert n - PAIRS - blocks in {EVERY * k for k in range(blocks + 1)}, n
+    # The pairs the trial timed, and their mean ratio (a positive time each; PoCL runs the two
+    # forms within a few times of each other).
+    s = d.stats()
+    assert s.launch_form_pairs == PAIRS + blocks, s.launch_form_pairs
+    assert 0.2 < s.launch_form_pair_ratio < 5, s.launch_form_pair_ratio
 
 
 def test_split_k_forms_not_offered_or_misnamed(
@@ -126,6 +132,7 @@ def test_split_k_forms_not_offered_or_misnamed(
         inputs = random_inputs(ref.get_input_details(), seed=seed)
         compare(run(it, inputs), run(ref, inputs), 1e-4, 1e-4, f" (invoke {seed})")
     assert d.stats().fewer_launch_invokes == 0
+    assert d.stats().launch_form_pairs == 0 and d.stats().launch_form_pair_ratio == 0
     monkeypatch.setenv("CLGPU_SPLITK_LAST_MAX", "64")
     monkeypatch.setenv("CLGPU_LAUNCH_FORM", "fastest")
     d = clgpu_delegate.load(partitioning="all", conv_algorithm="implicit_gemm", gemm_splits=5)
@@ -143,6 +150,22 @@ def _slow_turns(fewer_us: int, slow: int, offset: int, n: int = 80) -> list[list
     return [[fewer_us * 1000 + e for e in extra], [100_000 + e for e in extra]]
 
 
+def _check_schedule(forms: str, kept: str) -> None:
+    """`forms` as the trial runs them: two skipped invokes in the shorter form, the first pairs,
+    then blocks of kEvery invokes in `kept` each followed by a pair, one invoke of each form
+    in either order."""
+    assert forms[:2] == "SS", forms
+    first = forms[2 : 2 + 2 * PAIRS]
+    pairs = [first[i : i + 2] for i in range(0, len(first), 2)]
+    rest = forms[2 + 2 * PAIRS :]
+    while rest:
+        assert rest[:EVERY] == kept * min(EVERY, len(rest)), forms
+        pairs += [rest[EVERY : EVERY + 2]] if len(rest) >= EVERY + 2 else []
+        rest = rest[EVERY + 2 :]
+    assert all(sorted(p) == ["F", "S"] for p in pairs), forms
+    assert "FS" in pairs and "SF" in pairs
+
+
 @pytest.mark.parametrize("slow", [0, 1, 2, 3])
 @pytest.mark.parametrize("fewer_us, kept", [(80, "F"), (120, "S"), (99, "S")])
 def test_launch_form_trial_keeps_the_faster_through_slow_turns(
@@ -153,22 +176,20 @@ def test_launch_form_trial_keeps_the_faster_through_slow_turns(
     # form. A fixed alternation of the forms kept the slower at half these offsets with 3 slow
     # invokes: all of one form's invokes of a turn but one were slow ones.
     for offset in range(6):
-        forms = core().launch_form_trial(*_slow_turns(fewer_us, slow, offset))
-        trial = forms[2 : 2 + 2 * PAIRS]
-        assert forms[:2] == "SS" and forms[2 + 2 * PAIRS :] == kept * (80 - 2 - 2 * PAIRS), forms
-        # One invoke of each form in every pair, in either order.
-        assert all(sorted(trial[i : i + 2]) == ["F", "S"] for i in range(0, len(trial), 2)), trial
-        assert "FS" in trial and "SF" in trial
+        forms = core().launch_form_trial(*_slow_turns(fewer_us, slow, offset, n=140))
+        _check_schedule(forms, kept)
 
 
-def test_launch_form_trial_measures_again() -> None:
-    # After LaunchFormTrial::kRecheck invokes in the kept form, pairs again: the host's cost per
-    # launch moved (the fewer launches now slower), and the other form is kept from then on.
-    recheck, first = 2000, 2 + 2 * PAIRS
-    n = first + recheck + 2 * PAIRS + 10
-    fewer = [80_000] * (first + recheck) + [120_000] * (2 * PAIRS + 10)
+def test_launch_form_trial_follows_a_change() -> None:
+    # The host's cost per launch moves between two levels within a process: the fewer launches
+    # 1.25x faster for the first pairs and 8 blocks, then 1.2x slower. The later pairs' ratios
+    # push the first ones out of the window, and the shorter form is kept from then on.
+    first, change, after = 2 + 2 * PAIRS, 8 * (EVERY + 2), 20 * (EVERY + 2)
+    n = first + change + after
+    fewer = [80_000] * (first + change) + [120_000] * after
     forms = core().launch_form_trial(fewer, [100_000] * n)
-    assert forms[first : first + recheck] == "F" * recheck
-    assert forms[first + recheck : -10].count("F") == PAIRS and forms[-10:] == "S" * 10
+    _check_schedule(forms[: first + change], "F")
+    # Switched within kWindow / 2 pairs of the change, one invoke in 34 in the fewer form after.
+    assert forms[first + change + 13 * (EVERY + 2) :].count("F") <= 7, forms
     with pytest.raises(RuntimeError, match="one time per invoke"):
         core().launch_form_trial([1], [])

@@ -93,6 +93,8 @@ void DelegateCore::CountInvoke(const InvokeCounts& c) {
   t.enqueue_ns += c.enqueue_ns;
   t.wait_ns += c.wait_ns;
   t.fewer_launch_invokes += c.fewer_launch_invokes;
+  t.form_pairs += c.form_pairs;
+  t.form_pair_log_ratio += c.form_pair_log_ratio;
 }
 void DelegateCore::CountFp16Overflow(const std::vector<int>& nodes, bool fell_back) {
   std::lock_guard<std::mutex> l(report_mutex_);

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,6 +21,11 @@ namespace py = pybind11;
 
 namespace clgpu::python {
 namespace {
+
+// The launch-form pairs' geometric mean of fewer / shorter time; 0 without pairs.
+double PairRatio(const InvokeCounts& t) {
+  return t.form_pairs ? std::exp(t.form_pair_log_ratio / double(t.form_pairs)) : 0.0;
+}
 
 void BindDecisions(py::module_& m) {
   Record<NodeDecision>(m, "NodeDecision",
@@ -106,7 +112,14 @@ void BindStats(py::module_& m) {
           "fewer_launch_invokes", [](const S& s) { return s.transfers.fewer_launch_invokes; },
           "Partition invokes that ran the form with fewer launches and more device work (split-K "
           "convolutions summing their splits themselves), which a partition measures against "
-          "the other in its first invokes and keeps where faster (CLGPU_LAUNCH_FORM).")
+          "the other in pairs of invokes and keeps where faster (CLGPU_LAUNCH_FORM).")
+      .computed(
+          "launch_form_pairs", [](const S& s) { return s.transfers.form_pairs; },
+          "Pairs of invokes, one in each launch form, that the partitions timed to choose one.")
+      .computed(
+          "launch_form_pair_ratio", [](const S& s) { return PairRatio(s.transfers); },
+          "Those pairs' geometric mean of fewer-launch time / other form's time (0: no pairs): "
+          "under 1 where the fewer launches ran faster in the pairs.")
       .computed(
           "calibration_source", [](const S& s) { return s.calibration.source; },
           "The cost model's device figures (CLGPU_CALIBRATION): 'measured', 'cache' (this "

@@ -26,7 +26,10 @@ void LaunchFormTrial::Reset(bool offered) {
   offered_ = offered;
   seen_ = kept_ = 0;
   draw_ = 0x9E3779B9u;  // the same draws after every bind: a run repeats
-  StartPairs();
+  ratios_.clear();
+  pairing_ = true;
+  kept_form_ = LaunchForm::kShorterDevice;
+  NextPair();
   fixed_ = LaunchForm::kBoth;
   const std::string f = GetEnv("CLGPU_LAUNCH_FORM").value_or("");
   if (f == "fewer")
@@ -38,11 +41,6 @@ void LaunchFormTrial::Reset(bool offered) {
   from_env_ = fixed_ != LaunchForm::kBoth;
 }
 
-void LaunchFormTrial::StartPairs() {
-  ratios_.clear();
-  NextPair();
-}
-
 void LaunchFormTrial::NextPair() {
   first_ns_ = -1;
   draw_ ^= draw_ << 13, draw_ ^= draw_ >> 17, draw_ ^= draw_ << 5;
@@ -51,30 +49,36 @@ void LaunchFormTrial::NextPair() {
 
 LaunchForm LaunchFormTrial::Next() const {
   if (!offered_) return LaunchForm::kBoth;
-  if (fixed_ != LaunchForm::kBoth) return fixed_;
+  if (from_env_) return fixed_;
   if (seen_ < kSkip) return LaunchForm::kShorterDevice;  // as untimed invokes run it
+  if (!pairing_) return kept_form_;
   return first_ns_ < 0 ? first_ : Other(first_);
 }
 
 void LaunchFormTrial::Record(LaunchForm ran, int64_t ns) {
+  last_ratio_ = 0;
   if (!offered_ || from_env_) return;
-  if (fixed_ != LaunchForm::kBoth) {
-    if (++kept_ < kRecheck) return;
-    fixed_ = LaunchForm::kBoth;  // measure again, in pairs from the next invoke
-    seen_ = kSkip;
-    StartPairs();
+  if (seen_ < kSkip) {
+    ++seen_;
     return;
   }
-  if (seen_++ < kSkip) return;
+  if (!pairing_) {
+    if (++kept_ >= kEvery) pairing_ = true, NextPair();
+    return;
+  }
   if (first_ns_ < 0) {
     first_ns_ = ns;
     return;
   }
   const int64_t fewer = ran == LaunchForm::kFewerLaunches ? ns : first_ns_;
   const int64_t shorter = ran == LaunchForm::kFewerLaunches ? first_ns_ : ns;
-  ratios_.push_back(double(fewer) / double(std::max<int64_t>(shorter, 1)));
+  last_ratio_ = double(std::max<int64_t>(fewer, 1)) / double(std::max<int64_t>(shorter, 1));
+  ratios_.push_back(last_ratio_);
+  if (int(ratios_.size()) > kWindow) ratios_.erase(ratios_.begin());
   if (int(ratios_.size()) < kPairs) return NextPair();
-  fixed_ = Median(ratios_) <= kKeepFewer ? LaunchForm::kFewerLaunches : LaunchForm::kShorterDevice;
+  kept_form_ =
+      Median(ratios_) <= kKeepFewer ? LaunchForm::kFewerLaunches : LaunchForm::kShorterDevice;
+  pairing_ = false;
   kept_ = 0;
 }
 

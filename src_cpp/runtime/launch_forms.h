@@ -6,9 +6,12 @@
 // two levels that nothing on the host chooses (bench/results/enqueue-probe-cores-*): no estimate
 // decides it, so the partition measures. Its first invokes after a bind run the forms in pairs,
 // one invoke of each, in an order drawn per pair, and it keeps the fewer launches where the
-// median of the pairs' ratios says so; the level can change within a process, so it measures
-// again every kRecheck invokes. $CLGPU_LAUNCH_FORM=fewer or shorter fixes the form instead
-// (tests, A/B).
+// median of the pairs' ratios says so. The level changes within a process, every few tens of
+// milliseconds, and the first pairs take about that long: after them one more pair runs every
+// kEvery invokes, and each decides again on the last kWindow pairs. A decision on the first
+// pairs alone kept the form 8 % slower on a PRELU CNN in one of two delegates of one plan
+// (bench/results/never-slower-NVIDIA_H200.md at 4027c1f, in git). $CLGPU_LAUNCH_FORM=fewer or
+// shorter fixes the form instead (tests, A/B).
 //
 // Why pairs in a drawn order: whatever else the process runs between invokes (another model,
 // the CPU's threads) slows the invokes after it, and a fixed alternation lined up with such a
@@ -33,29 +36,34 @@ class LaunchFormTrial {
   LaunchForm Next() const;
   // That invoke's host time from its first enqueue to the end of its wait.
   void Record(LaunchForm ran, int64_t ns);
+  // The ratio (fewer / shorter) of the pair the last Record completed; 0 where it completed none.
+  double last_ratio() const { return last_ratio_; }
   // Whether `l` runs in form `f`.
   static bool Runs(const Launch& l, LaunchForm f) {
     return l.form == LaunchForm::kBoth || f == LaunchForm::kBoth || l.form == f;
   }
 
   // Invokes skipped after a bind (their first commands may still wait on buffer migrations), then
-  // pairs timed, one invoke in each form; invokes in the kept form before the next pairs (at
-  // most kPairs of them in the slower form: a few tenths of a percent of the invokes).
-  static constexpr int kSkip = 2, kPairs = 12, kRecheck = 2000;
+  // kPairs pairs back to back, one invoke in each form; then a pair after every kEvery invokes
+  // in the kept form (one invoke in 33 in the other form: a few tenths of a percent of the
+  // time where the forms differ by 10 %), deciding on the last kWindow pairs' ratios.
+  static constexpr int kSkip = 2, kPairs = 12, kEvery = 32, kWindow = 24;
   // The form with fewer launches is kept where the median of its pairs' time ratios (fewer /
   // shorter) is at most this: the other form is what the cost model counted, so a tie keeps it.
   static constexpr double kKeepFewer = 0.98;
 
  private:
-  void StartPairs();  // no ratios yet; the first pair's order
-  void NextPair();    // the next pair's order
+  void NextPair();  // the next pair's order
   bool offered_ = false;
-  LaunchForm fixed_ = LaunchForm::kBoth;  // $CLGPU_LAUNCH_FORM, or decided
+  LaunchForm fixed_ = LaunchForm::kBoth;               // $CLGPU_LAUNCH_FORM
+  LaunchForm kept_form_ = LaunchForm::kShorterDevice;  // decided on the pairs
   bool from_env_ = false;
-  int seen_ = 0, kept_ = 0;  // invokes since the bind; since the last decision
+  bool pairing_ = true;      // in a pair, or in the first kPairs
+  int seen_ = 0, kept_ = 0;  // invokes since the bind (to kSkip); in the kept form since a pair
   LaunchForm first_ = LaunchForm::kShorterDevice;  // the form the open pair ran first
   int64_t first_ns_ = -1;                          // its time; -1: no pair open
   uint32_t draw_ = 0;                              // the pairs' order (xorshift32)
-  std::vector<double> ratios_;                     // per pair: fewer / shorter
+  std::vector<double> ratios_;                     // the last kWindow pairs: fewer / shorter
+  double last_ratio_ = 0;
 };
 }  // namespace clgpu

@@ -57,6 +57,10 @@ struct InvokeCounts {
   int64_t enqueue_ns = 0, wait_ns = 0;
   // Invokes that ran the launch form with fewer launches (runtime/launch_forms.h).
   int64_t fewer_launch_invokes = 0;
+  // The launch-form pairs this invoke completed, and the sum of their ln(fewer / shorter): what
+  // the partitions' trials measured, beside the form they kept (bench/never_slower.py).
+  int64_t form_pairs = 0;
+  double form_pair_log_ratio = 0;
 };
 
 // The delegate options a partition runs with.

@@ -3,6 +3,7 @@
 // capture and profile records. Planning and binding are in partition.cc.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -271,6 +272,8 @@ void Partition::Invoke(TfLiteContext* ctx) {
   // Values past fp16's range under precision auto: this invoke runs again, in float32.
   if (HandleOverflow()) return Invoke(ctx);
   forms_.Record(form_, counts.enqueue_ns + counts.wait_ns);
+  if (const double r = forms_.last_ratio(); r > 0)
+    counts.form_pairs = 1, counts.form_pair_log_ratio = std::log(r);
   counts.fewer_launch_invokes = form_ == LaunchForm::kFewerLaunches;
   host_->CountInvoke(counts);
   if (host_->settings().capture_tensors) CaptureValues();
