@@ -38,7 +38,6 @@ void LaunchFormTrial::Reset(bool offered) {
     fixed_ = LaunchForm::kShorterDevice;
   else if (!f.empty() && f != "measure")
     throw Error("CLGPU_LAUNCH_FORM must be measure, fewer or shorter, not '" + f + "'");
-  from_env_ = fixed_ != LaunchForm::kBoth;
 }
 
 void LaunchFormTrial::NextPair() {
@@ -49,7 +48,7 @@ void LaunchFormTrial::NextPair() {
 
 LaunchForm LaunchFormTrial::Next() const {
   if (!offered_) return LaunchForm::kBoth;
-  if (from_env_) return fixed_;
+  if (fixed_ != LaunchForm::kBoth) return fixed_;
   if (seen_ < kSkip) return LaunchForm::kShorterDevice;  // as untimed invokes run it
   if (!pairing_) return kept_form_;
   return first_ns_ < 0 ? first_ : Other(first_);
@@ -57,7 +56,7 @@ LaunchForm LaunchFormTrial::Next() const {
 
 void LaunchFormTrial::Record(LaunchForm ran, int64_t ns) {
   last_ratio_ = 0;
-  if (!offered_ || from_env_) return;
+  if (!offered_ || fixed_ != LaunchForm::kBoth) return;
   if (seen_ < kSkip) {
     ++seen_;
     return;

@@ -45,7 +45,7 @@ class LaunchFormTrial {
 
   // Invokes skipped after a bind (their first commands may still wait on buffer migrations), then
   // kPairs pairs back to back, one invoke in each form; then a pair after every kEvery invokes
-  // in the kept form (one invoke in 33 in the other form: a few tenths of a percent of the
+  // in the kept form (one invoke in 34 in the other form: a few tenths of a percent of the
   // time where the forms differ by 10 %), deciding on the last kWindow pairs' ratios.
   static constexpr int kSkip = 2, kPairs = 12, kEvery = 32, kWindow = 24;
   // The form with fewer launches is kept where the median of its pairs' time ratios (fewer /
@@ -57,8 +57,7 @@ class LaunchFormTrial {
   bool offered_ = false;
   LaunchForm fixed_ = LaunchForm::kBoth;               // $CLGPU_LAUNCH_FORM
   LaunchForm kept_form_ = LaunchForm::kShorterDevice;  // decided on the pairs
-  bool from_env_ = false;
-  bool pairing_ = true;      // in a pair, or in the first kPairs
+  bool pairing_ = true;                                // in a pair, or in the first kPairs
   int seen_ = 0, kept_ = 0;  // invokes since the bind (to kSkip); in the kept form since a pair
   LaunchForm first_ = LaunchForm::kShorterDevice;  // the form the open pair ran first
   int64_t first_ns_ = -1;                          // its time; -1: no pair open
