@@ -97,13 +97,10 @@ def json_rows_per_line(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 def write_results(stem: str, meta: dict[str, Any], rows: list[dict[str, Any]],
                   columns: list[tuple[str, str]], out_dir: Path = RESULTS) -> Path:
     """bench/results/<stem>-<device>.json and .md."""
-    meta = dict(meta)
-    meta.setdefault("date", datetime.now(UTC).isoformat(timespec="seconds"))
-    meta.setdefault("command", " ".join(["python", *sys.argv]))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    dev = re.sub(r"[^A-Za-z0-9]+", "_", meta.get("device", "unknown")).strip("_")
-    base = out_dir / f"{stem}-{dev}"
-    base.with_suffix(".json").write_text(json_rows_per_line(meta, rows))
+    opening = run_meta(meta.get("device"), meta.get("driver"))
+    meta = {k: opening[k] for k in ("date", "command")} | dict(meta)
+    base = results_base(out_dir, stem, "", meta.get("device"))
+    Path(f"{base}.json").write_text(json_rows_per_line(meta, rows))
     lines = [f"# {stem} on {meta.get('device')}", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items()]
     lines += ["", "| " + " | ".join(h for _, h in columns) + " |",
@@ -114,5 +111,5 @@ def write_results(stem: str, meta: dict[str, Any], rows: list[dict[str, Any]],
             v = r.get(key, "")
             cells.append(f"{v:.3f}" if isinstance(v, float) else str(v))
         lines.append("| " + " | ".join(cells) + " |")
-    base.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    Path(f"{base}.md").write_text("\n".join(lines) + "\n")
     return base
