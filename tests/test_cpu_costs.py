@@ -259,6 +259,34 @@ def test_int8_convolutions_on_amx_tiles_cost_by_pixel_not_by_multiply_add(
         estimate_text(_int8_conv_3x3(64, 1))
 
 
+def _float_conv_3x3(out_channels: int) -> bytes:
+    net, x = start(128, 8, seed=0, fp16_weights=False)  # 38-75 MFLOP: the arithmetic sets it
+    return net.finish(net.conv(x, out_channels, 3, act=None), softmax=False)
+
+
+def test_a_float_convolution_pays_for_the_hosts_padded_row_of_output_channels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """XNNPACK computes a float convolution's output channels a row of vector lanes at a time
+    (16 on AVX-512 hosts, CLGPU_CPU_FLOAT_LANES or the host's CPUID): 8 output channels take
+    the time of 16 there (bench/results/cpu-int8-conv-*.md: 1.6-2.3x the roofline), where a
+    roofline by multiply-adds halves it. On 8 lanes, or with channels that fill the rows, the
+    roofline stands. A bad value is a clear error."""
+    est = {}
+    for lanes in ("1", "8", "16"):
+        monkeypatch.setenv("CLGPU_CPU_FLOAT_LANES", lanes)
+        for oc in (8, 16, 24):
+            est[lanes, oc] = cpu_estimate_ms(_float_conv_3x3(oc))[0]
+    assert est["1", 8] < 0.6 * est["1", 16], est
+    assert est["8", 8] == est["1", 8] and est["8", 24] == est["1", 24], est
+    assert est["16", 8] == pytest.approx(est["16", 16], rel=0.05), est
+    assert est["16", 24] > 1.25 * est["1", 24], est  # padded to 32
+    assert est["16", 16] == est["1", 16], est
+    monkeypatch.setenv("CLGPU_CPU_FLOAT_LANES", "0")
+    with pytest.raises(RuntimeError, match="CLGPU_CPU_FLOAT_LANES must be a lane count"):
+        estimate_text(_float_conv_3x3(8))
+
+
 def test_int8_prelu_costs_the_cpu_tflites_own_kernel() -> None:
     """XNNPACK takes no int8 PRELU: TFLite's own kernel runs it on one thread, about 10 ns an
     element on the H200's host (12 ms for 128 x 128 x 64), so the CPU estimate of a conv and a

@@ -76,7 +76,33 @@ bool CpuHasInt8Tiles() {
 #endif
 }
 
+// CPUID leaf 7's AVX512F bit, and XCR0's opmask and upper-ZMM state bits (5-7) with the SSE and
+// AVX ones (1, 2): the OS saves the 512-bit registers.
+bool CpuHasAvx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // no OSXSAVE
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 16))) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 0xE6u) == 0xE6u;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
+
+int HostFloatLanes() {
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_CPU_FLOAT_LANES", 1, "a lane count (1-64)",
+                 [](const std::vector<double>& x) { return x[0] >= 1 && x[0] <= 64; });
+  if (!v.empty()) return int(v[0]);
+  static std::once_flag once;
+  static int lanes = 8;
+  std::call_once(once, [] { lanes = CpuHasAvx512() ? 16 : 8; });
+  return lanes;
+}
 
 bool HostInt8Tiles() {
   const std::vector<double> v =

@@ -1,5 +1,6 @@
 // The host CPU as the cost model's CPU side sees it: its last-level cache (a model whose weights
-// fit in it reads them from the cache on every invoke after the first) and its int8 tiles.
+// fit in it reads them from the cache on every invoke after the first), its int8 tiles and its
+// float vectors.
 #pragma once
 
 #include <cstdint>
@@ -23,5 +24,11 @@ constexpr int64_t kCacheShareBytesPerThread = 5 * 1024 * 1024 / 2;
 // more than by multiply-add (bench/results/cpu-int8-conv-*.md). $CLGPU_CPU_INT8_TILES (0 or 1)
 // replaces it.
 bool HostInt8Tiles();
+
+// The floats XNNPACK's convolution kernels compute a row of output channels in on this host: 16
+// with AVX-512 (and the OS saving its registers), 8 elsewhere (AVX2, NEON). A convolution of fewer
+// output channels, or of a count that is no multiple of them, pays for the padded row
+// (bench/results/cpu-int8-conv-*.md, float ms). $CLGPU_CPU_FLOAT_LANES (1-64) replaces it.
+int HostFloatLanes();
 
 }  // namespace clgpu

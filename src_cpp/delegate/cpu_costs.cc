@@ -90,7 +90,7 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, const OpHandler* h, doub
   if (!int8 && h->cpu_hybrid_node_us > 0 && ReadsHybridWeights(g, n))
     return std::max(roofline_ms, elements * h->cpu_hybrid_ns_per_element * 1e-6) +
            h->cpu_hybrid_node_us * 1e-3;
-  const CpuHost host{cpu.threads, cpu.int8_tiles};
+  const CpuHost host{cpu.threads, cpu.int8_tiles, cpu.gflops, cpu.float_lanes};
   if (auto* kernel_ns = int8 ? h->cpu_int8_kernel_ns : h->cpu_float_kernel_ns)
     if (const double k = kernel_ns(g, n, host); k > 0) return std::max(roofline_ms, k * 1e-6);
   const double ns = int8 ? h->cpu_int8_ns_per_element : h->cpu_float_ns_per_element;
@@ -147,6 +147,7 @@ CpuCosts CpuCostsAt(int threads) {
   c.cached_gbps = kCpuCachedGBpsPerThread * kCpuFitThreads * scale;
   c.cache_bytes = double(WeightCacheBytes(c.threads));
   c.int8_tiles = HostInt8Tiles();
+  c.float_lanes = HostFloatLanes();
   auto handoff = [](int t) {
     return t > 1 ? kCpuPoolNodeUs + kCpuPoolNodeUsPerThread * t : kCpuNodeUsOneThread;
   };

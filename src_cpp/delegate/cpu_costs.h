@@ -21,6 +21,7 @@ struct CpuCosts {
   // of them fit in it, at cached_gbps instead of gbps.
   double cached_gbps = 0, cache_bytes = 0;
   bool int8_tiles = false;  // XNNPACK's int8 convolutions on AMX tiles (HostInt8Tiles)
+  int float_lanes = 0;      // its float convolutions' row of output channels (HostFloatLanes)
 };
 
 // num_threads: TfLiteContext::recommended_num_threads, what the interpreter gives XNNPACK

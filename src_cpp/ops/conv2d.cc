@@ -376,12 +376,23 @@ int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
   return geometry ? ConvLaunches(*geometry, dev) : 1;
 }
 
+// XNNPACK's float convolution: its output channels padded to rows of lanes (HostFloatLanes).
+double FloatCpuNs(const GraphView& g, const NodeInfo& n, const CpuHost& host) {
+  const int64_t lanes = host.float_lanes;
+  if (n.inputs.size() < 2 || !g.valid_tensor(n.inputs[1]) || lanes <= 1) return 0;
+  const Shape f = g.shape(n.inputs[1]);  // [OC, KH, KW, IC]
+  if (f.size() != 4 || f[0] <= 0 || f[0] % lanes == 0 || host.gflops <= 0) return 0;
+  const double padded = double((f[0] + lanes - 1) / lanes * lanes);
+  return FilterWork(g, n, 0) * padded / double(f[0]) / host.gflops;  // GFLOP/s: ns
+}
+
 }  // namespace
 
 extern const OpHandler kConv2dHandler = [] {
   OpHandler h{tfl::kConv2d, "CONV_2D", Check,    Create, Describe, Work,
               false,        true,      Launches, false,  0,        true};
   h.cpu_int8_kernel_ns = Conv2dInt8CpuNs;
+  h.cpu_float_kernel_ns = FloatCpuNs;
   h.cpu_handoff = CpuHandoff::kConvolution;
   return h;
 }();

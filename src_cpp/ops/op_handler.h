@@ -21,6 +21,8 @@ class Op;  // ops/op.h
 struct CpuHost {
   int threads = 1;          // the interpreter's, counted up to the host's cores
   bool int8_tiles = false;  // common/host_cache.h HostInt8Tiles
+  double gflops = 0;        // the roofline's float rate over those threads (GFLOP/s)
+  int float_lanes = 0;      // common/host_cache.h HostFloatLanes
 };
 
 // What XNNPACK makes of a node, as its hand-off between the CPU's threads goes (delegate/
