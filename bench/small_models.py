@@ -17,7 +17,8 @@
 `--held-out N`: N models of the same kinds with shapes drawn at random (named by their
 parameters), to check that a rule tuned on the fixed set holds on shapes nobody tuned it to;
 `--held-out-kinds image` draws the zoo's MobileNets at input sizes 32-224 instead;
-`--held-out-dynamic` turns the float draws into their dynamic-range form.
+`--held-out-dynamic` turns the float draws into their dynamic-range form. `--ds-widths` writes
+float DS-CNNs over widths 16-128 instead (dsw_*: where the split-K GEMM and its launch forms start).
 """
 
 from __future__ import annotations
@@ -230,6 +231,18 @@ def _draw(count: int, seed: int, kinds: tuple[str, ...]) -> dict[str, Callable[[
     return out
 
 
+def ds_widths() -> dict[str, Callable[[], bytes]]:
+    """Float DS-CNNs (ds_cnn) over widths 16-128 on two spectrograms and at two depths: where a
+    DS block's split-K GEMM starts, and which launch form its partition keeps, by width."""
+    out: dict[str, Callable[[], bytes]] = {}
+    for bins in (10, 40):
+        for w in (16, 24, 32, 48, 64, 96, 128):
+            for frames, blocks in ((49, 4), (98, 6)):
+                a = dict(frames=frames, bins=bins, width=w, blocks=blocks, seed=w + bins)
+                out[f"dsw_f{frames}_b{bins}_w{w}_n{blocks}"] = lambda a=a: ds_cnn(**a)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="folder for the .tflite files")
@@ -239,6 +252,9 @@ def main() -> int:
         help="instead: N models of these kinds with shapes drawn at random",
     )
     ap.add_argument("--seed", type=int, default=1, help="--held-out's draw")
+    ap.add_argument(
+        "--ds-widths", action="store_true", help="instead: float DS-CNNs over widths 16-128"
+    )
     ap.add_argument(
         "--held-out-kinds", default="",
         help="comma-separated kinds to draw from (kws, ds, dense, prelu, audio, image); "
@@ -255,7 +271,7 @@ def main() -> int:
         held_out(args.held_out, args.seed, held_out_kinds(args.held_out_kinds),
                  args.held_out_dynamic)
         if args.held_out > 0
-        else models()
+        else ds_widths() if args.ds_widths else models()
     )
     for name, make in made.items():
         if args.only and name not in args.only.split(","):

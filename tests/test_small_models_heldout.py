@@ -140,3 +140,17 @@ def test_never_slower_can_hold_an_interpreter_of_each_model(tmp_path: Path) -> N
     assert table["meta"]["held_interpreter"] is True
     assert [r["model"] for r in table["rows"]] == list(sm.held_out(1, 5))
     assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in table["rows"]), table["rows"]
+
+
+def test_the_ds_width_sweep_builds_float_ds_cnns_of_the_named_widths() -> None:
+    """--ds-widths: 28 float DS-CNNs, named by their spectrogram, width and blocks, whose
+    convolutions have the width the name says (the split-K GEMM starts at 32 channels)."""
+    import tflite
+
+    made = _module().ds_widths()
+    assert len(made) == 28 and all(n.startswith("dsw_f") for n in made), list(made)
+    for name in ("dsw_f49_b10_w16_n4", "dsw_f98_b40_w128_n6"):
+        graph = tflite.Model.GetRootAsModel(made[name](), 0).Subgraphs(0)
+        out = graph.Tensors(graph.Operators(0).Outputs(0)).ShapeAsNumpy().tolist()
+        assert out[-1] == int(name.split("_w")[1].split("_")[0]), (name, out)
+        assert out[1] == (int(name.split("_f")[1].split("_")[0]) + 1) // 2, (name, out)
