@@ -60,36 +60,28 @@ int64_t FromSysfs() {
   return total;
 }
 
-// CPUID leaf 7's AMX-INT8 and AMX-TILE bits, and XCR0's tile state bits (17, 18): the OS
-// enables the tiles, as XNNPACK's own check asks.
-bool CpuHasInt8Tiles() {
+// Whether CPUID leaf 7 sets all of `ebx` and `edx` and the OS saves all of the `xcr0` register
+// states (OSXSAVE, then XGETBV): the units exist and may be used, as XNNPACK's own checks ask.
+bool CpuLeaf7WithOsState(unsigned ebx, unsigned edx, unsigned xcr0) {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // no OSXSAVE
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  if (!(d & (1u << 25)) || !(d & (1u << 24))) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (b & ebx) != ebx || (d & edx) != edx)
+    return false;
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (lo & (3u << 17)) == (3u << 17);
+  return (lo & xcr0) == xcr0;
 #else
+  (void)ebx, (void)edx, (void)xcr0;
   return false;
 #endif
 }
 
-// CPUID leaf 7's AVX512F bit, and XCR0's opmask and upper-ZMM state bits (5-7) with the SSE and
-// AVX ones (1, 2): the OS saves the 512-bit registers.
-bool CpuHasAvx512() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // no OSXSAVE
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 16))) return false;
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (lo & 0xE6u) == 0xE6u;
-#else
-  return false;
-#endif
-}
+// AMX-INT8 and AMX-TILE (EDX 25, 24) with the tile states (17, 18).
+bool CpuHasInt8Tiles() { return CpuLeaf7WithOsState(0, (1u << 25) | (1u << 24), 3u << 17); }
+
+// AVX512F (EBX 16) with the SSE, AVX, opmask and upper-ZMM states (1, 2, 5-7).
+bool CpuHasAvx512() { return CpuLeaf7WithOsState(1u << 16, 0, 0xE6u); }
 
 }  // namespace
 
