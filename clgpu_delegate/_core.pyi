@@ -773,9 +773,9 @@ class KernelRunner:
     @property
     def device(self) -> Device:
         ...
-def _device_profile(facts: dict[str, typing.Any], tiles: collections.abc.Sequence[str] = []) -> dict[str, typing.Any]:
+def _device_profile(facts: dict[str, typing.Any], tiles: collections.abc.Sequence[str] = [], split_plans: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, str]] = []) -> dict[str, typing.Any]:
     """
-    The profile (cl/device_profile.h) of a device whose queries answer `facts`, and the GEMM tiles the tuning table gives it for `tiles` (tests).
+    The profile (cl/device_profile.h) of a device whose queries answer `facts`, the GEMM tiles the tuning table gives it for `tiles`, and what the one-launch form adds (us) to each (splits, tiles name) plan of `split_plans` (tests).
     """
 def abi_layout() -> dict[str, int]:
     ...

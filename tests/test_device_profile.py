@@ -223,3 +223,35 @@ def test_split_k_one_launch_form_only_where_its_reads_are_guaranteed() -> None:
     assert profile(H200)["split_k_last_max"] == 4
     for facts in (MALI, ADRENO, RDNA3, ARC, POCL):
         assert profile(facts)["split_k_last_max"] == 0, facts
+
+
+def test_the_estimate_costs_the_one_launch_form_by_its_tiles_and_splits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the one-launch split-K form adds to its split kernel for the cost model: the profile's
+    part per launch plus its part per partial sum that a tile's last group reads back, (splits -
+    1) x the tile. On the H200 two or three splits of 32 x 32 tiles cost less than the split's
+    further launch (the profile's 5 us), four of 128 x 64 more; none past the most splits offered,
+    none without a split, none where the profile has no figures."""
+    monkeypatch.setenv("CLGPU_SPLITK_LAST_MAX", "4")  # offered without the device's PTX probe
+    plans = [(2, "igemm"), (3, "igemm"), (4, "igemm_big"), (5, "igemm"), (1, "igemm")]
+    p = native._device_profile(H200, ["igemm", "igemm_big"], plans)
+    us, per_sum = p["split_k_last_us"], p["split_k_last_ns_per_sum"] * 1e-3
+    assert us > 0 and per_sum > 0
+    want = [us + (s - 1) * p["tiles"][t][0] * p["tiles"][t][1] * per_sum for s, t in plans[:3]]
+    assert p["one_launch_us"][:3] == pytest.approx(want) and p["one_launch_us"][3:] == [-1, -1]
+    split_us = p["launch_us"][2]
+    assert max(p["one_launch_us"][:2]) < split_us < p["one_launch_us"][2]
+    monkeypatch.setenv("CLGPU_SPLITK_LAST_US", "3,0.5")
+    got = native._device_profile(H200, [], [(3, "igemm")])["one_launch_us"]
+    tm, tn = p["tiles"]["igemm"][:2]
+    assert got == pytest.approx([3 + 2 * tm * tn * 0.5e-3])
+    monkeypatch.setenv("CLGPU_SPLITK_LAST_MAX", "0")  # $CLGPU_SPLITK_LAST_MAX=0: never offered
+    assert native._device_profile(H200, [], plans[:1])["one_launch_us"] == [-1]
+    monkeypatch.delenv("CLGPU_SPLITK_LAST_US")
+    monkeypatch.setenv("CLGPU_SPLITK_LAST_MAX", "4")
+    for facts in (MALI, RDNA3, POCL):
+        assert native._device_profile(facts, [], plans[:1])["one_launch_us"] == [-1], facts
+    monkeypatch.setenv("CLGPU_SPLITK_LAST_US", "0,1")
+    with pytest.raises(Exception, match="CLGPU_SPLITK_LAST_US"):
+        native._device_profile(H200, [], plans[:1])

@@ -94,6 +94,14 @@ struct DeviceProfile {
   // across work-groups). There 4, measured on sm_90 (bench/results/ab-options-splitk-inkernel-
   // v3-*: more splits ran 1.4-1.8x slower); elsewhere 0.
   int split_k_last_max = 0;
+  // What that form costs a split convolution beyond its split kernel's launch, in the cost
+  // model's terms (us): a part per launch (the fence, the tile counter's atomic, the last
+  // group's epilogue) and one per partial sum that the last group of a tile reads back, (splits
+  // - 1) x its tile. The partition keeps the faster form, so the estimate counts this where it
+  // is less than the split's further launch (delegate/cost_model.cc). NVIDIA sm_90, fitted on
+  // the pairs of both forms (docs/partitioning.md, "The one-launch form in the estimate"); 0
+  // elsewhere: the estimate counts the two launches.
+  double split_k_last_us = 0, split_k_last_ns_per_sum = 0;
   // What one launch of each kind adds to an invoke (us, the host's enqueue and the device's run
   // with the gap to the next), fitted on real models' wall times on the device
   // (bench/fit_launch_costs.py); all 0 where none was fitted: the cost model then counts the

@@ -107,25 +107,35 @@ void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
   }
 }
 
-// Node i's kernels per invoke as its op will plan them on this device (split-K GEMMs launch
-// two): counting one per node had iris_landmark's 167 at 121.
-int Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i, const Folds& folds,
-             const DeviceInfo& dev) {
+// Node i's launches as its op will plan them on this device: how many (split-K GEMMs launch
+// two; counting one per node had iris_landmark's 167 at 121), and what their one-launch form
+// adds to the first (us; < 0 where they have none).
+struct NodeLaunches {
+  int count = 1;
+  double one_launch_us = -1;
+};
+NodeLaunches Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i,
+                      const Folds& folds, const DeviceInfo& dev) {
   const NodeInfo& n = nodes[i];
+  NodeLaunches l;
   if (auto dw = folds.depthwise_of.find(i); dw != folds.depthwise_of.end()) {
     const NodeInfo& d = nodes[dw->second];
     const std::optional<ConvGeometry> dg = GraphConvGeometry(g, d);
     const std::optional<ConvGeometry> pg = GraphConvGeometry(g, n);
-    if (!dg || !pg || IsQuantized(g.value_type(n.inputs[0]))) return 1;
+    if (!dg || !pg || IsQuantized(g.value_type(n.inputs[0]))) return l;
     // A folded expand: its input's channels.
     int expand_c = 0;
     if (auto e = folds.expand_of.find(dw->second); e != folds.expand_of.end())
       if (const NodeInfo& x = nodes[e->second]; !x.inputs.empty())
         if (const Shape s = g.shape(x.inputs[0]); !s.empty()) expand_c = s.back();
-    return DepthwiseGemmLaunches(dev, *dg, pg->oc, expand_c);
+    l.count = DepthwiseGemmLaunches(dev, *dg, pg->oc, expand_c);
+    if (l.count > 1) l.one_launch_us = DepthwiseGemmOneLaunchUs(dev, *dg, pg->oc, expand_c);
+    return l;
   }
   const OpHandler* h = FindOpHandler(n.op);
-  return h && h->launches ? std::max(1, h->launches(g, n, dev)) : 1;
+  if (h && h->launches) l.count = std::max(1, h->launches(g, n, dev));
+  if (l.count > 1 && h->one_launch_us) l.one_launch_us = h->one_launch_us(g, n, dev);
+  return l;
 }
 
 // What a launch is (cl/device_profile.h): its op's kernel, and what its folds add to it.
@@ -171,10 +181,18 @@ struct LaunchFloor {
         kernel_us(c.min_kernel_us + t.layer_extra_us / 2),
         gap_us(by_kind ? 0 : c.launch_gap_us + t.layer_extra_us / 2),
         int8_us(t.int8_kernel_us) {}
-  // A node's `launches` kernels, the first of `kind`, the others a split's (us).
-  double Us(LaunchKind kind, int launches, bool int8) const {
-    return by_kind ? kind_us[kind] + (launches - 1) * kind_us[kSplitLaunch]
-                   : launches * (kernel_us + (int8 ? int8_us : 0));
+  // A node's `launches` kernels, the first of `kind`, the others a split's (us). one_us >= 0:
+  // the split also runs as one launch that costs that much more, and the partition keeps the
+  // faster form (runtime/launch_forms.h); with costs by kind only, the other's being fitted.
+  double Us(LaunchKind kind, int launches, bool int8, double one_us = -1) const {
+    if (!by_kind) return launches * (kernel_us + (int8 ? int8_us : 0));
+    const double split_us = (launches - 1) * kind_us[kSplitLaunch];
+    return kind_us[kind] + (launches > 1 && one_us >= 0 ? std::min(split_us, one_us) : split_us);
+  }
+  // Whether that count is the one-launch form's.
+  bool OneLaunch(int launches, double one_us) const {
+    return by_kind && launches > 1 && one_us >= 0 &&
+           one_us < (launches - 1) * kind_us[kSplitLaunch];
   }
   std::array<double, kLaunchKinds> kind_us;
   bool by_kind;
@@ -219,6 +237,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   std::set<size_t> groups;  // the launching node of each group rewrite
   if (!fuse.empty()) FindFolded(g, nodes, outputs, dev, fuse, &folds, &groups);
   int kinds[kLaunchKinds] = {};
+  int one_launch = 0;  // split nodes counted in their one-launch form
   const LaunchFloor launch(dev, costs, tune);
   const std::set<size_t>& folded = folds.folded;
   const std::set<size_t>& one_kernel = folds.one_kernel;
@@ -245,13 +264,17 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       device_compute_ms += node_arith_ms;
       continue;
     }
-    const int launches =
-        IsCopy(n.op) || one_kernel.count(i) ? 1 : Launches(g, nodes, i, folds, dev);
-    e.kernels += launches;
+    const NodeLaunches planned =
+        IsCopy(n.op) || one_kernel.count(i) ? NodeLaunches{} : Launches(g, nodes, i, folds, dev);
+    const int launches = planned.count;
+    const double one_us = planned.one_launch_us;
     const LaunchKind kind = KindOf(n, i, folds, groups);
+    const bool one = launch.OneLaunch(launches, one_us);
+    e.kernels += one ? 1 : launches;
     kinds[kind] += 1;
-    kinds[kSplitLaunch] += launches - 1;
-    const double floor_us = launch.Us(kind, launches, int8);
+    kinds[kSplitLaunch] += one ? 0 : launches - 1;
+    one_launch += one;
+    const double floor_us = launch.Us(kind, launches, int8, one_us);
     const double floor_ms =
         IsCopy(n.op) && !launch.by_kind ? costs.copy_us * 1e-3 : floor_us * 1e-3;
     launches_us += floor_us;
@@ -273,19 +296,20 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
                 (e.kernels * launch.gap_us + costs.sync_us + launch.invoke_us) * 1e-3;
   const double kernel_us =
       launch.by_kind ? launches_us / std::max(e.kernels, 1) : launch.kernel_us + launch.gap_us;
-  char buf[640];
+  char buf[768];
   std::snprintf(
       buf, sizeof buf,
       "estimated %.3f ms on the device (%d kernels) vs %.3f ms on the CPU "
       "(%zu nodes, %d threads; %.2f MFLOP, %.0f KB transferred%s; device: %.1f us/kernel, "
       "%.0f us sync, %.1f GB/s %s; %.3f ms arithmetic, %.3f ms more for kernel floors; "
-      "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap, %.1f us invoke)",
+      "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap, %.1f us invoke, "
+      "%d splits as one launch)",
       e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0), cpu.threads,
       e.flops / 1e6, e.boundary_bytes / 1e3,
       cpu_side.cached() ? ", the CPU's weights in its cache" : "", kernel_us, costs.sync_us, gbps,
       costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms, kinds[kGemmLaunch],
       kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
-      launch.by_kind ? "costs by kind" : "one cost", launch.gap_us, launch.invoke_us);
+      launch.by_kind ? "costs by kind" : "one cost", launch.gap_us, launch.invoke_us, one_launch);
   const std::string run_time = RunTimeExtents(g, inputs);
   e.figures = buf + run_time;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);

@@ -368,14 +368,6 @@ std::string Describe(const NodeInfo& n) {
 
 double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, 0); }
 
-// The float convolution's kernels (the int8 one plans its own GEMM: counted as one).
-int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
-  if (n.inputs.empty() || !g.valid_tensor(n.inputs[0]) || IsQuantized(g.value_type(n.inputs[0])))
-    return 1;
-  const std::optional<ConvGeometry> geometry = GraphConvGeometry(g, n);
-  return geometry ? ConvLaunches(*geometry, dev) : 1;
-}
-
 // XNNPACK's float convolution: its output channels padded to rows of lanes (HostFloatLanes).
 double FloatCpuNs(const GraphView& g, const NodeInfo& n, const CpuHost& host) {
   const int64_t lanes = host.float_lanes;
@@ -389,8 +381,9 @@ double FloatCpuNs(const GraphView& g, const NodeInfo& n, const CpuHost& host) {
 }  // namespace
 
 extern const OpHandler kConv2dHandler = [] {
-  OpHandler h{tfl::kConv2d, "CONV_2D", Check,    Create, Describe, Work,
-              false,        true,      Launches, false,  0,        true};
+  OpHandler h{tfl::kConv2d, "CONV_2D",         Check, Create, Describe, Work, false,
+              true,         GraphConvLaunches, false, 0,      true};
+  h.one_launch_us = GraphConvOneLaunchUs;
   h.cpu_int8_kernel_ns = Conv2dInt8CpuNs;
   h.cpu_float_kernel_ns = FloatCpuNs;
   h.cpu_handoff = CpuHandoff::kConvolution;

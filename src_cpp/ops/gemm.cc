@@ -57,6 +57,19 @@ bool SplitKLastOffered(const DeviceInfo& dev, int splits) {
   return splits > 1 && splits <= dev.profile.split_k_last_max && !PtxDefines(dev).empty();
 }
 
+double SplitKLastUs(const DeviceInfo& dev, const GemmPlan& p) {
+  // $CLGPU_SPLITK_LAST_US "US,NS_PER_SUM" in place of the profile's (tests, fitting them).
+  const std::vector<double> v =
+      EnvNumbers("CLGPU_SPLITK_LAST_US", 2, "US,NS_PER_SUM (0 < us < 1000, 0 <= ns < 1000)",
+                 [](const std::vector<double>& x) {
+                   return x[0] > 0 && x[0] < 1e3 && x[1] >= 0 && x[1] < 1e3;
+                 });
+  const double us = v.empty() ? dev.profile.split_k_last_us : v[0];
+  const double ns = v.empty() ? dev.profile.split_k_last_ns_per_sum : v[1];
+  if (us <= 0 || !SplitKLastOffered(dev, p.splits)) return -1;
+  return us + double(p.splits - 1) * p.tiles.tile_m * p.tiles.tile_n * ns * 1e-3;
+}
+
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {
   GemmPlan p;
   if (m <= kGemvMaxM && forced_splits <= 0) {

@@ -38,6 +38,10 @@ void PlanSplitK(GemmPlan& p, const DeviceInfo& dev, long groups, long k, int for
 // loads those reads rely on); $CLGPU_SPLITK_LAST_MAX sets the most instead, anywhere (tests,
 // A/B; 0: never).
 bool SplitKLastOffered(const DeviceInfo& dev, int splits);
+// What that form adds to plan p's split kernel for the cost model (us; the device profile's
+// split_k_last_us and _ns_per_sum, or $CLGPU_SPLITK_LAST_US "US,NS_PER_SUM"), or < 0 where it is
+// not offered or has no figures.
+double SplitKLastUs(const DeviceInfo& dev, const GemmPlan& p);
 
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);

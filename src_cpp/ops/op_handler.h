@@ -80,6 +80,10 @@ struct OpHandler {
   // PAD of the last axis, a row at a time); null or 0: the roofline alone.
   double (*cpu_float_kernel_ns)(const GraphView& graph, const NodeInfo& node,
                                 const CpuHost& host) = nullptr;
+  // Where `launches` are a split kernel and its reduce that the op also offers as one launch
+  // (ops/gemm.h SplitKLastUs): what that form adds to the split kernel (us); null or < 0: none.
+  double (*one_launch_us)(const GraphView& graph, const NodeInfo& node,
+                          const DeviceInfo& dev) = nullptr;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

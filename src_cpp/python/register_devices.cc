@@ -8,6 +8,7 @@
 #include "cl/device.h"
 #include "cl/environment.h"
 #include "cl/int8_dot.h"
+#include "ops/gemm.h"
 #include "ops/tuning.h"
 #include "python/record.h"
 #include "python/register.h"
@@ -59,7 +60,8 @@ void BindDevice(py::module_& m) {
 // The profile a device with these query answers would get, and the tuning table's tiles for it
 // (tests: every vendor's entry without the device).
 py::typing::Dict<py::str, py::object> ProfileDict(
-    const py::typing::Dict<py::str, py::object>& facts_in, const std::vector<std::string>& tiles) {
+    const py::typing::Dict<py::str, py::object>& facts_in, const std::vector<std::string>& tiles,
+    const std::vector<std::pair<int, std::string>>& split_plans) {
   DeviceFacts f;
   auto str = [&](const char* k) {
     return facts_in.contains(k) ? py::str(facts_in[k]) : py::str("");
@@ -87,6 +89,8 @@ py::typing::Dict<py::str, py::object> ProfileDict(
   r["launch_us"] = std::vector<double>(p.launch_us.begin(), p.launch_us.end());
   r["expand_chain_cap"] = p.expand_chain_cap, r["expand_chain_cap_int8"] = p.expand_chain_cap_int8;
   r["block_item_products"] = p.block_item_products, r["split_k_last_max"] = p.split_k_last_max;
+  r["split_k_last_us"] = p.split_k_last_us;
+  r["split_k_last_ns_per_sum"] = p.split_k_last_ns_per_sum;
   py::dict t;
   for (const std::string& name : tiles) {
     const GemmTiles g = TilesFor(name, d);
@@ -94,6 +98,15 @@ py::typing::Dict<py::str, py::object> ProfileDict(
         py::make_tuple(g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n, g.dbuf, g.tmap, g.lpad);
   }
   r["tiles"] = t;
+  // What a split GEMM's one-launch form adds for the cost model, per (splits, tiles) plan
+  // (without the device's PTX probe: $CLGPU_SPLITK_LAST_MAX decides where it is offered).
+  std::vector<double> one_launch;
+  for (const auto& [splits, name] : split_plans) {
+    GemmPlan plan;
+    plan.splits = splits, plan.tiles = TilesFor(name, d);
+    one_launch.push_back(SplitKLastUs(d, plan));
+  }
+  r["one_launch_us"] = one_launch;
   return r;
 }
 
@@ -140,8 +153,10 @@ void RegisterDevices(py::module_& m) {
       "and keeps it for the process; returns the milliseconds it took.");
   m.def("_device_profile", &ProfileDict, py::arg("facts"),
         py::arg("tiles") = std::vector<std::string>{},
-        "The profile (cl/device_profile.h) of a device whose queries answer `facts`, and the "
-        "GEMM tiles the tuning table gives it for `tiles` (tests).");
+        py::arg("split_plans") = std::vector<std::pair<int, std::string>>{},
+        "The profile (cl/device_profile.h) of a device whose queries answer `facts`, the GEMM "
+        "tiles the tuning table gives it for `tiles`, and what the one-launch form adds (us) to "
+        "each (splits, tiles name) plan of `split_plans` (tests).");
   m.def(
       "opencl_library", []() { return Cl().library_path; },
       "Path of the OpenCL library that was loaded.");
