@@ -52,20 +52,21 @@ PARTS = re.compile(
 # Its launches by kind (cost_model.cc KernelKind): what a per-kind cost would be fitted on.
 KINDS = re.compile(
     r"kernels: (\d+) gemm, (\d+) fused, (\d+) split, (\d+) small, ([a-z ]+), ([\d.]+) us gap"
-    r"(?:, ([\d.]+) us invoke)?(?:, (\d+) splits as one launch)?"
+    r"(?:, ([\d.]+) us invoke)?(?:, (\d+) splits as one launch, ([\d.]+) us more)?"
 )
 KIND_NAMES = ("gemm", "fused", "split", "small")
 
 
 def kind_fields(kinds: re.Match[str]) -> dict[str, Any]:
     """A KINDS match as a row's fields: launches per kind, how they were costed, the gap, the
-    cost per invoke (0 where the estimate counted none) and the split nodes counted in their
-    one-launch form."""
+    cost per invoke (0 where the estimate counted none), and the split nodes counted in their
+    one-launch form with what that form added to their first launches (us)."""
     counts = kinds.groups()[: len(KIND_NAMES)]
     out: dict[str, Any] = {f"est_{k}": int(v) for k, v in zip(KIND_NAMES, counts, strict=True)}
     out["est_costing"], out["est_gap_us"] = kinds[5], float(kinds[6])
     out["est_invoke_us"] = float(kinds[7] or 0)
     out["est_one_launch"] = int(kinds[8] or 0)
+    out["est_one_launch_us"] = float(kinds[9] or 0)
     return out
 
 

@@ -54,9 +54,12 @@ def _with_kinds(row: dict[str, Any], source: dict[str, Any] | None) -> dict[str,
 
 
 def _rest_ms(r: dict[str, Any]) -> float:
-    """The estimate less its launches and its per-invoke cost: arithmetic, transfers, the sync."""
+    """The estimate less its launches and its per-invoke cost: arithmetic, transfers, the sync,
+    and what the split nodes counted in their one-launch form add to their first launches (the
+    device profile's split_k_last figures, not a kind's cost to fit)."""
     launches = r["est_floors_ms"] + r["est_kernels"] * r["est_gap_us"] / 1e3
-    return r["est_device_ms"] - launches - r.get("est_invoke_us", 0.0) / 1e3
+    extra = r.get("est_invoke_us", 0.0) - r.get("est_one_launch_us", 0.0)
+    return r["est_device_ms"] - launches - extra / 1e3
 
 
 def _predict(r: dict[str, Any], costs: np.ndarray) -> float:

@@ -146,3 +146,30 @@ def test_margins_are_weighed_on_the_tables_own_estimates(tmp_path: Path) -> None
         (1.05, 1, "near_loss"),
     ]
     assert {r["weighed"] for r in result} == {2}
+
+
+def test_the_one_launch_forms_figures_stay_out_of_the_kinds(tmp_path: Path) -> None:
+    """Split nodes the estimate counted in their one-launch form carry the device profile's
+    figure for it (est_one_launch_us), not a kind's cost: times made of the kinds' costs plus
+    that figure give back the kinds' costs."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(14):
+        extra_us = float(rng.integers(0, 20))
+        row = _row(f"m{i}", rng.integers(0, 40, 4), 0.03 + 0.01 * i, est_one_launch_us=extra_us)
+        row["all_ms"] += extra_us / 1e3
+        rows.append(row)
+    table = tmp_path / "ns.json"
+    table.write_text(json.dumps({"meta": {"device": "X", "driver": "1"}, "rows": rows}))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--measured", str(table), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=SCRIPT.parent,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    fitted = json.loads(
+        json.loads((tmp_path / "launch-costs-X.json").read_text())["meta"]["fitted_us"]
+    )
+    assert [fitted[k] for k in KINDS] == pytest.approx(COSTS, abs=0.01)

@@ -237,7 +237,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   std::set<size_t> groups;  // the launching node of each group rewrite
   if (!fuse.empty()) FindFolded(g, nodes, outputs, dev, fuse, &folds, &groups);
   int kinds[kLaunchKinds] = {};
-  int one_launch = 0;  // split nodes counted in their one-launch form
+  int one_launch = 0;  // split nodes counted in their one-launch form, and what that added
+  double one_launch_us = 0;
   const LaunchFloor launch(dev, costs, tune);
   const std::set<size_t>& folded = folds.folded;
   const std::set<size_t>& one_kernel = folds.one_kernel;
@@ -274,6 +275,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     kinds[kind] += 1;
     kinds[kSplitLaunch] += one ? 0 : launches - 1;
     one_launch += one;
+    one_launch_us += one ? one_us : 0;
     const double floor_us = launch.Us(kind, launches, int8, one_us);
     const double floor_ms =
         IsCopy(n.op) && !launch.by_kind ? costs.copy_us * 1e-3 : floor_us * 1e-3;
@@ -303,13 +305,14 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       "(%zu nodes, %d threads; %.2f MFLOP, %.0f KB transferred%s; device: %.1f us/kernel, "
       "%.0f us sync, %.1f GB/s %s; %.3f ms arithmetic, %.3f ms more for kernel floors; "
       "kernels: %d gemm, %d fused, %d split, %d small, %s, %.1f us gap, %.1f us invoke, "
-      "%d splits as one launch)",
+      "%d splits as one launch, %.1f us more)",
       e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0), cpu.threads,
       e.flops / 1e6, e.boundary_bytes / 1e3,
       cpu_side.cached() ? ", the CPU's weights in its cache" : "", kernel_us, costs.sync_us, gbps,
       costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms, kinds[kGemmLaunch],
       kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
-      launch.by_kind ? "costs by kind" : "one cost", launch.gap_us, launch.invoke_us, one_launch);
+      launch.by_kind ? "costs by kind" : "one cost", launch.gap_us, launch.invoke_us, one_launch,
+      one_launch_us);
   const std::string run_time = RunTimeExtents(g, inputs);
   e.figures = buf + run_time;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
