@@ -255,3 +255,6 @@ def test_the_estimate_costs_the_one_launch_form_by_its_tiles_and_splits(
     monkeypatch.setenv("CLGPU_SPLITK_LAST_US", "0,1")
     with pytest.raises(Exception, match="CLGPU_SPLITK_LAST_US"):
         native._device_profile(H200, [], plans[:1])
+    monkeypatch.delenv("CLGPU_SPLITK_LAST_MAX")  # no device here to probe for PTX
+    with pytest.raises(Exception, match="CLGPU_SPLITK_LAST_MAX"):
+        native._device_profile(H200, [], plans[:1])

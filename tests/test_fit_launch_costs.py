@@ -44,6 +44,21 @@ def _row(model: str, counts: np.ndarray, rest_ms: float, **over: object) -> dict
     return row
 
 
+def _fit(tmp_path: Path, rows: list[dict], *args: str) -> dict:
+    """bench/fit_launch_costs.py on a table of `rows`: its result file."""
+    table = tmp_path / "ns.json"
+    table.write_text(json.dumps({"meta": {"device": "X", "driver": "1"}, "rows": rows}))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--measured", str(table), *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=SCRIPT.parent,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads((tmp_path / "launch-costs-X.json").read_text())
+
+
 def test_the_fit_finds_the_costs_the_times_were_made_of(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     rows = [_row(f"m{i}", rng.integers(0, 40, 4), 0.03 + 0.01 * i) for i in range(14)]
@@ -54,17 +69,7 @@ def test_the_fit_finds_the_costs_the_times_were_made_of(tmp_path: Path) -> None:
         _row("far", np.array([5, 5, 5, 5]), 0.05, cpu_ms=0.01),
         _row("compute", np.array([5, 5, 5, 5]), 0.05, est_arith_ms=1.0, all_ms=9.0),
     ]
-    table = tmp_path / "ns.json"
-    table.write_text(json.dumps({"meta": {"device": "X", "driver": "1"}, "rows": rows}))
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--measured", str(table), "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=SCRIPT.parent,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    result = json.loads((tmp_path / "launch-costs-X.json").read_text())
+    result = _fit(tmp_path, rows)
     fitted = json.loads(result["meta"]["fitted_us"])
     assert [fitted[k] for k in KINDS] == pytest.approx(COSTS, abs=0.01)
     assert result["meta"]["rows"] == 14
@@ -83,19 +88,7 @@ def test_the_fit_finds_an_invokes_cost_beside_the_kinds(tmp_path: Path) -> None:
         row["all_ms"] += 9e-3
         row["est_device_ms"] += 4e-3
         rows.append(row)
-    table = tmp_path / "ns.json"
-    table.write_text(json.dumps({"meta": {"device": "X", "driver": "1"}, "rows": rows}))
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--measured", str(table), "--invoke", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=SCRIPT.parent,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    fitted = json.loads(
-        json.loads((tmp_path / "launch-costs-X.json").read_text())["meta"]["fitted_us"]
-    )
+    fitted = json.loads(_fit(tmp_path, rows, "--invoke")["meta"]["fitted_us"])
     assert [fitted[k] for k in KINDS] == pytest.approx(COSTS, abs=0.01)
     assert fitted["invoke"] == pytest.approx(9.0, abs=0.01)
 
@@ -159,17 +152,5 @@ def test_the_one_launch_forms_figures_stay_out_of_the_kinds(tmp_path: Path) -> N
         row = _row(f"m{i}", rng.integers(0, 40, 4), 0.03 + 0.01 * i, est_one_launch_us=extra_us)
         row["all_ms"] += extra_us / 1e3
         rows.append(row)
-    table = tmp_path / "ns.json"
-    table.write_text(json.dumps({"meta": {"device": "X", "driver": "1"}, "rows": rows}))
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--measured", str(table), "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=SCRIPT.parent,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    fitted = json.loads(
-        json.loads((tmp_path / "launch-costs-X.json").read_text())["meta"]["fitted_us"]
-    )
+    fitted = json.loads(_fit(tmp_path, rows)["meta"]["fitted_us"])
     assert [fitted[k] for k in KINDS] == pytest.approx(COSTS, abs=0.01)

@@ -8,6 +8,8 @@
 #include "cl/device.h"
 #include "cl/environment.h"
 #include "cl/int8_dot.h"
+#include "common/env.h"
+#include "common/error.h"
 #include "ops/gemm.h"
 #include "ops/tuning.h"
 #include "python/record.h"
@@ -98,8 +100,10 @@ py::typing::Dict<py::str, py::object> ProfileDict(
         py::make_tuple(g.tile_m, g.tile_n, g.tile_k, g.wpt_m, g.wpt_n, g.dbuf, g.tmap, g.lpad);
   }
   r["tiles"] = t;
-  // What a split GEMM's one-launch form adds for the cost model, per (splits, tiles) plan
-  // (without the device's PTX probe: $CLGPU_SPLITK_LAST_MAX decides where it is offered).
+  // What a split GEMM's one-launch form adds for the cost model, per (splits, tiles) plan.
+  // There is no device to probe for PTX here: $CLGPU_SPLITK_LAST_MAX must say where it is offered.
+  if (!split_plans.empty() && !GetEnv("CLGPU_SPLITK_LAST_MAX"))
+    throw Error("_device_profile: split_plans needs $CLGPU_SPLITK_LAST_MAX (no device to probe)");
   std::vector<double> one_launch;
   for (const auto& [splits, name] : split_plans) {
     GemmPlan plan;
