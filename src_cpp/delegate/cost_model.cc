@@ -146,6 +146,23 @@ LaunchKind KindOf(const NodeInfo& n, size_t i, const Folds& folds, const std::se
   return h && h->gemm_launch ? kGemmLaunch : kSmallLaunch;
 }
 
+// The estimate's launches by kind, and the split nodes it counted in their one-launch form with
+// what that form added to them (us).
+struct LaunchTally {
+  int kinds[kLaunchKinds] = {};
+  int one_launch = 0;
+  double one_launch_us = 0;
+  // A node's first launch of `kind` and its split's further ones, or its one launch (`one`,
+  // adding one_us): the kernels counted.
+  int Add(LaunchKind kind, int launches, bool one, double one_us) {
+    kinds[kind] += 1;
+    kinds[kSplitLaunch] += one ? 0 : launches - 1;
+    one_launch += one;
+    one_launch_us += one ? one_us : 0;
+    return one ? 1 : launches;
+  }
+};
+
 // Each kind's cost per launch: $CLGPU_LAUNCH_US ("GEMM,FUSED,SPLIT,SMALL", to fit or weigh them;
 // "0,0,0,0": the calibration's figure) or the device profile's; all 0: the calibration's.
 std::array<double, kLaunchKinds> LaunchCosts(const DeviceInfo& dev) {
@@ -236,9 +253,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
   Folds folds;
   std::set<size_t> groups;  // the launching node of each group rewrite
   if (!fuse.empty()) FindFolded(g, nodes, outputs, dev, fuse, &folds, &groups);
-  int kinds[kLaunchKinds] = {};
-  int one_launch = 0;  // split nodes counted in their one-launch form, and what that added
-  double one_launch_us = 0;
+  LaunchTally tally;
   const LaunchFloor launch(dev, costs, tune);
   const std::set<size_t>& folded = folds.folded;
   const std::set<size_t>& one_kernel = folds.one_kernel;
@@ -267,16 +282,10 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
     }
     const NodeLaunches planned =
         IsCopy(n.op) || one_kernel.count(i) ? NodeLaunches{} : Launches(g, nodes, i, folds, dev);
-    const int launches = planned.count;
-    const double one_us = planned.one_launch_us;
     const LaunchKind kind = KindOf(n, i, folds, groups);
-    const bool one = launch.OneLaunch(launches, one_us);
-    e.kernels += one ? 1 : launches;
-    kinds[kind] += 1;
-    kinds[kSplitLaunch] += one ? 0 : launches - 1;
-    one_launch += one;
-    one_launch_us += one ? one_us : 0;
-    const double floor_us = launch.Us(kind, launches, int8, one_us);
+    const bool one = launch.OneLaunch(planned.count, planned.one_launch_us);
+    e.kernels += tally.Add(kind, planned.count, one, planned.one_launch_us);
+    const double floor_us = launch.Us(kind, planned.count, int8, planned.one_launch_us);
     const double floor_ms =
         IsCopy(n.op) && !launch.by_kind ? costs.copy_us * 1e-3 : floor_us * 1e-3;
     launches_us += floor_us;
@@ -309,10 +318,10 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       e.device_ms, e.kernels, e.cpu_ms, nodes.size() + std::max(folded_nodes, 0), cpu.threads,
       e.flops / 1e6, e.boundary_bytes / 1e3,
       cpu_side.cached() ? ", the CPU's weights in its cache" : "", kernel_us, costs.sync_us, gbps,
-      costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms, kinds[kGemmLaunch],
-      kinds[kFusedLaunch], kinds[kSplitLaunch], kinds[kSmallLaunch],
-      launch.by_kind ? "costs by kind" : "one cost", launch.gap_us, launch.invoke_us, one_launch,
-      one_launch_us);
+      costs.source == "constants" ? "assumed" : "measured", arith_ms, floors_ms,
+      tally.kinds[kGemmLaunch], tally.kinds[kFusedLaunch], tally.kinds[kSplitLaunch],
+      tally.kinds[kSmallLaunch], launch.by_kind ? "costs by kind" : "one cost", launch.gap_us,
+      launch.invoke_us, tally.one_launch, tally.one_launch_us);
   const std::string run_time = RunTimeExtents(g, inputs);
   e.figures = buf + run_time;
   e.margin_ratio = e.device_ms / (tune.win_margin * e.cpu_ms);
