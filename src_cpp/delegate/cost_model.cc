@@ -110,14 +110,10 @@ void FindFolded(const GraphView& g, const std::vector<NodeInfo>& nodes,
 // Node i's launches as its op will plan them on this device: how many (split-K GEMMs launch
 // two; counting one per node had iris_landmark's 167 at 121), and what their one-launch form
 // adds to the first (us; < 0 where they have none).
-struct NodeLaunches {
-  int count = 1;
-  double one_launch_us = -1;
-};
-NodeLaunches Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i,
-                      const Folds& folds, const DeviceInfo& dev) {
+LaunchCount Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t i,
+                     const Folds& folds, const DeviceInfo& dev) {
   const NodeInfo& n = nodes[i];
-  NodeLaunches l;
+  LaunchCount l;
   if (auto dw = folds.depthwise_of.find(i); dw != folds.depthwise_of.end()) {
     const NodeInfo& d = nodes[dw->second];
     const std::optional<ConvGeometry> dg = GraphConvGeometry(g, d);
@@ -128,13 +124,11 @@ NodeLaunches Launches(const GraphView& g, const std::vector<NodeInfo>& nodes, si
     if (auto e = folds.expand_of.find(dw->second); e != folds.expand_of.end())
       if (const NodeInfo& x = nodes[e->second]; !x.inputs.empty())
         if (const Shape s = g.shape(x.inputs[0]); !s.empty()) expand_c = s.back();
-    l.count = DepthwiseGemmLaunches(dev, *dg, pg->oc, expand_c);
-    if (l.count > 1) l.one_launch_us = DepthwiseGemmOneLaunchUs(dev, *dg, pg->oc, expand_c);
-    return l;
+    return DepthwiseGemmLaunches(dev, *dg, pg->oc, expand_c);
   }
   const OpHandler* h = FindOpHandler(n.op);
-  if (h && h->launches) l.count = std::max(1, h->launches(g, n, dev));
-  if (l.count > 1 && h->one_launch_us) l.one_launch_us = h->one_launch_us(g, n, dev);
+  if (h && h->launches) l = h->launches(g, n, dev);
+  l.count = std::max(1, l.count);
   return l;
 }
 
@@ -280,8 +274,8 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       device_compute_ms += node_arith_ms;
       continue;
     }
-    const NodeLaunches planned =
-        IsCopy(n.op) || one_kernel.count(i) ? NodeLaunches{} : Launches(g, nodes, i, folds, dev);
+    const LaunchCount planned =
+        IsCopy(n.op) || one_kernel.count(i) ? LaunchCount{} : Launches(g, nodes, i, folds, dev);
     const LaunchKind kind = KindOf(n, i, folds, groups);
     const bool one = launch.OneLaunch(planned.count, planned.one_launch_us);
     e.kernels += tally.Add(kind, planned.count, one, planned.one_launch_us);

@@ -383,7 +383,6 @@ double FloatCpuNs(const GraphView& g, const NodeInfo& n, const CpuHost& host) {
 extern const OpHandler kConv2dHandler = [] {
   OpHandler h{tfl::kConv2d, "CONV_2D",         Check, Create, Describe, Work, false,
               true,         GraphConvLaunches, false, 0,      true};
-  h.one_launch_us = GraphConvOneLaunchUs;
   h.cpu_int8_kernel_ns = Conv2dInt8CpuNs;
   h.cpu_float_kernel_ns = FloatCpuNs;
   h.cpu_handoff = CpuHandoff::kConvolution;

@@ -33,10 +33,7 @@ struct ConvAlgorithmDef {
                                 float act_max, cl_mem residual);
   // How many kernels encode launches, from the same plan (the cost model's count, before an
   // op exists; default options); null: one.
-  int (*launches)(const DeviceInfo& dev, const ConvGeometry& g) = nullptr;
-  // Where its split launches also come in one (ops/gemm.h SplitKLastUs): what that form adds
-  // (us); null or < 0: no such form.
-  double (*one_launch_us)(const DeviceInfo& dev, const ConvGeometry& g) = nullptr;
+  LaunchCount (*launches)(const DeviceInfo& dev, const ConvGeometry& g) = nullptr;
 };
 
 // The algorithms, each defined in its own file.

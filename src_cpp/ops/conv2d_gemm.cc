@@ -14,8 +14,8 @@ GemmPlan Plan(const OpContext& ctx, const ConvGeometry& g) {
 }
 
 // Split (not the small-M kernel), a split kernel and its reduce (EncodeGemm).
-int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
-  return PlanGemm(dev, long(g.n) * g.h * g.w, g.oc, g.c).splits > 1 ? 2 : 1;
+LaunchCount Launches(const DeviceInfo& dev, const ConvGeometry& g) {
+  return {PlanGemm(dev, long(g.n) * g.h * g.w, g.oc, g.c).splits > 1 ? 2 : 1};
 }
 
 std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {

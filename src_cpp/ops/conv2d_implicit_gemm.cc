@@ -258,24 +258,16 @@ std::vector<Launch> EncodeBlock(OpContext& ctx, const FloatDepthwiseA& dw, const
 
 // Split, a split kernel and its reduce: the form with the shorter device time, which the estimate
 // counts (a partition runs the other where it measures that faster).
-int Launches(const DeviceInfo& dev, const ConvGeometry& g) {
-  return PlanImplicitGemm(dev, g, 0).splits > 1 ? 2 : 1;
-}
-double OneLaunchUs(const DeviceInfo& dev, const ConvGeometry& g) {
-  return SplitKLastUs(dev, PlanImplicitGemm(dev, g, 0));
+LaunchCount Launches(const DeviceInfo& dev, const ConvGeometry& g) {
+  return SplitLaunchCount(dev, PlanImplicitGemm(dev, g, 0));
 }
 
 }  // namespace
 
-int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c) {
-  if (expand_c > 0 && BlockKernelAllowed() && PlanBlock(dev, dw, expand_c, oc)) return 1;
-  return PlanDepthwiseGemm(dev, dw, oc, 0).splits > 1 ? 2 : 1;
-}
-
-double DepthwiseGemmOneLaunchUs(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
-                                int expand_c) {
-  if (expand_c > 0 && BlockKernelAllowed() && PlanBlock(dev, dw, expand_c, oc)) return -1;
-  return SplitKLastUs(dev, PlanDepthwiseGemm(dev, dw, oc, 0));
+LaunchCount DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
+                                  int expand_c) {
+  if (expand_c > 0 && BlockKernelAllowed() && PlanBlock(dev, dw, expand_c, oc)) return {};
+  return SplitLaunchCount(dev, PlanDepthwiseGemm(dev, dw, oc, 0));
 }
 
 int DepthwiseGemmTileN(const DeviceInfo& dev, const ConvGeometry& dw, int oc) {
@@ -367,14 +359,8 @@ std::vector<Launch> EncodeImplicitGemmConv(OpContext& ctx, const ConvGeometry& g
   return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, residual, affine, slopes);
 }
 
-extern const ConvAlgorithmDef kConvImplicitGemm = {ConvAlgorithm::kImplicitGemm,
-                                                   "implicit_gemm",
-                                                   Applies,
-                                                   PlainWeightBytes,
-                                                   UploadPlainWeights,
-                                                   Scratch,
-                                                   Encode,
-                                                   Launches,
-                                                   OneLaunchUs};
+extern const ConvAlgorithmDef kConvImplicitGemm = {
+    ConvAlgorithm::kImplicitGemm, "implicit_gemm", Applies, PlainWeightBytes,
+    UploadPlainWeights,           Scratch,         Encode,  Launches};
 
 }  // namespace clgpu

@@ -163,29 +163,16 @@ std::optional<ConvGeometry> GraphConvGeometry(const GraphView& graph, const Node
   return g;
 }
 
-int ConvLaunches(const ConvGeometry& g, const DeviceInfo& dev) {
+LaunchCount ConvLaunches(const ConvGeometry& g, const DeviceInfo& dev) {
   const ConvAlgorithmDef& d = Def(SelectConvAlgorithm(g, dev, ""));
-  return d.launches ? d.launches(dev, g) : 1;
+  return d.launches ? d.launches(dev, g) : LaunchCount{};
 }
 
-namespace {
-std::optional<ConvGeometry> FloatGeometry(const GraphView& g, const NodeInfo& n) {
+LaunchCount GraphConvLaunches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
   if (n.inputs.empty() || !g.valid_tensor(n.inputs[0]) || IsQuantized(g.value_type(n.inputs[0])))
-    return std::nullopt;
-  return GraphConvGeometry(g, n);
-}
-}  // namespace
-
-int GraphConvLaunches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
-  const std::optional<ConvGeometry> geometry = FloatGeometry(g, n);
-  return geometry ? ConvLaunches(*geometry, dev) : 1;
-}
-
-double GraphConvOneLaunchUs(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
-  const std::optional<ConvGeometry> geometry = FloatGeometry(g, n);
-  if (!geometry) return -1;
-  const ConvAlgorithmDef& d = Def(SelectConvAlgorithm(*geometry, dev, ""));
-  return d.one_launch_us ? d.one_launch_us(dev, *geometry) : -1;
+    return {};
+  const std::optional<ConvGeometry> geometry = GraphConvGeometry(g, n);
+  return geometry ? ConvLaunches(*geometry, dev) : LaunchCount{};
 }
 
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,

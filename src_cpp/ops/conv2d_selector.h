@@ -43,11 +43,9 @@ std::optional<ConvGeometry> GraphConvGeometry(const GraphView& g, const NodeInfo
 
 // Kernels per invoke of the algorithm SelectConvAlgorithm picks with default options (the cost
 // model's count): split-K GEMMs and Winograd launch more than one.
-int ConvLaunches(const ConvGeometry& g, const DeviceInfo& dev);
-// The same for a CONV_2D node from the graph (the int8 one plans its own GEMM: one launch), and
-// what its split's one-launch form adds (us, ConvAlgorithmDef::one_launch_us; < 0: none).
-int GraphConvLaunches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev);
-double GraphConvOneLaunchUs(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev);
+LaunchCount ConvLaunches(const ConvGeometry& g, const DeviceInfo& dev);
+// The same for a CONV_2D node from the graph (the int8 one plans its own GEMM: one launch).
+LaunchCount GraphConvLaunches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev);
 
 // Bytes of the device-side filter of algorithm `a` (Winograd: the transformed U, or the
 // OHWI upload it is made from if larger; direct_blocked and winograd4_fused: OC padded to their
@@ -123,10 +121,9 @@ std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGe
 // Its kernels per invoke with default options (the cost model's count); `expand_c`: the input
 // channels of a folded expand (0: none), which small layers run in one block kernel
 // (kernels/inverted_residual.cl).
-int DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c);
-// What its split's one-launch form adds (us, ops/gemm.h SplitKLastUs); < 0: no such form.
-double DepthwiseGemmOneLaunchUs(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
-                                int expand_c);
+// With what its split's one-launch form adds (ops/gemm.h LaunchCount).
+LaunchCount DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
+                                  int expand_c);
 // The output channels one group of that GEMM computes: it computes the depthwise's taps once for
 // each such tile of the `oc` outputs.
 int DepthwiseGemmTileN(const DeviceInfo& dev, const ConvGeometry& dw, int oc);

@@ -175,7 +175,7 @@ long WinogradGemmGroups(const ConvGeometry& g, const DeviceInfo& dev, ConvAlgori
 
 // Input transform, batched GEMM, output transform per pass of tile rows; counted as one pass
 // (more only past RowsPerPass's cap, where the arithmetic outweighs the launches).
-int Launches(const DeviceInfo&, const ConvGeometry&) { return 3; }
+LaunchCount Launches(const DeviceInfo&, const ConvGeometry&) { return {3}; }
 
 constexpr ConvAlgorithm kF2Id = ConvAlgorithm::kWinograd, kF4Id = ConvAlgorithm::kWinograd4;
 

@@ -268,14 +268,14 @@ double Work(const GraphView& g, const NodeInfo& n) { return FilterWork(g, n, 0);
 
 // The float GEMM's kernels (its plan, as Prepare makes it): two when it splits K. int8 plans
 // its own: counted as one.
-int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
+LaunchCount Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
   if (n.inputs.size() < 2 || !g.valid_tensor(n.inputs[0]) || !g.valid_tensor(n.inputs[1]) ||
       IsQuantized(g.value_type(n.inputs[0])))
-    return 1;
+    return {};
   const Shape w = g.shape(n.inputs[1]);
-  if (w.size() != 2 || w[1] <= 0) return 1;
+  if (w.size() != 2 || w[1] <= 0) return {};
   const long m = long(NumElements(g.shape(n.inputs[0])) / w[1]);
-  return PlanGemm(dev, m, w[0], w[1]).splits > 1 ? 2 : 1;
+  return {PlanGemm(dev, m, w[0], w[1]).splits > 1 ? 2 : 1};
 }
 
 }  // namespace

@@ -70,6 +70,11 @@ double SplitKLastUs(const DeviceInfo& dev, const GemmPlan& p) {
   return us + double(p.splits - 1) * p.tiles.tile_m * p.tiles.tile_n * ns * 1e-3;
 }
 
+LaunchCount SplitLaunchCount(const DeviceInfo& dev, const GemmPlan& p) {
+  if (p.splits <= 1) return {};
+  return {2, SplitKLastUs(dev, p)};
+}
+
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits) {
   GemmPlan p;
   if (m <= kGemvMaxM && forced_splits <= 0) {

@@ -42,6 +42,9 @@ bool SplitKLastOffered(const DeviceInfo& dev, int splits);
 // split_k_last_us and _ns_per_sum, or $CLGPU_SPLITK_LAST_US "US,NS_PER_SUM"), or < 0 where it is
 // not offered or has no figures.
 double SplitKLastUs(const DeviceInfo& dev, const GemmPlan& p);
+// The launches of a split convolution's plan p (ops/split_k_forms.h) as the cost model counts
+// them: the split kernel and its reduce, with what their one-launch form adds.
+LaunchCount SplitLaunchCount(const DeviceInfo& dev, const GemmPlan& p);
 
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);

@@ -29,6 +29,14 @@ struct CpuHost {
 // cpu_costs.h CpuCosts::node_us): convolutions hand off longest, dense layers less, the rest least.
 enum class CpuHandoff { kOther, kConvolution, kFullyConnected };
 
+// An op's kernels per invoke as the cost model counts them, from one plan: how many, and where
+// they are a split kernel and its reduce that also come as one launch (ops/gemm.h SplitKLastUs),
+// what that form adds to the split kernel (us; < 0: no such form).
+struct LaunchCount {
+  int count = 1;
+  double one_launch_us = -1;
+};
+
 // Everything the delegate knows of one op code, defined in the op's own file as
 // `extern const OpHandler k<Name>Handler = {...};`: the build collects those definitions
 // into the registry (cmake/ClgpuOps.cmake), so adding an op is adding its files.
@@ -52,7 +60,8 @@ struct OpHandler {
   bool clamp_epilogue = false;
   // Kernels per invoke for the cost model, from the plan the op will make on `dev` with
   // default options (split-K GEMMs launch two); null: one.
-  int (*launches)(const GraphView& graph, const NodeInfo& node, const DeviceInfo& dev) = nullptr;
+  LaunchCount (*launches)(const GraphView& graph, const NodeInfo& node,
+                          const DeviceInfo& dev) = nullptr;
   // Converts a value's type element by element (QUANTIZE, DEQUANTIZE): at the model's edge the
   // cost model may leave a small one to the CPU (delegate/claim.h, LeaveEdgeConversionsToCpu).
   bool converts_type = false;
@@ -80,10 +89,6 @@ struct OpHandler {
   // PAD of the last axis, a row at a time); null or 0: the roofline alone.
   double (*cpu_float_kernel_ns)(const GraphView& graph, const NodeInfo& node,
                                 const CpuHost& host) = nullptr;
-  // Where `launches` are a split kernel and its reduce that the op also offers as one launch
-  // (ops/gemm.h SplitKLastUs): what that form adds to the split kernel (us); null or < 0: none.
-  double (*one_launch_us)(const GraphView& graph, const NodeInfo& node,
-                          const DeviceInfo& dev) = nullptr;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

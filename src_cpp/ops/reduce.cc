@@ -304,10 +304,10 @@ double Work(const GraphView& g, const NodeInfo& n) {
 
 // The float reduction's kernels (int8 MEAN plans its own: counted as one); a MEAN running a
 // folded squeeze is counted by the cost model (one launch).
-int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
-  if (!Check(g, n).empty() || IsQuantized(g.value_type(n.inputs[0]))) return 1;
+LaunchCount Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo& dev) {
+  if (!Check(g, n).empty() || IsQuantized(g.value_type(n.inputs[0]))) return {};
   const std::unique_ptr<Op> op = Create(g, n);
-  return static_cast<const ReduceOp&>(*op).PlannedLaunches(g.shape(n.inputs[0]), dev);
+  return {static_cast<const ReduceOp&>(*op).PlannedLaunches(g.shape(n.inputs[0]), dev)};
 }
 
 }  // namespace

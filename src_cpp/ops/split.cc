@@ -169,10 +169,10 @@ double Work(const GraphView& g, const NodeInfo& n) {
 }
 
 // One copy per output that holds elements (Prepare).
-int Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo&) {
+LaunchCount Launches(const GraphView& g, const NodeInfo& n, const DeviceInfo&) {
   int copies = 0;
   for (int t : n.outputs) copies += g.valid_tensor(t) && NumElements(g.shape(t)) > 0;
-  return copies;
+  return {copies};
 }
 
 }  // namespace
