@@ -773,9 +773,9 @@ class KernelRunner:
     @property
     def device(self) -> Device:
         ...
-def _device_profile(facts: dict[str, typing.Any], tiles: collections.abc.Sequence[str] = [], split_plans: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, str]] = []) -> dict[str, typing.Any]:
+def _device_profile(facts: dict[str, typing.Any], tiles: collections.abc.Sequence[str] = [], split_plans: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, str]] = [], dw_gemms: collections.abc.Sequence[typing.Annotated[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], "FixedSize(4)"]] = []) -> dict[str, typing.Any]:
     """
-    The profile (cl/device_profile.h) of a device whose queries answer `facts`, the GEMM tiles the tuning table gives it for `tiles`, and what the one-launch form adds (us) to each (splits, tiles name) plan of `split_plans` (tests).
+    The profile (cl/device_profile.h) of a device whose queries answer `facts` (compute_units among them), the GEMM tiles the tuning table gives it for `tiles`, what the one-launch form adds (us) to each (splits, tiles name) plan of `split_plans`, and the tiles (rows, columns) of a folded 3x3 depthwise's GEMM for each (OH, OW, C, OC) of `dw_gemms` (tests).
     """
 def abi_layout() -> dict[str, int]:
     ...

@@ -258,3 +258,24 @@ def test_the_estimate_costs_the_one_launch_form_by_its_tiles_and_splits(
     monkeypatch.delenv("CLGPU_SPLITK_LAST_MAX")  # no device here to probe for PTX
     with pytest.raises(Exception, match="CLGPU_SPLITK_LAST_MAX"):
         native._device_profile(H200, [], plans[:1])
+
+
+def test_a_folded_depthwise_gemm_splits_its_rows_finer_on_small_maps() -> None:
+    """A folded depthwise's GEMM on a map where igemm_big's tiles make fewer groups than the device
+    has compute units takes the profile's igemm_dw_small rows (64 x 64 on NVIDIA), keeping
+    igemm_big's columns (each column of tiles computes the depthwise again); on a larger map, with
+    fewer than 64 channels, or on a device without the row, the tiles it had."""
+    h200 = dict(H200, compute_units=132)
+    layers = [(31, 7, 64, 64), (25, 20, 172, 172), (224, 224, 64, 64), (31, 7, 48, 48)]
+    p = native._device_profile(h200, ["igemm", "igemm_big", "igemm_dw_small"], dw_gemms=layers)
+    big, small, plain = (p["tiles"][n][:2] for n in ("igemm_big", "igemm_dw_small", "igemm"))
+    assert small == (64, 64) and small[1] == big[1] and small[0] < big[0]
+    assert p["dw_gemm_tiles"] == [small, small, big, plain]
+    # 112 x 112 in 128-row tiles: 98 groups, fewer than the H200's 132 units, more than 64.
+    p = native._device_profile(h200, ["igemm_dw_small"], dw_gemms=[(112, 112, 64, 64)])
+    assert p["dw_gemm_tiles"] == [small]
+    p = native._device_profile(dict(H200, compute_units=64), [], dw_gemms=[(112, 112, 64, 64)])
+    assert p["dw_gemm_tiles"] == [big]
+    for facts in (MALI, RDNA3, POCL):
+        p = native._device_profile(dict(facts, compute_units=64), ["igemm_big"], dw_gemms=layers)
+        assert p["dw_gemm_tiles"][:2] == [p["tiles"]["igemm_big"][:2]] * 2, facts

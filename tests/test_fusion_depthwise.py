@@ -22,6 +22,7 @@ from int8_parity import Int8Result, check_int8_parity, quantized_inputs
 from parity import ParityResult, check_parity, compare, precision_tolerances, random_inputs, run
 
 import clgpu_delegate
+from clgpu_delegate._native import native
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 from clgpu_delegate.runtime import make_interpreter
 
@@ -294,6 +295,29 @@ def test_float_depthwise_with_its_epilogue_folds(runtime: str, after: str) -> No
 def test_float_depthwise_epilogue_fp16_and_split_k(runtime: str) -> None:
     check_float_fold(_dw_then("hard_swish", 16, (1, 6, 6, 24)), runtime, 1, precision="fp16")
     check_float_fold(_dw_then("swish", 17, (1, 4, 4, 96)), runtime, 1, gemm_splits=3)
+
+
+@pytest.mark.parametrize(
+    "kw,options",
+    [
+        ({"out": 64}, {}),
+        ({"out": 64, "residual": True}, {"gemm_splits": 2}),
+        ({"out": 96, "act": "RELU"}, {"gemm_splits": 3}),
+    ],
+)
+def test_float_fold_in_the_small_map_tiles(
+    runtime: str, monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any], options: dict[str, Any]
+) -> None:
+    # igemm_dw_small (PlanDepthwiseGemm), the H200's 64 x 64 rows, where the big tiles, given
+    # the H200's 128 x 64, make one group of this 9 x 9 map: fewer than this device's units. With
+    # the split's one-launch form offered, which its partition measures against the other.
+    assert native.select_device().compute_units >= 2
+    monkeypatch.setenv("CLGPU_TUNE_IGEMM_BIG", "128,64,16,8,4")
+    monkeypatch.setenv("CLGPU_TUNE_IGEMM_DW_SMALL", "64,64,16,4,4")
+    monkeypatch.setenv("CLGPU_SPLITK_LAST_MAX", "4")
+    facts = {"vendor": "x", "name": "y", "type": "cpu", "compute_units": 2}
+    assert native._device_profile(facts, dw_gemms=[(9, 9, 64, 64)])["dw_gemm_tiles"] == [(64, 64)]
+    check_float_fold(float_block((1, 9, 9, 64), seed=kw["out"], **kw), runtime, 1, **options)
 
 
 def test_float_depthwise_multiplier_does_not_fold(runtime: str) -> None:

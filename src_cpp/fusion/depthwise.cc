@@ -39,7 +39,7 @@ bool DepthwiseFoldPays(const DeviceInfo& dev, const ConvGeometry& dw, int oc, bo
   if (GetEnv("CLGPU_TRIAL_DW_FOLD_ALWAYS")) return true;
   const long m = long(dw.n) * dw.oh * dw.ow;
   const int tile_n =
-      int8 ? Int8DepthwiseGemmTileN(dev, int(m), oc, dw.c) : DepthwiseGemmTileN(dev, dw, oc);
+      int8 ? Int8DepthwiseGemmTileN(dev, int(m), oc, dw.c) : DepthwiseGemmTiles(dev, dw, oc).tile_n;
   const double again = std::ceil(double(oc) / std::max(tile_n, 1)) - 1;
   const double taps = double(m) * dw.c * dw.kh * dw.kw * again;
   const double taps_per_s = NominalGflops(dev) * 1e9 / (int8 ? 60 : 80);

@@ -15,9 +15,11 @@
 namespace clgpu {
 namespace {
 
+bool BigTiles(const ConvGeometry& g) { return g.c >= 64 && g.oc >= 64; }
+
 GemmTiles ImplicitGemmTiles(const ConvGeometry& g, const DeviceInfo& dev) {
   if (g.c <= 8) return TilesFor("igemm_thin", dev);
-  return TilesFor(g.c >= 64 && g.oc >= 64 ? "igemm_big" : "igemm", dev);
+  return TilesFor(BigTiles(g) ? "igemm_big" : "igemm", dev);
 }
 
 bool Applies(const ConvGeometry&) { return true; }
@@ -130,8 +132,14 @@ GemmPlan PlanDepthwiseGemm(const DeviceInfo& dev, const ConvGeometry& dw, int oc
   pw.h = dw.oh, pw.w = dw.ow, pw.oc = oc, pw.kh = pw.kw = 1;
   GemmPlan p;
   p.tiles = ImplicitGemmTiles(pw, dev);
-  PlanSplitK(p, dev, p.tiles.Groups(long(dw.n) * dw.oh * dw.ow, oc), dw.c, forced_splits,
-             /*work_items=*/2048, /*min_tiles=*/1);
+  const long m = long(dw.n) * dw.oh * dw.ow;
+  // Each column of tiles computes the depthwise again, so the columns stay igemm_big's; where
+  // its rows leave the device short of one group per compute unit (a spectrogram's small maps),
+  // the profile's "igemm_dw_small" splits them finer (bench/results/ab-options-dwtiles-*.md).
+  if (BigTiles(pw) && p.tiles.Groups(m, oc) < dev.compute_units)
+    p.tiles = TilesFor("igemm_dw_small", dev, "igemm_big");
+  PlanSplitK(p, dev, p.tiles.Groups(m, oc), dw.c, forced_splits, /*work_items=*/2048,
+             /*min_tiles=*/1);
   return p;
 }
 
@@ -270,8 +278,8 @@ LaunchCount DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw,
   return SplitLaunchCount(dev, PlanDepthwiseGemm(dev, dw, oc, 0));
 }
 
-int DepthwiseGemmTileN(const DeviceInfo& dev, const ConvGeometry& dw, int oc) {
-  return PlanDepthwiseGemm(dev, dw, oc, 0).tiles.tile_n;
+GemmTiles DepthwiseGemmTiles(const DeviceInfo& dev, const ConvGeometry& dw, int oc) {
+  return PlanDepthwiseGemm(dev, dw, oc, 0).tiles;
 }
 
 double BlockExpandProducts(const DeviceInfo& dev, const ConvGeometry& dw, int oc, int expand_c) {

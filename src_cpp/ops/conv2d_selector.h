@@ -10,6 +10,7 @@
 
 #include "ops/conv_geometry.h"
 #include "ops/op.h"
+#include "ops/tuning.h"
 
 namespace clgpu {
 
@@ -124,9 +125,9 @@ std::vector<size_t> DepthwiseGemmScratchBytes(const OpContext& ctx, const ConvGe
 // With what its split's one-launch form adds (ops/gemm.h LaunchCount).
 LaunchCount DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
                                   int expand_c);
-// The output channels one group of that GEMM computes: it computes the depthwise's taps once for
-// each such tile of the `oc` outputs.
-int DepthwiseGemmTileN(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
+// That GEMM's tiles on this device: it computes the depthwise's taps once for each tile_n of the
+// `oc` outputs.
+GemmTiles DepthwiseGemmTiles(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
 // Per-channel MUL and ADD nodes between a convolution and its input (fusion/affine.cc), applied
 // where the implicit GEMM reads each input element (kernels/conv2d_implicit_gemm.cl's
 // A_AFFINE): x -> clamp(clamp(x * scale, lo1, hi1) + shift, lo2, hi2). scale, shift: [C] in the

@@ -22,6 +22,12 @@ namespace {
 // GEMMs 128x128 at OC >= 128, 128x64 at OC = 64 and 256x32 at OC <= 32. The "_wide" Winograd
 // entries (twice the rows, LPAD 4) serve layers with work-groups to spare (WinogradTiles): faster
 // on the conv set's high-resolution layers, but on PyNET-512's 64x64 layers they left units idle.
+// "igemm_dw_small" (64 x 64): a folded depthwise's GEMM on maps where igemm_big's 128 rows make
+// fewer groups than the device has units: on the H200 float DS-CNNs of 64 channels ran 1.08-1.29x
+// faster (their four splits then pay as one launch), 96-172 channels within noise, the real
+// models 0.92-1.05x of their time before (bench/results/ab-options-dwsmall-NVIDIA_H200.md;
+// -dwtiles- has 32 x 32 and 64 x 32, which compute the depthwise for twice the columns: up to
+// 1.4x slower on larger maps).
 // Other GPUs start from the same shapes, without "_wide" entries (TilesFor falls back to the
 // narrow ones); CPU devices want small groups. "gemm_int8" (TM, TN, TK4 groups of four k, WM, WN):
 // on NVIDIA GPUs 32 x 32 tiles of 256 work-items, 2 x 2 outputs each, 32 k per step: batch-1

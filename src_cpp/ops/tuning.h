@@ -42,8 +42,10 @@ struct GemmTiles {
 };
 
 // Entries: "gemm_big" (GEMMs of at least two waves of its tiles), "gemm", "gemm_small" (M <= 256),
-// "igemm", "igemm_big" (C, OC >= 64), "igemm_thin" (C <= 8), "winograd_gemm", "winograd_gemm_big"
-// (GEMM K, OC >= 256), "winograd_gemm_thin" (OC <= 32), and the three Winograd ones + "_wide";
+// "igemm", "igemm_big" (C, OC >= 64), "igemm_dw_small" (a folded depthwise's GEMM where igemm_big
+// makes fewer groups than compute units; igemm_big where a device has no row), "igemm_thin"
+// (C <= 8), "winograd_gemm", "winograd_gemm_big" (GEMM K, OC >= 256), "winograd_gemm_thin"
+// (OC <= 32), and the three Winograd ones + "_wide";
 // "batch_matmul", "batch_matmul_small" (BATCH_MATMUL with too few tiles to fill the device).
 // Without an override or an entry for the device's class, `fallback`'s tiles when it is given
 // (a variant measured on some devices only), else a generic 32 x 32.

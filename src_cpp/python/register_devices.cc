@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/typing.h>
 
+#include <array>
 #include <chrono>
 
 #include "cl/device.h"
@@ -10,6 +11,7 @@
 #include "cl/int8_dot.h"
 #include "common/env.h"
 #include "common/error.h"
+#include "ops/conv2d_selector.h"
 #include "ops/gemm.h"
 #include "ops/tuning.h"
 #include "python/record.h"
@@ -63,7 +65,8 @@ void BindDevice(py::module_& m) {
 // (tests: every vendor's entry without the device).
 py::typing::Dict<py::str, py::object> ProfileDict(
     const py::typing::Dict<py::str, py::object>& facts_in, const std::vector<std::string>& tiles,
-    const std::vector<std::pair<int, std::string>>& split_plans) {
+    const std::vector<std::pair<int, std::string>>& split_plans,
+    const std::vector<std::array<int, 4>>& dw_gemms) {
   DeviceFacts f;
   auto str = [&](const char* k) {
     return facts_in.contains(k) ? py::str(facts_in[k]) : py::str("");
@@ -78,6 +81,7 @@ py::typing::Dict<py::str, py::object> ProfileDict(
     f.host_unified_memory = facts_in["host_unified_memory"].cast<bool>();
   DeviceInfo d;
   d.profile = MakeDeviceProfile(f);
+  if (facts_in.contains("compute_units")) d.compute_units = facts_in["compute_units"].cast<int>();
   const DeviceProfile& p = d.profile;
   py::typing::Dict<py::str, py::object> r;
   r["vendor"] = VendorKey(p.vendor);
@@ -111,6 +115,15 @@ py::typing::Dict<py::str, py::object> ProfileDict(
     one_launch.push_back(SplitKLastUs(d, plan));
   }
   r["one_launch_us"] = one_launch;
+  // A folded depthwise's GEMM tiles (rows, columns) per (OH, OW, C, OC) layer of `dw_gemms`.
+  std::vector<std::pair<int, int>> dw_tiles;
+  for (const auto& [oh, ow, c, oc] : dw_gemms) {
+    ConvGeometry g;
+    g.n = 1, g.h = g.oh = oh, g.w = g.ow = ow, g.c = g.oc = c, g.kh = g.kw = 3;
+    const GemmTiles t = DepthwiseGemmTiles(d, g, oc);
+    dw_tiles.emplace_back(t.tile_m, t.tile_n);
+  }
+  r["dw_gemm_tiles"] = dw_tiles;
   return r;
 }
 
@@ -158,9 +171,12 @@ void RegisterDevices(py::module_& m) {
   m.def("_device_profile", &ProfileDict, py::arg("facts"),
         py::arg("tiles") = std::vector<std::string>{},
         py::arg("split_plans") = std::vector<std::pair<int, std::string>>{},
-        "The profile (cl/device_profile.h) of a device whose queries answer `facts`, the GEMM "
-        "tiles the tuning table gives it for `tiles`, and what the one-launch form adds (us) to "
-        "each (splits, tiles name) plan of `split_plans` (tests).");
+        py::arg("dw_gemms") = std::vector<std::array<int, 4>>{},
+        "The profile (cl/device_profile.h) of a device whose queries answer `facts` "
+        "(compute_units among them), the GEMM tiles the tuning table gives it for `tiles`, what "
+        "the one-launch form adds (us) to each (splits, tiles name) plan of `split_plans`, and "
+        "the tiles (rows, columns) of a folded 3x3 depthwise's GEMM for each (OH, OW, C, OC) "
+        "of `dw_gemms` (tests).");
   m.def(
       "opencl_library", []() { return Cl().library_path; },
       "Path of the OpenCL library that was loaded.");
