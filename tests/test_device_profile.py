@@ -229,23 +229,25 @@ def test_the_estimate_costs_the_one_launch_form_by_its_tiles_and_splits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What the one-launch split-K form adds to its split kernel for the cost model: the profile's
-    part per launch plus its part per partial sum that a tile's last group reads back, (splits -
-    1) x the tile. On the H200 two or three splits of 32 x 32 tiles cost less than the split's
-    further launch (the profile's 5 us), four of 128 x 64 more; none past the most splits offered,
-    none without a split, none where the profile has no figures."""
+    part per launch plus its part per partial sum that each work-item of a tile's last group reads
+    back, (splits - 1) x its outputs. On the H200 two or three splits of 32 x 32 tiles, and four of
+    the folded depthwise's 64 x 64 on small maps, cost less than the split's further launch (the
+    profile's 5 us), four of 128 x 64 (twice the outputs per work-item) more; none past the most
+    splits offered, none without a split, none where the profile has no figures."""
     monkeypatch.setenv("CLGPU_SPLITK_LAST_MAX", "4")  # offered without the device's PTX probe
-    plans = [(2, "igemm"), (3, "igemm"), (4, "igemm_big"), (5, "igemm"), (1, "igemm")]
-    p = native._device_profile(H200, ["igemm", "igemm_big"], plans)
+    plans = [(2, "igemm"), (3, "igemm"), (4, "igemm_dw_small"), (4, "igemm_big"), (5, "igemm")]
+    plans.append((1, "igemm"))
+    p = native._device_profile(H200, ["igemm", "igemm_big", "igemm_dw_small"], plans)
     us, per_sum = p["split_k_last_us"], p["split_k_last_ns_per_sum"] * 1e-3
     assert us > 0 and per_sum > 0
-    want = [us + (s - 1) * p["tiles"][t][0] * p["tiles"][t][1] * per_sum for s, t in plans[:3]]
-    assert p["one_launch_us"][:3] == pytest.approx(want) and p["one_launch_us"][3:] == [-1, -1]
+    want = [us + (s - 1) * p["tiles"][t][3] * p["tiles"][t][4] * per_sum for s, t in plans[:4]]
+    assert p["one_launch_us"][:4] == pytest.approx(want) and p["one_launch_us"][4:] == [-1, -1]
     split_us = p["launch_us"][2]
-    assert max(p["one_launch_us"][:2]) < split_us < p["one_launch_us"][2]
+    assert max(p["one_launch_us"][:3]) < split_us < p["one_launch_us"][3]
     monkeypatch.setenv("CLGPU_SPLITK_LAST_US", "3,0.5")
     got = native._device_profile(H200, [], [(3, "igemm")])["one_launch_us"]
-    tm, tn = p["tiles"]["igemm"][:2]
-    assert got == pytest.approx([3 + 2 * tm * tn * 0.5e-3])
+    wm, wn = p["tiles"]["igemm"][3:5]
+    assert got == pytest.approx([3 + 2 * wm * wn * 0.5e-3])
     monkeypatch.setenv("CLGPU_SPLITK_LAST_MAX", "0")  # $CLGPU_SPLITK_LAST_MAX=0: never offered
     assert native._device_profile(H200, [], plans[:1])["one_launch_us"] == [-1]
     monkeypatch.delenv("CLGPU_SPLITK_LAST_US")

@@ -136,7 +136,7 @@ DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
   if (nvidia_gpu && p.architecture == "sm_90") {
     p.launch_us = {7, 10, 5, 7.5};
     p.invoke_us = 9;
-    p.split_k_last_us = 2, p.split_k_last_ns_per_sum = 0.25;
+    p.split_k_last_us = 1.2, p.split_k_last_ns_per_sum = 55;
     p.expand_chain_cap_int8 = 576;
   }
 

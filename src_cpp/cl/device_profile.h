@@ -96,8 +96,9 @@ struct DeviceProfile {
   int split_k_last_max = 0;
   // What that form costs a split convolution beyond its split kernel's launch, in the cost
   // model's terms (us): a part per launch (the fence, the tile counter's atomic, the last
-  // group's epilogue) and one per partial sum that the last group of a tile reads back, (splits
-  // - 1) x its tile. The partition keeps the faster form, so the estimate counts this where it
+  // group's epilogue) and one per partial sum that each of the last group's work-items reads
+  // back, (splits - 1) x its outputs (WM x WN), one after another; the group's work-items read
+  // theirs side by side. The partition keeps the faster form, so the estimate counts this where it
   // is less than the split's further launch (delegate/cost_model.cc). NVIDIA sm_90, fitted on
   // the pairs of both forms (docs/partitioning.md, "The one-launch form in the estimate"); 0
   // elsewhere: the estimate counts the two launches.

@@ -67,7 +67,8 @@ double SplitKLastUs(const DeviceInfo& dev, const GemmPlan& p) {
   const double us = v.empty() ? dev.profile.split_k_last_us : v[0];
   const double ns = v.empty() ? dev.profile.split_k_last_ns_per_sum : v[1];
   if (us <= 0 || !SplitKLastOffered(dev, p.splits)) return -1;
-  return us + double(p.splits - 1) * p.tiles.tile_m * p.tiles.tile_n * ns * 1e-3;
+  // Each work-item of the last group adds the other splits' partial sums of the outputs it holds.
+  return us + double(p.splits - 1) * p.tiles.wpt_m * p.tiles.wpt_n * ns * 1e-3;
 }
 
 LaunchCount SplitLaunchCount(const DeviceInfo& dev, const GemmPlan& p) {
