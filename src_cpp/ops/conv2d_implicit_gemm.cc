@@ -135,7 +135,7 @@ GemmPlan PlanDepthwiseGemm(const DeviceInfo& dev, const ConvGeometry& dw, int oc
   const long m = long(dw.n) * dw.oh * dw.ow;
   // Each column of tiles computes the depthwise again, so the columns stay igemm_big's; where
   // its rows leave the device short of one group per compute unit (a spectrogram's small maps),
-  // the profile's "igemm_dw_small" splits them finer (bench/results/ab-options-dwtiles-*.md).
+  // the profile's "igemm_dw_small" splits them finer (bench/results/ab-options-dwsmall-*.md).
   if (BigTiles(pw) && p.tiles.Groups(m, oc) < dev.compute_units)
     p.tiles = TilesFor("igemm_dw_small", dev, "igemm_big");
   PlanSplitK(p, dev, p.tiles.Groups(m, oc), dw.c, forced_splits, /*work_items=*/2048,
