@@ -16,7 +16,8 @@ in its row instead of times.
 Rows: model, and per set the median and the fastest-turn ms, each set's median over the first
 set's, and the host's time per invoke until the last command was enqueued and waiting after it
 (DelegateStats: which side a difference between two sets of one plan is on).
-Writes bench/results/ab-options[-TAG]-<device>.{json,md}.
+Writes bench/results/ab-options[-TAG]-<device>.{json,md} after every row (meta `complete` once
+all ran).
 """
 
 from __future__ import annotations
@@ -140,16 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     sets = [parse_set(s) for s in args.sets]
     if len(sets) < 2:
         ap.error("give at least two --sets")
-    rows = []
-    held = held_delegate()  # the first set's delegate is not the context's first
-    for name, path in models_of(args):
-        try:
-            row = {"model": name, **one_model(path, sets, args.runs)}
-        except Exception as e:  # one model's failure is a row, not the end of the run
-            row = {"model": name, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
-        print(row, flush=True)
-        rows.append(row)
-    held.close()
     cols = [("model", "model")]
     for name, _ in sets:
         cols += [(f"{name}_ms", f"{name} median ms"), (f"{name}_min_ms", f"{name} min ms")]
@@ -161,11 +152,23 @@ def main(argv: list[str] | None = None) -> int:
             (f"{name}_fewer_form", f"{name} fewer-launch form share"),
         ]
     cols += [(f"{sets[0][0]}_nodes", "delegated nodes"), ("error", "error")]
-    meta = {**device_info(), "sets": dict(sets), "runs": args.runs}
+    meta = {**device_info(), "sets": dict(sets), "runs": args.runs, "complete": False}
     stem = "ab-options" + (f"-{args.tag}" if args.tag else "")
+    rows = []
+    held = held_delegate()  # the first set's delegate is not the context's first
+    for name, path in models_of(args):
+        try:
+            row = {"model": name, **one_model(path, sets, args.runs)}
+        except Exception as e:  # one model's failure is a row, not the end of the run
+            row = {"model": name, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
+        rows.append(row)
+        # After every row: a run cut short (a device visit's time) keeps the rows it reached.
+        write_results(stem, meta, rows, cols, Path(args.out))
+        print(row, flush=True)
+    held.close()
+    meta["complete"] = True
     print(f"wrote {write_results(stem, meta, rows, cols, Path(args.out))}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

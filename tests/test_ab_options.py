@@ -5,6 +5,7 @@ is an error, not a row of times."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -82,3 +83,35 @@ def test_a_set_bound_again_while_timed_is_an_error(
     with pytest.raises(RuntimeError, match="bound again outside"):
         ab.one_model(str(model), [(n, {**o, "zero_copy": "on"}) for n, o in sets], 3)
     assert calls["n"] == 2
+
+
+def test_a_run_cut_short_keeps_the_rows_it_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A device visit's time limit kills the run between rows: the files hold every row before.
+    ab = load_bench("ab_options")
+    models = tmp_path / "models"
+    models.mkdir()
+    for i in (1, 2):
+        (models / f"m{i}.tflite").write_bytes(block((1, 6, 6, 8), seed=i))
+    timed = ab.one_model
+
+    def killed_on_the_second(path, sets, runs):  # type: ignore[no-untyped-def]
+        if path.endswith("m2.tflite"):
+            raise KeyboardInterrupt  # not an Exception: ends the run, as a timeout's signal
+        return timed(path, sets, runs)
+
+    monkeypatch.setattr(ab, "one_model", killed_on_the_second)
+    argv = ["--set", "real", "--dir", str(models), "--runs", "2", "--tag", "cut"]
+    argv += ["--out", str(tmp_path), "--sets", "a:partitioning=all", "b:partitioning=all"]
+    with pytest.raises(KeyboardInterrupt):
+        ab.main(argv)
+    (js,) = tmp_path.glob("ab-options-cut-*.json")
+    data = json.loads(js.read_text())
+    assert [r["model"] for r in data["rows"]] == ["m1"] and data["rows"][0]["b_ms"] > 0
+    assert data["meta"]["complete"] is False
+    monkeypatch.setattr(ab, "one_model", timed)
+    assert ab.main(argv) == 0
+    data = json.loads(js.read_text())
+    assert [r["model"] for r in data["rows"]] == ["m1", "m2"] and data["meta"]["complete"] is True
+    assert "| m2 |" in js.with_suffix(".md").read_text()
