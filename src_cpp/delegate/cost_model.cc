@@ -197,8 +197,8 @@ struct LaunchFloor {
   // faster form (runtime/launch_forms.h); with costs by kind only, the other's being fitted.
   double Us(LaunchKind kind, int launches, bool int8, double one_us = -1) const {
     if (!by_kind) return launches * (kernel_us + (int8 ? int8_us : 0));
-    const double split_us = (launches - 1) * kind_us[kSplitLaunch];
-    return kind_us[kind] + (launches > 1 && one_us >= 0 ? std::min(split_us, one_us) : split_us);
+    return kind_us[kind] +
+           (OneLaunch(launches, one_us) ? one_us : (launches - 1) * kind_us[kSplitLaunch]);
   }
   // Whether that count is the one-launch form's.
   bool OneLaunch(int launches, double one_us) const {
