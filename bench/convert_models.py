@@ -35,6 +35,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from converted_small import SMALL  # noqa: E402
+
 DEFAULT_DIR = Path("~/.cache/clgpu_delegate/converted-models").expanduser()
 CONVERTERS = ("litert_torch", "onnx2tf")
 # Dynamic-range variants: a conv net, a depthwise net, a ViT and the encoder (FC-heavy).
@@ -220,6 +223,8 @@ EXTENDED = {
 EXTENDED_SEGMENTERS = ("deeplabv3_mobilenet_v3_large", "fcn_resnet50")
 MODELS |= {name: _torchvision(name, size) for name, size in EXTENDED.items()}
 MODELS |= {name: _segmenter(name) for name in EXTENDED_SEGMENTERS}
+# Issue #42's small kinds as PyTorch writes them (`--models small`), named small_*.
+MODELS |= {f"small_{name}": build for name, build in SMALL.items()}
 
 
 def _build(name: str) -> tuple[Any, tuple[Any, ...]]:
@@ -334,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(DEFAULT_DIR))
     ap.add_argument("--models", default="public",
-                    help="names, or the sets 'public' (issue #41's), 'extended', 'all'")
+                    help="names, or the sets 'public' (issue #41's), 'extended', 'small' "
+                         "(issue #42's kinds), 'all'")
     ap.add_argument("--converters", default=",".join(CONVERTERS))
     ap.add_argument("--dq", default=",".join(DEFAULT_DQ),
                     help="models that also get a dynamic-range (_dq) variant")
@@ -347,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         converter, name, out, variants = args.one
         return _one(converter, name, Path(out), variants.split(","))
     extended = (*EXTENDED, *EXTENDED_SEGMENTERS)
-    sets = {"public": PUBLIC, "extended": extended, "all": tuple(MODELS)}
+    small = tuple(f"small_{name}" for name in SMALL)
+    sets = {"public": PUBLIC, "extended": extended, "small": small, "all": tuple(MODELS)}
     names = [n for m in args.models.split(",") if m for n in sets.get(m, (m,))]
     converters = [c for c in args.converters.split(",") if c]
     dq = set() if args.no_dq else {m for m in args.dq.split(",") if m}
