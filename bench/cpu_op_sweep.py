@@ -5,12 +5,17 @@ time is the model's invoke less the base model's, invokes only (no output read b
 
     python bench/cpu_op_sweep.py --conv [--threads 16,4] [--runs 40] [--tag NAME] [--out DIR]
     python bench/cpu_op_sweep.py --channels ...
+    python bench/cpu_op_sweep.py --hybrid ...
 
 --conv: CONV_2D (1x1 to 10x8 filters, strides 1 and 2, 1-128 input channels), DEPTHWISE_CONV_2D
 and FULLY_CONNECTED over a grid of shapes, with the host's int8 matrix extensions (XNNPACK's
 int8 GEMMs differ by them): cpu-int8-conv[-TAG]-<host CPU>.json and .md, what the int8
 convolution's tile cost (src_cpp/ops/conv2d.cc) is fitted on. --channels: PRELU, depthwise,
 ADD, a max pool and PAD over 32-128 pixels square of 4-64 channels: cpu-channel-ops[-TAG]-*.
+--hybrid: CONV_2D and FULLY_CONNECTED on small maps in float and in dynamic-range form (int8
+weights, float activations, which XNNPACK runs as a conversion of the input and an int8 GEMM):
+cpu-hybrid-conv[-TAG]-*, what the hybrid convolution's CPU cost (src_cpp/ops/conv2d.cc) is
+fitted on.
 """
 
 from __future__ import annotations
@@ -79,6 +84,21 @@ def _conv_model(kind: str, hw: int, ic: int, oc: int, f: tuple[int, int], s: int
     return b.build()
 
 
+def _hybrid_grid() -> list[Conv]:
+    """Small maps (a spotter's 5 x 25 is 11 x 11's pixels), where a conversion's thread hand-off
+    weighs against the arithmetic the int8 GEMM saves."""
+    grid: list[Conv] = []
+    for hw in (4, 7, 11, 16, 24, 48):
+        for ic in (1, 16, 64, 128):
+            for oc in (16, 64, 128):
+                for f in ((1, 1), (3, 3)):
+                    grid.append(("conv", hw, ic, oc, f, 1))
+    for ic in (64, 256, 1024):
+        for oc in (16, 256, 1024):
+            grid.append(("fc", 1, ic, oc, (1, 1), 1))
+    return grid
+
+
 def _invoke_ms(model: bytes, runtime: str, threads: int, runs: int) -> float:
     """Median of the invokes alone: no output is read back, whose copy would swamp a large one."""
     from clgpu_delegate.runtime import make_interpreter, random_inputs
@@ -97,17 +117,21 @@ def _invoke_ms(model: bytes, runtime: str, threads: int, runs: int) -> float:
     return float(np.median(times))
 
 
-def _conv_rows(runtime: str, threads: int, runs: int) -> list[dict[str, Any]]:
-    """Each op's time after the base conv: the model's invoke less the base's, float and int8."""
-    from clgpu_delegate.modelgen import quantize_model
+def _conv_rows(runtime: str, threads: int, runs: int,
+               hybrid: bool = False) -> list[dict[str, Any]]:
+    """Each op's time after the base conv: the model's invoke less the base's, float and int8
+    (hybrid: float and dynamic-range, the base conv in the same form as the op)."""
+    from clgpu_delegate.modelgen import dynamic_range_model, quantize_model
 
     rows = []
-    for kind, hw, ic, oc, f, s in _conv_grid():
+    for kind, hw, ic, oc, f, s in _hybrid_grid() if hybrid else _conv_grid():
         times = {}
-        for form in ("float", "int8"):
+        for form in ("float", "hybrid" if hybrid else "int8"):
             pair = [_conv_model(kind, hw, ic, oc, f, s, op) for op in (True, False)]
             if form == "int8":
                 pair = [quantize_model(m, io="int8") for m in pair]
+            elif form == "hybrid":
+                pair = [dynamic_range_model(m) for m in pair]
             with_op, base = (_invoke_ms(m, runtime, threads, runs) for m in pair)
             times[f"{form}_ms"], times[f"{form}_base_ms"] = with_op - base, base
         pixels = (-(-hw // s)) ** 2
@@ -187,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--conv", action="store_true", help="convolutions, float and int8")
     mode.add_argument("--channels", action="store_true", help="ops over few channels")
+    mode.add_argument("--hybrid", action="store_true", help="dynamic-range CONV_2D and FC")
     ap.add_argument("--threads", default="16,4")
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--tag", default="")
@@ -194,15 +219,19 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from clgpu_delegate.runtime import available_runtimes
 
-    rows_at = _conv_rows if a.conv else _channel_rows
+    rows_at = (_conv_rows if a.conv else _channel_rows if a.channels
+               else lambda r, t, n: _conv_rows(r, t, n, hybrid=True))
     rows = [row for runtime in available_runtimes() for t in a.threads.split(",")
             for row in rows_at(runtime, int(t), a.runs)]
+    other = "hybrid" if a.hybrid else "int8"
     cols = [("runtime", "runtime"), ("threads", "threads"), ("kind", "op"), ("hw", "size"),
             ("ic", "in ch"), ("oc", "out ch"), ("kh", "filter h"), ("kw", "filter w"),
-            ("stride", "stride"), ("float_ms", "float ms"), ("int8_ms", "int8 ms"),
-            ("float_base_ms", "float base ms"), ("int8_base_ms", "int8 base ms")]
+            ("stride", "stride"), ("float_ms", "float ms"), (f"{other}_ms", f"{other} ms"),
+            ("float_base_ms", "float base ms"), (f"{other}_base_ms", f"{other} base ms")]
     meta = {"device": _host_cpu(), "int8 extensions": _matrix_extensions()}
-    stem = ("cpu-int8-conv" if a.conv else "cpu-channel-ops") + (f"-{a.tag}" if a.tag else "")
+    mode = "conv" if a.conv else "channels" if a.channels else "hybrid"
+    stems = {"conv": "cpu-int8-conv", "channels": "cpu-channel-ops", "hybrid": "cpu-hybrid-conv"}
+    stem = stems[mode] + (f"-{a.tag}" if a.tag else "")
     print(write_results(stem, meta, rows, cols, Path(a.out)))
     return 0
 

@@ -113,6 +113,28 @@ def test_dynamic_range_weights_cost_the_cpu_its_hybrid_kernels(
     assert fc_hybrid_ms < 0.4 * fc_float_ms, (fc_float_ms, fc_hybrid_ms)
 
 
+def test_a_dynamic_range_conv_costs_its_input_conversion_and_gains_on_arithmetic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """XNNPACK runs a dynamic-range CONV_2D as a conversion of its input to int8 (an operator,
+    and a hand-off, of its own) and an int8 GEMM, about 4x the float one's arithmetic: a chain of
+    1x1 convs on a spotter's small map costs the CPU more than in float (a DS-CNN's five ran
+    27 us slower on the H200 host), a 3x3 conv of 128 channels on 48 x 48 much less."""
+    monkeypatch.setenv("CLGPU_CPU_CACHE_MB", "0")
+    net, x = start((25, 5), 64, seed=0, fp16_weights=False)
+    for _ in range(8):
+        x = net.conv(x, 64, 1, act=None)
+    chain = net.finish(x, softmax=False)
+    float_ms = cpu_estimate_ms(chain)[0]
+    hybrid_ms = cpu_estimate_ms(dynamic_range_model(chain))[0]
+    assert hybrid_ms > float_ms + 8 * 1e-3, (float_ms, hybrid_ms)
+    net, x = start(48, 128, seed=0, fp16_weights=False)
+    wide = net.finish(net.conv(x, 128, 3, act=None), softmax=False)
+    wide_float_ms = cpu_estimate_ms(wide)[0]
+    wide_hybrid_ms = cpu_estimate_ms(dynamic_range_model(wide))[0]
+    assert wide_hybrid_ms < 0.5 * wide_float_ms, (wide_float_ms, wide_hybrid_ms)
+
+
 def _int8_after_conv(op: str, channels: int = 64) -> bytes:
     """An int8 1x1 conv on a 56 x 56 map, then `op`: 'avg' / 'max' (2x2 pools), 'softmax',
     'dw1' / 'dw2' (3x3 depthwise with depth multiplier 1 / 2)."""

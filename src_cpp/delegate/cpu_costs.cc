@@ -44,6 +44,13 @@ constexpr double kCpuPoolNodeUsPerThread = 0.186;  // ...plus this per thread
 // An edge conversion's bandwidth: XNNPACK may not split so small a conversion over threads.
 constexpr double kCpuConversionGBps = kCpuGBpsPerThread;
 constexpr double kCpuInt8Speedup = 1.5;  // XNNPACK's int8 kernels over its float ones
+// A dynamic-range CONV_2D or FULLY_CONNECTED that XNNPACK runs (OpHandler::cpu_hybrid_converts):
+// its int8 GEMM's arithmetic against the float one's, and its input's conversion to int8 per
+// element at kCpuFitThreads, fitted on 153 convolutions and dense layers of 1-340 MMAC on the
+// H200 host's 16 threads (bench/results/cpu-hybrid-conv-h200-host-*.md: float 8.2 us + 0.93 us
+// per MFLOP, dynamic-range 9.4 us + 0.23 per MFLOP + 0.13 per thousand input elements).
+constexpr double kCpuHybridSpeedup = 4.0;
+constexpr double kCpuHybridConvertNs = 0.13;
 
 // A tensor's bytes as the CPU reads them: a weight a dynamic-range op reads as int8
 // (GraphView::IsDequantizedWeight) is a byte an element to TFLite's hybrid kernel, where the
@@ -68,6 +75,14 @@ bool ReadsHybridWeights(const GraphView& g, const NodeInfo& n) {
                      [&](int t) { return g.valid_tensor(t) && g.IsDequantizedWeight(t); });
 }
 
+// A dynamic-range node that XNNPACK converts (OpHandler::cpu_hybrid_converts): its input becomes
+// int8 in an operator of its own, one more hand-off, before the int8 GEMM. On the H200 host's 16
+// threads a DS-CNN's five such convolutions on 125 pixels ran 27 us slower than float, their
+// arithmetic too small to gain; a 1-D temporal CNN's ten, of longer filters, 7 us faster.
+bool HybridConverts(const GraphView& g, const NodeInfo& n, const OpHandler* h, bool int8) {
+  return !int8 && h && h->cpu_hybrid_converts && ReadsHybridWeights(g, n);
+}
+
 // Node n's time on the CPU (h: its handler, f: its arithmetic): XNNPACK's roofline, the longer
 // of its arithmetic and its memory traffic (every input, weights included, and output; the weights
 // from the cache where the whole model's fit in it: weights_cached). int8 nodes'
@@ -81,10 +96,14 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, const OpHandler* h, doub
   for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
     for (int t : *ts)
       if (g.valid_tensor(t)) (g.IsConstant(t) ? weights : traffic) += CpuBytes(g, t);
-  const double cpu_flops = int8 ? f / kCpuInt8Speedup : f;
+  const bool converts = HybridConverts(g, n, h, int8);
+  const double cpu_flops = int8 ? f / kCpuInt8Speedup : converts ? f / kCpuHybridSpeedup : f;
   const double memory =
       traffic / cpu.gbps + weights / (weights_cached ? cpu.cached_gbps : cpu.gbps);
   const double roofline_ms = std::max(cpu_flops / cpu.gflops, memory) * 1e-6;
+  if (converts && g.valid_tensor(n.inputs[0]))  // its input's conversion, at the fit's pace
+    return roofline_ms + double(NumElements(g.shape(n.inputs[0]))) * kCpuHybridConvertNs *
+                             (kCpuGflopsPerThread * kCpuFitThreads / cpu.gflops) * 1e-6;
   if (!h || n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return roofline_ms;
   const double elements = double(NumElements(g.shape(n.outputs[0])));
   if (!int8 && h->cpu_hybrid_node_us > 0 && ReadsHybridWeights(g, n))
@@ -129,8 +148,11 @@ CpuSide::CpuSide(const GraphView& g, const CpuCosts& cpu)
 
 void CpuSide::Add(const NodeInfo& n, double f, bool int8) {
   const OpHandler* h = FindOpHandler(n.op);
-  node_ms_ += CpuNodeMs(g_, n, h, f, int8, cpu_, cached_) + HandoffUs(h, int8, cpu_) * 1e-3;
-  fit_ms_ += CpuNodeMs(g_, n, h, f, int8, fit_, cached_) + HandoffUs(h, int8, fit_) * 1e-3;
+  const bool converts = HybridConverts(g_, n, h, int8);  // one more operator: its hand-off
+  node_ms_ += CpuNodeMs(g_, n, h, f, int8, cpu_, cached_) +
+              (HandoffUs(h, int8, cpu_) + (converts ? cpu_.node_us : 0)) * 1e-3;
+  fit_ms_ += CpuNodeMs(g_, n, h, f, int8, fit_, cached_) +
+             (HandoffUs(h, int8, fit_) + (converts ? fit_.node_us : 0)) * 1e-3;
 }
 
 double CpuSide::Ms(double extra_nodes) const {

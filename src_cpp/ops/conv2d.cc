@@ -385,6 +385,7 @@ extern const OpHandler kConv2dHandler = [] {
               true,         GraphConvLaunches, false, 0,      true};
   h.cpu_int8_kernel_ns = Conv2dInt8CpuNs;
   h.cpu_float_kernel_ns = FloatCpuNs;
+  h.cpu_hybrid_converts = true;
   h.cpu_handoff = CpuHandoff::kConvolution;
   return h;
 }();

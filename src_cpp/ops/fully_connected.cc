@@ -286,6 +286,7 @@ extern const OpHandler kFullyConnectedHandler = [] {
   OpHandler h{tfl::kFullyConnected, "FULLY_CONNECTED", Check, Create, Describe, Work, false, true,
               Launches, false, 0, true};
   h.cpu_handoff = CpuHandoff::kFullyConnected;
+  h.cpu_hybrid_converts = true;
   return h;
 }();
 // clang-format on

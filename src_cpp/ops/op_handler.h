@@ -78,6 +78,9 @@ struct OpHandler {
   // it between XNNPACK's subgraphs: a fixed cost per node and a time per output element
   // (0: XNNPACK's roofline, with the weights a byte an element).
   double cpu_hybrid_node_us = 0, cpu_hybrid_ns_per_element = 0;
+  // Its dynamic-range form where XNNPACK runs it: a conversion of the input to int8, an operator
+  // and a hand-off of its own, then an int8 GEMM (CONV_2D, FULLY_CONNECTED).
+  bool cpu_hybrid_converts = false;
   // Its int8 form's ns on the CPU where the roofline misses it: TFLite's own kernel where XNNPACK
   // leaves that form (DEPTHWISE_CONV_2D with a depth multiplier), or XNNPACK's int8 kernel where
   // it runs far off the roofline (CONV_2D on AMX tiles). The node costs the longer of this and
