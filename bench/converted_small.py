@@ -33,8 +33,8 @@ def _ds_cnn(width: int, blocks: int) -> Callable[[], tuple[Any, tuple[Any, ...]]
 
 
 def _tc_resnet(width: int) -> tuple[Any, tuple[Any, ...]]:
-    """TC-ResNet: MFCCs as channels of a 1-D signal (40 x 98), strided 9-tap Conv1d residual
-    blocks with 1x1 shortcuts."""
+    """TC-ResNet: MFCCs as channels of a 1-D signal (40 x 98), three strided 9-tap Conv1d
+    residual blocks with 1x1 shortcuts, widths 1, 1.5, 2 and 2.5 times `width`."""
     import torch
     from torch import nn
 

@@ -46,7 +46,7 @@ constexpr double kCpuConversionGBps = kCpuGBpsPerThread;
 constexpr double kCpuInt8Speedup = 1.5;  // XNNPACK's int8 kernels over its float ones
 // A dynamic-range CONV_2D or FULLY_CONNECTED that XNNPACK runs (OpHandler::cpu_hybrid_converts):
 // its int8 GEMM's arithmetic against the float one's, and its input's conversion to int8 per
-// element at kCpuFitThreads, fitted on 153 convolutions and dense layers of 1-340 MMAC on the
+// element at kCpuFitThreads, fitted on 153 convolutions and dense layers of up to 340 MMAC on the
 // H200 host's 16 threads (bench/results/cpu-hybrid-conv-h200-host-*.md: float 8.2 us + 0.93 us
 // per MFLOP, dynamic-range 9.4 us + 0.23 per MFLOP + 0.13 per thousand input elements).
 constexpr double kCpuHybridSpeedup = 4.0;
