@@ -14,8 +14,9 @@ downloaded) and converted by
 into DIR/<converter>_<model>.tflite; the models named by --dq also as <converter>_<model>_dq.tflite,
 each converter's own dynamic-range quantization (int8 weights, float activations): litert-torch's
 full_dynamic_recipe (ai-edge-quantizer), onnx2tf's output_dynamic_range_quantized_tflite; those
-named by --int8 also as onnx2tf_<model>_int8.tflite, onnx2tf's post-training int8 model (float
-inputs and outputs) calibrated on seeded normal samples.
+named by --int8 also as <converter>_<model>_int8.tflite, post-training int8 with float inputs and
+outputs calibrated on seeded normal samples: PyTorch's PT2E with litert-torch's quantizer
+(symmetric, per-channel weights), onnx2tf's output_integer_quantized_tflite.
 
 Existing files are kept. Each conversion runs in a subprocess: one the converter refuses (or that
 crashes it, or runs past --timeout) is reported on stderr and in DIR/conversion-failures.json,
@@ -46,7 +47,7 @@ CONVERTERS = ("litert_torch", "onnx2tf")
 DEFAULT_DQ = ("resnet50", "mobilenet_v3_large", "vit_s16", "bert_encoder")
 # The sample images onnx2tf reads from the working directory (else it downloads them).
 _ONNX2TF_SAMPLES = "calibration_image_sample_data_20x128x128x3_float32.npy"
-# The variants a converter writes here, by file suffix (`--int8`: onnx2tf's only).
+# The variants a converter writes here, by file suffix.
 SUFFIX = {"fp32": "", "dq": "_dq", "int8": "_int8"}
 
 
@@ -63,16 +64,38 @@ def convert_litert_torch(name: str, variants: list[str]) -> Iterator[tuple[str, 
 
     model, args = _build(name)
     for v in variants:
-        quant = None
+        quant, source = None, model
         if v == "dq":
             from litert_torch.generative.quantize import quant_recipes
 
             quant = quant_recipes.full_dynamic_recipe()  # int8 channel-wise weights
-        edge = litert_torch.convert(model, args, quant_config=quant)
+        elif v == "int8":
+            source, quant = _pt2e_int8(model, args)
+        edge = litert_torch.convert(source, args, quant_config=quant)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "m.tflite"
             edge.export(str(path))
             yield v, path.read_bytes()
+
+
+def _pt2e_int8(model: Any, args: tuple[Any, ...]) -> tuple[Any, Any]:
+    """PyTorch's PT2E post-training int8 (litert-torch's quantizer: symmetric, weights per
+    channel), calibrated on seeded normal samples of the inputs: the model to convert and its
+    quant config."""
+    import torch
+    from litert_torch.quantize.pt2e_quantizer import (
+        PT2EQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from litert_torch.quantize.quant_config import QuantConfig
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = PT2EQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False))
+    prepared = prepare_pt2e(torch.export.export(model, args).module(), quantizer)
+    for _ in range(8):
+        prepared(*[torch.randn_like(a) if a.is_floating_point() else a for a in args])
+    return convert_pt2e(prepared, fold_quantize=False), QuantConfig(pt2e_quantizer=quantizer)
 
 
 def convert_onnx2tf(name: str, variants: list[str]) -> Iterator[tuple[str, bytes]]:
@@ -195,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="models that also get a dynamic-range (_dq) variant")
     ap.add_argument("--no-dq", action="store_true", help="no _dq variants")
     ap.add_argument("--int8", default="",
-                    help="models that also get onnx2tf's int8 (_int8) variant")
+                    help="models that also get each converter's post-training int8 (_int8)")
     ap.add_argument("--timeout", type=float, default=1800,
                     help="seconds per model and converter")
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # CONVERTER MODEL DIR VARIANTS
@@ -222,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         for converter in converters:
             variants = ["fp32", "dq"] if name in dq else ["fp32"]
-            if converter == "onnx2tf" and name in args.int8.split(","):
+            if name in args.int8.split(","):
                 variants.append("int8")
             done = [v for v in variants if _path(out, converter, name, v).exists()]
             for v in done:

@@ -36,14 +36,16 @@ def test_the_small_set_names_issue_42s_kinds(
         assert f"small_{kind}" in names, names
 
 
-def test_int8_variants_go_to_onnx2tf_only(
+def test_the_named_models_get_each_variant_from_each_converter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = _planned(tmp_path, monkeypatch, "--models", "small_ds_cnn_s", "--dq",
+    calls = _planned(tmp_path, monkeypatch, "--models", "small_ds_cnn_s,small_tiny_mlp", "--dq",
                      "small_ds_cnn_s", "--int8", "small_ds_cnn_s")
     assert calls == [
-        ("litert_torch", "small_ds_cnn_s", ["fp32", "dq"]),
+        ("litert_torch", "small_ds_cnn_s", ["fp32", "dq", "int8"]),
         ("onnx2tf", "small_ds_cnn_s", ["fp32", "dq", "int8"]),
+        ("litert_torch", "small_tiny_mlp", ["fp32"]),
+        ("onnx2tf", "small_tiny_mlp", ["fp32"]),
     ]
     cm = load_bench("convert_models")
     names = [cm._path(tmp_path, "onnx2tf", "m", v).name for v in ("fp32", "dq", "int8")]
