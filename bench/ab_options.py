@@ -170,5 +170,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {write_results(stem, meta, rows, cols, Path(args.out))}")
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,6 +21,7 @@ fitted on.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 import time
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     from clgpu_delegate.runtime import available_runtimes
 
     rows_at = (_conv_rows if a.conv else _channel_rows if a.channels
-               else lambda r, t, n: _conv_rows(r, t, n, hybrid=True))
+               else functools.partial(_conv_rows, hybrid=True))
     rows = [row for runtime in available_runtimes() for t in a.threads.split(",")
             for row in rows_at(runtime, int(t), a.runs)]
     other = "hybrid" if a.hybrid else "int8"
@@ -229,9 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             ("stride", "stride"), ("float_ms", "float ms"), (f"{other}_ms", f"{other} ms"),
             ("float_base_ms", "float base ms"), (f"{other}_base_ms", f"{other} base ms")]
     meta = {"device": _host_cpu(), "int8 extensions": _matrix_extensions()}
-    mode = "conv" if a.conv else "channels" if a.channels else "hybrid"
-    stems = {"conv": "cpu-int8-conv", "channels": "cpu-channel-ops", "hybrid": "cpu-hybrid-conv"}
-    stem = stems[mode] + (f"-{a.tag}" if a.tag else "")
+    stem = ("cpu-int8-conv" if a.conv else "cpu-channel-ops" if a.channels
+            else "cpu-hybrid-conv") + (f"-{a.tag}" if a.tag else "")
     print(write_results(stem, meta, rows, cols, Path(a.out)))
     return 0
 
