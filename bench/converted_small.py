@@ -104,7 +104,12 @@ def _prelu_cnn(shared: bool) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
         from torch import nn
 
         def prelu(c: int) -> nn.Module:
-            return nn.PReLU() if shared else nn.PReLU(c)
+            # Slopes as training leaves them, spread over channels: PyTorch's initial 0.25 in
+            # every channel is one constant to a converter (litert-torch writes it as a scalar).
+            p = nn.PReLU() if shared else nn.PReLU(c)
+            with torch.no_grad():
+                p.weight.uniform_(0.05, 0.4)
+            return p
 
         class Res(nn.Module):
             def __init__(self, c: int) -> None:

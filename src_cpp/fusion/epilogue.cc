@@ -1,7 +1,8 @@
 // Epilogue folds: an element-wise op folded into the op producing its input, as an epilogue of
 // that op's kernels (AttachEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU,
 // LEAKY_RELU or a PRELU of one slope reading the producer's output alone (directly, or through
-// RESHAPEs that only it reads), or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no
+// RESHAPEs that only it reads), or such a PRELU spelled as element-wise ops (fusion/prelu_form.h),
+// or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no
 // broadcast) that are its output's only readers; then up to two MAXIMUM / MINIMUM / MUL / ADD /
 // SUB / DIV with a constant scalar or a NEG (a MUL by -1, exact), each its input's only reader
 // (PostClamp: hard sigmoid's / 6 after a RELU6 as Keras and litert-torch convert it; also with no
@@ -16,8 +17,10 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "fusion/pass.h"
+#include "fusion/prelu_form.h"
 #include "graph/quant.h"
 #include "ops/int8_ops.h"
 #include "ops/op_handler.h"
@@ -248,6 +251,15 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
         AddPostClamps(g, nodes, p, y, outputs, readers, &f);
         if (f.post.empty()) continue;
       }
+    } else if (const std::optional<PreluForm> pf = FindPreluForm(g, nodes, p, readers, outputs);
+               pf && pf->slopes.size() == 1) {
+      // A PRELU of one slope spelled as element-wise ops: LEAKY_RELU's epilogue, as above.
+      f.kind = 8;
+      f.alpha = pf->slopes[0];
+      f.absorbed = pf->nodes;
+      f.intermediates = pf->intermediates;
+      f.output = pf->output;
+      AddPostClamps(g, nodes, pf->nodes.back(), f.output, outputs, readers, &f);
     } else if (r.size() == 2) {
       // swish: s = LOGISTIC(y), z = MUL(y, s) with no activation.
       size_t li = 0, mi = 0;

@@ -1,5 +1,7 @@
 // PRELU folds: a float PRELU whose slope is a constant per channel (MediaPipe's and PyTorch's
-// nn.PReLU(C) blocks; one slope for all is the epilogue fold's), reading the output of a
+// nn.PReLU(C) blocks; one slope for all is the epilogue fold's), or the same spelled as
+// element-wise ops whose slopes are one of their constants (litert-torch's, fusion/prelu_form.h),
+// reading the output of a
 // CONV_2D that one of the GEMMs runs, directly or through a residual ADD folded into it, or of
 // an ADD of two operands of its size: the op applies the slopes where it stores, after its
 // activation and the ADD (AttachSlopes, kernels/gemm_tiles.cl's and binary.cl's
@@ -8,10 +10,12 @@
 // 1x1 convolution that computes a depthwise as its A runs the implicit GEMM, whatever its own shape
 // would run); before the expand pass (an expand that took slopes is no longer a plain 1x1 GEMM and
 // stays apart).
+#include <algorithm>
 #include <map>
 #include <optional>
 
 #include "fusion/pass.h"
+#include "fusion/prelu_form.h"
 #include "ops/conv2d_selector.h"
 #include "tflite/builtin.h"
 
@@ -19,8 +23,10 @@ namespace clgpu {
 namespace {
 
 struct PreluFusion {
-  size_t prelu = 0;
+  std::vector<size_t> absorbed;  // the PRELU, or its form's nodes (fusion/prelu_form.h)
   int input = -1, slopes = -1, output = -1;
+  std::vector<int> elided;  // the input, and the form's values between
+  int input_reads = 1;      // the absorbed nodes' reads of the input
 };
 
 // The slopes of a float PRELU of a 4-D NHWC value: a constant with one element per channel,
@@ -54,10 +60,10 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
   const GraphView& g = fg.g;
   const std::vector<NodeInfo>& nodes = fg.nodes;
   std::map<int, size_t> producer;
-  std::map<int, int> reads;
+  std::map<int, std::vector<size_t>> readers;
   for (size_t i = 0; i < nodes.size(); ++i) {
     for (int t : nodes[i].outputs) producer[t] = i;
-    for (int t : nodes[i].inputs) ++reads[t];
+    for (int t : nodes[i].inputs) readers[t].push_back(i);
   }
   // Whether the kernel writing t takes slopes: a convolution's (its own node, or the one a
   // residual ADD writing t folded into, either operand) or an ADD's of operands of its size;
@@ -86,8 +92,21 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     const int a = ChannelSlopes(g, nodes[i]);
     if (a < 0) continue;
     const int x = nodes[i].inputs[0];
-    if (reads[x] != 1 || fg.outputs.count(x) || !slope_writer(x, i)) continue;
-    out.push_back(PreluFusion{i, x, a, nodes[i].outputs[0]});
+    if (readers[x].size() != 1 || fg.outputs.count(x) || !slope_writer(x, i)) continue;
+    out.push_back(PreluFusion{{i}, x, a, nodes[i].outputs[0], {x}, 1});
+  }
+  // The same with a slope per channel spelled as element-wise ops after the writer.
+  for (size_t p = 0; p < nodes.size(); ++p) {
+    const std::optional<PreluForm> f = FindPreluForm(g, nodes, p, readers, fg.outputs);
+    if (!f || f->slopes_tensor < 0 || !slope_writer(nodes[p].outputs[0], f->nodes.front()) ||
+        std::any_of(f->nodes.begin(), f->nodes.end(),
+                    [&](size_t k) { return folds.folded.count(k); }))
+      continue;
+    const int x = f->intermediates.front();
+    int reads = 0;
+    for (size_t k : f->nodes)
+      reads += int(std::count(nodes[k].inputs.begin(), nodes[k].inputs.end(), x));
+    out.push_back(PreluFusion{f->nodes, x, f->slopes_tensor, f->output, f->intermediates, reads});
   }
   return out;
 }
@@ -98,7 +117,7 @@ class PreluPass : public FusionPass {
   void Find(const FoldGraph& g, Folds* folds) override {
     found_ = FindPreluFusions(g, *folds);
     for (const PreluFusion& f : found_) {
-      folds->folded.insert(f.prelu);
+      folds->folded.insert(f.absorbed.begin(), f.absorbed.end());
       folds->written_instead[f.input] = f.output;
     }
   }
@@ -106,10 +125,13 @@ class PreluPass : public FusionPass {
   // takes the slopes whole, in its precision, where its kernels apply them (TakesSlopes).
   void Apply(FoldPlan& plan) override {
     for (const PreluFusion& f : found_) {
-      if (plan.absorbed(f.prelu)) continue;
+      if (std::any_of(f.absorbed.begin(), f.absorbed.end(),
+                      [&](size_t k) { return plan.absorbed(k); }))
+        continue;
       int readers = 0;
       const int p = plan.Producer(f.input, &readers);
-      if (p < 0 || readers != 1 || !plan.internal(f.input) || plan.split(f.slopes)) continue;
+      if (p < 0 || readers != f.input_reads || !plan.internal(f.input) || plan.split(f.slopes))
+        continue;
       const size_t pi = size_t(p);
       Op& conv = plan.op(pi);
       const FoldTarget* target = conv.fold_target();
@@ -117,12 +139,12 @@ class PreluPass : public FusionPass {
       const Shape& s = plan.shape(f.input);
       if (!target || conv.outputs().size() != 1 || conv.outputs()[0] != f.input ||
           conv.has_output_view() || s.size() != 4 || plan.shape(f.output) != s ||
-          NumElements(plan.shape(f.slopes)) != s[3] || !plan.SamePrecision(pi, {f.prelu}) ||
+          NumElements(plan.shape(f.slopes)) != s[3] || !plan.SamePrecision(pi, f.absorbed) ||
           !plan.RunsWhole(pi, in) || !target->TakesSlopes(plan.Ctx(pi), in) ||
           !AttachSlopes(plan.attachments(pi), f.output, f.slopes))
         continue;
-      plan.Absorb(f.prelu, pi);
-      plan.Elide(f.input);
+      for (size_t k : f.absorbed) plan.Absorb(k, pi);
+      for (int t : f.elided) plan.Elide(t);
     }
   }
 
