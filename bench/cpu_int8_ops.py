@@ -4,6 +4,7 @@ side gives an op that XNNPACK leaves (OpHandler::cpu_int8_ns_per_element). Each 
 int8 1x1 conv to a 56 x 56 x 64 map; its time is the model's less that of the conv alone.
 
     python bench/cpu_int8_ops.py [--threads 1,2] [--runs 40] [--tag NAME] [--out bench/results]
+    (int8 HARD_SWISH, LOGISTIC, TANH, RELU, MIRROR_PAD)
     python bench/cpu_int8_ops.py --float ...   # float MIRROR_PAD (XNNPACK leaves it), PAD, ...
     python bench/cpu_int8_ops.py --hybrid ...  # dynamic-range CONV_2D, DEPTHWISE, FC vs float
     python bench/cpu_int8_ops.py --builtin ... # int8 ops and forms XNNPACK leaves (pools, ...)
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, write_results  # noqa: E402
 
 SHAPE = (1, 56, 56, 64)
-OPS = ("hard_swish", "logistic", "tanh", "relu")
+OPS = ("hard_swish", "logistic", "tanh", "relu", "mirror_pad")
 FLOAT_OPS = ("mirror_pad", "pad", "transpose")
 
 

@@ -65,14 +65,24 @@ __kernel void requantize(__global const IN_QT* x, __global QT* out, int n, int i
   out[i] = (QT)clamp(v + out_zero_point, qmin, qmax);
 }
 
-// dequantize(x, out, n, scale, zero_point, zero_scaled, vec_below)
+// dequantize(x, out, n, scale, zero_point, zero_scaled, vec_below, act_min, act_max[, slopes, c])
 //   out[i] = (x[i] - zero_point) * scale, one rounding; below vec_below x * scale - zero_scaled
-//   (zero_scaled = zero_point * scale rounded to float: the NEON loop's two roundings).
+//   (zero_scaled = zero_point * scale rounded to float: the NEON loop's two roundings). Then the
+//   float ops folded into it (ops/quantize.cc): a clamp and an epilogue (ACTIVATE), or a PRELU
+//   of CHANNEL_SLOPES, the slope of element i's channel i % c.
+#ifdef CHANNEL_SLOPES
+#define DQ_SLOPES_PARAM , __global const T *restrict slopes, int c
+#define DQ_SLOPED(v, i) prelu_at((v), LOADF(slopes, (i) % c))
+#else
+#define DQ_SLOPES_PARAM
+#define DQ_SLOPED(v, i) (v)
+#endif
 __kernel void dequantize(__global const QT* x, __global T* out, int n, float scale,
-                         int zero_point, float zero_scaled, int vec_below OVERFLOW_PARAM) {
+                         int zero_point, float zero_scaled, int vec_below, float act_min,
+                         float act_max DQ_SLOPES_PARAM OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= n) return;
   const int q = (int)x[i];
   const float v = i < vec_below ? (float)q * scale - zero_scaled : (float)(q - zero_point) * scale;
-  STOREF(v, out, i);
+  STOREF(DQ_SLOPED(ACTIVATE(v, act_min, act_max), i), out, i);
 }

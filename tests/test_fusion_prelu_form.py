@@ -154,3 +154,31 @@ def test_the_cost_model_counts_the_folded_form(runtime: str) -> None:
     model = _conv_form(_litert, _slopes(8, True), seed=11)
     counts, launched = estimated_and_launched(model, runtime)
     assert counts and counts[0] == launched
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_an_int8_models_float_island_folds_into_its_dequantize(
+    runtime: str, per_channel: bool
+) -> None:
+    """litert-torch's int8 models keep the PRELU in float: DEQUANTIZE, the form, QUANTIZE. The
+    DEQUANTIZE's kernel applies it (a slope per channel, or one as its epilogue), bit for bit
+    with the CPU's float ops."""
+    b = ModelBuilder(seed=12)
+    x = b.quant_input("x", (1, 7, 9, 12), 0.05, 3)
+    y = _litert(b, b.dequantize(x), _slopes(12, per_channel))
+    b.output(b.quantize(y, 0.04, -20))
+    model = b.build()
+    kw = {"profiling": True, "expect_delegated": "all", "rtol": 0.0, "atol": 0.0}
+    on = check_parity(model, runtime, **kw)
+    off = check_parity(model, runtime, fuse=NO_PRELU if per_channel else NO_EPILOGUE, **kw)
+    assert launches(on) == launches(off) - 4 == 2, on.delegate.profile().table()
+    if per_channel:
+        assert folded_nodes(on, "dequantize+PRELU") == 1
+
+
+def test_a_clamp_after_a_dequantize_runs_in_its_kernel(runtime: str) -> None:
+    b = ModelBuilder(seed=13)
+    x = b.quant_input("x", (1, 5, 5, 8), 0.1, -7)
+    b.output(b.quantize(b.relu6(b.dequantize(x)), 0.03, -128))
+    r = check_parity(b.build(), runtime, profiling=True, expect_delegated="all", rtol=0.0, atol=0.0)
+    assert launches(r) == 2, r.delegate.profile().table()

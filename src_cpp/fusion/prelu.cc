@@ -1,15 +1,14 @@
 // PRELU folds: a float PRELU whose slope is a constant per channel (MediaPipe's and PyTorch's
 // nn.PReLU(C) blocks; one slope for all is the epilogue fold's), or the same spelled as
 // element-wise ops whose slopes are one of their constants (litert-torch's, fusion/prelu_form.h),
-// reading the output of a
-// CONV_2D that one of the GEMMs runs, directly or through a residual ADD folded into it, or of
-// an ADD of two operands of its size: the op applies the slopes where it stores, after its
-// activation and the ADD (AttachSlopes, kernels/gemm_tiles.cl's and binary.cl's
-// CHANNEL_SLOPES), so the PRELU launches nothing and the value before it is never written. After
-// the residual pass (a PRELU after an ADD follows the ADD's arithmetic) and the depthwise pass (a
-// 1x1 convolution that computes a depthwise as its A runs the implicit GEMM, whatever its own shape
-// would run); before the expand pass (an expand that took slopes is no longer a plain 1x1 GEMM and
-// stays apart).
+// reading the output of a CONV_2D that one of the GEMMs runs, directly or through a residual ADD
+// folded into it, of an ADD of two operands of its size, or of a DEQUANTIZE of an activation: the
+// op applies the slopes where it stores, after its activation and the ADD (AttachSlopes,
+// kernels/gemm_tiles.cl's, binary.cl's and quantize.cl's CHANNEL_SLOPES), so the PRELU launches
+// nothing and the value before it is never written. After the residual pass (a PRELU after an
+// ADD follows the ADD's arithmetic) and the depthwise pass (a 1x1 convolution that computes a
+// depthwise as its A runs the implicit GEMM, whatever its own shape would run); before the
+// expand pass (an expand that took slopes is no longer a plain 1x1 GEMM and stays apart).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -81,6 +80,8 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
       return false;
     }
     if (folds.folded.count(p->second)) return false;
+    if (n.op == tfl::kDequantize)
+      return g.type(t) == kTfLiteFloat32;  // an int8 model's float island
     if (n.op == tfl::kAdd && n.inputs.size() == 2)
       return g.valid_tensor(n.inputs[0]) && g.valid_tensor(n.inputs[1]) &&
              g.shape(n.inputs[0]) == g.shape(t) && g.shape(n.inputs[1]) == g.shape(t);

@@ -187,11 +187,14 @@ extern const OpHandler kPadV2Handler = PadHandler(tfl::kPadV2, "PADV2");
 // element on one thread of the H200's host, 2-8 on 2-16 (bench/results/cpu-float-ops-h200-host-*),
 // and models of NCHW converter chains around it ran 2.6-4x their CPU estimate without it, up to
 // 12x on a host whose threads contended (never-slower-heldout-*). Counted at 8 whatever the
-// interpreter's threads.
-constexpr double kCpuFloatMirrorPadNs = 8.0;
+// interpreter's threads. The int8 one is the same kernel at the same pace (bench/cpu_int8_ops.py,
+// cpu-int8-ops-*): costed as the roofline alone, litert-torch's int8 audio CNN came out 0.12 ms on
+// the CPU against 0.62 measured, and was declined where the GPU ran it in 0.12.
+constexpr double kCpuMirrorPadNs = 8.0;
 extern const OpHandler kMirrorPadHandler = [] {
   OpHandler h{tfl::kMirrorPad, "MIRROR_PAD", Check, Create};
-  h.cpu_float_ns_per_element = kCpuFloatMirrorPadNs;
+  h.cpu_float_ns_per_element = kCpuMirrorPadNs;
+  h.cpu_int8_ns_per_element = kCpuMirrorPadNs;
   return h;
 }();
 

@@ -5,6 +5,7 @@
 // as (q - zero_point) * scale; LiteRT 2.3 runs NEON loops (8 elements at a time) that use
 // rint(x * (1 / scale)) and q * scale - zero_point * scale, and the scalar code for the rest.
 // A DEQUANTIZE of a FLOAT16 constant is folded into a constant instead (delegate/claim.h).
+#include <cmath>
 #include <cstdio>
 
 #include "common/error.h"
@@ -18,7 +19,7 @@ namespace {
 
 constexpr int kNeonWidth = 8;  // elements per iteration of the runtimes' NEON loops
 
-class QuantizeOp : public Op {
+class QuantizeOp : public Op, public FoldTarget {
  public:
   QuantizeOp(const GraphView& g, const NodeInfo& node)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
@@ -35,10 +36,22 @@ class QuantizeOp : public Op {
     return op_ == tfl::kQuantize ? "QUANTIZE" : "DEQUANTIZE";
   }
   std::string algorithm() const override {
-    return in_type_ == ValueType::kFloat    ? "quantize"
-           : out_type_ == ValueType::kFloat ? "dequantize"
-                                            : "requantize";
+    return in_type_ == ValueType::kFloat ? "quantize"
+           : dequantize() ? std::string("dequantize") + (has_slopes() ? "+PRELU" : "")
+                          : "requantize";
   }
+  // A DEQUANTIZE's float output takes what follows it in float as any element-wise op does: a
+  // clamp, an epilogue, slopes per channel. litert-torch's int8 models leave the ops its
+  // quantizer does not cover (a PRELU) in float between a DEQUANTIZE and a QUANTIZE.
+  const FoldTarget* fold_target() const override { return dequantize() ? this : nullptr; }
+  bool GetClamp(float* lo, float* hi) const override {
+    *lo = -INFINITY, *hi = INFINITY;
+    return dequantize();
+  }
+  bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
+    return dequantize() && !in.empty() && !in[0].empty() && in[0].back() > 0;
+  }
+
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
     return double(NumElements(in[0]));
@@ -56,7 +69,9 @@ class QuantizeOp : public Op {
 #endif
     auto prog = ctx.GetProgram("quantize", defines);
     Launch l;
-    l.name = algorithm() == "quantize" ? "quantize_float" : algorithm();
+    l.name = in_type_ == ValueType::kFloat ? "quantize_float"
+             : dequantize()                ? "dequantize"
+                                           : "requantize";
     l.kernel = CreateKernel(*prog, l.name);
     if (in_type_ == ValueType::kFloat) {
       const float scale = out_.scale[0];
@@ -67,7 +82,9 @@ class QuantizeOp : public Op {
     } else if (out_type_ == ValueType::kFloat) {
       const float scale = in_.scale[0];
       const float zero_scaled = static_cast<float>(in_.zero_point[0]) * scale;
-      SetArgs(l.kernel, in[0], out[0], n, scale, in_.zero_point[0], zero_scaled, vec_below);
+      const auto [lo, hi] = ClampBounds(-INFINITY, INFINITY);
+      SetArgs(l.kernel, in[0], out[0], n, scale, in_.zero_point[0], zero_scaled, vec_below, lo, hi);
+      if (has_slopes()) SetArgsFrom(l.kernel, 9, in.back(), static_cast<int>(in_shapes[0].back()));
     } else {
       const FixedPoint f = QuantizeMultiplier(static_cast<double>(in_.scale[0]) /
                                               static_cast<double>(out_.scale[0]));
@@ -80,6 +97,8 @@ class QuantizeOp : public Op {
   }
 
  private:
+  bool dequantize() const { return out_type_ == ValueType::kFloat; }
+
   int32_t op_;
   ValueType in_type_, out_type_;
   QuantParams in_, out_;
@@ -135,7 +154,7 @@ extern const OpHandler kQuantizeHandler = {tfl::kQuantize, "QUANTIZE", CheckQuan
                                            nullptr,        nullptr,    false,         false,
                                            nullptr,        true};
 extern const OpHandler kDequantizeHandler = {
-    tfl::kDequantize, "DEQUANTIZE", CheckDequantize, Create,  nullptr,
-    nullptr,          false,        false,           nullptr, true};
+    tfl::kDequantize, "DEQUANTIZE", CheckDequantize, Create, nullptr, nullptr, false, true,
+    nullptr,          true};
 
 }  // namespace clgpu
