@@ -20,32 +20,31 @@ static inline float div_round_away(float a, float s, float inv) {
   return a < 0.0f ? -r : r;
 }
 
-// quantize_float(x, out, n, scale, inv_scale, zero_point, qmin, qmax, vec_below)
-//   out[i] = clamp(round(x[i] / scale) + zero_point, qmin, qmax): below vec_below
-//   rint(x * inv_scale) (ties to even, the NEON loop), else the rounding of div_round_away.
-__kernel void quantize_float(__global const T* x, __global QT* out, int n, float scale,
-                             float inv_scale, int zero_point, int qmin, int qmax, int vec_below OVERFLOW_PARAM) {
-  const int i = get_global_id(0);
-  if (i >= n) return;
-  const float v = LOADF(x, i);
+// clamp(round(v / scale) + zero_point, qmin, qmax) for element i: below vec_below
+// rint(v * inv_scale) (ties to even, the NEON loop), else the rounding of div_round_away.
+static inline QT quantize_one(float v, int i, float scale, float inv_scale, int zero_point,
+                              int qmin, int qmax, int vec_below) {
 #ifdef QUANT_SATURATING_CVT
   // Arm's conversions saturate and take NaN to 0.
-  if (isnan(v)) {
-    out[i] = (QT)clamp(zero_point, qmin, qmax);
-    return;
-  }
+  if (isnan(v)) return (QT)clamp(zero_point, qmin, qmax);
 #else
   // x86's conversion (TFLite's cast of the rounded quotient) gives INT_MIN for NaN and for
   // anything beyond int32, which the clamp then takes to qmin, whatever the sign.
-  if (!(fabs(v) * inv_scale < 2147483520.0f)) {
-    out[i] = (QT)qmin;
-    return;
-  }
+  if (!(fabs(v) * inv_scale < 2147483520.0f)) return (QT)qmin;
 #endif
   const float q = i < vec_below ? rint(v * inv_scale) : div_round_away(v, scale, inv_scale);
   // Saturate in float first: the conversion of an out-of-range float is undefined.
   const float c = clamp(q + (float)zero_point, (float)qmin, (float)qmax);
-  out[i] = (QT)(int)c;
+  return (QT)(int)c;
+}
+
+// quantize_float(x, out, n, scale, inv_scale, zero_point, qmin, qmax, vec_below)
+//   out[i] = quantize_one(x[i], ...).
+__kernel void quantize_float(__global const T* x, __global QT* out, int n, float scale,
+                             float inv_scale, int zero_point, int qmin, int qmax, int vec_below OVERFLOW_PARAM) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  out[i] = quantize_one(LOADF(x, i), i, scale, inv_scale, zero_point, qmin, qmax, vec_below);
 }
 
 // requantize(x, out, n, in_zero_point, multiplier, shift, out_zero_point, qmin, qmax, up_below)
@@ -65,11 +64,13 @@ __kernel void requantize(__global const IN_QT* x, __global QT* out, int n, int i
   out[i] = (QT)clamp(v + out_zero_point, qmin, qmax);
 }
 
-// dequantize(x, out, n, scale, zero_point, zero_scaled, vec_below, act_min, act_max[, slopes, c])
+// dequantize(x, out, n, scale, zero_point, zero_scaled, vec_below, act_min, act_max[, slopes, c]
+//            [, q_scale, q_inv_scale, q_zero_point, qmin, qmax])
 //   out[i] = (x[i] - zero_point) * scale, one rounding; below vec_below x * scale - zero_scaled
 //   (zero_scaled = zero_point * scale rounded to float: the NEON loop's two roundings). Then the
 //   float ops folded into it (ops/quantize.cc): a clamp and an epilogue (ACTIVATE), or a PRELU
-//   of CHANNEL_SLOPES, the slope of element i's channel i % c.
+//   of CHANNEL_SLOPES, the slope of element i's channel i % c; and with QUANT_STORE a QUANTIZE
+//   of the result (quantize_one, the same n and vec_below), out then of the quantized type.
 #ifdef CHANNEL_SLOPES
 #define DQ_SLOPES_PARAM , __global const T *restrict slopes, int c
 #define DQ_SLOPED(v, i) prelu_at((v), LOADF(slopes, (i) % c))
@@ -77,12 +78,22 @@ __kernel void requantize(__global const IN_QT* x, __global QT* out, int n, int i
 #define DQ_SLOPES_PARAM
 #define DQ_SLOPED(v, i) (v)
 #endif
-__kernel void dequantize(__global const QT* x, __global T* out, int n, float scale,
+#ifdef QUANT_STORE
+#define DQ_OUT QT
+#define DQ_QUANT_PARAM , float q_scale, float q_inv_scale, int q_zero_point, int qmin, int qmax
+#define DQ_STORE(v, out, i) \
+  out[i] = quantize_one((v), (i), q_scale, q_inv_scale, q_zero_point, qmin, qmax, vec_below)
+#else
+#define DQ_OUT T
+#define DQ_QUANT_PARAM
+#define DQ_STORE(v, out, i) STOREF(v, out, i)
+#endif
+__kernel void dequantize(__global const QT* x, __global DQ_OUT* out, int n, float scale,
                          int zero_point, float zero_scaled, int vec_below, float act_min,
-                         float act_max DQ_SLOPES_PARAM OVERFLOW_PARAM) {
+                         float act_max DQ_SLOPES_PARAM DQ_QUANT_PARAM OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= n) return;
   const int q = (int)x[i];
   const float v = i < vec_below ? (float)q * scale - zero_scaled : (float)(q - zero_point) * scale;
-  STOREF(DQ_SLOPED(ACTIVATE(v, act_min, act_max), i), out, i);
+  DQ_STORE(DQ_SLOPED(ACTIVATE(v, act_min, act_max), i), out, i);
 }

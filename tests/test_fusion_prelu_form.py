@@ -19,6 +19,7 @@ from clgpu_delegate.modelgen import ModelBuilder
 NO_PRELU = "affine,pad,clamp,epilogue,residual,views,squeeze,depthwise,expand"
 NO_EPILOGUE = "affine,pad,clamp,residual,views,squeeze,depthwise,prelu,expand"
 FORM_OPS = {"RELU", "MUL", "SUB", "ADD", "NEG", "MAXIMUM", "MINIMUM"}
+EXACT = {"profiling": True, "expect_delegated": "all", "rtol": 0.0, "atol": 0.0}
 
 Form = Callable[[ModelBuilder, int, np.ndarray], int]
 
@@ -161,24 +162,42 @@ def test_an_int8_models_float_island_folds_into_its_dequantize(
     runtime: str, per_channel: bool
 ) -> None:
     """litert-torch's int8 models keep the PRELU in float: DEQUANTIZE, the form, QUANTIZE. The
-    DEQUANTIZE's kernel applies it (a slope per channel, or one as its epilogue), bit for bit
-    with the CPU's float ops."""
+    DEQUANTIZE's kernel applies it (a slope per channel, or one as its epilogue) and stores the
+    result quantized (fusion/requantize.cc): one launch, bit for bit with the CPU's float ops."""
     b = ModelBuilder(seed=12)
     x = b.quant_input("x", (1, 7, 9, 12), 0.05, 3)
     y = _litert(b, b.dequantize(x), _slopes(12, per_channel))
     b.output(b.quantize(y, 0.04, -20))
     model = b.build()
-    kw = {"profiling": True, "expect_delegated": "all", "rtol": 0.0, "atol": 0.0}
-    on = check_parity(model, runtime, **kw)
-    off = check_parity(model, runtime, fuse=NO_PRELU if per_channel else NO_EPILOGUE, **kw)
-    assert launches(on) == launches(off) - 4 == 2, on.delegate.profile().table()
-    if per_channel:
-        assert folded_nodes(on, "dequantize+PRELU") == 1
+    on = check_parity(model, runtime, **EXACT)
+    off = check_parity(model, runtime, fuse=NO_PRELU if per_channel else NO_EPILOGUE, **EXACT)
+    assert launches(on) == 1 and launches(off) == 6, on.delegate.profile().table()
+    assert folded_nodes(on, "+PRELU+QUANTIZE" if per_channel else "dequantize+QUANTIZE") == 1
 
 
-def test_a_clamp_after_a_dequantize_runs_in_its_kernel(runtime: str) -> None:
+@pytest.mark.parametrize("n", [40, 203])  # whole runs of eight, and a scalar tail too
+def test_a_clamp_after_a_dequantize_runs_in_its_kernel(runtime: str, n: int) -> None:
     b = ModelBuilder(seed=13)
-    x = b.quant_input("x", (1, 5, 5, 8), 0.1, -7)
+    x = b.quant_input("x", (1, n, 3), 0.1, -7)
     b.output(b.quantize(b.relu6(b.dequantize(x)), 0.03, -128))
-    r = check_parity(b.build(), runtime, profiling=True, expect_delegated="all", rtol=0.0, atol=0.0)
-    assert launches(r) == 2, r.delegate.profile().table()
+    r = check_parity(b.build(), runtime, **EXACT)
+    assert launches(r) == 1, r.delegate.profile().table()
+
+
+def test_a_float_value_read_elsewhere_keeps_its_quantize(runtime: str) -> None:
+    # The residual's float operand: the QUANTIZE's input is written, the QUANTIZE runs.
+    b = ModelBuilder(seed=14)
+    x = b.quant_input("x", (1, 6, 6, 8), 0.05, 2)
+    h = b.relu(b.dequantize(x))
+    b.output(b.quantize(h, 0.02, -128))
+    b.output(b.add(h, h))
+    r = check_parity(b.build(), runtime, **EXACT)
+    assert {k.op for k in r.delegate.profile().kernels} >= {"QUANTIZE", "ADD"}
+
+
+def test_a_quantize_to_another_type_stays(runtime: str) -> None:
+    b = ModelBuilder(seed=15)
+    x = b.quant_input("x", (1, 6, 6, 8), 0.05, 2)
+    b.output(b.quantize(b.relu(b.dequantize(x)), 0.02, 100, dtype="uint8"))
+    r = check_parity(b.build(), runtime, **EXACT)
+    assert "QUANTIZE" in {k.op for k in r.delegate.profile().kernels}

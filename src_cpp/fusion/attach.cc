@@ -53,6 +53,16 @@ bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> 
   return true;
 }
 
+bool AttachQuantize(Attachments& a, const Op& op, int output, QuantParams q, bool uint8) {
+  const FoldTarget* target = op.fold_target();
+  if (!target || !target->TakesQuantize() || a.quantize.on || a.outputs.size() != 1 ||
+      a.out_view.on || a.out_slice.on || a.pool.on)
+    return false;
+  a.quantize = Attachments::Quantize{true, std::move(q), uint8};
+  a.outputs[0] = output;
+  return true;
+}
+
 bool AttachSlopes(Attachments& a, int output, int slopes) {
   if (a.epilogue.kind != 0 || a.outputs.size() != 1 || slopes < 0) return false;
   a.epilogue = Attachments::Epilogue{kSlopeEpilogue, 0.0f, {}, {}, slopes};

@@ -25,6 +25,10 @@ bool AttachEpilogue(Attachments& a, const Op& op, int output, int kind, float al
 // The int8 form: the chain's 256 results as a table of the requantized integers; false
 // (nothing changed) unless the op takes tables and nothing else of the kind.
 bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> table);
+// A QUANTIZE of the op's float output (after FoldTarget::TakesQuantize): output 0 becomes the
+// QUANTIZE's `output`, stored quantized to `q`; false (nothing changed) if the op writes through
+// a view or a slice, or takes one already.
+bool AttachQuantize(Attachments& a, const Op& op, int output, QuantParams q, bool uint8);
 // A PRELU of per-channel `slopes` (a constant tensor of the output's channels), after the
 // activation and any residual (FoldTarget::TakesSlopes checked by the pass): writing `output`,
 // the slopes the last input; false (nothing changed) if the op takes an epilogue already.

@@ -1,10 +1,11 @@
 // Folds as passes: each fold of an op into another's kernel (a clamp, an epilogue, a residual
-// ADD, per-channel PRELU slopes, views, a squeeze, a gate, a depthwise, an expand, a pool, a
-// chain of data movement, a concatenation) is one file here, with a graph-level Find that the
-// cost model and the partition both use and an Apply that decides per plan, with the plan's
-// shapes and ops, what actually folds. FusionPasses() is the one ordered table of them; option
-// `fuse` names its entries. Between ops/ (what an op can take) and runtime/ (which implements
-// FoldPlan). A pass records what folds in the ops' Attachments, through fusion/attach.h.
+// ADD, per-channel PRELU slopes, a QUANTIZE after a DEQUANTIZE, views, a squeeze, a gate, a
+// depthwise, an expand, a pool, a chain of data movement, a concatenation) is one file here, with a
+// graph-level Find that the cost model and the partition both use and an Apply that decides per
+// plan, with the plan's shapes and ops, what actually folds. FusionPasses() is the one ordered
+// table of them; option `fuse` names its entries. Between ops/ (what an op can take) and runtime/
+// (which implements FoldPlan). A pass records what folds in the ops' Attachments, through
+// fusion/attach.h.
 #pragma once
 
 #include <cstddef>
@@ -105,8 +106,8 @@ class FusionPass {
 };
 
 // The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views,
-// squeeze, gate, depthwise, prelu, expand, pool, gathers, concat (each pass's file says what it
-// needs of those before it).
+// squeeze, gate, depthwise, prelu, requantize, expand, pool, gathers, concat (each pass's file says
+// what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
@@ -128,6 +129,7 @@ std::unique_ptr<FusionPass> MakeClampPass();
 std::unique_ptr<FusionPass> MakeEpiloguePass();
 std::unique_ptr<FusionPass> MakeResidualPass();
 std::unique_ptr<FusionPass> MakePreluPass();
+std::unique_ptr<FusionPass> MakeRequantizePass();
 std::unique_ptr<FusionPass> MakeViewsPass();
 std::unique_ptr<FusionPass> MakeSqueezePass();
 std::unique_ptr<FusionPass> MakeGatePass();

@@ -19,6 +19,7 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses() {
   p.push_back(MakeGatePass());
   p.push_back(MakeDepthwisePass());
   p.push_back(MakePreluPass());
+  p.push_back(MakeRequantizePass());
   p.push_back(MakeExpandPass());
   p.push_back(MakePoolPass());
   p.push_back(MakeGathersPass());

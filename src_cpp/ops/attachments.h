@@ -116,6 +116,14 @@ struct Attachments {
     int ldc = 0;
     int offset = 0;
   } out_slice;
+
+  // A QUANTIZE of the op's float output (fusion/requantize.cc): output 0 is the QUANTIZE's, and
+  // the op stores its values quantized to `q` as the QUANTIZE would (uint8 or int8).
+  struct Quantize {
+    bool on = false;
+    QuantParams q;
+    bool uint8 = false;
+  } quantize;
 };
 
 }  // namespace clgpu

@@ -71,6 +71,8 @@ class FoldTarget {
     (void)ctx, (void)in;
     return false;
   }
+  // Its float output stored quantized, as a QUANTIZE of it would (fusion/requantize.cc).
+  virtual bool TakesQuantize() const { return false; }
   // Its output written into a CONCATENATION's tensor, rows at a pitch and an offset
   // (fusion/concat.cc), for these input shapes with its folds so far.
   virtual bool TakesOutputSlice(const OpContext& ctx, const std::vector<Shape>& in) const {

@@ -171,6 +171,10 @@ class Op {
   }
   bool has_gate() const { return att().gate.on; }
   bool has_pool() const { return att().pool.on; }
+  // A QUANTIZE of the op's output (fusion/requantize.cc; null: none).
+  const Attachments::Quantize* output_quantize() const {
+    return att().quantize.on ? &att().quantize : nullptr;
+  }
   // The CONCATENATION the op writes its output into (null: none).
   const Attachments::OutSlice* output_slice() const {
     return att().out_slice.on ? &att().out_slice : nullptr;

@@ -37,7 +37,8 @@ class QuantizeOp : public Op, public FoldTarget {
   }
   std::string algorithm() const override {
     return in_type_ == ValueType::kFloat ? "quantize"
-           : dequantize() ? std::string("dequantize") + (has_slopes() ? "+PRELU" : "")
+           : dequantize() ? std::string("dequantize") + (has_slopes() ? "+PRELU" : "") +
+                                (output_quantize() ? "+QUANTIZE" : "")
                           : "requantize";
   }
   // A DEQUANTIZE's float output takes what follows it in float as any element-wise op does: a
@@ -51,6 +52,8 @@ class QuantizeOp : public Op, public FoldTarget {
   bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
     return dequantize() && !in.empty() && !in[0].empty() && in[0].back() > 0;
   }
+  // And the QUANTIZE that closes such a float island (fusion/requantize.cc): stored quantized.
+  bool TakesQuantize() const override { return dequantize(); }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override { return {in[0]}; }
   double Flops(const std::vector<Shape>& in, const std::vector<Shape>&) const override {
@@ -64,6 +67,13 @@ class QuantizeOp : public Op, public FoldTarget {
     const ValueType q = out_type_ == ValueType::kFloat ? in_type_ : out_type_;
     std::string defines = q == ValueType::kUInt8 ? "-DQUANT_UINT8" : "";
     if (in_type_ == ValueType::kUInt8) defines += " -DIN_UINT8";
+    const Attachments::Quantize* store = output_quantize();
+    if (store) {
+      // One QT for both ends: the pass folds a QUANTIZE to the DEQUANTIZE's own type only.
+      if (store->uint8 != (in_type_ == ValueType::kUInt8) || store->q.scale.empty())
+        throw Error("DEQUANTIZE: a folded QUANTIZE to another type");
+      defines += " -DQUANT_STORE";
+    }
 #if !defined(__x86_64__) && !defined(__i386__)
     defines += " -DQUANT_SATURATING_CVT";  // the CPU kernels' float -> int conversion here
 #endif
@@ -85,6 +95,13 @@ class QuantizeOp : public Op, public FoldTarget {
       const auto [lo, hi] = ClampBounds(-INFINITY, INFINITY);
       SetArgs(l.kernel, in[0], out[0], n, scale, in_.zero_point[0], zero_scaled, vec_below, lo, hi);
       if (has_slopes()) SetArgsFrom(l.kernel, 9, in.back(), static_cast<int>(in_shapes[0].back()));
+      if (store) {
+        const float qs = store->q.scale[0];
+        const ValueType qt = store->uint8 ? ValueType::kUInt8 : ValueType::kInt8;
+        SetArgsFrom(l.kernel, has_slopes() ? 11 : 9, qs,
+                    static_cast<float>(1.0 / static_cast<double>(qs)), store->q.zero_point[0],
+                    QuantMin(qt), QuantMax(qt));
+      }
     } else {
       const FixedPoint f = QuantizeMultiplier(static_cast<double>(in_.scale[0]) /
                                               static_cast<double>(out_.scale[0]));
