@@ -27,7 +27,9 @@ std::vector<RequantizeFusion> FindRequantizeFusions(const FoldGraph& fg, const F
     for (int t : n.inputs) ++reads[t];
   std::map<int, size_t> writer;  // what each DEQUANTIZE writes once its folds apply -> it
   for (size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i].op == tfl::kDequantize && nodes[i].outputs.size() == 1 && !folds.folded.count(i))
+    if (nodes[i].op == tfl::kDequantize && nodes[i].inputs.size() == 1 &&
+        nodes[i].outputs.size() == 1 && g.valid_tensor(nodes[i].inputs[0]) &&
+        !folds.folded.count(i))
       writer[WrittenAs(folds.written_instead, nodes[i].outputs[0])] = i;
   std::vector<RequantizeFusion> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
