@@ -175,6 +175,16 @@ def test_an_int8_models_float_island_folds_into_its_dequantize(
     assert folded_nodes(on, "+PRELU+QUANTIZE" if per_channel else "dequantize+QUANTIZE") == 1
 
 
+def test_half_storage_keeps_the_island_in_one_kernel(runtime: str) -> None:
+    # The DEQUANTIZE keeps float32 at the quantization boundary; its slopes come in its precision.
+    b = ModelBuilder(seed=16)
+    x = b.quant_input("x", (1, 6, 10, 8), 0.05, 3)
+    b.output(b.quantize(_litert(b, b.dequantize(x), _slopes(8, True)), 0.04, -20))
+    r = check_parity(b.build(), runtime, profiling=True, expect_delegated="all", precision="fp16",
+                     rtol=0.0, atol=0.0)
+    assert launches(r) == 1, r.delegate.profile().table()
+
+
 @pytest.mark.parametrize("n", [40, 203])  # whole runs of eight, and a scalar tail too
 def test_a_clamp_after_a_dequantize_runs_in_its_kernel(runtime: str, n: int) -> None:
     b = ModelBuilder(seed=13)

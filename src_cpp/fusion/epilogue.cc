@@ -1,9 +1,9 @@
 // Epilogue folds: an element-wise op folded into the op producing its input, as an epilogue of
 // that op's kernels (AttachEpilogue, kernels/common.cl): HARD_SWISH, LOGISTIC, TANH, GELU, ELU,
 // LEAKY_RELU or a PRELU of one slope reading the producer's output alone (directly, or through
-// RESHAPEs that only it reads), or such a PRELU spelled as element-wise ops (fusion/prelu_form.h),
-// or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no
-// broadcast) that are its output's only readers; then up to two MAXIMUM / MINIMUM / MUL / ADD /
+// RESHAPEs that only it reads), such a PRELU spelled as element-wise ops (fusion/prelu_form.h),
+// or swish, x * LOGISTIC(x), a LOGISTIC and a MUL (no activation, no broadcast) that are its
+// output's only readers; then up to two MAXIMUM / MINIMUM / MUL / ADD /
 // SUB / DIV with a constant scalar or a NEG (a MUL by -1, exact), each its input's only reader
 // (PostClamp: hard sigmoid's / 6 after a RELU6 as Keras and litert-torch convert it; also with no
 // unary op before them:

@@ -4,7 +4,9 @@
 // tflite_runtime 2.14 (x86) rounds x / scale in double, half away from zero, and dequantizes
 // as (q - zero_point) * scale; LiteRT 2.3 runs NEON loops (8 elements at a time) that use
 // rint(x * (1 / scale)) and q * scale - zero_point * scale, and the scalar code for the rest.
-// A DEQUANTIZE of a FLOAT16 constant is folded into a constant instead (delegate/claim.h).
+// A DEQUANTIZE of a FLOAT16 constant is folded into a constant instead (delegate/claim.h). A
+// DEQUANTIZE of an activation takes the float ops after it as an element-wise op does (a clamp,
+// an epilogue, per-channel slopes) and the QUANTIZE closing them (fusion/requantize.cc).
 #include <cmath>
 #include <cstdio>
 
