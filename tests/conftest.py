@@ -219,6 +219,7 @@ SANITIZE_FILES = {
     "test_gemm_int8_splitk.py",
     "test_fusion_squeeze.py",
     "test_fusion_depthwise.py",
+    "test_fusion_prelu_form.py",
     "test_constant_folding.py",
     "test_cast.py",
     "test_cpu_warmup.py",
