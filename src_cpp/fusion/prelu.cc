@@ -36,9 +36,7 @@ int ChannelSlopes(const GraphView& g, const NodeInfo& n) {
   for (int t : {x, a, y})
     if (!g.valid_tensor(t) || g.type(t) != kTfLiteFloat32) return -1;
   const Shape s = g.shape(x), v = g.shape(a);
-  if (s.size() != 4 || g.shape(y) != s || v.empty() || v.back() != s[3] || NumElements(v) != s[3] ||
-      !g.IsConstant(a))
-    return -1;
+  if (s.size() != 4 || g.shape(y) != s || !PerChannelShape(v, s[3]) || !g.IsConstant(a)) return -1;
   return a;
 }
 

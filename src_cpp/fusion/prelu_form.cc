@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "tflite/builtin.h"
 
@@ -42,7 +43,7 @@ bool ChannelConstant(const GraphView& g, int t, int channels, std::vector<float>
   if (!g.valid_tensor(t) || !g.IsConstant(t) || g.type(t) != kTfLiteFloat32) return false;
   const Shape s = g.shape(t);
   const int64_t n = NumElements(s);
-  if (n != 1 && (n != channels || s.empty() || s.back() != channels)) return false;
+  if (n != 1 && !PerChannelShape(s, channels)) return false;
   *v = g.ConstantFloats(t);
   if (int64_t(v->size()) != n) return false;
   for (float x : *v)
@@ -51,9 +52,9 @@ bool ChannelConstant(const GraphView& g, int t, int channels, std::vector<float>
 }
 
 // The value node n writes, from the values of the members it reads; false if n is not one of
-// the form's ops. `constant`: a per-channel operand it multiplies by, if any.
+// the form's ops. `constant`: a per-channel operand it multiplies by, if any, and its values.
 bool Evaluate(const GraphView& g, const NodeInfo& n, const std::map<int, Combo>& val, int channels,
-              Combo* out, int* constant) {
+              Combo* out, std::pair<int, std::vector<float>>* constant) {
   auto member = [&](int t) { return val.find(t); };
   int act = tfl::kActNone;
   if ((n.op == tfl::kMul || n.op == tfl::kAdd || n.op == tfl::kSub) && n.builtin_data)
@@ -95,7 +96,7 @@ bool Evaluate(const GraphView& g, const NodeInfo& n, const std::map<int, Combo>&
     if (n.op == tfl::kMul) {
       *out = Combo{Zip(m.p, v, [](float u, float w) { return u * w; }),
                    Zip(m.q, v, [](float u, float w) { return u * w; })};
-      if (v.size() > 1) *constant = k;
+      if (v.size() > 1) *constant = {k, v};
     } else if (n.op == tfl::kMaximum || n.op == tfl::kMinimum) {
       // Against zero only: a non-zero bound is no longer a function of the two parts.
       if (std::any_of(v.begin(), v.end(), [](float w) { return w != 0.0f; })) return false;
@@ -146,21 +147,21 @@ std::optional<PreluForm> FindPreluForm(const GraphView& g, const std::vector<Nod
   const int channels = shape.back();
   std::map<int, Combo> val{{x, Combo{{1.0f}, {-1.0f}}}};
   std::vector<size_t> members;
-  std::vector<int> constants;
+  std::vector<std::pair<int, std::vector<float>>> constants;  // per-channel MUL operands
   std::optional<PreluForm> best;
   for (size_t i = p + 1; i < nodes.size() && i <= p + kMaxLookahead; ++i) {
     const NodeInfo& n = nodes[i];
     if (std::none_of(n.inputs.begin(), n.inputs.end(), [&](int t) { return val.count(t); }))
       continue;
     Combo c;
-    int constant = -1;
+    std::pair<int, std::vector<float>> constant{-1, {}};
     if (members.size() == kMaxFormNodes || n.outputs.size() != 1 || !g.valid_tensor(n.outputs[0]) ||
         g.type(n.outputs[0]) != kTfLiteFloat32 || g.shape(n.outputs[0]) != shape ||
         !Evaluate(g, n, val, channels, &c, &constant))
       break;  // what reads the form from here on is outside it
     members.push_back(i);
     val[n.outputs[0]] = c;
-    if (constant >= 0) constants.push_back(constant);
+    if (constant.first >= 0) constants.push_back(std::move(constant));
     const bool prelu = std::all_of(c.p.begin(), c.p.end(), [](float u) { return u == 1.0f; });
     if (members.size() < 2 || !prelu || !Closed(members, nodes, x, readers, outputs)) continue;
     PreluForm f;
@@ -172,11 +173,8 @@ std::optional<PreluForm> FindPreluForm(const GraphView& g, const std::vector<Nod
     for (float q : c.q) f.slopes.push_back(-q);
     if (std::all_of(f.slopes.begin(), f.slopes.end(), [&](float s) { return s == f.slopes[0]; }))
       f.slopes.resize(1);
-    for (int k : constants) {
-      std::vector<float> v;
-      if (f.slopes.size() > 1 && ChannelConstant(g, k, channels, &v) && v == f.slopes)
-        f.slopes_tensor = k;
-    }
+    for (const auto& [k, v] : constants)
+      if (f.slopes.size() > 1 && v == f.slopes) f.slopes_tensor = k;
     best = std::move(f);
   }
   return best;

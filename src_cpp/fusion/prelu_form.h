@@ -23,6 +23,12 @@ struct PreluForm {
   int slopes_tensor = -1;     // per channel: a constant operand of the form holding exactly them
 };
 
+// Whether a constant of shape v holds one value per channel of `channels`, shaped as ones then
+// the channels ([C], [1, 1, C], ...): a PRELU node's slopes, or a form's.
+inline bool PerChannelShape(const Shape& v, int channels) {
+  return !v.empty() && v.back() == channels && NumElements(v) == channels;
+}
+
 // The form reading the output x of nodes[p]: at least two nodes read x, every node is a RELU,
 // NEG, MAXIMUM / MINIMUM (of two members, or of one and zero), MUL by a constant scalar or
 // per-channel vector, ADD or SUB of two members (fused activation none or RELU), all float32 of
