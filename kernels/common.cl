@@ -166,6 +166,20 @@ static inline float4 sat_half4(float4 v, __global int* flag, int slot) {
 // which the kernel loads): v < 0 ? v * a : v, a NaN kept, as TFLite's x >= 0 ? x : x * a.
 static inline float prelu_at(float v, float a) { return v < 0.0f ? v * a : v; }
 static inline float4 prelu_at4(float4 v, float4 a) { return select(v, v * a, v < 0.0f); }
+// A convolution's or GEMM's stores with CHANNEL_SLOPES: one more argument after the residual,
+// __global const T* slopes [OC] (SLOPES_PARAM), and SLOPED(v, c) the PRELU of channel c's slope
+// (SLOPED4: four channels from c, c a multiple of 4).
+#ifdef CHANNEL_SLOPES
+#define SLOPES_PARAM , __global const T* restrict slopes
+#define SLOPES_PASS , slopes
+#define SLOPED(v, c) prelu_at((v), LOADF(slopes, (c)))
+#define SLOPED4(v, c) prelu_at4((v), LOADF4(slopes, (c) >> 2))
+#else
+#define SLOPES_PARAM
+#define SLOPES_PASS
+#define SLOPED(v, c) (v)
+#define SLOPED4(v, c) (v)
+#endif
 
 // A depthwise's own folded epilogue inside the kernel it is folded into (FloatDepthwiseA::
 // epilogue): EPILOGUE and the post clamps above under the names CLGPU_DW_EPILOGUE(_ALPHA) and
@@ -231,7 +245,7 @@ static inline float conv_direct_output(__global const T* restrict in,
 #define WINO_DIRECT_PASS , wd_in, wd_filter, wd_h, wd_w, wd_c, wd_kh, wd_kw, wd_pt, wd_pl
 
 // The TS x TS outputs y of one Winograd tile with corner (oh0, ow0), output channel oc: bias,
-// residual, clamp, and the store of those inside the OH x OW output (a tile may overhang it).
+// residual, clamp, channel slope, and the store of those inside the OH x OW output (a tile may overhang it).
 // Conditions, not breaks: a loop with an early exit is not unrolled (TS is a literal at the
 // call sites, so these loops unroll and y stays in registers).
 // A tile whose y is not all finite is computed directly instead: the transforms spread one
@@ -240,7 +254,7 @@ static inline float conv_direct_output(__global const T* restrict in,
 static inline void store_winograd_tile(const float* y, const int TS, float bv,
                                        __global T* restrict out, int n, int oh0, int ow0, int OH,
                                        int OW, int OC, int oc, float act_min,
-                                       float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM OVERFLOW_PARAM) {
+                                       float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   int finite = 1;
 #pragma unroll
   for (int k = 0; k < TS * TS; ++k) finite &= isfinite(y[k]);
@@ -253,7 +267,8 @@ static inline void store_winograd_tile(const float* y, const int TS, float bv,
         const int ow = ow0 + j;
         if (oh < OH && ow < OW) {
           const int o = ((n * OH + oh) * OW + ow) * OC + oc;
-          STOREF(ACTIVATE(PLUS_RESIDUAL(y[TS * i + j] + bv, o), act_min, act_max), out, o);
+          STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(y[TS * i + j] + bv, o), act_min, act_max), oc), out,
+                 o);
         }
       }
     }
@@ -265,6 +280,6 @@ static inline void store_winograd_tile(const float* y, const int TS, float bv,
     const int o = ((n * OH + oh) * OW + ow) * OC + oc;
     const float v = conv_direct_output(wd_in, wd_filter, n, oh, ow, oc, wd_h, wd_w, wd_c, wd_kh,
                                        wd_kw, wd_pt, wd_pl);
-    STOREF(ACTIVATE(PLUS_RESIDUAL(v + bv, o), act_min, act_max), out, o);
+    STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(v + bv, o), act_min, act_max), oc), out, o);
   }
 }

@@ -6,10 +6,11 @@
 // past OC. Needs common.cl.
 //
 // conv2d_blocked(in, filter, bias, out, N, H, W, C, OH, OW, OC, KH, SH, DH, PT, PL,
-//                act_min, act_max[, residual])
+//                act_min, act_max[, residual][, slopes])
 //   __global const T* in [N][H][W][C]; __global const T* filter (above); __global const float*
 //   bias [OC]; __global T* out [N][OH][OW][OC]; PT, PL: top/left padding (taps outside the input
-//   read zero); residual (HAS_RESIDUAL): a fused ADD's other operand, laid out like out.
+//   read zero); residual (HAS_RESIDUAL): a fused ADD's other operand, laid out like out; slopes
+//   (CHANNEL_SLOPES, common.cl): a folded PRELU's, one per output channel.
 //   NDRange: global (ceil(OC / OCB), ceil(OW / PX), N * OH), each rounded up to local, local
 //   (1, WGX, WGY) (reqd_work_group_size): the channel blocks of the same pixels are neighbours in
 //   launch order and share their input through the cache.
@@ -98,7 +99,7 @@ __kernel __attribute__((reqd_work_group_size(1, WGX, WGY))) void conv2d_blocked(
     __global const T* restrict in, __global const T* restrict filter,
     __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
     int OH, int OW, int OC, int KH, int SH, int DH, int PT, int PL, float act_min,
-    float act_max RESIDUAL_PARAM OVERFLOW_PARAM) {
+    float act_max RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   const int ob = get_global_id(0);
   const int ox0 = get_global_id(1) * PX;
   const int nz = get_global_id(2);  // n * OH + oy
@@ -165,14 +166,16 @@ __kernel __attribute__((reqd_work_group_size(1, WGX, WGY))) void conv2d_blocked(
         const float4 v =
             (float4)(acc[p][4 * q], acc[p][4 * q + 1], acc[p][4 * q + 2], acc[p][4 * q + 3]);
         if (oc0 + 4 * q < OC)
-          STOREF4A(ACTIVATE(PLUS_RESIDUAL4(v, (op >> 2) + q), act_min, act_max), out,
-                   (op >> 2) + q);
+          STOREF4A(SLOPED4(ACTIVATE(PLUS_RESIDUAL4(v, (op >> 2) + q), act_min, act_max),
+                           oc0 + 4 * q),
+                   out, (op >> 2) + q);
       }
 #else
 #pragma unroll
       for (int o = 0; o < OCB; ++o)
         if (oc0 + o < OC)
-          STOREF(ACTIVATE(PLUS_RESIDUAL(acc[p][o], op + o), act_min, act_max), out, op + o);
+          STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(acc[p][o], op + o), act_min, act_max), oc0 + o),
+                 out, op + o);
 #endif
     }
   }

@@ -28,12 +28,14 @@
 // winograd_gemm, the batched GEMM Mo[xi] = V[xi] * U[xi]^T, is in winograd_gemm.cl.
 //
 // winograd_f2_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
-//                              act_min, act_max, in, filter, H, W, C, KH, KW, PT, PL[, residual])
+//                              act_min, act_max, in, filter, H, W, C, KH, KW, PT, PL[, residual]
+//                              [, slopes])
 //   __global const TT* Mo [16][P][OC]; __global const float* bias [OC]; __global T* out
 //   [N][OH][OW][OC] (the whole output; a pass writes its own rows); float act_min, act_max;
 //   in and the OHWI filter with the input geometry: a tile whose outputs are not all finite is
 //   computed directly from them (store_winograd_tile, common.cl);
-//   residual (HAS_RESIDUAL): a fused ADD's other operand, laid out like out
+//   residual (HAS_RESIDUAL): a fused ADD's other operand, laid out like out; slopes
+//   (CHANNEL_SLOPES, common.cl): a folded PRELU's, one per output channel
 //   NDRange: 1-D, global >= P * OC (any rounding), any local size.
 //
 // Define for all three kernels and winograd_gemm: TRANSFORMED_FLOAT (off): U, V, Mo are float
@@ -145,7 +147,7 @@ __kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
                                            __global const float* restrict bias,
                                            __global T* restrict out, int N, int OH, int OW, int OC,
                                            int tile_row_start, int tile_rows, float act_min,
-                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM OVERFLOW_PARAM) {
+                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   const int TW = (OW + 1) / 2;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
@@ -167,5 +169,5 @@ __kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
   for (int i = 0; i < 2; ++i) winograd_f2_at(s + 4 * i, 1, y + 2 * i, 1);  // y[2][2] = s A
   const float bv = bias[oc];
   store_winograd_tile(y, 2, bv, out, n, oh0, ow0, OH, OW, OC, oc, act_min,
-                      act_max WINO_DIRECT_PASS RESIDUAL_PASS OVERFLOW_PASS);
+                      act_max WINO_DIRECT_PASS RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
 }

@@ -35,11 +35,13 @@
 //   NDRange: 1-D, global >= P * C' (any rounding), any local size.
 //
 // winograd_f4_output_transform(Mo, bias, out, N, OH, OW, OC, tile_row_start, tile_rows,
-//                              act_min, act_max, in, filter, H, W, C, KH, KW, PT, PL[, residual])
+//                              act_min, act_max, in, filter, H, W, C, KH, KW, PT, PL[, residual]
+//                              [, slopes])
 //   __global const TT* Mo [36][P][OC]; __global const float* bias [OC];
 //   __global T* out [N][OH][OW][OC]; in, the OHWI filter and the input geometry for the tiles
 //   computed directly (not all finite: store_winograd_tile, common.cl); residual
-//   (HAS_RESIDUAL): a fused ADD's other operand, laid out like out
+//   (HAS_RESIDUAL): a fused ADD's other operand, laid out like out; slopes (CHANNEL_SLOPES,
+//   common.cl): a folded PRELU's, one per output channel
 //   NDRange: 1-D, global >= P * OC (any rounding), any local size.
 //
 // Defines: TRANSFORMED_FLOAT (off): U, V, Mo are float buffers instead of T. With STORAGE_HALF,
@@ -122,7 +124,7 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
                                            __global const float* restrict bias,
                                            __global T* restrict out, int N, int OH, int OW, int OC,
                                            int tile_row_start, int tile_rows, float act_min,
-                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM OVERFLOW_PARAM) {
+                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   const int TW = (OW + 3) / 4;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);
@@ -139,5 +141,5 @@ __kernel void winograd_f4_output_transform(__global const TT* restrict Mo,
 #pragma unroll
   for (int xi = 0; xi < 36; ++xi) m[xi] = LOADT(Mo, (xi * P + p) * OC + oc);
   winograd_f4_output_tile(m, bias[oc], out, n, oh0, ow0, OH, OW, OC, oc, act_min,
-                          act_max WINO_DIRECT_PASS RESIDUAL_PASS OVERFLOW_PASS);
+                          act_max WINO_DIRECT_PASS RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
 }

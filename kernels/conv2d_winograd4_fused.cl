@@ -39,7 +39,7 @@
 //   NDRange: 1-D, global >= OB * OCB * CPAD (any rounding), any local size.
 //
 // conv2d_winograd4_fused(in, U, bias, out, N, H, W, C, OH, OW, OC, PT, PL, KH, KW, CPAD,
-//                        act_min, act_max, filter[, residual])
+//                        act_min, act_max, filter[, residual][, slopes])
 //   filter: the OHWI filter [OC][KH][KW][C] (T), for the tiles computed directly because their
 //   outputs are not all finite (store_winograd_tile, common.cl).
 //   NDRange: 1-D, local = WG = PS * (TP / RT) * (OCB / RO) (reqd_work_group_size),
@@ -121,7 +121,7 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
     __global const T* restrict in, __global const float* restrict U,
     __global const float* restrict bias, __global T* restrict out, int N, int H, int W, int C,
     int OH, int OW, int OC, int PT, int PL, int KH, int KW, int CPAD, float act_min,
-    float act_max, __global const T* restrict filter RESIDUAL_PARAM OVERFLOW_PARAM) {
+    float act_max, __global const T* restrict filter RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   // Vs, then Us (36 * CC * TP floats in: 16-byte aligned for vstore4); Ms after the loop.
   __local float lmem[STAGE_FLOATS > EXCHANGE_FLOATS ? STAGE_FLOATS : EXCHANGE_FLOATS]
       __attribute__((aligned(16)));
@@ -240,7 +240,7 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
 #pragma unroll
       for (int xi = 0; xi < 36; ++xi) m[xi] = Ms[(xi * TP + t) * OCB + o];
       winograd_f4_output_tile(m, bias[oc], out, n, th * 4, tw * 4, OH, OW, OC, oc, act_min,
-                              act_max, in, filter, H, W, C, KH, KW, PT, PL RESIDUAL_PASS OVERFLOW_PASS);
+                              act_max, in, filter, H, W, C, KH, KW, PT, PL RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
     }
   }
 #else
@@ -258,7 +258,7 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
 #pragma unroll
         for (int xi = 0; xi < 36; ++xi) m[xi] = acc[xi][i][r];
         winograd_f4_output_tile(m, bias[oc], out, n, oh0, ow0, OH, OW, OC, oc, act_min,
-                                act_max, in, filter, H, W, C, KH, KW, PT, PL RESIDUAL_PASS OVERFLOW_PASS);
+                                act_max, in, filter, H, W, C, KH, KW, PT, PL RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
       }
     }
   }

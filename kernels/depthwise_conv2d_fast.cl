@@ -53,12 +53,23 @@ static inline void depthwise_taps_vec(__global const T* restrict in,
   }
 }
 
+// CHANNEL_SLOPES (fusion/prelu.cc): a folded PRELU's slopes [OC] after the activation, one more
+// argument (common.cl's SLOPES_PARAM); lanes of four channels that OC does not fill load each
+// lane's own (SLOPED_LANES, oc: the lanes' channels).
+#ifdef CHANNEL_SLOPES
+#define SLOPED_LANES(v, oc)                                                           \
+  prelu_at4((v), (float4)(LOADF(slopes, (oc).x), LOADF(slopes, (oc).y), LOADF(slopes, (oc).z), \
+                          LOADF(slopes, (oc).w)))
+#else
+#define SLOPED_LANES(v, oc) (v)
+#endif
+
 __kernel void depthwise_conv2d_fast(__global const T* restrict in,
                                     __global const T* restrict filter,
                                     __global const float* restrict bias, __global T* restrict out,
                                     int N, int H, int W, int C, int OH, int OW, int depth_mult,
                                     int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-                                    float act_min, float act_max OVERFLOW_PARAM) {
+                                    float act_min, float act_max SLOPES_PARAM OVERFLOW_PARAM) {
   const int OC = C * depth_mult;
   const int OC4 = (OC + 3) >> 2;
   const int OWB = (OW + WPT_W - 1) / WPT_W;
@@ -100,7 +111,8 @@ __kernel void depthwise_conv2d_fast(__global const T* restrict in,
     const int obase = (row * OW + ow0) * OC4 + c4;
 #pragma unroll
     for (int p = 0; p < WPT_W; ++p)
-      if (ow0 + p < OW) STOREF4(ACTIVATE(acc[p], act_min, act_max), out, obase + p * OC4);
+      if (ow0 + p < OW)
+        STOREF4(SLOPED4(ACTIVATE(acc[p], act_min, act_max), oc0), out, obase + p * OC4);
   } else {
     // Lanes past OC repeat channel OC - 1 (valid memory) and are not stored.
     const int4 oc = min((int4)(oc0, oc0 + 1, oc0 + 2, oc0 + 3), (int4)(OC - 1));
@@ -129,7 +141,7 @@ __kernel void depthwise_conv2d_fast(__global const T* restrict in,
 #pragma unroll
     for (int p = 0; p < WPT_W; ++p) {
       if (ow0 + p >= OW) break;
-      const float4 v = ACTIVATE(acc[p], act_min, act_max);
+      const float4 v = SLOPED_LANES(ACTIVATE(acc[p], act_min, act_max), oc);
       const int obase = (row * OW + ow0 + p) * OC;
       STOREF(v.x, out, obase + oc0);
       if (oc0 + 1 < OC) STOREF(v.y, out, obase + oc0 + 1);

@@ -282,20 +282,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
 #endif
 }
 
-// CHANNEL_SLOPES (fusion/prelu.cc): a PRELU with a slope per output column (channel) n after
-// the activation (common.cl's prelu_at); one more argument, __global const T* slopes [N], after
-// the residual (SLOPES_PARAM).
-#ifdef CHANNEL_SLOPES
-#define SLOPES_PARAM , __global const T* restrict slopes
-#define SLOPES_PASS , slopes
-#define SLOPED(v, n) prelu_at((v), LOADF(slopes, (n)))
-#define SLOPED4(v, n) prelu_at4((v), LOADF4(slopes, (n) >> 2))
-#else
-#define SLOPES_PARAM
-#define SLOPES_PASS
-#define SLOPED(v, n) (v)
-#define SLOPED4(v, n) (v)
-#endif
+// CHANNEL_SLOPES: common.cl's SLOPES_PARAM, the slope of output column (channel) n.
 
 // OUT_SLICE (fusion/concat.cc): a CONCATENATION folded into the op, which writes its output
 // row m at out_ldc * m + out_off of the concatenation's tensor instead of at N * m; two more

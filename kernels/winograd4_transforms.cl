@@ -68,12 +68,12 @@ static inline void winograd_f4_filter_tile(__global const T* restrict filter, in
 static inline void winograd_f4_output_tile(const float* m, float bv, __global T* restrict out,
                                            int n, int oh0, int ow0, int OH, int OW, int OC, int oc,
                                            float act_min,
-                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM OVERFLOW_PARAM) {
+                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   float s[24], y[16];
 #pragma unroll
   for (int j = 0; j < 6; ++j) winograd_f4_at(m + j, 6, s + j, 6);  // s[4][6] = A^T m
 #pragma unroll
   for (int i = 0; i < 4; ++i) winograd_f4_at(s + 6 * i, 1, y + 4 * i, 1);  // y[4][4] = s A
   store_winograd_tile(y, 4, bv, out, n, oh0, ow0, OH, OW, OC, oc, act_min,
-                      act_max WINO_DIRECT_PASS RESIDUAL_PASS OVERFLOW_PASS);
+                      act_max WINO_DIRECT_PASS RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
 }

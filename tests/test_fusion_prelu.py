@@ -1,11 +1,13 @@
 """PRELU with a slope per channel folded into the op before it (fusion/prelu.cc, AttachSlopes):
-a convolution's GEMM, or an ADD of operands of its size, applies the slopes where it stores,
-after the activation and a residual ADD (kernels/gemm_tiles.cl's and binary.cl's
+a convolution (any algorithm), a depthwise, or an ADD of operands of its size, applies the slopes
+where it stores, after the activation and a residual ADD (kernels/common.cl's and binary.cl's
 CHANNEL_SLOPES), so the PRELU runs no kernel and the value before it is never written.
 MediaPipe's blocks (conv, PRELU, depthwise, conv, ADD, PRELU) are the shape. Against TFLite's
 CPU kernels with the pass on and off: the implicit GEMM and the plain one, whole and split along
 K, a folded depthwise and residual, an ADD, fp16 storage; and what must stay (a slope not per
-channel, a value read elsewhere, a broadcasting ADD, a convolution another algorithm runs)."""
+channel, a value read elsewhere, a broadcasting ADD, the plain GEMM's small-M kernel); every
+convolution algorithm, forced, Winograd with a residual under fp16, a grouped convolution, a
+depthwise (whole channel runs and a tail, a depth multiplier, fp16)."""
 
 from __future__ import annotations
 
@@ -150,18 +152,95 @@ def test_a_value_read_elsewhere_stays(runtime: str) -> None:
     _unfolded(b.build(), runtime)
 
 
-def test_a_convolution_another_algorithm_runs_keeps_its_prelu(runtime: str) -> None:
-    # The direct algorithm, forced, stores through no GEMM tile.
-    model = _conv_prelu((1, 9, 9, 8), k=3, seed=9)
-    r = check_parity(
-        model, runtime, expect_delegated="all", profiling=True, conv_algorithm="direct"
-    )
+# Every convolution algorithm stores through the slopes (kernels/common.cl's SLOPED): forced
+# here, on a 3x3 layer of 16 channels (Winograd's own choice on this device, the cost model's
+# view). F(4x4)'s tiles overhang a 10x10 output; 12 outputs cross the stores' runs of four.
+# With 6 outputs the blocked kernel stores one channel at a time instead of four.
+ALGORITHMS = [
+    *((a, 12) for a in ["direct", "direct_blocked", "winograd", "winograd4", "winograd4_fused"]),
+    ("direct_blocked", 6),
+]
+
+
+@pytest.mark.parametrize("algorithm,out", ALGORITHMS)
+def test_every_convolution_algorithm_takes_the_slopes(
+    runtime: str, algorithm: str, out: int
+) -> None:
+    model = _conv_prelu((1, 10, 10, 16), k=3, out=out, seed=len(algorithm) + out)
+    _both(model, runtime, folded=1, conv_algorithm=algorithm)
+
+
+@pytest.mark.parametrize("algorithm", ["winograd", "winograd4"])
+def test_winograd_with_a_residual_and_half_storage(runtime: str, algorithm: str) -> None:
+    # The output transform adds the residual, clamps, then applies the slopes; F(2x2) keeps
+    # half intermediates, F(4x4) float ones.
+    b = ModelBuilder(seed=21)
+    x = b.input("x", (1, 9, 11, 16))
+    h = b.conv2d(x, b.rand((16, 3, 3, 16), 0.3), b.rand((16,), 0.2), 1, 1, "SAME")
+    h = b.add(h, x, "RELU6")
+    b.output(b.prelu(h, _slopes(b, 16)))
+    for precision in ("fp32", "fp16"):
+        on = _both(b.build(), runtime, folded=1, conv_algorithm=algorithm, precision=precision)
+        assert folded_nodes(on, "+ADD+PRELU") == 1
+
+
+def test_a_grouped_convolution_takes_the_slopes(runtime: str) -> None:
+    # Only the direct algorithm runs groups: slopes by output channel across the groups.
+    b = ModelBuilder(seed=22)
+    x = b.input("x", (1, 7, 7, 8))
+    h = b.conv2d(x, b.rand((12, 3, 3, 4)), b.rand((12,), 0.2), 1, 1, "SAME")
+    b.output(b.prelu(h, _slopes(b, 12)))
+    _both(b.build(), runtime, folded=1)
+
+
+def _depthwise_prelu(shape: tuple[int, int, int, int], mult: int = 1, seed: int = 0) -> bytes:
+    """depthwise 3x3 -> PRELU per channel -> conv 1x1: MobileFaceNet's depthwise, BN, PReLU (the
+    PRELU between them keeps the depthwise out of the 1x1's GEMM)."""
+    b = ModelBuilder(seed=seed)
+    oc = shape[3] * mult
+    x = b.input("x", shape)
+    h = b.depthwise_conv2d(x, b.rand((1, 3, 3, oc), 0.4), b.rand((oc,), 0.1), 1, 1, "SAME", mult)
+    h = b.prelu(h, _slopes(b, oc))
+    b.output(b.conv2d(h, b.rand((8, 1, 1, oc)), b.rand((8,), 0.2)))
+    return b.build()
+
+
+# Channels in runs of four (the kernel's vector store), a tail of two, a depth multiplier.
+@pytest.mark.parametrize("shape,mult", [((1, 9, 9, 16), 1), ((1, 7, 8, 6), 1), ((1, 6, 6, 4), 3)])
+def test_a_depthwise_takes_the_slopes(
+    runtime: str, shape: tuple[int, int, int, int], mult: int
+) -> None:
+    on = _both(_depthwise_prelu(shape, mult, seed=shape[3] + mult), runtime, folded=1)
+    assert folded_nodes(on, "depthwise_fast+PRELU") == 1
+    counts, launched = estimated_and_launched(_depthwise_prelu(shape, mult), runtime)
+    assert counts and counts[0] == launched
+
+
+def test_half_storage_depthwise_slopes(runtime: str) -> None:
+    _both(_depthwise_prelu((1, 8, 8, 12), seed=31), runtime, folded=1, precision="fp16")
+
+
+def test_the_small_m_gemm_keeps_its_prelu(runtime: str) -> None:
+    # A 1x1 over two pixels runs the plain GEMM's small-M kernel, which takes no slopes.
+    b = ModelBuilder(seed=23)
+    x = b.input("x", (1, 1, 2, 16))
+    h = b.conv2d(x, b.rand((12, 1, 1, 16)), b.rand((12,), 0.2))
+    b.output(b.prelu(h, _slopes(b, 12)))
+    r = check_parity(b.build(), runtime, expect_delegated="all", profiling=True)
     assert folded_nodes(r, "+PRELU") == 0 and _prelu_kernels(r) == 1
+    counts, launched = estimated_and_launched(b.build(), runtime)
+    assert counts and counts[0] == launched
 
 
-def test_the_cost_model_counts_the_folded_launches(runtime: str) -> None:
+@pytest.mark.parametrize("model", ["mediapipe", "winograd"])
+def test_the_cost_model_counts_the_folded_launches(runtime: str, model: str) -> None:
     # decisions' estimate counts the kernels the partition launches.
-    counts, launched = estimated_and_launched(_mediapipe_block((1, 16, 16, 8), seed=8), runtime)
+    m = (
+        _mediapipe_block((1, 16, 16, 8), seed=8)
+        if model == "mediapipe"
+        else _conv_prelu((1, 12, 12, 16), k=3, seed=8)
+    )
+    counts, launched = estimated_and_launched(m, runtime)
     assert counts and counts[0] == launched
 
 

@@ -1,10 +1,12 @@
 // PRELU folds: a float PRELU whose slope is a constant per channel (MediaPipe's and PyTorch's
 // nn.PReLU(C) blocks; one slope for all is the epilogue fold's), or the same spelled as
 // element-wise ops whose slopes are one of their constants (litert-torch's, fusion/prelu_form.h),
-// reading the output of a CONV_2D that one of the GEMMs runs, directly or through a residual ADD
-// folded into it, of an ADD of two operands of its size, or of a DEQUANTIZE of an activation: the
-// op applies the slopes where it stores, after its activation and the ADD (AttachSlopes,
-// kernels/gemm_tiles.cl's, binary.cl's and quantize.cl's CHANNEL_SLOPES), so the PRELU launches
+// reading the output of a CONV_2D (any algorithm but the plain GEMM's small-M kernel:
+// ConvTakesSlopes), directly or through a residual ADD folded into it, of a DEPTHWISE_CONV_2D
+// no GEMM took, of an ADD of two operands of its size, or of a DEQUANTIZE of an activation
+// (MobileFaceNet's depthwise, BN, PReLU): the op applies the slopes where it stores,
+// after its activation and the ADD (AttachSlopes, kernels/common.cl's, binary.cl's and
+// quantize.cl's CHANNEL_SLOPES), so the PRELU launches
 // nothing and the value before it is never written. After the residual pass (a PRELU after an
 // ADD follows the ADD's arithmetic) and the depthwise pass (a 1x1 convolution that computes a
 // depthwise as its A runs the implicit GEMM, whatever its own shape would run); before the
@@ -40,17 +42,14 @@ int ChannelSlopes(const GraphView& g, const NodeInfo& n) {
   return a;
 }
 
-// Whether a GEMM runs the float CONV_2D n here (SelectConvAlgorithm; the cost model's view), or
-// the implicit GEMM with the depthwise the depthwise pass found for it.
-bool GemmConv(const GraphView& g, const NodeInfo& n, size_t at, const Folds& folds,
-              const DeviceInfo& dev) {
+// Whether the float CONV_2D n applies slopes here: its algorithm (SelectConvAlgorithm; the cost
+// model's view) does, or the implicit GEMM with the depthwise the depthwise pass found for it.
+bool SlopeConv(const GraphView& g, const NodeInfo& n, size_t at, const Folds& folds,
+               const DeviceInfo& dev) {
   if (n.op != tfl::kConv2d) return false;
   if (folds.depthwise_of.count(at)) return true;
   const std::optional<ConvGeometry> cg = GraphConvGeometry(g, n);
-  if (!cg || cg->groups != 1) return false;
-  const ConvAlgorithm a = SelectConvAlgorithm(*cg, dev, "");
-  return a == ConvAlgorithm::kImplicitGemm ||
-         (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(dev, *cg));
+  return cg && ConvTakesSlopes(SelectConvAlgorithm(*cg, dev, ""), dev, *cg);
 }
 
 std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& folds) {
@@ -63,8 +62,8 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     for (int t : nodes[i].inputs) readers[t].push_back(i);
   }
   // Whether the kernel writing t takes slopes: a convolution's (its own node, or the one a
-  // residual ADD writing t folded into, either operand) or an ADD's of operands of its size;
-  // the pass's Apply decides with the plan's ops.
+  // residual ADD writing t folded into, either operand), a float depthwise's, or an ADD's of
+  // operands of its size; the pass's Apply decides with the plan's ops.
   auto slope_writer = [&](int t, size_t before) {
     const auto p = producer.find(t);
     if (p == producer.end() || p->second >= before) return false;
@@ -72,7 +71,7 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     if (n.op == tfl::kAdd && folds.folded.count(p->second)) {
       for (int operand : n.inputs) {
         const auto c = producer.find(operand);
-        if (c != producer.end() && GemmConv(g, nodes[c->second], c->second, folds, fg.dev))
+        if (c != producer.end() && SlopeConv(g, nodes[c->second], c->second, folds, fg.dev))
           return true;
       }
       return false;
@@ -80,10 +79,11 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     if (folds.folded.count(p->second)) return false;
     if (n.op == tfl::kDequantize)
       return g.type(t) == kTfLiteFloat32;  // an int8 model's float island
+    if (n.op == tfl::kDepthwiseConv2d) return g.type(t) == kTfLiteFloat32;
     if (n.op == tfl::kAdd && n.inputs.size() == 2)
       return g.valid_tensor(n.inputs[0]) && g.valid_tensor(n.inputs[1]) &&
              g.shape(n.inputs[0]) == g.shape(t) && g.shape(n.inputs[1]) == g.shape(t);
-    return GemmConv(g, n, p->second, folds, fg.dev);
+    return SlopeConv(g, n, p->second, folds, fg.dev);
   };
   std::vector<PreluFusion> out;
   for (size_t i = 0; i < nodes.size(); ++i) {

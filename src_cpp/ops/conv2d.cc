@@ -125,15 +125,13 @@ class Conv2dOp : public ConvOpBase {
     const ConvGeometry g = Geometry(in[0]);
     return g.groups == 1 && Algorithm(ctx, g) == ConvAlgorithm::kImplicitGemm;
   }
-  // The GEMMs store through kernels/gemm_tiles.cl, which applies per-channel slopes: the implicit
-  // GEMM (a folded depthwise or affine runs it too) and the plain one but for its small-M kernel.
+  // Per-channel slopes after the store's activation: every algorithm (ConvTakesSlopes) but the
+  // plain GEMM's small-M kernel; a folded depthwise or affine runs the implicit GEMM.
   bool TakesSlopes(const OpContext& ctx, const std::vector<Shape>& in) const override {
     if (chunk_ || in.empty() || in[0].size() != 4) return false;
     if (folded_depthwise() || input_affine()) return true;
     const ConvGeometry g = Geometry(in[0]);
-    const ConvAlgorithm a = Algorithm(ctx, g);
-    return a == ConvAlgorithm::kImplicitGemm ||
-           (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g));
+    return ConvTakesSlopes(Algorithm(ctx, g), ctx.env.device(), g);
   }
   // The plain GEMM scales the filter's tile by the gate where it loads it (EncodeGemm1x1With): a
   // 1x1 convolution it runs, but for its small-M kernel; one image (one gate).
@@ -256,16 +254,13 @@ class Conv2dOp : public ConvOpBase {
     const float elo = r ? residual().act_min : lo, ehi = r ? residual().act_max : hi;
     cl_mem res = r ? in.at(1) : nullptr;
     cl_mem bias = src_->Bias(ctx, oc0_, g.oc);
-    if (!slopes && !gate)
-      launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, bias, out[0], elo, ehi, res);
-    else if (algo_ == ConvAlgorithm::kImplicitGemm && !gate)
-      launches_ = EncodeImplicitGemmConv(ctx, g, in[0], *weights_, bias, out[0], elo, ehi, res,
-                                         nullptr, slopes);
+    if (!gate)
+      launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, bias, out[0], elo, ehi, res, slopes);
     else if (algo_ == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g))
       launches_ =
           EncodeGemm1x1With(ctx, g, in[0], *weights_, bias, out[0], elo, ehi, res, slopes, gate);
     else
-      throw Error("CONV_2D: its folded PRELU or gate needs the plain GEMM (or the implicit one)");
+      throw Error("CONV_2D: its folded gate needs the plain GEMM");
   }
 
   size_t ChunkWeightBytes(const OpContext& ctx, const std::vector<Shape>& in,

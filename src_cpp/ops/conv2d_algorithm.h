@@ -27,13 +27,19 @@ struct ConvAlgorithmDef {
                           const std::vector<float>& filter_ohwi, ConvWeights* w);
   // Scratch bytes per slot (OpContext::scratch).
   std::vector<size_t> (*scratch_bytes)(const OpContext& ctx, const ConvGeometry& g);
-  // The launches; residual as in EncodeConv.
+  // The launches; residual and slopes as in EncodeConv (slopes only where takes_slopes). The
+  // kernel that writes the output takes them after its other arguments, in that order
+  // (kernels/common.cl's RESIDUAL_PARAM, SLOPES_PARAM); the op's context builds every program
+  // with -DCHANNEL_SLOPES when it has slopes (Op::epilogue_defines).
   std::vector<Launch> (*encode)(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                 const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
-                                float act_max, cl_mem residual);
+                                float act_max, cl_mem residual, cl_mem slopes);
   // How many kernels encode launches, from the same plan (the cost model's count, before an
   // op exists; default options); null: one.
   LaunchCount (*launches)(const DeviceInfo& dev, const ConvGeometry& g) = nullptr;
+  // Whether its kernel that writes the output applies per-channel PRELU slopes for this
+  // geometry (a folded PRELU, fusion/prelu.cc); null: for every geometry it applies to.
+  bool (*takes_slopes)(const DeviceInfo& dev, const ConvGeometry& g) = nullptr;
 };
 
 // The algorithms, each defined in its own file.

@@ -62,15 +62,17 @@ void PrepareWeights(OpContext& ctx, const ConvGeometry& g, const std::vector<flo
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual,
+                           cl_mem slopes) {
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
   const BlockedTiles t = BlockedFor(g, ctx.env.device());
   auto prog = ctx.GetProgram("conv2d_blocked", With(Defines(g, t), rd));
   Launch l;
   l.name = "conv2d_blocked";
   l.kernel = CreateKernel(*prog, l.name.c_str());
-  SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
-                     g.ow, g.oc, g.kh, g.sh, g.dh, g.pad_top, g.pad_left, act_min, act_max);
+  SetArgsAndOptionals(l.kernel, {residual, slopes}, in, w.filter.get(), bias, out, g.n, g.h, g.w,
+                      g.c, g.oh, g.ow, g.oc, g.kh, g.sh, g.dh, g.pad_top, g.pad_left, act_min,
+                      act_max);
   l.dims = 3;
   l.local[0] = 1, l.local[1] = t.wgx, l.local[2] = t.wgy;
   l.global[0] = ChannelBlocks(g, t);

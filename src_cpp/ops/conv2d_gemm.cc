@@ -24,10 +24,11 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual,
+                           cl_mem slopes) {
   const long m = long(g.n) * g.h * g.w;
   return EncodeGemm(ctx, Plan(ctx, g), in, w.filter.get(), bias, out, static_cast<int>(m), g.oc,
-                    g.c, act_min, act_max, residual, w.max_abs);
+                    g.c, act_min, act_max, residual, w.max_abs, slopes);
 }
 
 }  // namespace
@@ -51,6 +52,7 @@ std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_
 
 extern const ConvAlgorithmDef kConvGemm1x1 = {
     ConvAlgorithm::kGemm1x1, "gemm",  Applies, PlainWeightBytes,
-    UploadPlainWeights,      Scratch, Encode,  Launches};
+    UploadPlainWeights,      Scratch, Encode,  Launches,
+    Gemm1x1TakesSlopes};
 
 }  // namespace clgpu

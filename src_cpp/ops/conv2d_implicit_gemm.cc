@@ -121,8 +121,9 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
 }
 
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
-  return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, residual, nullptr, nullptr);
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual,
+                           cl_mem slopes) {
+  return EncodeWith(ctx, g, in, w, bias, out, act_min, act_max, residual, nullptr, slopes);
 }
 
 // The 1x1 convolution's GEMM over a depthwise's output: M its output pixels, K its channels.

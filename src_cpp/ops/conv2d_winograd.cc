@@ -122,7 +122,8 @@ std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
 
 template <ConvAlgorithm A>
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual,
+                           cl_mem slopes) {
   if (ctx.scratch.size() < 2) throw Error("Winograd convolution without scratch buffers");
   std::vector<Launch> launches;
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";  // for the program that writes out
@@ -152,9 +153,9 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
     lg.local[1] = 1;
     SetArgs(lg.kernel, ctx.scratch[0], w.filter.get(), ctx.scratch[1], p, g.oc, ck);
     Launch lo = Make1d(outputs, k.output_transform, size_t(p) * g.oc);
-    SetArgsAndOptional(lo.kernel, residual, ctx.scratch[1], bias, out, g.n, g.oh, g.ow, g.oc, r0,
-                       nr, act_min, act_max, in, w.plain.get(), g.h, g.w, g.c, g.kh, g.kw,
-                       g.pad_top, g.pad_left);
+    SetArgsAndOptionals(lo.kernel, {residual, slopes}, ctx.scratch[1], bias, out, g.n, g.oh, g.ow,
+                        g.oc, r0, nr, act_min, act_max, in, w.plain.get(), g.h, g.w, g.c, g.kh,
+                        g.kw, g.pad_top, g.pad_left);
     launches.push_back(std::move(li));
     launches.push_back(std::move(lg));
     launches.push_back(std::move(lo));

@@ -93,7 +93,8 @@ void PrepareWeights(OpContext& ctx, const ConvGeometry& g, const std::vector<flo
 // (CL_KERNEL_WORK_GROUP_SIZE; reqd_work_group_size makes most compilers fit it instead) is
 // rebuilt with fewer tiles per group rather than left to fail at the enqueue.
 std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, const ConvWeights& w,
-                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual) {
+                           cl_mem bias, cl_mem out, float act_min, float act_max, cl_mem residual,
+                           cl_mem slopes) {
   const DeviceInfo& dev = ctx.env.device();
   WinogradFusedTiles t = FusedFor(g, dev);
   if (t.ocb != w.ocb || FusedCpad(g, t) != w.cpad)
@@ -114,9 +115,9 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
                   " (lower OCB or RO in CLGPU_TUNE_WINOGRAD4_FUSED)");
     t.tp = std::max(t.rt, t.tp / 2 / t.rt * t.rt);
   }
-  SetArgsAndOptional(l.kernel, residual, in, w.filter.get(), bias, out, g.n, g.h, g.w, g.c, g.oh,
-                     g.ow, g.oc, g.pad_top, g.pad_left, g.kh, g.kw, w.cpad, act_min, act_max,
-                     w.plain.get());
+  SetArgsAndOptionals(l.kernel, {residual, slopes}, in, w.filter.get(), bias, out, g.n, g.h, g.w,
+                      g.c, g.oh, g.ow, g.oc, g.pad_top, g.pad_left, g.kh, g.kw, w.cpad, act_min,
+                      act_max, w.plain.get());
   const size_t th = (g.oh + 3) / 4, tw = (g.ow + 3) / 4;
   const size_t groups = size_t((g.oc + t.ocb - 1) / t.ocb) * g.n * th * ((tw + t.tp - 1) / t.tp);
   l.dims = 1;

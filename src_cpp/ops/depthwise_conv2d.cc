@@ -84,13 +84,19 @@ class DepthwiseConv2dOp : public Op, public Chunker, public FoldTarget, public F
   }
 
   const char* type_name() const override { return "DEPTHWISE_CONV_2D"; }
-  std::string algorithm() const override { return "depthwise_fast"; }
   const Chunker* chunker() const override { return this; }
   const FoldTarget* fold_target() const override { return this; }
   FoldSource* fold_source() override { return this; }
   bool GetClamp(float* lo, float* hi) const override {
     *lo = act_min_, *hi = act_max_;
     return true;
+  }
+  // Its kernel applies per-channel slopes where it stores (a folded PRELU, fusion/prelu.cc).
+  bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
+    return !chunk_ && !in.empty() && in[0].size() == 4;
+  }
+  std::string algorithm() const override {
+    return std::string("depthwise_fast") + (has_slopes() ? "+PRELU" : "");
   }
 
   ConvGeometry Geometry(const Shape& in) const {
@@ -134,7 +140,7 @@ class DepthwiseConv2dOp : public Op, public Chunker, public FoldTarget, public F
   // one included), no epilogue.
   bool GetFloatDepthwise(OpContext& ctx, const Shape& in, FloatDepthwiseA* dw) override {
     if (chunk_ || in.size() != 4 || src_->filter_shape[3] != in[3] || has_residual() ||
-        has_output_view())
+        has_slopes() || has_output_view())
       return false;
     dw->g = Geometry(in);
     // The GEMM applies the epilogue to A under its own names (CLGPU_DW_...), beside its own.
@@ -155,8 +161,9 @@ class DepthwiseConv2dOp : public Op, public Chunker, public FoldTarget, public F
     l.kernel = CreateKernel(*prog, l.name);
     const int m = g.oc / g.c;
     const auto [lo, hi] = ClampBounds(act_min_, act_max_);
-    SetArgs(l.kernel, in[0], buffers_->first.get(), buffers_->second.get(), out[0], g.n, g.h, g.w,
-            g.c, g.oh, g.ow, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, lo, hi);
+    SetArgsAndOptional(l.kernel, has_slopes() ? in.back() : nullptr, in[0], buffers_->first.get(),
+                       buffers_->second.get(), out[0], g.n, g.h, g.w, g.c, g.oh, g.ow, m, g.kh,
+                       g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, lo, hi);
     l.dims = 1;
     l.global[0] =
         RoundUp(size_t((g.oc + 3) / 4) * ((g.ow + kPixels - 1) / kPixels) * g.n * g.oh, 64);

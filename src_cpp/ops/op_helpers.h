@@ -2,6 +2,7 @@
 // small checks. Included by ops/op.h after the Op contract (they take its OpContext).
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -21,6 +22,11 @@ void SetArgsFrom(const Kernel& k, cl_uint first, const Args&... args);
 // buffer: the residual of kernels built with -DHAS_RESIDUAL).
 template <typename... Args>
 void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args);
+// The same with several optional trailing buffers: each non-null one, in order (a residual,
+// then PRELU slopes).
+template <typename... Args>
+void SetArgsAndOptionals(const Kernel& k, std::initializer_list<cl_mem> extras,
+                         const Args&... args);
 
 // Copies a launch's constant buffers `parts` (whole) into one new buffer, each at a 16-byte
 // aligned offset (*offsets, in order): the kernel, built with -DPACKED, then takes one buffer
@@ -133,6 +139,15 @@ template <typename... Args>
 void SetArgsAndOptional(const Kernel& k, cl_mem extra, const Args&... args) {
   detail::SetArgsAt(k, 0, args...);
   if (extra) detail::SetArgsAt(k, static_cast<cl_uint>(sizeof...(Args)), extra);
+}
+
+template <typename... Args>
+void SetArgsAndOptionals(const Kernel& k, std::initializer_list<cl_mem> extras,
+                         const Args&... args) {
+  detail::SetArgsAt(k, 0, args...);
+  cl_uint i = static_cast<cl_uint>(sizeof...(Args));
+  for (cl_mem e : extras)
+    if (e) detail::SetArgsAt(k, i++, e);
 }
 
 }  // namespace clgpu
