@@ -17,6 +17,21 @@
 //   p[4] where x >= 0, else x * (b + b_offset) by p[5], p[6]; + out_zero, clamped. b: alpha.
 #include "quant.cl"
 
+// With -DQUANT_TABLE an element-wise chain folded into the op (src_cpp/fusion/attach.h): one more
+// argument, uchar table [256] (or [C][256] with -DQUANT_TABLE_CHANNELS, channel c = element i's
+// index along the last axis, meta[rank - 1] long), through which the output integer v is stored.
+#ifdef QUANT_TABLE
+#define TABLE_PARAM , __global const uchar* restrict table
+#ifdef QUANT_TABLE_CHANNELS
+#define TABLED(v, i) ((QT)table[(((i) % meta[rank - 1]) << 8) + (uchar)(v)])
+#else
+#define TABLED(v, i) ((QT)table[(uchar)(v)])
+#endif
+#else
+#define TABLE_PARAM
+#define TABLED(v, i) ((QT)(v))
+#endif
+
 // The offsets of output element i in a and b.
 static inline int2 broadcast_index(int i, int rank, __global const int* meta) {
   int rem = i, ia = 0, ib = 0;
@@ -31,27 +46,29 @@ static inline int2 broadcast_index(int i, int rank, __global const int* meta) {
 }
 
 __kernel void add_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
-                       int rank, __global const int* meta, __global const int* p, int up_below OVERFLOW_PARAM) {
+                       int rank, __global const int* meta, __global const int* p,
+                       int up_below TABLE_PARAM OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   const int2 at = broadcast_index(i, rank, meta);
   const int ia = at.x, ib = at.y;
-  out[i] = (QT)quant_add(a[ia], b[ib], p, i < up_below);
+  out[i] = TABLED(quant_add(a[ia], b[ib], p, i < up_below), i);
 }
 
 __kernel void mul_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
-                       int rank, __global const int* meta, __global const int* p, int up_below OVERFLOW_PARAM) {
+                       int rank, __global const int* meta, __global const int* p,
+                       int up_below TABLE_PARAM OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   const int2 at = broadcast_index(i, rank, meta);
   const int prod = ((int)a[at.x] + p[0]) * ((int)b[at.y] + p[1]);
   const int v = quant_multiply(prod, p[3], p[4], i < up_below) + p[9];
-  out[i] = (QT)clamp(v, p[10], p[11]);
+  out[i] = TABLED(clamp(v, p[10], p[11]), i);
 }
 
 __kernel void prelu_int8(__global const QT* a, __global const QT* b, __global QT* out, int total,
                          int rank, __global const int* meta, __global const int* p,
-                         int up_below OVERFLOW_PARAM) {
+                         int up_below TABLE_PARAM OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= total) return;
   const int2 at = broadcast_index(i, rank, meta);
@@ -59,5 +76,5 @@ __kernel void prelu_int8(__global const QT* a, __global const QT* b, __global QT
   const bool up = i < up_below;
   const int v = x >= 0 ? quant_multiply(x, p[3], p[4], up)
                        : quant_multiply(x * ((int)b[at.y] + p[1]), p[5], p[6], up);
-  out[i] = (QT)clamp(v + p[9], p[10], p[11]);
+  out[i] = TABLED(clamp(v + p[9], p[10], p[11]), i);
 }

@@ -34,5 +34,5 @@ __kernel void conv2d_int8_direct(__global const char* in, __global const char* f
     }
   }
   const int q = quant_output(acc, stage[oc], oc, up_below, out_zero, act_min, act_max);
-  out[((n * OH + oy) * OW + ox) * OC + oc] = quant_store(q, stage, OC);
+  out[((n * OH + oy) * OW + ox) * OC + oc] = quant_store(q, stage, OC, oc);
 }

@@ -32,7 +32,7 @@ __kernel void depthwise_conv2d_int8(__global const char* in, __global const char
     }
   }
   const int q = quant_output(acc, stage[oc], oc, up_below, out_zero, act_min, act_max);
-  out[((n * OH + oy) * OW + ox) * OC + oc] = quant_store(q, stage, OC);
+  out[((n * OH + oy) * OW + ox) * OC + oc] = quant_store(q, stage, OC, oc);
 }
 
 // depthwise_conv2d_int8_c4: the same for depth multiplier 1 and C % 4 == 0, four neighbouring
@@ -64,8 +64,8 @@ __kernel void depthwise_conv2d_int8_c4(__global const char* in, __global const c
       quant_output(acc.y, stage[c + 1], c + 1, up_below, out_zero, act_min, act_max),
       quant_output(acc.z, stage[c + 2], c + 2, up_below, out_zero, act_min, act_max),
       quant_output(acc.w, stage[c + 3], c + 3, up_below, out_zero, act_min, act_max));
-  out[o] = quant_store(q.x, stage, C);
-  out[o + 1] = quant_store(q.y, stage, C);
-  out[o + 2] = quant_store(q.z, stage, C);
-  out[o + 3] = quant_store(q.w, stage, C);
+  out[o] = quant_store(q.x, stage, C, c);
+  out[o + 1] = quant_store(q.y, stage, C, c + 1);
+  out[o + 2] = quant_store(q.z, stage, C, c + 2);
+  out[o + 3] = quant_store(q.w, stage, C, c + 3);
 }

@@ -88,12 +88,13 @@
 #ifdef QUANT_RESIDUAL
 #define RES_ARG , __global const char* restrict res
 #define RP_CONST PRM_CONST(int, rp)
-// The output byte of requantized integer v at element idx: plus the residual, as the ADD does.
-#define GEMM_OUT(v, idx) ((char)quant_add((v), res[idx], rp, false))
+// The output byte of requantized integer v at element idx, column n: plus the residual, as the
+// ADD does, then the ADD's table (a PRELU after a block's ADD) where it has one.
+#define GEMM_OUT(v, idx, n) quant_store(quant_add((v), res[idx], rp, false), stage, N, (n))
 #else
 #define RES_ARG
 #define RP_CONST
-#define GEMM_OUT(v, idx) quant_store((v), stage, N)
+#define GEMM_OUT(v, idx, n) quant_store((v), stage, N, (n))
 #endif
 #ifdef EXPAND_A
 #define EX_ARGS                                                                             \
@@ -322,9 +323,10 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
 #endif
 #ifdef POOL2
         pooled[ty + i * RTM][tx + j * RTN] =
-            GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx);
+            GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx, n);
 #else
-        out[idx] = GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx);
+        out[idx] =
+            GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx, n);
 #endif
       }
     }

@@ -91,13 +91,19 @@ static inline void global_add(__global int* p, int v) { atomic_add(p, v); }
 static inline int global_take(__global int* p) { return atomic_xchg(p, 0); }
 #endif
 
-// quant_store(v, stage, channels): the output byte of requantized integer v. With -DQUANT_TABLE an
-// element-wise chain folded into the op (src_cpp/fusion/attach.h) maps it through its 256 results,
-// stored after the `channels` (multiplier, shift) pairs of the stage buffer, by v's low byte.
-#ifdef QUANT_TABLE
-#define quant_store(v, stage, channels) (((__global const char*)((stage) + (channels)))[(uchar)(v)])
+// quant_store(v, stage, channels, c): the output byte of requantized integer v of channel c. With
+// -DQUANT_TABLE an element-wise chain folded into the op (src_cpp/fusion/attach.h) maps it through
+// its 256 results, stored after the `channels` (multiplier, shift) pairs of the stage buffer, by
+// v's low byte; with -DQUANT_TABLE_CHANNELS too, through channel c's 256 (a PRELU of a slope per
+// channel), from c * 256 on.
+#if defined(QUANT_TABLE) && defined(QUANT_TABLE_CHANNELS)
+#define quant_store(v, stage, channels, c) \
+  (((__global const char*)((stage) + (channels)))[((c) << 8) + (uchar)(v)])
+#elif defined(QUANT_TABLE)
+#define quant_store(v, stage, channels, c) \
+  (((__global const char*)((stage) + (channels)))[(uchar)(v)])
 #else
-#define quant_store(v, stage, channels) ((char)(v))
+#define quant_store(v, stage, channels, c) ((char)(v))
 #endif
 
 // The quantized storage types: QT is the element type of the int8 kernels' activations (int8 by

@@ -4,7 +4,8 @@ integer arithmetic to them and the other operand (quant_add in kernels/quant.cl)
 no kernel. Bit-exact against TFLite's int8 kernels with fusion on and off (option fuse_add): the
 conv's output as either operand (the ADD's two multipliers differ), its own activation, the ADD's
 activation, the 1x1 GEMM and the implicit GEMM, split along K, in chunks; the forced direct
-kernel does not fold."""
+kernel does not fold. A PRELU after the ADD (one slope or one per channel) goes with it as a table
+of the ADD's integers, which the conv's GEMM applies after the ADD."""
 
 from __future__ import annotations
 
@@ -100,3 +101,46 @@ def test_broadcast_or_float_adds_do_not_fold(runtime: str) -> None:
     b.output(b.add(y, np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 1, 1, 8)))
     m = quantize_model(b.build(), io="int8", seed=2)
     check_residual(m, runtime, 0)
+
+
+def _prelu_block(shape: tuple[int, int, int, int], slopes: str, seed: int) -> bytes:
+    """conv -> ADD(h) -> PRELU: a PRELU residual block (face-landmark CNNs), int8."""
+    b = ModelBuilder(seed=seed)
+    c = shape[3]
+    x = b.input("x", shape)
+    h = b.conv2d(x, b.rand((c, 1, 1, c)), b.rand((c,), 0.2), 1, 1, "SAME", "RELU")
+    y = b.conv2d(h, b.rand((c, 3, 3, c)), b.rand((c,), 0.2), 1, 1, "SAME")
+    alpha = (
+        np.linspace(-0.4, 0.8, c, dtype=np.float32)
+        if slopes == "channels"
+        else np.full((1, 1, 1), 0.25, np.float32)
+    )
+    b.output(b.prelu(b.add(y, h), alpha))
+    return quantize_model(b.build(), io="int8", seed=seed, jitter=0.4)
+
+
+@pytest.mark.parametrize("slopes", ["channels", "one"])
+@pytest.mark.parametrize("options", [{}, {"gemm_splits": 3}], ids=["whole", "split_k"])
+def test_a_prelu_after_the_add_moves_with_it(
+    runtime: str, slopes: str, options: dict[str, Any]
+) -> None:
+    # The epilogue fold gives the PRELU's table to the ADD; the residual fold moves the ADD and its
+    # table into the conv, whose GEMM maps the ADD's sum through it: conv, ADD and PRELU in one
+    # launch (two fewer than without fusion).
+    m = _prelu_block((1, 7, 6, 16), slopes, seed=11)
+    on = check_int8_parity(m, runtime, min_fraction=1.0, profiling=True, **options)
+    off = check_int8_parity(m, runtime, min_fraction=1.0, profiling=True, fuse_add=False, **options)
+    assert len(_fused(on)) == 1, on.delegate.profile().table()
+    assert _launches(on) == _launches(off) - 2, on.delegate.profile().table()
+
+
+def test_an_add_no_conv_takes_keeps_the_prelu_table(runtime: str) -> None:
+    # Both operands are inputs: the ADD's own kernel stores through the PRELU's tables.
+    b = ModelBuilder(seed=13)
+    x, y = b.input("x", (1, 5, 3, 12)), b.input("y", (1, 5, 3, 12))
+    b.output(b.prelu(b.add(x, y), np.linspace(-0.5, 0.7, 12, dtype=np.float32)))
+    m = quantize_model(b.build(), io="int8", seed=13, jitter=0.4)
+    on = check_int8_parity(m, runtime, min_fraction=1.0, profiling=True)
+    off = check_int8_parity(m, runtime, min_fraction=1.0, profiling=True, fuse_add=False)
+    assert any(k.algorithm == "int8+TABLE" for k in on.delegate.profile().kernels)
+    assert _launches(on) == _launches(off) - 1, on.delegate.profile().table()

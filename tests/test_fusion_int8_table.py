@@ -1,9 +1,10 @@
 """Element-wise int8 chains folded into the int8 op producing their input as one table of its
 output integers (fusion/attach.h, AttachTable): swish (LOGISTIC + MUL, EfficientNet's), HARD_SWISH,
-LOGISTIC, TANH, LEAKY_RELU, a standalone RELU and a PRELU of one slope after int8 convolutions
-(every algorithm, split along K, in chunks), depthwise convolutions and FULLY_CONNECTED. The
-table is the chain's CPU arithmetic tabulated, so each case is bit-exact against TFLite's int8
-kernels, with fusion on and off (option fuse_add), and launches that many fewer kernels."""
+LOGISTIC, TANH, LEAKY_RELU, a standalone RELU and a PRELU of one slope or of a slope per channel
+(a table per channel) after int8 convolutions (every algorithm, split along K, in chunks),
+depthwise convolutions, FULLY_CONNECTED and int8 ADD / MUL. The table is the chain's CPU
+arithmetic tabulated, so each case is bit-exact against TFLite's int8 kernels, with fusion on and
+off (option fuse_add), and launches that many fewer kernels."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ CHAINS: dict[str, tuple[Callable[[ModelBuilder, int], int], int]] = {
     "tanh": (lambda b, y: b.tanh(y), 1),
     "leaky_relu": (lambda b, y: _unary(b, B.LEAKY_RELU, y), 1),
     "relu": (lambda b, y: b.relu(y), 1),
-    # PyTorch's nn.PReLU(): one slope, however shaped; slopes that differ stay a kernel of their own
+    # PyTorch's nn.PReLU(): one slope, however shaped; a slope per channel: a table per channel
     "prelu_one_slope": (
         lambda b, y: b.prelu(y, np.full((1, 1, b.shape(y)[-1]), 0.25, np.float32)),
         1,
@@ -55,6 +56,13 @@ CHAINS: dict[str, tuple[Callable[[ModelBuilder, int], int], int]] = {
     "prelu_scalar": (lambda b, y: b.prelu(y, np.array([-0.5], np.float32)), 1),
     "prelu_channels": (
         lambda b, y: b.prelu(y, np.linspace(-0.5, 0.5, b.shape(y)[-1], dtype=np.float32)),
+        1,
+    ),
+    # Slopes per pixel and channel: no table of the output's integers, a kernel of its own.
+    "prelu_pixels": (
+        lambda b, y: b.prelu(y, np.linspace(-0.5, 0.5, 2 * b.shape(y)[-1], dtype=np.float32)
+                             .reshape(1, 2, b.shape(y)[-1])[:, :1].repeat(b.shape(y)[2], 1)
+                             + np.arange(b.shape(y)[2], dtype=np.float32)[None, :, None] * 0.01),
         0,
     ),
 }
@@ -65,6 +73,9 @@ PRODUCERS: dict[str, Callable[[ModelBuilder, int], int]] = {
     "fully_connected": lambda b, x: b.fully_connected(
         x, b.rand((12, 8)), b.rand((12,)), keep_num_dims=True
     ),
+    # The int8 ADD's own kernel (kernels/binary_int8.cl's QUANT_TABLE), where no conv takes it.
+    "add": lambda b, x: b.add(x, b.tanh(x)),
+    "mul": lambda b, x: b.mul(x, b.tanh(x)),
 }
 
 
@@ -77,7 +88,10 @@ def _model(producer: str, chain: str, shape: tuple[int, ...] = (1, 9, 7, 8)) -> 
 
 
 CASES = [("conv3x3", c) for c in CHAINS] + [
-    (p, c) for p in PRODUCERS if p != "conv3x3" for c in ("swish", "hard_swish", "logistic")
+    (p, c)
+    for p in PRODUCERS
+    if p != "conv3x3"
+    for c in ("swish", "hard_swish", "logistic", "prelu_channels")
 ]
 
 
@@ -105,6 +119,24 @@ def test_table_in_every_conv_path(options: dict[str, Any], runtime: str) -> None
     else:
         model, n = _model("conv3x3", "swish")
     check_folds(model, runtime, -1 if chunks else n, **options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"conv_algorithm": "direct"}, {"conv_algorithm": "implicit_gemm", "gemm_splits": 3}, {}],
+    ids=["direct", "split_k", "chunks"],
+)
+def test_tables_per_channel_in_every_conv_path(options: dict[str, Any], runtime: str) -> None:
+    # A PRELU of a slope per channel after a 3x3 of 40 outputs. Chunks: weights of 40 x 9 x 40
+    # bytes past a 4 KiB allocation split the convolution by output channels (the activations
+    # fit, so the PRELU is claimed), each chunk applying its own channels' tables.
+    chunks = not options
+    b = ModelBuilder(seed=5)
+    x = b.input("x", (1, 3, 4, 40))
+    y = b.conv2d(x, b.rand((40, 3, 3, 40)), b.rand((40,)), padding="SAME")
+    b.output(b.prelu(y, np.linspace(-0.6, 0.9, 40, dtype=np.float32)))
+    model = quantize_model(b.build(), seed=2)
+    check_folds(model, runtime, -1 if chunks else 1, **(options or {"max_alloc_bytes": 4096}))
 
 
 def test_swish_stays_when_the_logistic_is_read_elsewhere(runtime: str) -> None:

@@ -43,10 +43,12 @@ bool AttachEpilogue(Attachments& a, const Op& op, int output, int kind, float al
   return true;
 }
 
-bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> table) {
+bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> table,
+                 int channels) {
   const FoldTarget* target = op.fold_target();
-  if (!target || !target->TakesTable() || table.size() != 256 || a.epilogue.kind != 0 ||
-      a.residual.on || a.outputs.size() != 1)
+  if (!target || !target->TakesTable() ||
+      (table.size() != 256 && (channels <= 1 || table.size() != 256 * size_t(channels))) ||
+      a.epilogue.kind != 0 || a.residual.on || a.outputs.size() != 1)
     return false;
   a.epilogue = Attachments::Epilogue{kTableEpilogue, 0.0f, std::move(table), {}};
   a.outputs[0] = output;

@@ -22,9 +22,12 @@ bool AttachClamp(Attachments& a, const Op& op, int output, float lo, float hi);
 // its store or already takes an epilogue or a residual.
 bool AttachEpilogue(Attachments& a, const Op& op, int output, int kind, float alpha,
                     std::vector<PostClamp> post);
-// The int8 form: the chain's 256 results as a table of the requantized integers; false
-// (nothing changed) unless the op takes tables and nothing else of the kind.
-bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> table);
+// The int8 form: the chain's 256 results as a table of the requantized integers, or one such
+// table per channel of the op's output (`channels` of them, channel c's from c * 256 on: a PRELU
+// of a slope per channel); false (nothing changed) unless the op takes tables and nothing else of
+// the kind.
+bool AttachTable(Attachments& a, const Op& op, int output, std::vector<uint8_t> table,
+                 int channels);
 // A QUANTIZE of the op's float output (after FoldTarget::TakesQuantize): output 0 becomes the
 // QUANTIZE's `output`, stored quantized to `q`; false (nothing changed) if the op writes through
 // a view or a slice, or takes one already.

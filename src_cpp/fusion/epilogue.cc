@@ -9,8 +9,9 @@
 // unary op before them:
 // kIdentityEpilogue). The producer's handler clamps in its kernels (OpHandler::clamp_epilogue); no
 // intermediate is a partition output. On int8 tensors the same (and the RELU family, and a PRELU
-// of one slope; no RESHAPEs between) as one table of the producer's output integers, the chain's
-// CPU arithmetic tabulated (kTableEpilogue): exact, whatever the chain. After the clamps; before
+// of one slope or a slope per channel; no RESHAPEs between) as one table of the producer's output
+// integers (one per channel for those slopes), the chain's CPU arithmetic tabulated
+// (kTableEpilogue): exact, whatever the chain. After the clamps; before
 // the residuals, which leave an op with an epilogue alone.
 #include "ops/epilogue.h"
 
@@ -305,7 +306,7 @@ class EpiloguePass : public FusionPass {
       if (!free || !plan.SamePrecision(f.producer, f.absorbed) ||
           (f.copies ? NumElements(z) != NumElements(s) : z != s) ||
           !(f.kind == kTableEpilogue
-                ? AttachTable(a, producer, f.output, f.table)
+                ? AttachTable(a, producer, f.output, f.table, s.empty() ? 0 : int(s.back()))
                 : AttachEpilogue(a, producer, f.output, f.kind, f.alpha, f.post)))
         continue;
       for (size_t a : f.absorbed) plan.Absorb(a, f.producer);

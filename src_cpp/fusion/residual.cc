@@ -141,12 +141,13 @@ class ResidualPass : public FusionPass {
       FoldSource* source = add.fold_source();
       // The ADD's epilogue (a one-slope PRELU after a block's ADD, as PyTorch's nn.PReLU()
       // converts; fusion/epilogue.cc) moves with it: the convolutions' kernels apply an epilogue
-      // after the residual and the activation, as ADD then epilogue did. Float only (an int8
-      // ADD's table reads its own requantized sum); the ADD's own folded clamp stays the ADD's.
+      // after the residual and the activation, as ADD then epilogue did. An int8 ADD's table (a
+      // PRELU after it) maps the ADD's requantized sum, which the int8 GEMM computes with the
+      // residual before its table (kernels/gemm_int8.cl's GEMM_OUT). The ADD's own folded clamp
+      // stays the ADD's.
       const Attachments::Epilogue& moved = plan.attachments(f.add).epilogue;
       const bool movable =
-          moved.kind == 0 ||
-          (moved.kind != kTableEpilogue && moved.kind != kSlopeEpilogue && !add.has_folded_clamp());
+          moved.kind == 0 || (moved.kind != kSlopeEpilogue && !add.has_folded_clamp());
       ResidualAdd r;
       if (conv.has_residual() || conv.has_folded_clamp() || conv.has_epilogue() || !movable ||
           !target || !source || !plan.SamePrecision(f.producer, {f.add}) ||
@@ -154,8 +155,11 @@ class ResidualPass : public FusionPass {
           plan.shape(z) != s ||
           !target->CanFuseResidual(plan.StorageCtx(f.producer), plan.InputShapes(f.producer)))
         continue;
-      if (moved.kind != 0 && !AttachEpilogue(plan.attachments(f.producer), conv, z, moved.kind,
-                                             moved.alpha, moved.post))
+      Attachments& at = plan.attachments(f.producer);
+      if (moved.kind == kTableEpilogue
+              ? !AttachTable(at, conv, z, moved.table, s.empty() ? 0 : int(s.back()))
+              : moved.kind != 0 &&
+                    !AttachEpilogue(at, conv, z, moved.kind, moved.alpha, moved.post))
         continue;
       AttachResidual(plan.attachments(f.producer), f.residual, z, r);
       plan.SetOutShapes(f.producer, {s});

@@ -44,7 +44,7 @@ std::pair<FixedPoint, FixedPoint> PreluMultipliers(const QuantParams& in, const 
           QuantizeMultiplier(in.scale[0] * alpha.scale[0] / out.scale[0])};
 }
 
-class AddInt8Op : public Op, public FoldSource {
+class AddInt8Op : public Op, public FoldTarget, public FoldSource {
  public:
   AddInt8Op(const GraphView& g, const NodeInfo& node, int activation)
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}),
@@ -119,8 +119,14 @@ class AddInt8Op : public Op, public FoldSource {
            : op_ == tfl::kSub ? "SUB"
                               : "ADD";
   }
-  std::string algorithm() const override { return "int8"; }
+  std::string algorithm() const override {
+    return epilogue_table().empty() ? "int8" : "int8+TABLE";
+  }
+  const FoldTarget* fold_target() const override { return this; }
   FoldSource* fold_source() override { return this; }
+  // Its kernels store through a table (kernels/binary_int8.cl's QUANT_TABLE): a PRELU after a
+  // block's residual ADD (which the residual fold then moves with the ADD into the convolution).
+  bool TakesTable() const override { return true; }
   // An ADD folds into the int8 op producing one operand (fusion/residual.cc): that op applies this
   // arithmetic to its output integers, so they must come first in the parameters.
   bool IsResidualAdd(int residual, ResidualAdd* add) const override {
@@ -164,6 +170,11 @@ class AddInt8Op : public Op, public FoldSource {
         *ctx.GetProgram("binary_int8", type_ == ValueType::kUInt8 ? "-DQUANT_UINT8" : ""), l.name);
     SetArgs(l.kernel, in[0], in[1], out[0], total, static_cast<int>(o.size()), meta_.get(),
             params_buf_.get(), up_below);
+    if (!epilogue_table().empty()) {
+      const std::vector<uint8_t>& t = epilogue_table();  // this plan's
+      table_buf_ = UploadBytes(ctx, t.data(), t.size());
+      SetArgsFrom(l.kernel, 8, table_buf_.get());
+    }
     l.global[0] = RoundUp(std::max(total, 1), 64);
     launches_.clear();
     launches_.push_back(std::move(l));
@@ -173,7 +184,7 @@ class AddInt8Op : public Op, public FoldSource {
   int32_t op_;
   ValueType type_;
   std::vector<int> params_;
-  Buffer params_buf_, meta_;
+  Buffer params_buf_, meta_, table_buf_;
 };
 
 }  // namespace
@@ -243,24 +254,31 @@ std::string Int8PreluTable(const GraphView& g, const NodeInfo& prelu, int x,
   const int a = prelu.inputs[1];
   if (!g.IsConstant(a)) return "PRELU slopes are not a constant";
   const std::vector<uint8_t> slopes = g.ConstantBytes(a);
-  if (slopes.empty() ||
-      std::any_of(slopes.begin(), slopes.end(), [&](uint8_t v) { return v != slopes[0]; }))
-    return "PRELU slopes differ";
   if (g.shape(prelu.outputs[0]) != g.shape(x)) return "PRELU broadcasts beyond its input";
+  const Shape xs = g.shape(x), as = g.shape(a);
+  const bool one = !slopes.empty() && std::all_of(slopes.begin(), slopes.end(),
+                                                  [&](uint8_t v) { return v == slopes[0]; });
+  const bool per_channel = !xs.empty() && !as.empty() && as.back() == xs.back() &&
+                           NumElements(as) == xs.back() && slopes.size() == size_t(xs.back());
+  if (!one && !per_channel) return "PRELU slopes differ, not one per channel";
   // The same arithmetic as prelu_int8 (binary_int8.cl) with AddInt8Op's parameters.
   const ValueType t = g.value_type(prelu.outputs[0]);
   const QuantParams in = g.quant(x), al = g.quant(a), o = g.quant(prelu.outputs[0]);
   const auto [m1, m2] = PreluMultipliers(in, al, o);
-  const int alpha =
-      (t == ValueType::kUInt8 ? int(slopes[0]) : int(static_cast<int8_t>(slopes[0]))) -
-      al.zero_point[0];
-  table->assign(256, 0);
-  for (int q = QuantMin(t); q <= QuantMax(t); ++q) {
-    const int32_t v = q - in.zero_point[0];
-    const int r = v >= 0 ? MultiplyByQuantizedMultiplier(v, m1.multiplier, m1.shift)
-                         : MultiplyByQuantizedMultiplier(v * alpha, m2.multiplier, m2.shift);
-    (*table)[static_cast<uint8_t>(q)] =
-        static_cast<uint8_t>(std::clamp(r + o.zero_point[0], QuantMin(t), QuantMax(t)));
+  const size_t tables = one ? 1 : slopes.size();
+  table->assign(256 * tables, 0);
+  for (size_t c = 0; c < tables; ++c) {
+    const int alpha =
+        (t == ValueType::kUInt8 ? int(slopes[c]) : int(static_cast<int8_t>(slopes[c]))) -
+        al.zero_point[0];
+    uint8_t* row = table->data() + 256 * c;
+    for (int q = QuantMin(t); q <= QuantMax(t); ++q) {
+      const int32_t v = q - in.zero_point[0];
+      const int r = v >= 0 ? MultiplyByQuantizedMultiplier(v, m1.multiplier, m1.shift)
+                           : MultiplyByQuantizedMultiplier(v * alpha, m2.multiplier, m2.shift);
+      row[static_cast<uint8_t>(q)] =
+          static_cast<uint8_t>(std::clamp(r + o.zero_point[0], QuantMin(t), QuantMax(t)));
+    }
   }
   return "";
 }

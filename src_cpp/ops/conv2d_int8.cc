@@ -76,6 +76,16 @@ struct Int8ConvSource {
   }
 };
 
+// The part of a table (AttachTable) that a chunk of `oc` output channels from `from` on applies:
+// the whole table, or where it is one per channel, those channels' (its kernels index their
+// channels from 0).
+std::vector<uint8_t> ChunkTable(const std::vector<uint8_t>& t, int from, int oc) {
+  if (t.size() <= 256) return t;
+  const size_t begin = size_t(from) * 256, end = begin + size_t(oc) * 256;
+  if (from < 0 || end > t.size()) throw Error("CONV_2D chunk: its channels' tables out of range");
+  return std::vector<uint8_t>(t.begin() + long(begin), t.begin() + long(end));
+}
+
 class Conv2dInt8Op : public ConvOpBase {
  public:
   Conv2dInt8Op(const GraphView& g, const NodeInfo& node, const tfl::ConvParams& p)
@@ -97,7 +107,10 @@ class Conv2dInt8Op : public ConvOpBase {
   }
   // A chunk: this geometry exactly, output channels from oc0 on.
   Conv2dInt8Op(const Conv2dInt8Op& whole, const ConvGeometry& g, int oc0)
-      : ConvOpBase(whole, g, oc0), src_(whole.src_), chunk_table_(whole.epilogue_table()) {
+      : ConvOpBase(whole, g, oc0),
+        src_(whole.src_),
+        chunk_table_(ChunkTable(whole.chunk_ ? whole.chunk_table_ : whole.epilogue_table(),
+                                oc0 - whole.oc0_, g.oc)) {
     KeepChunkFolds(whole, &chunk_folds_);
   }
 
@@ -134,8 +147,9 @@ class Conv2dInt8Op : public ConvOpBase {
   // one output pixel): a dense op over the channels.
   bool GetInt8Dense(OpContext& ctx, const Shape& in, Int8Dense* dense) override {
     const Shape& f = src_->filter_shape;
+    // A table per channel: the squeeze's kernel maps through one (kernels/squeeze_int8.cl).
     if (chunk_ || has_residual() || f[1] != 1 || f[2] != 1 || NumElements(in) != f[3] ||
-        in.empty() || in.back() != f[3])
+        in.empty() || in.back() != f[3] || epilogue_table().size() > 256)
       return false;
     dense->w = &src_->Gemm(ctx, 0, f[0]);
     dense->stage = src_->stage;

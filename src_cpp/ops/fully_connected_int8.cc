@@ -61,7 +61,8 @@ class FullyConnectedInt8Op : public Op, public FoldTarget, public FoldSource {
 
   // One row in, the shape of the vector a squeeze's MEAN (or the dense op before) leaves.
   bool GetInt8Dense(OpContext& ctx, const Shape& in, Int8Dense* dense) override {
-    if (has_residual() || NumElements(in) != k_) return false;
+    // A table per channel: the squeeze's kernel maps through one (kernels/squeeze_int8.cl).
+    if (has_residual() || NumElements(in) != k_ || epilogue_table().size() > 256) return false;
     if (!w_.b) w_ = PrepareInt8Gemm(ctx, weights_, n_, k_, bias_, in_zero_, stage_);
     dense->w = &w_;
     dense->stage = stage_;

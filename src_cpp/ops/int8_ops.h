@@ -40,7 +40,9 @@ std::unique_ptr<Op> CreateLutInt8(const GraphView& g, const NodeInfo& node, cons
 // is none. Int8UnaryTable: one of the ops above. Int8MulTable: MUL(x, s) or MUL(s, x)
 // (binary_int8.cc) whose operand s is s_of_x applied to x (swish: x * LOGISTIC(x)), both of the
 // output's shape. Int8PreluTable: PRELU(x, alpha) (binary_int8.cc) whose alpha is one constant
-// slope however it is shaped (PyTorch's nn.PReLU(), one parameter).
+// slope however it is shaped (PyTorch's nn.PReLU(), one parameter), or a slope per channel of x
+// (the last axis; shaped as ones then C): then C tables one after another, channel c's from
+// c * 256 on (kernels/quant.cl's QUANT_TABLE_CHANNELS).
 std::string Int8UnaryTable(const GraphView& g, const NodeInfo& node, std::vector<uint8_t>* table);
 std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
                          const std::vector<uint8_t>& s_of_x, std::vector<uint8_t>* table);

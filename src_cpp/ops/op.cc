@@ -105,7 +105,8 @@ std::string FloatLiteral(float a) {
 std::string Op::epilogue_defines() const {
   const Attachments::Epilogue& e = att().epilogue;
   if (e.kind == 0) return "";
-  if (e.kind == kTableEpilogue) return "-DQUANT_TABLE";
+  if (e.kind == kTableEpilogue)
+    return e.table.size() > 256 ? "-DQUANT_TABLE -DQUANT_TABLE_CHANNELS" : "-DQUANT_TABLE";
   if (e.kind == kSlopeEpilogue) return "-DCHANNEL_SLOPES";
   std::string d = "-DCLGPU_EPILOGUE=" + std::to_string(e.kind);
   const float a = e.alpha;
