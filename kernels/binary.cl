@@ -3,6 +3,8 @@
 // dimensions. The op is an argument, the same for every work-item, so one program serves every
 // binary node of a model.
 
+#include "quant.cl"
+
 // The op numbers the host passes (src_cpp/ops/binary.cc keeps the same list).
 #define B_ADD 0
 #define B_SUB 1
@@ -29,9 +31,11 @@ static inline float binary_op(float a, float b, int op) {
   }
 }
 
-// binary_same(a, b, out, n, op, act_min, act_max[, slopes, c]) — NDRange: global ceil(n / 4).
+// binary_same(a, b, out, n, op, act_min, act_max[, slopes, c][, q_scale, q_inv_scale,
+//             q_zero_point, qmin, qmax, vec_below]) — NDRange: global ceil(n / 4).
 //   CHANNEL_SLOPES (fusion/prelu.cc): then a PRELU of __global const T* slopes [c], the slope of
-//   element i's channel i % c (the output's last axis).
+//   element i's channel i % c (the output's last axis). QUANT_STORE (fusion/requantize.cc): then
+//   a QUANTIZE of the result (quant.cl's quantize_one), out then of the quantized type.
 #ifdef CHANNEL_SLOPES
 #define SAME_SLOPES_PARAM , __global const T *restrict slopes, int c
 #define SAME_SLOPED(v, i) prelu_at((v), LOADF(slopes, (i) % c))
@@ -39,8 +43,28 @@ static inline float binary_op(float a, float b, int op) {
 #define SAME_SLOPES_PARAM
 #define SAME_SLOPED(v, i) (v)
 #endif
-__kernel void binary_same(__global const T* a, __global const T* b, __global T* out, int n,
-                          int op, float act_min, float act_max SAME_SLOPES_PARAM OVERFLOW_PARAM) {
+#ifdef QUANT_STORE
+#define SAME_OUT QT
+#define SAME_QUANT_PARAM \
+  , float q_scale, float q_inv_scale, int q_zero_point, int qmin, int qmax, int vec_below
+#define SAME_STORE(v, out, i) \
+  out[i] = quantize_one((v), (i), q_scale, q_inv_scale, q_zero_point, qmin, qmax, vec_below)
+#define SAME_STORE4(v, out, i4)         \
+  do {                                  \
+    SAME_STORE((v).x, out, 4 * (i4));     \
+    SAME_STORE((v).y, out, 4 * (i4) + 1); \
+    SAME_STORE((v).z, out, 4 * (i4) + 2); \
+    SAME_STORE((v).w, out, 4 * (i4) + 3); \
+  } while (0)
+#else
+#define SAME_OUT T
+#define SAME_QUANT_PARAM
+#define SAME_STORE(v, out, i) STOREF(v, out, i)
+#define SAME_STORE4(v, out, i4) STOREF4(v, out, i4)
+#endif
+__kernel void binary_same(__global const T* a, __global const T* b, __global SAME_OUT* out, int n,
+                          int op, float act_min,
+                          float act_max SAME_SLOPES_PARAM SAME_QUANT_PARAM OVERFLOW_PARAM) {
   const int i4 = get_global_id(0);
   if ((i4 + 1) * 4 <= n) {
     const float4 x = LOADF4(a, i4), y = LOADF4(b, i4);
@@ -52,11 +76,12 @@ __kernel void binary_same(__global const T* a, __global const T* b, __global T* 
     v = (float4)(SAME_SLOPED(v.x, 4 * i4), SAME_SLOPED(v.y, 4 * i4 + 1),
                  SAME_SLOPED(v.z, 4 * i4 + 2), SAME_SLOPED(v.w, 4 * i4 + 3));
 #endif
-    STOREF4(v, out, i4);
+    SAME_STORE4(v, out, i4);
   } else {
     for (int i = i4 * 4; i < n; ++i)
-      STOREF(SAME_SLOPED(ACTIVATE(binary_op(LOADF(a, i), LOADF(b, i), op), act_min, act_max), i),
-             out, i);
+      SAME_STORE(
+          SAME_SLOPED(ACTIVATE(binary_op(LOADF(a, i), LOADF(b, i), op), act_min, act_max), i),
+          out, i);
   }
 }
 

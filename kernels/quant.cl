@@ -122,6 +122,40 @@ static inline int global_take(__global int* p) { return atomic_xchg(p, 0); }
 #define QMAX 127
 #endif
 
+// TFLite's QUANTIZE of a float (quantize.cl's kernels, and a QUANTIZE folded into the float op
+// before it: fusion/requantize.cc). Each rounding is TFLite's: no expression below multiplies and
+// adds (a contraction would fuse it), the remainders go through explicit fma.
+
+// round-half-away-from-zero of the exact quotient a / s (s > 0), as TFLite's scalar code gets
+// from a double division: an estimate, then the exact sign of a - (m + 0.5) * s through fma
+// decides each neighbouring boundary (no double precision needed). Saturates beyond 2^22.
+static inline float div_round_away(float a, float s, float inv) {
+  const float mag = fabs(a);
+  const float k = floor(fmin(mag * inv, 4194304.0f));
+  float r = k;
+  if (fma(-(k + 0.5f), s, mag) >= 0.0f) r = k + 1.0f;
+  if (k >= 1.0f && fma(-(k - 0.5f), s, mag) < 0.0f) r = k - 1.0f;
+  return a < 0.0f ? -r : r;
+}
+
+// clamp(round(v / scale) + zero_point, qmin, qmax) for element i: below vec_below
+// rint(v * inv_scale) (ties to even, the NEON loop), else the rounding of div_round_away.
+static inline QT quantize_one(float v, int i, float scale, float inv_scale, int zero_point,
+                              int qmin, int qmax, int vec_below) {
+#ifdef QUANT_SATURATING_CVT
+  // Arm's conversions saturate and take NaN to 0.
+  if (isnan(v)) return (QT)clamp(zero_point, qmin, qmax);
+#else
+  // x86's conversion (TFLite's cast of the rounded quotient) gives INT_MIN for NaN and for
+  // anything beyond int32, which the clamp then takes to qmin, whatever the sign.
+  if (!(fabs(v) * inv_scale < 2147483520.0f)) return (QT)qmin;
+#endif
+  const float q = i < vec_below ? rint(v * inv_scale) : div_round_away(v, scale, inv_scale);
+  // Saturate in float first: the conversion of an out-of-range float is undefined.
+  const float c = clamp(q + (float)zero_point, (float)qmin, (float)qmax);
+  return (QT)(int)c;
+}
+
 // dot4(a, b, acc): acc + the dot product of the four signed 8-bit lanes of a and b (lane 0 in the
 // low byte, as four consecutive chars load as an int). The host picks the instruction per device
 // (src_cpp/cl/int8_dot.h); the integer result is the same on every path.

@@ -10,6 +10,7 @@
 #include "ops/broadcast.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
+#include "ops/quant.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -92,15 +93,16 @@ Shape Aligned(const Shape& s, size_t rank) {
 
 class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource {
  public:
-  BinaryOp(const NodeInfo& node, const BinaryKind& kind, int activation)
-      : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}), kind_(kind) {
+  BinaryOp(const NodeInfo& node, const BinaryKind& kind, int activation, bool neon)
+      : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}), kind_(kind), neon_(neon) {
     if (kind.activation)
       ActivationRange(activation, &act_min_, &act_max_);
     else
       Unbounded(&act_min_, &act_max_);  // MAXIMUM, POW, ...: the CPU passes +-Inf on
   }
   // A chunk: the same op over boxes of the operands.
-  explicit BinaryOp(const BinaryOp& whole) : Op(whole.node_index()), kind_(whole.kind_) {
+  explicit BinaryOp(const BinaryOp& whole)
+      : Op(whole.node_index()), kind_(whole.kind_), neon_(whole.neon_) {
     // A chunk clamps as its whole op does, a folded clamp included.
     std::tie(act_min_, act_max_) = whole.ClampBounds(whole.act_min_, whole.act_max_);
   }
@@ -115,7 +117,8 @@ class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource
     return true;
   }
   std::string algorithm() const override {
-    return std::string(same_ ? "elementwise" : "broadcast") + (has_slopes() ? "+PRELU" : "");
+    return std::string(same_ ? "elementwise" : "broadcast") + (has_slopes() ? "+PRELU" : "") +
+           (output_quantize() ? "+QUANTIZE" : "");
   }
   // Operands and output of one size (binary_same, which applies per-channel slopes).
   bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
@@ -127,6 +130,9 @@ class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource
     *lo = act_min_, *hi = act_max_;
     return true;
   }
+  // A QUANTIZE of its output (fusion/requantize.cc: an int8 model's float residual ADD), stored
+  // by binary_same (the pass checks the operands' sizes).
+  bool TakesQuantize() const override { return true; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
     return {BroadcastShape(kind_.name, in[0], in[1])};
@@ -164,7 +170,17 @@ class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource
     const Shape& o = out_shapes[0];
     const int total = static_cast<int>(NumElements(o));
     same_ = NumElements(in_shapes[0]) == total && NumElements(in_shapes[1]) == total;
-    auto prog = ctx.GetProgram("binary");
+    const Attachments::Quantize* store = output_quantize();
+    if (store && !same_)
+      throw Error(std::string(kind_.name) + ": its folded QUANTIZE needs operands of its size");
+    std::string defines;
+    if (store) {
+      defines = std::string("-DQUANT_STORE") + (store->uint8 ? " -DQUANT_UINT8" : "");
+#if !defined(__x86_64__) && !defined(__i386__)
+      defines += " -DQUANT_SATURATING_CVT";  // the CPU kernels' float -> int conversion here
+#endif
+    }
+    auto prog = ctx.GetProgram("binary", defines);
     const auto [lo, hi] = ClampBounds(act_min_, act_max_);
     Launch l;
     l.dims = 1;
@@ -173,6 +189,14 @@ class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource
       l.kernel = CreateKernel(*prog, l.name);
       SetArgs(l.kernel, in[0], in[1], out[0], total, kind_.op, lo, hi);
       if (has_slopes()) SetArgsFrom(l.kernel, 7, in.back(), static_cast<int>(o.back()));
+      if (store) {
+        // As QuantizeOp stores it: 1 / scale rounded once, the NEON loop's first elements.
+        const float qs = store->q.scale[0];
+        const ValueType qt = store->uint8 ? ValueType::kUInt8 : ValueType::kInt8;
+        SetArgsFrom(l.kernel, has_slopes() ? 9 : 7, qs,
+                    static_cast<float>(1.0 / static_cast<double>(qs)), store->q.zero_point[0],
+                    QuantMin(qt), QuantMax(qt), NeonQuantizeBelow(neon_, total));
+      }
       l.global[0] = (total + 3) / 4;
     } else if (has_slopes()) {
       throw Error(std::string(kind_.name) + ": its folded PRELU needs operands of its size");
@@ -206,6 +230,7 @@ class BinaryOp : public Op, public Chunker, public FoldTarget, public FoldSource
 
  private:
   const BinaryKind& kind_;
+  bool neon_ = false;  // the runtime's QUANTIZE rounds its first elements as NEON (quant.h)
   float act_min_ = 0, act_max_ = 0;
   bool same_ = true;
   Buffer meta_;
@@ -251,7 +276,7 @@ std::string Check(const GraphView& g, const NodeInfo& node) {
 std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
   if (IsQuantized(g.value_type(node.inputs[0]))) return CreateAddInt8(g, node);
   const BinaryKind& kind = KindOf(node.op);
-  return std::make_unique<BinaryOp>(node, kind, ActivationOf(kind, node));
+  return std::make_unique<BinaryOp>(node, kind, ActivationOf(kind, node), g.cpu_kernels().neon);
 }
 
 std::string Describe(const NodeInfo& n) {

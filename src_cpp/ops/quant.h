@@ -33,6 +33,10 @@ FixedPoint QuantizeMultiplier(double real);
 // ops whose output is a function of one input integer.
 int32_t MultiplyByQuantizedMultiplier(int32_t x, int32_t multiplier, int shift, bool up = false);
 
+// The first elements of n that the runtime's NEON QUANTIZE / DEQUANTIZE loop takes (8 at a time,
+// with its own roundings: kernels/quant.cl's quantize_one); none where its kernels are not NEON.
+inline int NeonQuantizeBelow(bool neon, int n) { return neon ? n / 8 * 8 : 0; }
+
 // The bounds of a fused activation (NONE, RELU, RELU_N1_TO_1, RELU6) on quantized output values,
 // as TFLite's CalculateActivationRangeQuantized; false for any other activation.
 bool QuantizedActivationRange(int activation, const QuantParams& out, ValueType type, int* lo,

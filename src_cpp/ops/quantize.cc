@@ -19,8 +19,6 @@
 namespace clgpu {
 namespace {
 
-constexpr int kNeonWidth = 8;  // elements per iteration of the runtimes' NEON loops
-
 class QuantizeOp : public Op, public FoldTarget {
  public:
   QuantizeOp(const GraphView& g, const NodeInfo& node)
@@ -65,7 +63,7 @@ class QuantizeOp : public Op, public FoldTarget {
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     const int n = static_cast<int>(NumElements(in_shapes[0]));
-    const int vec_below = neon_ ? n / kNeonWidth * kNeonWidth : 0;
+    const int vec_below = NeonQuantizeBelow(neon_, n);
     const ValueType q = out_type_ == ValueType::kFloat ? in_type_ : out_type_;
     std::string defines = q == ValueType::kUInt8 ? "-DQUANT_UINT8" : "";
     if (in_type_ == ValueType::kUInt8) defines += " -DIN_UINT8";
