@@ -245,7 +245,8 @@ static inline float conv_direct_output(__global const T* restrict in,
 #define WINO_DIRECT_PASS , wd_in, wd_filter, wd_h, wd_w, wd_c, wd_kh, wd_kw, wd_pt, wd_pl
 
 // The TS x TS outputs y of one Winograd tile with corner (oh0, ow0), output channel oc: bias,
-// residual, clamp, channel slope, and the store of those inside the OH x OW output (a tile may overhang it).
+// residual, clamp, channel slope, and the store of those inside the OH x OW output (a tile
+// may overhang it).
 // Conditions, not breaks: a loop with an early exit is not unrolled (TS is a literal at the
 // call sites, so these loops unroll and y stays in registers).
 // A tile whose y is not all finite is computed directly instead: the transforms spread one
@@ -254,7 +255,8 @@ static inline float conv_direct_output(__global const T* restrict in,
 static inline void store_winograd_tile(const float* y, const int TS, float bv,
                                        __global T* restrict out, int n, int oh0, int ow0, int OH,
                                        int OW, int OC, int oc, float act_min,
-                                       float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
+                                       float act_max WINO_DIRECT_PARAM
+                                           RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   int finite = 1;
 #pragma unroll
   for (int k = 0; k < TS * TS; ++k) finite &= isfinite(y[k]);

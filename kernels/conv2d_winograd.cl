@@ -147,7 +147,8 @@ __kernel void winograd_f2_output_transform(__global const TT* restrict Mo,
                                            __global const float* restrict bias,
                                            __global T* restrict out, int N, int OH, int OW, int OC,
                                            int tile_row_start, int tile_rows, float act_min,
-                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
+                                           float act_max WINO_DIRECT_PARAM
+                                               RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   const int TW = (OW + 1) / 2;
   const int P = N * tile_rows * TW;
   const int idx = get_global_id(0);

@@ -240,7 +240,8 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
 #pragma unroll
       for (int xi = 0; xi < 36; ++xi) m[xi] = Ms[(xi * TP + t) * OCB + o];
       winograd_f4_output_tile(m, bias[oc], out, n, th * 4, tw * 4, OH, OW, OC, oc, act_min,
-                              act_max, in, filter, H, W, C, KH, KW, PT, PL RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
+                              act_max, in, filter, H, W, C, KH, KW, PT, PL
+                                  RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
     }
   }
 #else
@@ -258,7 +259,8 @@ __kernel __attribute__((reqd_work_group_size(FUSED_WG, 1, 1))) void conv2d_winog
 #pragma unroll
         for (int xi = 0; xi < 36; ++xi) m[xi] = acc[xi][i][r];
         winograd_f4_output_tile(m, bias[oc], out, n, oh0, ow0, OH, OW, OC, oc, act_min,
-                                act_max, in, filter, H, W, C, KH, KW, PT, PL RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
+                                act_max, in, filter, H, W, C, KH, KW, PT, PL
+                                    RESIDUAL_PASS SLOPES_PASS OVERFLOW_PASS);
       }
     }
   }

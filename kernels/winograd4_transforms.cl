@@ -68,7 +68,8 @@ static inline void winograd_f4_filter_tile(__global const T* restrict filter, in
 static inline void winograd_f4_output_tile(const float* m, float bv, __global T* restrict out,
                                            int n, int oh0, int ow0, int OH, int OW, int OC, int oc,
                                            float act_min,
-                                           float act_max WINO_DIRECT_PARAM RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
+                                           float act_max WINO_DIRECT_PARAM
+                                               RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   float s[24], y[16];
 #pragma unroll
   for (int j = 0; j < 6; ++j) winograd_f4_at(m + j, 6, s + j, 6);  // s[4][6] = A^T m

@@ -11,8 +11,8 @@
 // intermediate is a partition output. On int8 tensors the same (and the RELU family, and a PRELU
 // of one slope or a slope per channel; no RESHAPEs between) as one table of the producer's output
 // integers (one per channel for those slopes), the chain's CPU arithmetic tabulated
-// (kTableEpilogue): exact, whatever the chain. After the clamps; before
-// the residuals, which leave an op with an epilogue alone.
+// (kTableEpilogue): exact, whatever the chain. After the clamps; before the residuals, which
+// leave an op with an epilogue alone (but move an ADD's own epilogue or table with it).
 #include "ops/epilogue.h"
 
 #include <cmath>
