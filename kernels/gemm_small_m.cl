@@ -2,12 +2,13 @@
 // (squeeze-excite convs on a 1x1 map): C = act(A * B^T + bias [+ residual]), with A the activations
 // (row-major M x K, 1 <= M <= SM_MAX_M) and B the TFLite weights (row-major N x K). Needs common.cl.
 //
-// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max, b_max[, residual])
+// gemm_nt_small_m(A, B, bias, C, M, N, K, act_min, act_max, b_max[, residual][, slopes])
 //   __global const T* A [M][K]; __global const T* B [N][K]; __global const float* bias [N];
 //   __global T* C [M][N]; int M, N, K (1 <= M <= SM_MAX_M); float act_min, act_max; float
 //   b_max: the largest |B| (the host knows its constant weights; with TRACK_B_MAX the kernel
 //   finds it for its columns itself, for weights computed at run time); with
-//   HAS_RESIDUAL, __global const T* residual [M][N], added before the activation
+//   HAS_RESIDUAL, __global const T* residual [M][N], added before the activation; with
+//   CHANNEL_SLOPES (common.cl), a folded PRELU's slopes [N] after it
 //   Batch-1 (or small batch) FULLY_CONNECTED: memory-bound, so B is read exactly once, coalesced
 //   along K; a group owns SM_N consecutive output columns, its SM_WG work-items stride over K and
 //   the partial sums are reduced in local memory. Where K * max|A| (over the rows) * max|B row|
@@ -78,7 +79,7 @@ static inline float cpu_order_dot(__global const T* a, __global const T* b, int 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min, float act_max,
-    float b_max RESIDUAL_PARAM OVERFLOW_PARAM) {
+    float b_max RESIDUAL_PARAM SLOPES_PARAM OVERFLOW_PARAM) {
   __local float red[SM_MAX_M * SM_N][SM_WG];
   // SAFE above; amax (bmax): this work-item's largest |A| over its rows (|B| per column).
   __local int maxima[MAXIMA];
@@ -166,7 +167,8 @@ __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1))) void gemm_nt_small_m
     if (n < N) {
       const float sum =
           SAFE(lid % SM_N) ? red[lid][0] : cpu_order_dot(A + (long)m * K, B + (long)n * K, K, M);
-      STOREF(ACTIVATE(PLUS_RESIDUAL(sum + bias[n], m * N + n), act_min, act_max), C, m * N + n);
+      STOREF(SLOPED(ACTIVATE(PLUS_RESIDUAL(sum + bias[n], m * N + n), act_min, act_max), n), C,
+             m * N + n);
     }
   }
 }

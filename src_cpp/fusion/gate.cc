@@ -52,7 +52,7 @@ bool GateMul(const GraphView& g, const NodeInfo& n, int* x, int* gate) {
 bool GemmReader(const GraphView& g, const NodeInfo& n, int y, const DeviceInfo& dev) {
   const std::optional<ConvGeometry> cg = ConvReadingInput(g, n, y);
   return cg && SelectConvAlgorithm(*cg, dev, "") == ConvAlgorithm::kGemm1x1 &&
-         Gemm1x1TakesSlopes(dev, *cg);
+         Gemm1x1Tiled(dev, *cg);
 }
 
 std::vector<GateFusion> FindGateFusions(const FoldGraph& fg) {

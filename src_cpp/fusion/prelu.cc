@@ -1,12 +1,12 @@
 // PRELU folds: a float PRELU whose slope is a constant per channel (MediaPipe's and PyTorch's
 // nn.PReLU(C) blocks; one slope for all is the epilogue fold's), or the same spelled as
 // element-wise ops whose slopes are one of their constants (litert-torch's, fusion/prelu_form.h),
-// reading the output of a CONV_2D (any algorithm but the plain GEMM's small-M kernel:
-// ConvTakesSlopes), directly or through a residual ADD folded into it, of a DEPTHWISE_CONV_2D no
-// GEMM took (MobileFaceNet's depthwise, BN, PReLU), of an ADD of two operands of its size, or of
-// a DEQUANTIZE of an activation: the op applies the slopes where it stores, after its activation
-// and the ADD (AttachSlopes, kernels/common.cl's, binary.cl's and quantize.cl's CHANNEL_SLOPES),
-// so the PRELU launches nothing and the value before it is never written. After the residual
+// reading the output of a CONV_2D (any algorithm: ConvTakesSlopes), directly or through a
+// residual ADD folded into it, of a DEPTHWISE_CONV_2D no GEMM took (MobileFaceNet's depthwise,
+// BN, PReLU), of an ADD of two operands of its size, or of a DEQUANTIZE of an activation: the op
+// applies the slopes where it stores, after its activation and the ADD (AttachSlopes,
+// kernels/common.cl's, binary.cl's and quantize.cl's CHANNEL_SLOPES), so the PRELU launches
+// nothing and the value before it is never written. After the residual
 // pass (a PRELU after an ADD follows the ADD's arithmetic) and the depthwise pass (a 1x1
 // convolution that computes a depthwise as its A runs the implicit GEMM, whatever its own shape
 // would run; a depthwise that took slopes is no GEMM's A); before the expand pass (an expand that

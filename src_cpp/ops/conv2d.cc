@@ -125,8 +125,8 @@ class Conv2dOp : public ConvOpBase {
     const ConvGeometry g = Geometry(in[0]);
     return g.groups == 1 && Algorithm(ctx, g) == ConvAlgorithm::kImplicitGemm;
   }
-  // Per-channel slopes after the store's activation: every algorithm (ConvTakesSlopes) but the
-  // plain GEMM's small-M kernel; a folded depthwise or affine runs the implicit GEMM.
+  // Per-channel slopes after the store's activation: every algorithm (ConvTakesSlopes); a folded
+  // depthwise or affine runs the implicit GEMM.
   bool TakesSlopes(const OpContext& ctx, const std::vector<Shape>& in) const override {
     if (chunk_ || in.empty() || in[0].size() != 4) return false;
     if (folded_depthwise() || input_affine()) return true;
@@ -140,7 +140,7 @@ class Conv2dOp : public ConvOpBase {
         input_affine() || has_gate() || has_slopes())
       return false;
     const ConvGeometry g = Geometry(in[0]);
-    return Algorithm(ctx, g) == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g);
+    return Algorithm(ctx, g) == ConvAlgorithm::kGemm1x1 && Gemm1x1Tiled(ctx.env.device(), g);
   }
   // The GEMMs write their rows into a concatenation (kernels/gemm_tiles.cl's OUT_SLICE): those
   // it runs anyway, but for the small-M kernel, and the implicit one with a folded depthwise
@@ -256,7 +256,7 @@ class Conv2dOp : public ConvOpBase {
     cl_mem bias = src_->Bias(ctx, oc0_, g.oc);
     if (!gate)
       launches_ = EncodeConv(ctx, algo_, g, in[0], *weights_, bias, out[0], elo, ehi, res, slopes);
-    else if (algo_ == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(ctx.env.device(), g))
+    else if (algo_ == ConvAlgorithm::kGemm1x1 && Gemm1x1Tiled(ctx.env.device(), g))
       launches_ =
           EncodeGemm1x1With(ctx, g, in[0], *weights_, bias, out[0], elo, ehi, res, slopes, gate);
     else

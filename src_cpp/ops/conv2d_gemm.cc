@@ -33,13 +33,13 @@ std::vector<Launch> Encode(OpContext& ctx, const ConvGeometry& g, cl_mem in, con
 
 }  // namespace
 
-bool Gemm1x1TakesSlopes(const DeviceInfo& dev, const ConvGeometry& g) {
+bool Gemm1x1Tiled(const DeviceInfo& dev, const ConvGeometry& g) {
   return Applies(g) && !PlanGemm(dev, long(g.n) * g.h * g.w, g.oc, g.c).small_m;
 }
 
 bool GemmWritesSlices(ConvAlgorithm a, const DeviceInfo& dev, const ConvGeometry& g) {
   return a == ConvAlgorithm::kImplicitGemm ||
-         (a == ConvAlgorithm::kGemm1x1 && Gemm1x1TakesSlopes(dev, g));
+         (a == ConvAlgorithm::kGemm1x1 && Gemm1x1Tiled(dev, g));
 }
 
 std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_mem in,
@@ -52,7 +52,6 @@ std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_
 
 extern const ConvAlgorithmDef kConvGemm1x1 = {
     ConvAlgorithm::kGemm1x1, "gemm",  Applies, PlainWeightBytes,
-    UploadPlainWeights,      Scratch, Encode,  Launches,
-    Gemm1x1TakesSlopes};
+    UploadPlainWeights,      Scratch, Encode,  Launches};
 
 }  // namespace clgpu

@@ -92,9 +92,9 @@ std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, cons
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                float act_max, cl_mem residual = nullptr, cl_mem slopes = nullptr);
-// Whether algorithm a, running g on this device, applies such slopes: every algorithm but the
-// plain GEMM's small-M kernel. The op (Conv2dOp::TakesSlopes) and the pass's graph-level Find
-// (fusion/prelu.cc) ask it.
+// Whether algorithm a, running g on this device, applies such slopes (every algorithm does; a
+// new one says so in its ConvAlgorithmDef). The op (Conv2dOp::TakesSlopes) and the pass's
+// graph-level Find (fusion/prelu.cc) ask it.
 bool ConvTakesSlopes(ConvAlgorithm a, const DeviceInfo& dev, const ConvGeometry& g);
 
 // A depthwise convolution (depth multiplier 1) whose output is a 1x1 convolution's input, folded
@@ -153,12 +153,14 @@ std::vector<Launch> EncodeImplicitGemmConv(OpContext& ctx, const ConvGeometry& g
                                            float act_min, float act_max, cl_mem residual,
                                            const AffineA* affine, cl_mem slopes);
 // The same for a 1x1 convolution the plain GEMM runs (ConvAlgorithm::kGemm1x1) with slopes
-// and / or a gate (its input's channel c read times gate[c]; null: none), where
-// Gemm1x1TakesSlopes: not for the few rows that its small-M kernel takes, which has neither.
+// and / or a gate (its input's channel c read times gate[c]; null: none), a gate only where
+// Gemm1x1Tiled.
 std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                       const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                       float act_max, cl_mem residual, cl_mem slopes, cl_mem gate);
-bool Gemm1x1TakesSlopes(const DeviceInfo& dev, const ConvGeometry& g);
+// Whether the plain GEMM runs the 1x1 convolution g in its tiled kernels, not the small-M one
+// for a few rows, which takes no gate and writes no concatenation.
+bool Gemm1x1Tiled(const DeviceInfo& dev, const ConvGeometry& g);
 // Whether algorithm `a` runs g as one of the GEMMs whose stores take a row pitch and an offset
 // (OpContext::out_ldc, a folded concatenation): the implicit GEMM, or the plain one but for its
 // small-M kernel. The op (Conv2dOp) and the pass's graph-level Find (fusion/concat.cc) ask it.

@@ -119,8 +119,8 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
                                cl_mem residual, float b_max_abs, cl_mem slopes, cl_mem kscale) {
   std::vector<Launch> out;
-  if (p.small_m && (slopes || kscale || ctx.out_ldc))
-    throw Error("the small-M GEMM takes no PRELU slopes, no gate and no concatenation");
+  if (p.small_m && (kscale || ctx.out_ldc))
+    throw Error("the small-M GEMM takes no gate and no concatenation");
   const bool slice = ctx.out_ldc > 0;
   if (p.small_m) {
     // SM_N columns per group of SM_WG work-items (kernels/gemm_small_m.cl's defaults), each
@@ -141,8 +141,8 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
     Launch l;
     l.name = "gemm_nt_small_m";
     l.kernel = CreateKernel(*prog, l.name);
-    SetArgsAndOptional(l.kernel, residual, a, b, bias, c, m, n, k, act_min, act_max,
-                       b_max_abs < 0 ? 0.0f : b_max_abs);
+    SetArgsAndOptionals(l.kernel, {residual, slopes}, a, b, bias, c, m, n, k, act_min, act_max,
+                        b_max_abs < 0 ? 0.0f : b_max_abs);
     l.global[0] = RoundUp(static_cast<size_t>(n), kSmallN) / kSmallN * wg;
     l.local[0] = wg;
     out.push_back(std::move(l));

@@ -58,8 +58,8 @@ size_t GemmScratchBytes(const GemmPlan& p, long m, long n);
 // (kernels/gemm_small_m.cl) or, unknown, finds it while it reads B.
 // The launches' algorithm name for profiles: "gemv", "gemm" or "gemm_splitk".
 const char* GemmAlgorithm(const GemmPlan& p);
-// slopes (optional; not with the small-M kernel): a PRELU of a slope per column after the
-// activation (kernels/gemm_tiles.cl's CHANNEL_SLOPES, the program built with it). kscale
+// slopes (optional): a PRELU of a slope per column after the activation (kernels/common.cl's
+// CHANNEL_SLOPES, the program built with it). kscale
 // (optional; not with the small-M kernel): A's column k read times kscale[k], a vector [K] in
 // the activations' storage (kernels/gemm_tiles.cl's K_SCALE).
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
