@@ -2,9 +2,9 @@
 models on this machine's device (#40's rule, which tests/test_launch_counts.py checks on the test
 machine's device): the zoo at its default sizes and every .tflite under the --dir folders.
 
-    python bench/launch_counts.py [--zoo lenet5,mobilenet_v2] [--dir DIR ...] [--out DIR]
+    python bench/launch_counts.py [--zoo lenet5,mobilenet_v2] [--dir DIR ...] [--out DIR] [--tag T]
 
-Writes bench/results/launch-counts-<device>.json and .md; a row is a model, "match" says whether
+Writes bench/results/launch-counts[-T]-<device>.json and .md; a row is a model, "match" says whether
 the estimate's kernels (summed over the partitions it weighed in the main subgraph) equal the
 launches of one invoke with partitioning="all"; a control-flow model's other subgraphs (IF
 branches, WHILE bodies), which an invoke runs or not, have their estimates in a column of their
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--zoo", default=ZOO)
     ap.add_argument("--dir", action="append", default=[])
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--tag", default="", help="launch-counts-TAG-<device> (a named set)")
     args = ap.parse_args(argv)
     models = [(n, zoo.path(n)) for n in args.zoo.split(",") if n]
     models += [(p.stem, p) for d in args.dir for p in sorted(Path(d).glob("*.tflite"))]
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                ("other subgraphs", "estimated in other subgraphs (branches, bodies)"),
                ("launched", "launched per invoke"), ("partitions", "partitions (all)"),
                ("match", "match"), ("launches by op", "launches by op (mismatches)")]
-    write_results("launch-counts", meta, rows, columns, Path(args.out))
+    stem = f"launch-counts-{args.tag}" if args.tag else "launch-counts"
+    write_results(stem, meta, rows, columns, Path(args.out))
     print(meta["matching"])
     return 0
 
