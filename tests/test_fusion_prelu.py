@@ -7,7 +7,8 @@ CPU kernels with the pass on and off: the implicit GEMM and the plain one, whole
 K, a folded depthwise and residual, an ADD, fp16 storage; and what must stay (a slope not per
 channel, a value read elsewhere, a broadcasting ADD); every convolution algorithm, forced, the
 plain GEMM's small-M kernel, Winograd with a residual under fp16, a grouped convolution, a
-depthwise (whole channel runs and a tail, a depth multiplier, fp16)."""
+depthwise (whole channel runs and a tail, a depth multiplier, fp16), a FULLY_CONNECTED and a
+sequence's ADD (the last axis' slopes)."""
 
 from __future__ import annotations
 
@@ -218,6 +219,31 @@ def test_a_depthwise_takes_the_slopes(
 
 def test_half_storage_depthwise_slopes(runtime: str) -> None:
     _both(_depthwise_prelu((1, 8, 8, 12), seed=31), runtime, folded=1, precision="fp16")
+
+
+# A dense layer's [M, N] (batch 1: the small-M kernel; 16 rows: tiled; split along K) and a
+# sequence's [1, T, C] (keep_num_dims): the slope of the last axis' index.
+@pytest.mark.parametrize(
+    "rows,keep,options",
+    [(1, False, {}), (16, False, {}), (16, False, {"gemm_splits": 2}), (5, True, {})],
+)
+def test_a_fully_connected_takes_the_slopes(
+    runtime: str, rows: int, keep: bool, options: Any
+) -> None:
+    b = ModelBuilder(seed=rows + keep)
+    x = b.input("x", (1, rows, 48) if keep else (rows, 48))
+    h = b.fully_connected(x, b.rand((20, 48)), b.rand((20,), 0.2), keep_num_dims=keep)
+    b.output(b.prelu(h, np.linspace(-0.5, 1.5, 20).astype(np.float32)))
+    on = _both(b.build(), runtime, folded=1, **options)
+    assert folded_nodes(on, "+PRELU") == 1
+
+
+def test_a_sequences_add_takes_the_slopes(runtime: str) -> None:
+    # [1, T, C] operands of one size: binary_same's slope of element i's channel i % C.
+    b = ModelBuilder(seed=24)
+    x, y = b.input("x", (1, 7, 10)), b.input("y", (1, 7, 10))
+    b.output(b.prelu(b.add(x, y), np.linspace(-0.5, 1.5, 10).astype(np.float32)))
+    _both(b.build(), runtime, folded=1)
 
 
 def test_the_small_m_gemm_takes_the_slopes(runtime: str) -> None:

@@ -3,7 +3,8 @@
 // element-wise ops whose slopes are one of their constants (litert-torch's, fusion/prelu_form.h),
 // reading the output of a CONV_2D (any algorithm: ConvTakesSlopes), directly or through a
 // residual ADD folded into it, of a DEPTHWISE_CONV_2D no GEMM took (MobileFaceNet's depthwise,
-// BN, PReLU), of an ADD of two operands of its size, or of a DEQUANTIZE of an activation: the op
+// BN, PReLU), of a FULLY_CONNECTED, of an ADD of two operands of its size, or of a DEQUANTIZE of
+// an activation (the slope of the last axis' index, whatever the rank): the op
 // applies the slopes where it stores, after its activation and the ADD (AttachSlopes,
 // kernels/common.cl's, binary.cl's and quantize.cl's CHANNEL_SLOPES), so the PRELU launches
 // nothing and the value before it is never written. After the residual
@@ -30,7 +31,8 @@ struct PreluFusion {
   int input_reads = 1;      // the absorbed nodes' reads of the input
 };
 
-// The slopes of a float PRELU of a 4-D NHWC value: a constant with one element per channel,
+// The slopes of a float PRELU of a value of rank 2 or more whose last axis is its channels (NHWC,
+// a dense layer's [M, N], a sequence's [1, T, C]): a constant with one element per channel,
 // shaped as ones then the channels ([C], [1, 1, C], ...). -1 if it is not such a node.
 int ChannelSlopes(const GraphView& g, const NodeInfo& n) {
   if (n.op != tfl::kPrelu || n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
@@ -38,7 +40,8 @@ int ChannelSlopes(const GraphView& g, const NodeInfo& n) {
   for (int t : {x, a, y})
     if (!g.valid_tensor(t) || g.type(t) != kTfLiteFloat32) return -1;
   const Shape s = g.shape(x), v = g.shape(a);
-  if (s.size() != 4 || g.shape(y) != s || !PerChannelShape(v, s[3]) || !g.IsConstant(a)) return -1;
+  if (s.size() < 2 || g.shape(y) != s || !PerChannelShape(v, s.back()) || !g.IsConstant(a))
+    return -1;
   return a;
 }
 
@@ -62,8 +65,9 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     for (int t : nodes[i].inputs) readers[t].push_back(i);
   }
   // Whether the kernel writing t takes slopes: a convolution's (its own node, or the one a
-  // residual ADD writing t folded into, either operand), a float depthwise's, or an ADD's of
-  // operands of its size; the pass's Apply decides with the plan's ops.
+  // residual ADD writing t folded into, either operand), a float depthwise's or
+  // FULLY_CONNECTED's, or an ADD's of operands of its size; the pass's Apply decides with the
+  // plan's ops.
   auto slope_writer = [&](int t, size_t before) {
     const auto p = producer.find(t);
     if (p == producer.end() || p->second >= before) return false;
@@ -79,7 +83,8 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     if (folds.folded.count(p->second)) return false;
     if (n.op == tfl::kDequantize)
       return g.type(t) == kTfLiteFloat32;  // an int8 model's float island
-    if (n.op == tfl::kDepthwiseConv2d) return g.type(t) == kTfLiteFloat32;
+    if (n.op == tfl::kDepthwiseConv2d || n.op == tfl::kFullyConnected)
+      return g.type(t) == kTfLiteFloat32;
     if (n.op == tfl::kAdd && n.inputs.size() == 2)
       return g.valid_tensor(n.inputs[0]) && g.valid_tensor(n.inputs[1]) &&
              g.shape(n.inputs[0]) == g.shape(t) && g.shape(n.inputs[1]) == g.shape(t);
@@ -137,8 +142,8 @@ class PreluPass : public FusionPass {
       const std::vector<Shape> in = plan.InputShapes(pi);
       const Shape& s = plan.shape(f.input);
       if (!target || conv.outputs().size() != 1 || conv.outputs()[0] != f.input ||
-          conv.has_output_view() || s.size() != 4 || plan.shape(f.output) != s ||
-          NumElements(plan.shape(f.slopes)) != s[3] || !plan.SamePrecision(pi, f.absorbed) ||
+          conv.has_output_view() || s.size() < 2 || plan.shape(f.output) != s ||
+          NumElements(plan.shape(f.slopes)) != s.back() || !plan.SamePrecision(pi, f.absorbed) ||
           !plan.RunsWhole(pi, in) || !target->TakesSlopes(plan.Ctx(pi), in) ||
           !AttachSlopes(plan.attachments(pi), f.output, f.slopes))
         continue;

@@ -103,6 +103,11 @@ class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public Fo
     *lo = act_min_, *hi = act_max_;
     return true;
   }
+  // Its GEMM applies per-column slopes where it stores (a folded PRELU, fusion/prelu.cc): every
+  // kernel of EncodeGemm, the small-M one of a batch-1 layer too.
+  bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
+    return !chunk_ && !in.empty() && !in[0].empty();
+  }
 
   // N and K: the weights' (run-time weights: as the plan gives them, whatever was declared).
   std::pair<int, int> NK(const std::vector<Shape>& in) const {
@@ -159,7 +164,9 @@ class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public Fo
 
   // One row in, constant weights: the vector a squeeze's MEAN (or the dense op before) leaves.
   bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
-    if (chunk_ || has_residual() || src_->runtime_weights || NumElements(in) != k_) return false;
+    // A squeeze's kernel applies a clamp and an epilogue, no slopes.
+    if (chunk_ || has_residual() || has_slopes() || src_->runtime_weights || NumElements(in) != k_)
+      return false;
     const std::pair<Buffer, Buffer>& b = src_->Get(ctx, 0, n_);
     dense->weights = b.first.get();
     dense->bias = b.second.get();
@@ -179,8 +186,9 @@ class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public Fo
     const GemmPlan p = PlanGemm(ctx.env.device(), m, n, k, ctx.options.gemm_splits);
     const auto [lo, hi] = ClampBounds(act_min_, act_max_);
     launches_ = EncodeGemm(ctx, p, in[0], w, bias, out[0], m, n, k, lo, hi, nullptr,
-                           src_->runtime_weights ? -1.0f : src_->max_abs);
-    algorithm_ = GemmAlgorithm(p);
+                           src_->runtime_weights ? -1.0f : src_->max_abs,
+                           has_slopes() ? in.back() : nullptr);
+    algorithm_ = std::string(GemmAlgorithm(p)) + (has_slopes() ? "+PRELU" : "");
   }
 
   // Chunks see the input as [M, K] and the output as [M, N]: rows of M, ranges of N.
