@@ -1,7 +1,7 @@
 // PRELU folds: a float PRELU whose slope is a constant per channel (MediaPipe's and PyTorch's
 // nn.PReLU(C) blocks; one slope for all is the epilogue fold's), or the same spelled as
 // element-wise ops whose slopes are one of their constants (litert-torch's, fusion/prelu_form.h),
-// reading the output of a CONV_2D (any algorithm: ConvTakesSlopes), directly or through a
+// reading the output of a CONV_2D (any algorithm: each stores through them), directly or through a
 // residual ADD folded into it, of a DEPTHWISE_CONV_2D no GEMM took (MobileFaceNet's depthwise,
 // BN, PReLU), of a FULLY_CONNECTED, of an ADD of two operands of its size, or of a DEQUANTIZE of
 // an activation (the slope of the last axis' index, whatever the rank): the op
@@ -18,7 +18,6 @@
 
 #include "fusion/pass.h"
 #include "fusion/prelu_form.h"
-#include "ops/conv2d_selector.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -45,16 +44,6 @@ int ChannelSlopes(const GraphView& g, const NodeInfo& n) {
   return a;
 }
 
-// Whether the float CONV_2D n applies slopes here: its algorithm (SelectConvAlgorithm; the cost
-// model's view) does, or the implicit GEMM with the depthwise the depthwise pass found for it.
-bool SlopeConv(const GraphView& g, const NodeInfo& n, size_t at, const Folds& folds,
-               const DeviceInfo& dev) {
-  if (n.op != tfl::kConv2d) return false;
-  if (folds.depthwise_of.count(at)) return true;
-  const std::optional<ConvGeometry> cg = GraphConvGeometry(g, n);
-  return cg && ConvTakesSlopes(SelectConvAlgorithm(*cg, dev, ""), dev, *cg);
-}
-
 std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& folds) {
   const GraphView& g = fg.g;
   const std::vector<NodeInfo>& nodes = fg.nodes;
@@ -75,20 +64,20 @@ std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& fold
     if (n.op == tfl::kAdd && folds.folded.count(p->second)) {
       for (int operand : n.inputs) {
         const auto c = producer.find(operand);
-        if (c != producer.end() && SlopeConv(g, nodes[c->second], c->second, folds, fg.dev))
-          return true;
+        if (c != producer.end() && nodes[c->second].op == tfl::kConv2d) return true;
       }
       return false;
     }
     if (folds.folded.count(p->second)) return false;
     if (n.op == tfl::kDequantize)
       return g.type(t) == kTfLiteFloat32;  // an int8 model's float island
-    if (n.op == tfl::kDepthwiseConv2d || n.op == tfl::kFullyConnected)
-      return g.type(t) == kTfLiteFloat32;
     if (n.op == tfl::kAdd && n.inputs.size() == 2)
       return g.valid_tensor(n.inputs[0]) && g.valid_tensor(n.inputs[1]) &&
              g.shape(n.inputs[0]) == g.shape(t) && g.shape(n.inputs[1]) == g.shape(t);
-    return SlopeConv(g, n, p->second, folds, fg.dev);
+    // Every convolution algorithm, the depthwise and the dense GEMMs store through them.
+    return (n.op == tfl::kConv2d || n.op == tfl::kDepthwiseConv2d ||
+            n.op == tfl::kFullyConnected) &&
+           g.type(t) == kTfLiteFloat32;
   };
   std::vector<PreluFusion> out;
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -171,8 +171,11 @@ class AddInt8Op : public Op, public FoldTarget, public FoldSource {
     SetArgs(l.kernel, in[0], in[1], out[0], total, static_cast<int>(o.size()), meta_.get(),
             params_buf_.get(), up_below);
     if (!epilogue_table().empty()) {
-      const std::vector<uint8_t>& t = epilogue_table();  // this plan's
-      table_buf_ = UploadBytes(ctx, t.data(), t.size());
+      const std::vector<uint8_t>& t = epilogue_table();  // this plan's: uploaded when it changes
+      if (!table_buf_ || t != table_) {
+        table_buf_ = UploadBytes(ctx, t.data(), t.size());
+        table_ = t;
+      }
       SetArgsFrom(l.kernel, 8, table_buf_.get());
     }
     l.global[0] = RoundUp(std::max(total, 1), 64);
@@ -185,6 +188,7 @@ class AddInt8Op : public Op, public FoldTarget, public FoldSource {
   ValueType type_;
   std::vector<int> params_;
   Buffer params_buf_, meta_, table_buf_;
+  std::vector<uint8_t> table_;  // what table_buf_ holds
 };
 
 }  // namespace

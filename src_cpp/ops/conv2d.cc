@@ -125,13 +125,10 @@ class Conv2dOp : public ConvOpBase {
     const ConvGeometry g = Geometry(in[0]);
     return g.groups == 1 && Algorithm(ctx, g) == ConvAlgorithm::kImplicitGemm;
   }
-  // Per-channel slopes after the store's activation: every algorithm (ConvTakesSlopes); a folded
-  // depthwise or affine runs the implicit GEMM.
-  bool TakesSlopes(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    if (chunk_ || in.empty() || in[0].size() != 4) return false;
-    if (folded_depthwise() || input_affine()) return true;
-    const ConvGeometry g = Geometry(in[0]);
-    return ConvTakesSlopes(Algorithm(ctx, g), ctx.env.device(), g);
+  // Per-channel slopes after the store's activation: every algorithm's store applies them
+  // (kernels/common.cl's SLOPED); a chunk does not.
+  bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
+    return !chunk_ && !in.empty() && in[0].size() == 4;
   }
   // The plain GEMM scales the filter's tile by the gate where it loads it (EncodeGemm1x1With): a
   // 1x1 convolution it runs, but for its small-M kernel; one image (one gate).

@@ -27,7 +27,7 @@ struct ConvAlgorithmDef {
                           const std::vector<float>& filter_ohwi, ConvWeights* w);
   // Scratch bytes per slot (OpContext::scratch).
   std::vector<size_t> (*scratch_bytes)(const OpContext& ctx, const ConvGeometry& g);
-  // The launches; residual and slopes as in EncodeConv (slopes only where takes_slopes). The
+  // The launches; residual and slopes as in EncodeConv (every algorithm takes both). The
   // kernel that writes the output takes them after its other arguments, in that order
   // (kernels/common.cl's RESIDUAL_PARAM, SLOPES_PARAM); the op's context builds every program
   // with -DCHANNEL_SLOPES when it has slopes (Op::epilogue_defines).
@@ -37,9 +37,6 @@ struct ConvAlgorithmDef {
   // How many kernels encode launches, from the same plan (the cost model's count, before an
   // op exists; default options); null: one.
   LaunchCount (*launches)(const DeviceInfo& dev, const ConvGeometry& g) = nullptr;
-  // Whether its kernel that writes the output applies per-channel PRELU slopes for this
-  // geometry (a folded PRELU, fusion/prelu.cc); null: for every geometry it applies to.
-  bool (*takes_slopes)(const DeviceInfo& dev, const ConvGeometry& g) = nullptr;
 };
 
 // The algorithms, each defined in its own file.

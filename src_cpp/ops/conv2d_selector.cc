@@ -178,14 +178,7 @@ LaunchCount GraphConvLaunches(const GraphView& g, const NodeInfo& n, const Devic
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                float act_max, cl_mem residual, cl_mem slopes) {
-  if (slopes && !ConvTakesSlopes(a, ctx.env.device(), g))
-    throw Error("CONV_2D: " + ConvAlgorithmName(a) + " takes no PRELU slopes for this shape");
   return Def(a).encode(ctx, g, in, w, bias, out, act_min, act_max, residual, slopes);
-}
-
-bool ConvTakesSlopes(ConvAlgorithm a, const DeviceInfo& dev, const ConvGeometry& g) {
-  const ConvAlgorithmDef& d = Def(a);
-  return Applies(d, g) && (!d.takes_slopes || d.takes_slopes(dev, g));
 }
 
 bool WinogradSpreadsOutlier(const std::vector<float>& filter) {

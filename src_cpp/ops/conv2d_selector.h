@@ -87,15 +87,11 @@ std::vector<size_t> ConvScratchBytes(const OpContext& ctx, ConvAlgorithm a, cons
 
 // residual (optional, any algorithm): out = act(conv + bias + residual), residual laid out like
 // out (a fused ADD); the kernel that writes out adds it (split-K: the reduce). slopes (optional,
-// where ConvTakesSlopes): then a PRELU of one slope per output channel, [OC] in the float
+// any algorithm): then a PRELU of one slope per output channel, [OC] in the float
 // storage (fusion/prelu.cc, kernels/common.cl's CHANNEL_SLOPES).
 std::vector<Launch> EncodeConv(OpContext& ctx, ConvAlgorithm a, const ConvGeometry& g, cl_mem in,
                                const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
                                float act_max, cl_mem residual = nullptr, cl_mem slopes = nullptr);
-// Whether algorithm a, running g on this device, applies such slopes (every algorithm does; a
-// new one says so in its ConvAlgorithmDef). The op (Conv2dOp::TakesSlopes) and the pass's
-// graph-level Find (fusion/prelu.cc) ask it.
-bool ConvTakesSlopes(ConvAlgorithm a, const DeviceInfo& dev, const ConvGeometry& g);
 
 // A depthwise convolution (depth multiplier 1) whose output is a 1x1 convolution's input, folded
 // into it (fusion/depthwise.cc): the 1x1's implicit GEMM computes that tensor where it reads it
