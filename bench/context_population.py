@@ -18,7 +18,6 @@ Writes context-population[-TAG]-<device>.json and .md (device, driver, date, com
 
 from __future__ import annotations
 
-import argparse
 import ctypes as C
 import random
 import statistics
@@ -28,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, device_info, write_results  # noqa: E402
-from enqueue_probe import BURST, ITEMS, Driver, _source  # noqa: E402
+from enqueue_probe import BURST, ITEMS, Driver, _source, probe_main  # noqa: E402
 
 KERNELS, ARGS = 25, 8
 EXTRAS = (0, 1000, 4000, 16000)
@@ -133,36 +131,16 @@ def run(launches: int, rounds: int, seed: int = 0) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--launches", type=int, default=2000, help="per case and set")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tag", default="")
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    a = ap.parse_args(argv)
-    rows = run(a.launches, a.rounds)
-    meta = {
-        **device_info(),
-        "launches": a.launches,
-        "rounds": a.rounds,
-        "kernels": KERNELS,
-        "buffer_args": ARGS,
-    }
-    base = write_results(
-        "context-population" + (f"-{a.tag}" if a.tag else ""),
-        meta,
-        rows,
-        [
-            ("round", "round"),
-            ("order", "ours made"),
-            ("extra", "other buffers"),
-            ("us_per_launch", "enqueue us per launch"),
-            ("second_us_per_launch", "second set's us per launch"),
-            ("first_over_second", "first / second"),
-        ],
-        a.out,
-    )
-    print(f"wrote {base}.md")
-    return 0
+    columns = [
+        ("round", "round"),
+        ("order", "ours made"),
+        ("extra", "other buffers"),
+        ("us_per_launch", "enqueue us per launch"),
+        ("second_us_per_launch", "second set's us per launch"),
+        ("first_over_second", "first / second"),
+    ]
+    meta = {"kernels": KERNELS, "buffer_args": ARGS}
+    return probe_main(argv, __doc__, "context-population", run, columns, meta)
 
 
 if __name__ == "__main__":

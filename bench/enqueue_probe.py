@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -325,38 +326,42 @@ def run(launches: int, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--launches", type=int, default=2000)
+def probe_main(
+    argv: list[str] | None,
+    doc: str,
+    stem: str,
+    run_probe: Callable[[int, int], list[dict[str, Any]]],
+    columns: list[tuple[str, str]],
+    meta: dict[str, Any],
+) -> int:
+    """The driver probes' command line (this one, context_population.py, launch_shape.py):
+    --launches, --rounds, --tag and --out; writes STEM[-TAG]-<device>.json and .md."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--launches", type=int, default=2000, help="per case")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tag", default="", help="file name part: enqueue-probe-TAG-<device>")
+    ap.add_argument("--tag", default="", help=f"file name part: {stem}-TAG-<device>")
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args(argv)
     if a.launches < BURST or a.rounds < 1:
         ap.error(f"--launches at least {BURST}, --rounds at least 1")
-    rows = run(a.launches, a.rounds)
-    meta = {
-        **device_info(),
-        "launches": a.launches,
-        "rounds": a.rounds,
-        "items": ITEMS,
-        "group": GROUP,
-    }
-    base = write_results(
-        "enqueue-probe" + (f"-{a.tag}" if a.tag else ""),
-        meta,
-        rows,
-        [
-            ("case", "case"),
-            ("mode", "mode"),
-            ("enqueue_us_min", "enqueue us min"),
-            ("enqueue_us_median", "enqueue us median"),
-            ("wall_us_per_launch", "wall us per launch"),
-        ],
-        a.out,
-    )
+    rows = run_probe(a.launches, a.rounds)
+    info = {**device_info(), "launches": a.launches, "rounds": a.rounds, **meta}
+    base = write_results(stem + (f"-{a.tag}" if a.tag else ""), info, rows, columns, a.out)
     print(f"wrote {base}.md")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    columns = [
+        ("case", "case"),
+        ("mode", "mode"),
+        ("enqueue_us_min", "enqueue us min"),
+        ("enqueue_us_median", "enqueue us median"),
+        ("wall_us_per_launch", "wall us per launch"),
+    ]
+    return probe_main(
+        argv, __doc__, "enqueue-probe", run, columns, {"items": ITEMS, "group": GROUP}
+    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ Writes launch-shape[-TAG]-<device>.json and .md (device, driver, date, command).
 
 from __future__ import annotations
 
-import argparse
 import ctypes as C
 import random
 import statistics
@@ -21,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, device_info, write_results  # noqa: E402
-from enqueue_probe import BURST, Driver  # noqa: E402
+from enqueue_probe import BURST, Driver, probe_main  # noqa: E402
 
 KERNELS, ARGS = 25, 4
 # dims -> (global, local) for 4,096 items; "large" multiplies the first axis by 64.
@@ -90,26 +88,20 @@ def run(launches: int, rounds: int, seed: int = 0) -> list[dict[str, Any]]:
     return rows
 
 
+def _sorted_run(launches: int, rounds: int) -> list[dict[str, Any]]:
+    rows = run(launches, rounds)
+    return sorted(rows, key=lambda r: (r["dims"], r["local"], r["items"], r["round"]))
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--launches", type=int, default=2000, help="per case")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tag", default="")
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    a = ap.parse_args(argv)
-    rows = run(a.launches, a.rounds)
-    meta = {**device_info(), "launches": a.launches, "rounds": a.rounds, "buffer_args": ARGS}
-    cols = [
+    columns = [
         ("round", "round"),
         ("dims", "dims"),
         ("local", "work-group size"),
         ("items", "work-items"),
         ("us_per_launch", "enqueue us per launch"),
     ]
-    rows.sort(key=lambda r: (r["dims"], r["local"], r["items"], r["round"]))
-    base = write_results("launch-shape" + (f"-{a.tag}" if a.tag else ""), meta, rows, cols, a.out)
-    print(f"wrote {base}.md")
-    return 0
+    return probe_main(argv, __doc__, "launch-shape", _sorted_run, columns, {"buffer_args": ARGS})
 
 
 if __name__ == "__main__":
