@@ -6,9 +6,11 @@ host_enqueue_us and host_wait_us per invoke). A row's spread is its slowest dele
 its fastest's: what a same-plan row of never_slower.py can differ by with no plan behind it.
 
     python bench/instance_spread.py MODEL ... [--k 4] [--rounds 4] [--runs 20]
-        [--min-seconds 1.5] [--threads 16] [--tag T] [--out bench/results]
+        [--min-seconds 1.5] [--threads 16] [--option KEY=VALUE ...] [--tag T] [--out DIR]
 
-A MODEL is a .tflite path, a zoo name or a name of bench/small_models.py's set. Writes
+`--option`: a load() option for every delegate (cpu_warmup=false: each made without the setup
+thread). "first made / the others' mean": whether the order they were made in shows. A MODEL is
+a .tflite path, a zoo name or a name of bench/small_models.py's set. Writes
 instance-spread[-TAG]-<device>.json and .md (device, driver, date, command).
 """
 
@@ -41,10 +43,12 @@ def model_bytes(name: str) -> bytes:
     return Path(name).read_bytes()
 
 
-def one_round(data: bytes, k: int, runs: int, seconds: float, threads: int, seed: int) -> dict:
+def one_round(
+    data: bytes, k: int, runs: int, seconds: float, threads: int, seed: int, opts: dict[str, str]
+) -> dict:
     made = {"cpu": Timed(lambda: (None, make_interpreter(data, None, num_threads=threads)))}
     for i in range(k):
-        d = clgpu_delegate.load(partitioning="all")
+        d = clgpu_delegate.load(**{"partitioning": "all", **opts})
         made[f"d{i}"] = Timed(lambda d=d: (d, make_interpreter(data, [d], num_threads=threads)))
     for t in made.values():
         t.interp.allocate_tensors()
@@ -67,6 +71,7 @@ def one_round(data: bytes, k: int, runs: int, seconds: float, threads: int, seed
         "enqueue_us": enqueue,
         "wait_us": wait,
         "spread": max(ms) / min(ms),
+        "first_over_rest": ms[0] / statistics.mean(ms[1:]),
     }
     made.clear()
     gc.collect()
@@ -81,11 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--min-seconds", type=float, default=1.5)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="for every delegate"
+    )
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args(argv)
     if a.k < 2:
         ap.error("--k needs at least two delegates to compare")
+    if any("=" not in o for o in a.option):
+        ap.error("--option takes KEY=VALUE")
+    opts = dict(o.split("=", 1) for o in a.option)
     held = held_delegate()
     rows: list[dict[str, Any]] = []
     for m in a.models:
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {
                 "model": Path(m).stem,
                 "round": r,
-                **one_round(data, a.k, a.runs, a.min_seconds, a.threads, r),
+                **one_round(data, a.k, a.runs, a.min_seconds, a.threads, r, opts),
             }
             rows.append(row)
             print(row, flush=True)
@@ -114,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         "spread_median": statistics.median(spreads),
         "spread_max": max(spreads),
         "rows_over_1.05": sum(s > 1.05 for s in spreads),
+        "first_over_rest_median": statistics.median(r["first_over_rest"] for r in rows),
+        "options": opts,
         "command": " ".join(["python", *sys.argv]),
     }
     name = "instance-spread" + (f"-{a.tag}" if a.tag else "")
@@ -125,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         ("enqueue_us", "enqueue us per invoke"),
         ("wait_us", "wait us per invoke"),
         ("spread", "slowest / fastest"),
+        ("first_over_rest", "first made / the others' mean"),
     ]
     print(f"wrote {write_results(name, meta, rows, cols, a.out)}.md")
     return 0
