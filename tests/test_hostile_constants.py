@@ -218,6 +218,31 @@ def test_slice_past_its_input_keeps_the_model_on_the_cpu(runtime: str) -> None:
     assert all("SLICE past its input" in x["reason"] for x in d.decisions()), d.decisions()
 
 
+def test_slice_larger_than_its_output_keeps_the_model_on_the_cpu(runtime: str) -> None:
+    """A SLICE whose constant size is its whole input, larger than the output the model
+    declares (found by the fuzzer: a mutant made STRIDED_SLICE's end the SLICE's size):
+    tflite_runtime 2.14's kernel keeps the declared [1, 1, 8, 4] and copies [1, 6, 8, 4] into it;
+    with the rest delegated, the smaller arena made that a heap corruption. The delegate claims
+    nothing. (Not invoked: the CPU's own kernel writes out of bounds.)"""
+    b = ModelBuilder(seed=13)
+    x = b.input("x", (1, 6, 8, 4))
+    y = b.slice(b.add(x, b.rand((4,))), (0, 0, 0, 0), (1, 1, 8, 4))
+    b.output(b.add(b.reshape(y, (8, 4)), b.rand((4,))))
+    t = b._check(b._ops[1].inputs[2])
+    t.data = np.array([1, 6, 8, 4], np.int32)
+    model = b.build()
+    d = clgpu_delegate.load(partitioning="all")
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    try:
+        it.allocate_tensors()
+    except RuntimeError as e:
+        assert "RESHAPE" in str(e) or "SLICE" in str(e), e
+    assert not d.delegated_nodes()
+    assert all("into its declared output [1,1,8,4]" in x["reason"] for x in d.decisions()), (
+        d.decisions()
+    )
+
+
 def test_gather_indices_with_negative_bytes_past_their_shape(runtime: str) -> None:
     """GATHER indices [2, 0, 1] whose buffer holds three more values, one negative (found by the
     fuzzer): LiteRT loads the longer buffer and its kernel refuses every negative value in it at

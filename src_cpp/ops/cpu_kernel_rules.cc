@@ -108,8 +108,9 @@ std::string CheckCpuPrepare(const GraphView& g, const NodeInfo& n) {
 
 namespace {
 
-// A SLICE whose constant begin and size leave its input (tflite_runtime 2.14's kernel does not
-// check them: it copies the box, past its input and its output, whose declared shape it keeps).
+// A SLICE whose constant begin and size leave its input, or make a box larger than its output
+// (tflite_runtime 2.14's kernel does not check them: it copies the box, past its input and its
+// output, whose declared shape it keeps).
 std::string SliceOutOfBounds(const GraphView& g, const NodeInfo& n) {
   if (n.op != tfl::kSlice || n.inputs.size() != 3 || !g.valid_tensor(n.inputs[0])) return "";
   std::vector<int64_t> begin, size;
@@ -118,11 +119,19 @@ std::string SliceOutOfBounds(const GraphView& g, const NodeInfo& n) {
     return "";
   const Shape in = g.shape(n.inputs[0]);
   if (begin.size() != in.size() || size.size() != in.size()) return "";
+  Shape box(in.size());
   for (size_t a = 0; a < in.size(); ++a) {
     const int64_t end = size[a] == -1 ? in[a] : begin[a] + size[a];
     if (begin[a] < 0 || size[a] < -1 || end > in[a])
       return "node " + std::to_string(n.index) + " is a SLICE past its input " + ShapeString(in);
+    box[a] = static_cast<int>(end - begin[a]);
   }
+  // A box within the input but larger than the output the model declares: the kernel writes
+  // it all into that output (LiteRT's sizes its output to the box first).
+  if (n.outputs.size() == 1 && g.valid_tensor(n.outputs[0]) &&
+      NumElements(box) > NumElements(g.shape(n.outputs[0])))
+    return "node " + std::to_string(n.index) + " is a SLICE of " + ShapeString(box) +
+           " into its declared output " + ShapeString(g.shape(n.outputs[0]));
   return "";
 }
 
