@@ -243,6 +243,39 @@ def test_slice_larger_than_its_output_keeps_the_model_on_the_cpu(runtime: str) -
     )
 
 
+@pytest.mark.parametrize("op", ["mirror_pad", "pad"])
+def test_int8_pad_whose_output_is_quantized_otherwise_runs_as_the_cpu_does(
+    runtime: str, op: str
+) -> None:
+    """An int8 MIRROR_PAD whose output scale differs from its input's (found by the fuzzer: two
+    flipped bits): TFLite's kernel refuses it at prepare, the delegate copied the integers and
+    ran a model the CPU refuses. A pad of two quantizations now stays with TFLite: the model
+    fails, or runs, as it does without the delegate."""
+    b = ModelBuilder(seed=14)
+    x = b.quantize(b.input("x", (1, 6, 8, 4)), 0.05, 3)
+    pads = [[0, 0], [1, 1], [2, 2], [0, 0]]
+    y = b.mirror_pad(x, pads) if op == "mirror_pad" else b.pad(x, pads)
+    b.set_quant(y, 0.1, 3)
+    b.output(b.dequantize(y))
+    model = b.build()
+    inputs = [np.random.default_rng(0).standard_normal((1, 6, 8, 4)).astype(np.float32)]
+    outcomes = []
+    d = clgpu_delegate.load(partitioning="all")
+    for delegates in (None, [d]):
+        try:
+            it = make_interpreter(model, delegates, runtime=runtime, reference=True)
+            it.allocate_tensors()
+            outcomes.append(run(it, inputs)[0])
+        except RuntimeError as e:
+            outcomes.append(str(e).split("Node")[0].split(" (")[0])  # the scales print as garbage ints
+    if isinstance(outcomes[0], str):
+        assert isinstance(outcomes[1], str) and outcomes[1] == outcomes[0], outcomes
+    else:
+        np.testing.assert_array_equal(outcomes[1], outcomes[0])
+    pad = next(x for x in d.decisions() if x["op_name"] in ("MIRROR_PAD", "PAD"))
+    assert not pad["delegated"] and "quantizations differ" in pad["reason"], pad
+
+
 def test_gather_indices_with_negative_bytes_past_their_shape(runtime: str) -> None:
     """GATHER indices [2, 0, 1] whose buffer holds three more values, one negative (found by the
     fuzzer): LiteRT loads the longer buffer and its kernel refuses every negative value in it at

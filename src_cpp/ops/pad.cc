@@ -96,6 +96,11 @@ std::string ReadPadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec)
   if (IsQuantized(t)) {
     for (int x : {node.inputs[0], node.outputs[0]})
       if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
+    // Copied integers keep their meaning only in the same quantization (TFLite's kernels
+    // refuse others at prepare; a bit-flipped scale was run as a copy, found by the fuzzer).
+    const QuantParams qi = g.quant(node.inputs[0]), qo = g.quant(node.outputs[0]);
+    if (qi.scale != qo.scale || qi.zero_point != qo.zero_point)
+      return std::string("quantized ") + name + " whose input and output quantizations differ";
     spec->value = static_cast<float>(g.quant(node.outputs[0]).zero_point[0]);
   } else if (auto why = CheckFloatTensors(g, {node.inputs[0], node.outputs[0]}); !why.empty()) {
     return why;
