@@ -266,8 +266,8 @@ def test_int8_pad_whose_output_is_quantized_otherwise_runs_as_the_cpu_does(
             it = make_interpreter(model, delegates, runtime=runtime, reference=True)
             it.allocate_tensors()
             outcomes.append(run(it, inputs)[0])
-        except RuntimeError as e:
-            outcomes.append(str(e).split("Node")[0].split(" (")[0])  # the scales print as garbage ints
+        except RuntimeError as e:  # the message up to its figures, which TFLite prints badly
+            outcomes.append(str(e).split("Node")[0].split(" (")[0])
     if isinstance(outcomes[0], str):
         assert isinstance(outcomes[1], str) and outcomes[1] == outcomes[0], outcomes
     else:
