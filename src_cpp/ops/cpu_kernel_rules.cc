@@ -127,7 +127,7 @@ std::string SliceOutOfBounds(const GraphView& g, const NodeInfo& n) {
     box[a] = static_cast<int>(end - begin[a]);
   }
   // A box within the input but larger than the output the model declares: the kernel writes
-  // it all into that output (LiteRT's sizes its output to the box first).
+  // it all into that output (LiteRT's kernel sizes its output to the box first).
   if (n.outputs.size() == 1 && g.valid_tensor(n.outputs[0]) &&
       NumElements(box) > NumElements(g.shape(n.outputs[0])))
     return "node " + std::to_string(n.index) + " is a SLICE of " + ShapeString(box) +

@@ -96,8 +96,9 @@ std::string ReadPadSpec(const GraphView& g, const NodeInfo& node, PadSpec* spec)
   if (IsQuantized(t)) {
     for (int x : {node.inputs[0], node.outputs[0]})
       if (auto why = CheckQuantActivation(g, x, t); !why.empty()) return why;
-    // Copied integers keep their meaning only in the same quantization (TFLite's kernels
-    // refuse others at prepare; a bit-flipped scale was run as a copy, found by the fuzzer).
+    // Copied integers keep their meaning only in the same quantization. TFLite's MIRROR_PAD
+    // refuses others at prepare (a bit-flipped scale ran as a copy here, found by the fuzzer);
+    // such a pad stays with TFLite, which does with it what it does without the delegate.
     const QuantParams qi = g.quant(node.inputs[0]), qo = g.quant(node.outputs[0]);
     if (qi.scale != qo.scale || qi.zero_point != qo.zero_point)
       return std::string("quantized ") + name + " whose input and output quantizations differ";
