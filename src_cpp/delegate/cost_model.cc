@@ -274,9 +274,14 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       device_compute_ms += node_arith_ms;
       continue;
     }
-    const LaunchCount planned =
-        IsCopy(n.op) || one_kernel.count(i) ? LaunchCount{} : Launches(g, nodes, i, folds, dev);
-    const LaunchKind kind = KindOf(n, i, folds, groups);
+    // A depthwise-separable chain: one launch, its blocks' time in one group beyond it.
+    const auto chain = folds.ds_chain_us.find(i);
+    const bool in_chain = chain != folds.ds_chain_us.end();
+    const LaunchCount planned = IsCopy(n.op) || one_kernel.count(i) || in_chain
+                                    ? LaunchCount{}
+                                    : Launches(g, nodes, i, folds, dev);
+    const LaunchKind kind = in_chain ? kFusedLaunch : KindOf(n, i, folds, groups);
+    if (in_chain) device_compute_ms += chain->second * 1e-3;
     const bool one = launch.OneLaunch(planned.count, planned.one_launch_us);
     e.kernels += tally.Add(kind, planned.count, one, planned.one_launch_us);
     const double floor_us = launch.Us(kind, planned.count, int8, planned.one_launch_us);

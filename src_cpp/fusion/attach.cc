@@ -102,9 +102,16 @@ void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output, Op* softm
 }
 
 void AttachDepthwise(Attachments& a, Op* dw, int input, Shape shape) {
-  if (a.inputs.empty() || !dw || a.depthwise.op)
+  if (a.inputs.empty() || !dw || a.depthwise.op || !a.ds_chain.blocks.empty())
     throw Error("a depthwise fold needs an input and its op");
   a.depthwise = Attachments::Depthwise{dw, std::move(shape), nullptr, {}};
+  a.inputs[0] = input;
+}
+
+void AttachDsChain(Attachments& a, std::vector<Attachments::DsChain::Block> blocks, int input) {
+  if (a.inputs.empty() || blocks.size() < 2 || !a.ds_chain.blocks.empty() || a.depthwise.op)
+    throw Error("a depthwise-separable chain needs an input, two blocks and no depthwise fold");
+  a.ds_chain.blocks = std::move(blocks);
   a.inputs[0] = input;
 }
 

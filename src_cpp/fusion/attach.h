@@ -47,6 +47,9 @@ void AttachOutputView(Attachments& a, int output, StridedView view, float scale)
 // A squeeze's dense ops (after FoldTarget::TakesSqueeze): output 0 becomes `output`, the last
 // one's, or that of `softmax` (null: none) over it. The ops must outlive the plan.
 void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output, Op* softmax = nullptr);
+// Depthwise-separable blocks run by the op (the last block's 1x1, null there): input 0 becomes
+// the first block's input.
+void AttachDsChain(Attachments& a, std::vector<Attachments::DsChain::Block> blocks, int input);
 // A depthwise `dw` (after FoldTarget::TakesDepthwise): input 0 becomes dw's input, `shape` that
 // of dw's output. The op must outlive the plan.
 void AttachDepthwise(Attachments& a, Op* dw, int input, Shape shape);

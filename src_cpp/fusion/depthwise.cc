@@ -88,6 +88,7 @@ class DepthwisePass : public FusionPass {
   const char* name() const override { return "depthwise"; }
   void Find(const FoldGraph& g, Folds* folds) override {
     for (size_t d : FindDepthwiseFolds(g.g, g.nodes, g.outputs, folds->written_instead, g.dev)) {
+      if (folds->folded.count(d)) continue;  // a depthwise-separable chain's (ds_chain.cc)
       folds->folded.insert(d);
       const int t = WrittenAs(folds->written_instead, g.nodes[d].outputs[0]);
       for (size_t j = d + 1; j < g.nodes.size(); ++j)

@@ -42,6 +42,7 @@ struct Folds {
   std::map<int, int> written_instead;     // a producer's output -> what its folds write instead
   std::map<int, int> pad_input;           // a folded PAD's output -> its input
   std::map<size_t, InputPad> pads;        // a convolution -> the PAD folded into it
+  std::map<size_t, double> ds_chain_us;   // a chain's last 1x1 -> its blocks' time in one group
 };
 
 // The tensor that holds t's values once the folds found so far are applied: t, or what a
@@ -106,8 +107,8 @@ class FusionPass {
 };
 
 // The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views,
-// squeeze, gate, depthwise, prelu, requantize, expand, pool, gathers, concat (each pass's file says
-// what it needs of those before it).
+// squeeze, gate, ds_chain, depthwise, prelu, requantize, expand, pool, gathers, concat (each pass's
+// file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
@@ -133,6 +134,7 @@ std::unique_ptr<FusionPass> MakeRequantizePass();
 std::unique_ptr<FusionPass> MakeViewsPass();
 std::unique_ptr<FusionPass> MakeSqueezePass();
 std::unique_ptr<FusionPass> MakeGatePass();
+std::unique_ptr<FusionPass> MakeDsChainPass();
 std::unique_ptr<FusionPass> MakeDepthwisePass();
 std::unique_ptr<FusionPass> MakeExpandPass();
 std::unique_ptr<FusionPass> MakePoolPass();

@@ -17,6 +17,7 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses() {
   p.push_back(MakeViewsPass());
   p.push_back(MakeSqueezePass());
   p.push_back(MakeGatePass());
+  p.push_back(MakeDsChainPass());
   p.push_back(MakeDepthwisePass());
   p.push_back(MakePreluPass());
   p.push_back(MakeRequantizePass());

@@ -72,6 +72,19 @@ struct Attachments {
     Shape expand_shape;
   } depthwise;
 
+  // Depthwise-separable blocks before the op (fusion/ds_chain.cc): a 1x1 convolution that runs
+  // them and its own block in one launch (ops/ds_chain.h). blocks[i] is block i's depthwise and
+  // 1x1 convolution (the op's own last, its 1x1 null: the op itself), shapes[i] the depthwise's
+  // input; input 0 is the first block's input.
+  struct DsChain {
+    struct Block {
+      Op* depthwise = nullptr;
+      Op* pointwise = nullptr;
+      Shape shape;
+    };
+    std::vector<Block> blocks;  // empty: none
+  } ds_chain;
+
   // Per-channel MUL and / or ADD nodes between the op and its input (fusion/affine.cc): input 0
   // is their source, and their parameters follow it as inputs 1 (the MUL's) and 1 or 2 (the
   // ADD's); the op reads x as clamp(clamp(x * scale, lo1, hi1) + shift, lo2, hi2).

@@ -12,6 +12,7 @@
 #include "ops/conv2d_selector.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_op.h"
+#include "ops/ds_chain.h"
 #include "ops/hybrid_weights.h"
 #include "ops/int8_ops.h"
 #include "ops/op.h"
@@ -99,6 +100,7 @@ class Conv2dOp : public ConvOpBase {
   }
 
   std::string algorithm() const override {
+    if (!ds_chain().empty()) return "ds_chain+DEPTHWISE";
     return (block_ ? std::string("inverted_residual") : ConvAlgorithmName(algo_)) +
            (input_affine() ? "+AFFINE" : "") + (folded_expand() ? "+EXPAND" : "") +
            (folded_depthwise() ? "+DEPTHWISE" : "") + (has_gate() ? "+GATE" : "") +
@@ -109,7 +111,9 @@ class Conv2dOp : public ConvOpBase {
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
   // (EncodeDepthwiseGemm).
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    if (chunk_ || input_affine() || has_gate() || in.empty() || in[0].size() != 4) return false;
+    if (chunk_ || !ds_chain().empty() || input_affine() || has_gate() || in.empty() ||
+        in[0].size() != 4)
+      return false;
     const ConvGeometry g = Geometry(in[0]);
     const ConvAlgorithm a = Algorithm(ctx, g);
     return ConvAlgorithmApplies(ConvAlgorithm::kGemm1x1, g) &&
@@ -120,7 +124,7 @@ class Conv2dOp : public ConvOpBase {
   // op, alone (nothing else folded in yet), where it runs that algorithm anyway.
   bool TakesAffine(const OpContext& ctx, const std::vector<Shape>& in) const override {
     if (chunk_ || in.size() != 1 || in[0].size() != 4 || folded_depthwise() || input_affine() ||
-        has_residual() || has_gate())
+        has_residual() || has_gate() || !ds_chain().empty())
       return false;
     const ConvGeometry g = Geometry(in[0]);
     return g.groups == 1 && Algorithm(ctx, g) == ConvAlgorithm::kImplicitGemm;
@@ -128,13 +132,13 @@ class Conv2dOp : public ConvOpBase {
   // Per-channel slopes after the store's activation: every algorithm's store applies them
   // (kernels/common.cl's SLOPED); a chunk does not.
   bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
-    return !chunk_ && !in.empty() && in[0].size() == 4;
+    return !chunk_ && ds_chain().empty() && !in.empty() && in[0].size() == 4;
   }
   // The plain GEMM scales the filter's tile by the gate where it loads it (EncodeGemm1x1With): a
   // 1x1 convolution it runs, but for its small-M kernel; one image (one gate).
   bool TakesGate(const OpContext& ctx, const std::vector<Shape>& in) const override {
     if (chunk_ || in.empty() || in[0].size() != 4 || in[0][0] != 1 || folded_depthwise() ||
-        input_affine() || has_gate() || has_slopes())
+        input_affine() || has_gate() || has_slopes() || !ds_chain().empty())
       return false;
     const ConvGeometry g = Geometry(in[0]);
     return Algorithm(ctx, g) == ConvAlgorithm::kGemm1x1 && Gemm1x1Tiled(ctx.env.device(), g);
@@ -143,14 +147,15 @@ class Conv2dOp : public ConvOpBase {
   // it runs anyway, but for the small-M kernel, and the implicit one with a folded depthwise
   // but no expand (which may run as the block kernel instead).
   bool TakesOutputSlice(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    if (chunk_ || in.empty() || in[0].size() != 4 || folded_expand() || output_slice())
+    if (chunk_ || in.empty() || in[0].size() != 4 || folded_expand() || output_slice() ||
+        !ds_chain().empty())
       return false;
     return folded_depthwise() || input_affine() || GemmWrites(ctx, Geometry(in[0]));
   }
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).
   bool CanFuseResidual(const OpContext&, const std::vector<Shape>& in) const override {
-    return !chunk_ && params_.activation == tfl::kActNone && in.size() == 1;
+    return !chunk_ && ds_chain().empty() && params_.activation == tfl::kActNone && in.size() == 1;
   }
 
   // The whole op counts every weight buffer of its source (its chunks' included).
@@ -161,6 +166,7 @@ class Conv2dOp : public ConvOpBase {
   std::vector<size_t> ScratchBytes(const OpContext& ctx,
                                    const std::vector<Shape>& in) const override {
     const ConvGeometry g = Geometry(in[0]);
+    if (!ds_chain().empty()) return {};  // its launch keeps its own (EncodeDsChain)
     if (folded_depthwise()) {
       const Shape& x = DepthwiseInput(in[0]);
       ConvGeometry dw;
@@ -193,6 +199,23 @@ class Conv2dOp : public ConvOpBase {
     return true;
   }
 
+  bool GetFloatPointwise(OpContext& ctx, const Shape& in, FloatDense* dense) override {
+    const Shape& f = src_->filter_shape;
+    if (chunk_ || has_residual() || input_affine() || has_slopes() || has_gate() ||
+        has_epilogue() || folded_depthwise() || output_slice() || has_output_view() ||
+        output_quantize() || has_pool() || f[1] != 1 || f[2] != 1 || in.size() != 4 ||
+        in[3] != f[3] || params_.stride_height != 1 || params_.stride_width != 1)
+      return false;
+    const ConvGeometry g = Geometry(in);
+    if (g.oh != in[1] || g.ow != in[2] || g.groups != 1) return false;
+    dense->weights = src_->Weights(ctx, ConvAlgorithm::kGemm1x1, g, 0).filter.get();
+    dense->bias = src_->Bias(ctx, 0, f[0]);
+    dense->n = f[0], dense->k = f[3];
+    std::tie(dense->act_min, dense->act_max) = ClampBounds(act_min_, act_max_);
+    dense->epilogue = "";
+    return true;
+  }
+
   void Prepare(OpContext& octx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
     OpContext ctx = octx;
@@ -205,6 +228,23 @@ class Conv2dOp : public ConvOpBase {
     cl_mem slopes = has_slopes() ? in.back() : nullptr;
     cl_mem gate = has_gate() ? in.at(gate_input()) : nullptr;
     block_ = false;
+    if (!ds_chain().empty()) {
+      // The blocks before, then its own: each depthwise's form and 1x1's weights.
+      std::vector<DsChainBlock> blocks;
+      for (const Attachments::DsChain::Block& b : ds_chain()) {
+        DsChainBlock form;
+        // A depthwise keeping its input's shape: its output is the 1x1's input.
+        Op* pw = b.pointwise ? b.pointwise : this;
+        if (!b.depthwise->fold_source()->GetFloatDepthwise(ctx, b.shape, &form.dw) ||
+            !form.dw.epilogue.empty() ||
+            !pw->fold_source()->GetFloatPointwise(ctx, b.shape, &form.pw))
+          throw Error("CONV_2D: its depthwise-separable chain no longer fits its kernel");
+        blocks.push_back(form);
+      }
+      algo_ = ConvAlgorithm::kGemm1x1;
+      launches_ = EncodeDsChain(ctx, blocks, in[0], out[0]);
+      return;
+    }
     if (folded_depthwise()) {
       FloatDepthwiseA dw;
       if (!folded_depthwise()->fold_source()->GetFloatDepthwise(ctx, DepthwiseInput(in_shapes[0]),

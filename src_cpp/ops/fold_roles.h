@@ -122,6 +122,13 @@ class FoldSource {
     (void)ctx, (void)in, (void)dw;
     return false;
   }
+  // This 1x1 convolution of stride 1 over an input of shape `in` with nothing folded into it
+  // but a clamp: its plain [OC][C] weights in the float storage, bias and clamp (`dense->n` OC,
+  // `dense->k` C); false for other ops, shapes and folds.
+  virtual bool GetFloatPointwise(OpContext& ctx, const Shape& in, FloatDense* dense) {
+    (void)ctx, (void)in, (void)dense;
+    return false;
+  }
 
  protected:
   ~FoldSource() = default;  // owned as the op it is part of

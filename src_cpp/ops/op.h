@@ -165,6 +165,8 @@ class Op {
   const Shape& DepthwiseInput(const Shape& in0) const {
     return folded_expand() ? att().depthwise.expand_shape : in0;
   }
+  // The depthwise-separable blocks it runs (fusion/ds_chain.cc; empty: none).
+  const std::vector<Attachments::DsChain::Block>& ds_chain() const { return att().ds_chain.blocks; }
   const InputPad* folded_pad() const { return att().pad.on ? &att().pad.pad : nullptr; }
   const Attachments::Affine* input_affine() const {
     return att().affine.on ? &att().affine : nullptr;

@@ -1,0 +1,57 @@
+// Chains of depthwise-separable blocks (a depthwise of depth multiplier 1 and stride 1 keeping
+// the map's size, then a 1x1 convolution) on a small map, run by one work-group per image in one
+// launch (kernels/ds_chain.cl; fusion/ds_chain.cc decides which).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "cl/device.h"
+#include "ops/conv2d_selector.h"
+#include "ops/conv_geometry.h"
+#include "ops/op.h"
+#include "ops/squeeze.h"
+
+namespace clgpu {
+
+// One block as the kernel takes it: the depthwise's form and the 1x1's weights [OC][C].
+struct DsChainBlock {
+  FloatDepthwiseA dw;
+  FloatDense pw;
+};
+
+// A block as the plan sees it: its depthwise's geometry and the 1x1's outputs.
+struct DsBlockShape {
+  ConvGeometry dw;
+  int oc = 0;
+};
+
+// How the kernel runs a chain in a group of `wg` work-items (kernels/ds_chain.cl's defines and
+// local memory), or nullopt where it cannot: each block of stride 1 keeping the map's size,
+// channel counts in fours, the map's activations, each block's depthwise constants and biases and
+// at least four rows of its 1x1's weights in local memory.
+struct DsChainPlan {
+  size_t wg = 0;
+  int x_floats = 0;       // the activations
+  int k_floats = 0;       // the largest block's constants
+  std::vector<int> rows;  // per block, its 1x1's weight rows held at a time
+  int dwpt = 1, pwt = 1;  // DSC_DWPT, DSC_PWT
+  int pf = 1;             // DSC_PF
+};
+std::optional<DsChainPlan> PlanDsChain(const DeviceInfo& dev,
+                                       const std::vector<DsBlockShape>& blocks, size_t wg = 0);
+
+// Whether the kernel can run this block alone on this device (PlanDsChain).
+bool DsBlockFits(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
+// The device time (us) one work-group spends on such a block: a latency per stage and the
+// arithmetic at one compute unit's rate.
+double DsBlockUs(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
+// Whether a block is worth running in a chain: its time in one group under the launch it saves.
+bool DsBlockPays(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
+
+// The chain's launch (blocks in order, each block's input of the geometry in its form), reading
+// `in` and writing `out`; the constants and scratch image kept by the launch.
+std::vector<Launch> EncodeDsChain(OpContext& ctx, const std::vector<DsChainBlock>& blocks,
+                                  cl_mem in, cl_mem out);
+
+}  // namespace clgpu
