@@ -40,6 +40,7 @@ def chain(
     dw_act: str | None = "RELU",
     pw_act: str | None = "RELU",
     stride: int = 1,
+    stride_at: int = 1,
     residual_at: int = -1,
     output_at: int = -1,
     hard_swish_at: int = -1,
@@ -56,7 +57,7 @@ def chain(
     x = b.conv2d(x, b.rand((c, 1, 1, c), 0.3), b.rand((c,), 0.1), activation="RELU")
     kh, kw = (k, k) if isinstance(k, int) else k
     for i, w in enumerate(widths):
-        s = stride if i == 1 else 1
+        s = stride if i == stride_at else 1
         d = b.depthwise_conv2d(
             x,
             b.rand((1, kh, kw, c), 0.4),
@@ -170,6 +171,17 @@ def test_what_must_not_chain(
     kw = dict(kw)
     widths = kw.pop("widths", (8, 8, 8))
     check_chain(chain((1, 10, 9, 8), widths, seed=7, **kw), runtime, chained, monkeypatch)
+
+
+def test_a_chain_is_no_expand_for_the_block_after_it(
+    runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The third block's strided depthwise folds into its 1x1's GEMM; the expand pass must not take
+    # the chain's last 1x1 as that block's expand (it would drop the blocks the chain runs): found
+    # by the fuzzer, a DEPTHWISE_CONV_2D's stride mutated to 3.
+    model = chain((1, 9, 9, 8), (8, 8, 8), stride=3, stride_at=2, dilation=2, seed=14)
+    on = check_chain(model, runtime, True, monkeypatch)
+    assert folded_nodes(on, "+EXPAND") == 0, on.delegate.profile().table()
 
 
 def test_channels_not_in_fours_stay_apart(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -110,8 +110,8 @@ class ExpandPass : public FusionPass {
     if (dwi == plan.size() || producer < 0 || readers != 1) return;
     Op& ex = plan.op(size_t(producer));
     if (ex.inputs().size() != 1 || ex.outputs().size() != 1 || ex.folded_depthwise() ||
-        !ex.fold_source() || ex.has_residual() || ex.has_epilogue() || ex.has_output_view() ||
-        !plan.SamePrecision(i, {size_t(producer)}))
+        !ex.ds_chain().empty() || !ex.fold_source() || ex.has_residual() || ex.has_epilogue() ||
+        ex.has_output_view() || !plan.SamePrecision(i, {size_t(producer)}))
       return;
     const int e_in = ex.inputs()[0];
     const Shape es = plan.shape(e_in), xs = plan.shape(x);

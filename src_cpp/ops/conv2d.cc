@@ -134,8 +134,9 @@ class Conv2dOp : public ConvOpBase {
   // a dense op over the channels, with the plain GEMM's weights.
   bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
     const Shape& f = src_->filter_shape;
-    if (chunk_ || has_residual() || input_affine() || has_slopes() || has_gate() || f[1] != 1 ||
-        f[2] != 1 || in.empty() || in.back() != f[3] || NumElements(in) != f[3])
+    if (chunk_ || has_residual() || input_affine() || has_slopes() || has_gate() ||
+        !ds_chain().empty() || f[1] != 1 || f[2] != 1 || in.empty() || in.back() != f[3] ||
+        NumElements(in) != f[3])
       return false;
     const ConvGeometry g = Geometry({1, 1, 1, f[3]});
     dense->weights = src_->Weights(ctx, ConvAlgorithm::kGemm1x1, g, 0).filter.get();
