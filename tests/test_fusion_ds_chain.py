@@ -45,12 +45,14 @@ def chain(
     output_at: int = -1,
     hard_swish_at: int = -1,
     separate_relu: bool = False,
+    stale_rows_at: int = -1,
     seed: int = 0,
 ) -> bytes:
     """x -> 1x1 conv (RELU: the chain's input is an activation) -> per width w: depthwise (k,
     act) -> 1x1 conv to w (act) [+ the block's input: residual_at] -> output. `output_at`: that
     block's output is also an output of the model; `hard_swish_at`: a HARD_SWISH after that
-    block's depthwise; `separate_relu`: each activation a RELU node of its own."""
+    block's depthwise; `separate_relu`: each activation a RELU node of its own; `stale_rows_at`:
+    that block's depthwise output declared with 3 rows more than it has (TFLite infers it)."""
     b = ModelBuilder(seed=seed)
     x = b.input("x", shape)
     c = shape[3]
@@ -70,6 +72,9 @@ def chain(
         )
         if separate_relu:
             d = b.relu(d)
+        if i == stale_rows_at:
+            n, h, w_, c_ = b.shape(d)
+            b._tensors[d].shape = (n, h + 3, w_, c_)  # noqa: SLF001 - a hostile model
         if i == hard_swish_at:
             d = b.hard_swish(d)
         y = b.conv2d(
@@ -182,6 +187,20 @@ def test_a_chain_is_no_expand_for_the_block_after_it(
     model = chain((1, 9, 9, 8), (8, 8, 8), stride=3, stride_at=2, dilation=2, seed=14)
     on = check_chain(model, runtime, True, monkeypatch)
     assert folded_nodes(on, "+EXPAND") == 0, on.delegate.profile().table()
+
+
+def test_a_chain_whose_tensors_declare_stale_shapes(
+    runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The chain's input has other channels than its last 1x1 reads: the op's own input is its
+    # block's depthwise output, not the chain's input, wherever its shapes are inferred (the
+    # fuzzer's mutants of seed 4702: a RELU's output declared with more rows).
+    # That RELU stays on the CPU (its declared output is not its input's shape): the first two
+    # blocks chain in the partition before it.
+    monkeypatch.setenv("CLGPU_DS_CHAIN_US", ALWAYS)
+    model = chain((1, 8, 8, 8), (16, 4, 12), separate_relu=True, stale_rows_at=2, seed=15)
+    on = check_parity(model, runtime, profiling=True, expect_cpu={10})
+    assert folded_nodes(on, "ds_chain") == 1, on.delegate.profile().table()
 
 
 def test_channels_not_in_fours_stay_apart(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:

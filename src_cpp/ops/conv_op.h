@@ -93,8 +93,12 @@ class ConvOpBase : public Op, public Chunker, public FoldTarget, public FoldSour
         fixed_(g),
         oc0_(oc0) {}
 
-  // Input 0's shape as this op sees it: a folded depthwise's output, not its input.
-  const Shape& Own(const Shape& in) const { return folded_depthwise() ? depthwise_shape() : in; }
+  // Input 0's shape as this op sees it: a folded depthwise's output, not its input; with a
+  // depthwise-separable chain, its own block's depthwise output (that depthwise's input shape).
+  const Shape& Own(const Shape& in) const {
+    if (folded_depthwise()) return depthwise_shape();
+    return ds_chain().empty() ? in : ds_chain().back().shape;
+  }
 
   ConvGeometry Geometry(const Shape& in_as_read) const {
     const Shape& in = Own(in_as_read);
