@@ -183,8 +183,7 @@ std::optional<BlockPlan> PlanBlock(const DeviceInfo& dev, const ConvGeometry& dw
   if (ec <= 0 || dw.n <= 0 || dw.oh <= 0 || dw.ow <= 0 || dw.c <= 0 || oc <= 0 || dw.kh <= 0 ||
       dev.max_work_group_size < size_t(kBlockWg))
     return std::nullopt;
-  const long budget =
-      long(std::min<uint64_t>(dev.local_mem_bytes * 7 / 8, 44 * 1024) / sizeof(float)) - 3;
+  const long budget = long(BlockLocalFloats(dev)) - 3;
   const long units = std::max(dev.compute_units, 1);
   const bool vec = ec % 4 == 0 && dw.c % 4 == 0;
   // The expand's weight rows as the kernel strides them (IRB_WSTRIDE).

@@ -30,10 +30,6 @@ constexpr int kRows = 4;
 constexpr double kStageUs = 3.2;
 constexpr double kUnitEfficiency = 0.58;
 
-size_t LocalBudgetFloats(const DeviceInfo& dev) {
-  return size_t(std::min<uint64_t>(dev.local_mem_bytes * 7 / 8, 44 * 1024) / sizeof(float));
-}
-
 size_t GroupSize(const DeviceInfo& dev) {
   size_t wg = 64;
   while (wg * 2 <= std::min(kMaxWg, dev.max_work_group_size)) wg *= 2;
@@ -67,7 +63,7 @@ std::optional<DsChainPlan> PlanDsChain(const DeviceInfo& dev,
     xf = std::max(xf, long(g.h) * g.w * std::max(g.c, b.oc));
   }
   // The activations, the table and the largest block's constants through its first rows.
-  const long budget = long(LocalBudgetFloats(dev)) - 3 - long(blocks.size()) * kFields - xf;
+  const long budget = long(BlockLocalFloats(dev)) - 3 - long(blocks.size()) * kFields - xf;
   p.x_floats = int(xf);
   long kmax = 0;
   for (const DsBlockShape& b : blocks) {

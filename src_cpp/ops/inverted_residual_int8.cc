@@ -47,7 +47,7 @@ std::optional<Int8BlockPlan> PlanInt8Block(const DeviceInfo& dev, const ConvGeom
   // (expand_chain_cap_int8) would fold them: the 9-tap spotter blocks ran 1.24-1.26x as long
   // there (ab-options-int8-chain-NVIDIA_H200.md).
   if (long(dw.kh) * dw.kw * ec <= ExpandChainCap(dev)) return std::nullopt;
-  const long budget = long(std::min<uint64_t>(dev.local_mem_bytes * 7 / 8, 44 * 1024) / 4);
+  const long budget = long(BlockLocalFloats(dev));
   const long units = std::max(dev.compute_units, 1);
   const long ec4 = ec / 4, c4 = dw.c / 4, wstride = ec4 | 1;
   int rows = int(std::clamp<long>(CeilDiv(long(dw.n) * dw.oh, units), 1, dw.oh));

@@ -247,6 +247,10 @@ std::string CheckFloatTensors(const GraphView& g, const std::vector<int>& tensor
   return "";
 }
 
+size_t BlockLocalFloats(const DeviceInfo& dev) {
+  return size_t(std::min<uint64_t>(dev.local_mem_bytes * 7 / 8, 44 * 1024) / sizeof(float));
+}
+
 size_t KernelGroupLimit(const OpContext& ctx, const Kernel& k) {
   size_t fits = 0;
   CheckCl(Cl().clGetKernelWorkGroupInfo(k.get(), ctx.env.device().id, CL_KERNEL_WORK_GROUP_SIZE,

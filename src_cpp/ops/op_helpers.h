@@ -99,6 +99,10 @@ size_t RowGroup(OpContext& ctx, const Kernel& k, size_t limit, int64_t row);
 // The most work-items a group of this kernel may have on this device (CL_KERNEL_WORK_GROUP_SIZE:
 // what the compiler fitted its registers or private memory to, often below the device's limit).
 size_t KernelGroupLimit(const OpContext& ctx, const Kernel& k);
+// The local memory a kernel that runs a whole block in one group plans with (the inverted-
+// residual block kernels, the depthwise-separable chain), in floats: 7/8 of the device's, at most
+// 44 KB (what the compiler leaves a group of them on NVIDIA's 48).
+size_t BlockLocalFloats(const DeviceInfo& dev);
 
 // Whether a group of `group` work-items of this block kernel (`what`) fits; says at debug level
 // where it does not, and the caller runs the block as separate kernels.
