@@ -5,12 +5,14 @@ Per model: the CPU alone (XNNPACK, --threads), the delegate with default options
 (clgpu_delegate.planning.time_candidates, as plan() times them) after the delegates' setup is
 done, with a delegate held from the start (planning.held_delegate: the context's first delegate
 runs slower, and would be the default's), the default's and `all`'s delegates made in either
-order on alternate rows (`made_first`: of two, the first made runs about 1 % slower). A row
-passes when
+order on alternate rows (`made_first`: of two, the first made runs about 1 % slower); with
+--balanced, two delegates per plan made A B B A, each column their mean, so that the order's
+cost falls on both columns alike. A row passes when
 default_ms <= 1.05 x min(cpu_ms, all_ms).
 
     python bench/never_slower.py [--zoo a,b] [--dir DIR ...] [--small] [--runs N]
-        [--held-out N [--held-out-seeds S,S]] [--held-interpreter] [--min-seconds S] [--tag T]
+        [--held-out N [--held-out-seeds S,S]] [--held-interpreter] [--balanced]
+        [--min-seconds S] [--tag T]
         [--out bench/results]
 
 --small adds bench/small_models.py's set (keyword spotters float and int8, DS-CNNs, wide dense
@@ -90,7 +92,11 @@ def _time(
         ("default", {}),
         ("all", {"partitioning": "all"}),
     ]
-    for name, opts in [("cpu", None), *(plans[::-1] if all_first else plans)]:
+    order = plans[::-1] if all_first else plans
+    if args.balanced:  # each plan's two delegates, made first and last: A B B A
+        order = [order[0], order[1], (order[1][0] + "#2", order[1][1]),
+                 (order[0][0] + "#2", order[0][1])]
+    for name, opts in [("cpu", None), *order]:
         d = None if opts is None else clgpu_delegate.load(**opts)
         made[name] = Timed(
             lambda d=d: (d, make_interpreter(data, [d] if d else None, num_threads=args.threads))
@@ -101,8 +107,18 @@ def _time(
             t.delegate.wait_ready()
     feeds = _feeds(made["cpu"].inputs, 0)
     time_candidates(list(made.values()), feeds, args.runs, 3, 1, cpu_device, args.min_seconds)
-    row: dict[str, Any] = {f"{k}_ms": statistics.median(t.times) for k, t in made.items()}
+    row: dict[str, Any] = {"cpu_ms": statistics.median(made["cpu"].times)}
     for k in ("default", "all"):
+        each = [statistics.median(t.times) for n, t in made.items() if n.split("#")[0] == k]
+        # Balanced: the mean of the plan's two delegates, one made before the other plan's
+        # and one after, so that neither column carries the order's cost alone.
+        row[f"{k}_ms"] = statistics.fmean(each)
+        if len(each) > 1:
+            row[f"{k}_ms_each"] = each
+            row[f"{k}_nodes_each"] = [
+                len(t.delegate.delegated_nodes()) for n, t in made.items()
+                if n.split("#")[0] == k and t.delegate is not None
+            ]
         d = made[k].delegate
         row[f"{k}_nodes"] = len(d.delegated_nodes())
         row[f"{k}_partitions"] = len(d.partitions())
@@ -112,7 +128,7 @@ def _time(
         row[f"{k}_fewer_form"] = s.fewer_launch_invokes / s.invokes if s.invokes else 0.0
         # What its pairs of invokes measured (fewer / other form), beside the form it kept.
         row[f"{k}_pair_ratio"] = s.launch_form_pair_ratio
-    row["made_first"] = "all" if all_first else "default"
+    row["made_first"] = ("all" if all_first else "default") + (" (ABBA)" if args.balanced else "")
     # The default's estimate of its first weighed partition, kept or not: why it decided so.
     texts = " ".join(f"{x.reason} {x.note}" for x in made["default"].delegate.decisions())
     if m := ESTIMATE.search(texts):
@@ -155,8 +171,11 @@ def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "",
         f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, default "
         f"options, medians of >= {meta['runs']} runs and >= {meta['min_seconds']} s per model in "
-        "balanced turns in one process; the default's and `all`'s delegates made in either order "
-        "on alternate rows (made first)",
+        "balanced turns in one process; "
+        + ("two delegates per plan made A B B A, each column their mean (each in brackets; "
+           "A: made first)" if meta.get("balanced") else
+           "the default's and `all`'s delegates made in either order on alternate rows (made "
+           "first)"),
         "",
         f"command: `{meta['command']}`",
         "",
@@ -174,8 +193,13 @@ def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         if "skipped" in r:
             md.append(f"| {r['model']} | skipped: {r['skipped']} |||||||")
             continue
+        def col(k: str, r: dict[str, Any] = r) -> str:
+            each = r.get(f"{k}_ms_each")
+            return f"{r[f'{k}_ms']:.3f}" + (
+                f" ({', '.join(f'{x:.3f}' for x in each)})" if each else "")
+
         md.append(
-            f"| {r['model']} | {r['cpu_ms']:.3f} | {r['default_ms']:.3f} | {r['all_ms']:.3f} | "
+            f"| {r['model']} | {r['cpu_ms']:.3f} | {col('default')} | {col('all')} | "
             f"{r['ratio']:.2f}{'' if r['passes'] else ' **over**'} | "
             f"{r['default_nodes']} / {r['all_nodes']} / {r.get('model_nodes', '?')} | "
             f"{r['default_partitions']} / {r['all_partitions']} | {r.get('made_first', '')} |"
@@ -209,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         help="which plan's delegate each row makes first (alternate: every other row)",
     )
     ap.add_argument(
+        "--balanced", action="store_true",
+        help="two delegates per plan, made A B B A (A: --made-first's); a column is their mean",
+    )
+    ap.add_argument(
         "--held-interpreter", action="store_true",
         help="per row, an untimed interpreter of the model with its buffers made first",
     )
@@ -221,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = run_meta(
         dev.name, dev.driver_version, cpu_threads=args.threads, runs=args.runs,
         min_seconds=args.min_seconds, held_interpreter=args.held_interpreter,
+        balanced=args.balanced,
     )
     base = results_base(args.out, "never-slower", args.tag, dev.name)
 
