@@ -50,9 +50,10 @@ def cpu_estimate_at(model: bytes, threads: int | None, runtime: str) -> tuple[fl
     return float(ms), int(threads_seen)
 
 
-def small_layers(count: int) -> bytes:
-    """Layers so small that each node's hand-off between XNNPACK's threads is their CPU time."""
-    net, x = start(4, 8, seed=0, fp16_weights=False)
+def small_layers(count: int, size: int = 4) -> bytes:
+    """Layers so small that each node's hand-off between XNNPACK's threads is their CPU time:
+    1x1 convolutions of 8 channels on a `size` x `size` map."""
+    net, x = start(size, 8, seed=0, fp16_weights=False)
     for _ in range(count):
         x = net.conv(x, 8, 1, act=None)
     return net.finish(x, softmax=False)

@@ -87,3 +87,55 @@ def test_the_fit_finds_the_handoffs_the_times_were_made_of(tmp_path: Path, fit_m
     same = json.loads((tmp_path / "cpu-handoff-same-X.json").read_text())["meta"]
     assert not same["fitted"]
     assert same["median_abs_log_after"] == same["median_abs_log_before"]
+
+
+def _convs(convs: int, size: int, int8: bool) -> bytes:
+    net, x = start(size, 8, seed=convs + size, fp16_weights=False)
+    for _ in range(convs):
+        x = net.conv(x, 8, 1, act=None)
+    model = net.finish(x, softmax=False)
+    return quantize_model(model, samples=2) if int8 else model
+
+
+def test_the_fit_finds_the_small_convolutions_ramp(tmp_path: Path, fit_module) -> None:  # noqa: ANN001
+    """CPU times made with a convolution's hand-off rising from 2 us at no output to its kind's
+    figure at 2,000 output elements (delegate/cpu_costs.cc): --fit-small-conv finds that ramp
+    from maps of 4 x 4, 8 x 8 and 16 x 16 x 8, and --small-conv weighs it exactly."""
+    rows = []
+    for i, (convs, size, int8) in enumerate(
+        [(6, 4, False), (3, 8, False), (5, 16, False), (4, 4, True), (6, 8, True), (2, 16, True)]
+    ):
+        data = _convs(convs, size, int8)
+        (tmp_path / f"r{i}.tflite").write_bytes(data)
+        kinds = fit_module.node_kinds(data)
+        counts = np.array([kinds[k] for k in fit_module.KINDS], dtype=float)
+        sizes = fit_module.conv_outputs(data)["int8_conv" if int8 else "float_conv"]
+        assert sizes == [float(size * size * 8)] * convs
+        full = TRUE[1] if int8 else TRUE[0]
+        ramp = sum(2.0 + (full - 2.0) * min(1.0, e / 2000.0) for e in sizes)
+        rest_us = 10.0 + 3 * i
+        other = counts @ TRUE - counts[:2] @ TRUE[:2]
+        rows.append(
+            {
+                "model": f"r{i}",
+                "cpu_ms": (rest_us + ramp + other) / 1e3,
+                "all_ms": 1.0,
+                "est_device_ms": 1.0,
+                "est_cpu_ms": (rest_us + counts @ TRUE) / 1e3,  # the kinds' figures, no ramp
+                "all_partitions": 1,
+                "all_nodes": int(counts.sum()),
+            }
+        )
+    table = tmp_path / "ns.json"
+    table.write_text(json.dumps({"meta": {"device": "X", "driver": "1"}, "rows": rows}))
+    argv = ["--measured", str(table), "--dir", str(tmp_path), "--out", str(tmp_path),
+            "--table-handoff", "8,6,4,2", "--handoff", "8,6,4,2"]
+    assert fit_module.main([*argv, "--fit-small-conv", "--tag", "fit"]) == 0
+    meta = json.loads((tmp_path / "cpu-handoff-fit-X.json").read_text())["meta"]
+    assert meta["small_conv"] == [2.0, 2000.0]
+    assert meta["median_abs_log_after"] == pytest.approx(0, abs=1e-3)
+    assert meta["median_abs_log_before"] > 0.05
+    assert fit_module.main([*argv, "--small-conv", "2,2000", "--tag", "weigh"]) == 0
+    weighed = json.loads((tmp_path / "cpu-handoff-weigh-X.json").read_text())["meta"]
+    assert not weighed["fitted"]
+    assert weighed["median_abs_log_after"] == pytest.approx(0, abs=1e-3)

@@ -34,6 +34,14 @@ constexpr double kCpuCachedGBpsPerThread = 30.0;
 // node, 4.7 us, had float keyword spotters 20-30 % too fast on the CPU and int8 ones right
 // (bench/results/cpu-handoff-NVIDIA_H200.md).
 constexpr double kCpuFloatConvNodeUs = 8.0;
+// A convolution of a small output hands off less, as if XNNPACK split it into fewer tiles: its
+// hand-off rises from 2 us at no output to its kind's figure (8 float, 6 int8) at 2,000 output
+// elements. Fitted with the other kinds at their figures on 2,454 whole-model rows of the H200
+// tables since 2026-11-28 (median |log(estimate / measured)| 0.124 -> 0.108; one decision more
+// right, an 8-channel DS-CNN of 23 us on the CPU estimated at 50, none less;
+// bench/results/cpu-handoff-small-NVIDIA_H200.md).
+constexpr double kCpuSmallConvUs = 2.0;
+constexpr double kCpuSmallConvElements = 2000.0;
 constexpr double kCpuInt8ConvNodeUs = 6.0;
 constexpr double kCpuFcNodeUs = 4.0;
 constexpr double kCpuNodeUs = 2.0;
@@ -116,11 +124,18 @@ double CpuNodeMs(const GraphView& g, const NodeInfo& n, const OpHandler* h, doub
   return ns > 0 ? std::max(roofline_ms, elements * ns * 1e-6) : roofline_ms;
 }
 
-// A node's hand-off between the threads (us): by what XNNPACK makes of it (h: its handler).
-double HandoffUs(const OpHandler* h, bool int8, const CpuCosts& cpu) {
+// A node's hand-off between the threads (us): by what XNNPACK makes of it (h: its handler) and,
+// for a convolution, the size of its output.
+double HandoffUs(const GraphView& g, const NodeInfo& n, const OpHandler* h, bool int8,
+                 const CpuCosts& cpu) {
   switch (h ? h->cpu_handoff : CpuHandoff::kOther) {
-    case CpuHandoff::kConvolution:
-      return int8 ? cpu.int8_conv_node_us : cpu.float_conv_node_us;
+    case CpuHandoff::kConvolution: {
+      const double full = int8 ? cpu.int8_conv_node_us : cpu.float_conv_node_us;
+      if (n.outputs.empty() || !g.valid_tensor(n.outputs[0])) return full;
+      const double share =
+          std::min(1.0, double(NumElements(g.shape(n.outputs[0]))) / kCpuSmallConvElements);
+      return cpu.small_conv_node_us + (full - cpu.small_conv_node_us) * share;
+    }
     case CpuHandoff::kFullyConnected:
       return cpu.fc_node_us;
     case CpuHandoff::kOther:
@@ -150,9 +165,9 @@ void CpuSide::Add(const NodeInfo& n, double f, bool int8) {
   const OpHandler* h = FindOpHandler(n.op);
   const bool converts = HybridConverts(g_, n, h, int8);  // one more operator: its hand-off
   node_ms_ += CpuNodeMs(g_, n, h, f, int8, cpu_, cached_) +
-              (HandoffUs(h, int8, cpu_) + (converts ? cpu_.node_us : 0)) * 1e-3;
+              (HandoffUs(g_, n, h, int8, cpu_) + (converts ? cpu_.node_us : 0)) * 1e-3;
   fit_ms_ += CpuNodeMs(g_, n, h, f, int8, fit_, cached_) +
-             (HandoffUs(h, int8, fit_) + (converts ? fit_.node_us : 0)) * 1e-3;
+             (HandoffUs(g_, n, h, int8, fit_) + (converts ? fit_.node_us : 0)) * 1e-3;
 }
 
 double CpuSide::Ms(double extra_nodes) const {
@@ -176,6 +191,7 @@ CpuCosts CpuCostsAt(int threads) {
   const double handoff_scale = handoff(c.threads) / handoff(kCpuFitThreads);
   c.node_us = kCpuNodeUs * handoff_scale;
   c.float_conv_node_us = kCpuFloatConvNodeUs * handoff_scale;
+  c.small_conv_node_us = kCpuSmallConvUs * handoff_scale;
   c.int8_conv_node_us = kCpuInt8ConvNodeUs * handoff_scale;
   c.fc_node_us = kCpuFcNodeUs * handoff_scale;
   return c;

@@ -15,8 +15,10 @@ struct CpuCosts {
   // Per node, whatever its size: the hand-off between the threads, by what XNNPACK makes of the
   // node. A float convolution (CONV_2D, DEPTHWISE_CONV_2D) hands off longest, an int8 one less,
   // a FULLY_CONNECTED less again, anything else (element-wise ops, pools, reshapes, conversions)
-  // least: node_us.
+  // least: node_us. A convolution whose output is small hands off less: from
+  // small_conv_node_us at no output up to its kind's figure at 2,000 output elements.
   double node_us = 0, float_conv_node_us = 0, int8_conv_node_us = 0, fc_node_us = 0;
+  double small_conv_node_us = 0;
   // A model's weights read from the host's last-level cache (cache_bytes, 0: unknown) when all
   // of them fit in it, at cached_gbps instead of gbps.
   double cached_gbps = 0, cache_bytes = 0;
