@@ -142,6 +142,36 @@ def test_never_slower_can_hold_an_interpreter_of_each_model(tmp_path: Path) -> N
     assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in table["rows"]), table["rows"]
 
 
+def test_never_slower_balanced_times_two_delegates_per_plan(tmp_path: Path) -> None:
+    """--balanced makes each plan's two delegates A B B A (A: the row's made-first plan) and
+    times all four with the CPU: a column is the mean of its two delegates' medians, both kept
+    in the row and shown in brackets."""
+    sm = _module()
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "never_slower.py"), "--zoo=", "--held-out", "1",
+         "--held-out-seeds", "5,30", "--runs", "2", "--min-seconds", "0", "--threads", "1",
+         "--balanced", "--tag", "b", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = json.loads(next(tmp_path.glob("never-slower-b-*.json")).read_text())
+    assert table["meta"]["balanced"] is True
+    rows = table["rows"]
+    assert [r["model"] for r in rows] == list(sm.held_out(1, 5)) + list(sm.held_out(1, 30))
+    assert [r["made_first"] for r in rows] == ["default (ABBA)", "all (ABBA)"]
+    for r in rows:
+        for k in ("default", "all"):
+            each = r[f"{k}_ms_each"]
+            assert len(each) == 2 and all(x > 0 for x in each), r
+            assert r[f"{k}_ms"] == pytest.approx(sum(each) / 2), r
+            assert len(r[f"{k}_nodes_each"]) == 2, r
+        assert r["ratio"] == pytest.approx(r["default_ms"] / min(r["cpu_ms"], r["all_ms"]))
+    md = next(tmp_path.glob("never-slower-b-*.md")).read_text()
+    assert "A B B A" in md
+    first = rows[0]["default_ms_each"]
+    assert f"({first[0]:.3f}, {first[1]:.3f})" in md
+
+
 def test_the_ds_width_sweep_builds_float_ds_cnns_of_the_named_widths() -> None:
     """--ds-widths: 28 float DS-CNNs, named by their spectrogram, width and blocks, whose
     convolutions have the width the name says (the split-K GEMM starts at 32 channels)."""
