@@ -24,6 +24,19 @@ def _module():  # type: ignore[no-untyped-def]
     return load_bench("small_models")
 
 
+def _never_slower(tmp_path: Path, tag: str, seeds: str, *extra: str) -> dict:
+    """bench/never_slower.py on one dense draw per seed (quick on any device), quickest
+    timing; its JSON table."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "never_slower.py"), "--zoo=", "--held-out", "1",
+         "--held-out-seeds", seeds, "--runs", "2", "--min-seconds", "0", "--threads", "1",
+         *extra, "--tag", tag, "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(next(tmp_path.glob(f"never-slower-{tag}-*.json")).read_text())
+
+
 def test_a_seed_draws_the_same_models_of_every_kind() -> None:
     sm = _module()
     names = list(sm.held_out(40, 3))
@@ -86,20 +99,13 @@ def test_never_slower_times_the_drawn_models_of_each_seed(tmp_path: Path) -> Non
     held_out(N, B) to its rows (dense draws: quick to build on any device)."""
     sm = _module()
     expected = list(sm.held_out(1, 5)) + list(sm.held_out(1, 30))
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "never_slower.py"), "--zoo=", "--held-out", "1",
-         "--held-out-seeds", "5,30", "--runs", "2", "--min-seconds", "0", "--threads", "1",
-         "--tag", "t", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    (table,) = tmp_path.glob("never-slower-t-*.json")
-    rows = json.loads(table.read_text())["rows"]
+    table = _never_slower(tmp_path, "t", "5,30")
+    rows = table["rows"]
     assert [r["model"] for r in rows] == expected
     assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in rows), rows
     # PoCL offers no one-launch split-K form, so no invoke ran one.
     assert all(r["default_fewer_form"] == r["all_fewer_form"] == 0 for r in rows), rows
-    assert json.loads(table.read_text())["meta"]["complete"] is True
+    assert table["meta"]["complete"] is True
 
 
 def test_never_slower_cut_short_keeps_the_rows_it_reached(tmp_path: Path) -> None:
@@ -129,14 +135,7 @@ def test_never_slower_can_hold_an_interpreter_of_each_model(tmp_path: Path) -> N
     """--held-interpreter makes an untimed interpreter of each row's model (its buffers first)
     before the candidates: the rows are timed as before and the table says it held one."""
     sm = _module()
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "never_slower.py"), "--zoo=", "--held-out", "1",
-         "--held-out-seeds", "5", "--runs", "2", "--min-seconds", "0", "--threads", "1",
-         "--held-interpreter", "--tag", "h", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    table = json.loads(next(tmp_path.glob("never-slower-h-*.json")).read_text())
+    table = _never_slower(tmp_path, "h", "5", "--held-interpreter")
     assert table["meta"]["held_interpreter"] is True
     assert [r["model"] for r in table["rows"]] == list(sm.held_out(1, 5))
     assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in table["rows"]), table["rows"]
@@ -147,14 +146,7 @@ def test_never_slower_balanced_times_two_delegates_per_plan(tmp_path: Path) -> N
     times all four with the CPU: a column is the mean of its two delegates' medians, both kept
     in the row and shown in brackets."""
     sm = _module()
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "never_slower.py"), "--zoo=", "--held-out", "1",
-         "--held-out-seeds", "5,30", "--runs", "2", "--min-seconds", "0", "--threads", "1",
-         "--balanced", "--tag", "b", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    table = json.loads(next(tmp_path.glob("never-slower-b-*.json")).read_text())
+    table = _never_slower(tmp_path, "b", "5,30", "--balanced")
     assert table["meta"]["balanced"] is True
     rows = table["rows"]
     assert [r["model"] for r in rows] == list(sm.held_out(1, 5)) + list(sm.held_out(1, 30))
