@@ -94,8 +94,7 @@ def _time(
     ]
     order = plans[::-1] if all_first else plans
     if args.balanced:  # each plan's two delegates, made first and last: A B B A
-        order = [order[0], order[1], (order[1][0] + "#2", order[1][1]),
-                 (order[0][0] + "#2", order[0][1])]
+        order = [*order, *((f"{name}#2", opts) for name, opts in order[::-1])]
     for name, opts in [("cpu", None), *order]:
         d = None if opts is None else clgpu_delegate.load(**opts)
         made[name] = Timed(
@@ -109,16 +108,14 @@ def _time(
     time_candidates(list(made.values()), feeds, args.runs, 3, 1, cpu_device, args.min_seconds)
     row: dict[str, Any] = {"cpu_ms": statistics.median(made["cpu"].times)}
     for k in ("default", "all"):
-        each = [statistics.median(t.times) for n, t in made.items() if n.split("#")[0] == k]
+        mine = [t for n, t in made.items() if n.split("#")[0] == k]
+        each = [statistics.median(t.times) for t in mine]
         # Balanced: the mean of the plan's two delegates, one made before the other plan's
         # and one after, so that neither column carries the order's cost alone.
         row[f"{k}_ms"] = statistics.fmean(each)
         if len(each) > 1:
             row[f"{k}_ms_each"] = each
-            row[f"{k}_nodes_each"] = [
-                len(t.delegate.delegated_nodes()) for n, t in made.items()
-                if n.split("#")[0] == k and t.delegate is not None
-            ]
+            row[f"{k}_nodes_each"] = [len(t.delegate.delegated_nodes()) for t in mine]
         d = made[k].delegate
         row[f"{k}_nodes"] = len(d.delegated_nodes())
         row[f"{k}_partitions"] = len(d.partitions())
@@ -163,6 +160,12 @@ def _launch_levels() -> dict[str, Any]:
         return {"error": str(e).splitlines()[0][:160] if str(e) else type(e).__name__}
 
 
+def _column(r: dict[str, Any], plan: str) -> str:
+    """A plan's cell: its time, and with --balanced each delegate's in brackets."""
+    each = r.get(f"{plan}_ms_each")
+    return f"{r[f'{plan}_ms']:.3f}" + (f" ({', '.join(f'{x:.3f}' for x in each)})" if each else "")
+
+
 def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     ran = [r for r in rows if "skipped" not in r]
     failing = [r["model"] for r in ran if not r["passes"]]
@@ -193,13 +196,9 @@ def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         if "skipped" in r:
             md.append(f"| {r['model']} | skipped: {r['skipped']} |||||||")
             continue
-        def col(k: str, r: dict[str, Any] = r) -> str:
-            each = r.get(f"{k}_ms_each")
-            return f"{r[f'{k}_ms']:.3f}" + (
-                f" ({', '.join(f'{x:.3f}' for x in each)})" if each else "")
-
         md.append(
-            f"| {r['model']} | {r['cpu_ms']:.3f} | {col('default')} | {col('all')} | "
+            f"| {r['model']} | {r['cpu_ms']:.3f} | {_column(r, 'default')} | "
+            f"{_column(r, 'all')} | "
             f"{r['ratio']:.2f}{'' if r['passes'] else ' **over**'} | "
             f"{r['default_nodes']} / {r['all_nodes']} / {r.get('model_nodes', '?')} | "
             f"{r['default_partitions']} / {r['all_partitions']} | {r.get('made_first', '')} |"

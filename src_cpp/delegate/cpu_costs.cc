@@ -34,6 +34,9 @@ constexpr double kCpuCachedGBpsPerThread = 30.0;
 // node, 4.7 us, had float keyword spotters 20-30 % too fast on the CPU and int8 ones right
 // (bench/results/cpu-handoff-NVIDIA_H200.md).
 constexpr double kCpuFloatConvNodeUs = 8.0;
+constexpr double kCpuInt8ConvNodeUs = 6.0;
+constexpr double kCpuFcNodeUs = 4.0;
+constexpr double kCpuNodeUs = 2.0;
 // A convolution of a small output hands off less, as if XNNPACK split it into fewer tiles: its
 // hand-off rises from 2 us at no output to its kind's figure (8 float, 6 int8) at 2,000 output
 // elements. Fitted with the other kinds at their figures on 2,454 whole-model rows of the H200
@@ -42,9 +45,6 @@ constexpr double kCpuFloatConvNodeUs = 8.0;
 // bench/results/cpu-handoff-small-NVIDIA_H200.md).
 constexpr double kCpuSmallConvUs = 2.0;
 constexpr double kCpuSmallConvElements = 2000.0;
-constexpr double kCpuInt8ConvNodeUs = 6.0;
-constexpr double kCpuFcNodeUs = 4.0;
-constexpr double kCpuNodeUs = 2.0;
 constexpr double kCpuThreadExponent = 0.8;
 constexpr double kCpuNodeUsOneThread = 1.88;       // no pool: XNNPACK makes none below 2 threads
 constexpr double kCpuPoolNodeUs = 2.03;            // a pool of t threads: this...
