@@ -6,12 +6,14 @@ Per model: the CPU alone (XNNPACK, --threads), the delegate with default options
 done, with a delegate held from the start (planning.held_delegate: the context's first delegate
 runs slower, and would be the default's), the default's and `all`'s delegates made in either
 order on alternate rows (`made_first`: of two, the first made runs about 1 % slower); with
---balanced, two delegates per plan made A B B A, each column their mean, so that the order's
-cost falls on both columns alike. A row passes when
+--per-plan K, K interpreters per column (the CPU's too) made in a snake order (C A B B A C C A B
+...), each column their medians' mean, so that neither the order nor one instance's luck falls
+on one column: delegates of one plan run up to several percent apart for no reason of theirs
+(instance-spread-NVIDIA_H200.md); --balanced is --per-plan 2. A row passes when
 default_ms <= 1.05 x min(cpu_ms, all_ms).
 
     python bench/never_slower.py [--zoo a,b] [--dir DIR ...] [--small] [--runs N]
-        [--held-out N [--held-out-seeds S,S]] [--held-interpreter] [--balanced]
+        [--held-out N [--held-out-seeds S,S]] [--held-interpreter] [--per-plan K | --balanced]
         [--min-seconds S] [--tag T]
         [--out bench/results]
 
@@ -92,10 +94,12 @@ def _time(
         ("default", {}),
         ("all", {"partitioning": "all"}),
     ]
-    order = plans[::-1] if all_first else plans
-    if args.balanced:  # each plan's two delegates, made first and last: A B B A
-        order = [*order, *((f"{name}#2", opts) for name, opts in order[::-1])]
-    for name, opts in [("cpu", None), *order]:
+    columns = [("cpu", None), *(plans[::-1] if all_first else plans)]
+    order = []
+    for i in range(args.per_plan):  # a snake: C A B, B A C, C A B, ...
+        order += [(name if i == 0 else f"{name}#{i + 1}", opts)
+                  for name, opts in (columns if i % 2 == 0 else columns[::-1])]
+    for name, opts in order:
         d = None if opts is None else clgpu_delegate.load(**opts)
         made[name] = Timed(
             lambda d=d: (d, make_interpreter(data, [d] if d else None, num_threads=args.threads))
@@ -106,15 +110,19 @@ def _time(
             t.delegate.wait_ready()
     feeds = _feeds(made["cpu"].inputs, 0)
     time_candidates(list(made.values()), feeds, args.runs, 3, 1, cpu_device, args.min_seconds)
-    row: dict[str, Any] = {"cpu_ms": statistics.median(made["cpu"].times)}
-    for k in ("default", "all"):
+    row: dict[str, Any] = {}
+    for k in ("cpu", "default", "all"):
+        # Made in order (the dict keeps it), so `each` lists the column's instances as made.
         mine = [t for n, t in made.items() if n.split("#")[0] == k]
         each = [statistics.median(t.times) for t in mine]
-        # Balanced: the mean of the plan's two delegates, one made before the other plan's
-        # and one after, so that neither column carries the order's cost alone.
+        # Per plan K > 1: the mean of the column's instances, made early and late alike, so
+        # that neither column carries the order's cost or one instance's spread alone.
         row[f"{k}_ms"] = statistics.fmean(each)
         if len(each) > 1:
             row[f"{k}_ms_each"] = each
+        if k == "cpu":
+            continue
+        if len(each) > 1:
             row[f"{k}_nodes_each"] = [len(t.delegate.delegated_nodes()) for t in mine]
         d = made[k].delegate
         row[f"{k}_nodes"] = len(d.delegated_nodes())
@@ -125,7 +133,8 @@ def _time(
         row[f"{k}_fewer_form"] = s.fewer_launch_invokes / s.invokes if s.invokes else 0.0
         # What its pairs of invokes measured (fewer / other form), beside the form it kept.
         row[f"{k}_pair_ratio"] = s.launch_form_pair_ratio
-    row["made_first"] = ("all" if all_first else "default") + (" (ABBA)" if args.balanced else "")
+    row["made_first"] = ("all" if all_first else "default") + (
+        f" (x{args.per_plan}, snake)" if args.per_plan > 1 else "")
     # The default's estimate of its first weighed partition, kept or not: why it decided so.
     texts = " ".join(f"{x.reason} {x.note}" for x in made["default"].delegate.decisions())
     if m := ESTIMATE.search(texts):
@@ -161,9 +170,22 @@ def _launch_levels() -> dict[str, Any]:
 
 
 def _column(r: dict[str, Any], plan: str) -> str:
-    """A plan's cell: its time, and with --balanced each delegate's in brackets."""
+    """A column's cell: its time, and with --per-plan K > 1 each instance's in brackets."""
     each = r.get(f"{plan}_ms_each")
     return f"{r[f'{plan}_ms']:.3f}" + (f" ({', '.join(f'{x:.3f}' for x in each)})" if each else "")
+
+
+def _order_text(meta: dict[str, Any]) -> str:
+    k = meta.get("per_plan") or (2 if meta.get("balanced") else 1)
+    if k > 1 and "per_plan" in meta:
+        return (f"{k} interpreters per column (CPU, default, all) made in a snake order (C A B "
+                "B A C ...; A: made first), each column their mean (each in brackets, in the "
+                "order made)")
+    if k > 1:  # tables before --per-plan: two delegates per plan, one CPU interpreter
+        return "two delegates per plan made A B B A, each column their mean (each in brackets; " \
+            "A: made first)"
+    return ("the default's and `all`'s delegates made in either order on alternate rows (made "
+            "first)")
 
 
 def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -175,10 +197,7 @@ def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         f"driver {meta['driver']}, {meta['date']}, CPU threads {meta['cpu_threads']}, default "
         f"options, medians of >= {meta['runs']} runs and >= {meta['min_seconds']} s per model in "
         "balanced turns in one process; "
-        + ("two delegates per plan made A B B A, each column their mean (each in brackets; "
-           "A: made first)" if meta.get("balanced") else
-           "the default's and `all`'s delegates made in either order on alternate rows (made "
-           "first)"),
+        + _order_text(meta),
         "",
         f"command: `{meta['command']}`",
         "",
@@ -197,7 +216,7 @@ def _markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             md.append(f"| {r['model']} | skipped: {r['skipped']} |||||||")
             continue
         md.append(
-            f"| {r['model']} | {r['cpu_ms']:.3f} | {_column(r, 'default')} | "
+            f"| {r['model']} | {_column(r, 'cpu')} | {_column(r, 'default')} | "
             f"{_column(r, 'all')} | "
             f"{r['ratio']:.2f}{'' if r['passes'] else ' **over**'} | "
             f"{r['default_nodes']} / {r['all_nodes']} / {r.get('model_nodes', '?')} | "
@@ -232,9 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         help="which plan's delegate each row makes first (alternate: every other row)",
     )
     ap.add_argument(
-        "--balanced", action="store_true",
-        help="two delegates per plan, made A B B A (A: --made-first's); a column is their mean",
+        "--per-plan", type=int, default=1, metavar="K",
+        help="K interpreters per column (CPU too), made in a snake order; a column is their mean",
     )
+    ap.add_argument("--balanced", action="store_true", help="the same as --per-plan 2")
     ap.add_argument(
         "--held-interpreter", action="store_true",
         help="per row, an untimed interpreter of the model with its buffers made first",
@@ -242,13 +262,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="", help="file name part: never-slower-TAG-<device>")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args(argv)
+    if args.balanced:
+        args.per_plan = max(args.per_plan, 2)
+    if args.per_plan < 1:
+        ap.error("--per-plan must be at least 1")
     dev = clgpu_delegate.select_device("auto")
     rows: list[dict[str, Any]] = []
     held = held_delegate()  # neither default nor all is the context's first delegate
     meta = run_meta(
         dev.name, dev.driver_version, cpu_threads=args.threads, runs=args.runs,
         min_seconds=args.min_seconds, held_interpreter=args.held_interpreter,
-        balanced=args.balanced,
+        per_plan=args.per_plan,
     )
     base = results_base(args.out, "never-slower", args.tag, dev.name)
 

@@ -141,27 +141,31 @@ def test_never_slower_can_hold_an_interpreter_of_each_model(tmp_path: Path) -> N
     assert all(r["cpu_ms"] > 0 and r["all_ms"] > 0 for r in table["rows"]), table["rows"]
 
 
-def test_never_slower_balanced_times_two_delegates_per_plan(tmp_path: Path) -> None:
-    """--balanced makes each plan's two delegates A B B A (A: the row's made-first plan) and
-    times all four with the CPU: a column is the mean of its two delegates' medians, both kept
-    in the row and shown in brackets."""
+def test_never_slower_per_plan_times_k_interpreters_per_column(tmp_path: Path) -> None:
+    """--per-plan 3 makes three interpreters per column (CPU, default, all) in a snake order
+    (A: the row's made-first plan) and times all nine: a column is the mean of its instances'
+    medians, each kept in the row and shown in brackets; --balanced is --per-plan 2."""
     sm = _module()
-    table = _never_slower(tmp_path, "b", "5,30", "--balanced")
-    assert table["meta"]["balanced"] is True
+    table = _never_slower(tmp_path, "k", "5,30", "--per-plan", "3")
+    assert table["meta"]["per_plan"] == 3
     rows = table["rows"]
     assert [r["model"] for r in rows] == list(sm.held_out(1, 5)) + list(sm.held_out(1, 30))
-    assert [r["made_first"] for r in rows] == ["default (ABBA)", "all (ABBA)"]
+    assert [r["made_first"] for r in rows] == ["default (x3, snake)", "all (x3, snake)"]
     for r in rows:
-        for k in ("default", "all"):
+        for k in ("cpu", "default", "all"):
             each = r[f"{k}_ms_each"]
-            assert len(each) == 2 and all(x > 0 for x in each), r
-            assert r[f"{k}_ms"] == pytest.approx(sum(each) / 2), r
-            assert len(r[f"{k}_nodes_each"]) == 2, r
+            assert len(each) == 3 and all(x > 0 for x in each), r
+            assert r[f"{k}_ms"] == pytest.approx(sum(each) / 3), r
+        for k in ("default", "all"):
+            assert len(r[f"{k}_nodes_each"]) == 3, r
         assert r["ratio"] == pytest.approx(r["default_ms"] / min(r["cpu_ms"], r["all_ms"]))
-    md = next(tmp_path.glob("never-slower-b-*.md")).read_text()
-    assert "A B B A" in md
-    first = rows[0]["default_ms_each"]
-    assert f"({first[0]:.3f}, {first[1]:.3f})" in md
+    md = next(tmp_path.glob("never-slower-k-*.md")).read_text()
+    assert "3 interpreters per column" in md
+    first = rows[0]["cpu_ms_each"]
+    assert f"({first[0]:.3f}, {first[1]:.3f}, {first[2]:.3f})" in md
+    two = _never_slower(tmp_path, "b", "5", "--balanced")
+    assert two["meta"]["per_plan"] == 2
+    assert all(len(r["cpu_ms_each"]) == 2 for r in two["rows"]), two["rows"]
 
 
 def test_the_ds_width_sweep_builds_float_ds_cnns_of_the_named_widths() -> None:
