@@ -789,6 +789,10 @@ def launch_form_trial(fewer_ns: collections.abc.Sequence[typing.SupportsInt | ty
     """
     The forms a partition's invokes run ('F': fewer launches, 'S': shorter on the device) where invoke i would take fewer_ns[i] or shorter_ns[i].
     """
+def launch_form_trials(fewer_ns: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], shorter_ns: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], order: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], key: typing.SupportsInt | typing.SupportsIndex) -> list[str]:
+    """
+    launch_form_trial for several partitions whose invoke i is trial order[i]'s, each trial made at its first invoke, all of `key` (0: each its own): each trial's forms.
+    """
 def opencl_library() -> str:
     """
     Path of the OpenCL library that was loaded.

@@ -5,6 +5,7 @@ which to run."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -116,6 +117,80 @@ def test_split_k_forms_measured_again(runtime: str, monkeypatch: pytest.MonkeyPa
     s = d.stats()
     assert s.launch_form_pairs == PAIRS + blocks, s.launch_form_pairs
     assert 0.2 < s.launch_form_pair_ratio < 5, s.launch_form_pair_ratio
+
+
+def test_split_k_forms_shared_by_delegates_of_one_plan(
+    runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Partitions that launch the same kernels over the same extents share their pairs and kept
+    # form (runtime/launch_forms.h, FormVotes): a second delegate of the plan, made once the
+    # first has decided, runs no first pairs of its own, only the kept form; another plan (other
+    # splits) measures its own; and once no delegate of the plan lives, the next one starts over.
+    case, splits = "3x3_c37_oc45_tiles", 4
+    d, it, ref = _split_forms(case, splits, runtime, monkeypatch)
+    inputs = random_inputs(ref.get_input_details(), seed=0)
+    for _ in range(2 + 2 * PAIRS):
+        run(it, inputs)
+    assert d.stats().launch_form_pairs == PAIRS
+
+    def second(gemm_splits: int) -> tuple[Any, Any]:
+        d2 = clgpu_delegate.load(
+            partitioning="all", conv_algorithm="implicit_gemm", gemm_splits=gemm_splits
+        )
+        it2 = make_interpreter(conv_model(CASES[case]), [d2], runtime=runtime, reference=True)
+        it2.allocate_tensors()
+        return d2, it2
+
+    d2, it2 = second(splits)
+    for seed in range(2 + 10):
+        x = random_inputs(ref.get_input_details(), seed=seed)
+        compare(run(it2, x), run(ref, x), 1e-4, 1e-4, f" (invoke {seed})")
+    s2 = d2.stats()
+    assert s2.launch_form_pairs == 0, s2.launch_form_pairs
+    assert s2.fewer_launch_invokes in (0, 10), s2.fewer_launch_invokes
+    d3, it3 = second(3)
+    for _ in range(2 + 2 * PAIRS):
+        run(it3, inputs)
+    assert d3.stats().launch_form_pairs == PAIRS
+    del it, d, it2, d2
+    gc.collect()
+    d4, it4 = second(splits)
+    for _ in range(2 + 2 * PAIRS):
+        run(it4, inputs)
+    assert d4.stats().launch_form_pairs == PAIRS
+
+
+def test_launch_form_trials_of_one_key_decide_together() -> None:
+    # Two trials of one key in turns of 6 invokes: their pairs fill one record, so the first
+    # decision comes after kPairs pairs between them, and from then on both run the same kept
+    # form (the fewer launches, 1.25x faster) but in their own later pairs. Key 0: each trial
+    # its own record, kPairs pairs each.
+    n = 2 * (2 + 2 * PAIRS + 4 * (EVERY + 2))
+    order = [(i // 6) % 2 for i in range(n)]
+    fewer, shorter = [80_000] * n, [100_000] * n
+    a, b = core().launch_form_trials(fewer, shorter, order, 7)
+    # Each trial's first 2 invokes are skipped; then the shared record takes kPairs pairs in all.
+    pairs_before_kept = [_pairs_before_block(f[2:]) for f in (a, b)]
+    assert sum(pairs_before_kept) == PAIRS, (pairs_before_kept, a, b)
+    _check_schedule(a[:2] + "FS" * PAIRS + a[2 + 2 * pairs_before_kept[0] :], "F")
+    _check_schedule(b[:2] + "FS" * PAIRS + b[2 + 2 * pairs_before_kept[1] :], "F")
+    own = core().launch_form_trials(fewer, shorter, order, 0)
+    assert [_pairs_before_block(f[2:]) for f in own] == [PAIRS, PAIRS], own
+    # A trial that starts after the record decided runs the kept form from its third invoke.
+    late = [0] * (2 + 2 * PAIRS) + [1] * 20
+    _, c = core().launch_form_trials([80_000] * len(late), [100_000] * len(late), late, 8)
+    assert c == "SS" + "F" * 18, c
+
+
+def _pairs_before_block(forms: str) -> int:
+    """The pairs (one F and one S) at the start of `forms` before its first run of kEvery
+    invokes in one form."""
+    k = 0
+    while len(forms) >= 2 * (k + 1) and sorted(forms[2 * k : 2 * k + 2]) == ["F", "S"]:
+        if forms[2 * k + 2 : 2 * k + 2 + EVERY] in ("F" * EVERY, "S" * EVERY):
+            return k + 1
+        k += 1
+    return k
 
 
 def test_split_k_forms_not_offered_or_misnamed(

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/typing.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -66,6 +67,31 @@ void RegisterPlanner(py::module_& m) {
       py::arg("fewer_ns"), py::arg("shorter_ns"),
       "The forms a partition's invokes run ('F': fewer launches, 'S': shorter on the device) "
       "where invoke i would take fewer_ns[i] or shorter_ns[i].");
+  m.def(
+      "launch_form_trials",
+      [](const std::vector<int64_t>& fewer_ns, const std::vector<int64_t>& shorter_ns,
+         const std::vector<int>& order, uint64_t key) {
+        if (fewer_ns.size() != shorter_ns.size() || order.size() != fewer_ns.size())
+          throw Error("launch_form_trials: one time per invoke in each form, one trial each");
+        const int n = order.empty() ? 0 : *std::max_element(order.begin(), order.end()) + 1;
+        if (n > 64 || (!order.empty() && *std::min_element(order.begin(), order.end()) < 0))
+          throw Error("launch_form_trials: trials are numbered 0..63");
+        std::vector<LaunchFormTrial> trials(n);
+        std::vector<bool> started(n, false);
+        std::vector<std::string> forms(n);
+        for (size_t i = 0; i < order.size(); ++i) {
+          LaunchFormTrial& t = trials[order[i]];
+          if (!started[order[i]]) t.Reset(true, key), started[order[i]] = true;
+          const LaunchForm f = t.Next();
+          const bool fewer = f == LaunchForm::kFewerLaunches;
+          forms[order[i]] += fewer ? 'F' : 'S';
+          t.Record(f, fewer ? fewer_ns[i] : shorter_ns[i]);
+        }
+        return forms;
+      },
+      py::arg("fewer_ns"), py::arg("shorter_ns"), py::arg("order"), py::arg("key"),
+      "launch_form_trial for several partitions whose invoke i is trial order[i]'s, each trial "
+      "made at its first invoke, all of `key` (0: each its own): each trial's forms.");
 }
 
 }  // namespace clgpu::python

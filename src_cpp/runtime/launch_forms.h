@@ -19,21 +19,51 @@
 // delegate kept the form 1.22x slower than the other delegate of that plan kept
 // (bench/results/never-slower-heldout-seeds6162-NVIDIA_H200.md at a488b6c). A pair's two invokes
 // share the conditions, and a slow first invoke falls to either form alike.
+//
+// Partitions of one process that launch the same kernels over the same extents (the delegates
+// of one plan: two interpreters of one model, never_slower.py's columns) share one record of
+// pairs (FormVotes): each pair any of them runs counts for all, and all run the form it keeps.
+// Each deciding on its own pairs, delegates of one plan kept different forms for stretches of
+// the same run and ran up to 1.2x apart (bench/results/instance-spread-forms-NVIDIA_H200.md).
+// $CLGPU_LAUNCH_FORM_SHARED=0 gives each partition its own record (A/B).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "ops/op_parts.h"
 
 namespace clgpu {
 
+// The pairs' ratios and the form they keep, for the trials of one key.
+class FormVotes {
+ public:
+  // The record of `key` in this process, made when no live trial holds one; key 0: a new one
+  // of its own.
+  static std::shared_ptr<FormVotes> For(uint64_t key);
+  // A pair's ratio (fewer / shorter) into the last kWindow; true once kPairs are in, when the
+  // kept form is decided again on them.
+  bool Add(double ratio);
+  bool decided() const;
+  LaunchForm kept() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<double> ratios_;
+  LaunchForm kept_ = LaunchForm::kShorterDevice;
+  bool decided_ = false;
+};
+
 class LaunchFormTrial {
  public:
-  // At a bind: `offered`, whether any of the partition's launches has a form.
-  void Reset(bool offered);
+  // At a bind: `offered`, whether any of the partition's launches has a form; `key`, what its
+  // launches are (Partition::FormKey; 0: shared with no other trial). A trial whose key's record
+  // is already decided skips the first pairs.
+  void Reset(bool offered, uint64_t key = 0);
   // The form the next invoke runs (kBoth: the partition has no forms).
-  LaunchForm Next() const;
+  LaunchForm Next();
   // That invoke's host time from its first enqueue to the end of its wait.
   void Record(LaunchForm ran, int64_t ns);
   // The ratio (fewer / shorter) of the pair the last Record completed; 0 where it completed none.
@@ -58,14 +88,14 @@ class LaunchFormTrial {
  private:
   void NextPair();  // the next pair's order
   bool offered_ = false;
-  LaunchForm fixed_ = LaunchForm::kBoth;               // $CLGPU_LAUNCH_FORM
-  LaunchForm kept_form_ = LaunchForm::kShorterDevice;  // decided on the pairs
-  bool pairing_ = true;                                // in a pair, or in the first kPairs
+  LaunchForm fixed_ = LaunchForm::kBoth;  // $CLGPU_LAUNCH_FORM
+  std::shared_ptr<FormVotes> votes_;      // the pairs, this trial's and its key's others'
+  bool pairing_ = true;                   // in a pair, or in the first kPairs
+  bool first_pairs_ = true;               // no decision yet since the bind
   int seen_ = 0, kept_ = 0;  // invokes since the bind (to kSkip); in the kept form since a pair
   LaunchForm first_ = LaunchForm::kShorterDevice;  // the form the open pair ran first
   int64_t first_ns_ = -1;                          // its time; -1: no pair open
   uint32_t draw_ = 0;                              // the pairs' order (xorshift32)
-  std::vector<double> ratios_;                     // the last kWindow pairs: fewer / shorter
   double last_ratio_ = 0;
 };
 }  // namespace clgpu

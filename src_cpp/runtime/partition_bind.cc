@@ -1,6 +1,7 @@
 // Binding a partition (runtime/partition.h): buffers, zero-copy wraps and kernel arguments,
 // after a plan or when TFLite moved a tensor.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -63,8 +64,33 @@ void Partition::Bind(TfLiteContext* ctx) {
   for (const OpRun& run : runs_)
     for (const Step& st : run.steps)
       forms = forms || (st.launch && st.launch->form != LaunchForm::kBoth);
-  forms_.Reset(forms);
+  forms_.Reset(forms, forms ? FormKey() : 0);
   bound_ = true;
+}
+
+uint64_t Partition::FormKey() const {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  };
+  auto mix_value = [&mix](const auto& v) { mix(&v, sizeof v); };
+  mix_value(static_cast<const void*>(&host_->env()));
+  for (const OpRun& run : runs_)
+    for (const Step& st : run.steps) {
+      if (st.launch) {
+        const Launch& l = *st.launch;
+        mix(l.name.data(), l.name.size());
+        mix_value(l.dims);
+        mix(l.global, sizeof l.global);
+        mix(l.local, sizeof l.local);
+        mix_value(l.form);
+      } else {
+        mix(st.copy.region, sizeof st.copy.region);
+        mix_value(st.copy.rect);
+      }
+    }
+  return h ? h : 1;  // 0 means "shared with none"
 }
 
 // Zero-copy: wrap TFLite's own tensor memory, so that on shared-memory devices the kernels read
