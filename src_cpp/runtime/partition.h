@@ -173,8 +173,9 @@ class Partition {
   // produces for a too-small input; one empty output of a SPLIT_V is not enough): no launches.
   bool RunsNothing(size_t op) const;
   void Bind(TfLiteContext* ctx);  // null ctx: no zero-copy wraps yet (the setup thread)
-  // What the bound partition launches (kernels, extents, forms, copies) on which device, hashed:
-  // partitions with one key share their launch-form pairs (runtime/launch_forms.h).
+  // What the bound partition launches (kernels, extents, forms, copies, fp16 or not) on which
+  // device, hashed: partitions with one key share their launch-form pairs
+  // (runtime/launch_forms.h).
   uint64_t FormKey() const;
   cl_mem Mem(int t) const {
     const Value& v = values_.at(Root(t));

@@ -76,6 +76,7 @@ uint64_t Partition::FormKey() const {
   };
   auto mix_value = [&mix](const auto& v) { mix(&v, sizeof v); };
   mix_value(static_cast<const void*>(&host_->env()));
+  mix_value(half_);  // fp16 storage: the same kernels built otherwise
   for (const OpRun& run : runs_)
     for (const Step& st : run.steps) {
       if (st.launch) {
