@@ -49,16 +49,6 @@ bool FormVotes::Add(double ratio) {
   return true;
 }
 
-bool FormVotes::decided() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return decided_;
-}
-
-LaunchForm FormVotes::kept() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return kept_;
-}
-
 void LaunchFormTrial::Reset(bool offered, uint64_t key) {
   offered_ = offered;
   seen_ = kept_ = 0;

@@ -28,6 +28,7 @@
 // $CLGPU_LAUNCH_FORM_SHARED=0 gives each partition its own record (A/B).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -46,14 +47,15 @@ class FormVotes {
   // A pair's ratio (fewer / shorter) into the last kWindow; true once kPairs are in, when the
   // kept form is decided again on them.
   bool Add(double ratio);
-  bool decided() const;
-  LaunchForm kept() const;
+  // Read on every invoke: atomics, no lock.
+  bool decided() const { return decided_.load(std::memory_order_relaxed); }
+  LaunchForm kept() const { return kept_.load(std::memory_order_relaxed); }
 
  private:
-  mutable std::mutex mutex_;
+  std::mutex mutex_;  // ratios_
   std::vector<double> ratios_;
-  LaunchForm kept_ = LaunchForm::kShorterDevice;
-  bool decided_ = false;
+  std::atomic<LaunchForm> kept_{LaunchForm::kShorterDevice};
+  std::atomic<bool> decided_{false};
 };
 
 class LaunchFormTrial {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "cl/environment.h"
 #include "cl/errors.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -69,26 +70,22 @@ void Partition::Bind(TfLiteContext* ctx) {
 }
 
 uint64_t Partition::FormKey() const {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a
-  auto mix = [&h](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
-  };
-  auto mix_value = [&mix](const auto& v) { mix(&v, sizeof v); };
-  mix_value(static_cast<const void*>(&host_->env()));
-  mix_value(half_);  // fp16 storage: the same kernels built otherwise
+  const void* env = &host_->env();
+  uint64_t h = HashBytes(&env, sizeof env);
+  auto mix = [&h](const auto& v) { h = HashBytes(&v, sizeof v, h); };
+  mix(half_);  // fp16 storage: the same kernels built otherwise
   for (const OpRun& run : runs_)
     for (const Step& st : run.steps) {
       if (st.launch) {
         const Launch& l = *st.launch;
-        mix(l.name.data(), l.name.size());
-        mix_value(l.dims);
-        mix(l.global, sizeof l.global);
-        mix(l.local, sizeof l.local);
-        mix_value(l.form);
+        h = HashBytes(l.name.data(), l.name.size(), h);
+        mix(l.dims);
+        mix(l.global);
+        mix(l.local);
+        mix(l.form);
       } else {
-        mix(st.copy.region, sizeof st.copy.region);
-        mix_value(st.copy.rect);
+        mix(st.copy.region);
+        mix(st.copy.rect);
       }
     }
   return h ? h : 1;  // 0 means "shared with none"
