@@ -176,14 +176,11 @@ def _column(r: dict[str, Any], plan: str) -> str:
 
 
 def _order_text(meta: dict[str, Any]) -> str:
-    k = meta.get("per_plan") or (2 if meta.get("balanced") else 1)
-    if k > 1 and "per_plan" in meta:
+    k = meta["per_plan"]
+    if k > 1:
         return (f"{k} interpreters per column (CPU, default, all) made in a snake order (C A B "
                 "B A C ...; A: made first), each column their mean (each in brackets, in the "
                 "order made)")
-    if k > 1:  # tables before --per-plan: two delegates per plan, one CPU interpreter
-        return "two delegates per plan made A B B A, each column their mean (each in brackets; " \
-            "A: made first)"
     return ("the default's and `all`'s delegates made in either order on alternate rows (made "
             "first)")
 

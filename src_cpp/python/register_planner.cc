@@ -19,6 +19,28 @@
 namespace py = pybind11;
 
 namespace clgpu::python {
+namespace {
+
+// Trials fed invoke i's time in the form trial order[i] picks: each trial's forms ('F' / 'S').
+std::vector<std::string> RunTrials(const std::vector<int64_t>& fewer_ns,
+                                   const std::vector<int64_t>& shorter_ns,
+                                   const std::vector<int>& order, uint64_t key) {
+  const int n = order.empty() ? 0 : *std::max_element(order.begin(), order.end()) + 1;
+  std::vector<LaunchFormTrial> trials(n);
+  std::vector<bool> started(n, false);
+  std::vector<std::string> forms(n);
+  for (size_t i = 0; i < order.size(); ++i) {
+    LaunchFormTrial& t = trials[order[i]];
+    if (!started[order[i]]) t.Reset(true, key), started[order[i]] = true;
+    const LaunchForm f = t.Next();
+    const bool fewer = f == LaunchForm::kFewerLaunches;
+    forms[order[i]] += fewer ? 'F' : 'S';
+    t.Record(f, fewer ? fewer_ns[i] : shorter_ns[i]);
+  }
+  return forms;
+}
+
+}  // namespace
 
 void RegisterPlanner(py::module_& m) {
   m.def(
@@ -53,16 +75,8 @@ void RegisterPlanner(py::module_& m) {
       [](const std::vector<int64_t>& fewer_ns, const std::vector<int64_t>& shorter_ns) {
         if (fewer_ns.size() != shorter_ns.size())
           throw Error("launch_form_trial: one time per invoke in each form");
-        LaunchFormTrial trial;
-        trial.Reset(true);
-        std::string forms;
-        for (size_t i = 0; i < fewer_ns.size(); ++i) {
-          const LaunchForm f = trial.Next();
-          const bool fewer = f == LaunchForm::kFewerLaunches;
-          forms += fewer ? 'F' : 'S';
-          trial.Record(f, fewer ? fewer_ns[i] : shorter_ns[i]);
-        }
-        return forms;
+        if (fewer_ns.empty()) return std::string();
+        return RunTrials(fewer_ns, shorter_ns, std::vector<int>(fewer_ns.size(), 0), 0)[0];
       },
       py::arg("fewer_ns"), py::arg("shorter_ns"),
       "The forms a partition's invokes run ('F': fewer launches, 'S': shorter on the device) "
@@ -73,21 +87,10 @@ void RegisterPlanner(py::module_& m) {
          const std::vector<int>& order, uint64_t key) {
         if (fewer_ns.size() != shorter_ns.size() || order.size() != fewer_ns.size())
           throw Error("launch_form_trials: one time per invoke in each form, one trial each");
-        const int n = order.empty() ? 0 : *std::max_element(order.begin(), order.end()) + 1;
-        if (n > 64 || (!order.empty() && *std::min_element(order.begin(), order.end()) < 0))
+        if (!order.empty() && (*std::min_element(order.begin(), order.end()) < 0 ||
+                               *std::max_element(order.begin(), order.end()) > 63))
           throw Error("launch_form_trials: trials are numbered 0..63");
-        std::vector<LaunchFormTrial> trials(n);
-        std::vector<bool> started(n, false);
-        std::vector<std::string> forms(n);
-        for (size_t i = 0; i < order.size(); ++i) {
-          LaunchFormTrial& t = trials[order[i]];
-          if (!started[order[i]]) t.Reset(true, key), started[order[i]] = true;
-          const LaunchForm f = t.Next();
-          const bool fewer = f == LaunchForm::kFewerLaunches;
-          forms[order[i]] += fewer ? 'F' : 'S';
-          t.Record(f, fewer ? fewer_ns[i] : shorter_ns[i]);
-        }
-        return forms;
+        return RunTrials(fewer_ns, shorter_ns, order, key);
       },
       py::arg("fewer_ns"), py::arg("shorter_ns"), py::arg("order"), py::arg("key"),
       "launch_form_trial for several partitions whose invoke i is trial order[i]'s, each trial "
