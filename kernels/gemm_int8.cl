@@ -52,6 +52,17 @@
 //   memory and writes the largest byte of each window: TFLite's MAX_POOL_2D of the bytes
 //   (a pool's output and input share their quantization), after the conv's own clamp and table.
 //
+// A squeeze folded in after the GEMM (-DTAIL_SQUEEZE, fusion/squeeze_tail.cc): the global mean of
+//   the output over its M rows (one image) and the squeeze's dense ops and SOFTMAX, as
+//   squeeze_int8.cl runs them. The GEMM's bytes are not stored: each group adds its tile's column
+//   sums into tail_sums [N] (then a counter: all zero before the first launch) and the last tile
+//   to count itself runs squeeze_int8_tail.cl's end, writing `out`, the squeeze's output. Two
+//   more, last arguments: __global int* tail_sums, __global const char* tail (ints: [0..8] byte
+//   offsets in it of the squeeze's mp, up, b1, bias1, stage1, b2, bias2, stage2, sm_table; then
+//   [9] channels, [10] up_channels, [11..16] n1, kp1, zp1, lo1, hi1, upb1, [17..22] the same of
+//   dense op 2, [23] layers, [24] sm_zero, [25] sm_scale's bits: PrepareInt8TailSqueeze,
+//   src_cpp/ops/squeeze.cc). GEMM_WG a power of 2 up to 256.
+//
 // -DPACKED: prm and the constant buffers (b, bias, stage, rp, dw_f, dw_bias, dw_stage, ex_b,
 //   ex_bias, ex_stage) are regions of one, `consts`, prm first (offset 0), each other at the
 //   byte offset prm gives (16-byte aligned): fewer buffer arguments, each of which NVIDIA's
@@ -145,9 +156,22 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 
 #include "gemm_int8_depthwise.cl"
 
+#ifdef TAIL_SQUEEZE
+#include "squeeze_int8_tail.cl"
+#if GEMM_WG > SQ_TILE || (GEMM_WG & (GEMM_WG - 1))
+#error "gemm_int8.cl: TAIL_SQUEEZE needs a group of a power of 2 up to SQ_TILE work-items"
+#endif
+#if defined(POOL2) || defined(QUANT_RESIDUAL)
+#error "gemm_int8.cl: TAIL_SQUEEZE takes no pool or residual"
+#endif
+#define TAIL_ARGS , __global int* restrict tail_sums, __global const char* restrict tail
+#else
+#define TAIL_ARGS
+#endif
+
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     __global const char* restrict a,
-    __global char* restrict out GEMM_CONSTS SPLIT_ARGS RES_ARG OVERFLOW_PARAM) {
+    __global char* restrict out GEMM_CONSTS SPLIT_ARGS RES_ARG TAIL_ARGS OVERFLOW_PARAM) {
   PRM_FROM_CONSTS
   PRM_AT(int, b, 0);
   PRM_AT(int, bias, 1);
@@ -184,6 +208,18 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
   const int m0 = (get_group_id(0) / groups_n) * TM, n0 = (get_group_id(0) % groups_n) * TN;
   const int tx = lid % RTN, ty = lid / RTN;
   const int zero4 = pack4(a_zero, a_zero, a_zero, a_zero);
+#ifdef TAIL_SQUEEZE
+  __local int tail_col[TN];  // the tile's column sums of its output bytes
+  __local int tail_flag;
+  __local int tail_part[SQ_TILE];
+  __local int tail_vec1[SQ_VEC / 4], tail_vec2[SQ_VEC / 4];
+#ifdef SQ_SOFTMAX
+  __local float tail_ev[SQ_TILE];
+  __local float tail_inv;
+#endif
+  for (int e = lid; e < TN; e += GEMM_WG) tail_col[e] = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
   // The A rows this work-item loads, and where their pixels start (IM2COL, DW_A).
   int a_row[A_PER];
@@ -311,6 +347,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
       if (n >= N) continue;  // POOL2: windows past N or M are never read back
       const int2 ms = stage[n];
       const int bn = bias[n];
+#ifdef TAIL_SQUEEZE
+      int col = 0;
+#endif
 #pragma unroll
       for (int i = 0; i < WM; ++i) {
         const int m = m0 + ty + i * RTM;
@@ -321,14 +360,20 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
 #else
         const int s = acc[i][j];
 #endif
-#ifdef POOL2
+#if defined(POOL2)
         pooled[ty + i * RTM][tx + j * RTN] =
             GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx, n);
+#elif defined(TAIL_SQUEEZE)
+        col += (int)(char)GEMM_OUT(
+            quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx, n);
 #else
         out[idx] =
             GEMM_OUT(quant_output(s + bn, ms, n, up_below, out_zero, act_min, act_max), idx, n);
 #endif
       }
+#ifdef TAIL_SQUEEZE
+      atomic_add(&tail_col[tx + j * RTN], col);
+#endif
     }
 #ifdef POOL2
     // Each window's largest byte, one pooled pixel and channel at a time (M and TM are multiples
@@ -339,6 +384,31 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
       if (m0 + r < M && n < N)
         out[p * N + n] = max(max(pooled[r][c], pooled[r + 1][c]),
                              max(pooled[r + 2][c], pooled[r + 3][c]));
+    }
+#endif
+#ifdef TAIL_SQUEEZE
+    // The tile's column sums into the image's, then the last tile runs the squeeze's end.
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = lid; e < TN; e += GEMM_WG)
+      if (n0 + e < N) global_add(&tail_sums[n0 + e], tail_col[e]);
+    __global const int* ti = (__global const int*)tail;
+    if (last_to_count(&tail_sums[N], get_num_groups(0), &tail_flag)) {
+      squeeze_int8_finish(tail_sums, N, (__global const int*)(tail + ti[0]),
+                          (__global const uchar*)(tail + ti[1]), ti[10],
+                          (__global const int*)(tail + ti[2]), (__global const int*)(tail + ti[3]),
+                          (__global const int2*)(tail + ti[4]), ti[11], ti[12], ti[13], ti[14],
+                          ti[15], ti[16], (__global const int*)(tail + ti[5]),
+                          (__global const int*)(tail + ti[6]),
+                          (__global const int2*)(tail + ti[7]), ti[17], ti[18], ti[19], ti[20],
+                          ti[21], ti[22], ti[23]
+#ifdef SQ_SOFTMAX
+                          , (__global const float*)(tail + ti[8]), as_float(ti[25]), ti[24]
+#endif
+                          , out, tail_part, tail_vec1, tail_vec2
+#ifdef SQ_SOFTMAX
+                          , tail_ev, &tail_inv
+#endif
+      );
     }
 #endif
 #ifdef SPLIT_K

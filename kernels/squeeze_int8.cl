@@ -30,47 +30,16 @@
 #include "quant.cl"
 
 #ifdef SQ_SOFTMAX
-#pragma OPENCL FP_CONTRACT OFF
 #define SM_ARGS , CONST_IN(float, sm_table), float sm_scale, int sm_zero
+#define SQ_SM_PASS , sm_table, sm_scale, sm_zero
+#define SQ_SM_LOCALS , ev, &inv
 #else
 #define SM_ARGS
+#define SQ_SM_PASS
+#define SQ_SM_LOCALS
 #endif
 
-#define SQ_TILE 256
-#define SQ_VEC 4096
-
-// One dense op over the int8 vector in4 (kp4 ints) on the whole group, into res: output j's dot
-// products split between partners (a power of 2) whose sums a tree adds.
-static inline void squeeze_dense(__local const int* in4, int kp4,
-                                 __global const int* b, __global const int* bias,
-                                 __global const int2* stage, int n, int zp, int lo, int hi,
-                                 int upb, __local char* res, __local int* part) {
-  const int lid = get_local_id(1) * get_local_size(0) + get_local_id(0);
-  const int group = get_local_size(0) * get_local_size(1);
-  int partners = 1;
-  while (n > 0 && partners * 2 * n <= group) partners *= 2;
-  const int per = group / partners;
-  __global const char* table = (__global const char*)(stage + n);
-  for (int j0 = 0; j0 < n; j0 += per) {
-    const int j = j0 + lid / partners, r = lid % partners;
-    int acc = 0;
-    if (j < n) {
-      __global const int* bj = b + (long)j * kp4;
-      for (int k = r; k < kp4; k += partners) acc = dot4(in4[k], bj[k], acc);
-    }
-    part[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = partners / 2; s > 0; s /= 2) {
-      if (r < s) part[lid] += part[lid + s];
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (r == 0 && j < n) {
-      const int v = quant_output(part[lid] + bias[j], stage[j], j, upb, zp, lo, hi);
-      res[j] = table[(uchar)v];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-}
+#include "squeeze_int8_tail.cl"
 
 __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int* sums,
                            __global int* counter, int reduce, int channels, int slices,
@@ -93,6 +62,10 @@ __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int*
   __local int part[SQ_TILE];
   __local int vec1[SQ_VEC / 4], vec2[SQ_VEC / 4];
   __local int flag;
+#ifdef SQ_SOFTMAX
+  __local float ev[SQ_TILE];
+  __local float inv;
+#endif
   const int lx = get_local_size(0), ly = get_local_size(1);
   const int lxi = get_local_id(0), lyi = get_local_id(1);
   const int lid = lyi * lx + lxi, group = lx * ly;
@@ -119,47 +92,7 @@ __kernel void squeeze_int8(__global const QT* x, __global QT* out, __global int*
   // reached by all of the last group's work-items or none). Sharing the dense passes' barriers
   // with no work instead raced on PoCL 3.1 between concurrent groups.
   if (!last_to_count(counter, blocks * slices, &flag)) return;
-  // The mean's integers, zero up to kp1 (the weights' padding).
-  __local char* v1 = (__local char*)vec1;
-  for (int k = lid; k < kp1; k += group) {
-    int q = 0;
-    if (k < channels) {
-      const int s = global_take(sums + k), count = mp[4];
-      const int v = count > 0 ? (s > 0 ? s + count / 2 : s - count / 2) / count
-                              : quant_multiply(s + mp[0], mp[1], mp[2], up[k % up_channels] != 0) +
-                                    mp[3];
-      q = clamp(v, QMIN, QMAX);
-    }
-    v1[k] = (char)q;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  __local char* v2 = (__local char*)vec2;
-  for (int k = n1 + lid; k < kp2; k += group) v2[k] = 0;
-  squeeze_dense(vec1, kp1 / 4, b1, bias1, stage1, n1, zp1, lo1, hi1, upb1, v2, part);
-  // With one layer the host passes n2 = 0: no pass, no barrier. Layer 2 reads vec2 and writes
-  // vec1 (the mean is no longer needed).
-  squeeze_dense(vec2, kp2 / 4, b2, bias2, stage2, n2, zp2, lo2, hi2, upb2, v1, part);
-  __local const char* res = layers > 1 ? v1 : v2;
-  const int n = layers > 1 ? n2 : n1;
-#ifdef SQ_SOFTMAX
-  // The row's largest integer, then its table values gathered (their loads together) and added
-  // in order by one work-item, as softmax_int8.cl does.
-  __local float ev[SQ_TILE];
-  __local float inv;
-  int m = QMIN;
-  for (int j = lid; j < n; j += group) m = max(m, (int)res[j]);
-  __global const float* table = sm_table + 255 - group_max_int(part, m, lid, group);
-  for (int j = lid; j < n; j += group) ev[j] = table[(int)res[j]];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid == 0) {
-    float sum = 0.0f;
-    for (int j = 0; j < n; ++j) sum += ev[j];
-    inv = recip_rn(sum * sm_scale);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int j = lid; j < n; j += group)
-    out[j] = (QT)clamp((int)round(ev[j] * inv) + sm_zero, QMIN, QMAX);
-#else
-  for (int j = lid; j < n; j += group) out[j] = (QT)res[j];
-#endif
+  squeeze_int8_finish(sums, channels, mp, up, up_channels, b1, bias1, stage1, n1, kp1, zp1, lo1,
+                      hi1, upb1, b2, bias2, stage2, n2, kp2, zp2, lo2, hi2, upb2, layers SQ_SM_PASS,
+                      out, part, vec1, vec2 SQ_SM_LOCALS);
 }

@@ -23,7 +23,7 @@ from clgpu_delegate.runtime import make_interpreter
 # Every fold pass but the chain's (option `fuse`).
 NO_CHAIN = (
     "affine,pad,clamp,epilogue,residual,views,squeeze,gate,depthwise,prelu,requantize,expand,"
-    "pool,gathers,concat"
+    "pool,squeeze_tail,gathers,concat"
 )
 # Every block pays (research knob: no fixed time, a rate 100x the unit's): the kernel's tests
 # on shapes the default rule would keep apart on this device.

@@ -24,7 +24,12 @@ from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
 
 def _squeezes(r: Int8Result) -> int:
-    return sum(1 for k in r.delegate.profile().kernels if k.algorithm == "int8_squeeze")
+    """Squeeze launches: the MEAN's own, or one folded into the convolution before it."""
+    return sum(
+        1
+        for k in r.delegate.profile().kernels
+        if k.algorithm == "int8_squeeze" or k.algorithm.endswith("+SQUEEZE")
+    )
 
 
 def se_model(

@@ -146,6 +146,15 @@ void AttachPool(Attachments& a, int output) {
   a.outputs[0] = output;
 }
 
+void AttachSqueezeTail(Attachments& a, Op* mean, Shape shape, int output) {
+  if (!mean || a.outputs.size() != 1 || a.tail_squeeze.op || a.pool.on || a.residual.on ||
+      a.out_slice.on || a.out_view.on)
+    throw Error("only an op with one plain output and no residual can fold in a squeeze, once");
+  a.tail_squeeze.op = mean;
+  a.tail_squeeze.shape = std::move(shape);
+  a.outputs[0] = output;
+}
+
 void AttachOutputSlice(Attachments& a, int output, int ldc, int offset) {
   if (a.outputs.size() != 1 || a.out_slice.on || a.out_view.on || a.pool.on || ldc <= 0 ||
       offset < 0)

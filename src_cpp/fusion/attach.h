@@ -65,6 +65,9 @@ void AttachPad(Attachments& a, int input, InputPad pad);
 // A 2x2 max pool of stride 2 after the op (FoldTarget::TakesPool checked by the pass): output 0
 // becomes the pool's `output`.
 void AttachPool(Attachments& a, int output);
+// A squeeze `mean` reading the op's output of shape `shape` (FoldTarget::TakesSqueezeTail checked
+// by the pass): output 0 becomes the squeeze's `output`. The op must outlive the plan.
+void AttachSqueezeTail(Attachments& a, Op* mean, Shape shape, int output);
 // A chain of data-movement ops ending in the op (Op::IndexStageOf): input 0 becomes the first
 // one's `input`, and the op writes through `stages`, its own first.
 void AttachChain(Attachments& a, int input, std::vector<IndexStage> stages);

@@ -107,8 +107,8 @@ class FusionPass {
 };
 
 // The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views,
-// squeeze, gate, ds_chain, depthwise, prelu, requantize, expand, pool, gathers, concat (each pass's
-// file says what it needs of those before it).
+// squeeze, gate, ds_chain, depthwise, prelu, requantize, expand, pool, squeeze_tail, gathers,
+// concat (each pass's file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
@@ -138,6 +138,7 @@ std::unique_ptr<FusionPass> MakeDsChainPass();
 std::unique_ptr<FusionPass> MakeDepthwisePass();
 std::unique_ptr<FusionPass> MakeExpandPass();
 std::unique_ptr<FusionPass> MakePoolPass();
+std::unique_ptr<FusionPass> MakeSqueezeTailPass();
 std::unique_ptr<FusionPass> MakeGathersPass();
 std::unique_ptr<FusionPass> MakeConcatPass();
 

@@ -23,6 +23,7 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses() {
   p.push_back(MakeRequantizePass());
   p.push_back(MakeExpandPass());
   p.push_back(MakePoolPass());
+  p.push_back(MakeSqueezeTailPass());
   p.push_back(MakeGathersPass());
   p.push_back(MakeConcatPass());
   return p;

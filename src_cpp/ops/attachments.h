@@ -113,6 +113,14 @@ struct Attachments {
     bool on = false;
   } pool;
 
+  // A squeeze after the op (fusion/squeeze_tail.cc): the MEAN (or whole-image AVERAGE_POOL_2D)
+  // `op` with its folded dense ops and SOFTMAX, reading the op's output of shape `shape`, runs at
+  // the end of the op's launch; output 0 is the squeeze's, and the op's own is never written.
+  struct TailSqueeze {
+    Op* op = nullptr;  // null: none
+    Shape shape;
+  } tail_squeeze;
+
   // Data-movement ops before the op (fusion/gathers.cc), itself one of them: input 0 is the
   // first one's input, and the op writes its output through `stages` (its own first) in one
   // gather.

@@ -122,7 +122,8 @@ class Conv2dInt8Op : public ConvOpBase {
             : algo_ == Algo::kImplicitGemm ? "int8_implicit_gemm" + split + dot_
                                            : "int8_gemm" + split + dot_) +
            (folded_expand() ? "+EXPAND" : "") + (folded_depthwise() ? "+DEPTHWISE" : "") +
-           (has_residual() ? "+ADD" : "") + (has_pool() ? "+POOL" : "");
+           (has_residual() ? "+ADD" : "") + (has_pool() ? "+POOL" : "") +
+           (tail_squeeze() ? "+SQUEEZE" : "");
   }
   // The implicit GEMM writes each 2x2 window's largest byte (kernels/gemm_int8.cl's POOL2),
   // whatever it would run alone (a 1x1 layer's plain GEMM reads no pixels).
@@ -132,6 +133,13 @@ class Conv2dInt8Op : public ConvOpBase {
            Int8GemmTakesPool(ctx.env.device());
   }
   // The 1x1 GEMM computes a depthwise convolution's output as its A (ops/gemm_int8.h).
+  // One image through a GEMM (not the direct kernel, not the block kernel of a folded expand).
+  bool TakesSqueezeTail(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    return !chunk_ && in.size() == 1 && in[0].size() == 4 && in[0][0] == 1 && !has_residual() &&
+           !has_pool() && !folded_expand() &&
+           (folded_depthwise() || Choose(ctx, Geometry(in[0])) != Algo::kDirect) &&
+           Int8GemmTakesSqueezeTail(ctx.env.device());
+  }
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
     return !chunk_ && !in.empty() && in[0].size() == 4 && in[0][3] % 4 == 0 &&
            Choose(ctx, Geometry(in[0])) == Algo::kGemm1x1;
@@ -237,11 +245,17 @@ class Conv2dInt8Op : public ConvOpBase {
       launches_ = EncodeInt8Block(ctx, w, in[0], out[0], src_->in_zero, stage, &state_,
                                   has_residual() ? &residual : nullptr, dw, &dot_);
     block_ = !launches_.empty();
+    Int8TailSqueeze tail;
+    if (tail_squeeze() &&
+        (block_ || m != NumElements(tail_squeeze_shape()) / std::max<int64_t>(g.oc, 1) ||
+         !GetFoldedInt8TailSqueeze(ctx, *tail_squeeze(), tail_squeeze_shape(), &tail)))
+      throw Error("CONV_2D: the folded squeeze no longer fits its GEMM");
     if (!block_)
       launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
                                  algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
                                  has_residual() ? &residual : nullptr,
-                                 folded_depthwise() ? &dw : nullptr, has_pool() ? &pool : nullptr);
+                                 folded_depthwise() ? &dw : nullptr, has_pool() ? &pool : nullptr,
+                                 tail_squeeze() ? &tail : nullptr);
     split_ = !block_ &&
              Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()), folded_depthwise() != nullptr);
   }

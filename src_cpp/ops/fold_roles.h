@@ -16,6 +16,7 @@ struct FloatDense;       // ops/squeeze.h
 struct SqueezeSoftmax;   // ops/squeeze.h
 struct Int8DepthwiseA;   // ops/gemm_int8.h
 struct FloatDepthwiseA;  // ops/conv2d_selector.h
+struct Int8MeanStage;    // ops/squeeze.h
 
 // What a MEAN runs of the dense ops after it (FoldTarget::TakesSqueeze).
 enum class SqueezeType { kNone, kInt8, kFloat };
@@ -71,6 +72,12 @@ class FoldTarget {
     (void)ctx, (void)in;
     return false;
   }
+  // An int8 squeeze (a MEAN with its dense ops) of its output, run at the end of its launch
+  // (fusion/squeeze_tail.cc), for these input shapes with its folds so far.
+  virtual bool TakesSqueezeTail(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
   // Its float output stored quantized, as a QUANTIZE of it would (fusion/requantize.cc).
   virtual bool TakesQuantize() const { return false; }
   // Its output written into a CONCATENATION's tensor, rows at a pitch and an offset
@@ -109,6 +116,12 @@ class FoldSource {
   // table uploaded, the output's scale and zero point); false for other ops and types.
   virtual bool GetSqueezeSoftmax(OpContext& ctx, int n, bool int8, SqueezeSoftmax* softmax) {
     (void)ctx, (void)n, (void)int8, (void)softmax;
+    return false;
+  }
+  // This int8 MEAN's (or whole-image AVERAGE_POOL_2D's) own arithmetic over an input of shape
+  // `in`, as a squeeze's first step runs it; false for other ops, shapes and types.
+  virtual bool GetInt8MeanStage(const Shape& in, Int8MeanStage* stage) {
+    (void)in, (void)stage;
     return false;
   }
   // The int8 form of this depthwise convolution over an input of shape `in`, its weights

@@ -11,6 +11,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "ops/gemm.h"
+#include "ops/squeeze.h"
 #include "ops/tuning.h"
 
 namespace clgpu {
@@ -152,6 +153,14 @@ bool Int8GemmTakesPool(const DeviceInfo& dev) {
   return TilesFor(dev).tm % 4 == 0 && SmallTiles(dev).tm % 4 == 0;
 }
 
+bool Int8GemmTakesSqueezeTail(const DeviceInfo& dev) {
+  auto fits = [](const Int8Tiles& t) {
+    const int wg = t.work_group();
+    return wg <= 256 && (wg & (wg - 1)) == 0;
+  };
+  return fits(TilesFor(dev, false)) && fits(SmallTiles(dev)) && fits(TilesFor(dev, true));
+}
+
 int Int8DepthwiseGemmTileN(const DeviceInfo& dev, int m, int n, int k) {
   return Tiles(dev, m, n, (k + 3) / 4 * 4, true).tn;
 }
@@ -200,7 +209,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
                                    int m, int a_zero, const OutputStage& s, Int8GemmState* state,
                                    const ConvGeometry* g, std::string* path_used,
                                    const Int8Residual* residual, const Int8DepthwiseA* dw,
-                                   const Int8Pool* pool) {
+                                   const Int8Pool* pool, const Int8TailSqueeze* tail) {
+  if (tail && (pool || residual)) throw Error("int8 GEMM: a folded squeeze with a pool or an ADD");
   if (dw && (g || dw->g.c != w.k || dw->g.c % 4 || dw->g.oc != dw->g.c ||
              m != dw->g.n * dw->g.oh * dw->g.ow))
     throw Error("int8 GEMM: the folded depthwise does not match its A");
@@ -240,6 +250,13 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     if (t.tm % 4) throw Error("int8 GEMM: a pool needs tiles of four rows at a time");
     defines += " -DPOOL2";
   }
+  if (tail) {
+    const int wg = t.work_group();
+    if (wg > 256 || (wg & (wg - 1)))
+      throw Error("int8 GEMM: a folded squeeze needs groups of a power of 2 up to 256");
+    PrepareInt8TailSqueeze(ctx, *tail, w.n, &state->tail_sums, &state->tail_consts);
+    defines += tail->has_softmax ? " -DTAIL_SQUEEZE -DSQ_SOFTMAX" : " -DTAIL_SQUEEZE";
+  }
   // The launch's integers, in kernels/gemm_int8.cl's order (GemmInt8Param), read from memory.
   ConvGeometry none;
   const ConvGeometry& g_ = g ? *g : dw ? dw->g : none;
@@ -273,7 +290,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   l.name = std::string(g    ? "gemm_int8_im2col"
                        : dw ? "gemm_int8_depthwise"
                             : "gemm_int8") +
-           (pool ? "_pool" : "") + (split ? "_splitk" : "");
+           (pool ? "_pool" : "") + (split ? "_splitk" : "") + (tail ? "_squeeze" : "");
   l.kernel = CreateKernel(*prog, "gemm_int8");
   SetArgs(l.kernel, a, out);
   cl_uint next = prm.Set(l.kernel, 2);
@@ -283,6 +300,10 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     SetArgsFrom(l.kernel, next++, state->sums.get());
   }
   if (residual) SetArgsFrom(l.kernel, next++, residual->operand);
+  if (tail) {
+    SetArgsFrom(l.kernel, next++, state->tail_sums.get());
+    SetArgsFrom(l.kernel, next++, state->tail_consts.get());
+  }
   l.dims = split ? 2 : 1;
   l.global[0] = size_t(groups) * t.work_group();
   l.local[0] = t.work_group();

@@ -14,6 +14,8 @@
 
 namespace clgpu {
 
+struct Int8TailSqueeze;  // ops/squeeze.h
+
 // B packed four int8 to an int along k (K padded to Kp, a multiple of 4) and the bias with
 // -a_zero * sum_k B[n][k] folded in, on the device.
 struct Int8GemmWeights {
@@ -33,6 +35,7 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
 // into one where small (gemm_int8.cl's PACKED), else the integers alone (ParamBlock).
 struct Int8GemmState {
   Buffer table_stage, sums, residual_params, consts;
+  Buffer tail_sums, tail_consts;  // a squeeze folded after it (TAIL_SQUEEZE)
 };
 
 // A residual ADD folded into the GEMM (fusion/residual.cc): its other operand, laid out like the
@@ -50,6 +53,8 @@ struct Int8Pool {
 };
 // Whether this device's int8 GEMM tiles can take one (four rows to a window within a tile).
 bool Int8GemmTakesPool(const DeviceInfo& dev);
+// Whether they can take a squeeze after the GEMM (groups of a power of 2 up to 256 work-items).
+bool Int8GemmTakesSqueezeTail(const DeviceInfo& dev);
 
 // A depthwise convolution whose output is A (fusion/depthwise.cc, kernels/gemm_int8.cl's DW_A):
 // A[m][k] is its output at pixel m (of g's output), channel k, computed from its input where the
@@ -70,7 +75,9 @@ struct Int8DepthwiseA {
 // input of that geometry, whose m = N * OH * OW and k = KH * KW * C). *path_used: the
 // dot-product path it runs ("dp4a", "khr", "portable"), for profiles. One launch, split along K
 // where its tiles would leave a GPU's compute units idle (or option gemm_splits); its buffers
-// go to *state. With `dw`, A is that depthwise convolution's output over the input `a`. A stage
+// go to *state. With `dw`, A is that depthwise convolution's output over the input `a`. With
+// `tail`, that squeeze of the output (m rows of one image) runs in the launch and `out` is its
+// output (ops/squeeze.h). A stage
 // with a table (OutputStage::table; the program built with
 // -DQUANT_TABLE) is uploaded there instead of using w.stage.
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
@@ -79,7 +86,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
                                    std::string* path_used = nullptr,
                                    const Int8Residual* residual = nullptr,
                                    const Int8DepthwiseA* dw = nullptr,
-                                   const Int8Pool* pool = nullptr);
+                                   const Int8Pool* pool = nullptr,
+                                   const Int8TailSqueeze* tail = nullptr);
 
 // Whether EncodeInt8Gemm of this shape (with a depthwise folded in: dw) splits K (the
 // algorithm's name in profiles), and the bytes of the int32 sums it would keep if the device's

@@ -50,7 +50,7 @@ Shape Reduced(const Shape& in, const std::vector<bool>& mask, bool keep_dims) {
   return out;
 }
 
-class MeanInt8Op : public Op, public FoldTarget {
+class MeanInt8Op : public Op, public FoldTarget, public FoldSource {
  public:
   MeanInt8Op(const GraphView& g, const NodeInfo& node, std::vector<int64_t> axes, bool keep_dims)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}),
@@ -63,6 +63,17 @@ class MeanInt8Op : public Op, public FoldTarget {
 
   const char* type_name() const override { return "MEAN"; }
   const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
+  // An int8 squeeze's mean over one image's H and W (TakesSqueeze's shapes).
+  bool GetInt8MeanStage(const Shape& in, Int8MeanStage* stage) override {
+    if (TakesSqueeze(in) != SqueezeType::kInt8) return false;
+    std::vector<bool> mask;
+    int64_t outer = 1, reduce = 1, inner = 1;
+    Mask(axes_, in.size(), &mask);
+    Tiled(in, mask, &outer, &reduce, &inner);
+    *stage = StageFor(in, reduce);
+    return true;
+  }
   std::string algorithm() const override {
     if (!squeeze_dense().empty()) return "int8_squeeze";
     return spatial_ ? "int8_spatial" : "int8_general";

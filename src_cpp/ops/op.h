@@ -173,6 +173,8 @@ class Op {
   }
   bool has_gate() const { return att().gate.on; }
   bool has_pool() const { return att().pool.on; }
+  Op* tail_squeeze() const { return att().tail_squeeze.op; }
+  const Shape& tail_squeeze_shape() const { return att().tail_squeeze.shape; }
   // A QUANTIZE of the op's output (fusion/requantize.cc; null: none).
   const Attachments::Quantize* output_quantize() const {
     return att().quantize.on ? &att().quantize : nullptr;

@@ -21,7 +21,7 @@ namespace {
 constexpr int kMaxStep = 32767;
 constexpr size_t kGroup = 64;  // work-items per group, along an output row
 
-class PoolOp : public Op, public Chunker, public FoldTarget {
+class PoolOp : public Op, public Chunker, public FoldTarget, public FoldSource {
  public:
   PoolOp(const GraphView& g, const NodeInfo& node, bool max, const tfl::PoolParams& p)
       : Op(node, {node.inputs[0]}, {node.outputs[0]}), max_(max), params_(p) {
@@ -55,6 +55,16 @@ class PoolOp : public Op, public Chunker, public FoldTarget {
   std::string algorithm() const override { return algorithm_; }
   const Chunker* chunker() const override { return this; }
   const FoldTarget* fold_target() const override { return this; }
+  FoldSource* fold_source() override { return this; }
+  // An int8 squeeze's mean: the sum over the one window divided as avg_pool2d_int rounds it.
+  bool GetInt8MeanStage(const Shape& in, Int8MeanStage* stage) override {
+    if (TakesSqueeze(in) != SqueezeType::kInt8) return false;
+    const ConvGeometry g = Geometry(in);
+    stage->params.clear();
+    stage->up = {0};
+    stage->pool_count = g.h * g.w;
+    return true;
+  }
   // A window over the whole image of one image, no activation: the MEAN of a squeeze
   // (fusion/squeeze.cc), int8 or float.
   SqueezeType TakesSqueeze(const Shape& in) const override {

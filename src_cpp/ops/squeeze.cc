@@ -2,9 +2,13 @@
 #include "ops/squeeze.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstring>
 #include <string>
 
+#include "cl/errors.h"
 #include "cl/int8_dot.h"
+#include "cl/loader.h"
 #include "common/error.h"
 #include "ops/epilogue.h"
 
@@ -198,6 +202,87 @@ Launch EncodeFoldedFloatSqueeze(OpContext& ctx, const Op& op, cl_mem x, cl_mem o
     throw Error(std::string(op.type_name()) + ": a folded SOFTMAX has no float form");
   return EncodeFloatSqueeze(ctx, x, out, reduce, channels, divisor, bounded, dense, state,
                             op.squeeze_softmax() ? &softmax : nullptr);
+}
+
+bool GetFoldedInt8TailSqueeze(OpContext& ctx, Op& mean, const Shape& in, Int8TailSqueeze* tail) {
+  FoldSource* source = mean.fold_source();
+  if (!source || mean.squeeze_dense().empty() || in.empty() ||
+      !source->GetInt8MeanStage(in, &tail->mean))
+    return false;
+  const int channels = static_cast<int>(in.back());
+  Shape row = {1, channels};
+  tail->dense.assign(mean.squeeze_dense().size(), Int8Dense{});
+  for (size_t i = 0; i < tail->dense.size(); ++i) {
+    FoldSource* d = mean.squeeze_dense()[i]->fold_source();
+    if (!d || !d->GetInt8Dense(ctx, row, &tail->dense[i])) return false;
+    row = {1, tail->dense[i].w->n};
+  }
+  tail->has_softmax = mean.squeeze_softmax() != nullptr;
+  return !tail->has_softmax ||
+         (mean.squeeze_softmax()->fold_source() &&
+          mean.squeeze_softmax()->fold_source()->GetSqueezeSoftmax(ctx, int(row[1]), true,
+                                                                   &tail->softmax));
+}
+
+void PrepareInt8TailSqueeze(OpContext& ctx, const Int8TailSqueeze& t, int channels, Buffer* sums,
+                            Buffer* consts) {
+  const std::vector<Int8Dense>& dense = t.dense;
+  bool fits = !dense.empty() && dense.size() <= 2 && channels <= kMaxSqueezeVector;
+  for (const Int8Dense& d : dense) fits = fits && SqueezeDenseFits(d.w->n, d.w->kp, 1);
+  if (!fits || dense[0].w->k != channels || (dense.size() == 2 && dense[1].w->k != dense[0].w->n))
+    throw Error("squeeze: dense ops do not chain over the GEMM's " + std::to_string(channels) +
+                " channels");
+  const int n = dense.back().w->n;
+  if (t.has_softmax && (n > kMaxSqueezeSoftmax || !t.softmax.table))
+    throw Error("squeeze: a SOFTMAX over " + std::to_string(n) + " values");
+  std::vector<int> params = t.mean.params;
+  params.resize(4);
+  params.push_back(t.mean.pool_count);
+  Buffer mp = UploadInts(ctx, params);
+  Buffer up = UploadBytes(ctx, t.mean.up.data(), t.mean.up.size());
+  std::vector<Buffer> stages;
+  for (const Int8Dense& d : dense) {
+    OutputStage s = d.stage;
+    if (s.table.empty()) {  // the identity: the kernel always maps through a table
+      s.table.resize(256);
+      for (int v = 0; v < 256; ++v) s.table[v] = static_cast<uint8_t>(v);
+    }
+    stages.push_back(UploadOutputStage(ctx, s));
+  }
+  const bool two = dense.size() == 2;
+  const Int8Dense& d1 = dense[0];
+  const Int8Dense& d2 = two ? dense[1] : dense[0];
+  // gemm_int8.cl's tail: [0..8] the parts' byte offsets, then the integers.
+  const std::vector<cl_mem> parts = {mp.get(),        up.get(),        d1.w->b.get(),
+                                     d1.w->bias.get(), stages[0].get(), d2.w->b.get(),
+                                     d2.w->bias.get(), stages[two ? 1 : 0].get(),
+                                     t.has_softmax ? t.softmax.table : nullptr};
+  std::vector<int> head = {0, 0, 0, 0, 0, 0, 0, 0, 0, channels, int(t.mean.up.size()),
+                           d1.w->n, d1.w->kp, d1.stage.zero_point, d1.stage.act_min,
+                           d1.stage.act_max, d1.stage.up_below, two ? d2.w->n : 0,
+                           two ? d2.w->kp : 0, d2.stage.zero_point, d2.stage.act_min,
+                           d2.stage.act_max, d2.stage.up_below, two ? 2 : 1,
+                           t.softmax.zero_point, 0};
+  std::memcpy(&head[25], &t.softmax.out_scale, sizeof(float));
+  size_t at = (head.size() * sizeof(int) + 15) / 16 * 16;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    sizes.push_back(parts[i] ? BufferBytes(parts[i]) : 0);
+    head[i] = static_cast<int>(at);
+    at = (at + sizes[i] + 15) / 16 * 16;
+  }
+  if (at > size_t(INT_MAX)) throw Error("squeeze: its constants leave int32 offsets");
+  Buffer b = ctx.env.CreateBuffer(at, CL_MEM_READ_ONLY);
+  CheckCl(Cl().clEnqueueWriteBuffer(ctx.queue, b.get(), CL_TRUE, 0, head.size() * sizeof(int),
+                                    head.data(), 0, nullptr, nullptr),
+          "clEnqueueWriteBuffer(squeeze constants)");
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (sizes[i])
+      CheckCl(Cl().clEnqueueCopyBuffer(ctx.queue, parts[i], b.get(), 0, size_t(head[i]), sizes[i],
+                                       0, nullptr, nullptr),
+              "clEnqueueCopyBuffer(squeeze constants)");
+  *consts = std::move(b);
+  *sums = ZeroBuffer(ctx, sizeof(int) * (size_t(channels) + 1));
 }
 
 }  // namespace clgpu

@@ -92,6 +92,23 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
                          const Int8MeanStage& mean, const std::vector<Int8Dense>& dense,
                          Int8SqueezeState* state, const SqueezeSoftmax* softmax = nullptr);
 
+// A squeeze run by the last group of an int8 GEMM's launch over the GEMM's output (one image of
+// `channels` = the GEMM's n; fusion/squeeze_tail.cc, kernels/gemm_int8.cl's TAIL_SQUEEZE).
+struct Int8TailSqueeze {
+  Int8MeanStage mean;
+  std::vector<Int8Dense> dense;
+  SqueezeSoftmax softmax;
+  bool has_softmax = false;
+};
+// The squeeze `mean` (a MEAN or whole-image AVERAGE_POOL_2D with its folded dense ops) over an
+// input of shape `in`, its parts uploaded; false where it has no int8 form of that shape.
+bool GetFoldedInt8TailSqueeze(OpContext& ctx, Op& mean, const Shape& in, Int8TailSqueeze* tail);
+// Its buffers for the GEMM's launch: *sums, the column sums then their counter (zero), and
+// *consts, its integers (gemm_int8.cl's tail) with its constants packed after them. Throws Error
+// where the dense ops do not chain over the channels.
+void PrepareInt8TailSqueeze(OpContext& ctx, const Int8TailSqueeze& tail, int channels,
+                            Buffer* sums, Buffer* consts);
+
 // The float launch's own buffers: the groups' column sums and their counter.
 struct FloatSqueezeState {
   Buffer partial, counter;
