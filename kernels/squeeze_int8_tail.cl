@@ -4,6 +4,9 @@
 // where the GEMM's tiles are the groups that add the sums. Needs quant.cl.
 #ifndef SQUEEZE_INT8_TAIL_CL
 #define SQUEEZE_INT8_TAIL_CL
+#ifndef QMIN  // quant.cl not included yet (a program of this file alone: the build test)
+#include "quant.cl"
+#endif
 
 #ifdef SQ_SOFTMAX
 #pragma OPENCL FP_CONTRACT OFF

@@ -205,6 +205,20 @@ Int8GemmWeights PrepareInt8Gemm(OpContext& ctx, const std::vector<int8_t>& b, in
   return w;
 }
 
+namespace {
+
+// A squeeze after the GEMM (TAIL_SQUEEZE): its buffers into *state, the program's defines.
+std::string TailDefines(OpContext& ctx, const Int8TailSqueeze& tail, const Int8Tiles& t, int n,
+                        Int8GemmState* state) {
+  const size_t wg = t.work_group();
+  if (wg > 256 || (wg & (wg - 1)))
+    throw Error("int8 GEMM: a folded squeeze needs groups of a power of 2 up to 256");
+  PrepareInt8TailSqueeze(ctx, tail, n, &state->tail_sums, &state->tail_consts);
+  return tail.has_softmax ? " -DTAIL_SQUEEZE -DSQ_SOFTMAX" : " -DTAIL_SQUEEZE";
+}
+
+}  // namespace
+
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& s, Int8GemmState* state,
                                    const ConvGeometry* g, std::string* path_used,
@@ -250,13 +264,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     if (t.tm % 4) throw Error("int8 GEMM: a pool needs tiles of four rows at a time");
     defines += " -DPOOL2";
   }
-  if (tail) {
-    const int wg = t.work_group();
-    if (wg > 256 || (wg & (wg - 1)))
-      throw Error("int8 GEMM: a folded squeeze needs groups of a power of 2 up to 256");
-    PrepareInt8TailSqueeze(ctx, *tail, w.n, &state->tail_sums, &state->tail_consts);
-    defines += tail->has_softmax ? " -DTAIL_SQUEEZE -DSQ_SOFTMAX" : " -DTAIL_SQUEEZE";
-  }
+  if (tail) defines += TailDefines(ctx, *tail, t, w.n, state);
   // The launch's integers, in kernels/gemm_int8.cl's order (GemmInt8Param), read from memory.
   ConvGeometry none;
   const ConvGeometry& g_ = g ? *g : dw ? dw->g : none;
