@@ -251,11 +251,11 @@ class Conv2dInt8Op : public ConvOpBase {
          !GetFoldedInt8TailSqueeze(ctx, *tail_squeeze(), tail_squeeze_shape(), &tail)))
       throw Error("CONV_2D: the folded squeeze no longer fits its GEMM");
     if (!block_)
-      launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
-                                 algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
-                                 has_residual() ? &residual : nullptr,
-                                 folded_depthwise() ? &dw : nullptr, has_pool() ? &pool : nullptr,
-                                 tail_squeeze() ? &tail : nullptr);
+      launches_ =
+          EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
+                         algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
+                         has_residual() ? &residual : nullptr, folded_depthwise() ? &dw : nullptr,
+                         has_pool() ? &pool : nullptr, tail_squeeze() ? &tail : nullptr);
     split_ = !block_ &&
              Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()), folded_depthwise() != nullptr);
   }

@@ -218,10 +218,9 @@ bool GetFoldedInt8TailSqueeze(OpContext& ctx, Op& mean, const Shape& in, Int8Tai
     row = {1, tail->dense[i].w->n};
   }
   tail->has_softmax = mean.squeeze_softmax() != nullptr;
-  return !tail->has_softmax ||
-         (mean.squeeze_softmax()->fold_source() &&
-          mean.squeeze_softmax()->fold_source()->GetSqueezeSoftmax(ctx, int(row[1]), true,
-                                                                   &tail->softmax));
+  return !tail->has_softmax || (mean.squeeze_softmax()->fold_source() &&
+                                mean.squeeze_softmax()->fold_source()->GetSqueezeSoftmax(
+                                    ctx, int(row[1]), true, &tail->softmax));
 }
 
 void PrepareInt8TailSqueeze(OpContext& ctx, const Int8TailSqueeze& t, int channels, Buffer* sums,
@@ -253,16 +252,41 @@ void PrepareInt8TailSqueeze(OpContext& ctx, const Int8TailSqueeze& t, int channe
   const Int8Dense& d1 = dense[0];
   const Int8Dense& d2 = two ? dense[1] : dense[0];
   // gemm_int8.cl's tail: [0..8] the parts' byte offsets, then the integers.
-  const std::vector<cl_mem> parts = {mp.get(),        up.get(),        d1.w->b.get(),
-                                     d1.w->bias.get(), stages[0].get(), d2.w->b.get(),
-                                     d2.w->bias.get(), stages[two ? 1 : 0].get(),
+  const std::vector<cl_mem> parts = {mp.get(),
+                                     up.get(),
+                                     d1.w->b.get(),
+                                     d1.w->bias.get(),
+                                     stages[0].get(),
+                                     d2.w->b.get(),
+                                     d2.w->bias.get(),
+                                     stages[two ? 1 : 0].get(),
                                      t.has_softmax ? t.softmax.table : nullptr};
-  std::vector<int> head = {0, 0, 0, 0, 0, 0, 0, 0, 0, channels, int(t.mean.up.size()),
-                           d1.w->n, d1.w->kp, d1.stage.zero_point, d1.stage.act_min,
-                           d1.stage.act_max, d1.stage.up_below, two ? d2.w->n : 0,
-                           two ? d2.w->kp : 0, d2.stage.zero_point, d2.stage.act_min,
-                           d2.stage.act_max, d2.stage.up_below, two ? 2 : 1,
-                           t.softmax.zero_point, 0};
+  std::vector<int> head = {0,
+                           0,
+                           0,
+                           0,
+                           0,
+                           0,
+                           0,
+                           0,
+                           0,
+                           channels,
+                           int(t.mean.up.size()),
+                           d1.w->n,
+                           d1.w->kp,
+                           d1.stage.zero_point,
+                           d1.stage.act_min,
+                           d1.stage.act_max,
+                           d1.stage.up_below,
+                           two ? d2.w->n : 0,
+                           two ? d2.w->kp : 0,
+                           d2.stage.zero_point,
+                           d2.stage.act_min,
+                           d2.stage.act_max,
+                           d2.stage.up_below,
+                           two ? 2 : 1,
+                           t.softmax.zero_point,
+                           0};
   std::memcpy(&head[25], &t.softmax.out_scale, sizeof(float));
   size_t at = (head.size() * sizeof(int) + 15) / 16 * 16;
   std::vector<size_t> sizes;

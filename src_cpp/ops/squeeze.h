@@ -106,8 +106,8 @@ bool GetFoldedInt8TailSqueeze(OpContext& ctx, Op& mean, const Shape& in, Int8Tai
 // Its buffers for the GEMM's launch: *sums, the column sums then their counter (zero), and
 // *consts, its integers (gemm_int8.cl's tail) with its constants packed after them. Throws Error
 // where the dense ops do not chain over the channels.
-void PrepareInt8TailSqueeze(OpContext& ctx, const Int8TailSqueeze& tail, int channels,
-                            Buffer* sums, Buffer* consts);
+void PrepareInt8TailSqueeze(OpContext& ctx, const Int8TailSqueeze& tail, int channels, Buffer* sums,
+                            Buffer* consts);
 
 // The float launch's own buffers: the groups' column sums and their counter.
 struct FloatSqueezeState {
