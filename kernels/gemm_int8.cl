@@ -52,16 +52,9 @@
 //   memory and writes the largest byte of each window: TFLite's MAX_POOL_2D of the bytes
 //   (a pool's output and input share their quantization), after the conv's own clamp and table.
 //
-// A squeeze folded in after the GEMM (-DTAIL_SQUEEZE, fusion/squeeze_tail.cc): the global mean of
-//   the output over its M rows (one image) and the squeeze's dense ops and SOFTMAX, as
-//   squeeze_int8.cl runs them. The GEMM's bytes are not stored: each group adds its tile's column
-//   sums into tail_sums [N] (then a counter: all zero before the first launch) and the last tile
-//   to count itself runs squeeze_int8_tail.cl's end, writing `out`, the squeeze's output. Two
-//   more, last arguments: __global int* tail_sums, __global const char* tail (ints: [0..8] byte
-//   offsets in it of the squeeze's mp, up, b1, bias1, stage1, b2, bias2, stage2, sm_table; then
-//   [9] channels, [10] up_channels, [11..16] n1, kp1, zp1, lo1, hi1, upb1, [17..22] the same of
-//   dense op 2, [23] layers, [24] sm_zero, [25] sm_scale's bits: PrepareInt8TailSqueeze,
-//   src_cpp/ops/squeeze.cc). GEMM_WG a power of 2 up to 256.
+// A squeeze folded in after the GEMM (-DTAIL_SQUEEZE, fusion/squeeze_tail.cc): the GEMM's bytes
+//   are not stored; its tiles add their column sums and the last one runs the squeeze, writing
+//   `out` (squeeze_int8_tail.cl's squeeze_int8_tail: the two more, last arguments).
 //
 // -DPACKED: prm and the constant buffers (b, bias, stage, rp, dw_f, dw_bias, dw_stage, ex_b,
 //   ex_bias, ex_stage) are regions of one, `consts`, prm first (offset 0), each other at the
@@ -165,6 +158,11 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 #error "gemm_int8.cl: TAIL_SQUEEZE takes no pool or residual"
 #endif
 #define TAIL_ARGS , __global int* restrict tail_sums, __global const char* restrict tail
+#ifdef SQ_SOFTMAX
+#define TAIL_SM_LOCALS , tail_ev, &tail_inv
+#else
+#define TAIL_SM_LOCALS
+#endif
 #else
 #define TAIL_ARGS
 #endif
@@ -387,29 +385,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
     }
 #endif
 #ifdef TAIL_SQUEEZE
-    // The tile's column sums into the image's, then the last tile runs the squeeze's end.
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int e = lid; e < TN; e += GEMM_WG)
-      if (n0 + e < N) global_add(&tail_sums[n0 + e], tail_col[e]);
-    __global const int* ti = (__global const int*)tail;
-    if (last_to_count(&tail_sums[N], get_num_groups(0), &tail_flag)) {
-      squeeze_int8_finish(tail_sums, N, (__global const int*)(tail + ti[0]),
-                          (__global const uchar*)(tail + ti[1]), ti[10],
-                          (__global const int*)(tail + ti[2]), (__global const int*)(tail + ti[3]),
-                          (__global const int2*)(tail + ti[4]), ti[11], ti[12], ti[13], ti[14],
-                          ti[15], ti[16], (__global const int*)(tail + ti[5]),
-                          (__global const int*)(tail + ti[6]),
-                          (__global const int2*)(tail + ti[7]), ti[17], ti[18], ti[19], ti[20],
-                          ti[21], ti[22], ti[23]
-#ifdef SQ_SOFTMAX
-                          , (__global const float*)(tail + ti[8]), as_float(ti[25]), ti[24]
-#endif
-                          , out, tail_part, tail_vec1, tail_vec2
-#ifdef SQ_SOFTMAX
-                          , tail_ev, &tail_inv
-#endif
-      );
-    }
+    squeeze_int8_tail(tail_sums, tail, N, n0, TN, out, tail_col, &tail_flag, tail_part, tail_vec1,
+                      tail_vec2 TAIL_SM_LOCALS);
 #endif
 #ifdef SPLIT_K
   }

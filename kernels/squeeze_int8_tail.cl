@@ -1,7 +1,7 @@
 // The end of an int8 squeeze (squeeze_int8.cl), run by the one group that counted itself last:
 // the mean's integers from the column sums every group added, the dense ops on them and the
 // optional SOFTMAX, written to out. Shared by squeeze_int8.cl and by gemm_int8.cl's TAIL_SQUEEZE,
-// where the GEMM's tiles are the groups that add the sums. Needs quant.cl.
+// where the GEMM's tiles are the groups that add the sums (squeeze_int8_tail below).
 #ifndef SQUEEZE_INT8_TAIL_CL
 #define SQUEEZE_INT8_TAIL_CL
 #ifndef QMIN  // quant.cl not included yet (a program of this file alone: the build test)
@@ -106,6 +106,42 @@ static inline void squeeze_int8_finish(
 #else
   for (int j = lid; j < n; j += group) out[j] = (QT)res[j];
 #endif
+}
+
+// An int8 GEMM's tiles as the squeeze's groups (gemm_int8.cl's -DTAIL_SQUEEZE, after a tile's
+// epilogue, every work-item of each tile's last group): the tile's column sums col[0, tn) of
+// output columns n0.. go into sums [channels] (then a counter; all zero before the first
+// launch), and the last tile to count itself runs the squeeze's end into out. `tail`: ints
+// [0..8] the byte offsets in it of mp, up, b1, bias1, stage1, b2, bias2, stage2, sm_table, then
+// [9] channels, [10] up_channels, [11..16] n1, kp1, zp1, lo1, hi1, upb1, [17..22] the same of
+// dense op 2, [23] layers, [24] sm_zero, [25] sm_scale's bits (PrepareInt8TailSqueeze,
+// src_cpp/ops/squeeze.cc).
+static inline void squeeze_int8_tail(__global int* sums, __global const char* tail, int channels,
+                                     int n0, int tn, __global QT* out, __local int* col,
+                                     __local int* flag, __local int* part, __local int* vec1,
+                                     __local int* vec2 SQ_SM_LOCAL_PARAMS) {
+  const int lid = get_local_id(1) * get_local_size(0) + get_local_id(0);
+  const int group = get_local_size(0) * get_local_size(1);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int e = lid; e < tn; e += group)
+    if (n0 + e < channels) global_add(&sums[n0 + e], col[e]);
+  if (!last_to_count(&sums[channels], get_num_groups(0), flag)) return;
+  __global const int* ti = (__global const int*)tail;
+  squeeze_int8_finish(sums, channels, (__global const int*)(tail + ti[0]),
+                      (__global const uchar*)(tail + ti[1]), ti[10],
+                      (__global const int*)(tail + ti[2]), (__global const int*)(tail + ti[3]),
+                      (__global const int2*)(tail + ti[4]), ti[11], ti[12], ti[13], ti[14], ti[15],
+                      ti[16], (__global const int*)(tail + ti[5]),
+                      (__global const int*)(tail + ti[6]), (__global const int2*)(tail + ti[7]),
+                      ti[17], ti[18], ti[19], ti[20], ti[21], ti[22], ti[23]
+#ifdef SQ_SOFTMAX
+                      , (__global const float*)(tail + ti[8]), as_float(ti[25]), ti[24]
+#endif
+                      , out, part, vec1, vec2
+#ifdef SQ_SOFTMAX
+                      , ev, inv
+#endif
+  );
 }
 
 #endif  // SQUEEZE_INT8_TAIL_CL

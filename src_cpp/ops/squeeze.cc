@@ -60,14 +60,24 @@ bool SqueezeDenseFits(int n, int k, size_t bytes) {
          int64_t(n) * k * int64_t(bytes) <= kMaxSqueezeWeightBytes;
 }
 
-Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
-                         const Int8MeanStage& mean, const std::vector<Int8Dense>& dense,
-                         Int8SqueezeState* state, const SqueezeSoftmax* softmax) {
+namespace {
+
+// What both forms of the int8 squeeze check and upload (its own launch, or at the end of a GEMM):
+// the dense ops chained over the mean's channels, the mean's parameters, each dense op's stage
+// with a table (the identity where it has none), in *state; returns the kernel's constant
+// buffers in squeeze_int8.cl's order (mp, up, b1, bias1, stage1, b2, bias2, stage2 [,
+// sm_table]; layer 2's are layer 1's where there is one).
+std::vector<cl_mem> UploadInt8Squeeze(OpContext& ctx, int channels, const Int8MeanStage& mean,
+                                      const std::vector<Int8Dense>& dense,
+                                      const SqueezeSoftmax* softmax, Int8SqueezeState* state) {
   bool fits = !dense.empty() && dense.size() <= 2 && channels <= kMaxSqueezeVector;
   for (const Int8Dense& d : dense) fits = fits && SqueezeDenseFits(d.w->n, d.w->kp, 1);
   if (!fits || dense[0].w->k != channels || (dense.size() == 2 && dense[1].w->k != dense[0].w->n))
     throw Error("squeeze: dense ops do not chain over the mean's " + std::to_string(channels) +
                 " channels");
+  const int n = dense.back().w->n;
+  if (softmax && (n > kMaxSqueezeSoftmax || !softmax->table))
+    throw Error("squeeze: a SOFTMAX over " + std::to_string(n) + " values");
   std::vector<int> params = mean.params;
   params.resize(4);
   params.push_back(mean.pool_count);
@@ -82,16 +92,25 @@ Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int c
     }
     state->stages.push_back(UploadOutputStage(ctx, s));
   }
-  const int n = dense.back().w->n;
-  if (softmax && (n > kMaxSqueezeSoftmax || !softmax->table))
-    throw Error("squeeze: a SOFTMAX over " + std::to_string(n) + " values");
-  const Int8Dense& d1 = dense[0];
-  const Int8Dense& d2 = dense.size() == 2 ? dense[1] : dense[0];
   const bool two = dense.size() == 2;
+  const Int8Dense& d1 = dense[0];
+  const Int8Dense& d2 = two ? dense[1] : dense[0];
   std::vector<cl_mem> parts = {
       state->params.get(),    state->up.get(), d1.w->b.get(),    d1.w->bias.get(),
       state->stages[0].get(), d2.w->b.get(),   d2.w->bias.get(), state->stages[two ? 1 : 0].get()};
   if (softmax) parts.push_back(softmax->table);
+  return parts;
+}
+
+}  // namespace
+
+Launch EncodeInt8Squeeze(OpContext& ctx, cl_mem x, cl_mem out, int reduce, int channels,
+                         const Int8MeanStage& mean, const std::vector<Int8Dense>& dense,
+                         Int8SqueezeState* state, const SqueezeSoftmax* softmax) {
+  const std::vector<cl_mem> parts = UploadInt8Squeeze(ctx, channels, mean, dense, softmax, state);
+  const Int8Dense& d1 = dense[0];
+  const bool two = dense.size() == 2;
+  const Int8Dense& d2 = two ? dense[1] : dense[0];
   std::vector<int> at;
   Buffer consts;
   const bool packed = PackConstants(ctx, parts, &consts, &at);
@@ -226,67 +245,20 @@ bool GetFoldedInt8TailSqueeze(OpContext& ctx, Op& mean, const Shape& in, Int8Tai
 void PrepareInt8TailSqueeze(OpContext& ctx, const Int8TailSqueeze& t, int channels, Buffer* sums,
                             Buffer* consts) {
   const std::vector<Int8Dense>& dense = t.dense;
-  bool fits = !dense.empty() && dense.size() <= 2 && channels <= kMaxSqueezeVector;
-  for (const Int8Dense& d : dense) fits = fits && SqueezeDenseFits(d.w->n, d.w->kp, 1);
-  if (!fits || dense[0].w->k != channels || (dense.size() == 2 && dense[1].w->k != dense[0].w->n))
-    throw Error("squeeze: dense ops do not chain over the GEMM's " + std::to_string(channels) +
-                " channels");
-  const int n = dense.back().w->n;
-  if (t.has_softmax && (n > kMaxSqueezeSoftmax || !t.softmax.table))
-    throw Error("squeeze: a SOFTMAX over " + std::to_string(n) + " values");
-  std::vector<int> params = t.mean.params;
-  params.resize(4);
-  params.push_back(t.mean.pool_count);
-  Buffer mp = UploadInts(ctx, params);
-  Buffer up = UploadBytes(ctx, t.mean.up.data(), t.mean.up.size());
-  std::vector<Buffer> stages;
-  for (const Int8Dense& d : dense) {
-    OutputStage s = d.stage;
-    if (s.table.empty()) {  // the identity: the kernel always maps through a table
-      s.table.resize(256);
-      for (int v = 0; v < 256; ++v) s.table[v] = static_cast<uint8_t>(v);
-    }
-    stages.push_back(UploadOutputStage(ctx, s));
-  }
+  Int8SqueezeState parts_state;  // the parts, until copied into *consts
+  std::vector<cl_mem> parts = UploadInt8Squeeze(ctx, channels, t.mean, dense,
+                                                t.has_softmax ? &t.softmax : nullptr, &parts_state);
+  parts.resize(9, nullptr);  // sm_table's slot without a SOFTMAX
   const bool two = dense.size() == 2;
   const Int8Dense& d1 = dense[0];
   const Int8Dense& d2 = two ? dense[1] : dense[0];
-  // gemm_int8.cl's tail: [0..8] the parts' byte offsets, then the integers.
-  const std::vector<cl_mem> parts = {mp.get(),
-                                     up.get(),
-                                     d1.w->b.get(),
-                                     d1.w->bias.get(),
-                                     stages[0].get(),
-                                     d2.w->b.get(),
-                                     d2.w->bias.get(),
-                                     stages[two ? 1 : 0].get(),
-                                     t.has_softmax ? t.softmax.table : nullptr};
-  std::vector<int> head = {0,
-                           0,
-                           0,
-                           0,
-                           0,
-                           0,
-                           0,
-                           0,
-                           0,
-                           channels,
-                           int(t.mean.up.size()),
-                           d1.w->n,
-                           d1.w->kp,
-                           d1.stage.zero_point,
-                           d1.stage.act_min,
-                           d1.stage.act_max,
-                           d1.stage.up_below,
-                           two ? d2.w->n : 0,
-                           two ? d2.w->kp : 0,
-                           d2.stage.zero_point,
-                           d2.stage.act_min,
-                           d2.stage.act_max,
-                           d2.stage.up_below,
-                           two ? 2 : 1,
-                           t.softmax.zero_point,
-                           0};
+  // gemm_int8.cl's tail: [0..8] the parts' byte offsets (below), then the integers.
+  std::vector<int> head(9, 0);
+  for (int v : {channels, int(t.mean.up.size()), d1.w->n, d1.w->kp, d1.stage.zero_point,
+                d1.stage.act_min, d1.stage.act_max, d1.stage.up_below, two ? d2.w->n : 0,
+                two ? d2.w->kp : 0, d2.stage.zero_point, d2.stage.act_min, d2.stage.act_max,
+                d2.stage.up_below, two ? 2 : 1, t.softmax.zero_point, 0})
+    head.push_back(v);
   std::memcpy(&head[25], &t.softmax.out_scale, sizeof(float));
   size_t at = (head.size() * sizeof(int) + 15) / 16 * 16;
   std::vector<size_t> sizes;
