@@ -138,6 +138,8 @@ DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
     p.invoke_us = 9;
     p.split_k_last_us = 1.2, p.split_k_last_ns_per_sum = 55;
     p.expand_chain_cap_int8 = 576;
+    // The grid chain's figures: bench/results/ds-grid-fit-NVIDIA_H200.md.
+    p.ds_grid_stage_us = 6, p.ds_grid_step_us = 0.24;
   }
 
   const std::string vendor = VendorKey(p.vendor);

@@ -103,6 +103,12 @@ struct DeviceProfile {
   // the pairs of both forms (docs/partitioning.md, "The one-launch form in the estimate"); 0
   // elsewhere: the estimate counts the two launches.
   double split_k_last_us = 0, split_k_last_ns_per_sum = 0;
+  // The depthwise-separable chain's grid form (kernels/ds_chain_grid.cl): a block's fixed time
+  // in it and the time of each of its steps (us; ops/ds_chain.cc's DsGridBlockUs). 0: no grid
+  // form. Its groups wait for one another, sound only where they hand over through PTX's fences
+  // (nvidia_ptx): NVIDIA sm_90, fitted on the H200 (docs/performance.md); elsewhere 0 until
+  // measured.
+  double ds_grid_stage_us = 0, ds_grid_step_us = 0;
   // What one launch of each kind adds to an invoke (us, the host's enqueue and the device's run
   // with the gap to the next), fitted on real models' wall times on the device
   // (bench/fit_launch_costs.py); all 0 where none was fitted: the cost model then counts the

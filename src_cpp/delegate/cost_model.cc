@@ -274,7 +274,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       device_compute_ms += node_arith_ms;
       continue;
     }
-    // A depthwise-separable chain: one launch, its blocks' time in one group beyond it.
+    // A depthwise-separable chain: one launch, its blocks' time in its form beyond it.
     const auto chain = folds.ds_chain_us.find(i);
     const bool in_chain = chain != folds.ds_chain_us.end();
     const LaunchCount planned = IsCopy(n.op) || one_kernel.count(i) || in_chain

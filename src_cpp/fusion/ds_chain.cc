@@ -1,8 +1,9 @@
 // Depthwise-separable chains: two or more blocks in a row, each a float DEPTHWISE_CONV_2D (depth
 // multiplier 1, stride 1, the map's size kept) read only by a 1x1 CONV_2D of stride 1, the 1x1's
-// output read only by the next block's depthwise, run by the last block's 1x1 in one launch of
-// one work-group per image (ops/ds_chain.h). A block joins where its time in that group is under
-// the launch it saves (DsBlockPays): small maps of tens of channels, the keyword spotters whose
+// output read only by the next block's depthwise, run by the last block's 1x1 in one launch: of
+// one work-group per image, or of groups across the GPU meeting at a barrier after each block
+// (ops/ds_chain.h, whichever is faster). A block joins where its time in the chain is under the
+// launch it saves (DsBlockPays): small maps of tens of channels, the keyword spotters whose
 // blocks each took a launch of 10-17 us on the H200 for a few microseconds of arithmetic.
 // Before the depthwise fold, which takes the blocks left; after the clamps (a clamp activation
 // folded into either op is the only fold a block may carry: an epilogue, a residual, a PAD or
@@ -42,7 +43,7 @@ bool ChainFits(const DeviceInfo& dev, const ConvGeometry& dw, int oc,
                std::vector<DsBlockShape>* shapes) {
   std::vector<DsBlockShape> more = *shapes;
   more.insert(more.begin(), DsBlockShape{dw, oc});
-  if (!PlanDsChain(dev, more)) return false;
+  if (!ChooseDsChain(dev, more)) return false;
   *shapes = std::move(more);
   return true;
 }
@@ -107,9 +108,11 @@ class DsChainPass : public FusionPass {
         const DsBlockShape shape{*GraphConvGeometry(g, nodes[*d]),
                                  GraphConvGeometry(g, nodes[cur])->oc};
         shapes.insert(shapes.begin(), shape);
-        if (!PlanDsChain(fg.dev, shapes)) break;  // the blocks after it no longer fit with it
+        // The blocks after it no longer fit with it.
+        const std::optional<DsChainChoice> choice = ChooseDsChain(fg.dev, shapes);
+        if (!choice) break;
         chain.emplace_front(*d, cur);
-        us += DsBlockUs(fg.dev, shape.dw, shape.oc);
+        us = choice->us;
         // The block before: a 1x1 whose clamped output only this depthwise reads.
         const int x = nodes[*d].inputs[0];
         auto p = writer.find(x);

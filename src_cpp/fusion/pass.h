@@ -42,7 +42,7 @@ struct Folds {
   std::map<int, int> written_instead;     // a producer's output -> what its folds write instead
   std::map<int, int> pad_input;           // a folded PAD's output -> its input
   std::map<size_t, InputPad> pads;        // a convolution -> the PAD folded into it
-  std::map<size_t, double> ds_chain_us;   // a chain's last 1x1 -> its blocks' time in one group
+  std::map<size_t, double> ds_chain_us;   // a chain's last 1x1 -> its blocks' time in its form
 };
 
 // The tensor that holds t's values once the folds found so far are applied: t, or what a

@@ -1,6 +1,8 @@
 // Chains of depthwise-separable blocks (a depthwise of depth multiplier 1 and stride 1 keeping
-// the map's size, then a 1x1 convolution) on a small map, run by one work-group per image in one
-// launch (kernels/ds_chain.cl; fusion/ds_chain.cc decides which).
+// the map's size, then a 1x1 convolution) on a small map, run in one launch: by one work-group
+// per image (kernels/ds_chain.cl), or by groups across the GPU that wait for one another between
+// blocks (kernels/ds_chain_grid.cl); fusion/ds_chain.cc decides which chains, the time of each
+// form here which form.
 #pragma once
 
 #include <optional>
@@ -41,12 +43,36 @@ struct DsChainPlan {
 std::optional<DsChainPlan> PlanDsChain(const DeviceInfo& dev,
                                        const std::vector<DsBlockShape>& blocks, size_t wg = 0);
 
-// Whether the kernel can run this block alone on this device (PlanDsChain).
-bool DsBlockFits(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
+// How the grid form runs a chain (kernels/ds_chain_grid.cl), or nullopt where it cannot: where
+// the device profile has a figure for it (ds_grid_stage_us) and its groups' hand-over is sound
+// (PTX's fences and L2 loads, or a CPU device), or $CLGPU_DS_GRID=1 (tests); each block as
+// PlanDsChain asks, but the activations in global memory. `groups` <= the compute units, so
+// that all are resident at once: each group waits for every other at each block's end.
+struct DsGridPlan {
+  size_t wg = 256;
+  int groups = 0, pixels = 0;  // pixels per group: of the powers of 2, the fastest by the figures
+  int lanes = 1;               // work-items per output quad of the 1x1s
+  long act_floats = 0;         // each of the two buffers between blocks
+  size_t local_floats = 0;
+  std::vector<double> block_us;  // each block's time (DsGridBlockUs)
+};
+std::optional<DsGridPlan> PlanDsGrid(const DeviceInfo& dev,
+                                     const std::vector<DsBlockShape>& blocks);
+
+// The form a chain runs in and its device time (us): the faster of the two that can run it, or
+// nullopt where neither can.
+struct DsChainChoice {
+  bool grid = false;
+  double us = 0;
+};
+std::optional<DsChainChoice> ChooseDsChain(const DeviceInfo& dev,
+                                           const std::vector<DsBlockShape>& blocks);
+
 // The device time (us) one work-group spends on such a block: a latency per stage and the
 // arithmetic at one compute unit's rate.
 double DsBlockUs(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
-// Whether a block is worth running in a chain: its time in one group under the launch it saves.
+// Whether a block is worth running in a chain: its time in either form under the launch it
+// saves.
 bool DsBlockPays(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
 
 // The chain's launch (blocks in order, each block's input of the geometry in its form), reading

@@ -97,6 +97,7 @@ py::typing::Dict<py::str, py::object> ProfileDict(
   r["block_item_products"] = p.block_item_products, r["split_k_last_max"] = p.split_k_last_max;
   r["split_k_last_us"] = p.split_k_last_us;
   r["split_k_last_ns_per_sum"] = p.split_k_last_ns_per_sum;
+  r["ds_grid_stage_us"] = p.ds_grid_stage_us, r["ds_grid_step_us"] = p.ds_grid_step_us;
   py::dict t;
   for (const std::string& name : tiles) {
     const GemmTiles g = TilesFor(name, d);
