@@ -71,8 +71,8 @@ std::optional<DsChainChoice> ChooseDsChain(const DeviceInfo& dev,
 // The device time (us) one work-group spends on such a block: a latency per stage and the
 // arithmetic at one compute unit's rate.
 double DsBlockUs(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
-// Whether a block is worth running in a chain: its time in either form under the launch it
-// saves.
+// Whether a block is worth running in a chain: its time in one group under the fused launch it
+// saves, or its time in the grid form under 0.8 of the launches its folded GEMM would take.
 bool DsBlockPays(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
 
 // The chain's launch (blocks in order, each block's input of the geometry in its form), reading
