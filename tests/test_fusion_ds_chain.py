@@ -111,15 +111,21 @@ def check_chain(
     return on
 
 
+# Chains both forms' tests run: shape, widths, chain()'s keywords.
+SHAPES: list[tuple[tuple[int, int, int, int], tuple[int, ...], dict[str, Any]]] = [
+    ((1, 10, 6, 8), (8, 8, 8), {}),
+    ((2, 7, 5, 16), (16, 16), {"pw_act": "RELU6"}),  # a batch
+    ((1, 12, 4, 12), (12, 12), {"k": 5, "dw_act": None}),
+    ((1, 9, 9, 8), (8, 8, 8), {"dilation": 2, "pw_act": None}),
+    ((1, 25, 5, 8), (8, 8, 8, 8), {"k": (3, 1)}),  # a spotter's taps along time
+    ((1, 8, 8, 8), (16, 4, 12), {}),  # widths changing along the chain
+]
+
+
 @pytest.mark.parametrize(
     "shape,widths,kw",
     [
-        ((1, 10, 6, 8), (8, 8, 8), {}),
-        ((2, 7, 5, 16), (16, 16), {"pw_act": "RELU6"}),  # a batch: a group per image
-        ((1, 12, 4, 12), (12, 12), {"k": 5, "dw_act": None}),
-        ((1, 9, 9, 8), (8, 8, 8), {"dilation": 2, "pw_act": None}),
-        ((1, 25, 5, 8), (8, 8, 8, 8), {"k": (3, 1)}),  # a spotter's taps along time
-        ((1, 8, 8, 8), (16, 4, 12), {}),  # widths changing along the chain
+        *SHAPES,
         ((1, 1, 1, 8), (8, 8), {}),  # one pixel
         ((1, 10, 6, 8), (8, 8, 8), {"separate_relu": True}),  # RELU nodes the clamp pass folds
     ],

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from folds import estimated_and_launched, folded_nodes, launches
 from parity import ParityResult, check_parity, precision_tolerances, random_inputs, run
-from test_fusion_ds_chain import NO_CHAIN, chain
+from test_fusion_ds_chain import NO_CHAIN, SHAPES, chain
 
 import clgpu_delegate
 from clgpu_delegate._native import native
@@ -61,15 +61,7 @@ def _pixels_for(shape: tuple[int, ...], groups: int) -> str:
 @pytest.mark.parametrize("groups", [1, 2])
 @pytest.mark.parametrize(
     "shape,widths,kw",
-    [
-        ((1, 10, 6, 8), (8, 8, 8), {}),
-        ((2, 7, 5, 16), (16, 16), {"pw_act": "RELU6"}),  # a batch: pixels of both images
-        ((1, 12, 4, 12), (12, 12), {"k": 5, "dw_act": None}),
-        ((1, 9, 9, 8), (8, 8, 8), {"dilation": 2, "pw_act": None}),
-        ((1, 25, 5, 8), (8, 8, 8, 8), {"k": (3, 1)}),  # a spotter's taps along time
-        ((1, 8, 8, 8), (16, 4, 12), {}),  # widths changing along the chain
-        ((1, 5, 5, 64), (64, 64, 64), {}),  # the 1x1s' lanes over 64 channels
-    ],
+    [*SHAPES, ((1, 5, 5, 64), (64, 64, 64), {})],  # the last: lanes over 64 channels
 )
 def test_grid_chains_agree_with_the_cpu(
     shape: tuple[int, int, int, int],
