@@ -235,6 +235,40 @@ def test_hostile_slice_keeps_the_model_on_the_cpu(runtime: str, case: str) -> No
     assert all(reason in x["reason"] for x in d.decisions()), d.decisions()
 
 
+@pytest.mark.parametrize(
+    "mode,pads",
+    [
+        ("REFLECT", [[1, 1], [1, 1], [2, 2], [0, 0]]),
+        ("SYMMETRIC", [[0, 0], [7, 0], [0, 0], [0, 0]]),
+    ],
+)
+def test_hostile_mirror_pad_keeps_the_model_on_the_cpu(
+    runtime: str, mode: str, pads: list[list[int]]
+) -> None:
+    """A MIRROR_PAD whose constant paddings reach past its input (REFLECT: more than the extent
+    less one; SYMMETRIC: more than the extent; found by the fuzzer, a mutant whose paddings grew
+    to 1024 on an axis of 1): tflite_runtime 2.14's kernel mirrors its output's index past its
+    input, which with the rest of the model delegated was a segmentation fault where the CPU alone
+    got through. LiteRT's kernel refuses it at prepare. The delegate claims nothing. (Not invoked:
+    the CPU's own kernel reads out of bounds.)"""
+    b = ModelBuilder(seed=12)
+    x = b.input("x", (1, 6, 8, 4))
+    y = b.mirror_pad(b.add(x, b.rand((4,))), [[0, 0], [1, 1], [2, 2], [0, 0]], mode)
+    b.output(b.add(y, b.rand((4,))))
+    t = b._check(b._ops[1].inputs[1])
+    t.data = np.array(pads, np.int32)
+    model = b.build()
+    d = clgpu_delegate.load(partitioning="all")
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    try:
+        it.allocate_tensors()
+    except RuntimeError as e:
+        assert "MIRROR_PAD" in str(e) or "MirrorPad" in str(e) or "padding" in str(e), e
+    assert not d.delegated_nodes()
+    why = "is a MIRROR_PAD whose paddings leave axis"
+    assert all(why in x["reason"] for x in d.decisions()), d.decisions()
+
+
 @pytest.mark.parametrize("op", ["mirror_pad", "pad"])
 def test_int8_pad_whose_output_is_quantized_otherwise_runs_as_the_cpu_does(
     runtime: str, op: str

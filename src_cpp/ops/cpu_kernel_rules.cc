@@ -8,6 +8,7 @@
 
 #include "graph/quant.h"
 #include "graph/validate.h"
+#include "ops/pad.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -135,10 +136,36 @@ std::string SliceOutOfBounds(const GraphView& g, const NodeInfo& n) {
   return "";
 }
 
+// A MIRROR_PAD whose constant paddings leave [0, extent - 1] on an axis in REFLECT mode or
+// [0, extent] in SYMMETRIC (found by the fuzzer): tflite_runtime 2.14's kernel does not check
+// them and mirrors its output's index past its input; with part of the model delegated the
+// smaller arena made that a segmentation fault where the CPU alone got through. (LiteRT's kernel
+// refuses them at prepare.)
+std::string MirrorPadOutOfBounds(const GraphView& g, const NodeInfo& n) {
+  if (n.op != tfl::kMirrorPad || n.inputs.size() != 2 || !n.builtin_data ||
+      !g.valid_tensor(n.inputs[0]))
+    return "";
+  int mode = 0;  // TfLiteMirrorPaddingParams' first field
+  std::memcpy(&mode, n.builtin_data, sizeof mode);
+  std::vector<int64_t> p;
+  if (!g.ReadConstantInts(n.inputs[1], "paddings", &p).empty()) return "";
+  const Shape in = g.shape(n.inputs[0]);
+  if (p.size() != 2 * in.size()) return "";
+  for (size_t a = 0; a < in.size(); ++a) {
+    const int64_t most = mode == kPadReflect ? in[a] - 1 : in[a];
+    for (int64_t v : {p[2 * a], p[2 * a + 1]})
+      if (v < 0 || v > most)
+        return "node " + std::to_string(n.index) + " is a MIRROR_PAD whose paddings leave axis " +
+               std::to_string(a) + " of its input " + ShapeString(in);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string CpuKernelUnsafe(const GraphView& g, const NodeInfo& n) {
   if (std::string why = SliceOutOfBounds(g, n); !why.empty()) return why;
+  if (std::string why = MirrorPadOutOfBounds(g, n); !why.empty()) return why;
   if (!n.builtin_data) return "";
   std::vector<int> steps;
   if (n.op == tfl::kConv2d) {

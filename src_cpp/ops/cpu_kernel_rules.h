@@ -27,8 +27,10 @@ std::string CheckCpuPrepare(const GraphView& g, const NodeInfo& n);
 // Why TFLite's CPU kernel for this node may write out of bounds, or "": a convolution or pool
 // with a stride, dilation or window beyond 32767 (tflite_runtime 2.14's CONV_2D wrote past its
 // arena at stride 65537; with part of the model delegated, the smaller arena turned that into a
-// heap corruption where the CPU alone got through), or a SLICE whose constant begin and size
-// leave its input (tflite_runtime 2.14 copies the box unchecked). The delegate then claims nothing.
+// heap corruption where the CPU alone got through), a SLICE whose constant begin and size
+// leave its input (tflite_runtime 2.14 copies the box unchecked), or a MIRROR_PAD whose constant
+// paddings reach past its input (tflite_runtime 2.14 mirrors past it). The delegate then claims
+// nothing.
 std::string CpuKernelUnsafe(const GraphView& g, const NodeInfo& n);
 
 // Why the delegate claims nothing in this model, or "": nodes that read tensors before they are
