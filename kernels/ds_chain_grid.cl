@@ -20,9 +20,10 @@
 //   __local float* lm: pixels * max C floats (the depthwise's outputs) + DSG_WG float4s + 4.
 //   NDRange: 1-D, local DSG_WG, global ceil(NP / pixels) * DSG_WG. Channels in fours.
 //   Defines: DSG_WG, DSG_KH, DSG_KW (every block's filter). -DQUANT_PTX: group_sync.cl's PTX
-//   fences and loads past L1 (NVIDIA); without it volatile loads and OpenCL's fences, which
-//   order nothing across groups on a GPU (the plan takes this form only where PTX runs, or on
-//   a CPU device in tests).
+//   fences and loads past L1 (NVIDIA), which the blocks' hand-over needs: an L1 line may hold an
+//   older block's values of the same buffer; without it volatile loads and OpenCL's fences,
+//   which order nothing across groups on a GPU (the plan takes this form only where PTX runs, or
+//   on a CPU device in tests). The barrier between blocks: group_sync.cl's grid_barrier.
 #include "group_sync.cl"
 
 #ifndef DSG_WG
@@ -35,47 +36,6 @@
 #define DSG_KW 3
 #endif
 #define DSG_FIELDS 16
-// Polls of a barrier's wait before it gives up, about a second (a group that never arrives: a
-// device running fewer of them at once than it reports units), so that a wrong plan ends the
-// launch instead of hanging it. The waits the plan allows are microseconds.
-#define DSG_SPIN_LIMIT (1 << 20)
-
-// Four floats another group stored, read from L2 past this unit's L1 (whose line may hold an
-// older block's values of the same buffer).
-static inline float4 dsg_load4(__global const float* p) {
-#if defined(QUANT_PTX)
-  float4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p));
-  return v;
-#else
-  volatile __global const float* v = (volatile __global const float*)p;
-  return (float4)(v[0], v[1], v[2], v[3]);
-#endif
-}
-
-// Every group's stores before it visible to every group after it. The generation is read before
-// this group counts itself, so the last group's step past it cannot be missed.
-static inline void grid_barrier(__global int* sync, int groups) {
-  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-  if (get_local_id(0) == 0) {
-    global_fence();
-    const int gen = atomic_add(&sync[1], 0);
-    global_fence();
-    if (atomic_inc(&sync[0]) == groups - 1) {
-      atomic_xchg(&sync[0], 0);
-      global_fence();
-      atomic_inc(&sync[1]);
-    } else {
-      for (int k = 0; k < DSG_SPIN_LIMIT && atomic_add(&sync[1], 0) == gen; ++k) {
-      }
-    }
-    global_fence();
-  }
-  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-}
-
 static inline float4 dsg_clamp(float4 x, float lo, float hi) {
   x = select(x, (float4)(lo), x < (float4)(lo));
   return select(x, (float4)(hi), x > (float4)(hi));
@@ -124,7 +84,7 @@ __kernel __attribute__((reqd_work_group_size(DSG_WG, 1, 1))) void ds_chain_grid(
           const int iw = w - PL + kw * DW;
           if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
             const long at = ((long)(n * H + ih) * W + iw) * c4 + q;
-            const float4 x = b == 0 ? LOADF4(in, at) : dsg_load4(src + 4 * at);
+            const float4 x = b == 0 ? LOADF4(in, at) : global_load_float4(src + 4 * at);
             acc = fma(x, kdw[(kh * DSG_KW + kw) * c4 + q], acc);
           }
         }

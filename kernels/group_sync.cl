@@ -1,5 +1,5 @@
 // One work-group of several finishing what they all wrote (split-K's last split, int8 sums that
-// groups add for one another). Included by quant.cl and by the float split-K GEMM
+// groups add for one another), and all of them meeting between stages (ds_chain_grid.cl). Included by quant.cl and by the float split-K GEMM
 // (conv2d_implicit_gemm.cl); the guard lets a program include both.
 // global_fence(): this work-item's global writes (atomics included) visible to every other
 // work-group before its later ones; with -DQUANT_PTX (NVIDIA, inline PTX probed:
@@ -14,10 +14,21 @@ static inline float global_load_float(__global const float* p) {
   asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
   return v;
 }
+static inline float4 global_load_float4(__global const float* p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p));
+  return v;
+}
 #else
 #define global_fence() mem_fence(CLK_GLOBAL_MEM_FENCE)
 static inline float global_load_float(__global const float* p) {
   return *(volatile __global const float*)p;
+}
+static inline float4 global_load_float4(__global const float* p) {
+  volatile __global const float* v = (volatile __global const float*)p;
+  return (float4)(v[0], v[1], v[2], v[3]);
 }
 #endif
 
@@ -36,5 +47,34 @@ static inline bool last_to_count(__global int* counter, int groups, __local int*
   const bool last = *flag;
   if (last) global_fence();
   return last;
+}
+// Polls of grid_barrier's wait before it gives up, about a second (a group that never arrives:
+// a device running fewer of them at once than it reports units), so that a wrong plan ends the
+// launch instead of hanging it. The waits its callers plan are microseconds.
+#define GRID_SPIN_LIMIT (1 << 20)
+
+// grid_barrier(sync, groups): every one of the launch's `groups` work-groups waits here until all
+// have arrived, each group's global writes before it visible to every group after it. Sound only
+// where all groups are resident at once (no more than the compute units) and with QUANT_PTX on a
+// GPU. sync: two ints in global memory, zero before the first launch (a count, which the barrier
+// leaves at zero, and a generation). The generation is read before this group counts itself, so
+// the last group's step past it cannot be missed. Called by every work-item of every group.
+static inline void grid_barrier(__global int* sync, int groups) {
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0 && get_local_id(1) == 0) {
+    global_fence();
+    const int gen = atomic_add(&sync[1], 0);
+    global_fence();
+    if (atomic_inc(&sync[0]) == groups - 1) {
+      atomic_xchg(&sync[0], 0);
+      global_fence();
+      atomic_inc(&sync[1]);
+    } else {
+      for (int k = 0; k < GRID_SPIN_LIMIT && atomic_add(&sync[1], 0) == gen; ++k) {
+      }
+    }
+    global_fence();
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 }
 #endif  // GROUP_SYNC_CL
