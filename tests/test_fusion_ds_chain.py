@@ -150,17 +150,23 @@ def test_a_1x1_wider_than_local_memory_holds_runs_in_chunks(
     check_chain(chain((1, 16, 10, 64), (64, 64), seed=3), runtime, True, monkeypatch)
 
 
-def test_repeated_invokes_see_new_inputs(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CLGPU_DS_CHAIN_US", ALWAYS)
-    model = chain((1, 10, 6, 8), seed=5)
+def invoke_in_turns(model: bytes, runtime: str, invokes: int) -> Any:
+    """The model with the delegate (`all`, profiling) and on the CPU, each invoked `invokes`
+    times on new inputs, every output within 1e-5 of the CPU's: the delegate."""
     ref = make_interpreter(model, None, runtime=runtime, reference=True)
     ref.allocate_tensors()
     d = clgpu_delegate.load(partitioning="all", profiling=True)
     it = make_interpreter(model, [d], runtime=runtime, reference=True)
     it.allocate_tensors()
-    for seed in range(3):
+    for seed in range(invokes):
         x = random_inputs(ref.get_input_details(), seed)
         np.testing.assert_allclose(run(it, x)[0], run(ref, x)[0], rtol=1e-5, atol=1e-5)
+    return d
+
+
+def test_repeated_invokes_see_new_inputs(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLGPU_DS_CHAIN_US", ALWAYS)
+    d = invoke_in_turns(chain((1, 10, 6, 8), seed=5), runtime, 3)
     assert folded_nodes(type("R", (), {"delegate": d})(), "ds_chain") == 1
 
 

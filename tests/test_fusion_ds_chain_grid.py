@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pytest
 from folds import estimated_and_launched, folded_nodes, launches
-from parity import ParityResult, check_parity, precision_tolerances, random_inputs, run
-from test_fusion_ds_chain import NO_CHAIN, SHAPES, chain
+from parity import ParityResult, check_parity, precision_tolerances
+from test_fusion_ds_chain import NO_CHAIN, SHAPES, chain, invoke_in_turns
 
 import clgpu_delegate
 from clgpu_delegate._native import native
@@ -91,15 +90,7 @@ def test_repeated_invokes_see_new_inputs(runtime: str, monkeypatch: pytest.Monke
     # The barrier's count is back at zero after each launch and its generation carries on: five
     # invokes, three blocks (two barriers) each, on two groups.
     monkeypatch.setenv("CLGPU_DS_GRID_PIXELS", _pixels_for((1, 10, 6, 8), 2))
-    model = chain((1, 10, 6, 8), seed=5)
-    ref = make_interpreter(model, None, runtime=runtime, reference=True)
-    ref.allocate_tensors()
-    d = clgpu_delegate.load(partitioning="all", profiling=True)
-    it = make_interpreter(model, [d], runtime=runtime, reference=True)
-    it.allocate_tensors()
-    for seed in range(5):
-        x = random_inputs(ref.get_input_details(), seed)
-        np.testing.assert_allclose(run(it, x)[0], run(ref, x)[0], rtol=1e-5, atol=1e-5)
+    d = invoke_in_turns(chain((1, 10, 6, 8), seed=5), runtime, 5)
     assert "ds_chain_grid" in [k.kernel for k in d.profile().kernels]
 
 

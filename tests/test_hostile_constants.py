@@ -224,13 +224,19 @@ def test_hostile_slice_keeps_the_model_on_the_cpu(runtime: str, case: str) -> No
     b.output(b.add(b.reshape(y, shape), b.rand((shape[-1],))))
     t = b._check(b._ops[1].inputs[2])
     t.data = np.array([1, 6, 8, 4], np.int32)
-    model = b.build()
+    _claims_nothing(b.build(), runtime, ("begin and size", "SLICE", "RESHAPE"), reason)
+
+
+def _claims_nothing(model: bytes, runtime: str, cpu_words: tuple[str, ...], reason: str) -> None:
+    """The delegate (`all`) claims no node of `model`, each decision giving `reason`; where the
+    runtime's own prepare refuses the model, its error names one of `cpu_words`. Not invoked: the
+    CPU's own kernel would run out of bounds."""
     d = clgpu_delegate.load(partitioning="all")
     it = make_interpreter(model, [d], runtime=runtime, reference=True)
     try:
         it.allocate_tensors()
     except RuntimeError as e:
-        assert any(w in str(e) for w in ("begin and size", "SLICE", "RESHAPE")), e
+        assert any(w in str(e) for w in cpu_words), e
     assert not d.delegated_nodes()
     assert all(reason in x["reason"] for x in d.decisions()), d.decisions()
 
@@ -257,16 +263,8 @@ def test_hostile_mirror_pad_keeps_the_model_on_the_cpu(
     b.output(b.add(y, b.rand((4,))))
     t = b._check(b._ops[1].inputs[1])
     t.data = np.array(pads, np.int32)
-    model = b.build()
-    d = clgpu_delegate.load(partitioning="all")
-    it = make_interpreter(model, [d], runtime=runtime, reference=True)
-    try:
-        it.allocate_tensors()
-    except RuntimeError as e:
-        assert "MIRROR_PAD" in str(e) or "MirrorPad" in str(e) or "padding" in str(e), e
-    assert not d.delegated_nodes()
     why = "is a MIRROR_PAD whose paddings leave axis"
-    assert all(why in x["reason"] for x in d.decisions()), d.decisions()
+    _claims_nothing(b.build(), runtime, ("MIRROR_PAD", "MirrorPad", "padding"), why)
 
 
 @pytest.mark.parametrize("op", ["mirror_pad", "pad"])
