@@ -24,6 +24,7 @@
 //   older block's values of the same buffer; without it volatile loads and OpenCL's fences,
 //   which order nothing across groups on a GPU (the plan takes this form only where PTX runs, or
 //   on a CPU device in tests). The barrier between blocks: group_sync.cl's grid_barrier.
+#define GROUP_SYNC_GRID
 #include "group_sync.cl"
 
 #ifndef DSG_WG

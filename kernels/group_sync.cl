@@ -1,6 +1,7 @@
 // One work-group of several finishing what they all wrote (split-K's last split, int8 sums that
-// groups add for one another), and all of them meeting between stages (ds_chain_grid.cl). Included by quant.cl and by the float split-K GEMM
-// (conv2d_implicit_gemm.cl); the guard lets a program include both.
+// groups add for one another), and all of them meeting between stages (ds_chain_grid.cl).
+// Included by quant.cl, by the float split-K GEMM (conv2d_implicit_gemm.cl) and by
+// ds_chain_grid.cl; the guard lets a program include it twice.
 // global_fence(): this work-item's global writes (atomics included) visible to every other
 // work-group before its later ones; with -DQUANT_PTX (NVIDIA, inline PTX probed:
 // src_cpp/cl/int8_dot.h) PTX's membar.gl, which guarantees it. global_load_float(p): *p as
@@ -14,6 +15,7 @@ static inline float global_load_float(__global const float* p) {
   asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
   return v;
 }
+#ifdef GROUP_SYNC_GRID
 static inline float4 global_load_float4(__global const float* p) {
   float4 v;
   asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
@@ -21,15 +23,18 @@ static inline float4 global_load_float4(__global const float* p) {
                : "l"(p));
   return v;
 }
+#endif
 #else
 #define global_fence() mem_fence(CLK_GLOBAL_MEM_FENCE)
 static inline float global_load_float(__global const float* p) {
   return *(volatile __global const float*)p;
 }
+#ifdef GROUP_SYNC_GRID
 static inline float4 global_load_float4(__global const float* p) {
   volatile __global const float* v = (volatile __global const float*)p;
   return (float4)(v[0], v[1], v[2], v[3]);
 }
+#endif
 #endif
 
 // last_to_count(counter, groups, flag): called by every work-item of a group after its global
@@ -48,6 +53,9 @@ static inline bool last_to_count(__global int* counter, int groups, __local int*
   if (last) global_fence();
   return last;
 }
+// -DGROUP_SYNC_GRID (defined by the programs that use them, so that the others' sources stay as
+// they were): global_load_float4(p), four floats as another group left them, and grid_barrier.
+#ifdef GROUP_SYNC_GRID
 // Polls of grid_barrier's wait before it gives up, about a second (a group that never arrives:
 // a device running fewer of them at once than it reports units), so that a wrong plan ends the
 // launch instead of hanging it. The waits its callers plan are microseconds.
@@ -77,4 +85,5 @@ static inline void grid_barrier(__global int* sync, int groups) {
   }
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 }
+#endif  // GROUP_SYNC_GRID
 #endif  // GROUP_SYNC_CL
