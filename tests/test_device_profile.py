@@ -217,16 +217,21 @@ def test_the_int8_expand_chain_is_longer_only_where_it_was_measured() -> None:
         assert p["block_item_products"] == h200["block_item_products"] > 0
 
 
-def test_the_grid_chain_form_only_where_it_was_measured() -> None:
-    """The depthwise-separable chain's grid form (kernels/ds_chain_grid.cl), whose groups wait for
-    one another through PTX's fences and L2 loads, has figures only on the architecture they were
-    fitted on (sm_90, bench/results/ds-grid-fit-NVIDIA_H200.md); elsewhere none, so the form
-    never runs there (ops/ds_chain.cc's PlanDsGrid)."""
+def test_the_grid_chain_forms_only_where_they_were_measured() -> None:
+    """The depthwise-separable and dense chains' grid forms (kernels/ds_chain_grid.cl,
+    dense_chain_grid.cl), whose groups wait for one another through PTX's fences and L2 loads,
+    have figures only on the architecture they were fitted on (sm_90,
+    bench/results/ds-grid-fit-NVIDIA_H200.md, dense-grid-fit-NVIDIA_H200.md); elsewhere none, so
+    the forms never run there (ops/ds_chain.cc's PlanDsGrid, ops/dense_chain.cc's
+    PlanDenseChain). The dense chain's weights are bounded below the H200's 50 MB of L2."""
     h200 = profile(H200)
     assert h200["ds_grid_stage_us"] > 0 and h200["ds_grid_step_us"] > 0
+    assert h200["dense_grid_stage_us"] > 0 and h200["dense_grid_gbps"] > 0
+    assert 0 < h200["dense_grid_max_mb"] < 50 and h200["dense_grid_hidden_us"] >= 0
     for facts in (MALI, ADRENO, RDNA3, ARC, POCL, {**H200, "nv_compute": (8, 0)}):
         p = profile(facts)
         assert p["ds_grid_stage_us"] == p["ds_grid_step_us"] == 0, facts
+        assert p["dense_grid_stage_us"] == p["dense_grid_gbps"] == p["dense_grid_max_mb"] == 0
 
 
 def test_split_k_one_launch_form_only_where_its_reads_are_guaranteed() -> None:

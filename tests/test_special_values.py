@@ -141,6 +141,15 @@ CASES: dict[str, Case] = {
     "fully_connected": Case(
         ((3, 40),), lambda b, x: b.fully_connected(x[0], b.rand((8, 40))), False
     ),
+    # Two layers: a dense chain where its form is on (test_fusion_dense_chain.py).
+    "fully_connected_x2": Case(
+        ((1, 40),),
+        lambda b, x: b.fully_connected(
+            b.fully_connected(x[0], b.rand((16, 40)), b.rand((16,)), activation="RELU"),
+            b.rand((8, 16)),
+        ),
+        False,
+    ),
     "fully_connected_relu": Case(
         ((3, 40),),
         lambda b, x: b.fully_connected(x[0], b.rand((8, 40)), b.rand((8,)), activation="RELU"),
@@ -427,9 +436,23 @@ def _params() -> list[Any]:
 def test_special_values_match_the_cpu(
     name: str, algorithm: str, precision: str, runtime: str
 ) -> None:
+    assert_special_values_match(name, algorithm, precision, runtime)
+
+
+def assert_special_values_match(
+    name: str, algorithm: str, precision: str, runtime: str, **options: Any
+) -> Runner:
+    """Case `name` with every special value in its placements, on the delegate (`algorithm`,
+    `precision`, other load() `options`) and the CPU: the rules of the module docstring, else an
+    assertion naming each difference. Returns the runner (its delegate ran them)."""
     case = CASES[name]
     runner = Runner(
-        _model(case), runtime, ids=case.ids, precision=precision, conv_algorithm=algorithm
+        _model(case),
+        runtime,
+        ids=case.ids,
+        precision=precision,
+        conv_algorithm=algorithm,
+        **options,
     )
     undelegated = [d for d in runner.delegate.decisions() if not d["delegated"]]
     assert not undelegated, undelegated
@@ -459,6 +482,7 @@ def test_special_values_match_the_cpu(
             if why:
                 failures.append(f"{kind} at {[np.flatnonzero(m)[:3] for m in place]}: {why}")
     assert not failures, "\n".join(failures)
+    return runner
 
 
 def test_every_claimed_op_has_a_case() -> None:

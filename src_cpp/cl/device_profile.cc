@@ -140,6 +140,10 @@ DeviceProfile MakeDeviceProfile(const DeviceFacts& f) {
     p.expand_chain_cap_int8 = 576;
     // The grid chain's figures: bench/results/ds-grid-fit-NVIDIA_H200.md.
     p.ds_grid_stage_us = 6, p.ds_grid_step_us = 0.24;
+    // The dense chain's: bench/results/dense-grid-fit-NVIDIA_H200.md.
+    p.dense_grid_stage_us = 4.2, p.dense_grid_gbps = 5000, p.dense_grid_hidden_us = 11;
+    // The H200's and H100's L2 holds 50 MB.
+    p.dense_grid_max_mb = 40;
   }
 
   const std::string vendor = VendorKey(p.vendor);

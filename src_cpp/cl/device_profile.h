@@ -109,6 +109,15 @@ struct DeviceProfile {
   // (nvidia_ptx): NVIDIA sm_90, fitted on the H200 (docs/performance.md); elsewhere 0 until
   // measured.
   double ds_grid_stage_us = 0, ds_grid_step_us = 0;
+  // The dense chain's grid form (kernels/dense_chain_grid.cl): a layer's fixed device time in it
+  // (us: the barrier, its input into local memory, the lanes' tree) and the rate its groups read
+  // weights at (GB/s), both fitted to the kernel's event times; what of a kernel's device time
+  // the fused launch's floor already holds (us, fitted to invokes' wall times); and the most
+  // weights (MB) a chain takes, so that they stay in the device's cache between invokes, where
+  // the figures were fitted (ops/dense_chain.cc). 0: no such form. Sound where the DS grid's is:
+  // NVIDIA sm_90, fitted on the H200 (docs/performance.md); elsewhere 0.
+  double dense_grid_stage_us = 0, dense_grid_gbps = 0, dense_grid_hidden_us = 0;
+  double dense_grid_max_mb = 0;
   // What one launch of each kind adds to an invoke (us, the host's enqueue and the device's run
   // with the gap to the next), fitted on real models' wall times on the device
   // (bench/fit_launch_costs.py); all 0 where none was fitted: the cost model then counts the

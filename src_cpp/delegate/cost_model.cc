@@ -274,9 +274,10 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       device_compute_ms += node_arith_ms;
       continue;
     }
-    // A depthwise-separable chain: one launch, its blocks' time in its form beyond it.
-    const auto chain = folds.ds_chain_us.find(i);
-    const bool in_chain = chain != folds.ds_chain_us.end();
+    // A chain (depthwise-separable blocks, dense layers): one launch, its time in its form
+    // beyond it.
+    const auto chain = folds.chain_us.find(i);
+    const bool in_chain = chain != folds.chain_us.end();
     const LaunchCount planned = IsCopy(n.op) || one_kernel.count(i) || in_chain
                                     ? LaunchCount{}
                                     : Launches(g, nodes, i, folds, dev);

@@ -115,6 +115,15 @@ void AttachDsChain(Attachments& a, std::vector<Attachments::DsChain::Block> bloc
   a.inputs[0] = input;
 }
 
+void AttachDenseChain(Attachments& a, std::vector<Attachments::DenseChain::Layer> layers, Shape own,
+                      int input) {
+  if (a.inputs.size() != 1 || layers.empty() || !a.dense_chain.layers.empty())
+    throw Error("a dense chain needs an op of one input and a layer before it");
+  a.dense_chain.layers = std::move(layers);
+  a.dense_chain.own = std::move(own);
+  a.inputs[0] = input;
+}
+
 void AttachExpand(Attachments& a, Op* ex, int input, Shape shape) {
   if (!a.depthwise.op || a.depthwise.expand || !ex)
     throw Error("an expand fold needs a folded depthwise and its op");

@@ -50,6 +50,10 @@ void AttachSqueeze(Attachments& a, std::vector<Op*> dense, int output, Op* softm
 // Depthwise-separable blocks run by the op (the last block's 1x1, null there): input 0 becomes
 // the first block's input.
 void AttachDsChain(Attachments& a, std::vector<Attachments::DsChain::Block> blocks, int input);
+// Dense layers run by the op before its own (a FULLY_CONNECTED of one input): input 0 becomes
+// the first layer's input, `own` the shape of the op's own input.
+void AttachDenseChain(Attachments& a, std::vector<Attachments::DenseChain::Layer> layers, Shape own,
+                      int input);
 // A depthwise `dw` (after FoldTarget::TakesDepthwise): input 0 becomes dw's input, `shape` that
 // of dw's output. The op must outlive the plan.
 void AttachDepthwise(Attachments& a, Op* dw, int input, Shape shape);

@@ -125,7 +125,7 @@ class DsChainPass : public FusionPass {
         folds->folded.insert(d);
         if (pw != j) folds->folded.insert(pw);
       }
-      folds->ds_chain_us[j] = us;
+      folds->chain_us[j] = us;
     }
   }
 

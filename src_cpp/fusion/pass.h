@@ -42,7 +42,9 @@ struct Folds {
   std::map<int, int> written_instead;     // a producer's output -> what its folds write instead
   std::map<int, int> pad_input;           // a folded PAD's output -> its input
   std::map<size_t, InputPad> pads;        // a convolution -> the PAD folded into it
-  std::map<size_t, double> ds_chain_us;   // a chain's last 1x1 -> its blocks' time in its form
+  // A chain run in one fused launch by its last node (ds_chain, dense_chain) -> the chain's
+  // device time in its form (us).
+  std::map<size_t, double> chain_us;
 };
 
 // The tensor that holds t's values once the folds found so far are applied: t, or what a
@@ -108,7 +110,7 @@ class FusionPass {
 
 // The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views,
 // squeeze, gate, ds_chain, depthwise, prelu, requantize, expand, pool, squeeze_tail, gathers,
-// concat (each pass's file says what it needs of those before it).
+// concat, dense_chain (each pass's file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
@@ -141,5 +143,6 @@ std::unique_ptr<FusionPass> MakePoolPass();
 std::unique_ptr<FusionPass> MakeSqueezeTailPass();
 std::unique_ptr<FusionPass> MakeGathersPass();
 std::unique_ptr<FusionPass> MakeConcatPass();
+std::unique_ptr<FusionPass> MakeDenseChainPass();
 
 }  // namespace clgpu

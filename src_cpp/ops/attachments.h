@@ -85,6 +85,18 @@ struct Attachments {
     std::vector<Block> blocks;  // empty: none
   } ds_chain;
 
+  // Dense layers before the op (fusion/dense_chain.cc): a FULLY_CONNECTED that runs them and
+  // itself in one launch (ops/dense_chain.h). layers[i] is layer i's op with its input's shape,
+  // `own` the op's own input's (the last layer's output); input 0 is the first layer's input.
+  struct DenseChain {
+    struct Layer {
+      Op* op = nullptr;
+      Shape shape;
+    };
+    std::vector<Layer> layers;  // empty: none
+    Shape own;
+  } dense_chain;
+
   // Per-channel MUL and / or ADD nodes between the op and its input (fusion/affine.cc): input 0
   // is their source, and their parameters follow it as inputs 1 (the MUL's) and 1 or 2 (the
   // ADD's); the op reads x as clamp(clamp(x * scale, lo1, hi1) + shift, lo2, hi2).

@@ -11,7 +11,6 @@
 #include "cl/loader.h"
 #include "common/env.h"
 #include "common/error.h"
-#include "common/half.h"
 #include "ops/conv2d_algorithm.h"
 #include "ops/op_helpers.h"
 
@@ -162,14 +161,21 @@ double DsGridBlockUs(const GridFigures& f, const DsBlockShape& b, long pixels, i
 
 }  // namespace
 
+bool GridSyncSound(const DeviceInfo& dev) {
+  return dev.profile.cpu || (dev.profile.nvidia_ptx && dev.id && !PtxDefines(dev).empty());
+}
+
+std::string GridSyncDefines(const DeviceInfo& dev) {
+  return dev.profile.cpu ? "" : " " + PtxDefines(dev);
+}
+
 std::optional<DsGridPlan> PlanDsGrid(const DeviceInfo& dev,
                                      const std::vector<DsBlockShape>& blocks) {
   const GridFigures f = GridFiguresFor(dev);
   // The groups' hand-over needs PTX's fences and L2 loads on a GPU (kernels/group_sync.cl), where
   // the probe ran them.
   if (f.stage_us <= 0 || !ChainShapesValid(blocks) || dev.max_work_group_size < kGridWg ||
-      dev.compute_units < 1 ||
-      !(dev.profile.cpu || (dev.profile.nvidia_ptx && dev.id && !PtxDefines(dev).empty())))
+      dev.compute_units < 1 || !GridSyncSound(dev))
     return std::nullopt;
   const ConvGeometry& g0 = blocks[0].dw;
   const long np = long(g0.n) * g0.h * g0.w;
@@ -238,30 +244,6 @@ bool DsBlockPays(const DeviceInfo& dev, const ConvGeometry& dw, int oc) {
 
 namespace {
 
-// A buffer of `count` values of the float storage (`elem` bytes each) or float32, as floats.
-std::vector<float> ReadFloats(OpContext& ctx, cl_mem m, size_t count, size_t elem) {
-  if (BufferBytes(m) < count * elem) throw Error("ds_chain: a constant buffer is short");
-  std::vector<char> raw(count * elem);
-  CheckCl(Cl().clEnqueueReadBuffer(ctx.queue, m, CL_TRUE, 0, raw.size(), raw.data(), 0, nullptr,
-                                   nullptr),
-          "clEnqueueReadBuffer(ds_chain constants)");
-  std::vector<float> out(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (elem == 2) {
-      uint16_t h;
-      std::memcpy(&h, &raw[i * 2], 2);
-      out[i] = HalfToFloat(h);
-    } else {
-      std::memcpy(&out[i], &raw[i * 4], 4);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-namespace {
-
 // The grid form's launch over the chain's table and constants, or none where this device cannot
 // run it after all (no PTX on a GPU, a group the compiler cannot fit): the group form then.
 std::vector<Launch> EncodeDsGrid(OpContext& ctx, const std::vector<DsBlockShape>& shapes,
@@ -269,11 +251,10 @@ std::vector<Launch> EncodeDsGrid(OpContext& ctx, const std::vector<DsBlockShape>
   const DeviceInfo& dev = ctx.env.device();
   const std::optional<DsGridPlan> p = PlanDsGrid(dev, shapes);
   if (!p) return {};
-  const std::string ptx = dev.profile.cpu ? "" : PtxDefines(dev);
   const ConvGeometry& g0 = shapes[0].dw;
-  auto prog = ctx.GetProgram("ds_chain_grid", "-DDSG_WG=" + std::to_string(p->wg) +
-                                                  " -DDSG_KH=" + std::to_string(g0.kh) +
-                                                  " -DDSG_KW=" + std::to_string(g0.kw) + " " + ptx);
+  auto prog = ctx.GetProgram(
+      "ds_chain_grid", "-DDSG_WG=" + std::to_string(p->wg) + " -DDSG_KH=" + std::to_string(g0.kh) +
+                           " -DDSG_KW=" + std::to_string(g0.kw) + GridSyncDefines(dev));
   Launch l = Make1d(prog, "ds_chain_grid", size_t(p->groups) * p->wg, p->wg);
   if (KernelGroupLimit(ctx, l.kernel) < p->wg) return {};
   // The barrier's two ints (zero), padding to 16 floats, the two buffers between blocks.
@@ -309,15 +290,15 @@ std::vector<Launch> EncodeDsChain(OpContext& ctx, const std::vector<DsChainBlock
   for (const DsChainBlock& b : blocks) {
     const ConvGeometry& g = b.dw.g;
     const size_t taps = size_t(g.kh) * g.kw;
-    std::vector<float> r = ReadFloats(ctx, b.dw.filter, taps * g.c, elem);
+    std::vector<float> r = ReadBackFloats(ctx, b.dw.filter, taps * g.c, elem);
     for (const auto& [m, count, size] : {std::make_tuple(b.dw.bias, size_t(g.c), size_t(4)),
                                          std::make_tuple(b.pw.bias, size_t(b.pw.n), size_t(4))}) {
-      const std::vector<float> v = ReadFloats(ctx, m, count, size);
+      const std::vector<float> v = ReadBackFloats(ctx, m, count, size);
       r.insert(r.end(), v.begin(), v.end());
     }
     // The 1x1's [OC][C] weights as [C][OC]: a chunk of rows is then one run of memory, and a
     // warp's neighbouring channel quads read neighbouring float4s.
-    const std::vector<float> w = ReadFloats(ctx, b.pw.weights, size_t(b.pw.n) * b.pw.k, elem);
+    const std::vector<float> w = ReadBackFloats(ctx, b.pw.weights, size_t(b.pw.n) * b.pw.k, elem);
     for (int c = 0; c < b.pw.k; ++c)
       for (int o = 0; o < b.pw.n; ++o) r.push_back(w[size_t(o) * b.pw.k + c]);
     regions.push_back(std::move(r));

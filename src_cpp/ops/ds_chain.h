@@ -43,6 +43,12 @@ struct DsChainPlan {
 std::optional<DsChainPlan> PlanDsChain(const DeviceInfo& dev,
                                        const std::vector<DsBlockShape>& blocks, size_t wg = 0);
 
+// Whether this device's work-groups can wait for one another within a launch (group_sync.cl's
+// grid_barrier): PTX's fences and L2 loads probed on an NVIDIA GPU, or a CPU device (tests). And
+// the defines its programs take for it.
+bool GridSyncSound(const DeviceInfo& dev);
+std::string GridSyncDefines(const DeviceInfo& dev);
+
 // How the grid form runs a chain (kernels/ds_chain_grid.cl), or nullopt where it cannot: where
 // the device profile has a figure for it (ds_grid_stage_us) and its groups' hand-over is sound
 // (PTX's fences and L2 loads, or a CPU device), or $CLGPU_DS_GRID=1 (tests); each block as

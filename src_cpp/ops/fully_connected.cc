@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "graph/validate.h"
+#include "ops/dense_chain.h"
 #include "ops/gemm.h"
 #include "ops/hybrid_weights.h"
 #include "ops/int8_ops.h"
@@ -106,12 +107,20 @@ class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public Fo
   // Its GEMM applies per-column slopes where it stores (a folded PRELU, fusion/prelu.cc): every
   // kernel of EncodeGemm, the small-M one of a batch-1 layer too.
   bool TakesSlopes(const OpContext&, const std::vector<Shape>& in) const override {
-    return !chunk_ && !in.empty() && !in[0].empty();
+    return !chunk_ && !chained() && !in.empty() && !in[0].empty();
+  }
+
+  // With a dense chain (fusion/dense_chain.cc) input 0 is the chain's first layer's input: the
+  // shapes as the op's own layer reads them.
+  bool chained() const { return !dense_chain().layers.empty(); }
+  std::vector<Shape> Own(std::vector<Shape> in) const {
+    if (chained() && !in.empty()) in[0] = dense_chain().own;
+    return in;
   }
 
   // N and K: the weights' (run-time weights: as the plan gives them, whatever was declared).
   std::pair<int, int> NK(const std::vector<Shape>& in) const {
-    if (!src_->runtime_weights) return {n_, k_};
+    if (!src_->runtime_weights || chained()) return {n_, k_};
     const Shape& w = in.at(1);
     if (w.size() != 2 || w[1] <= 0)
       throw Error("FULLY_CONNECTED run-time weights " + ShapeString(w) + " are not [N, K > 0]");
@@ -123,14 +132,15 @@ class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public Fo
   }
   int Rows(const std::vector<Shape>& in) const {
     const int k = NK(in).second;
-    const int64_t total = NumElements(in.at(0));
+    const int64_t total = NumElements(Own(in).at(0));
     if (k <= 0 || total % k != 0)
       throw Error("FULLY_CONNECTED input " + ShapeString(in[0]) +
                   " is not a multiple of K=" + std::to_string(k));
     return static_cast<int>(total / k);
   }
 
-  std::vector<Shape> InferShapes(const std::vector<Shape>& in) const override {
+  std::vector<Shape> InferShapes(const std::vector<Shape>& in_as_read) const override {
+    const std::vector<Shape> in = Own(in_as_read);
     const auto [n, k] = NK(in);
     const int m = Rows(in);
     if (keep_num_dims_) {
@@ -165,7 +175,8 @@ class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public Fo
   // One row in, constant weights: the vector a squeeze's MEAN (or the dense op before) leaves.
   bool GetFloatDense(OpContext& ctx, const Shape& in, FloatDense* dense) override {
     // A squeeze's kernel applies a clamp and an epilogue, no slopes.
-    if (chunk_ || has_residual() || has_slopes() || src_->runtime_weights || NumElements(in) != k_)
+    if (chunk_ || chained() || has_residual() || has_slopes() || src_->runtime_weights ||
+        NumElements(in) != k_)
       return false;
     const std::pair<Buffer, Buffer>& b = src_->Get(ctx, 0, n_);
     dense->weights = b.first.get();
@@ -178,6 +189,26 @@ class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public Fo
 
   void Prepare(OpContext& ctx, const std::vector<Shape>& in_shapes, const std::vector<Shape>&,
                const std::vector<cl_mem>& in, const std::vector<cl_mem>& out) override {
+    if (chained()) {
+      // The layers before, then its own, each as the squeeze's dense ops take them.
+      std::vector<FloatDense> layers;
+      for (const Attachments::DenseChain::Layer& l : dense_chain().layers) {
+        layers.emplace_back();
+        if (!l.op->fold_source()->GetFloatDense(ctx, l.shape, &layers.back()))
+          throw Error("FULLY_CONNECTED: its dense chain no longer fits its kernel");
+      }
+      FloatDense own;
+      std::tie(own.act_min, own.act_max) = ClampBounds(act_min_, act_max_);
+      buffers_ = &src_->Get(ctx, 0, n_);
+      own.weights = buffers_->first.get(), own.bias = buffers_->second.get();
+      own.n = n_, own.k = k_, own.epilogue = epilogue_defines();
+      layers.push_back(own);
+      launches_ = EncodeDenseChain(ctx, layers, in[0], out[0]);
+      if (launches_.empty())
+        throw Error("FULLY_CONNECTED: this device cannot run its dense chain's group");
+      algorithm_ = "dense_chain";
+      return;
+    }
     const int m = Rows(in_shapes);
     const auto [n, k] = NK(in_shapes);
     buffers_ = &src_->Get(ctx, n0_, n);
@@ -194,6 +225,7 @@ class FullyConnectedOp : public Op, public Chunker, public FoldTarget, public Fo
   // Chunks see the input as [M, K] and the output as [M, N]: rows of M, ranges of N.
   // Run-time weights are one more input, [N, K], cut by ranges of N like uploaded ones.
   bool GetChunkSpec(const std::vector<Shape>& in, ChunkSpec* spec) const override {
+    if (chained()) return false;
     const int m = Rows(in);
     const auto [n, k] = NK(in);
     spec->views = {{m, k}, {m, n}};

@@ -152,6 +152,25 @@ Buffer UploadFloat32(OpContext& ctx, const std::vector<float>& data) {
   return UploadBytes(ctx, data.data(), data.size() * sizeof(float));
 }
 
+std::vector<float> ReadBackFloats(OpContext& ctx, cl_mem m, size_t count, size_t elem) {
+  if (BufferBytes(m) < count * elem) throw Error("a constant buffer is shorter than its values");
+  std::vector<char> raw(count * elem);
+  CheckCl(Cl().clEnqueueReadBuffer(ctx.queue, m, CL_TRUE, 0, raw.size(), raw.data(), 0, nullptr,
+                                   nullptr),
+          "clEnqueueReadBuffer(constants)");
+  std::vector<float> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (elem == 2) {
+      uint16_t h;
+      std::memcpy(&h, &raw[i * 2], 2);
+      out[i] = HalfToFloat(h);
+    } else {
+      std::memcpy(&out[i], &raw[i * 4], 4);
+    }
+  }
+  return out;
+}
+
 Buffer ZeroBuffer(OpContext& ctx, size_t bytes) {
   Buffer buf = ctx.env.CreateBuffer(bytes, CL_MEM_READ_WRITE);
   if (bytes) {

@@ -167,6 +167,8 @@ class Op {
   }
   // The depthwise-separable blocks it runs (fusion/ds_chain.cc; empty: none).
   const std::vector<Attachments::DsChain::Block>& ds_chain() const { return att().ds_chain.blocks; }
+  // The dense layers it runs before its own (fusion/dense_chain.cc; no layers: none).
+  const Attachments::DenseChain& dense_chain() const { return att().dense_chain; }
   const InputPad* folded_pad() const { return att().pad.on ? &att().pad.pad : nullptr; }
   const Attachments::Affine* input_affine() const {
     return att().affine.on ? &att().affine : nullptr;

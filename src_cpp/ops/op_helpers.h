@@ -78,6 +78,9 @@ struct ConstArg {
 
 // Uploads bytes as they are into a new read-only buffer (int8 weights, int32 biases).
 Buffer UploadBytes(OpContext& ctx, const void* data, size_t bytes);
+// A buffer's first `count` values as floats, read back: float storage (`elem` 2: half, 4:
+// float32), for kernels that take constants other ops uploaded in another layout.
+std::vector<float> ReadBackFloats(OpContext& ctx, cl_mem m, size_t count, size_t elem);
 // A new read-write buffer of `bytes` zero bytes (state a kernel keeps between launches).
 Buffer ZeroBuffer(OpContext& ctx, size_t bytes);
 // Uploads host floats into a new read-only buffer in the context's float storage type.

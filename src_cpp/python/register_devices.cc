@@ -98,6 +98,8 @@ py::typing::Dict<py::str, py::object> ProfileDict(
   r["split_k_last_us"] = p.split_k_last_us;
   r["split_k_last_ns_per_sum"] = p.split_k_last_ns_per_sum;
   r["ds_grid_stage_us"] = p.ds_grid_stage_us, r["ds_grid_step_us"] = p.ds_grid_step_us;
+  r["dense_grid_stage_us"] = p.dense_grid_stage_us, r["dense_grid_gbps"] = p.dense_grid_gbps;
+  r["dense_grid_hidden_us"] = p.dense_grid_hidden_us, r["dense_grid_max_mb"] = p.dense_grid_max_mb;
   py::dict t;
   for (const std::string& name : tiles) {
     const GemmTiles g = TilesFor(name, d);
