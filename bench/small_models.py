@@ -18,7 +18,9 @@
 parameters), to check that a rule tuned on the fixed set holds on shapes nobody tuned it to;
 `--held-out-kinds image` draws the zoo's MobileNets at input sizes 32-224 instead;
 `--held-out-dynamic` turns the float draws into their dynamic-range form. `--ds-widths` writes
-float DS-CNNs over widths 16-128 instead (dsw_*: where the split-K GEMM and its launch forms start).
+float DS-CNNs over widths 16-128 instead (dsw_*: where the split-K GEMM and its launch forms start),
+`--dense-grid` dense stacks over inputs 256 and 2048, widths 128-3072 and 2 or 4 layers (dn_*:
+where a dense chain's one launch pays, and where its weights leave the GPU's cache).
 """
 
 from __future__ import annotations
@@ -243,6 +245,18 @@ def ds_widths() -> dict[str, Callable[[], bytes]]:
     return out
 
 
+def dense_grid() -> dict[str, Callable[[], bytes]]:
+    """Dense stacks over two input widths, four layer widths and two depths (5-100 MB of weights:
+    in and past an H200's 50 MB of L2)."""
+    out: dict[str, Callable[[], bytes]] = {}
+    for f in (256, 2048):
+        for h in (128, 512, 1024, 3072):
+            for layers in (2, 4):
+                a = dict(features=f, hidden=h, layers=layers, seed=f + h + layers)
+                out[f"dn_f{f}_h{h}_l{layers}"] = lambda a=a: dense(**a)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="folder for the .tflite files")
@@ -254,6 +268,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1, help="--held-out's draw")
     ap.add_argument(
         "--ds-widths", action="store_true", help="instead: float DS-CNNs over widths 16-128"
+    )
+    ap.add_argument(
+        "--dense-grid", action="store_true",
+        help="instead: dense stacks over widths 128-3072, 2 and 4 layers",
     )
     ap.add_argument(
         "--held-out-kinds", default="",
@@ -271,7 +289,11 @@ def main() -> int:
         held_out(args.held_out, args.seed, held_out_kinds(args.held_out_kinds),
                  args.held_out_dynamic)
         if args.held_out > 0
-        else ds_widths() if args.ds_widths else models()
+        else ds_widths()
+        if args.ds_widths
+        else dense_grid()
+        if args.dense_grid
+        else models()
     )
     for name, make in made.items():
         if args.only and name not in args.only.split(","):
