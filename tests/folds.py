@@ -30,6 +30,20 @@ def estimated_and_launched(model: bytes, runtime: str) -> tuple[list[int], int]:
     return counts, launches(a)
 
 
+def assert_prepare_refuses(model: bytes, runtime: str, message: str) -> None:
+    """The delegate (`partitioning="cost"`, which estimates every candidate partition and counts
+    its folds whatever the device) refuses the model at prepare with an error matching
+    `message`: a bad research knob set in the environment."""
+    import pytest
+
+    import clgpu_delegate
+    from clgpu_delegate.runtime import make_interpreter
+
+    d = clgpu_delegate.load(partitioning="cost", cpu_warmup=False)
+    with pytest.raises(RuntimeError, match=message):
+        make_interpreter(model, [d], runtime=runtime).allocate_tensors()
+
+
 def op_nodes(r: Any, op: str) -> int:
     """Nodes of `op` that ran a kernel of their own."""
     return len({k.node for k in r.delegate.profile().kernels if k.op == op})

@@ -14,14 +14,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from folds import estimated_and_launched, folded_nodes, launches
+from folds import assert_prepare_refuses, estimated_and_launched, folded_nodes, launches
 from parity import ParityResult, check_parity, precision_tolerances
 from test_fusion_ds_chain import invoke_in_turns
 from test_special_values import assert_special_values_match
 
-import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
-from clgpu_delegate.runtime import make_interpreter
 
 # Every pass but this one.
 NO_CHAIN = (
@@ -190,6 +188,4 @@ def test_bad_knobs_are_clear_errors(
     runtime: str, monkeypatch: pytest.MonkeyPatch, var: str, value: str, message: str
 ) -> None:
     monkeypatch.setenv(var, value)
-    d = clgpu_delegate.load(partitioning="cost", cpu_warmup=False)
-    with pytest.raises(RuntimeError, match=message):
-        make_interpreter(stack((1, 16), (32, 8), seed=9), [d], runtime=runtime).allocate_tensors()
+    assert_prepare_refuses(stack((1, 16), (32, 8), seed=9), runtime, message)

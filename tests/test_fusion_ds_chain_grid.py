@@ -14,13 +14,11 @@ import math
 from typing import Any
 
 import pytest
-from folds import estimated_and_launched, folded_nodes, launches
+from folds import assert_prepare_refuses, estimated_and_launched, folded_nodes, launches
 from parity import ParityResult, check_parity, precision_tolerances
 from test_fusion_ds_chain import NO_CHAIN, SHAPES, chain, invoke_in_turns
 
-import clgpu_delegate
 from clgpu_delegate._native import native
-from clgpu_delegate.runtime import make_interpreter
 
 
 @pytest.fixture(autouse=True)
@@ -121,6 +119,4 @@ def test_bad_knobs_are_clear_errors(
     runtime: str, monkeypatch: pytest.MonkeyPatch, var: str, value: str, message: str
 ) -> None:
     monkeypatch.setenv(var, value)
-    d = clgpu_delegate.load(partitioning="cost", cpu_warmup=False)
-    with pytest.raises(RuntimeError, match=message):
-        make_interpreter(chain((1, 10, 6, 8), seed=8), [d], runtime=runtime).allocate_tensors()
+    assert_prepare_refuses(chain((1, 10, 6, 8), seed=8), runtime, message)

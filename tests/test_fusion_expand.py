@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from folds import folded_nodes
+from folds import assert_prepare_refuses, folded_nodes
 from folds import launches as _launches
 from int8_parity import Int8Result, check_int8_parity
 from parity import ParityResult, check_parity, precision_tolerances
@@ -250,18 +250,12 @@ def test_int8_long_tap_chains_fold_only_into_the_block_kernel(
 def test_bad_research_knobs_are_clear_errors(
     runtime: str, monkeypatch: pytest.MonkeyPatch, var: str, value: str, message: str
 ) -> None:
-    import clgpu_delegate
-    from clgpu_delegate.runtime import make_interpreter
-
     monkeypatch.setenv(var, value)
     if var == "CLGPU_EXPAND_CHAIN":  # read for the GEMM's EXPAND_A, not the block kernel's
         monkeypatch.setenv("CLGPU_IR_BLOCK", "0")
-    # Partitioning "cost" estimates every candidate partition (CLGPU_COST_TUNE, CLGPU_LAUNCH_US),
-    # counting its folds (CLGPU_EXPAND_CHAIN), whatever the device (conftest makes "all" the
-    # tests' default).
-    d = clgpu_delegate.load(partitioning="cost", cpu_warmup=False)
-    with pytest.raises(RuntimeError, match=message):
-        make_interpreter(block((1, 8, 8, 8), seed=33), [d], runtime=runtime).allocate_tensors()
+    # CLGPU_COST_TUNE and CLGPU_LAUNCH_US read for every candidate partition's estimate,
+    # CLGPU_EXPAND_CHAIN for its folds.
+    assert_prepare_refuses(block((1, 8, 8, 8), seed=33), runtime, message)
 
 
 def _invoke_in_turns(

@@ -21,10 +21,6 @@
 namespace clgpu {
 namespace {
 
-bool IsClampOp(int32_t op) {
-  return op == tfl::kRelu || op == tfl::kRelu6 || op == tfl::kReluN1To1 || op == tfl::kRelu0To1;
-}
-
 // A float FULLY_CONNECTED of constant weights reading one row: its shape, or nullopt.
 std::optional<DenseLayerShape> GraphDenseLayer(const GraphView& g, const NodeInfo& n) {
   if (n.op != tfl::kFullyConnected || n.inputs.size() < 2 || n.outputs.size() != 1 ||
@@ -54,38 +50,20 @@ class DenseChainPass : public FusionPass {
   void Find(const FoldGraph& fg, Folds* folds) override {
     const GraphView& g = fg.g;
     const std::vector<NodeInfo>& nodes = fg.nodes;
-    std::map<int, size_t> producer;
-    std::map<int, std::vector<size_t>> readers;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      for (int t : nodes[i].outputs) producer[t] = i;
-      for (int t : nodes[i].inputs) readers[t].push_back(i);
-    }
-    // What node i's output holds once the clamps are folded: -1 where another fold writes it.
-    auto clamped = [&](size_t i) {
-      int t = nodes[i].outputs[0];
-      for (auto w = folds->written_instead.find(t); w != folds->written_instead.end();
-           w = folds->written_instead.find(t)) {
-        auto p = producer.find(w->second);
-        if (p == producer.end() || !IsClampOp(nodes[p->second].op)) return -1;
-        t = w->second;
-      }
-      return t;
-    };
+    TensorUses uses(nodes);
+    std::map<int, std::vector<size_t>>& readers = uses.readers;
     // Node i as a layer: a dense layer that runs its own kernel, its output (clamped) read by
     // no node folded into it (a PRELU's slopes).
     auto layer = [&](size_t i) -> std::optional<DenseLayerShape> {
       if (folds->folded.count(i) || folds->one_kernel.count(i)) return std::nullopt;
       const std::optional<DenseLayerShape> s = GraphDenseLayer(g, nodes[i]);
-      const int t = s ? clamped(i) : -1;
+      const int t = s ? ClampedOutput(nodes, uses, *folds, i) : -1;
       if (t < 0 || !DenseLayerPays(fg.dev, *s)) return std::nullopt;
       for (size_t r : readers[t])
         if (folds->folded.count(r)) return std::nullopt;
       return s;
     };
-    std::map<int, size_t> writer;  // a layer's clamped output -> the layer
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].outputs.size() == 1 && !IsClampOp(nodes[i].op))
-        if (const int t = clamped(i); t >= 0) writer[t] = i;
+    const std::map<int, size_t> writer = ClampedWriters(nodes, uses, *folds);
     std::set<size_t> taken;
     for (size_t j = nodes.size(); j-- > 0;) {
       const std::optional<DenseLayerShape> last = taken.count(j) ? std::nullopt : layer(j);

@@ -24,10 +24,6 @@
 namespace clgpu {
 namespace {
 
-bool IsClampOp(int32_t op) {
-  return op == tfl::kRelu || op == tfl::kRelu6 || op == tfl::kReluN1To1 || op == tfl::kRelu0To1;
-}
-
 // A 1x1 CONV_2D of stride 1 reading t as its input 0.
 bool IsPointwise(const GraphView& g, const NodeInfo& n) {
   if (n.op != tfl::kConv2d || n.inputs.size() < 2 || n.outputs.size() != 1 || !n.builtin_data)
@@ -55,28 +51,14 @@ class DsChainPass : public FusionPass {
   void Find(const FoldGraph& fg, Folds* folds) override {
     const GraphView& g = fg.g;
     const std::vector<NodeInfo>& nodes = fg.nodes;
-    std::map<int, size_t> producer;
-    std::map<int, int> reads;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      for (int t : nodes[i].outputs) producer[t] = i;
-      for (int t : nodes[i].inputs) ++reads[t];
-    }
-    // What node i's output holds once the clamps are folded: -1 where another fold writes it.
-    auto clamped = [&](size_t i) {
-      int t = nodes[i].outputs[0];
-      for (auto w = folds->written_instead.find(t); w != folds->written_instead.end();
-           w = folds->written_instead.find(t)) {
-        auto p = producer.find(w->second);
-        if (p == producer.end() || !IsClampOp(nodes[p->second].op)) return -1;
-        t = w->second;
-      }
-      return t;
+    const TensorUses uses(nodes);
+    auto reads = [&](int t) {
+      const auto r = uses.readers.find(t);
+      return r == uses.readers.end() ? size_t(0) : r->second.size();
     };
+    auto clamped = [&](size_t i) { return ClampedOutput(nodes, uses, *folds, i); };
     // The node that writes tensor t once the clamps are folded (a clamp node's producer).
-    std::map<int, size_t> writer;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].outputs.size() == 1 && !IsClampOp(nodes[i].op))
-        if (const int t = clamped(i); t >= 0) writer[t] = i;
+    const std::map<int, size_t> writer = ClampedWriters(nodes, uses, *folds);
     // The block whose 1x1 is node j: its depthwise, or nullopt.
     auto block = [&](size_t j) -> std::optional<size_t> {
       const NodeInfo& pw = nodes[j];
@@ -87,7 +69,7 @@ class DsChainPass : public FusionPass {
       const size_t d = p->second;
       const NodeInfo& dw = nodes[d];
       if (dw.op != tfl::kDepthwiseConv2d || dw.outputs.size() != 1 || folds->folded.count(d) ||
-          folds->pads.count(d) || clamped(d) != pw.inputs[0] || reads[pw.inputs[0]] != 1 ||
+          folds->pads.count(d) || clamped(d) != pw.inputs[0] || reads(pw.inputs[0]) != 1 ||
           fg.outputs.count(pw.inputs[0]) ||
           std::count(pw.inputs.begin(), pw.inputs.end(), pw.inputs[0]) != 1)
         return std::nullopt;
@@ -116,7 +98,7 @@ class DsChainPass : public FusionPass {
         // The block before: a 1x1 whose clamped output only this depthwise reads.
         const int x = nodes[*d].inputs[0];
         auto p = writer.find(x);
-        if (p == writer.end() || reads[x] != 1 || fg.outputs.count(x)) break;
+        if (p == writer.end() || reads(x) != 1 || fg.outputs.count(x)) break;
         cur = p->second;
       }
       if (chain.size() < 2) continue;

@@ -47,6 +47,25 @@ struct Folds {
   std::map<size_t, double> chain_us;
 };
 
+// Who writes and who reads each tensor among a partition's nodes (indices into them; a node
+// reading a tensor twice is listed twice).
+struct TensorUses {
+  explicit TensorUses(const std::vector<NodeInfo>& nodes);
+  std::map<int, size_t> producer;
+  std::map<int, std::vector<size_t>> readers;
+};
+
+// A clamp activation node (RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1).
+bool IsClampOp(int32_t op);
+
+// The tensor holding node i's first output once the clamps found so far fold into it (the
+// output, or a folded clamp's after it, followed to its end); -1 where another fold writes it.
+int ClampedOutput(const std::vector<NodeInfo>& nodes, const TensorUses& uses, const Folds& folds,
+                  size_t i);
+// Each such tensor's node, for the nodes of one output that are not clamps themselves.
+std::map<int, size_t> ClampedWriters(const std::vector<NodeInfo>& nodes, const TensorUses& uses,
+                                     const Folds& folds);
+
 // The tensor that holds t's values once the folds found so far are applied: t, or what a
 // producer's folded clamp or epilogue writes instead, followed to its end.
 inline int WrittenAs(const std::map<int, int>& written_instead, int t) {

@@ -54,6 +54,38 @@ std::optional<ConvGeometry> ConvReadingInput(const GraphView& g, const NodeInfo&
   return cg;
 }
 
+TensorUses::TensorUses(const std::vector<NodeInfo>& nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (int t : nodes[i].outputs) producer[t] = i;
+    for (int t : nodes[i].inputs) readers[t].push_back(i);
+  }
+}
+
+bool IsClampOp(int32_t op) {
+  return op == tfl::kRelu || op == tfl::kRelu6 || op == tfl::kReluN1To1 || op == tfl::kRelu0To1;
+}
+
+int ClampedOutput(const std::vector<NodeInfo>& nodes, const TensorUses& uses, const Folds& folds,
+                  size_t i) {
+  int t = nodes[i].outputs[0];
+  for (auto w = folds.written_instead.find(t); w != folds.written_instead.end();
+       w = folds.written_instead.find(t)) {
+    const auto p = uses.producer.find(w->second);
+    if (p == uses.producer.end() || !IsClampOp(nodes[p->second].op)) return -1;
+    t = w->second;
+  }
+  return t;
+}
+
+std::map<int, size_t> ClampedWriters(const std::vector<NodeInfo>& nodes, const TensorUses& uses,
+                                     const Folds& folds) {
+  std::map<int, size_t> writer;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].outputs.size() == 1 && !IsClampOp(nodes[i].op))
+      if (const int t = ClampedOutput(nodes, uses, folds, i); t >= 0) writer[t] = i;
+  return writer;
+}
+
 int FoldPlan::Producer(int t, int* readers) {
   int producer = -1;
   *readers = 0;

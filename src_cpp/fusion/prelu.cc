@@ -47,12 +47,9 @@ int ChannelSlopes(const GraphView& g, const NodeInfo& n) {
 std::vector<PreluFusion> FindPreluFusions(const FoldGraph& fg, const Folds& folds) {
   const GraphView& g = fg.g;
   const std::vector<NodeInfo>& nodes = fg.nodes;
-  std::map<int, size_t> producer;
-  std::map<int, std::vector<size_t>> readers;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    for (int t : nodes[i].outputs) producer[t] = i;
-    for (int t : nodes[i].inputs) readers[t].push_back(i);
-  }
+  TensorUses uses(nodes);
+  const std::map<int, size_t>& producer = uses.producer;
+  std::map<int, std::vector<size_t>>& readers = uses.readers;
   // Whether the kernel writing t takes slopes: a convolution's (its own node, or the one a
   // residual ADD writing t folded into, either operand), a float depthwise's or
   // FULLY_CONNECTED's, or an ADD's of operands of its size; the pass's Apply decides with the
