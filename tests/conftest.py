@@ -193,13 +193,13 @@ QUICK_FILES = {
 
 # Under ASan + UBSan + LeakSanitizer (.ci/sanitize.sh, several times slower than a plain run) CI
 # runs the files that reach the most native code per second: the API, faults, lifetimes,
-# subgraphs, large tensors in pieces, a few op families, the int8 integer paths, the squeezes and
-# the depthwise folds and chains (ops folded across ops, with buffers kept between launches), and
-# the constant folds (the runtime's CPU kernels run inside the delegate's Prepare). The whole
-# suite runs unsanitized right after. The mutation fuzzer and the hostile-model tests stay out:
-# their child processes inherit the sanitizer, which aborts on tflite_runtime's own
-# out-of-bounds reads of malformed models that a plain run survives, so "crashed only with the
-# delegate" no longer holds.
+# subgraphs, large tensors in pieces, a few op families, the int8 integer paths, the squeezes,
+# the depthwise folds and the DS and dense chains (ops folded across ops, with buffers kept
+# between launches), and the constant folds (the runtime's CPU kernels run inside the delegate's
+# Prepare). The whole suite runs unsanitized right after. The mutation fuzzer and the
+# hostile-model tests stay out: their child processes inherit the sanitizer, which aborts on
+# tflite_runtime's own out-of-bounds reads of malformed models that a plain run survives, so
+# "crashed only with the delegate" no longer holds.
 SANITIZE_FILES = {
     "test_delegate_api.py",
     "test_steady_state.py",
@@ -220,6 +220,7 @@ SANITIZE_FILES = {
     "test_fusion_squeeze.py",
     "test_fusion_depthwise.py",
     "test_fusion_ds_chain.py",
+    "test_fusion_dense_chain.py",
     "test_fusion_prelu_form.py",
     "test_fusion_prelu.py",
     "test_fusion_requantize.py",
