@@ -267,6 +267,22 @@ def test_hostile_mirror_pad_keeps_the_model_on_the_cpu(
     _claims_nothing(b.build(), runtime, ("MIRROR_PAD", "MirrorPad", "padding"), why)
 
 
+def test_hostile_transpose_keeps_the_model_on_the_cpu(runtime: str) -> None:
+    """A TRANSPOSE whose constant perm names an axis twice (found by the fuzzer: one flipped bit
+    made [0, 2, 1, 3] into [0, 2, 1, 2]): TFLite's kernel checks each entry's range only and
+    strides past its input, which beside the delegate's partitions gave a wrong output with
+    ai_edge_litert and a heap corruption with tflite_runtime. The delegate claims nothing. (Not
+    invoked: the CPU's own kernel reads out of bounds.)"""
+    b = ModelBuilder(seed=13)
+    x = b.input("x", (1, 6, 6, 8))
+    y = b.transpose(b.add(x, b.rand((8,))), (0, 2, 1, 3))
+    b.output(b.relu(y))  # whatever the channels: the repeated axis makes 6 of the input's 8
+    t = b._check(b._ops[1].inputs[1])
+    t.data = np.array([0, 2, 1, 2], np.int32)
+    why = "is a TRANSPOSE whose perm names axis 2 twice"
+    _claims_nothing(b.build(), runtime, ("TRANSPOSE", "Transpose", "perm"), why)
+
+
 @pytest.mark.parametrize("op", ["mirror_pad", "pad"])
 def test_int8_pad_whose_output_is_quantized_otherwise_runs_as_the_cpu_does(
     runtime: str, op: str

@@ -161,11 +161,28 @@ std::string MirrorPadOutOfBounds(const GraphView& g, const NodeInfo& n) {
   return "";
 }
 
+// A TRANSPOSE whose constant perm names an axis twice: TFLite's kernel checks each entry's range,
+// not that they differ, and then strides past its input (perm [0, 2, 1, 2] on 1x6x6x8 reads
+// offsets up to 320 of 288 values; the fuzzer's mutant ran out of bounds beside the delegate's
+// partitions, a wrong output with one runtime and a heap corruption with the other).
+std::string TransposeAxisRepeats(const GraphView& g, const NodeInfo& n) {
+  if (n.op != tfl::kTranspose || n.inputs.size() != 2) return "";
+  std::vector<int64_t> perm;
+  if (!g.ReadConstantInts(n.inputs[1], "perm", &perm).empty()) return "";
+  for (size_t i = 0; i < perm.size(); ++i)
+    for (size_t j = i + 1; j < perm.size(); ++j)
+      if (perm[i] == perm[j])
+        return "node " + std::to_string(n.index) + " is a TRANSPOSE whose perm names axis " +
+               std::to_string(perm[i]) + " twice";
+  return "";
+}
+
 }  // namespace
 
 std::string CpuKernelUnsafe(const GraphView& g, const NodeInfo& n) {
   if (std::string why = SliceOutOfBounds(g, n); !why.empty()) return why;
   if (std::string why = MirrorPadOutOfBounds(g, n); !why.empty()) return why;
+  if (std::string why = TransposeAxisRepeats(g, n); !why.empty()) return why;
   if (!n.builtin_data) return "";
   std::vector<int> steps;
   if (n.op == tfl::kConv2d) {
