@@ -33,14 +33,19 @@ std::optional<DenseLayerShape> GraphDenseLayer(const GraphView& g, const NodeInf
   return DenseLayerShape{int(w[0]), int(w[1])};
 }
 
-// The op's layer as the kernel takes it (input 0 of shape `in`), or false.
+// The op's layer as the kernel takes it (input 0 of shape `in`), or false. Its shape and the
+// rule first: GetFloatDense uploads the weights, which a layer the chain never takes (every
+// FULLY_CONNECTED where the device has no figures, one run in pieces) must not do here.
 bool PlanLayer(FoldPlan& plan, size_t i, const Shape& in, FloatDense* d) {
   Op& op = plan.op(i);
+  if (std::strcmp(op.type_name(), "FULLY_CONNECTED") != 0 || op.inputs().size() != 1 ||
+      op.outputs().size() != 1 || op.output_slice() || !op.fold_source())
+    return false;
+  const DenseLayerShape s{int(NumElements(plan.shape(op.outputs()[0]))), int(NumElements(in))};
   OpContext ctx = plan.Ctx(i);
-  return std::strcmp(op.type_name(), "FULLY_CONNECTED") == 0 && op.inputs().size() == 1 &&
-         op.outputs().size() == 1 && !op.output_slice() && op.fold_source() &&
-         op.fold_source()->GetFloatDense(ctx, in, d) && d->epilogue.empty() &&
-         DenseLayerPays(ctx.env.device(), {d->n, d->k}) && plan.RunsWhole(i, {in});
+  return DenseLayerPays(ctx.env.device(), s) && plan.RunsWhole(i, {in}) &&
+         op.fold_source()->GetFloatDense(ctx, in, d) && d->epilogue.empty() && d->n == s.n &&
+         d->k == s.k;
 }
 
 class DenseChainPass : public FusionPass {
