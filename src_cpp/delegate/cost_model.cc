@@ -274,8 +274,7 @@ PartitionEstimate EstimatePartition(const GraphView& g, const std::vector<NodeIn
       device_compute_ms += node_arith_ms;
       continue;
     }
-    // A chain (depthwise-separable blocks, dense layers): one launch, its time in its form
-    // beyond it.
+    // A chain (DS blocks, dense layers): one launch, its time in its form beyond it.
     const auto chain = folds.chain_us.find(i);
     const bool in_chain = chain != folds.chain_us.end();
     const LaunchCount planned = IsCopy(n.op) || one_kernel.count(i) || in_chain
