@@ -4,8 +4,9 @@ layer. This machine's device has no figures for it, so the tests turn it on ($CL
 and make every layer pay; the groups are at most the device's compute units (PoCL's: its cores).
 Against TFLite's CPU kernels: widths and depths, clamps folded or fused, one group and several,
 fp16 storage, special values (the sum in TFLite's order where it could saturate), repeated
-invokes; what keeps a layer out (K not in fours, a second reader, a model output, PRELU slopes,
-two rows); the form off without figures; the cost model's count; bad knobs."""
+invokes, a batch resized after the chain formed; what keeps a layer out (K not in fours, a second
+reader, a model output, PRELU slopes, two rows); the form off without figures; the cost model's
+count; bad knobs."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 from folds import assert_prepare_refuses, estimated_and_launched, folded_nodes, launches
-from parity import ParityResult, check_parity, precision_tolerances
+from parity import ParityResult, check_parity, compare, precision_tolerances, random_inputs, run
 from test_fusion_ds_chain import invoke_in_turns
 from test_special_values import assert_special_values_match
 
+import clgpu_delegate
 from clgpu_delegate.modelgen import ModelBuilder
+from clgpu_delegate.runtime import make_interpreter
 
 # Every pass but this one.
 NO_CHAIN = (
@@ -148,6 +151,29 @@ def test_repeated_invokes_see_new_inputs(runtime: str) -> None:
     # barriers) on groups across the cores.
     d = invoke_in_turns(stack((1, 256), (256, 128, 10), ("RELU", "RELU"), seed=5), runtime, 5)
     assert "dense_chain_grid" in [k.kernel for k in d.profile().kernels]
+
+
+def test_a_batch_resized_after_the_chain_formed(runtime: str) -> None:
+    # Batch 1 chains; batches of 3 and 0 run the layers apart (the chain takes one row), and
+    # batch 1 again chains: each plan's outputs against the CPU's, none stale.
+    model = stack((1, 16), (24, 20, 8), ("RELU", "RELU"), seed=10)
+    d = clgpu_delegate.load(partitioning="all", profiling=True)
+    it = make_interpreter(model, [d], runtime=runtime, reference=True)
+    index = it.get_input_details()[0]["index"]
+    for batch in (1, 3, 0, 1):
+        it.resize_tensor_input(index, (batch, 16))
+        it.allocate_tensors()
+        ref = make_interpreter(model, None, runtime=runtime, reference=True)
+        ref.resize_tensor_input(ref.get_input_details()[0]["index"], (batch, 16))
+        ref.allocate_tensors()
+        inputs = random_inputs(ref.get_input_details(), seed=batch + 1)
+        d.reset_profile()
+        got, want = run(it, inputs), run(ref, inputs)
+        assert got[0].shape == want[0].shape == (batch, 8)
+        compare(got, want, 1e-5, 1e-5, f" (batch {batch})")
+        if batch:
+            kernels = [k.kernel for k in d.profile().kernels]
+            assert ("dense_chain_grid" in kernels) == (batch == 1), (batch, kernels)
 
 
 @pytest.mark.parametrize(
