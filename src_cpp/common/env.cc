@@ -38,6 +38,13 @@ std::vector<double> EnvNumbers(const char* name, size_t count, const char* expec
   return v;
 }
 
+std::optional<bool> EnvSwitch(const char* name) {
+  const std::vector<double> v = EnvNumbers(
+      name, 1, "0 or 1", [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
+  if (v.empty()) return std::nullopt;
+  return v[0] == 1;
+}
+
 bool WholeAtLeast(const std::vector<double>& v, double lo) {
   for (double x : v)
     if (x < lo || x != std::floor(x) || x > 1e9) return false;

@@ -19,6 +19,10 @@ std::optional<std::string> GetEnv(const char* name);
 std::vector<double> EnvNumbers(const char* name, size_t count, const char* expect,
                                const std::function<bool(const std::vector<double>&)>& valid = {});
 
+// $name as a switch: nullopt when unset or empty, else 0 -> false and 1 -> true; anything else
+// throws as EnvNumbers does ("NAME must be 0 or 1, not 'VALUE'").
+std::optional<bool> EnvSwitch(const char* name);
+
 // True when every value is a whole number >= lo (counts and indices).
 bool WholeAtLeast(const std::vector<double>& v, double lo);
 

@@ -97,10 +97,7 @@ int HostFloatLanes() {
 }
 
 bool HostInt8Tiles() {
-  const std::vector<double> v =
-      EnvNumbers("CLGPU_CPU_INT8_TILES", 1, "0 or 1",
-                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
-  if (!v.empty()) return v[0] == 1;
+  if (const std::optional<bool> v = EnvSwitch("CLGPU_CPU_INT8_TILES")) return *v;
   static std::once_flag once;
   static bool tiles = false;
   std::call_once(once, [] { tiles = CpuHasInt8Tiles(); });

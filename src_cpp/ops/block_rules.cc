@@ -36,11 +36,6 @@ long BlockChunkCap() {
   return cap.empty() ? 0 : long(cap[0]);
 }
 
-bool BlockKernelAllowed() {
-  const std::vector<double> v =
-      EnvNumbers("CLGPU_IR_BLOCK", 1, "0 or 1",
-                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
-  return v.empty() || v[0] == 1;
-}
+bool BlockKernelAllowed() { return EnvSwitch("CLGPU_IR_BLOCK").value_or(true); }
 
 }  // namespace clgpu

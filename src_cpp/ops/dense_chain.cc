@@ -41,13 +41,11 @@ struct Figures {
   double stage_us = 0, gbps = 0, hidden_us = 0, max_mb = 0;
 };
 Figures FiguresFor(const DeviceInfo& dev) {
-  const std::vector<double> on =
-      EnvNumbers("CLGPU_DENSE_GRID", 1, "0 or 1",
-                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
-  if (!on.empty() && on[0] == 0) return {};
+  const std::optional<bool> on = EnvSwitch("CLGPU_DENSE_GRID");
+  if (on == false) return {};
   const DeviceProfile& p = dev.profile;
   Figures f{p.dense_grid_stage_us, p.dense_grid_gbps, p.dense_grid_hidden_us, p.dense_grid_max_mb};
-  if (!on.empty() && (f.stage_us <= 0 || f.gbps <= 0)) f = {4.0, 50.0, 0, 0};
+  if (on && (f.stage_us <= 0 || f.gbps <= 0)) f = {4.0, 50.0, 0, 0};
   const std::vector<double> knob =
       EnvNumbers("CLGPU_DENSE_GRID_US", 2, "STAGE_US,GBPS (0 < us < 1000, 0 < GB/s < 1e6)",
                  [](const std::vector<double>& x) {

@@ -122,12 +122,10 @@ struct GridFigures {
   double stage_us = 0, step_us = 0;
 };
 GridFigures GridFiguresFor(const DeviceInfo& dev) {
-  const std::vector<double> on =
-      EnvNumbers("CLGPU_DS_GRID", 1, "0 or 1",
-                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
-  if (!on.empty() && on[0] == 0) return {};
+  const std::optional<bool> on = EnvSwitch("CLGPU_DS_GRID");
+  if (on == false) return {};
   GridFigures f{dev.profile.ds_grid_stage_us, dev.profile.ds_grid_step_us};
-  if (!on.empty() && f.stage_us <= 0) f = {5.0, 0.4};
+  if (on && f.stage_us <= 0) f = {5.0, 0.4};
   const std::vector<double> knob =
       EnvNumbers("CLGPU_DS_GRID_US", 2, "STAGE_US,STEP_US (0 < each < 1000)",
                  [](const std::vector<double>& x) {

@@ -191,11 +191,8 @@ size_t BufferBytes(cl_mem m) {
 
 bool PackedLayout(const std::vector<size_t>& sizes, std::vector<int>* offsets) {
   constexpr size_t max_bytes = size_t(64) << 10;
-  const std::vector<double> knob =
-      EnvNumbers("CLGPU_PACK_CONSTS", 1, "0 or 1",
-                 [](const std::vector<double>& x) { return x[0] == 0 || x[0] == 1; });
   offsets->clear();
-  if (!knob.empty() && knob[0] == 0) return false;
+  if (EnvSwitch("CLGPU_PACK_CONSTS") == false) return false;
   size_t total = 0;
   for (size_t bytes : sizes) {
     total = RoundUp(total, 16);
