@@ -27,6 +27,12 @@ os.environ.setdefault("CLGPU_CPU_WARMUP", "0")
 # The warm-up's CPU kernels on one thread, as the tests' references run, whatever the host's
 # cores (tests/test_cpu_warmup_default.py sets another count).
 os.environ.setdefault("CLGPU_WARMUP_THREADS", "1")
+# The CPU side of the cost model reads the host's CPUID (AMX int8 tiles, AVX-512 lanes): the
+# estimates the tests assert are those of one host kind, whichever machine runs them (an AMX
+# host priced 40 tiny int8 convolutions above their float form and failed a ratio written
+# without tiles). tests/test_cpu_costs.py sets each knob where it tests it.
+os.environ.setdefault("CLGPU_CPU_INT8_TILES", "0")
+os.environ.setdefault("CLGPU_CPU_FLOAT_LANES", "16")
 
 
 def _importable(runtime: str) -> bool:
