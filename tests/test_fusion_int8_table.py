@@ -58,6 +58,18 @@ CHAINS: dict[str, tuple[Callable[[ModelBuilder, int], int], int]] = {
         lambda b, y: b.prelu(y, np.linspace(-0.5, 0.5, b.shape(y)[-1], dtype=np.float32)),
         1,
     ),
+    # ADD / SUB / MUL of a constant scalar, alone and chained: Keras's hard sigmoid after an int8
+    # conversion (the + 3 and RELU6, then / 6), a Rescaling's scale and offset (either operand
+    # order), and such ops after a unary op or per-channel slopes: one table for the chain.
+    "mul_scalar": (lambda b, y: b.mul(y, 0.25), 1),
+    "hard_sigmoid": (lambda b, y: b.mul(b.add(y, 3.0, activation="RELU6"), 1 / 6), 2),
+    "rescaling": (lambda b, y: b.sub(np.array(0.5, np.float32), b.mul(y, 0.5)), 2),
+    "hard_swish_then_scale": (lambda b, y: b.add(b.mul(b.hard_swish(y), 0.75), -0.25), 3),
+    "prelu_channels_then_offset": (
+        lambda b, y: b.add(b.prelu(y, np.linspace(-0.5, 0.5, b.shape(y)[-1], dtype=np.float32)),
+                           0.5),
+        2,
+    ),
     # Slopes per pixel and channel: no table of the output's integers, a kernel of its own.
     "prelu_pixels": (
         lambda b, y: b.prelu(y, np.linspace(-0.5, 0.5, 2 * b.shape(y)[-1], dtype=np.float32)
@@ -91,7 +103,7 @@ CASES = [("conv3x3", c) for c in CHAINS] + [
     (p, c)
     for p in PRODUCERS
     if p != "conv3x3"
-    for c in ("swish", "hard_swish", "logistic", "prelu_channels")
+    for c in ("swish", "hard_swish", "logistic", "prelu_channels", "hard_sigmoid")
 ]
 
 
@@ -149,3 +161,26 @@ def test_swish_stays_when_the_logistic_is_read_elsewhere(runtime: str) -> None:
     # LOGISTIC's output is a model output: only the standalone folds are off; nothing breaks.
     r = check_int8_parity(model, runtime, min_fraction=1.0, profiling=True)
     assert _launches(r) >= 3, r.delegate.profile().table()
+
+
+def test_a_scalar_chain_stops_where_a_value_is_read_twice(runtime: str) -> None:
+    # conv -> MUL(0.5) -> ADD(1) whose MUL output is also a model output: the MUL folds into the
+    # conv (its output is read by the MUL alone), the ADD stays a kernel of its own.
+    b = ModelBuilder(seed=4)
+    y = PRODUCERS["conv1x1"](b, b.input("x", (1, 5, 5, 8)))
+    m = b.mul(y, 0.5)
+    b.output(b.add(m, 1.0))
+    b.output(m)
+    model = quantize_model(b.build(), seed=1)
+    check_folds(model, runtime, 1)
+
+
+def test_a_scalar_chain_after_the_input_quantize_folds_into_its_first_op(runtime: str) -> None:
+    # A Keras Rescaling on an int8 model's input: QUANTIZE, MUL and ADD of scalars, then a conv.
+    # QUANTIZE takes no table; the MUL's own kernel stores through the ADD's.
+    b = ModelBuilder(seed=6)
+    x = b.input("x", (1, 6, 6, 4))
+    r = b.add(b.mul(x, 1 / 127.5), -1.0)
+    b.output(b.conv2d(r, b.rand((8, 3, 3, 4)), b.rand((8,)), padding="SAME"))
+    model = quantize_model(b.build(), seed=2)
+    check_folds(model, runtime, 1)

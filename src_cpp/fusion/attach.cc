@@ -73,11 +73,11 @@ bool AttachSlopes(Attachments& a, int output, int slopes) {
   return true;
 }
 
-void AttachGate(Attachments& a, int input, int gate) {
+void AttachGate(Attachments& a, int input, int gate, std::vector<int> quant) {
   if (a.inputs.empty() || a.gate.on || gate < 0) throw Error("a gate fold needs an op's input");
   a.inputs[0] = input;
   a.inputs.push_back(gate);
-  a.gate = Attachments::Gate{true, a.inputs.size() - 1};
+  a.gate = Attachments::Gate{true, a.inputs.size() - 1, std::move(quant)};
 }
 
 void AttachInputView(Attachments& a, size_t i, int source, StridedView view) {

@@ -37,8 +37,9 @@ bool AttachQuantize(Attachments& a, const Op& op, int output, QuantParams q, boo
 // the slopes the last input; false (nothing changed) if the op takes an epilogue already.
 bool AttachSlopes(Attachments& a, int output, int slopes);
 // A gate MUL before the op (FoldTarget::TakesGate checked by the pass): input 0 becomes `input`,
-// the MUL's other operand, and `gate` is appended.
-void AttachGate(Attachments& a, int input, int gate);
+// the MUL's other operand, and `gate` is appended; `quant`: an int8 MUL's arithmetic (Attachments::
+// Gate).
+void AttachGate(Attachments& a, int input, int gate, std::vector<int> quant = {});
 // Operand `i` becomes `source`, seen through `view` (shaped like the operand).
 void AttachInputView(Attachments& a, size_t i, int source, StridedView view);
 // Output 0 becomes `output`, which holds it as `view` (shaped like the op's own output), times

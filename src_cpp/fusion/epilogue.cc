@@ -11,10 +11,13 @@
 // intermediate is a partition output. On int8 tensors the same (and the RELU family, and a PRELU
 // of one slope or a slope per channel; no RESHAPEs between) as one table of the producer's output
 // integers (one per channel for those slopes), the chain's CPU arithmetic tabulated
-// (kTableEpilogue): exact, whatever the chain. After the clamps; before the residuals, which
-// leave an op with an epilogue alone (but move an ADD's own epilogue or table with it).
+// (kTableEpilogue): exact, whatever the chain, and as long as each op of it is such a function
+// of its input's integers (ADD / SUB / MUL of a constant scalar too: Keras's hard sigmoid). After
+// the clamps; before the residuals, which leave an op with an epilogue alone (but move an ADD's own
+// epilogue or table with it).
 #include "ops/epilogue.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -104,9 +107,32 @@ bool SwishReaders(const std::vector<NodeInfo>& nodes, size_t p, const std::vecto
          readers[s].size() == 1 && !outputs.count(s);
 }
 
+// An int8 element-wise op `u` reading t as a function of t's integers alone: the table of that
+// function (256 entries, or 256 per channel of t for a PRELU's slopes per channel).
+bool Int8StepTable(const GraphView& g, const NodeInfo& u, int t, std::vector<uint8_t>* table) {
+  if (u.outputs.size() != 1) return false;
+  if (u.op == tfl::kPrelu) return Int8PreluTable(g, u, t, table).empty();
+  if (u.inputs.size() == 1) return u.inputs[0] == t && Int8UnaryTable(g, u, table).empty();
+  return Int8ScalarTable(g, u, t, table).empty();
+}
+
+// `first` then `second`, each one table of 256 or one per channel: one table per channel where
+// either has them (the same channels in both).
+bool ComposeTables(const std::vector<uint8_t>& first, const std::vector<uint8_t>& second,
+                   std::vector<uint8_t>* out) {
+  const size_t a = first.size() / 256, b = second.size() / 256, rows = std::max(a, b);
+  if (a == 0 || b == 0 || (a > 1 && b > 1 && a != b)) return false;
+  out->assign(256 * rows, 0);
+  for (size_t c = 0; c < rows; ++c)
+    for (size_t i = 0; i < 256; ++i)
+      (*out)[256 * c + i] = second[256 * (b > 1 ? c : 0) + first[256 * (a > 1 ? c : 0) + i]];
+  return true;
+}
+
 // The int8 form: after a quantized producer's output y, a table-able element-wise op that alone
-// reads y (a PRELU of one slope among them), or swish (LOGISTIC(y) and MUL(y, s) its only
-// readers), as one table of y's integers.
+// reads y (a PRELU of one slope or per channel, an ADD / SUB / MUL of a constant scalar among
+// them), or swish (LOGISTIC(y) and MUL(y, s) its only readers), then any more table-able ops each
+// reading the last one's output alone: one table of y's integers for the whole chain.
 bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, size_t p,
                       const std::vector<size_t>& r, const std::set<int>& outputs,
                       std::map<int, std::vector<size_t>>& readers, EpilogueFusion* f) {
@@ -114,27 +140,33 @@ bool FindInt8Epilogue(const GraphView& g, const std::vector<NodeInfo>& nodes, si
   f->kind = kTableEpilogue;
   f->intermediates = {y};
   if (r.size() == 1) {
-    const NodeInfo& u = nodes[r[0]];
-    if (r[0] <= p || u.outputs.size() != 1) return false;
-    if (u.op == tfl::kPrelu ? !Int8PreluTable(g, u, y, &f->table).empty()
-                            : u.inputs.size() != 1 || !Int8UnaryTable(g, u, &f->table).empty())
-      return false;
+    if (r[0] <= p || !Int8StepTable(g, nodes[r[0]], y, &f->table)) return false;
     f->absorbed = {r[0]};
-    f->output = u.outputs[0];
-    return true;
+    f->output = nodes[r[0]].outputs[0];
+  } else {
+    size_t li = 0, mi = 0;
+    if (!SwishReaders(nodes, p, r, outputs, readers, &li, &mi)) return false;
+    const NodeInfo &l = nodes[li], &m = nodes[mi];
+    const int s = l.outputs[0];
+    std::vector<uint8_t> logistic;
+    if (!Int8UnaryTable(g, l, &logistic).empty() ||
+        !Int8MulTable(g, m, y, logistic, &f->table).empty())
+      return false;
+    f->absorbed = {li, mi};
+    f->intermediates.push_back(s);
+    f->output = m.outputs[0];
   }
-  size_t li = 0, mi = 0;
-  if (!SwishReaders(nodes, p, r, outputs, readers, &li, &mi)) return false;
-  const NodeInfo &l = nodes[li], &m = nodes[mi];
-  const int s = l.outputs[0];
-  std::vector<uint8_t> logistic;
-  if (!Int8UnaryTable(g, l, &logistic).empty() ||
-      !Int8MulTable(g, m, y, logistic, &f->table).empty())
-    return false;
-  f->absorbed = {li, mi};
-  f->intermediates.push_back(s);
-  f->output = m.outputs[0];
-  return true;
+  for (int t = f->output;;) {
+    const std::vector<size_t>& next = readers[t];
+    std::vector<uint8_t> step, composed;
+    if (outputs.count(t) || next.size() != 1 || next[0] <= f->absorbed.back() ||
+        !Int8StepTable(g, nodes[next[0]], t, &step) || !ComposeTables(f->table, step, &composed))
+      return true;
+    f->table = std::move(composed);
+    f->absorbed.push_back(next[0]);
+    f->intermediates.push_back(t);
+    t = f->output = nodes[next[0]].outputs[0];
+  }
 }
 
 // nodes[i] as a post op of tensor t with a constant float32 scalar, its output float32 of t's

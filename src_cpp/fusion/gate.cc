@@ -7,14 +7,19 @@
 // constant vector is the affine fold's; a convolution that the implicit GEMM runs (maps of 28x28
 // and more on a GPU) keeps its MUL. After the squeeze pass (the gate is the squeeze's output);
 // before the depthwise pass (a convolution with a gate takes no depthwise) and the prelu pass
-// (the gated GEMM applies slopes too, appended after the gate as the last input).
+// (the gated GEMM applies slopes too, appended after the gate as the last input). The int8 form
+// (an int8 MUL of any activation, 1x1 int8 CONV_2Ds that the int8 GEMM runs) computes each gated
+// byte as the MUL's kernel does where the GEMM loads its A (kernels/gemm_int8.cl's GATE_A): the
+// products are not linear in the gate there, so the filter cannot carry it.
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
 
 #include "fusion/pass.h"
+#include "graph/quant.h"
 #include "ops/conv2d_selector.h"
+#include "ops/int8_ops.h"
 #include "tflite/builtin.h"
 
 namespace clgpu {
@@ -24,33 +29,45 @@ struct GateFusion {
   size_t mul = 0;
   int x = -1, gate = -1, y = -1;
   std::vector<size_t> convs;  // the readers of y
+  std::vector<int> quant;     // the int8 form's arithmetic (Attachments::Gate); empty: float
 };
 
-// A float MUL, no activation, of a 4-D value of one image and a non-constant vector of its
-// channels (ones before them): the value and the vector, else false.
-bool GateMul(const GraphView& g, const NodeInfo& n, int* x, int* gate) {
+// A MUL of a 4-D value of one image and a non-constant vector of its channels (ones before
+// them), float with no activation or int8 (its arithmetic in *quant): the value and the vector,
+// else false.
+bool GateMul(const GraphView& g, const NodeInfo& n, int* x, int* gate, std::vector<int>* quant) {
   if (n.op != tfl::kMul || n.inputs.size() != 2 || n.outputs.size() != 1 || !n.builtin_data)
     return false;
   int act = 0;
   std::memcpy(&act, n.builtin_data, sizeof act);
-  if (act != tfl::kActNone) return false;
+  const bool int8 = g.valid_tensor(n.outputs[0]) && g.value_type(n.outputs[0]) == ValueType::kInt8;
+  if (act != tfl::kActNone && !int8) return false;
   for (int t : {n.inputs[0], n.inputs[1], n.outputs[0]})
-    if (!g.valid_tensor(t) || g.type(t) != kTfLiteFloat32) return false;
+    if (!g.valid_tensor(t) ||
+        (int8 ? g.value_type(t) != ValueType::kInt8 : g.type(t) != kTfLiteFloat32))
+      return false;
   for (int i = 0; i < 2; ++i) {
     const Shape s = g.shape(n.inputs[i]), v = g.shape(n.inputs[1 - i]);
     if (s.size() != 4 || s[0] != 1 || s != g.shape(n.outputs[0]) || v.empty() || v.back() != s[3] ||
         NumElements(v) != s[3] || g.IsConstant(n.inputs[1 - i]) || g.IsConstant(n.inputs[i]))
       continue;
     *x = n.inputs[i], *gate = n.inputs[1 - i];
-    return true;
+    std::string why;
+    if (int8) *quant = Int8GateParams(g, n, *x, &why);
+    return why.empty();
   }
   return false;
 }
 
-// A float 1x1 CONV_2D reading y once, as its input, that the plain GEMM runs here with its
-// tiled kernels (the cost model's view; the op's TakesGate decides per plan).
-bool GemmReader(const GraphView& g, const NodeInfo& n, int y, const DeviceInfo& dev) {
+// A 1x1 CONV_2D reading y once, as its input, that the plain GEMM runs here with its tiled
+// kernels (the cost model's view; the op's TakesGate decides per plan); int8: the int8 GEMM's
+// 1x1 layers (stride 1, no padding).
+bool GemmReader(const GraphView& g, const NodeInfo& n, int y, const DeviceInfo& dev, bool int8) {
   const std::optional<ConvGeometry> cg = ConvReadingInput(g, n, y);
+  if (cg && int8)
+    return g.value_type(n.outputs[0]) == ValueType::kInt8 && cg->kh == 1 && cg->kw == 1 &&
+           cg->sh == 1 && cg->sw == 1 && cg->pad_top == 0 && cg->pad_left == 0 && cg->oh == cg->h &&
+           cg->ow == cg->w;
   return cg && SelectConvAlgorithm(*cg, dev, "") == ConvAlgorithm::kGemm1x1 &&
          Gemm1x1Tiled(dev, *cg);
 }
@@ -62,11 +79,12 @@ std::vector<GateFusion> FindGateFusions(const FoldGraph& fg) {
   std::vector<GateFusion> out;
   for (size_t i = 0; i < fg.nodes.size(); ++i) {
     GateFusion f;
-    if (!GateMul(fg.g, fg.nodes[i], &f.x, &f.gate)) continue;
+    if (!GateMul(fg.g, fg.nodes[i], &f.x, &f.gate, &f.quant)) continue;
     f.mul = i, f.y = fg.nodes[i].outputs[0];
     f.convs = readers[f.y];
     bool convs = !f.convs.empty() && !fg.outputs.count(f.y);
-    for (size_t c : f.convs) convs = convs && c > i && GemmReader(fg.g, fg.nodes[c], f.y, fg.dev);
+    for (size_t c : f.convs)
+      convs = convs && c > i && GemmReader(fg.g, fg.nodes[c], f.y, fg.dev, !f.quant.empty());
     if (convs) out.push_back(std::move(f));
   }
   return out;
@@ -93,7 +111,7 @@ class GatePass : public FusionPass {
              plan.SamePrecision(c, {f.mul}) && plan.RunsWhole(c, in);
       }
       if (!ok) continue;
-      for (size_t c : f.convs) AttachGate(plan.attachments(c), f.x, f.gate);
+      for (size_t c : f.convs) AttachGate(plan.attachments(c), f.x, f.gate, f.quant);
       plan.Absorb(f.mul, f.convs[0]);
       plan.Elide(f.y);
     }

@@ -107,10 +107,12 @@ struct Attachments {
 
   // A MUL of the op's input by a vector of its channels that the partition computes (a
   // squeeze-and-excitation gate, fusion/gate.cc): input 0 is the MUL's other operand, the gate
-  // is input `input`, and the op reads x[..., c] * gate[c].
+  // is input `input`, and the op reads x[..., c] * gate[c]; on int8 tensors each byte as the
+  // MUL's kernel computes it, with `quant` (ops/gemm_int8.h's Int8Gate order; empty on float).
   struct Gate {
     bool on = false;
     size_t input = 0;
+    std::vector<int> quant;
   } gate;
 
   // A PAD whose input is now the op's input 0 (fusion/pad.cc), counted as more padding.

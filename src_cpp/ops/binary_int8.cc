@@ -44,74 +44,96 @@ std::pair<FixedPoint, FixedPoint> PreluMultipliers(const QuantParams& in, const 
           QuantizeMultiplier(in.scale[0] * alpha.scale[0] / out.scale[0])};
 }
 
+// The 14 parameters of binary_int8.cl's kernels for an ADD, SUB, MUL or PRELU node (its layout
+// there), as each op's Prepare computes them.
+std::vector<int> BinaryInt8Params(const GraphView& g, const NodeInfo& node, int activation) {
+  const ValueType type = g.value_type(node.outputs[0]);
+  const QuantParams a = g.quant(node.inputs[0]), b = g.quant(node.inputs[1]),
+                    out = g.quant(node.outputs[0]);
+  int lo = 0, hi = 0;
+  QuantizedActivationRange(activation, out, type, &lo, &hi);
+  if (node.op == tfl::kPrelu) {
+    const auto [m1, m2] = PreluMultipliers(a, b, out);
+    return {-a.zero_point[0],
+            -b.zero_point[0],
+            0,
+            m1.multiplier,
+            m1.shift,
+            m2.multiplier,
+            m2.shift,
+            0,
+            0,
+            out.zero_point[0],
+            lo,
+            hi,
+            0,
+            0};
+  }
+  if (node.op == tfl::kMul) {
+    const FixedPoint m = QuantizeMultiplier(a.scale[0] * b.scale[0] / out.scale[0]);
+    return {-a.zero_point[0],
+            -b.zero_point[0],
+            0,
+            m.multiplier,
+            m.shift,
+            0,
+            0,
+            0,
+            0,
+            out.zero_point[0],
+            lo,
+            hi,
+            2,
+            0};
+  }
+  constexpr int kLeftShift = 20;
+  // As TFLite computes them: the doubled larger scale in float, the ratios in double.
+  const float twice_max = 2 * std::max(a.scale[0], b.scale[0]);
+  const FixedPoint ma = QuantizeMultiplier(double(a.scale[0]) / double(twice_max));
+  const FixedPoint mb = QuantizeMultiplier(double(b.scale[0]) / double(twice_max));
+  const FixedPoint mo =
+      QuantizeMultiplier(double(twice_max) / double(float(1 << kLeftShift) * out.scale[0]));
+  return {-a.zero_point[0],
+          -b.zero_point[0],
+          kLeftShift,
+          ma.multiplier,
+          ma.shift,
+          mb.multiplier,
+          mb.shift,
+          mo.multiplier,
+          mo.shift,
+          out.zero_point[0],
+          lo,
+          hi,
+          node.op == tfl::kSub ? 1 : 0,
+          0};
+}
+
+// One output integer of those kernels (ties away from zero, as TFLite's scalar code rounds), for
+// the tables of an operand that is a constant scalar.
+int BinaryInt8Value(int32_t op, const std::vector<int>& p, int qa, int qb) {
+  auto mul = [](int32_t x, int m, int shift) { return MultiplyByQuantizedMultiplier(x, m, shift); };
+  int v = 0;
+  if (op == tfl::kMul) {
+    v = mul((qa + p[0]) * (qb + p[1]), p[3], p[4]) + p[9];
+  } else if (op == tfl::kPrelu) {
+    const int x = qa + p[0];
+    v = (x >= 0 ? mul(x, p[3], p[4]) : mul(x * (qb + p[1]), p[5], p[6])) + p[9];
+  } else {
+    const int sa = mul((qa + p[0]) * (1 << p[2]), p[3], p[4]);
+    const int sb = mul((qb + p[1]) * (1 << p[2]), p[5], p[6]);
+    v = mul(p[12] ? sa - sb : sa + sb, p[7], p[8]) + p[9];
+  }
+  return std::clamp(v, p[10], p[11]);
+}
+
 class AddInt8Op : public Op, public FoldTarget, public FoldSource {
  public:
   AddInt8Op(const GraphView& g, const NodeInfo& node, int activation)
       : Op(node, {node.inputs[0], node.inputs[1]}, {node.outputs[0]}),
         op_(node.op),
-        type_(g.value_type(node.outputs[0])) {
-    const QuantParams a = g.quant(node.inputs[0]), b = g.quant(node.inputs[1]),
-                      out = g.quant(node.outputs[0]);
-    int lo = 0, hi = 0;
-    QuantizedActivationRange(activation, out, type_, &lo, &hi);
-    if (op_ == tfl::kPrelu) {
-      const auto [m1, m2] = PreluMultipliers(a, b, out);
-      params_ = {-a.zero_point[0],
-                 -b.zero_point[0],
-                 0,
-                 m1.multiplier,
-                 m1.shift,
-                 m2.multiplier,
-                 m2.shift,
-                 0,
-                 0,
-                 out.zero_point[0],
-                 lo,
-                 hi,
-                 0,
-                 0};
-      return;
-    }
-    if (op_ == tfl::kMul) {
-      const FixedPoint m = QuantizeMultiplier(a.scale[0] * b.scale[0] / out.scale[0]);
-      params_ = {-a.zero_point[0],
-                 -b.zero_point[0],
-                 0,
-                 m.multiplier,
-                 m.shift,
-                 0,
-                 0,
-                 0,
-                 0,
-                 out.zero_point[0],
-                 lo,
-                 hi,
-                 2,
-                 0};
-      return;
-    }
-    constexpr int kLeftShift = 20;
-    // As TFLite computes them: the doubled larger scale in float, the ratios in double.
-    const float twice_max = 2 * std::max(a.scale[0], b.scale[0]);
-    const FixedPoint ma = QuantizeMultiplier(double(a.scale[0]) / double(twice_max));
-    const FixedPoint mb = QuantizeMultiplier(double(b.scale[0]) / double(twice_max));
-    const FixedPoint mo =
-        QuantizeMultiplier(double(twice_max) / double(float(1 << kLeftShift) * out.scale[0]));
-    params_ = {-a.zero_point[0],
-               -b.zero_point[0],
-               kLeftShift,
-               ma.multiplier,
-               ma.shift,
-               mb.multiplier,
-               mb.shift,
-               mo.multiplier,
-               mo.shift,
-               out.zero_point[0],
-               lo,
-               hi,
-               op_ == tfl::kSub ? 1 : 0,
-               0};
-  }
+        type_(g.value_type(node.outputs[0])),
+        params_(BinaryInt8Params(g, node, activation)) {}
 
   const char* type_name() const override {
     return op_ == tfl::kPrelu ? "PRELU"
@@ -229,22 +251,68 @@ std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
   if (first < 0) return "the MUL does not read the folded tensor";
   const Shape out = g.shape(mul.outputs[0]);
   if (g.shape(mul.inputs[0]) != out || g.shape(mul.inputs[1]) != out) return "MUL broadcasts";
-  // The same arithmetic as mul_int8 (binary_int8.cl) with AddInt8Op's parameters.
   const ValueType t = g.value_type(mul.outputs[0]);
-  const QuantParams a = g.quant(mul.inputs[0]), b = g.quant(mul.inputs[1]),
-                    o = g.quant(mul.outputs[0]);
   int activation = 0, lo = 0, hi = 0;
   std::memcpy(&activation, mul.builtin_data, sizeof activation);
-  if (!QuantizedActivationRange(activation, o, t, &lo, &hi)) return "unsupported MUL activation";
-  const FixedPoint m = QuantizeMultiplier(a.scale[0] * b.scale[0] / o.scale[0]);
+  if (!QuantizedActivationRange(activation, g.quant(mul.outputs[0]), t, &lo, &hi))
+    return "unsupported MUL activation";
+  const std::vector<int> p = BinaryInt8Params(g, mul, activation);
   table->assign(256, 0);
   for (int q = QuantMin(t); q <= QuantMax(t); ++q) {
     const uint8_t byte = s_of_x[static_cast<uint8_t>(q)];
     const int s = t == ValueType::kUInt8 ? int(byte) : int(static_cast<int8_t>(byte));
-    const int qa = first == 0 ? q : s, qb = first == 0 ? s : q;
-    const int32_t prod = (qa - a.zero_point[0]) * (qb - b.zero_point[0]);
-    const int v = MultiplyByQuantizedMultiplier(prod, m.multiplier, m.shift) + o.zero_point[0];
-    (*table)[static_cast<uint8_t>(q)] = static_cast<uint8_t>(std::clamp(v, lo, hi));
+    const int v = first == 0 ? BinaryInt8Value(mul.op, p, q, s) : BinaryInt8Value(mul.op, p, s, q);
+    (*table)[static_cast<uint8_t>(q)] = static_cast<uint8_t>(v);
+  }
+  return "";
+}
+
+std::vector<int> Int8GateParams(const GraphView& g, const NodeInfo& mul, int x, std::string* why) {
+  *why = "";
+  if (mul.op != tfl::kMul || mul.inputs.size() != 2 || mul.outputs.size() != 1 ||
+      (mul.inputs[0] != x && mul.inputs[1] != x) || mul.inputs[0] == mul.inputs[1]) {
+    *why = "not a MUL of x and another operand";
+    return {};
+  }
+  if (g.value_type(mul.outputs[0]) != ValueType::kInt8) *why = "not int8";
+  if (why->empty()) *why = CheckMulInt8(g, mul);
+  int activation = 0, lo = 0, hi = 0;
+  if (mul.builtin_data) std::memcpy(&activation, mul.builtin_data, sizeof activation);
+  if (why->empty() &&
+      !QuantizedActivationRange(activation, g.quant(mul.outputs[0]), ValueType::kInt8, &lo, &hi))
+    *why = "unsupported MUL activation";
+  if (!why->empty()) return {};
+  const std::vector<int> p = BinaryInt8Params(g, mul, activation);
+  const bool first = mul.inputs[0] == x;
+  return {first ? p[0] : p[1], first ? p[1] : p[0], p[3], p[4], p[9], p[10], p[11]};
+}
+
+std::string Int8ScalarTable(const GraphView& g, const NodeInfo& n, int x,
+                            std::vector<uint8_t>* table) {
+  if ((n.op != tfl::kAdd && n.op != tfl::kSub && n.op != tfl::kMul) || n.inputs.size() != 2 ||
+      n.outputs.size() != 1)
+    return "not an ADD, SUB or MUL of two operands";
+  const int first = n.inputs[0] == x ? 0 : n.inputs[1] == x ? 1 : -1;
+  const int k = n.inputs[1 - std::max(first, 0)];
+  if (first < 0 || k == x) return "not an op of the folded tensor and another";
+  if (!g.valid_tensor(k) || !g.IsConstant(k) || NumElements(g.shape(k)) != 1)
+    return "the other operand is not a constant scalar";
+  if (auto why = n.op == tfl::kMul ? CheckMulInt8(g, n) : CheckAddInt8(g, n); !why.empty())
+    return why;
+  if (g.shape(n.outputs[0]) != g.shape(x)) return "the op broadcasts its input";
+  const ValueType t = g.value_type(n.outputs[0]);
+  const std::vector<uint8_t> bytes = g.ConstantBytes(k);
+  if (bytes.size() != 1) return "the scalar is not one byte";
+  const int kq = t == ValueType::kUInt8 ? int(bytes[0]) : int(static_cast<int8_t>(bytes[0]));
+  int activation = 0, lo = 0, hi = 0;
+  if (n.builtin_data) std::memcpy(&activation, n.builtin_data, sizeof activation);
+  if (!QuantizedActivationRange(activation, g.quant(n.outputs[0]), t, &lo, &hi))
+    return "unsupported activation";
+  const std::vector<int> p = BinaryInt8Params(g, n, activation);
+  table->assign(256, 0);
+  for (int q = QuantMin(t); q <= QuantMax(t); ++q) {
+    const int v = first == 0 ? BinaryInt8Value(n.op, p, q, kq) : BinaryInt8Value(n.op, p, kq, q);
+    (*table)[static_cast<uint8_t>(q)] = static_cast<uint8_t>(v);
   }
   return "";
 }

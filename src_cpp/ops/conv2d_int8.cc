@@ -123,12 +123,12 @@ class Conv2dInt8Op : public ConvOpBase {
                                            : "int8_gemm" + split + dot_) +
            (folded_expand() ? "+EXPAND" : "") + (folded_depthwise() ? "+DEPTHWISE" : "") +
            (has_residual() ? "+ADD" : "") + (has_pool() ? "+POOL" : "") +
-           (tail_squeeze() ? "+SQUEEZE" : "");
+           (has_gate() ? "+GATE" : "") + (tail_squeeze() ? "+SQUEEZE" : "");
   }
   // The implicit GEMM writes each 2x2 window's largest byte (kernels/gemm_int8.cl's POOL2),
   // whatever it would run alone (a 1x1 layer's plain GEMM reads no pixels).
   bool TakesPool(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    return !chunk_ && in.size() == 1 && in[0].size() == 4 && !has_residual() &&
+    return !chunk_ && in.size() == 1 && in[0].size() == 4 && !has_residual() && !has_gate() &&
            !folded_depthwise() && Choose(ctx, Geometry(in[0])) != Algo::kDirect &&
            Int8GemmTakesPool(ctx.env.device());
   }
@@ -141,7 +141,14 @@ class Conv2dInt8Op : public ConvOpBase {
            Int8GemmTakesSqueezeTail(ctx.env.device());
   }
   bool TakesDepthwise(const OpContext& ctx, const std::vector<Shape>& in) const override {
-    return !chunk_ && !in.empty() && in[0].size() == 4 && in[0][3] % 4 == 0 &&
+    return !chunk_ && !has_gate() && !in.empty() && in[0].size() == 4 && in[0][3] % 4 == 0 &&
+           Choose(ctx, Geometry(in[0])) == Algo::kGemm1x1;
+  }
+  // The plain GEMM gates A's bytes where it loads them (kernels/gemm_int8.cl's GATE_A): a 1x1
+  // layer of one image (one gate) that it runs, not one computing its A from a folded op.
+  bool TakesGate(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    return !chunk_ && !in.empty() && in[0].size() == 4 && in[0][0] == 1 && !has_gate() &&
+           !has_pool() && !folded_depthwise() && !folded_expand() &&
            Choose(ctx, Geometry(in[0])) == Algo::kGemm1x1;
   }
   // The GEMM algorithms apply a folded ADD's arithmetic to their output integers (the direct
@@ -156,8 +163,8 @@ class Conv2dInt8Op : public ConvOpBase {
   bool GetInt8Dense(OpContext& ctx, const Shape& in, Int8Dense* dense) override {
     const Shape& f = src_->filter_shape;
     // A table per channel: the squeeze's kernel maps through one (kernels/squeeze_int8.cl).
-    if (chunk_ || has_residual() || f[1] != 1 || f[2] != 1 || NumElements(in) != f[3] ||
-        in.empty() || in.back() != f[3] || epilogue_table().size() > 256)
+    if (chunk_ || has_residual() || has_gate() || f[1] != 1 || f[2] != 1 ||
+        NumElements(in) != f[3] || in.empty() || in.back() != f[3] || epilogue_table().size() > 256)
       return false;
     dense->w = &src_->Gemm(ctx, 0, f[0]);
     dense->stage = src_->stage;
@@ -189,6 +196,8 @@ class Conv2dInt8Op : public ConvOpBase {
                const std::vector<cl_mem>& out) override {
     const ConvGeometry g = Geometry(in_shapes[0]);
     algo_ = has_pool() ? Algo::kImplicitGemm : Choose(ctx, g);
+    if (has_gate() && (algo_ != Algo::kGemm1x1 || gate_quant().size() != 7))
+      throw Error("CONV_2D: its folded gate needs the plain GEMM");
     launches_.clear();
     split_ = block_ = false;
     OutputStage stage = src_->StageOf(oc0_, g.oc);
@@ -214,6 +223,11 @@ class Conv2dInt8Op : public ConvOpBase {
     }
     // One packed filter serves both GEMM algorithms: OHWI is already [OC][KH * KW * C].
     const Int8GemmWeights& w = src_->Gemm(ctx, oc0_, g.oc);
+    Int8Gate gate;
+    if (has_gate()) {
+      const std::vector<int>& q = gate_quant();
+      gate = Int8Gate{in.at(gate_input()), q[0], q[1], q[2], q[3], q[4], q[5], q[6]};
+    }
     Int8Pool pool;
     if (has_pool()) {
       const Shape& p = out_shapes.at(0);
@@ -251,11 +265,11 @@ class Conv2dInt8Op : public ConvOpBase {
          !GetFoldedInt8TailSqueeze(ctx, *tail_squeeze(), tail_squeeze_shape(), &tail)))
       throw Error("CONV_2D: the folded squeeze no longer fits its GEMM");
     if (!block_)
-      launches_ =
-          EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
-                         algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
-                         has_residual() ? &residual : nullptr, folded_depthwise() ? &dw : nullptr,
-                         has_pool() ? &pool : nullptr, tail_squeeze() ? &tail : nullptr);
+      launches_ = EncodeInt8Gemm(ctx, w, in[0], out[0], m, src_->in_zero, stage, &state_,
+                                 algo_ == Algo::kImplicitGemm ? &g : nullptr, &dot_,
+                                 has_residual() ? &residual : nullptr,
+                                 folded_depthwise() ? &dw : nullptr, has_pool() ? &pool : nullptr,
+                                 tail_squeeze() ? &tail : nullptr, has_gate() ? &gate : nullptr);
     split_ = !block_ &&
              Int8GemmSplits(ctx, m, g.oc, int(src_->PerChannel()), folded_depthwise() != nullptr);
   }

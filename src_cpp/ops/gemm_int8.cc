@@ -18,8 +18,16 @@ namespace clgpu {
 namespace {
 
 // The launch's integers (kernels/gemm_int8.cl's prm): the constant buffers' offsets, then from kM
-// the GEMM's and the geometry's, from kDwInZero the folded depthwise's, from kExC its expand's.
-enum GemmInt8Param { kM = 10, kDwInZero = 32, kExC = 36, kPoolH = 41, kParamCount = 43 };
+// the GEMM's and the geometry's, from kDwInZero the folded depthwise's, from kExC its expand's,
+// from kPoolH a pool's, from kGate a gate's.
+enum GemmInt8Param {
+  kM = 10,
+  kDwInZero = 32,
+  kExC = 36,
+  kPoolH = 41,
+  kGate = 43,
+  kParamCount = 50
+};
 
 struct Int8Tiles {
   int tm, tn, tk4, wm, wn;
@@ -126,7 +134,7 @@ GemmPlan PlanInt8(const OpContext& ctx, const Int8Tiles& t, long m, long n, long
 // The launch's integers but the offsets, in kernels/gemm_int8.cl's order (GemmInt8Param).
 ParamBlock LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const OutputStage& s,
                           const ConvGeometry& geo, int k_per_split, const Int8DepthwiseA* dw,
-                          const Int8Pool* pool) {
+                          const Int8Pool* pool, const Int8Gate* gate) {
   ParamBlock prm(kParamCount);
   const int scalars[] = {m,          w.n,       w.k,    w.kp,   a_zero, s.up_below,  s.zero_point,
                          s.act_min,  s.act_max, geo.h,  geo.w,  geo.c,  geo.ow,      geo.oh,
@@ -144,6 +152,11 @@ ParamBlock LaunchIntegers(const Int8GemmWeights& w, int m, int a_zero, const Out
     for (size_t i = 0; i < std::size(e); ++i) prm.Int(kExC + i, e[i]);
   }
   if (pool) prm.Int(kPoolH, pool->ph), prm.Int(kPoolH + 1, pool->pw);
+  if (gate) {
+    const int q[] = {gate->x_offset, gate->gate_offset, gate->multiplier, gate->shift,
+                     gate->zero,     gate->lo,          gate->hi};
+    for (size_t i = 0; i < std::size(q); ++i) prm.Int(kGate + i, q[i]);
+  }
   return prm;
 }
 
@@ -217,14 +230,35 @@ std::string TailDefines(OpContext& ctx, const Int8TailSqueeze& tail, const Int8T
   return tail.has_softmax ? " -DTAIL_SQUEEZE -DSQ_SOFTMAX" : " -DTAIL_SQUEEZE";
 }
 
+// The GEMM's program on the device's dot-product path; should it not build (a driver that takes
+// the probe but not the whole kernel), on the portable one. *path_used: the path it runs.
+std::shared_ptr<Program> GemmProgram(OpContext& ctx, const std::string& defines,
+                                     std::string* path_used) {
+  std::string path = Int8DotPathOf(ctx);
+  std::shared_ptr<Program> prog;
+  try {
+    const std::string dot = Int8DotDefines(path);
+    prog = ctx.GetProgram("gemm_int8", dot.empty() ? defines : defines + " " + dot);
+  } catch (const BuildError&) {
+    if (path == "portable") throw;
+    path = "portable";
+    prog = ctx.GetProgram("gemm_int8", defines);
+  }
+  if (path_used) *path_used = path;
+  return prog;
+}
+
 }  // namespace
 
 std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
                                    int m, int a_zero, const OutputStage& s, Int8GemmState* state,
                                    const ConvGeometry* g, std::string* path_used,
                                    const Int8Residual* residual, const Int8DepthwiseA* dw,
-                                   const Int8Pool* pool, const Int8TailSqueeze* tail) {
+                                   const Int8Pool* pool, const Int8TailSqueeze* tail,
+                                   const Int8Gate* gate) {
   if (tail && (pool || residual)) throw Error("int8 GEMM: a folded squeeze with a pool or an ADD");
+  if (gate && (g || dw || pool || !gate->gate))
+    throw Error("int8 GEMM: a folded gate needs a plain A");
   if (dw && (g || dw->g.c != w.k || dw->g.c % 4 || dw->g.oc != dw->g.c ||
              m != dw->g.n * dw->g.oh * dw->g.ow))
     throw Error("int8 GEMM: the folded depthwise does not match its A");
@@ -260,6 +294,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   if (vec) defines += " -DVEC_A";
   if (split) defines += " -DSPLIT_K";
   if (residual) defines += " -DQUANT_RESIDUAL";
+  if (gate) defines += " -DGATE_A";
   if (pool) {
     if (t.tm % 4) throw Error("int8 GEMM: a pool needs tiles of four rows at a time");
     defines += " -DPOOL2";
@@ -268,7 +303,8 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   // The launch's integers, in kernels/gemm_int8.cl's order (GemmInt8Param), read from memory.
   ConvGeometry none;
   const ConvGeometry& g_ = g ? *g : dw ? dw->g : none;
-  ParamBlock prm = LaunchIntegers(w, m, a_zero, s, g_, split ? p.k_per_split : w.kp, dw, pool);
+  ParamBlock prm =
+      LaunchIntegers(w, m, a_zero, s, g_, split ? p.k_per_split : w.kp, dw, pool, gate);
   // The constant buffers, each at its slot of prm's first ten.
   state->residual_params = residual ? UploadInts(ctx, residual->params) : Buffer();
   std::vector<cl_mem> slots = {w.b.get(), w.bias.get(), stage, state->residual_params.get()};
@@ -281,24 +317,13 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
   const std::string packed = prm.Upload(ctx);
   if (!packed.empty()) defines += " " + packed;
   state->consts = prm.TakeBuffer();
-  // The device's dot-product path; should its program not build (a driver that takes the probe
-  // but not the whole kernel), the portable one.
-  std::string path = Int8DotPathOf(ctx);
-  std::shared_ptr<Program> prog;
-  try {
-    const std::string dot = Int8DotDefines(path);
-    prog = ctx.GetProgram("gemm_int8", dot.empty() ? defines : defines + " " + dot);
-  } catch (const BuildError&) {
-    if (path == "portable") throw;
-    path = "portable";
-    prog = ctx.GetProgram("gemm_int8", defines);
-  }
-  if (path_used) *path_used = path;
+  const std::shared_ptr<Program> prog = GemmProgram(ctx, defines, path_used);
   Launch l;
   l.name = std::string(g    ? "gemm_int8_im2col"
                        : dw ? "gemm_int8_depthwise"
                             : "gemm_int8") +
-           (pool ? "_pool" : "") + (split ? "_splitk" : "") + (tail ? "_squeeze" : "");
+           (gate ? "_gate" : "") + (pool ? "_pool" : "") + (split ? "_splitk" : "") +
+           (tail ? "_squeeze" : "");
   l.kernel = CreateKernel(*prog, "gemm_int8");
   SetArgs(l.kernel, a, out);
   cl_uint next = prm.Set(l.kernel, 2);
@@ -308,6 +333,7 @@ std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_
     SetArgsFrom(l.kernel, next++, state->sums.get());
   }
   if (residual) SetArgsFrom(l.kernel, next++, residual->operand);
+  if (gate) SetArgsFrom(l.kernel, next++, gate->gate);
   if (tail) {
     SetArgsFrom(l.kernel, next++, state->tail_sums.get());
     SetArgsFrom(l.kernel, next++, state->tail_consts.get());

@@ -71,6 +71,15 @@ struct Int8DepthwiseA {
   int expand_up_below = 0, expand_zero = 0, expand_min = -128, expand_max = 127;
 };
 
+// A gate MUL folded in before a plain A (fusion/gate.cc, kernels/gemm_int8.cl's GATE_A): A is the
+// MUL's output, `a` its operand x [m][k] and `gate` its vector of k channels, each byte as the
+// MUL computes it: mul_int8's parameters (ops/binary_int8.cc's layout, p[0], p[1], p[3], p[4],
+// p[9], p[10], p[11]: x_offset, gate_offset, multiplier, shift, zero, lo, hi).
+struct Int8Gate {
+  cl_mem gate = nullptr;
+  int x_offset = 0, gate_offset = 0, multiplier = 0, shift = 0, zero = 0, lo = -128, hi = 127;
+};
+
 // The launch computing out [m][n] from A (plain when `im2col` is null, else the convolution
 // input of that geometry, whose m = N * OH * OW and k = KH * KW * C). *path_used: the
 // dot-product path it runs ("dp4a", "khr", "portable"), for profiles. One launch, split along K
@@ -80,14 +89,12 @@ struct Int8DepthwiseA {
 // output (ops/squeeze.h). A stage
 // with a table (OutputStage::table; the program built with
 // -DQUANT_TABLE) is uploaded there instead of using w.stage.
-std::vector<Launch> EncodeInt8Gemm(OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out,
-                                   int m, int a_zero, const OutputStage& stage,
-                                   Int8GemmState* state, const ConvGeometry* im2col = nullptr,
-                                   std::string* path_used = nullptr,
-                                   const Int8Residual* residual = nullptr,
-                                   const Int8DepthwiseA* dw = nullptr,
-                                   const Int8Pool* pool = nullptr,
-                                   const Int8TailSqueeze* tail = nullptr);
+std::vector<Launch> EncodeInt8Gemm(
+    OpContext& ctx, const Int8GemmWeights& w, cl_mem a, cl_mem out, int m, int a_zero,
+    const OutputStage& stage, Int8GemmState* state, const ConvGeometry* im2col = nullptr,
+    std::string* path_used = nullptr, const Int8Residual* residual = nullptr,
+    const Int8DepthwiseA* dw = nullptr, const Int8Pool* pool = nullptr,
+    const Int8TailSqueeze* tail = nullptr, const Int8Gate* gate = nullptr);
 
 // Whether EncodeInt8Gemm of this shape (with a depthwise folded in: dw) splits K (the
 // algorithm's name in profiles), and the bytes of the int32 sums it would keep if the device's

@@ -48,6 +48,14 @@ std::string Int8MulTable(const GraphView& g, const NodeInfo& mul, int x,
                          const std::vector<uint8_t>& s_of_x, std::vector<uint8_t>* table);
 std::string Int8PreluTable(const GraphView& g, const NodeInfo& prelu, int x,
                            std::vector<uint8_t>* table);
+// Int8GateParams: an int8 MUL(x, gate) (or MUL(gate, x)) as a GEMM computes its bytes where it
+// loads x (ops/gemm_int8.h's Int8Gate order: x offset, gate offset, multiplier, shift, zero,
+// lo, hi), or empty with the reason in *why.
+std::vector<int> Int8GateParams(const GraphView& g, const NodeInfo& mul, int x, std::string* why);
+// Int8ScalarTable: ADD, SUB or MUL of x and a constant scalar, in either order (binary_int8.cc;
+// Keras's hard sigmoid's / 6 and Rescaling's scale and offset after int8 conversion).
+std::string Int8ScalarTable(const GraphView& g, const NodeInfo& n, int x,
+                            std::vector<uint8_t>* table);
 
 // SOFTMAX (softmax_int8.cc).
 std::string CheckSoftmaxInt8(const GraphView& g, const NodeInfo& node);

@@ -186,6 +186,7 @@ class Op {
     return att().out_slice.on ? &att().out_slice : nullptr;
   }
   size_t gate_input() const { return att().gate.input; }
+  const std::vector<int>& gate_quant() const { return att().gate.quant; }
   bool chained() const { return att().chain.on; }
 
   // The op's output 0 as one index stage over its input 0 for these shapes (ops/index_chain.h),
