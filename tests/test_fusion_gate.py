@@ -98,14 +98,19 @@ def test_half_storage_reads_the_gate_as_half(runtime: str) -> None:
     assert folded_nodes(on, "+GATE") == 1
 
 
-def test_two_convolutions_reading_the_gated_value_both_take_the_gate(runtime: str) -> None:
+def two_readers() -> bytes:
+    """A gated value that two 1x1 convolutions read."""
     b = ModelBuilder(seed=4)
     x = b.input("x", (1, 6, 6, 8))
     h = b.conv2d(x, b.rand((8, 1, 1, 8)), b.rand((8,), 0.2), activation="RELU")
     g = b.mul(h, _gate(b, h, 8))
     b.output(b.conv2d(g, b.rand((12, 1, 1, 8)), b.rand((12,), 0.2)))
     b.output(b.conv2d(g, b.rand((4, 1, 1, 8)), None))
-    on = _both(b.build(), runtime, folded=1)
+    return b.build()
+
+
+def test_two_convolutions_reading_the_gated_value_both_take_the_gate(runtime: str) -> None:
+    on = _both(two_readers(), runtime, folded=1)
     assert folded_nodes(on, "+GATE") == 2
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from folds import estimated_and_launched, folded_nodes, launches
 from int8_parity import Int8Result, check_int8_parity
-from test_fusion_gate import _gate, _se_block
+from test_fusion_gate import _gate, _se_block, two_readers
 
 from clgpu_delegate.modelgen import ModelBuilder, quantize_model
 
@@ -75,13 +75,7 @@ def test_the_muls_own_activation_clamps_each_gated_byte(runtime: str, activation
 
 
 def test_two_int8_convolutions_reading_the_gated_value_both_take_the_gate(runtime: str) -> None:
-    b = ModelBuilder(seed=4)
-    x = b.input("x", (1, 6, 6, 8))
-    h = b.conv2d(x, b.rand((8, 1, 1, 8)), b.rand((8,), 0.2), activation="RELU")
-    g = b.mul(h, _gate(b, h, 8))
-    b.output(b.conv2d(g, b.rand((12, 1, 1, 8)), b.rand((12,), 0.2)))
-    b.output(b.conv2d(g, b.rand((4, 1, 1, 8)), None))
-    _both(_int8(b.build()), runtime, gated=2)
+    _both(_int8(two_readers()), runtime, gated=2)
 
 
 @pytest.mark.parametrize("case", ["two_images", "3x3", "read_elsewhere"])
