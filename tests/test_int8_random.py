@@ -1,7 +1,7 @@
 """Randomized int8 parity: seeded random graphs of the int8 ops the delegate claims (CONV_2D,
 DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV, ADD, SUB, MUL, pools, MEAN, CONCATENATION, PAD,
-RESHAPE, the table ops LOGISTIC / TANH / HARD_SWISH / RELU family / LEAKY_RELU, swish and
-squeeze-excite blocks, RESIZE, the moving ops, SOFTMAX heads), quantized by
+RESHAPE, the table ops LOGISTIC / TANH / HARD_SWISH / RELU family / LEAKY_RELU, MUL by a scalar,
+swish and squeeze-excite blocks, RESIZE, the moving ops, SOFTMAX heads), quantized by
 clgpu_delegate.modelgen.quantize_model (per-channel or per-tensor weights, jittered and
 power-of-two scales, int8 or float I/O), against stock TFLite's int8 kernels in both runtimes.
 
@@ -126,6 +126,8 @@ def _step(b: ModelBuilder, y: int, rng: np.random.Generator, ops: list[str]) -> 
             z = b.conv2d(y, b.rand((c, 1, 1, c)), b.rand((c,), 0.2))
         elif other < 0.7:
             z = b.rand((c,), float(rng.uniform(0.1, 2.0)))
+        elif other < 0.85:  # a constant scalar: a table of the producer's integers
+            z = np.array(float(rng.choice([-1, 1]) * rng.uniform(0.25, 2.0)), np.float32)
         else:
             z = b.conv2d(b.max_pool2d(y, (h, 1), (h, 1)), b.rand((c, 1, 1, c)))
         ops.append(f"mul other={other:.2f} act={act}")
