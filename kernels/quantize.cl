@@ -8,13 +8,28 @@
 // The float expressions below are TFLite's roundings, one by one: no fused multiply-adds.
 #pragma OPENCL FP_CONTRACT OFF
 
-// quantize_float(x, out, n, scale, inv_scale, zero_point, qmin, qmax, vec_below)
-//   out[i] = quantize_one(x[i], ...).
+// quantize_float(x, out, n, scale, inv_scale, zero_point, qmin, qmax, vec_below[, table[, c]])
+//   out[i] = quantize_one(x[i], ...). With -DQUANT_TABLE an int8 element-wise chain folded into it
+//   (src_cpp/fusion/epilogue.cc: an input Rescaling's scalar MUL and ADD) maps that integer
+//   through `table`, uchar [256] by its low byte, or with -DQUANT_TABLE_CHANNELS [c][256], channel
+//   i % c's.
+#if defined(QUANT_TABLE) && defined(QUANT_TABLE_CHANNELS)
+#define QZ_TABLE_PARAM , __global const uchar *restrict table, int table_c
+#define QZ_TABLED(v, i) ((QT)table[(((i) % table_c) << 8) + (uchar)(v)])
+#elif defined(QUANT_TABLE)
+#define QZ_TABLE_PARAM , __global const uchar *restrict table
+#define QZ_TABLED(v, i) ((QT)table[(uchar)(v)])
+#else
+#define QZ_TABLE_PARAM
+#define QZ_TABLED(v, i) (v)
+#endif
 __kernel void quantize_float(__global const T* x, __global QT* out, int n, float scale,
-                             float inv_scale, int zero_point, int qmin, int qmax, int vec_below OVERFLOW_PARAM) {
+                             float inv_scale, int zero_point, int qmin, int qmax,
+                             int vec_below QZ_TABLE_PARAM OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= n) return;
-  out[i] = quantize_one(LOADF(x, i), i, scale, inv_scale, zero_point, qmin, qmax, vec_below);
+  out[i] = QZ_TABLED(
+      quantize_one(LOADF(x, i), i, scale, inv_scale, zero_point, qmin, qmax, vec_below), i);
 }
 
 // requantize(x, out, n, in_zero_point, multiplier, shift, out_zero_point, qmin, qmax, up_below)

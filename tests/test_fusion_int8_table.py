@@ -175,12 +175,18 @@ def test_a_scalar_chain_stops_where_a_value_is_read_twice(runtime: str) -> None:
     check_folds(model, runtime, 1)
 
 
-def test_a_scalar_chain_after_the_input_quantize_folds_into_its_first_op(runtime: str) -> None:
-    # A Keras Rescaling on an int8 model's input: QUANTIZE, MUL and ADD of scalars, then a conv.
-    # QUANTIZE takes no table; the MUL's own kernel stores through the ADD's.
+@pytest.mark.parametrize("chain", ["rescaling", "prelu_channels", "hard_swish_then_scale"])
+def test_a_chain_after_the_input_quantize_folds_into_it(runtime: str, chain: str) -> None:
+    # A Keras Rescaling on an int8 model's input (QUANTIZE, MUL and ADD of scalars), slopes per
+    # channel or a unary op then scalars, before a conv: the QUANTIZE of the float input stores
+    # through the chain's table.
     b = ModelBuilder(seed=6)
     x = b.input("x", (1, 6, 6, 4))
-    r = b.add(b.mul(x, 1 / 127.5), -1.0)
+    if chain == "rescaling":
+        r, n = b.add(b.mul(x, 1 / 127.5), -1.0), 2
+    else:
+        f, n = CHAINS[chain]
+        r = f(b, x)
     b.output(b.conv2d(r, b.rand((8, 3, 3, 4)), b.rand((8,)), padding="SAME"))
     model = quantize_model(b.build(), seed=2)
-    check_folds(model, runtime, 1)
+    check_folds(model, runtime, n)

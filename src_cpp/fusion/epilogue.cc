@@ -241,7 +241,11 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
   for (size_t p = 0; p < nodes.size(); ++p) {
     const NodeInfo& prod = nodes[p];
     const OpHandler* h = FindOpHandler(prod.op);
-    if (!h || !h->clamp_epilogue || prod.outputs.size() != 1) continue;
+    if (!h || !(h->clamp_epilogue || h->table_epilogue) || prod.outputs.size() != 1) continue;
+    // A table's taker that clamps nothing (a QUANTIZE): of floats only, the table alone.
+    if (!h->clamp_epilogue && (prod.inputs.empty() || !g.valid_tensor(prod.inputs[0]) ||
+                               g.type(prod.inputs[0]) != kTfLiteFloat32))
+      continue;
     const int y = prod.outputs[0];
     if (outputs.count(y)) continue;
     const std::vector<size_t>& r = readers[y];
@@ -251,6 +255,7 @@ std::vector<EpilogueFusion> FindEpilogueFusions(const GraphView& g,
       if (FindInt8Epilogue(g, nodes, p, r, outputs, readers, &f)) out.push_back(std::move(f));
       continue;
     }
+    if (!h->clamp_epilogue) continue;
     if (r.size() == 1) {
       // Through RESHAPEs and their kin (the same elements in the same order): the producer
       // writes its elements, activated, where the unary op's output is.

@@ -92,6 +92,9 @@ struct OpHandler {
   // PAD of the last axis, a row at a time); null or 0: the roofline alone.
   double (*cpu_float_kernel_ns)(const GraphView& graph, const NodeInfo& node,
                                 const CpuHost& host) = nullptr;
+  // Stores its quantized output through a table without taking a clamp (FoldTarget::TakesTable;
+  // QUANTIZE of floats): an int8 chain reading it alone folds in (fusion/epilogue.cc).
+  bool table_epilogue = false;
 };
 
 // All op families (generated from the op files); nullptr if `op` is not ours.

@@ -36,7 +36,8 @@ class QuantizeOp : public Op, public FoldTarget {
     return op_ == tfl::kQuantize ? "QUANTIZE" : "DEQUANTIZE";
   }
   std::string algorithm() const override {
-    return in_type_ == ValueType::kFloat ? "quantize"
+    return in_type_ == ValueType::kFloat
+               ? (epilogue_table().empty() ? "quantize" : "quantize+TABLE")
            : dequantize() ? std::string("dequantize") + (has_slopes() ? "+PRELU" : "") +
                                 (output_quantize() ? "+QUANTIZE" : "")
                           : "requantize";
@@ -44,7 +45,12 @@ class QuantizeOp : public Op, public FoldTarget {
   // A DEQUANTIZE's float output takes what follows it in float as any element-wise op does: a
   // clamp, an epilogue, slopes per channel. litert-torch's int8 models leave the ops its
   // quantizer does not cover (a PRELU) in float between a DEQUANTIZE and a QUANTIZE.
-  const FoldTarget* fold_target() const override { return dequantize() ? this : nullptr; }
+  // A QUANTIZE of floats stores through a table (fusion/epilogue.cc): the int8 scalar chain of an
+  // input Rescaling after it.
+  const FoldTarget* fold_target() const override {
+    return dequantize() || in_type_ == ValueType::kFloat ? this : nullptr;
+  }
+  bool TakesTable() const override { return in_type_ == ValueType::kFloat; }
   bool GetClamp(float* lo, float* hi) const override {
     *lo = -INFINITY, *hi = INFINITY;
     return dequantize();
@@ -89,6 +95,13 @@ class QuantizeOp : public Op, public FoldTarget {
       const float inv = static_cast<float>(1.0 / static_cast<double>(scale));
       SetArgs(l.kernel, in[0], out[0], n, scale, inv, out_.zero_point[0], QuantMin(out_type_),
               QuantMax(out_type_), vec_below);
+      if (const std::vector<uint8_t>& t = epilogue_table(); !t.empty()) {
+        if (t != table_) table_buf_ = UploadBytes(ctx, t.data(), t.size()), table_ = t;
+        SetArgsFrom(l.kernel, 9, table_buf_.get());
+        if (t.size() > 256)  // one table per channel of the last axis
+          SetArgsFrom(l.kernel, 10,
+                      static_cast<int>(in_shapes[0].empty() ? 1 : in_shapes[0].back()));
+      }
     } else if (out_type_ == ValueType::kFloat) {
       const float scale = in_.scale[0];
       const float zero_scaled = static_cast<float>(in_.zero_point[0]) * scale;
@@ -118,6 +131,8 @@ class QuantizeOp : public Op, public FoldTarget {
 
   int32_t op_;
   ValueType in_type_, out_type_;
+  Buffer table_buf_;
+  std::vector<uint8_t> table_;  // what table_buf_ holds
   QuantParams in_, out_;
   bool neon_;
 };
@@ -167,9 +182,12 @@ std::unique_ptr<Op> Create(const GraphView& g, const NodeInfo& node) {
 
 }  // namespace
 
-extern const OpHandler kQuantizeHandler = {tfl::kQuantize, "QUANTIZE", CheckQuantize, Create,
-                                           nullptr,        nullptr,    false,         false,
-                                           nullptr,        true};
+extern const OpHandler kQuantizeHandler = [] {
+  OpHandler h{tfl::kQuantize, "QUANTIZE", CheckQuantize, Create,  nullptr,
+              nullptr,        false,      false,         nullptr, true};
+  h.table_epilogue = true;
+  return h;
+}();
 extern const OpHandler kDequantizeHandler = {
     tfl::kDequantize, "DEQUANTIZE", CheckDequantize, Create, nullptr, nullptr, false, true,
     nullptr,          true};
