@@ -17,20 +17,11 @@
 //   p[4] where x >= 0, else x * (b + b_offset) by p[5], p[6]; + out_zero, clamped. b: alpha.
 #include "quant.cl"
 
-// With -DQUANT_TABLE an element-wise chain folded into the op (src_cpp/fusion/attach.h): one more
-// argument, uchar table [256] (or [C][256] with -DQUANT_TABLE_CHANNELS, channel c = element i's
-// index along the last axis, meta[rank - 1] long), through which the output integer v is stored.
-#ifdef QUANT_TABLE
-#define TABLE_PARAM , __global const uchar* restrict table
-#ifdef QUANT_TABLE_CHANNELS
-#define TABLED(v, i) ((QT)table[(((i) % meta[rank - 1]) << 8) + (uchar)(v)])
-#else
-#define TABLED(v, i) ((QT)table[(uchar)(v)])
-#endif
-#else
-#define TABLE_PARAM
-#define TABLED(v, i) ((QT)(v))
-#endif
+// With -DQUANT_TABLE an element-wise chain folded into the op: one more argument, its table
+// (quant.cl's QUANT_TABLED; with -DQUANT_TABLE_CHANNELS element i's channel is its index along
+// the last axis, meta[rank - 1] long), through which the output integer v is stored.
+#define TABLE_PARAM QUANT_TABLE_PARAM
+#define TABLED(v, i) QUANT_TABLED(v, (i) % meta[rank - 1])
 
 // The offsets of output element i in a and b.
 static inline int2 broadcast_index(int i, int rank, __global const int* meta) {

@@ -52,11 +52,8 @@
 //   memory and writes the largest byte of each window: TFLite's MAX_POOL_2D of the bytes
 //   (a pool's output and input share their quantization), after the conv's own clamp and table.
 //
-// A gate folded in (-DGATE_A, plain A only; fusion/gate.cc): A is an int8 MUL's output that is
-//   never written, its operand x [M][K] (`a`) times a vector of K channels, `gate` (one more
-//   argument, __global const char*, after `res`), as the MUL's own kernel computes each byte:
-//   (x + prm[43]) * (gate[k] + prm[44]) rescaled by prm[45], prm[46] (ties away from zero),
-//   + prm[47], clamped to [prm[48], prm[49]] (kernels/binary_int8.cl's mul_int8).
+// A gate MUL folded in before A (-DGATE_A, plain A only): gemm_int8_gate.cl; one more argument
+//   after `res`, and prm[43..49].
 //
 // A squeeze folded in after the GEMM (-DTAIL_SQUEEZE, fusion/squeeze_tail.cc): the GEMM's bytes
 //   are not stored; its tiles add their column sums and the last one runs the squeeze, writing
@@ -155,26 +152,7 @@ static inline int im2col_byte(__global const char* a, int base, int ih0, int iw0
 
 #include "gemm_int8_depthwise.cl"
 
-#ifdef GATE_A
-#if defined(IM2COL) || defined(DW_A)
-#error "gemm_int8.cl: GATE_A reads a plain A"
-#endif
-#define GATE_ARG , __global const char* restrict gate
-// Byte j of the packed four `v` gated by channel gk's byte.
-static inline int gate_byte(int v, int j, int gk, __global const int* prm) {
-  const int x = (int)(char)(v >> (8 * j));
-  const int q = quant_multiply((x + prm[43]) * (gk + prm[44]), prm[45], prm[46], false) + prm[47];
-  return clamp(q, prm[48], prm[49]);
-}
-// The four bytes of A at k, k + 1, k + 2, k + 3 (those past K stay as they are: B is zero there).
-static inline int gate4(int v, __global const char* gate, int k, int K, __global const int* prm) {
-  return pack4(gate_byte(v, 0, gate[k], prm), k + 1 < K ? gate_byte(v, 1, gate[k + 1], prm) : v >> 8,
-               k + 2 < K ? gate_byte(v, 2, gate[k + 2], prm) : v >> 16,
-               k + 3 < K ? gate_byte(v, 3, gate[k + 3], prm) : v >> 24);
-}
-#else
-#define GATE_ARG
-#endif
+#include "gemm_int8_gate.cl"
 
 #ifdef TAIL_SQUEEZE
 #include "squeeze_int8_tail.cl"
@@ -218,6 +196,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
   PRM_AT(int, dw_bias, 5);
   PRM_AT(int2, dw_stage, 6);
   const int dw_in_zero = prm[32], dw_up_below = prm[33], dw_lo = prm[34], dw_hi = prm[35];
+#endif
+#ifdef GATE_A
+  const GateParams gp = gate_params(prm);
 #endif
 #ifdef EXPAND_A
   PRM_AT(int, ex_b, 7);
@@ -323,7 +304,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_int8(
                     k + 3 < K ? a[r + k + 3] : a_zero);
 #endif
 #ifdef GATE_A
-          v = gate4(v, gate, k, K, prm);
+          v = gate4(v, gate, k, K, gp);
 #endif
         }
         As[g][e / TK4] = v;

@@ -106,6 +106,22 @@ static inline int global_take(__global int* p) { return atomic_xchg(p, 0); }
 #define quant_store(v, stage, channels, c) ((char)(v))
 #endif
 
+// An element-wise kernel's store through a folded chain's table (src_cpp/fusion/attach.h):
+// QUANT_TABLE_PARAM, one more argument, uchar table [256] (or [C][256] with
+// -DQUANT_TABLE_CHANNELS); QUANT_TABLED(v, c): integer v of channel c through it (c unused
+// without channels), else v itself, as QT.
+#ifdef QUANT_TABLE
+#define QUANT_TABLE_PARAM , __global const uchar *restrict table
+#ifdef QUANT_TABLE_CHANNELS
+#define QUANT_TABLED(v, c) ((QT)table[((c) << 8) + (uchar)(v)])
+#else
+#define QUANT_TABLED(v, c) ((QT)table[(uchar)(v)])
+#endif
+#else
+#define QUANT_TABLE_PARAM
+#define QUANT_TABLED(v, c) ((QT)(v))
+#endif
+
 // The quantized storage types: QT is the element type of the int8 kernels' activations (int8 by
 // default, uint8 with -DQUANT_UINT8), QMIN / QMAX its range.
 #ifdef QUANT_UINT8

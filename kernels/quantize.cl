@@ -11,25 +11,22 @@
 // quantize_float(x, out, n, scale, inv_scale, zero_point, qmin, qmax, vec_below[, table[, c]])
 //   out[i] = quantize_one(x[i], ...). With -DQUANT_TABLE an int8 element-wise chain folded into it
 //   (src_cpp/fusion/epilogue.cc: an input Rescaling's scalar MUL and ADD) maps that integer
-//   through `table`, uchar [256] by its low byte, or with -DQUANT_TABLE_CHANNELS [c][256], channel
-//   i % c's.
-#if defined(QUANT_TABLE) && defined(QUANT_TABLE_CHANNELS)
-#define QZ_TABLE_PARAM , __global const uchar *restrict table, int table_c
-#define QZ_TABLED(v, i) ((QT)table[(((i) % table_c) << 8) + (uchar)(v)])
-#elif defined(QUANT_TABLE)
-#define QZ_TABLE_PARAM , __global const uchar *restrict table
-#define QZ_TABLED(v, i) ((QT)table[(uchar)(v)])
+//   through `table` (quant.cl's QUANT_TABLED), with -DQUANT_TABLE_CHANNELS channel i % c's.
+#ifdef QUANT_TABLE_CHANNELS
+#define QZ_CHANNELS_PARAM , int table_c
+#define QZ_CHANNEL(i) ((i) % table_c)
 #else
-#define QZ_TABLE_PARAM
-#define QZ_TABLED(v, i) (v)
+#define QZ_CHANNELS_PARAM
+#define QZ_CHANNEL(i) 0
 #endif
 __kernel void quantize_float(__global const T* x, __global QT* out, int n, float scale,
                              float inv_scale, int zero_point, int qmin, int qmax,
-                             int vec_below QZ_TABLE_PARAM OVERFLOW_PARAM) {
+                             int vec_below QUANT_TABLE_PARAM QZ_CHANNELS_PARAM OVERFLOW_PARAM) {
   const int i = get_global_id(0);
   if (i >= n) return;
-  out[i] = QZ_TABLED(
-      quantize_one(LOADF(x, i), i, scale, inv_scale, zero_point, qmin, qmax, vec_below), i);
+  out[i] = QUANT_TABLED(
+      quantize_one(LOADF(x, i), i, scale, inv_scale, zero_point, qmin, qmax, vec_below),
+      QZ_CHANNEL(i));
 }
 
 // requantize(x, out, n, in_zero_point, multiplier, shift, out_zero_point, qmin, qmax, up_below)

@@ -64,10 +64,7 @@ bool GateMul(const GraphView& g, const NodeInfo& n, int* x, int* gate, std::vect
 // 1x1 layers (stride 1, no padding).
 bool GemmReader(const GraphView& g, const NodeInfo& n, int y, const DeviceInfo& dev, bool int8) {
   const std::optional<ConvGeometry> cg = ConvReadingInput(g, n, y);
-  if (cg && int8)
-    return g.value_type(n.outputs[0]) == ValueType::kInt8 && cg->kh == 1 && cg->kw == 1 &&
-           cg->sh == 1 && cg->sw == 1 && cg->pad_top == 0 && cg->pad_left == 0 && cg->oh == cg->h &&
-           cg->ow == cg->w;
+  if (cg && int8) return g.value_type(n.outputs[0]) == ValueType::kInt8 && cg->Pointwise();
   return cg && SelectConvAlgorithm(*cg, dev, "") == ConvAlgorithm::kGemm1x1 &&
          Gemm1x1Tiled(dev, *cg);
 }

@@ -335,22 +335,14 @@ std::string Int8PreluTable(const GraphView& g, const NodeInfo& prelu, int x,
   if (!one && !per_channel) return "PRELU slopes differ, not one per channel";
   // The same arithmetic as prelu_int8 (binary_int8.cl) with AddInt8Op's parameters.
   const ValueType t = g.value_type(prelu.outputs[0]);
-  const QuantParams in = g.quant(x), al = g.quant(a), o = g.quant(prelu.outputs[0]);
-  const auto [m1, m2] = PreluMultipliers(in, al, o);
+  const std::vector<int> p = BinaryInt8Params(g, prelu, 0);  // PRELU has no activation
   const size_t tables = one ? 1 : slopes.size();
   table->assign(256 * tables, 0);
   for (size_t c = 0; c < tables; ++c) {
-    const int alpha =
-        (t == ValueType::kUInt8 ? int(slopes[c]) : int(static_cast<int8_t>(slopes[c]))) -
-        al.zero_point[0];
+    const int alpha = t == ValueType::kUInt8 ? int(slopes[c]) : int(static_cast<int8_t>(slopes[c]));
     uint8_t* row = table->data() + 256 * c;
-    for (int q = QuantMin(t); q <= QuantMax(t); ++q) {
-      const int32_t v = q - in.zero_point[0];
-      const int r = v >= 0 ? MultiplyByQuantizedMultiplier(v, m1.multiplier, m1.shift)
-                           : MultiplyByQuantizedMultiplier(v * alpha, m2.multiplier, m2.shift);
-      row[static_cast<uint8_t>(q)] =
-          static_cast<uint8_t>(std::clamp(r + o.zero_point[0], QuantMin(t), QuantMax(t)));
-    }
+    for (int q = QuantMin(t); q <= QuantMax(t); ++q)
+      row[static_cast<uint8_t>(q)] = static_cast<uint8_t>(BinaryInt8Value(prelu.op, p, q, alpha));
   }
   return "";
 }

@@ -4,10 +4,7 @@
 namespace clgpu {
 namespace {
 
-bool Applies(const ConvGeometry& g) {
-  return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pad_top == 0 && g.pad_left == 0 &&
-         g.oh == g.h && g.ow == g.w;
-}
+bool Applies(const ConvGeometry& g) { return g.Pointwise(); }
 
 GemmPlan Plan(const OpContext& ctx, const ConvGeometry& g) {
   return PlanGemm(ctx.env.device(), long(g.n) * g.h * g.w, g.oc, g.c, ctx.options.gemm_splits);

@@ -279,8 +279,7 @@ class Conv2dInt8Op : public ConvOpBase {
   // pointwise layers and the implicit GEMM for the rest.
   static Algo Choose(const OpContext& ctx, const ConvGeometry& g) {
     const std::string& f = ctx.options.conv_algorithm;
-    const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pad_top == 0 &&
-                           g.pad_left == 0 && g.oh == g.h && g.ow == g.w;
+    const bool pointwise = g.Pointwise();
     if (f == "direct") return Algo::kDirect;
     if (f == "implicit_gemm") return Algo::kImplicitGemm;
     return pointwise ? Algo::kGemm1x1 : Algo::kImplicitGemm;

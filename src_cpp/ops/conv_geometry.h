@@ -56,6 +56,11 @@ struct ConvGeometry {
     pad_top += pad->top, pad_left += pad->left;
   }
   double Macs() const { return double(n) * oh * ow * oc * kh * kw * (c / groups); }
+  // A 1x1 filter of stride 1 without padding: a plain GEMM of [N*H*W, C] by the filter.
+  bool Pointwise() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pad_top == 0 && pad_left == 0 && oh == h &&
+           ow == w;
+  }
 
   // The convolution computing output box `out` (NHWC) alone, from a buffer holding
   // just the input box it reads (*in): explicit sizes, and the padding that box
