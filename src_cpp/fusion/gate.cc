@@ -9,7 +9,7 @@
 // before the depthwise pass (a convolution with a gate takes no depthwise) and the prelu pass
 // (the gated GEMM applies slopes too, appended after the gate as the last input). The int8 form
 // (an int8 MUL of any activation, 1x1 int8 CONV_2Ds that the int8 GEMM runs) computes each gated
-// byte as the MUL's kernel does where the GEMM loads its A (kernels/gemm_int8.cl's GATE_A): the
+// byte as the MUL's kernel does where the GEMM loads its A (kernels/gemm_int8_gate.cl): the
 // products are not linear in the gate there, so the filter cannot carry it.
 #include <algorithm>
 #include <cstring>

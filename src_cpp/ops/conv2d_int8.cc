@@ -144,7 +144,7 @@ class Conv2dInt8Op : public ConvOpBase {
     return !chunk_ && !has_gate() && !in.empty() && in[0].size() == 4 && in[0][3] % 4 == 0 &&
            Choose(ctx, Geometry(in[0])) == Algo::kGemm1x1;
   }
-  // The plain GEMM gates A's bytes where it loads them (kernels/gemm_int8.cl's GATE_A): a 1x1
+  // The plain GEMM gates A's bytes where it loads them (kernels/gemm_int8_gate.cl): a 1x1
   // layer of one image (one gate) that it runs, not one computing its A from a folded op.
   bool TakesGate(const OpContext& ctx, const std::vector<Shape>& in) const override {
     return !chunk_ && !in.empty() && in[0].size() == 4 && in[0][0] == 1 && !has_gate() &&

@@ -71,7 +71,7 @@ struct Int8DepthwiseA {
   int expand_up_below = 0, expand_zero = 0, expand_min = -128, expand_max = 127;
 };
 
-// A gate MUL folded in before a plain A (fusion/gate.cc, kernels/gemm_int8.cl's GATE_A): A is the
+// A gate MUL folded in before a plain A (fusion/gate.cc, kernels/gemm_int8_gate.cl): A is the
 // MUL's output, `a` its operand x [m][k] and `gate` its vector of k channels, each byte as the
 // MUL computes it: mul_int8's parameters (ops/binary_int8.cc's layout, p[0], p[1], p[3], p[4],
 // p[9], p[10], p[11]: x_offset, gate_offset, multiplier, shift, zero, lo, hi).
