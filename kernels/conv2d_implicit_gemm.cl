@@ -34,7 +34,8 @@
 //   SPLIT_K (off) builds conv2d_implicit_gemm_splitk and gemm_splitk_reduce instead.
 //
 // DW_A and EXPAND_A (a folded depthwise as A, and the expand before it):
-//   igemm_depthwise.cl.
+//   igemm_depthwise.cl. A_AFFINE (per-channel nodes applied to each input element it loads):
+//   gemm_affine.cl.
 
 // Tile defaults (gemm_tiles.cl): the 32 x 32 x 16 tiles of 4 x 4 named above.
 #include "gemm_tiles.cl"
@@ -46,56 +47,6 @@
 // bounds check and reads zero.
 #define NO_ROW (-(1 << 29))
 
-// A_AFFINE (fusion/affine.cc): the input is the source of per-channel MUL / ADD nodes that the
-// convolution reads, applied where a tap reads an input element (a padded tap stays zero, as
-// the convolution pads their output): x -> clamp(clamp(x * scale[c], lo1, hi1) + shift[c], lo2,
-// hi2), a NaN kept (the nodes' fused activations). -DA_SCALE / -DA_SHIFT: the MUL / the ADD is
-// there (without, 1 and 0). Its buffers: T a_scale [C], a_shift [C] (the other when one is
-// absent, never read), or [1] with -DA_SCALE_ONE / -DA_SHIFT_ONE (a scalar for every channel);
-// its clamps a_lo1, a_hi1, a_lo2, a_hi2.
-#ifdef A_AFFINE
-#ifdef A_SCALE_ONE
-#define A_S4(c) ((float4)(LOADF(a_scale, 0)))
-#define A_S1(c) LOADF(a_scale, 0)
-#elif defined(A_SCALE)
-#define A_S4(c) LOADF4(a_scale, (c) >> 2)
-#define A_S1(c) LOADF(a_scale, (c))
-#else
-#define A_S4(c) ((float4)(1.0f))
-#define A_S1(c) 1.0f
-#endif
-#ifdef A_SHIFT_ONE
-#define A_B4(c) ((float4)(LOADF(a_shift, 0)))
-#define A_B1(c) LOADF(a_shift, 0)
-#elif defined(A_SHIFT)
-#define A_B4(c) LOADF4(a_shift, (c) >> 2)
-#define A_B1(c) LOADF(a_shift, (c))
-#else
-#define A_B4(c) ((float4)(0.0f))
-#define A_B1(c) 0.0f
-#endif
-// The work-item's channel (four from c with vec) is the same for all its elements of a tile:
-// its vectors load once per tile.
-#define AFFINE_SETUP(c, vec)                                   \
-  const float4 a_s = (vec) ? A_S4(c) : (float4)(A_S1(c));      \
-  const float4 a_b = (vec) ? A_B4(c) : (float4)(A_B1(c));
-#define AFFINE_AT(e, sc, sh) \
-  CLAMP_KEEP_NAN(CLAMP_KEEP_NAN((e) * (sc), a_lo1, a_hi1) + (sh), a_lo2, a_hi2)
-#define AFFINE1(e) AFFINE_AT((e), a_s.x, a_b.x)
-#define AFFINE4(v)                                                                            \
-  (v) = (float4)(AFFINE_AT((v).x, a_s.x, a_b.x), AFFINE_AT((v).y, a_s.y, a_b.y),              \
-                 AFFINE_AT((v).z, a_s.z, a_b.z), AFFINE_AT((v).w, a_s.w, a_b.w))
-#define AFFINE_PARAM                                                                   \
-  , __global const T *restrict a_scale, __global const T *restrict a_shift, float a_lo1, \
-      float a_hi1, float a_lo2, float a_hi2
-#define AFFINE_PASS , a_scale, a_shift, a_lo1, a_hi1, a_lo2, a_hi2
-#else
-#define AFFINE_SETUP(c, vec)
-#define AFFINE1(e) (e)
-#define AFFINE4(v)
-#define AFFINE_PARAM
-#define AFFINE_PASS
-#endif
 
 // The A (im2col) tile: rows = output pixels [m0, m0 + TILE_M), columns [k0, k0 + TILE_K). The
 // work-item's element i is the pixel whose image offset and tap-(0, 0) input row/column are

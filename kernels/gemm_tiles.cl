@@ -229,6 +229,7 @@ static inline void zero_acc(float acc[WPT_M][WPT_N]) {
 }
 
 #include "gemm_kscale.cl"
+#include "gemm_affine.cl"
 
 // acc = A[m0.., kbeg..kend) * B[n0.., kbeg..kend)^T for this work-item's WPT_M x WPT_N outputs.
 // As / Bs hold NBUF tiles each (see GEMM_DBUF in gemm_tiles.cl).
@@ -236,7 +237,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
                                    __global const GEMM_SRC_T* restrict B,
                                    int M, int N, int K, int kbeg, int kend, int m0, int n0,
                                    __local float* As, __local float* Bs,
-                                   float acc[WPT_M][WPT_N] K_SCALE_PARAM) {
+                                   float acc[WPT_M][WPT_N] K_SCALE_PARAM AFFINE_PARAM) {
   const int lid = get_local_id(0);
   const int tx = lid % RT_N;
   const int ty = lid / RT_N;
@@ -246,7 +247,10 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
   fetch_tile_nt(A, ra, TILE_M, m0, M, kbeg, K, kend, vec, lid, GEMM_TMAP);
   fetch_tile_nt(B, rb, TILE_N, n0, N, kbeg, K, kend, vec, lid, GEMM_TMAP);
   SCALE_B_TILE(rb, kbeg, kend, vec, lid);
+  // A's per-channel nodes apply where its tile is stored, not where it is fetched: there the
+  // loads have had the previous tile's math to arrive, so the fetch still overlaps it.
 #if GEMM_DBUF
+  AFFINE_A_TILE(ra, kbeg, kend, vec, lid);
   store_tile_nt(ra, As, TILE_M, vec, lid, GEMM_TMAP);
   store_tile_nt(rb, Bs, TILE_N, vec, lid, GEMM_TMAP);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -260,6 +264,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
     }
     tile_mma(As + cur * A_TILE, Bs + cur * B_TILE, tx, ty, acc);
     if (more) {
+      AFFINE_A_TILE(ra, k0 + TILE_K, kend, vec, lid);
       store_tile_nt(ra, As + (cur ^ 1) * A_TILE, TILE_M, vec, lid, GEMM_TMAP);
       store_tile_nt(rb, Bs + (cur ^ 1) * B_TILE, TILE_N, vec, lid, GEMM_TMAP);
     }
@@ -268,6 +273,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
   }
 #else
   for (int k0 = kbeg; k0 < kend; k0 += TILE_K) {
+    AFFINE_A_TILE(ra, k0, kend, vec, lid);
     store_tile_nt(ra, As, TILE_M, vec, lid, GEMM_TMAP);
     store_tile_nt(rb, Bs, TILE_N, vec, lid, GEMM_TMAP);
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -155,18 +155,63 @@ def test_nodes_read_elsewhere_stay(runtime: str) -> None:
     _unfolded(b.build(), runtime)
 
 
-def test_a_convolution_the_plain_gemm_runs_keeps_its_algorithm(runtime: str) -> None:
-    # A 1x1 stride-1 layer of a small map runs the plain GEMM on every device: the nodes stay
-    # apart rather than move it to the implicit GEMM (slower there on the H200,
-    # bench/results/ab-builds-affine-NVIDIA_H200.md).
+# 1x1 stride-1 layers that the plain GEMM's tiled kernels run (DenseNet's bottlenecks on 14x14
+# and 7x7 maps on a GPU): gemm.cl applies the nodes where it loads a tile of A. Channels not a
+# multiple of 4 take the scalar loads; two images, one GEMM over both.
+PLAIN = [
+    ((1, 6, 6, 8), {}, "fp32"),
+    ((1, 7, 7, 6), {"mul": "RELU", "add": None}, "fp32"),
+    ((2, 5, 5, 12), {"mul": None, "add": "RELU6"}, "fp32"),
+    ((1, 6, 6, 8), {"add": "RELU_N1_TO_1"}, "fp16"),
+]
+
+
+@pytest.mark.parametrize("shape,kw,precision", PLAIN)
+def test_the_plain_gemm_takes_the_nodes(
+    runtime: str, shape: tuple[int, int, int, int], kw: Any, precision: str
+) -> None:
+    nodes = 2 - (kw.get("mul", "none") is None) - (kw.get("add", "RELU") is None)
+    model = _bn_conv(shape, k=1, padding="VALID", seed=sum(shape) + 1, **kw)
+    on = _both(model, runtime, folded=nodes, precision=precision)
+    assert folded_nodes(on, "+AFFINE") == 1
+    assert any(
+        k.op == "CONV_2D" and k.algorithm == "gemm+AFFINE" for k in on.delegate.profile().kernels
+    ), on.delegate.profile().table()
+
+
+@pytest.mark.parametrize("splits", [2, 3])
+def test_a_split_plain_gemm_takes_the_nodes(runtime: str, splits: int) -> None:
+    # K split over groups, K = 40 not a multiple of the tiles' depth: each split reads its own
+    # columns through the nodes, and the tail past K stays zero.
+    model = _bn_conv((1, 6, 6, 40), k=1, padding="VALID", out=12, seed=20 + splits)
+    common: dict[str, Any] = {"profiling": True, "expect_delegated": "all", "gemm_splits": splits}
+    on = check_parity(model, runtime, **common)
+    check_parity(model, runtime, fuse=NO_AFFINE, **common)
+    assert folded_nodes(on, "+AFFINE") == 1
+    assert any(k.kernel == "gemm_nt_splitk" for k in on.delegate.profile().kernels)
+
+
+def test_the_plain_gemm_writes_a_concatenation_through_the_nodes(runtime: str) -> None:
+    # DenseNet's layer: concat([x, conv1x1(bn(x))]): the GEMM reads x through the nodes and
+    # writes its rows into the concatenation.
+    b = ModelBuilder(seed=24)
+    x = b.conv2d(b.input("x", (1, 7, 7, 8)), b.rand((8, 1, 1, 8)), b.rand((8,), 0.2))
+    h = b.add(b.mul(x, b.rand((8,), 1.0)), b.rand((8,), 0.5), "RELU")
+    y = b.conv2d(h, b.rand((12, 1, 1, 8)), b.rand((12,), 0.2), 1, 1, "VALID", "RELU")
+    b.output(b.concat([x, y], 3))
+    on = _both(b.build(), runtime, folded=2)
+    assert folded_nodes(on, "+AFFINE") == 1
+
+
+def test_a_few_pixels_keep_the_nodes_apart(runtime: str) -> None:
+    # A map of 2x2 pixels runs the small-M kernel, which takes no nodes: they stay apart.
     r = check_parity(
-        _bn_conv((1, 6, 6, 8), k=1, padding="VALID", seed=12),
+        _bn_conv((1, 2, 2, 8), k=1, padding="VALID", seed=12),
         runtime,
         profiling=True,
         expect_delegated="all",
     )
     assert folded_nodes(r, "+AFFINE") == 0
-    assert any(k.op == "CONV_2D" and k.algorithm == "gemm" for k in r.delegate.profile().kernels)
     assert {k.op for k in r.delegate.profile().kernels} >= {"MUL", "ADD"}
 
 

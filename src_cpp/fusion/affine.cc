@@ -1,11 +1,12 @@
 // Affine folds: a float MUL by a constant per-channel vector or scalar (an input's rescale), an
 // ADD of one, or a MUL and then an ADD (batch normalization before a convolution, as DenseNet and
 // ResNet v2 write it), each with its fused clamp, whose output only CONV_2Ds that run the
-// implicit GEMM read as their input: each convolution reads the MUL's input and applies the
-// nodes where it loads an element (AttachAffine, kernels/conv2d_implicit_gemm.cl's A_AFFINE), so
-// the nodes launch nothing and their output is never written. Padded taps stay zero, as the
-// convolution pads the nodes' output. A convolution that another algorithm runs faster keeps the
-// nodes apart (its algorithm is not traded for the launch). First of the passes: a convolution that
+// implicit GEMM or the plain GEMM's tiled kernels read as their input: each convolution reads
+// the MUL's input and applies the nodes where it loads an element (AttachAffine,
+// kernels/gemm_affine.cl's A_AFFINE), so the nodes launch nothing and their output is never
+// written. Padded taps stay zero, as the convolution pads the nodes' output. A convolution that
+// another algorithm runs faster (Winograd, the small-M kernel of a few pixels) keeps the nodes
+// apart (its algorithm is not traded for the launch). First of the passes: a convolution that
 // took the nodes takes no PAD, depthwise or residual after them.
 #include <algorithm>
 #include <cstring>
@@ -66,11 +67,15 @@ bool PerChannel(const GraphView& g, const NodeInfo& n, Step* s) {
   return false;
 }
 
-// A float CONV_2D that reads y as its input alone and runs the implicit GEMM here, whose loads
-// the nodes join (on a GPU, 1x1 layers of small maps run the plain GEMM: left as they are).
-bool ImplicitGemmReader(const GraphView& g, const NodeInfo& n, int y, const DeviceInfo& dev) {
+// A float CONV_2D that reads y as its input alone and runs one of the GEMMs here whose loads the
+// nodes join: the implicit GEMM, or the plain one's tiled kernels (a 1x1 layer of a small map on
+// a GPU; not the small-M kernel of a few pixels).
+bool GemmReader(const GraphView& g, const NodeInfo& n, int y, const DeviceInfo& dev) {
   const std::optional<ConvGeometry> cg = ConvReadingInput(g, n, y);
-  return cg && SelectConvAlgorithm(*cg, dev, "") == ConvAlgorithm::kImplicitGemm;
+  if (!cg || cg->groups != 1) return false;
+  const ConvAlgorithm a = SelectConvAlgorithm(*cg, dev, "");
+  return a == ConvAlgorithm::kImplicitGemm ||
+         (a == ConvAlgorithm::kGemm1x1 && Gemm1x1Tiled(dev, *cg));
 }
 
 std::vector<AffineFusion> FindAffineFusions(const GraphView& g, const std::vector<NodeInfo>& nodes,
@@ -89,7 +94,7 @@ std::vector<AffineFusion> FindAffineFusions(const GraphView& g, const std::vecto
     const int y = nodes[i].outputs[0];
     const std::vector<size_t>& r = readers[y];
     bool convs = !r.empty() && !outputs.count(y);
-    for (size_t c : r) convs = convs && c > i && ImplicitGemmReader(g, nodes[c], y, dev);
+    for (size_t c : r) convs = convs && c > i && GemmReader(g, nodes[c], y, dev);
     if (!convs) continue;
     AffineFusion f;
     f.convs = r;
@@ -120,8 +125,8 @@ class AffinePass : public FusionPass {
   const char* name() const override { return "affine"; }
   void Find(const FoldGraph& g, Folds* folds) override {
     found_ = FindAffineFusions(g.g, g.nodes, g.outputs, g.dev);
-    // The convolutions keep their kernel count: only those the implicit GEMM runs anyway take
-    // the nodes (ImplicitGemmReader), which is what the cost model counts for them.
+    // The convolutions keep their kernel count: only those the GEMMs run anyway take the nodes
+    // (GemmReader), which is what the cost model counts for them.
     for (const AffineFusion& f : found_)
       for (const Step* s : f.Steps()) folds->folded.insert(s->node);
   }

@@ -67,14 +67,14 @@ class Conv2dOp : public ConvOpBase {
            (a == ConvAlgorithm::kGemm1x1 || a == ConvAlgorithm::kImplicitGemm);
   }
 
-  // The implicit GEMM reads its input through per-channel nodes (EncodeAffineConv): the whole
-  // op, alone (nothing else folded in yet), where it runs that algorithm anyway.
+  // The GEMMs read its input through per-channel nodes (A_AFFINE): the whole op, alone (nothing
+  // else folded in yet), where the implicit GEMM or the plain one's tiled kernels run it anyway.
   bool TakesAffine(const OpContext& ctx, const std::vector<Shape>& in) const override {
     if (chunk_ || in.size() != 1 || in[0].size() != 4 || folded_depthwise() || input_affine() ||
         has_residual() || has_gate() || !ds_chain().empty())
       return false;
     const ConvGeometry g = Geometry(in[0]);
-    return g.groups == 1 && Algorithm(ctx, g) == ConvAlgorithm::kImplicitGemm;
+    return g.groups == 1 && AffineAlgorithm(ctx, g) == Algorithm(ctx, g);
   }
   // Per-channel slopes after the store's activation: every algorithm's store applies them
   // (kernels/common.cl's SLOPED); a chunk does not.
@@ -121,8 +121,7 @@ class Conv2dOp : public ConvOpBase {
       dw.oh = g.h, dw.ow = g.w, dw.oc = g.c;
       return DepthwiseGemmScratchBytes(ctx, dw, g.oc);
     }
-    return ConvScratchBytes(ctx, input_affine() ? ConvAlgorithm::kImplicitGemm : Algorithm(ctx, g),
-                            g);
+    return ConvScratchBytes(ctx, input_affine() ? AffineAlgorithm(ctx, g) : Algorithm(ctx, g), g);
   }
 
   bool GetClamp(float* lo, float* hi) const override {
@@ -216,7 +215,7 @@ class Conv2dOp : public ConvOpBase {
       return;
     }
     if (const Attachments::Affine* a = input_affine()) {
-      algo_ = ConvAlgorithm::kImplicitGemm;
+      algo_ = AffineAlgorithm(ctx, g);
       weights_ = &src_->Weights(ctx, algo_, g, oc0_);
       const size_t shift = a->scale ? 2 : 1;
       // A scalar's one value serves every channel.
@@ -229,8 +228,12 @@ class Conv2dOp : public ConvOpBase {
                      a->hi2,
                      a->scale && one(1),
                      a->shift && one(shift)};
-      launches_ = EncodeImplicitGemmConv(ctx, g, in[0], *weights_, src_->Bias(ctx, oc0_, g.oc),
-                                         out[0], lo, hi, nullptr, &affine, slopes);
+      cl_mem bias = src_->Bias(ctx, oc0_, g.oc);
+      launches_ = algo_ == ConvAlgorithm::kGemm1x1
+                      ? EncodeGemm1x1With(ctx, g, in[0], *weights_, bias, out[0], lo, hi, nullptr,
+                                          slopes, nullptr, &affine)
+                      : EncodeImplicitGemmConv(ctx, g, in[0], *weights_, bias, out[0], lo, hi,
+                                               nullptr, &affine, slopes);
       return;
     }
     if (ctx.out_ldc && !GemmWrites(ctx, g))
@@ -269,6 +272,13 @@ class Conv2dOp : public ConvOpBase {
     const bool winograd = a == ConvAlgorithm::kWinograd || a == ConvAlgorithm::kWinograd4 ||
                           a == ConvAlgorithm::kWinograd4Fused;
     return winograd && src_->Outlier() ? ConvAlgorithm::kImplicitGemm : a;
+  }
+  // The GEMM that reads the input through folded per-channel nodes: the plain one's tiled
+  // kernels where they run the layer anyway, else the implicit one.
+  ConvAlgorithm AffineAlgorithm(const OpContext& ctx, const ConvGeometry& g) const {
+    return Algorithm(ctx, g) == ConvAlgorithm::kGemm1x1 && Gemm1x1Tiled(ctx.env.device(), g)
+               ? ConvAlgorithm::kGemm1x1
+               : ConvAlgorithm::kImplicitGemm;
   }
   bool GemmWrites(const OpContext& ctx, const ConvGeometry& g) const {
     return GemmWritesSlices(Algorithm(ctx, g), ctx.env.device(), g);

@@ -41,10 +41,11 @@ bool GemmWritesSlices(ConvAlgorithm a, const DeviceInfo& dev, const ConvGeometry
 
 std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                       const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
-                                      float act_max, cl_mem residual, cl_mem slopes, cl_mem gate) {
+                                      float act_max, cl_mem residual, cl_mem slopes, cl_mem gate,
+                                      const AffineA* affine) {
   const long m = long(g.n) * g.h * g.w;
   return EncodeGemm(ctx, Plan(ctx, g), in, w.filter.get(), bias, out, static_cast<int>(m), g.oc,
-                    g.c, act_min, act_max, residual, w.max_abs, slopes, gate);
+                    g.c, act_min, act_max, residual, w.max_abs, slopes, gate, affine);
 }
 
 extern const ConvAlgorithmDef kConvGemm1x1 = {

@@ -82,11 +82,7 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                cl_mem slopes) {
   std::vector<Launch> launches;
   const std::string rd = residual ? "-DHAS_RESIDUAL" : "";
-  std::string ad;
-  if (affine)
-    ad = std::string("-DA_AFFINE") + (affine->scale ? " -DA_SCALE" : "") +
-         (affine->shift ? " -DA_SHIFT" : "") + (affine->scale_one ? " -DA_SCALE_ONE" : "") +
-         (affine->shift_one ? " -DA_SHIFT_ONE" : "");
+  const std::string ad = AffineDefines(affine);
   const GemmPlan p = PlanImplicitGemm(ctx.env.device(), g, ctx.options.gemm_splits);
   const long m = long(g.n) * g.oh * g.ow;
   ParamBlock args = IgParams(g, g.oc, w.filter.get(), bias, act_min, act_max);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/conv_geometry.h"
+#include "ops/gemm.h"
 #include "ops/op.h"
 #include "ops/tuning.h"
 
@@ -130,16 +131,6 @@ LaunchCount DepthwiseGemmLaunches(const DeviceInfo& dev, const ConvGeometry& dw,
 // That GEMM's tiles on this device: it computes the depthwise's taps once for each tile_n of the
 // `oc` outputs.
 GemmTiles DepthwiseGemmTiles(const DeviceInfo& dev, const ConvGeometry& dw, int oc);
-// Per-channel MUL and ADD nodes between a convolution and its input (fusion/affine.cc), applied
-// where the implicit GEMM reads each input element (kernels/conv2d_implicit_gemm.cl's
-// A_AFFINE): x -> clamp(clamp(x * scale, lo1, hi1) + shift, lo2, hi2). scale, shift: [C] in the
-// float storage, null when that node is absent.
-struct AffineA {
-  cl_mem scale = nullptr, shift = nullptr;
-  float lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
-  bool scale_one = false, shift_one = false;  // one value for every channel
-};
-
 // The launches of the implicit GEMM (as EncodeConv) with what only the GEMMs take: its input
 // seen through `affine` (null: none), and a PRELU of per-channel `slopes` [OC] in the float
 // storage (null: none) after the activation and residual (fusion/prelu.cc,
@@ -148,12 +139,13 @@ std::vector<Launch> EncodeImplicitGemmConv(OpContext& ctx, const ConvGeometry& g
                                            const ConvWeights& w, cl_mem bias, cl_mem out,
                                            float act_min, float act_max, cl_mem residual,
                                            const AffineA* affine, cl_mem slopes);
-// The same for a 1x1 convolution the plain GEMM runs (ConvAlgorithm::kGemm1x1) with slopes
-// and / or a gate (its input's channel c read times gate[c]; null: none), a gate only where
-// Gemm1x1Tiled.
+// The same for a 1x1 convolution the plain GEMM runs (ConvAlgorithm::kGemm1x1) with slopes, a
+// gate (its input's channel c read times gate[c]; null: none) and / or its input seen through
+// `affine` (null: none), a gate or an affine only where Gemm1x1Tiled.
 std::vector<Launch> EncodeGemm1x1With(OpContext& ctx, const ConvGeometry& g, cl_mem in,
                                       const ConvWeights& w, cl_mem bias, cl_mem out, float act_min,
-                                      float act_max, cl_mem residual, cl_mem slopes, cl_mem gate);
+                                      float act_max, cl_mem residual, cl_mem slopes, cl_mem gate,
+                                      const AffineA* affine = nullptr);
 // Whether the plain GEMM runs the 1x1 convolution g in its tiled kernels, not the small-M one
 // for a few rows, which takes no gate and writes no concatenation.
 bool Gemm1x1Tiled(const DeviceInfo& dev, const ConvGeometry& g);

@@ -109,6 +109,25 @@ void SetReduceExtras(const Kernel& k, const OpContext& ctx, cl_mem residual, cl_
   if (ctx.out_ldc > 0) SetArgsFrom(k, next, ctx.out_ldc, ctx.out_offset);
 }
 
+std::string AffineDefines(const AffineA* affine) {
+  if (!affine) return "";
+  return std::string("-DA_AFFINE") + (affine->scale ? " -DA_SCALE" : "") +
+         (affine->shift ? " -DA_SHIFT" : "") + (affine->scale_one ? " -DA_SCALE_ONE" : "") +
+         (affine->shift_one ? " -DA_SHIFT_ONE" : "");
+}
+
+namespace {
+
+// A_AFFINE's arguments from `at` on (kernels/gemm_affine.cl's AFFINE_PARAM): the other buffer
+// stands in for an absent one, never read. The next free index.
+cl_uint SetAffineArgs(const Kernel& k, cl_uint at, const AffineA& a) {
+  cl_mem s = a.scale ? a.scale : a.shift;
+  SetArgsFrom(k, at, s, a.shift ? a.shift : s, a.lo1, a.hi1, a.lo2, a.hi2);
+  return at + 6;
+}
+
+}  // namespace
+
 float MaxAbs(const std::vector<float>& v) {
   float m = 0.0f;
   for (float x : v) m = std::fabs(x) > m ? std::fabs(x) : m;  // a NaN compares false
@@ -117,10 +136,11 @@ float MaxAbs(const std::vector<float>& v) {
 
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
-                               cl_mem residual, float b_max_abs, cl_mem slopes, cl_mem kscale) {
+                               cl_mem residual, float b_max_abs, cl_mem slopes, cl_mem kscale,
+                               const AffineA* affine) {
   std::vector<Launch> out;
-  if (p.small_m && (kscale || ctx.out_ldc))
-    throw Error("the small-M GEMM takes no gate and no concatenation");
+  if (p.small_m && (kscale || affine || ctx.out_ldc))
+    throw Error("the small-M GEMM takes no gate, no per-channel nodes and no concatenation");
   const bool slice = ctx.out_ldc > 0;
   if (p.small_m) {
     // SM_N columns per group of SM_WG work-items (kernels/gemm_small_m.cl's defaults), each
@@ -155,7 +175,8 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   auto prog = ctx.GetProgram(
       "gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
                   (residual ? " -DHAS_RESIDUAL" : "") + (kscale ? " -DK_SCALE" : "") +
-                  (p.splits > 1 ? " -DSPLIT_K" : "") + (slice ? " -DOUT_SLICE" : ""));
+                  (affine ? " " + AffineDefines(affine) : "") + (p.splits > 1 ? " -DSPLIT_K" : "") +
+                  (slice ? " -DOUT_SLICE" : ""));
   Launch l;
   l.dims = 1;
   l.global[0] = p.tiles.Global(m, n);
@@ -167,6 +188,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
     cl_uint next = residual ? 10 : 9;
     if (slopes) SetArgsFrom(l.kernel, next++, slopes);
     if (kscale) SetArgsFrom(l.kernel, next++, kscale);
+    if (affine) next = SetAffineArgs(l.kernel, next, *affine);
     if (slice) SetArgsFrom(l.kernel, next, ctx.out_ldc, ctx.out_offset);
     out.push_back(std::move(l));
     return out;
@@ -175,7 +197,9 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   l.name = "gemm_nt_splitk";
   l.kernel = CreateKernel(*prog, l.name);
   SetArgs(l.kernel, a, b, ctx.scratch[0], m, n, k, p.k_per_split);
-  if (kscale) SetArgsFrom(l.kernel, 7, kscale);
+  cl_uint next = 7;
+  if (kscale) SetArgsFrom(l.kernel, next++, kscale);
+  if (affine) SetAffineArgs(l.kernel, next, *affine);
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;

@@ -2,6 +2,7 @@
 // as one tiled kernel, or split along K when the output has too few tiles to fill the device.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ops/op.h"
@@ -46,6 +47,18 @@ double SplitKLastUs(const DeviceInfo& dev, const GemmPlan& p);
 // them: the split kernel and its reduce, with what their one-launch form adds.
 LaunchCount SplitLaunchCount(const DeviceInfo& dev, const GemmPlan& p);
 
+// Per-channel MUL and ADD nodes between a convolution and its input (fusion/affine.cc), applied
+// where the GEMMs load each element of A (kernels/gemm_affine.cl's A_AFFINE):
+// x -> clamp(clamp(x * scale, lo1, hi1) + shift, lo2, hi2). scale, shift: [C] in the float
+// storage, null when that node is absent.
+struct AffineA {
+  cl_mem scale = nullptr, shift = nullptr;
+  float lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
+  bool scale_one = false, shift_one = false;  // one value for every channel
+};
+// The program defines of `affine` ("" for none).
+std::string AffineDefines(const AffineA* affine);
+
 // forced_splits > 0 (option gemm_splits, a test hook) fixes the number of K splits.
 GemmPlan PlanGemm(const DeviceInfo& dev, long m, long n, long k, int forced_splits = 0);
 
@@ -61,11 +74,13 @@ const char* GemmAlgorithm(const GemmPlan& p);
 // slopes (optional): a PRELU of a slope per column after the activation (kernels/common.cl's
 // CHANNEL_SLOPES, the program built with it). kscale
 // (optional; not with the small-M kernel): A's column k read times kscale[k], a vector [K] in
-// the activations' storage (kernels/gemm_tiles.cl's K_SCALE).
+// the activations' storage (kernels/gemm_tiles.cl's K_SCALE). affine (optional; not with the
+// small-M kernel): A's column k read through per-channel nodes (kernels/gemm_affine.cl).
 std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_mem b, cl_mem bias,
                                cl_mem c, int m, int n, int k, float act_min, float act_max,
                                cl_mem residual = nullptr, float b_max_abs = -1.0f,
-                               cl_mem slopes = nullptr, cl_mem kscale = nullptr);
+                               cl_mem slopes = nullptr, cl_mem kscale = nullptr,
+                               const AffineA* affine = nullptr);
 
 // ctx.out_ldc > 0: rows of C written at that pitch and ctx.out_offset into a folded
 // CONCATENATION's tensor (kernels/gemm_tiles.cl's OUT_SLICE; not with the small-M kernel).
