@@ -19,7 +19,7 @@
 //   -DPACKED the offset of T slopes [OC] (CHANNEL_SLOPES, gemm_tiles.cl: the whole kernel applies
 //   them, the split one leaves them to gemm_splitk_reduce, which takes them as an argument);
 //   [36, 37] out_ldc, out_off (OUT_SLICE, gemm_tiles.cl: the whole kernel reads them, the reduce
-//   takes them as arguments).
+//   takes them as arguments); [38] the input's pixel pitch (IN_PITCH, below).
 //   src_cpp/ops/conv2d_implicit_gemm.cc's IgParam names them.
 //   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
 //            global = ceil(N * OH * OW / TILE_M) * ceil(OC / TILE_N) * WG.
@@ -43,6 +43,19 @@
 #error "conv2d_implicit_gemm.cl: the work-group size must be a multiple of TILE_K"
 #endif
 
+// IN_PITCH (fusion/concat.cc's chains): the input's pixels lie CPITCH values apart (prm[38]), the
+// first C channels of each pixel of a wider tensor; else C apart. Not with DW_A or EXPAND_A.
+#ifdef IN_PITCH
+#define IN_PITCH_PARAM , int CPITCH
+#define IN_PITCH_PASS , CPITCH
+#define IG_PITCH_READ const int CPITCH = prm[38];
+#else
+#define IN_PITCH_PARAM
+#define IN_PITCH_PASS
+#define IG_PITCH_READ
+#define CPITCH C
+#endif
+
 // A row that does not exist (m >= M) gets this input row origin, so every tap of it fails the
 // bounds check and reads zero.
 #define NO_ROW (-(1 << 29))
@@ -55,7 +68,7 @@
 // two divisions per tile, not per element). Taps outside the input and columns past K read zero.
 static inline void fetch_im2col(__global const T* restrict in, float* r, const int* pix_base,
                                 const int* pix_ih, const int* pix_iw, int k, int K, int C, int KW,
-                                int DH, int DW, int H, int W, bool vec AFFINE_PARAM) {
+                                int DH, int DW, int H, int W, bool vec AFFINE_PARAM IN_PITCH_PARAM) {
   const int c = k % C;
   const int t = k / C;
   AFFINE_SETUP(c, vec)
@@ -69,7 +82,7 @@ static inline void fetch_im2col(__global const T* restrict in, float* r, const i
       const int iw = pix_iw[i] + dw;
       float4 v = (float4)(0.0f);
       if ((uint)ih < (uint)H && (uint)iw < (uint)W) {
-        v = LOADF4(in, (pix_base[i] + (ih * W + iw) * C + c) >> 2);
+        v = LOADF4(in, (pix_base[i] + (ih * W + iw) * CPITCH + c) >> 2);
         AFFINE4(v);
       }
       r[4 * i] = v.x;
@@ -83,7 +96,7 @@ static inline void fetch_im2col(__global const T* restrict in, float* r, const i
       const int ih = pix_ih[i] + dh;
       const int iw = pix_iw[i] + dw;
       r[i] = ((uint)ih < (uint)H && (uint)iw < (uint)W)
-                 ? AFFINE1(LOADF(in, pix_base[i] + (ih * W + iw) * C + c))
+                 ? AFFINE1(LOADF(in, pix_base[i] + (ih * W + iw) * CPITCH + c))
                  : 0.0f;
     }
   }
@@ -107,7 +120,8 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
 #else
   const int K = KH * KW * C;
 #endif
-  const bool vec_a = (C & 3) == 0;  // 4 neighbouring k of one tap are 4 neighbouring channels
+  // 4 neighbouring k of one tap are 4 neighbouring channels, at a 4-aligned offset
+  const bool vec_a = ((C | CPITCH) & 3) == 0;
   const bool vec_b = (K & 3) == 0;
 
   // The output pixels whose im2col rows this work-item loads (see fetch_im2col).
@@ -217,7 +231,7 @@ static inline void igemm_accumulate(__global const T* restrict in, __global cons
   const int OC = prm[14], KH = prm[15], KW = prm[16], SH = prm[17], SW = prm[18];          \
   const int DH = prm[19], DW = prm[20], PT = prm[21], PL = prm[22], k_per_split = prm[23]; \
   const float act_min = as_float(prm[24]), act_max = as_float(prm[25]);                    \
-  IG_DW_READ IG_EX_READ IG_AFFINE_READ IG_SLOPES_READ
+  IG_DW_READ IG_EX_READ IG_AFFINE_READ IG_SLOPES_READ IG_PITCH_READ
 
 #ifndef SPLIT_K  // a convolution runs whole or split: its program holds only those kernels
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void conv2d_implicit_gemm(

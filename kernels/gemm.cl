@@ -9,6 +9,7 @@
 //   times kscale[k] (gemm_nt_splitk takes it too, after k_per_split)
 //   with A_AFFINE (gemm_affine.cl), T a_scale, a_shift and float a_lo1, a_hi1, a_lo2, a_hi2 after
 //   those: A read through per-channel MUL / ADD nodes (gemm_nt_splitk takes them too)
+//   with A_PITCH (gemm_tiles.cl), int lda after those: A's rows lda apart (both kernels)
 //   NDRange: 1-D. local = WG = (TILE_M / WPT_M) * (TILE_N / WPT_N) (reqd_work_group_size),
 //            global = ceil(M / TILE_M) * ceil(N / TILE_N) * WG.
 //   A group computes a TILE_M x TILE_N block of C through local-memory tiles of depth TILE_K (the
@@ -63,14 +64,16 @@
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
     __global const T* restrict A, __global const T* restrict B, __global const float* restrict bias,
     __global T* restrict C, int M, int N, int K, float act_min,
-    float act_max RESIDUAL_PARAM SLOPES_PARAM K_SCALE_PARAM AFFINE_PARAM OUT_SLICE_PARAM OVERFLOW_PARAM) {
+    float act_max RESIDUAL_PARAM SLOPES_PARAM K_SCALE_PARAM AFFINE_PARAM A_PITCH_PARAM OUT_SLICE_PARAM
+        OVERFLOW_PARAM) {
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
 
   const int lid = get_local_id(0);
   const int2 o = group_tile_origin(N);
   float acc[WPT_M][WPT_N];
-  gemm_accumulate(A, B, M, N, K, 0, K, o.x, o.y, &As[0][0], &Bs[0][0], acc K_SCALE_PASS AFFINE_PASS);
+  gemm_accumulate(A, B, M, N, K, 0, K, o.x, o.y, &As[0][0], &Bs[0][0], acc K_SCALE_PASS AFFINE_PASS
+                  A_PITCH_PASS);
   store_output_tile(acc, bias, C, M, N, o.x, o.y, lid % RT_N, lid / RT_N, act_min,
                     act_max RESIDUAL_PASS SLOPES_PASS OUT_SLICE_PASS OVERFLOW_PASS);
 }
@@ -84,14 +87,15 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt(
 // gemm_splitk_reduce (gemm_tiles.cl) adds the splits, the bias and the activation.
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void gemm_nt_splitk(
     __global const T* restrict A, __global const T* restrict B, __global float* restrict P, int M,
-    int N, int K, int k_per_split K_SCALE_PARAM AFFINE_PARAM OVERFLOW_PARAM) {
+    int N, int K, int k_per_split K_SCALE_PARAM AFFINE_PARAM A_PITCH_PARAM OVERFLOW_PARAM) {
   __local float As[NBUF * TILE_K][TILE_M + LPAD] __attribute__((aligned(16)));
   __local float Bs[NBUF * TILE_K][TILE_N + LPAD] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
   const int2 o = group_tile_origin(N);
   const int2 k = split_k_range(K, k_per_split);
   float acc[WPT_M][WPT_N];
-  gemm_accumulate(A, B, M, N, K, k.x, k.y, o.x, o.y, &As[0][0], &Bs[0][0], acc K_SCALE_PASS AFFINE_PASS);
+  gemm_accumulate(A, B, M, N, K, k.x, k.y, o.x, o.y, &As[0][0], &Bs[0][0], acc K_SCALE_PASS AFFINE_PASS
+                  A_PITCH_PASS);
   store_partial_tile(acc, P + (long)get_group_id(1) * M * N, M, N, o.x, o.y, lid % RT_N,
                      lid / RT_N);
 }

@@ -113,12 +113,13 @@ static inline void read_local_run(__local const float* row, int t, float* dst, i
     for (int i = 0; i < wpt; ++i) dst[i] = row[i * rt + t];
   }
 }
-// Rows [r0, r0 + rows) x columns [k0, k0 + TILE_K) of a row-major nrows x K matrix, zero at
-// or past column kend (K for the whole row; the end of its slice under split-K).
+// Rows [r0, r0 + rows) x columns [k0, k0 + TILE_K) of a row-major nrows x K matrix whose rows
+// lie ld apart (K, or a wider tensor's pitch: A_PITCH), zero at or past column kend (K for the
+// whole row; the end of its slice under split-K). vec needs ld % 4 == 0 too.
 static inline void fetch_tile_nt(__global const GEMM_SRC_T* restrict src, float* r, int rows, int r0,
-                                 int nrows, int k0, int K, int kend, bool vec, int lid, int map) {
+                                 int nrows, int k0, int ld, int kend, bool vec, int lid, int map) {
   if (vec) {
-    const int K4 = K >> 2, kend4 = kend >> 2;
+    const int K4 = ld >> 2, kend4 = kend >> 2;
 #pragma unroll
     for (int i = 0; i < NV_OF(rows); ++i) {
       const int e = lid + i * GEMM_WG;
@@ -143,7 +144,7 @@ static inline void fetch_tile_nt(__global const GEMM_SRC_T* restrict src, float*
       const int e = lid + i * GEMM_WG;
       const int gr = r0 + e / TILE_K;
       const int gk = k0 + e % TILE_K;
-      r[i] = (e < rows * TILE_K && gr < nrows && gk < kend) ? GEMM_LOAD(src, gr * K + gk) : 0.0f;
+      r[i] = (e < rows * TILE_K && gr < nrows && gk < kend) ? GEMM_LOAD(src, gr * ld + gk) : 0.0f;
     }
   }
 }
@@ -231,20 +232,34 @@ static inline void zero_acc(float acc[WPT_M][WPT_N]) {
 #include "gemm_kscale.cl"
 #include "gemm_affine.cl"
 
+// A_PITCH (fusion/concat.cc's chains): A's rows lie lda apart, the first K values of each row of
+// a wider tensor (a concatenation that later columns extend in place); one more int argument of
+// gemm_accumulate, gemm_nt and gemm_nt_splitk after A_AFFINE's.
+#ifdef A_PITCH
+#define A_PITCH_PARAM , int lda
+#define A_PITCH_PASS , lda
+#define A_LD lda
+#else
+#define A_PITCH_PARAM
+#define A_PITCH_PASS
+#define A_LD K
+#endif
+
 // acc = A[m0.., kbeg..kend) * B[n0.., kbeg..kend)^T for this work-item's WPT_M x WPT_N outputs.
 // As / Bs hold NBUF tiles each (see GEMM_DBUF in gemm_tiles.cl).
 static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
                                    __global const GEMM_SRC_T* restrict B,
                                    int M, int N, int K, int kbeg, int kend, int m0, int n0,
                                    __local float* As, __local float* Bs,
-                                   float acc[WPT_M][WPT_N] K_SCALE_PARAM AFFINE_PARAM) {
+                                   float acc[WPT_M][WPT_N] K_SCALE_PARAM AFFINE_PARAM
+                                       A_PITCH_PARAM) {
   const int lid = get_local_id(0);
   const int tx = lid % RT_N;
   const int ty = lid / RT_N;
-  const bool vec = (K & 3) == 0;
+  const bool vec = ((K | A_LD) & 3) == 0;
   zero_acc(acc);
   float ra[NREG(TILE_M)], rb[NREG(TILE_N)];
-  fetch_tile_nt(A, ra, TILE_M, m0, M, kbeg, K, kend, vec, lid, GEMM_TMAP);
+  fetch_tile_nt(A, ra, TILE_M, m0, M, kbeg, A_LD, kend, vec, lid, GEMM_TMAP);
   fetch_tile_nt(B, rb, TILE_N, n0, N, kbeg, K, kend, vec, lid, GEMM_TMAP);
   SCALE_B_TILE(rb, kbeg, kend, vec, lid);
   // A's per-channel nodes apply where its tile is stored, not where it is fetched: there the
@@ -258,7 +273,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
   for (int k0 = kbeg; k0 < kend; k0 += TILE_K) {
     const bool more = k0 + TILE_K < kend;
     if (more) {
-      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
+      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, A_LD, kend, vec, lid, GEMM_TMAP);
       fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
       SCALE_B_TILE(rb, k0 + TILE_K, kend, vec, lid);
     }
@@ -278,7 +293,7 @@ static inline void gemm_accumulate(__global const GEMM_SRC_T* restrict A,
     store_tile_nt(rb, Bs, TILE_N, vec, lid, GEMM_TMAP);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (k0 + TILE_K < kend) {
-      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
+      fetch_tile_nt(A, ra, TILE_M, m0, M, k0 + TILE_K, A_LD, kend, vec, lid, GEMM_TMAP);
       fetch_tile_nt(B, rb, TILE_N, n0, N, k0 + TILE_K, K, kend, vec, lid, GEMM_TMAP);
       SCALE_B_TILE(rb, k0 + TILE_K, kend, vec, lid);
     }

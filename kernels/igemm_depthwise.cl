@@ -55,7 +55,7 @@ static inline float expand1(__global const T* restrict in, int p, int k, int C E
 #else
 #define EX_PARAM
 #define EX_PASS
-#define IN_C C
+#define IN_C CPITCH  // C, or the pixel pitch (IN_PITCH)
 #define DW_IN4(p, k) LOADF4(in, ((p) + (k)) >> 2)
 #define DW_IN1(p, k) LOADF(in, (p) + (k))
 #endif
@@ -153,8 +153,10 @@ static inline void fetch_depthwise(__global const T* restrict in, float* r, cons
   fetch_depthwise(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, DW_KH, DW_KW, DH, DW, H, W, \
                   vec_a, dw_f, dw_bias, dw_min, dw_max EX_PASS)
 #else
-#define DW_PARAM AFFINE_PARAM  // the A of the plain convolution: its input, or the affine's
-#define DW_PASS AFFINE_PASS
-#define FETCH_A(k) \
-  fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, KW, DH, DW, H, W, vec_a AFFINE_PASS)
+// The A of the plain convolution: its input, or the affine's; its pixels CPITCH apart.
+#define DW_PARAM AFFINE_PARAM IN_PITCH_PARAM
+#define DW_PASS AFFINE_PASS IN_PITCH_PASS
+#define FETCH_A(k)                                                                      \
+  fetch_im2col(in, ra, pix_base, pix_ih, pix_iw, (k), kend, C, KW, DH, DW, H, W, vec_a \
+               AFFINE_PASS IN_PITCH_PASS)
 #endif

@@ -227,6 +227,7 @@ SANITIZE_FILES = {
     "test_fusion_depthwise.py",
     "test_fusion_ds_chain.py",
     "test_fusion_dense_chain.py",
+    "test_fusion_concat_chain.py",
     "test_fusion_prelu_form.py",
     "test_fusion_prelu.py",
     "test_fusion_requantize.py",

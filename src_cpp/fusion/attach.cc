@@ -172,6 +172,12 @@ void AttachOutputSlice(Attachments& a, int output, int ldc, int offset) {
   a.outputs[0] = output;
 }
 
+void AttachInputPitch(Attachments& a, int ldc) {
+  if (a.inputs.empty() || a.in_pitch.on || ldc <= 0)
+    throw Error("only an op with an input can read it at a pitch, once");
+  a.in_pitch = Attachments::InPitch{true, ldc};
+}
+
 void AttachChain(Attachments& a, int input, std::vector<IndexStage> stages) {
   if (a.inputs.size() != 1 || a.chain.on) throw Error("a gather chain needs an op of one input");
   a.chain = Attachments::Chain{true, std::move(stages)};

@@ -92,6 +92,9 @@ class FoldPlan {
   virtual bool split(int t) const = 0;    // kept in pieces (larger than one buffer)
   virtual size_t bytes(int t) const = 0;  // one element on the device
   virtual void Elide(int t) = 0;          // never written this plan
+  // t kept in root's storage this plan: the first values of each of root's rows (a
+  // concatenation chain; its readers told the pitch). Both whole, internal, one storage type.
+  virtual void Alias(int t, int root) = 0;
   virtual void SetOutShapes(size_t i, std::vector<Shape> shapes) = 0;
   // Whether ops `others` keep their values in op i's storage type (precision auto).
   virtual bool SamePrecision(size_t i, const std::vector<size_t>& others) const = 0;

@@ -152,6 +152,14 @@ struct Attachments {
     int offset = 0;
   } out_slice;
 
+  // A chain of concatenations extended in place (fusion/concat.cc): input 0 is stored as the
+  // first values of each row of a wider tensor, rows `ldc` apart (its own shape unchanged; the
+  // partition keeps it in that tensor's storage).
+  struct InPitch {
+    bool on = false;
+    int ldc = 0;
+  } in_pitch;
+
   // A QUANTIZE of the op's float output (fusion/requantize.cc): output 0 is the QUANTIZE's, and
   // the op stores its values quantized to `q` as the QUANTIZE would (uint8 or int8).
   struct Quantize {

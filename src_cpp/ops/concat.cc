@@ -53,7 +53,9 @@ class ConcatOp : public Op, public Chunker {
         name_(whole.name_) {}  // a PACK's chunk is a concatenation of its [outer, 1, inner] boxes
 
   const char* type_name() const override { return name_; }
-  std::string algorithm() const override { return vec4_ ? "copy_multi4" : "copy_multi"; }
+  std::string algorithm() const override {
+    return std::string(vec4_ ? "copy_multi4" : "copy_multi") + (output_slice() ? "+CHAIN" : "");
+  }
   const Chunker* chunker() const override { return this; }
 
   std::vector<Shape> InferShapes(const std::vector<Shape>& in_shapes) const override {
@@ -128,7 +130,14 @@ class ConcatOp : public Op, public Chunker {
                const std::vector<Shape>& out_shapes, const std::vector<cl_mem>& in,
                const std::vector<cl_mem>& out) override {
     const Shape o = View3(out_shapes[0], axis_);
-    const int rows = o[0], inner = o[2], out_cols = o[1] * inner;
+    const int rows = o[0], inner = o[2];
+    // The first of a chain of concatenations extended in place (fusion/concat.cc): its rows
+    // lie in a wider tensor's, at that tensor's pitch.
+    const Attachments::OutSlice* slice = output_slice();
+    if (slice && (!rescales_.empty() || axis_ != int(out_shapes[0].size()) - 1))
+      throw Error(std::string(name_) +
+                  ": only a float concatenation of the last axis writes rows of a wider tensor");
+    const int out_cols = slice ? slice->ldc : o[1] * inner;
     auto prog = ctx.GetProgram("concat");
     launches_.clear();
     vec4_ = true;
@@ -144,7 +153,7 @@ class ConcatOp : public Op, public Chunker {
       }
     }
     if (rows == 0) return;
-    int col0 = 0;
+    int col0 = slice ? slice->offset : 0;
     for (size_t first = 0; first < bufs.size(); first += kMaxInputsPerLaunch) {
       const size_t n = std::min(bufs.size() - first, size_t(kMaxInputsPerLaunch));
       launches_.push_back(

@@ -52,7 +52,7 @@ class Conv2dOp : public ConvOpBase {
            (input_affine() ? "+AFFINE" : "") + (folded_expand() ? "+EXPAND" : "") +
            (folded_depthwise() ? "+DEPTHWISE" : "") + (has_gate() ? "+GATE" : "") +
            (has_residual() ? "+ADD" : "") + (has_slopes() ? "+PRELU" : "") +
-           (output_slice() ? "+CONCAT" : "");
+           (output_slice() ? "+CONCAT" : "") + (input_pitch() ? "+PITCH" : "");
   }
 
   // A 1x1 convolution the GEMMs run computes a depthwise's output as its A
@@ -98,6 +98,13 @@ class Conv2dOp : public ConvOpBase {
         !ds_chain().empty())
       return false;
     return folded_depthwise() || input_affine() || GemmWrites(ctx, Geometry(in[0]));
+  }
+  // The GEMMs read input 0 at a pitch (a concatenation chain): those it runs anyway, but for
+  // the small-M kernel; nothing folded in that reads the input otherwise (a depthwise, an
+  // expand, a chain) and one whole op.
+  bool TakesInputPitch(const OpContext& ctx, const std::vector<Shape>& in) const override {
+    return !in.empty() && in[0].size() == 4 && !input_pitch() &&
+           TakesInputPitchNow(ctx, Geometry(in[0]));
   }
   // Every algorithm of EncodeConv adds a residual; the conv's own activation must be none
   // (act(conv) + residual is not act(conv + residual)).
@@ -168,7 +175,10 @@ class Conv2dOp : public ConvOpBase {
     OpContext ctx = octx;
     if (const Attachments::OutSlice* s = output_slice())
       ctx.out_ldc = s->ldc, ctx.out_offset = s->offset;
+    ctx.in_ldc = input_pitch();
     const ConvGeometry g = Geometry(in_shapes[0]);
+    if (ctx.in_ldc && !TakesInputPitchNow(ctx, g))
+      throw Error("CONV_2D: its input in a wider concatenation needs one of the GEMMs");
     algo_ = Algorithm(ctx, g);
     const bool r = has_residual();
     const auto [lo, hi] = ClampBounds(act_min_, act_max_);
@@ -279,6 +289,12 @@ class Conv2dOp : public ConvOpBase {
     return Algorithm(ctx, g) == ConvAlgorithm::kGemm1x1 && Gemm1x1Tiled(ctx.env.device(), g)
                ? ConvAlgorithm::kGemm1x1
                : ConvAlgorithm::kImplicitGemm;
+  }
+  // Prepare's check of what TakesInputPitch allowed (the attachment itself set now).
+  bool TakesInputPitchNow(const OpContext& ctx, const ConvGeometry& g) const {
+    return !chunk_ && !folded_depthwise() && ds_chain().empty() &&
+           GemmWritesSlices(input_affine() ? AffineAlgorithm(ctx, g) : Algorithm(ctx, g),
+                            ctx.env.device(), g);
   }
   bool GemmWrites(const OpContext& ctx, const ConvGeometry& g) const {
     return GemmWritesSlices(Algorithm(ctx, g), ctx.env.device(), g);

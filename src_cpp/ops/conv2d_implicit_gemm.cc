@@ -45,7 +45,8 @@ enum IgParam {
   kAffine = 31,
   kSlopes = 35,
   kOutSlice = 36,
-  kIgParams = 38
+  kInPitch = 38,
+  kIgParams = 39
 };
 
 // A launch's scalars and constant buffers as the kernel reads them (ParamBlock): the geometry,
@@ -66,6 +67,13 @@ std::string SliceParams(const OpContext& ctx, ParamBlock& args) {
   if (!ctx.out_ldc) return "";
   args.Int(kOutSlice, ctx.out_ldc), args.Int(kOutSlice + 1, ctx.out_offset);
   return "-DOUT_SLICE";
+}
+
+// ctx's input pitch (OpContext::in_ldc, a concatenation chain) likewise.
+std::string PitchParams(const OpContext& ctx, ParamBlock& args) {
+  if (!ctx.in_ldc) return "";
+  args.Int(kInPitch, ctx.in_ldc);
+  return "-DIN_PITCH";
 }
 
 std::vector<size_t> Scratch(const OpContext& ctx, const ConvGeometry& g) {
@@ -94,7 +102,7 @@ std::vector<Launch> EncodeWith(OpContext& ctx, const ConvGeometry& g, cl_mem in,
     args.Float(kAffine + 2, affine->lo2), args.Float(kAffine + 3, affine->hi2);
   }
   if (slopes) args.Slot(kSlopes, slopes);
-  const std::string slice = SliceParams(ctx, args);
+  const std::string slice = With(SliceParams(ctx, args), PitchParams(ctx, args));
   const std::string packed = args.Upload(ctx);
   // Split or whole, its own kernels (kernels/conv2d_implicit_gemm.cl).
   auto prog = ctx.GetProgram("conv2d_implicit_gemm",
@@ -299,6 +307,7 @@ std::vector<Launch> EncodeDepthwiseGemm(OpContext& ctx, const FloatDepthwiseA& d
                                         cl_mem slopes) {
   const ConvGeometry& g = dw.g;
   if (g.oc != g.c) throw Error("a folded depthwise needs depth multiplier 1");
+  if (ctx.in_ldc) throw Error("a folded depthwise reads no input of a wider pitch");
   // The block kernel takes no slopes and writes no concatenation: the GEMM runs such a block.
   if (dw.expand_filter && !slopes && !ctx.out_ldc && BlockKernelAllowed())
     if (const std::optional<BlockPlan> b = PlanBlock(ctx.env.device(), g, dw.expand_c, oc))

@@ -86,6 +86,12 @@ class FoldTarget {
     (void)ctx, (void)in;
     return false;
   }
+  // Its input 0 read as the first values of each row of a wider tensor, rows at a pitch (a
+  // concatenation extended in place, fusion/concat.cc), for these input shapes with its folds.
+  virtual bool TakesInputPitch(const OpContext& ctx, const std::vector<Shape>& in) const {
+    (void)ctx, (void)in;
+    return false;
+  }
 
  protected:
   ~FoldTarget() = default;  // owned as the op it is part of

@@ -139,9 +139,9 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
                                cl_mem residual, float b_max_abs, cl_mem slopes, cl_mem kscale,
                                const AffineA* affine) {
   std::vector<Launch> out;
-  if (p.small_m && (kscale || affine || ctx.out_ldc))
+  if (p.small_m && (kscale || affine || ctx.out_ldc || ctx.in_ldc))
     throw Error("the small-M GEMM takes no gate, no per-channel nodes and no concatenation");
-  const bool slice = ctx.out_ldc > 0;
+  const bool slice = ctx.out_ldc > 0, pitch = ctx.in_ldc > 0;
   if (p.small_m) {
     // SM_N columns per group of SM_WG work-items (kernels/gemm_small_m.cl's defaults), each
     // work-item's SM_MAX_M x SM_N partial sums in local memory: 32 KiB and the maxima at 128
@@ -176,7 +176,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
       "gemm", p.tiles.Defines() + (even ? " -DGEMM_EVEN=1" : "") +
                   (residual ? " -DHAS_RESIDUAL" : "") + (kscale ? " -DK_SCALE" : "") +
                   (affine ? " " + AffineDefines(affine) : "") + (p.splits > 1 ? " -DSPLIT_K" : "") +
-                  (slice ? " -DOUT_SLICE" : ""));
+                  (slice ? " -DOUT_SLICE" : "") + (pitch ? " -DA_PITCH" : ""));
   Launch l;
   l.dims = 1;
   l.global[0] = p.tiles.Global(m, n);
@@ -189,6 +189,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
     if (slopes) SetArgsFrom(l.kernel, next++, slopes);
     if (kscale) SetArgsFrom(l.kernel, next++, kscale);
     if (affine) next = SetAffineArgs(l.kernel, next, *affine);
+    if (pitch) SetArgsFrom(l.kernel, next++, ctx.in_ldc);
     if (slice) SetArgsFrom(l.kernel, next, ctx.out_ldc, ctx.out_offset);
     out.push_back(std::move(l));
     return out;
@@ -199,7 +200,8 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
   SetArgs(l.kernel, a, b, ctx.scratch[0], m, n, k, p.k_per_split);
   cl_uint next = 7;
   if (kscale) SetArgsFrom(l.kernel, next++, kscale);
-  if (affine) SetAffineArgs(l.kernel, next, *affine);
+  if (affine) next = SetAffineArgs(l.kernel, next, *affine);
+  if (pitch) SetArgsFrom(l.kernel, next, ctx.in_ldc);
   l.dims = 2;
   l.global[1] = p.splits;
   l.local[1] = 1;

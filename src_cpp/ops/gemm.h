@@ -84,6 +84,7 @@ std::vector<Launch> EncodeGemm(OpContext& ctx, const GemmPlan& p, cl_mem a, cl_m
 
 // ctx.out_ldc > 0: rows of C written at that pitch and ctx.out_offset into a folded
 // CONCATENATION's tensor (kernels/gemm_tiles.cl's OUT_SLICE; not with the small-M kernel).
+// ctx.in_ldc > 0: rows of A read at that pitch (A_PITCH; not with the small-M kernel).
 
 // gemm_splitk_reduce's arguments after those SetArgsAndOptional set (the residual's included):
 // the slopes when given, then ctx's concatenation slice when it has one.

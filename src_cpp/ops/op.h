@@ -50,6 +50,11 @@ struct OpContext {
   // Where the op's output rows go in a folded CONCATENATION's tensor (Attachments::OutSlice;
   // out_ldc 0: none). Only the GEMMs' launches write so (ops/gemm.h); others refuse it.
   int out_ldc = 0, out_offset = 0;
+  // The pitch between the rows (pixels) of the op's input 0 when it is the first values of each
+  // row of a wider tensor (a concatenation extended in place, fusion/concat.cc's chains; 0:
+  // none). Only the GEMMs' A loads read so (kernels/gemm_tiles.cl's A_PITCH, the implicit GEMM's
+  // IN_PITCH); others refuse it.
+  int in_ldc = 0;
 
   // This context for an op whose activations are all of type `t`: int8 / uint8 programs build
   // with -DSTORAGE_INT8 / -DSTORAGE_UINT8 (kernels/common.cl: T is the integer type, loads are
@@ -185,6 +190,8 @@ class Op {
   const Attachments::OutSlice* output_slice() const {
     return att().out_slice.on ? &att().out_slice : nullptr;
   }
+  // Input 0's row pitch in the wider tensor holding it (Attachments::InPitch); 0: none.
+  int input_pitch() const { return att().in_pitch.on ? att().in_pitch.ldc : 0; }
   size_t gate_input() const { return att().gate.input; }
   const std::vector<int>& gate_quant() const { return att().gate.quant; }
   bool chained() const { return att().chain.on; }

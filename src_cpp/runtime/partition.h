@@ -87,7 +87,8 @@ class Partition {
     // written, no memory.
     bool elided = false;
     // This plan: the output of a RESHAPE (or its kin) kept in its input's storage, the copy
-    // skipped (AliasFlatCopies): the tensor whose storage it shares.
+    // skipped (AliasFlatCopies), or a concatenation kept in the first columns of a wider one
+    // that extends it (fusion/concat.cc's chains): the tensor whose storage it shares.
     int alias = -1;
     bool split() const { return !piece_buffers.empty(); }
     size_t host_bytes() const;  // in TFLite's memory

@@ -23,6 +23,7 @@ class Partition::Folding final : public FoldPlan {
   bool split(int t) const override { return p_.values_.at(t).split(); }
   size_t bytes(int t) const override { return p_.ElemBytes(t); }
   void Elide(int t) override { p_.values_.at(t).elided = true; }
+  void Alias(int t, int root) override { p_.values_.at(t).alias = root; }
   void SetOutShapes(size_t i, std::vector<Shape> shapes) override {
     p_.out_shapes_[i] = std::move(shapes);
   }
