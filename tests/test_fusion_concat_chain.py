@@ -153,3 +153,25 @@ def test_values_past_the_first_columns_are_not_read(runtime: str) -> None:
         h = b.concat([h, y], 3)
     b.output(b.conv2d(h, b.rand((4, 1, 1, b.shape(h)[3])), None, 1, 1, "SAME", None))
     chain_on_and_off(b.build(), runtime, 2)
+
+
+@pytest.mark.parametrize("kind", ["clamp_node", "two_new"])
+def test_links_of_other_forms(runtime: str, kind: str) -> None:
+    """A layer whose new channels pass a RELU6 node (folded into its convolution, which writes
+    what the node would), and a layer adding two convolutions' channels at once."""
+    b = ModelBuilder(seed=8)
+    x = b.input("x", (1, 7, 6, 12))
+    h = b.max_pool2d(x, 2, 1, "SAME")
+    for _ in range(3):
+        c = b.shape(h)[3]
+        t = b.conv2d(h, b.rand((8, 1, 1, c)), b.rand((8,), 0.2), 1, 1, "SAME", "RELU")
+        y = b.conv2d(t, b.rand((6, 3, 3, 8)), b.rand((6,), 0.2), 1, 1, "SAME", None)
+        if kind == "clamp_node":
+            h = b.concat([h, b.relu6(y)], 3)
+        else:
+            z = b.conv2d(t, b.rand((5, 1, 1, 8)), None, 1, 1, "SAME", "RELU")
+            h = b.concat([h, y, z], 3)
+    b.output(b.conv2d(h, b.rand((4, 1, 1, b.shape(h)[3])), None, 1, 1, "SAME", None))
+    on = chain_on_and_off(b.build(), runtime, 2)
+    if kind == "clamp_node":
+        assert op_nodes(on, "RELU6") == 0, on.delegate.profile().table()
