@@ -87,11 +87,26 @@ def chain_on_and_off(model: bytes, runtime: str, links: int, **options: Any) -> 
         (1, {}),  # the plain GEMM writes and reads
         (1, {"gemm_splits": 2}),
         (1, {"precision": "fp16"}),
+        (3, {"conv_algorithm": "implicit_gemm"}),  # the 1x1 layers read with the implicit GEMM
+        (3, {"conv_algorithm": "implicit_gemm", "gemm_splits": 3}),
+        (3, {"conv_algorithm": "implicit_gemm", "precision": "fp16"}),
     ],
-    ids=["implicit", "implicit-split", "implicit-fp16", "gemm", "gemm-split", "gemm-fp16"],
+    ids=[
+        "implicit",
+        "implicit-split",
+        "implicit-fp16",
+        "gemm",
+        "gemm-split",
+        "gemm-fp16",
+        "igemm-reads",
+        "igemm-reads-split",
+        "igemm-reads-fp16",
+    ],
 )
 def test_dense_block_runs_in_place(runtime: str, k: int, options: dict[str, Any]) -> None:
     on = chain_on_and_off(dense_block(k=k, seed=1), runtime, 3, **options)
+    if options.get("conv_algorithm") == "implicit_gemm":
+        assert folded_nodes(on, "implicit_gemm+AFFINE+PITCH") == 3, on.delegate.profile().table()
     # Every layer's bottleneck but the first reads a link (the first reads the pool's copy).
     assert folded_nodes(on, "+PITCH") == 3, on.delegate.profile().table()
 
@@ -140,7 +155,8 @@ def test_cost_model_counts_the_links(runtime: str) -> None:
     assert counts and counts[0] == launched
 
 
-def test_values_past_the_first_columns_are_not_read(runtime: str) -> None:
+@pytest.mark.parametrize("algorithm", ["auto", "implicit_gemm"])
+def test_values_past_the_first_columns_are_not_read(runtime: str, algorithm: str) -> None:
     """The wider tensor's later columns hold other layers' values while a layer reads the first
     ones: large values there would show in its output if its loads strayed past them."""
     b = ModelBuilder(seed=7)
@@ -152,7 +168,7 @@ def test_values_past_the_first_columns_are_not_read(runtime: str) -> None:
         y = b.conv2d(t, np.full((8, 3, 3, 8), 1e4, np.float32), None, 1, 1, "SAME", None)
         h = b.concat([h, y], 3)
     b.output(b.conv2d(h, b.rand((4, 1, 1, b.shape(h)[3])), None, 1, 1, "SAME", None))
-    chain_on_and_off(b.build(), runtime, 2)
+    chain_on_and_off(b.build(), runtime, 2, conv_algorithm=algorithm)
 
 
 @pytest.mark.parametrize("kind", ["clamp_node", "two_new"])
