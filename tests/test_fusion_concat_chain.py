@@ -171,15 +171,19 @@ def test_values_past_the_first_columns_are_not_read(runtime: str, algorithm: str
     chain_on_and_off(b.build(), runtime, 2, conv_algorithm=algorithm)
 
 
-@pytest.mark.parametrize("kind", ["clamp_node", "two_new"])
+@pytest.mark.parametrize("kind", ["clamp_node", "two_new", "direct"])
 def test_links_of_other_forms(runtime: str, kind: str) -> None:
     """A layer whose new channels pass a RELU6 node (folded into its convolution, which writes
-    what the node would), and a layer adding two convolutions' channels at once."""
+    what the node would), a layer adding two convolutions' channels at once, and a layer whose
+    3x3 convolution reads the tensor so far itself (at the pitch) and writes into it."""
     b = ModelBuilder(seed=8)
-    x = b.input("x", (1, 7, 6, 12))
+    x = b.input("x", (1, 7, 6, 4 if kind == "direct" else 12))
     h = b.max_pool2d(x, 2, 1, "SAME")
     for _ in range(3):
         c = b.shape(h)[3]
+        if kind == "direct":  # 4 + 3 x 3 channels: fewer than 16, the implicit GEMM's
+            h = b.concat([h, b.conv2d(h, b.rand((3, 3, 3, c)), None, 1, 1, "SAME", None)], 3)
+            continue
         t = b.conv2d(h, b.rand((8, 1, 1, c)), b.rand((8,), 0.2), 1, 1, "SAME", "RELU")
         y = b.conv2d(t, b.rand((6, 3, 3, 8)), b.rand((6,), 0.2), 1, 1, "SAME", None)
         if kind == "clamp_node":
@@ -189,5 +193,7 @@ def test_links_of_other_forms(runtime: str, kind: str) -> None:
             h = b.concat([h, y, z], 3)
     b.output(b.conv2d(h, b.rand((4, 1, 1, b.shape(h)[3])), None, 1, 1, "SAME", None))
     on = chain_on_and_off(b.build(), runtime, 2)
+    if kind == "direct":
+        assert folded_nodes(on, "+CONCAT+PITCH") == 2, on.delegate.profile().table()
     if kind == "clamp_node":
         assert op_nodes(on, "RELU6") == 0, on.delegate.profile().table()
