@@ -43,7 +43,7 @@
 #error "conv2d_implicit_gemm.cl: the work-group size must be a multiple of TILE_K"
 #endif
 
-// IN_PITCH (fusion/concat.cc's chains): the input's pixels lie CPITCH values apart (prm[38]), the
+// IN_PITCH (fusion/concat_chain.cc): the input's pixels lie CPITCH values apart (prm[38]), the
 // first C channels of each pixel of a wider tensor; else C apart. Not with DW_A or EXPAND_A.
 #ifdef IN_PITCH
 #define IN_PITCH_PARAM , int CPITCH

@@ -232,7 +232,7 @@ static inline void zero_acc(float acc[WPT_M][WPT_N]) {
 #include "gemm_kscale.cl"
 #include "gemm_affine.cl"
 
-// A_PITCH (fusion/concat.cc's chains): A's rows lie lda apart, the first K values of each row of
+// A_PITCH (fusion/concat_chain.cc): A's rows lie lda apart, the first K values of each row of
 // a wider tensor (a concatenation that later columns extend in place); one more int argument of
 // gemm_accumulate, gemm_nt and gemm_nt_splitk after A_AFFINE's.
 #ifdef A_PITCH

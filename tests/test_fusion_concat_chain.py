@@ -1,4 +1,4 @@
-"""Chains of concatenations extended in place (fusion/concat.cc's chains): DenseNet's dense block
+"""Chains of concatenations extended in place (fusion/concat_chain.cc): DenseNet's dense block
 concatenates its running tensor with each layer's new channels, and each layer reads the tensor
 so far. The chain's concatenations all live in the last one's tensor: each layer's convolution
 writes its channels there (OUT_SLICE), the links run no kernel, the first concatenation copies
@@ -19,8 +19,9 @@ from parity import check_parity
 
 from clgpu_delegate.modelgen import ModelBuilder
 
-NO_CONCAT = (
-    "affine,pad,clamp,epilogue,residual,views,squeeze,gate,depthwise,prelu,expand,pool,gathers"
+NO_CHAIN = (  # every pass but concat_chain
+    "affine,pad,clamp,epilogue,residual,views,squeeze,gate,ds_chain,depthwise,prelu,requantize,"
+    "expand,pool,squeeze_tail,gathers,concat,dense_chain"
 )
 
 
@@ -67,7 +68,7 @@ def chain_on_and_off(model: bytes, runtime: str, links: int, **options: Any) -> 
     """Parity with the pass on and off; on, `links` concatenations ran no kernel and the invoke
     launched as many fewer, the chain's first one copying at the pitch ("+CHAIN") and the layers
     reading it ("+PITCH"); off, neither."""
-    on = pass_on_and_off(model, runtime, NO_CONCAT, "CONCATENATION", "+PITCH", links, **options)
+    on = pass_on_and_off(model, runtime, NO_CHAIN, "CONCATENATION", "+PITCH", links, **options)
     if links:
         table = on.delegate.profile().table()
         assert folded_nodes(on, "+PITCH") > 0 and folded_nodes(on, "+CHAIN") > 0, table

@@ -80,7 +80,7 @@ void AttachChain(Attachments& a, int input, std::vector<IndexStage> stages);
 // becomes the concatenation's `output`, row m of the op's written at ldc * m + offset there.
 void AttachOutputSlice(Attachments& a, int output, int ldc, int offset);
 // Input 0 read at row pitch `ldc`: the first values of each row of a wider tensor that holds it
-// (a concatenation chain, fusion/concat.cc; FoldTarget::TakesInputPitch checked by the pass).
+// (a concatenation chain, fusion/concat_chain.cc; FoldTarget::TakesInputPitch checked by the pass).
 void AttachInputPitch(Attachments& a, int ldc);
 
 }  // namespace clgpu

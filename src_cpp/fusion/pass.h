@@ -132,7 +132,7 @@ class FusionPass {
 
 // The table, in the order the passes apply: affine, pad, clamp, epilogue, residual, views,
 // squeeze, gate, ds_chain, depthwise, prelu, requantize, expand, pool, squeeze_tail, gathers,
-// concat, dense_chain (each pass's file says what it needs of those before it).
+// concat, concat_chain, dense_chain (each pass's file says what it needs of those before it).
 std::vector<std::unique_ptr<FusionPass>> FusionPasses();
 // Their names, in that order.
 const std::vector<std::string>& FusionPassNames();
@@ -165,6 +165,7 @@ std::unique_ptr<FusionPass> MakePoolPass();
 std::unique_ptr<FusionPass> MakeSqueezeTailPass();
 std::unique_ptr<FusionPass> MakeGathersPass();
 std::unique_ptr<FusionPass> MakeConcatPass();
+std::unique_ptr<FusionPass> MakeConcatChainPass();
 std::unique_ptr<FusionPass> MakeDenseChainPass();
 
 }  // namespace clgpu

@@ -26,6 +26,7 @@ std::vector<std::unique_ptr<FusionPass>> FusionPasses() {
   p.push_back(MakeSqueezeTailPass());
   p.push_back(MakeGathersPass());
   p.push_back(MakeConcatPass());
+  p.push_back(MakeConcatChainPass());
   p.push_back(MakeDenseChainPass());
   return p;
 }

@@ -152,7 +152,7 @@ struct Attachments {
     int offset = 0;
   } out_slice;
 
-  // A chain of concatenations extended in place (fusion/concat.cc): input 0 is stored as the
+  // A chain of concatenations extended in place (fusion/concat_chain.cc): input 0 is stored as the
   // first values of each row of a wider tensor, rows `ldc` apart (its own shape unchanged; the
   // partition keeps it in that tensor's storage).
   struct InPitch {

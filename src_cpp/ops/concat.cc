@@ -131,7 +131,7 @@ class ConcatOp : public Op, public Chunker {
                const std::vector<cl_mem>& out) override {
     const Shape o = View3(out_shapes[0], axis_);
     const int rows = o[0], inner = o[2];
-    // The first of a chain of concatenations extended in place (fusion/concat.cc): its rows
+    // The first of a chain of concatenations extended in place (fusion/concat_chain.cc): its rows
     // lie in a wider tensor's, at that tensor's pitch.
     const Attachments::OutSlice* slice = output_slice();
     if (slice && (!rescales_.empty() || axis_ != int(out_shapes[0].size()) - 1))

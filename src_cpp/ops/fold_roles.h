@@ -87,7 +87,8 @@ class FoldTarget {
     return false;
   }
   // Its input 0 read as the first values of each row of a wider tensor, rows at a pitch (a
-  // concatenation extended in place, fusion/concat.cc), for these input shapes with its folds.
+  // concatenation extended in place, fusion/concat_chain.cc), for these input shapes with its
+  // folds.
   virtual bool TakesInputPitch(const OpContext& ctx, const std::vector<Shape>& in) const {
     (void)ctx, (void)in;
     return false;

@@ -51,7 +51,7 @@ struct OpContext {
   // out_ldc 0: none). Only the GEMMs' launches write so (ops/gemm.h); others refuse it.
   int out_ldc = 0, out_offset = 0;
   // The pitch between the rows (pixels) of the op's input 0 when it is the first values of each
-  // row of a wider tensor (a concatenation extended in place, fusion/concat.cc's chains; 0:
+  // row of a wider tensor (a concatenation extended in place, fusion/concat_chain.cc; 0:
   // none). Only the GEMMs' A loads read so (kernels/gemm_tiles.cl's A_PITCH, the implicit GEMM's
   // IN_PITCH); others refuse it.
   int in_ldc = 0;

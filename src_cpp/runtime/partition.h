@@ -88,7 +88,7 @@ class Partition {
     bool elided = false;
     // This plan: the output of a RESHAPE (or its kin) kept in its input's storage, the copy
     // skipped (AliasFlatCopies), or a concatenation kept in the first columns of a wider one
-    // that extends it (fusion/concat.cc's chains): the tensor whose storage it shares.
+    // that extends it (fusion/concat_chain.cc): the tensor whose storage it shares.
     int alias = -1;
     bool split() const { return !piece_buffers.empty(); }
     size_t host_bytes() const;  // in TFLite's memory
